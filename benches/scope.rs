@@ -1,0 +1,82 @@
+//! Cost of one scope (enter + exit), enabled, disabled and nested, next to the floor: two raw
+//! clock reads, which any enabled scope must pay.
+//!
+//! `cargo bench --bench scope`. Enabled runs restart the session every `BATCH` scopes (outside
+//! the timed part) so chunks are recycled and the figure is the steady state, not page faults.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use tickscope::{Profiler, scope};
+
+const BATCH: u64 = 32 * 1024;
+
+/// Times `iters` runs of `body` inside sessions restarted every `BATCH` iterations.
+fn in_sessions(iters: u64, body: impl Fn()) -> Duration {
+    let prof = Profiler::builder().current_thread().start();
+    prof.stop();
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(BATCH);
+        prof.restart();
+        let t = Instant::now();
+        for _ in 0..n {
+            body();
+        }
+        total += t.elapsed();
+        prof.stop();
+        left -= n;
+    }
+    total
+}
+
+fn bench(c: &mut Criterion) {
+    let clock = quanta::Clock::new();
+    let mut g = c.benchmark_group("scope");
+    g.bench_function("floor_two_raw_reads", |b| {
+        b.iter(|| {
+            let start = clock.raw();
+            let end = clock.raw();
+            black_box((start, end))
+        })
+    });
+    g.bench_function("enabled", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                let _g = scope!("enabled");
+            })
+        })
+    });
+    g.bench_function("enabled_dynamic_name", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                let _g = scope!(name = black_box("dynamic"));
+            })
+        })
+    });
+    g.bench_function("nested_3_per_scope", |b| {
+        b.iter_custom(|iters| {
+            // Three scopes per iteration; report the cost per scope.
+            in_sessions(iters.div_ceil(3), || {
+                let _a = scope!("a");
+                let _b = scope!("b");
+                let _c = scope!("c");
+            })
+        })
+    });
+    g.bench_function("disabled", |b| {
+        b.iter(|| {
+            let _g = scope!("disabled");
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

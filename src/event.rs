@@ -1,0 +1,63 @@
+//! The fixed-size records the hot path writes.
+
+/// What a [`RawEvent`] records.
+///
+/// The discriminants are stable: they are written as they are into raw trace files.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RawKind {
+    /// A scope was entered; `id` is its callsite id.
+    Begin = 1,
+    /// A scope was left; `id` is its callsite id, the same as its `Begin`'s.
+    End = 2,
+}
+
+impl RawKind {
+    /// The kind with discriminant `value`, or `None` for a value this version does not know.
+    pub const fn from_u32(value: u32) -> Option<Self> {
+        match value {
+            1 => Some(Self::Begin),
+            2 => Some(Self::End),
+            _ => None,
+        }
+    }
+}
+
+/// One 16-byte record in a thread's buffer: a raw clock tick, a callsite id and a kind.
+///
+/// Ticks are unconverted [`quanta::Clock::raw`] values; they become nanoseconds only after
+/// collection (see [`Converter`](crate::clock::Converter)).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawEvent {
+    /// Raw clock value when the event happened.
+    pub tick: u64,
+    /// Interned callsite id (see [`Callsite::id`](crate::Callsite::id)); never 0.
+    pub id: u32,
+    /// What happened.
+    pub kind: RawKind,
+}
+
+const _: () = assert!(std::mem::size_of::<RawEvent>() == 16);
+
+impl RawEvent {
+    /// A scope entry for callsite `id` at `tick`.
+    #[inline(always)]
+    pub const fn begin(id: u32, tick: u64) -> Self {
+        Self {
+            tick,
+            id,
+            kind: RawKind::Begin,
+        }
+    }
+
+    /// A scope exit for callsite `id` at `tick`.
+    #[inline(always)]
+    pub const fn end(id: u32, tick: u64) -> Self {
+        Self {
+            tick,
+            id,
+            kind: RawKind::End,
+        }
+    }
+}

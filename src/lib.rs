@@ -1,0 +1,176 @@
+//! tickscope: an in-process profiler whose scopes cost a couple of clock reads.
+//!
+//! Put `let _g = scope!("name");` in the code you care about, run it under a [`Profiler`]
+//! session, and get a per-name table (calls, total, self, avg, min, max, p50, p99, % of the
+//! session) or the raw [`Trace`](trace::Trace) of every scope.
+//!
+//! ```
+//! use tickscope::{Profiler, scope};
+//!
+//! fn parse(input: &str) -> usize {
+//!     let _g = scope!("parse");
+//!     input.len()
+//! }
+//!
+//! let prof = Profiler::start();
+//! for line in ["a", "bb", "ccc"] {
+//!     let _g = scope!("line");
+//!     parse(line);
+//! }
+//! prof.stop();
+//! println!("{}", prof.table());
+//!
+//! let report = prof.report();
+//! assert_eq!(report.get("line").unwrap().calls, 3);
+//! assert_eq!(report.get("parse").unwrap().calls, 3);
+//! // Self time excludes the children on the same thread.
+//! let line = report.get("line").unwrap();
+//! assert!(line.self_ns <= line.total_ns);
+//! ```
+//!
+//! # How it works
+//!
+//! The hot path stamps a raw clock tick ([`quanta::Clock::raw`], the TSC where there is one) and
+//! a static callsite id into a 16-byte record in the current thread's own buffer: no lock, no
+//! allocation (after the thread's first chunk), no write to memory another thread writes.
+//! Everything else happens when a session stops: pairing begin and end, nesting, self time,
+//! converting ticks to Unix-epoch nanoseconds with a converter calibrated at start and stop
+//! ([`clock::Converter`]), aggregation ([`report::Report`]) and printing ([`table::Table`]).
+//!
+//! When no session runs, a scope costs one relaxed atomic load and a branch. Without the
+//! default `enabled` cargo feature, `scope!` compiles to nothing at all.
+//!
+//! # Tests
+//!
+//! `cargo test` runs tests in parallel threads of one process. A session limited to the
+//! current thread sees nothing of the other tests, so its counts are exact:
+//!
+//! ```
+//! let prof = tickscope::Profiler::builder().current_thread().start();
+//! std::thread::spawn(|| {
+//!     let _g = tickscope::scope!("elsewhere"); // another thread: not recorded
+//! })
+//! .join()
+//! .unwrap();
+//! {
+//!     let _g = tickscope::scope!("here");
+//! }
+//! prof.stop();
+//! let report = prof.report();
+//! assert_eq!(report.get("here").unwrap().calls, 1);
+//! assert!(report.get("elsewhere").is_none());
+//! ```
+//!
+//! For exact durations, install a mock clock with [`clock::use_mock_clock`] before the first
+//! session of the test binary.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+#[cfg(not(loom))]
+mod callsite;
+#[cfg(not(loom))]
+pub mod clock;
+#[cfg(not(loom))]
+pub mod export;
+#[cfg(not(loom))]
+mod pool;
+#[cfg(not(loom))]
+mod registry;
+#[cfg(not(loom))]
+pub mod report;
+#[cfg(not(loom))]
+mod scope;
+#[cfg(not(loom))]
+mod session;
+#[cfg(not(loom))]
+pub mod table;
+#[cfg(not(loom))]
+pub mod trace;
+
+#[cfg(not(loom))]
+mod buffer;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod buffer;
+pub mod event;
+mod sync;
+
+#[cfg(not(loom))]
+pub use callsite::Callsite;
+#[cfg(not(loom))]
+pub use scope::ScopeGuard;
+#[cfg(not(loom))]
+pub use session::{Config, Profiler, Threads};
+
+/// Opens a scope that lasts until the returned [`ScopeGuard`] is dropped.
+///
+/// - `scope!("name")`: a static name. One `static` [`Callsite`] per call site; entering and
+///   leaving the scope stamps two raw ticks into this thread's buffer.
+/// - `scope!(name = expr)`: a name computed at run time (`&str`, `String`, …). It is evaluated
+///   only while recording, and interned: see [`ScopeGuard::enter_dynamic`] for the extra cost.
+///
+/// ```
+/// # let prof = tickscope::Profiler::builder().current_thread().start();
+/// let _outer = tickscope::scope!("load");
+/// let kind = "png";
+/// let _inner = tickscope::scope!(name = format!("decode {kind}"));
+/// # drop((_inner, _outer)); prof.stop();
+/// # assert_eq!(prof.report().get("decode png").unwrap().calls, 1);
+/// ```
+#[cfg(all(feature = "enabled", not(loom)))]
+#[macro_export]
+macro_rules! scope {
+    (name = $name:expr $(,)?) => {
+        if $crate::__private::recording() {
+            $crate::ScopeGuard::enter_dynamic(::core::convert::AsRef::<str>::as_ref(&$name))
+        } else {
+            $crate::ScopeGuard::inactive()
+        }
+    };
+    ($name:literal $(,)?) => {{
+        static __TICKSCOPE_CALLSITE: $crate::Callsite = $crate::Callsite::new(
+            $name,
+            ::core::file!(),
+            ::core::line!(),
+            ::core::module_path!(),
+        );
+        $crate::ScopeGuard::enter(&__TICKSCOPE_CALLSITE)
+    }};
+}
+
+/// Opens a scope (instrumentation is compiled out: the `enabled` feature is off).
+#[cfg(all(not(feature = "enabled"), not(loom)))]
+#[macro_export]
+macro_rules! scope {
+    (name = $name:expr $(,)?) => {{
+        if false {
+            let _ = &$name;
+        }
+        $crate::ScopeGuard::inactive()
+    }};
+    ($name:literal $(,)?) => {{
+        let _: &'static str = $name;
+        $crate::ScopeGuard::inactive()
+    }};
+}
+
+/// Support for the macros; not public API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod __private {
+    /// True when a session wants this thread's events.
+    #[inline(always)]
+    pub fn recording() -> bool {
+        crate::registry::thread_wants()
+    }
+
+    /// Chunks allocated and not freed, process-wide.
+    pub fn live_chunks() -> usize {
+        crate::pool::live_chunks()
+    }
+
+    /// Threads in the registry (live, or exited with events still needed).
+    pub fn registered_threads() -> usize {
+        crate::registry::thread_count()
+    }
+}

@@ -1,0 +1,336 @@
+//! Every thread's buffer, every running session, and the per-thread state of the hot path.
+//!
+//! The global lock is taken when a thread registers, when a thread first sees a change in the
+//! set of recording sessions, and at session start, stop and collection; filling a chunk takes
+//! only the thread's own buffer lock. The hot path reads one global atomic ([`GENERATION`]) and
+//! its own thread-locals.
+
+use std::cell::{Cell, OnceCell};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::buffer::{ThreadBuffer, Writer};
+use crate::event::{RawEvent, RawKind};
+use crate::{clock, pool};
+
+/// 0 while no session records; otherwise a number that changes whenever the set of recording
+/// sessions or their members changes, so each thread re-checks whether it is wanted.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Events that could not be recorded because their thread was tearing down.
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    threads: Vec::new(),
+    sessions: Vec::new(),
+    generation: 0,
+    next_thread: 1,
+});
+
+/// A registered thread: identity, name and events.
+#[derive(Debug)]
+pub(crate) struct ThreadEntry {
+    /// Process-unique, never reused, starting at 1.
+    pub(crate) id: u64,
+    pub(crate) name: Option<String>,
+    pub(crate) buffer: ThreadBuffer,
+}
+
+impl std::fmt::Debug for ThreadBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadBuffer")
+            .field("chunks", &self.chunks())
+            .finish()
+    }
+}
+
+/// Which threads a session records.
+#[derive(Debug, Clone)]
+pub(crate) enum Members {
+    All,
+    /// `(thread id, tick from which it belongs to the session)`.
+    Threads(Vec<(u64, u64)>),
+}
+
+#[derive(Debug)]
+struct SessionEntry {
+    id: u64,
+    start_tick: u64,
+    members: Members,
+    /// Stopped, but its events are still being collected: it wants no new events, and its
+    /// window must not be reclaimed yet.
+    collecting: bool,
+}
+
+impl SessionEntry {
+    /// The tick from which this session wants `thread`'s events, if it wants them at all.
+    fn window_start(&self, thread: u64) -> Option<u64> {
+        match &self.members {
+            Members::All => Some(self.start_tick),
+            Members::Threads(list) => list
+                .iter()
+                .find(|(id, _)| *id == thread)
+                .map(|&(_, from)| from.max(self.start_tick)),
+        }
+    }
+}
+
+struct Registry {
+    threads: Vec<Arc<ThreadEntry>>,
+    sessions: Vec<SessionEntry>,
+    generation: u64,
+    next_thread: u64,
+}
+
+impl Registry {
+    /// Publishes a change in who records.
+    fn bump(&mut self) {
+        self.generation += 1;
+        let recording = self.sessions.iter().any(|s| !s.collecting);
+        GENERATION.store(
+            if recording { self.generation } else { 0 },
+            Ordering::Release,
+        );
+    }
+
+    fn wants(&self, thread: u64) -> bool {
+        self.sessions
+            .iter()
+            .any(|s| !s.collecting && s.window_start(thread).is_some())
+    }
+}
+
+fn registry() -> MutexGuard<'static, Registry> {
+    // Every critical section leaves the registry consistent before anything that can panic.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The hot path's per-thread state. `const`-initialised and without `Drop`, so reaching it is a
+/// plain thread-pointer-relative access with no lazy-init check.
+struct Fast {
+    /// Equal to [`GENERATION`] while this thread records.
+    wanted: Cell<u64>,
+    /// The generation for which `wanted` was last computed.
+    checked: Cell<u64>,
+    writer: Writer,
+}
+
+/// The per-thread state that needs a destructor: the thread's registry entry.
+struct Local {
+    entry: OnceCell<Arc<ThreadEntry>>,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = FAST.try_with(|fast| {
+            fast.writer.detach();
+            fast.wanted.set(0);
+            fast.checked.set(u64::MAX);
+        });
+        if let Some(entry) = self.entry.get() {
+            entry.buffer.retire();
+        }
+    }
+}
+
+thread_local! {
+    static FAST: Fast = const {
+        Fast { wanted: Cell::new(0), checked: Cell::new(0), writer: Writer::new() }
+    };
+    static LOCAL: Local = const { Local { entry: OnceCell::new() } };
+}
+
+/// True when a running session wants this thread's events. One relaxed load and a branch when
+/// no session runs.
+#[inline(always)]
+pub(crate) fn thread_wants() -> bool {
+    let generation = GENERATION.load(Ordering::Relaxed);
+    if generation == 0 {
+        return false;
+    }
+    FAST.try_with(|fast| fast.wanted.get() == generation || recheck(fast, generation))
+        .unwrap_or(false)
+}
+
+#[cold]
+#[inline(never)]
+fn recheck(fast: &Fast, generation: u64) -> bool {
+    if fast.checked.get() == generation {
+        return false;
+    }
+    let Some(entry) = current_entry() else {
+        LOST.fetch_add(1, Ordering::Relaxed);
+        return false;
+    };
+    let reg = registry();
+    let now = GENERATION.load(Ordering::Relaxed);
+    let wanted = now != 0 && reg.wants(entry.id);
+    fast.checked.set(now);
+    fast.wanted.set(if wanted { now } else { 0 });
+    wanted
+}
+
+/// Appends `event` to this thread's buffer.
+#[inline(always)]
+pub(crate) fn push(event: RawEvent) {
+    let pushed = FAST.try_with(|fast| fast.writer.try_push(event) || push_slow(fast, event));
+    if pushed != Ok(true) {
+        LOST.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The current chunk is full (or there is none yet): link a fresh one and push again.
+///
+/// A `Begin` is stamped again after the switch so that the scope is not billed for it.
+#[cold]
+#[inline(never)]
+fn push_slow(fast: &Fast, mut event: RawEvent) -> bool {
+    LOCAL
+        .try_with(|local| {
+            let Some(entry) = local.entry.get() else {
+                return false;
+            };
+            fast.writer.switch_to(&entry.buffer, pool::take());
+            if event.kind == RawKind::Begin {
+                event.tick = clock::now();
+            }
+            fast.writer.try_push(event)
+        })
+        .unwrap_or(false)
+}
+
+/// This thread's registry entry, registering the thread on first use. `None` during teardown.
+pub(crate) fn current_entry() -> Option<Arc<ThreadEntry>> {
+    LOCAL
+        .try_with(|local| local.entry.get_or_init(register).clone())
+        .ok()
+}
+
+#[cold]
+fn register() -> Arc<ThreadEntry> {
+    let name = std::thread::current().name().map(str::to_owned);
+    let mut reg = registry();
+    let entry = Arc::new(ThreadEntry {
+        id: reg.next_thread,
+        name,
+        buffer: ThreadBuffer::new(),
+    });
+    reg.next_thread += 1;
+    reg.threads.push(entry.clone());
+    entry
+}
+
+/// Events lost so far to thread teardown (monotonic).
+pub(crate) fn lost_events() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
+
+/// Registers a running session.
+pub(crate) fn add_session(id: u64, start_tick: u64, members: Members) {
+    let mut reg = registry();
+    reg.sessions.retain(|s| s.id != id);
+    reg.sessions.push(SessionEntry {
+        id,
+        start_tick,
+        members,
+        collecting: false,
+    });
+    reg.bump();
+}
+
+/// Adds a thread to a running session that records selected threads.
+pub(crate) fn join_session(id: u64, thread: u64, from_tick: u64) {
+    let mut reg = registry();
+    let Some(session) = reg
+        .sessions
+        .iter_mut()
+        .find(|s| s.id == id && !s.collecting)
+    else {
+        return;
+    };
+    if let Members::Threads(list) = &mut session.members {
+        if !list.iter().any(|(t, _)| *t == thread) {
+            list.push((thread, from_tick));
+        }
+        reg.bump();
+    }
+}
+
+/// A thread's identity and the events of one session's window.
+pub(crate) struct Collected {
+    pub(crate) id: u64,
+    pub(crate) name: Option<String>,
+    pub(crate) events: Vec<RawEvent>,
+}
+
+/// Stops a session from recording; its window stays protected until [`finish_session`].
+pub(crate) fn stop_recording(id: u64) {
+    let mut reg = registry();
+    if let Some(s) = reg.sessions.iter_mut().find(|s| s.id == id) {
+        s.collecting = true;
+    }
+    reg.bump();
+}
+
+/// Copies the events of session `id` with ticks up to `end_tick` (threads with none are left
+/// out). Works while the session records (a snapshot) and after `stop_recording`.
+pub(crate) fn collect(id: u64, end_tick: u64) -> Vec<Collected> {
+    let threads: Vec<(Arc<ThreadEntry>, u64)> = {
+        let reg = registry();
+        let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
+            return Vec::new();
+        };
+        reg.threads
+            .iter()
+            .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
+            .collect()
+    };
+    threads
+        .into_iter()
+        .filter_map(|(thread, from)| {
+            let mut events = Vec::new();
+            thread.buffer.for_each(|e| {
+                if (from..=end_tick).contains(&e.tick) {
+                    events.push(*e);
+                }
+            });
+            (!events.is_empty()).then(|| Collected {
+                id: thread.id,
+                name: thread.name.clone(),
+                events,
+            })
+        })
+        .collect()
+}
+
+/// Forgets session `id`, gives back every chunk no remaining session needs, and returns the
+/// session's members.
+pub(crate) fn finish_session(id: u64) -> Option<Members> {
+    let mut reg = registry();
+    let position = reg.sessions.iter().position(|s| s.id == id);
+    let members = position.map(|p| reg.sessions.remove(p).members);
+    if members.is_some() {
+        reg.bump();
+    }
+    reclaim(&mut reg);
+    members
+}
+
+fn reclaim(reg: &mut Registry) {
+    let Registry {
+        threads, sessions, ..
+    } = reg;
+    for thread in threads.iter() {
+        let horizon = sessions
+            .iter()
+            .filter_map(|s| s.window_start(thread.id))
+            .min();
+        thread.buffer.reclaim(horizon, pool::give);
+    }
+    threads.retain(|t| !t.buffer.is_drained());
+}
+
+/// Registered threads (live, or exited with events still needed).
+pub(crate) fn thread_count() -> usize {
+    registry().threads.len()
+}

@@ -1,0 +1,174 @@
+//! Per-name statistics of a [`Trace`], the data behind [`Profiler::table`](crate::Profiler::table).
+
+use std::collections::HashMap;
+
+use crate::trace::Trace;
+
+/// Statistics of every scope with one name (and, in a per-thread report, on one thread).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeStats {
+    /// The scope name.
+    pub name: &'static str,
+    /// The thread, in a per-thread report ([`Report::by_thread`]); `None` otherwise.
+    pub thread: Option<u64>,
+    /// Number of calls.
+    pub calls: u64,
+    /// Sum of durations. Recursive scopes count every level.
+    pub total_ns: u64,
+    /// Sum of self times: duration minus direct children on the same thread.
+    pub self_ns: u64,
+    /// Shortest call.
+    pub min_ns: u64,
+    /// Longest call.
+    pub max_ns: u64,
+    /// Median duration (exact, nearest rank).
+    pub p50_ns: u64,
+    /// 99th-percentile duration (exact, nearest rank).
+    pub p99_ns: u64,
+    /// Calls still open at stop, closed at the stop time.
+    pub open_at_stop: u64,
+    /// `total_ns` as a percentage of the session's wall time (can pass 100 with several threads).
+    pub percent: f64,
+}
+
+impl ScopeStats {
+    /// Mean duration, rounded down.
+    pub fn avg_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.calls).unwrap_or(0)
+    }
+}
+
+/// Statistics per scope name over one session window.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Report {
+    rows: Vec<ScopeStats>,
+    /// Wall time of the window.
+    pub wall_ns: u64,
+    /// Threads with events in the window.
+    pub threads: usize,
+    /// Events that could not be recorded (see [`Trace::dropped_events`]).
+    pub dropped_events: u64,
+}
+
+impl Report {
+    /// One row per name, all threads merged, sorted by total time (descending).
+    pub fn new(trace: &Trace) -> Self {
+        Self::build(trace, false)
+    }
+
+    /// One row per (thread, name), sorted by thread then total time.
+    pub fn by_thread(trace: &Trace) -> Self {
+        Self::build(trace, true)
+    }
+
+    fn build(trace: &Trace, split_threads: bool) -> Self {
+        struct Acc {
+            durations: Vec<u64>,
+            self_ns: u64,
+            open: u64,
+        }
+        let mut groups: HashMap<(Option<u64>, &'static str), Acc> = HashMap::new();
+        for (thread, span) in trace.spans() {
+            let key = (split_threads.then_some(thread.id), span.name());
+            let acc = groups.entry(key).or_insert_with(|| Acc {
+                durations: Vec::new(),
+                self_ns: 0,
+                open: 0,
+            });
+            acc.durations.push(span.duration_ns());
+            acc.self_ns += span.self_ns();
+            acc.open += u64::from(span.open_at_stop);
+        }
+        let wall = trace.wall_ns();
+        let mut rows: Vec<ScopeStats> = groups
+            .into_iter()
+            .map(|((thread, name), mut acc)| {
+                acc.durations.sort_unstable();
+                let d = &acc.durations;
+                let total: u64 = d.iter().sum();
+                ScopeStats {
+                    name,
+                    thread,
+                    calls: d.len() as u64,
+                    total_ns: total,
+                    self_ns: acc.self_ns,
+                    min_ns: d[0],
+                    max_ns: d[d.len() - 1],
+                    p50_ns: nearest_rank(d, 50),
+                    p99_ns: nearest_rank(d, 99),
+                    open_at_stop: acc.open,
+                    percent: if wall == 0 {
+                        0.0
+                    } else {
+                        total as f64 * 100.0 / wall as f64
+                    },
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            a.thread
+                .cmp(&b.thread)
+                .then(b.total_ns.cmp(&a.total_ns))
+                .then(a.name.cmp(b.name))
+        });
+        Self {
+            rows,
+            wall_ns: wall,
+            threads: trace.threads.len(),
+            dropped_events: trace.dropped_events,
+        }
+    }
+
+    /// The row for `name` (the first one, in a per-thread report).
+    pub fn get(&self, name: &str) -> Option<&ScopeStats> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+
+    /// The row for `name` on `thread`, in a per-thread report.
+    pub fn get_on_thread(&self, name: &str, thread: u64) -> Option<&ScopeStats> {
+        self.rows
+            .iter()
+            .find(|r| r.name == name && r.thread == Some(thread))
+    }
+
+    /// All rows.
+    pub fn rows(&self) -> &[ScopeStats] {
+        &self.rows
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when no scope was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Total calls over all rows.
+    pub fn total_calls(&self) -> u64 {
+        self.rows.iter().map(|r| r.calls).sum()
+    }
+}
+
+/// The smallest value with at least `pct`% of the values at or below it.
+fn nearest_rank(sorted: &[u64], pct: usize) -> u64 {
+    let rank = (sorted.len() * pct).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nearest_rank;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(nearest_rank(&v, 50), 50);
+        assert_eq!(nearest_rank(&v, 99), 99);
+        assert_eq!(nearest_rank(&[7], 99), 7);
+        assert_eq!(nearest_rank(&[1, 2, 3], 50), 2);
+        assert_eq!(nearest_rank(&[1, 2, 3], 99), 3);
+    }
+}

@@ -1,0 +1,283 @@
+//! [`Profiler`] sessions: start, stop, restart, nesting and thread scopes.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::clock::{self, Calibration, Converter};
+use crate::pool;
+use crate::registry::{self, Members};
+use crate::report::Report;
+use crate::table::Table;
+use crate::trace::{RawThread, Trace};
+
+/// Which threads a session records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Threads {
+    /// Every thread of the process (the default).
+    #[default]
+    All,
+    /// The thread that starts the session, plus threads that call
+    /// [`Profiler::join_current_thread`]. Sessions of this kind see nothing of other threads, so
+    /// tests running in parallel in one process each get exact counts.
+    Joined,
+}
+
+/// Options for a session; start it with [`Config::start`].
+#[must_use]
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    threads: Threads,
+}
+
+impl Config {
+    /// Default options: all threads.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Chooses which threads the session records.
+    pub fn threads(mut self, threads: Threads) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Shorthand for `threads(Threads::Joined)`: record the current thread (and threads that
+    /// join explicitly) only.
+    pub fn current_thread(self) -> Self {
+        self.threads(Threads::Joined)
+    }
+
+    /// Starts a session with these options.
+    pub fn start(self) -> Profiler {
+        let inner = Arc::new(Inner {
+            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+            config: self,
+            state: Mutex::new(State {
+                window: None,
+                members: None,
+                trace: None,
+            }),
+        });
+        let profiler = Profiler { inner };
+        profiler.restart();
+        profiler
+    }
+}
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Sessions started or joined on this thread, innermost last (TVM's profiler stack).
+    static STACK: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A profiling session: records scopes from `start` to `stop` and reports on them.
+///
+/// Sessions nest: an inner session reports only its own window, an outer one everything,
+/// the inner window included. A session can be restarted; each stop keeps its own data,
+/// replacing the previous stop's. Cloning gives another handle to the same session (for
+/// instance to join from another thread); dropping the last handle of a running session
+/// discards it.
+///
+/// ```
+/// let prof = tickscope::Profiler::builder().current_thread().start();
+/// for _ in 0..3 {
+///     let _g = tickscope::scope!("step");
+/// }
+/// prof.stop();
+/// assert_eq!(prof.report().get("step").unwrap().calls, 3);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Profiler {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: u64,
+    config: Config,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Set while the session records.
+    window: Option<Window>,
+    /// Members of a `Joined` session, kept across restarts.
+    members: Option<Members>,
+    /// What the last stop collected.
+    trace: Option<Arc<Trace>>,
+}
+
+#[derive(Debug)]
+struct Window {
+    start_tick: u64,
+    calibration: Calibration,
+    lost_at_start: u64,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn collect(&self, window: &Window, end_tick: u64, stop: &Calibration) -> Trace {
+        let threads = registry::collect(self.id, end_tick)
+            .into_iter()
+            .map(|c| RawThread {
+                id: c.id,
+                name: c.name,
+                events: c.events,
+            })
+            .collect();
+        let converter = Converter::calibrated(&window.calibration, stop);
+        let dropped = registry::lost_events() - window.lost_at_start;
+        Trace::from_raw(threads, converter, window.start_tick, end_tick, dropped)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let running = self.state.get_mut().map_or(true, |s| s.window.is_some());
+        if running {
+            registry::stop_recording(self.id);
+            registry::finish_session(self.id);
+        }
+    }
+}
+
+impl Profiler {
+    /// Starts a session that records every thread.
+    pub fn start() -> Self {
+        Config::new().start()
+    }
+
+    /// Options for a new session.
+    pub fn builder() -> Config {
+        Config::new()
+    }
+
+    /// The innermost running session started or joined on this thread.
+    pub fn current() -> Option<Self> {
+        STACK
+            .try_with(|stack| {
+                let mut stack = stack.borrow_mut();
+                stack.retain(|w| w.strong_count() > 0);
+                stack
+                    .iter()
+                    .rev()
+                    .filter_map(Weak::upgrade)
+                    .map(|inner| Self { inner })
+                    .find(Self::is_running)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Starts a new window: the data of the previous stop is kept until the next stop
+    /// replaces it. Does nothing if the session is running.
+    pub fn restart(&self) {
+        let mut state = self.inner.state();
+        if state.window.is_some() {
+            return;
+        }
+        clock::init();
+        pool::prepare();
+        let members = match self.inner.config.threads {
+            Threads::All => Members::All,
+            Threads::Joined => match (state.members.take(), registry::current_entry()) {
+                (Some(members), _) => members,
+                (None, Some(me)) => Members::Threads(vec![(me.id, 0)]),
+                (None, None) => Members::Threads(Vec::new()),
+            },
+        };
+        let calibration = Calibration::sample();
+        let lost_at_start = registry::lost_events();
+        let start_tick = clock::now();
+        registry::add_session(self.inner.id, start_tick, members);
+        state.window = Some(Window {
+            start_tick,
+            calibration,
+            lost_at_start,
+        });
+        drop(state);
+        self.push_on_stack();
+    }
+
+    fn push_on_stack(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let _ = STACK.try_with(|stack| {
+            let mut stack = stack.borrow_mut();
+            if !stack.iter().any(|w| w.ptr_eq(&weak)) {
+                stack.push(weak);
+            }
+        });
+    }
+
+    /// Stops recording and collects the window's events. Does nothing if already stopped.
+    pub fn stop(&self) {
+        let mut state = self.inner.state();
+        let Some(window) = state.window.take() else {
+            return;
+        };
+        let end_tick = clock::now();
+        let calibration = Calibration::sample();
+        registry::stop_recording(self.inner.id);
+        let trace = self.inner.collect(&window, end_tick, &calibration);
+        state.members = registry::finish_session(self.inner.id);
+        state.trace = Some(Arc::new(trace));
+    }
+
+    /// True between start (or restart) and stop.
+    pub fn is_running(&self) -> bool {
+        self.inner.state().window.is_some()
+    }
+
+    /// Adds the calling thread to a session that records [`Threads::Joined`] threads, from now
+    /// until the session stops (and after restarts). Has no effect on an all-threads session
+    /// other than making it this thread's [`Profiler::current`].
+    pub fn join_current_thread(&self) {
+        if let Some(me) = registry::current_entry() {
+            registry::join_session(self.inner.id, me.id, clock::now());
+        }
+        self.push_on_stack();
+    }
+
+    /// The collected trace: the last stop's, or a snapshot up to now while running (scopes
+    /// still open are then closed at the snapshot time and flagged).
+    pub fn trace(&self) -> Arc<Trace> {
+        let state = self.inner.state();
+        match &state.window {
+            Some(window) => {
+                let end_tick = clock::now();
+                Arc::new(self.inner.collect(window, end_tick, &Calibration::sample()))
+            }
+            None => state
+                .trace
+                .clone()
+                .unwrap_or_else(|| Arc::new(Trace::empty())),
+        }
+    }
+
+    /// Per-name statistics of [`Profiler::trace`].
+    pub fn report(&self) -> Report {
+        Report::new(&self.trace())
+    }
+
+    /// Writes [`Profiler::trace`] as Chrome Trace Event JSON (open it in ui.perfetto.dev or
+    /// chrome://tracing). The file appears only when complete: it is written beside `path`
+    /// and renamed into place, so an error never leaves a truncated file.
+    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let trace = self.trace();
+        crate::export::atomic_write(path.as_ref(), |out| {
+            crate::export::chrome::write(&trace, out)
+        })
+    }
+
+    /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
+    /// keys, row limits, per-thread rows and the call tree.
+    pub fn table(&self) -> Table {
+        Table::new(self.trace())
+    }
+}
