@@ -245,6 +245,9 @@ mod tests {
         };
         let c = Converter::from_calibrations(&start, &stop, 0.25);
         assert_eq!(c.ns_per_tick(), 0.25);
-        assert_eq!(c.to_unix_ns(100), 5_000 - 12);
+        // Offsets at that rate: 5 000 (start) and 5 100 - 200 × 0.25 = 5 050 (stop); the median
+        // of an even count is the upper one.
+        assert_eq!(c.to_unix_ns(100), 5_050);
+        assert_eq!(c.to_unix_ns(300), 5_100);
     }
 }

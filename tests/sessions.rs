@@ -228,3 +228,40 @@ fn builder_threads_option() {
     prof.stop();
     assert!(prof.report().is_empty());
 }
+
+#[test]
+fn snapshots_while_threads_write_see_growing_prefixes() {
+    const WRITERS: usize = 4;
+    const SCOPES: u64 = 50_000;
+    let prof = local();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let prof = prof.clone();
+            std::thread::spawn(move || {
+                prof.join_current_thread();
+                for _ in 0..SCOPES {
+                    let _g = scope!("stress");
+                }
+            })
+        })
+        .collect();
+    let mut last = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        let report = prof.report();
+        let seen = report.get("stress").map_or(0, |s| s.calls);
+        assert!(seen >= last, "snapshot went back from {last} to {seen}");
+        assert!(seen <= WRITERS as u64 * SCOPES);
+        last = seen;
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    prof.stop();
+    let report = prof.report();
+    let stress = report.get("stress").unwrap();
+    assert_eq!(
+        (stress.calls, stress.open_at_stop),
+        (WRITERS as u64 * SCOPES, 0)
+    );
+    assert_eq!(report.threads, WRITERS);
+}
