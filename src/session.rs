@@ -275,6 +275,17 @@ impl Profiler {
         })
     }
 
+    /// Writes [`Profiler::trace`] as folded stacks (`outer;inner;leaf <self ns>`, all threads
+    /// merged) for flamegraph tools such as inferno; same atomic-write guarantee as
+    /// [`Profiler::write_chrome_trace`]. See [`export::folded`](crate::export::folded) for
+    /// per-thread stacks.
+    pub fn write_folded(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let trace = self.trace();
+        crate::export::atomic_write(path.as_ref(), |out| {
+            crate::export::folded::write(&trace, out, Default::default())
+        })
+    }
+
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
     /// keys, row limits, per-thread rows and the call tree.
     pub fn table(&self) -> Table {

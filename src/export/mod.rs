@@ -3,6 +3,7 @@
 //! export never leaves a truncated file under the requested name.
 
 pub mod chrome;
+pub mod folded;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

@@ -1,0 +1,104 @@
+//! Export speed and size: Chrome JSON and folded stacks of a 1 M-scope trace, written to a file.
+//!
+//! `cargo bench --bench export`; prints bytes per scope once, criterion reports scopes per
+//! second. Also times post-processing alone (raw events to report), in events per second.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use tickscope::clock::Converter;
+use tickscope::event::RawEvent;
+use tickscope::export::{chrome, folded};
+use tickscope::report::Report;
+use tickscope::trace::{RawThread, Trace};
+use tickscope::{Callsite, Profiler, scope};
+
+const OUTER: usize = 250_000;
+
+fn bench(c: &mut Criterion) {
+    // 250 000 × (outer + 3 inner) = 1 M scopes on one thread.
+    let prof = Profiler::builder().current_thread().start();
+    for _ in 0..OUTER {
+        let _o = scope!("request");
+        for _ in 0..3 {
+            let _i = scope!("step");
+        }
+    }
+    prof.stop();
+    let trace = prof.trace();
+    let scopes = trace.threads.iter().map(|t| t.spans.len()).sum::<usize>() as u64;
+    let path = std::env::temp_dir().join(format!("tickscope-bench-{}.json", std::process::id()));
+
+    let mut sized = Vec::new();
+    chrome::write(&trace, &mut sized).unwrap();
+    println!(
+        "chrome JSON: {} bytes for {scopes} scopes = {:.1} bytes/scope",
+        sized.len(),
+        sized.len() as f64 / scopes as f64
+    );
+
+    let mut g = c.benchmark_group("export");
+    g.throughput(Throughput::Elements(scopes));
+    g.sample_size(10);
+    g.bench_function("chrome_json_to_file", |b| {
+        b.iter(|| {
+            let mut out = BufWriter::with_capacity(1 << 16, File::create(&path).unwrap());
+            chrome::write(&trace, &mut out).unwrap();
+        })
+    });
+    g.bench_function("folded_to_file", |b| {
+        b.iter(|| {
+            let mut out = BufWriter::new(File::create(&path).unwrap());
+            folded::write(&trace, &mut out, Default::default()).unwrap();
+        })
+    });
+    g.finish();
+    let _ = std::fs::remove_file(&path);
+
+    // Post-processing alone: pairing, nesting, tick conversion, then aggregation, on the same
+    // shape of events (2 M raw events).
+    static OUTER_SITE: Callsite = Callsite::new("request", file!(), line!(), module_path!());
+    static INNER_SITE: Callsite = Callsite::new("step", file!(), line!(), module_path!());
+    let (outer, inner) = (OUTER_SITE.id(), INNER_SITE.id());
+    let mut events = Vec::with_capacity(OUTER * 8);
+    let mut tick = 1_000_000u64;
+    for _ in 0..OUTER {
+        events.push(RawEvent::begin(outer, tick));
+        for _ in 0..3 {
+            events.push(RawEvent::begin(inner, tick + 3));
+            events.push(RawEvent::end(inner, tick + 20));
+            tick += 25;
+        }
+        events.push(RawEvent::end(outer, tick + 5));
+        tick += 10;
+    }
+    let raw = vec![RawThread {
+        id: 1,
+        name: None,
+        events,
+    }];
+    let converter = Converter::new(0, 1_700_000_000_000_000_000, 0.37);
+    let mut g = c.benchmark_group("postprocess");
+    g.throughput(Throughput::Elements(raw[0].events.len() as u64));
+    g.sample_size(10);
+    g.bench_function("pair_convert_aggregate_2M_events", |b| {
+        b.iter_batched(
+            || raw.clone(),
+            |raw| {
+                let trace = Trace::from_raw(raw, converter, 0, tick, 0);
+                Report::new(&trace)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,50 @@
+//! Folded stacks (`outer;inner;leaf <self ns>`), the input of flamegraph.pl and inferno.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use crate::trace::Trace;
+
+/// Options for [`write()`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Starts every stack with the thread's name, giving one tower per thread.
+    pub by_thread: bool,
+}
+
+/// Writes one line per distinct stack with the total self time (ns) spent in its leaf, sorted by
+/// stack. `;` in names becomes `:` and line breaks become spaces, so every line stays parseable.
+pub fn write(trace: &Trace, out: &mut impl Write, options: Options) -> io::Result<()> {
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for thread in &trace.threads {
+        let root = options.by_thread.then(|| clean(&thread.display_name()));
+        let mut paths: Vec<String> = Vec::with_capacity(thread.spans.len());
+        for span in &thread.spans {
+            let prefix = match span.parent {
+                Some(parent) => Some(paths[parent as usize].as_str()),
+                None => root.as_deref(),
+            };
+            let name = clean(span.name());
+            let path = match prefix {
+                Some(prefix) => format!("{prefix};{name}"),
+                None => name,
+            };
+            *stacks.entry(path.clone()).or_default() += span.self_ns();
+            paths.push(path);
+        }
+    }
+    for (stack, self_ns) in &stacks {
+        writeln!(out, "{stack} {self_ns}")?;
+    }
+    Ok(())
+}
+
+fn clean(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_whitespace() && c != ' ' => ' ',
+            c => c,
+        })
+        .collect()
+}
