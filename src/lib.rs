@@ -40,6 +40,13 @@
 //! When no session runs, a scope costs one relaxed atomic load and a branch. Without the
 //! default `enabled` cargo feature, `scope!` compiles to nothing at all.
 //!
+//! # Overhead
+//!
+//! Measured with `cargo bench --bench scope` on a 2-vCPU AMD EPYC VM (one run, medians): an
+//! enabled scope (enter + exit) costs 20.8 ns, where the two raw TSC reads it cannot avoid cost
+//! 20.5 ns on their own (1.015×); a scope while no session records costs 0.28 ns. Each recorded
+//! scope takes 32 bytes of buffer (two 16-byte records) until its session stops.
+//!
 //! # Tests
 //!
 //! `cargo test` runs tests in parallel threads of one process. A session limited to the
