@@ -6,9 +6,8 @@
 //! `otherData.start_unix_ns`: viewers read `ts` as a double, and small values keep every
 //! nanosecond.
 
-use std::io::{self, Write};
-
 use std::collections::HashMap;
+use std::io::{self, Write};
 
 use super::json_str;
 use crate::callsite::Callsite;
@@ -58,6 +57,11 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     )?;
     json_str(out, &process)?;
     out.write_all(b"}}")?;
+    // Events are formatted into `buf` by hand (no `fmt` machinery) and flushed in 64 KiB
+    // blocks; each name is escaped once per trace.
+    let mut names: HashMap<*const Callsite, Vec<u8>> = HashMap::new();
+    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK + 512);
+    let mut ends: Vec<u64> = Vec::new();
     for (index, thread) in trace.threads.iter().enumerate() {
         let tid = thread.id;
         write!(
@@ -69,12 +73,8 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
             out,
             "}}}},\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{index}}}}}"
         )?;
-        // Events are formatted into `buf` by hand (no `fmt` machinery) and flushed in 64 KiB
-        // blocks; each name is escaped once per thread.
         let head = format!(",\"pid\":{pid},\"tid\":{tid},\"ts\":");
-        let mut names: HashMap<*const Callsite, Vec<u8>> = HashMap::new();
-        let mut buf: Vec<u8> = Vec::with_capacity(BLOCK + 512);
-        let mut ends: Vec<u64> = Vec::with_capacity(thread.spans.len());
+        ends.clear();
         for span in &thread.spans {
             // A child never outlives its parent in the file, so viewers nest it; only scopes
             // dropped out of order need this.
@@ -104,6 +104,7 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
             }
         }
         out.write_all(&buf)?;
+        buf.clear();
     }
     write!(
         out,
