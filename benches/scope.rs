@@ -1,5 +1,6 @@
 //! Cost of one scope (enter + exit), enabled, disabled and nested, next to the floor: two raw
-//! clock reads, which any enabled scope must pay.
+//! clock reads, which any enabled scope must pay; and a `#[profile]` function next to the same
+//! function with a hand-written `scope!`.
 //!
 //! `cargo bench --bench scope`. Enabled runs restart the session every `BATCH` scopes (outside
 //! the timed part) so chunks are recycled and the figure is the steady state, not page faults.
@@ -8,7 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use tickscope::{Profiler, scope};
+use tickscope::{Profiler, profile, scope};
 
 const BATCH: u64 = 32 * 1024;
 
@@ -30,6 +31,19 @@ fn in_sessions(iters: u64, body: impl Fn()) -> Duration {
         left -= n;
     }
     total
+}
+
+/// The same work twice: once instrumented by the attribute, once by hand.
+#[profile]
+#[inline(never)]
+fn attributed(x: u64) -> u64 {
+    black_box(x).wrapping_mul(3)
+}
+
+#[inline(never)]
+fn handwritten(x: u64) -> u64 {
+    let _g = scope!("handwritten");
+    black_box(x).wrapping_mul(3)
 }
 
 fn bench(c: &mut Criterion) {
@@ -63,6 +77,20 @@ fn bench(c: &mut Criterion) {
                 let _a = scope!("a");
                 let _b = scope!("b");
                 let _c = scope!("c");
+            })
+        })
+    });
+    g.bench_function("profile_attribute_fn", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                black_box(attributed(black_box(7)));
+            })
+        })
+    });
+    g.bench_function("handwritten_scope_fn", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                black_box(handwritten(black_box(7)));
             })
         })
     });

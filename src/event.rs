@@ -8,8 +8,22 @@
 pub enum RawKind {
     /// A scope was entered; `id` is its callsite id.
     Begin = 1,
-    /// A scope was left; `id` is its callsite id, the same as its `Begin`'s.
+    /// A scope was left; `id` is its callsite id, the same as its `Begin`'s. Also ends a
+    /// [`PollBegin`](RawKind::PollBegin).
     End = 2,
+    /// An async call's logical span began (its first poll); `id` is its callsite id. The next
+    /// event of the thread is a [`Data`](RawKind::Data) event with the span's id.
+    AsyncBegin = 3,
+    /// An async call's logical span ended (it completed or was dropped); `id` is its callsite
+    /// id, followed by a [`Data`](RawKind::Data) event with the span's id.
+    AsyncEnd = 4,
+    /// One poll of an async call began on this thread; `id` is its callsite id, followed by a
+    /// [`Data`](RawKind::Data) event with the span's id (0 when the span was not recorded).
+    /// An [`End`](RawKind::End) closes it.
+    PollBegin = 5,
+    /// The payload of the event before it: `id` carries the value, `tick` repeats the tick of
+    /// that event so that windows and reclamation treat the two alike.
+    Data = 6,
 }
 
 impl RawKind {
@@ -18,6 +32,10 @@ impl RawKind {
         match value {
             1 => Some(Self::Begin),
             2 => Some(Self::End),
+            3 => Some(Self::AsyncBegin),
+            4 => Some(Self::AsyncEnd),
+            5 => Some(Self::PollBegin),
+            6 => Some(Self::Data),
             _ => None,
         }
     }
@@ -32,7 +50,8 @@ impl RawKind {
 pub struct RawEvent {
     /// Raw clock value when the event happened.
     pub tick: u64,
-    /// Interned callsite id (see [`Callsite::id`](crate::Callsite::id)); never 0.
+    /// Interned callsite id (see [`Callsite::id`](crate::Callsite::id)); never 0. A
+    /// [`RawKind::Data`] event carries its payload here instead.
     pub id: u32,
     /// What happened.
     pub kind: RawKind,
@@ -58,6 +77,16 @@ impl RawEvent {
             tick,
             id,
             kind: RawKind::End,
+        }
+    }
+
+    /// The payload `value` of the event before it, which happened at `tick`.
+    #[inline(always)]
+    pub const fn data(value: u32, tick: u64) -> Self {
+        Self {
+            tick,
+            id: value,
+            kind: RawKind::Data,
         }
     }
 }

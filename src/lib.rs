@@ -92,6 +92,8 @@ mod session;
 #[cfg(not(loom))]
 pub mod table;
 #[cfg(not(loom))]
+mod task;
+#[cfg(not(loom))]
 pub mod trace;
 
 #[cfg(not(loom))]
@@ -108,6 +110,78 @@ pub use callsite::Callsite;
 pub use scope::ScopeGuard;
 #[cfg(not(loom))]
 pub use session::{Config, Profiler, Threads};
+
+/// Records every call of a function as a scope, like a `scope!` at the top of its body.
+///
+/// ```
+/// use tickscope::{Profiler, profile};
+///
+/// #[profile]
+/// fn parse(input: &str) -> Result<usize, std::num::ParseIntError> {
+///     let n: usize = input.trim().parse()?; // `?` and early returns close the scope
+///     Ok(n)
+/// }
+///
+/// struct Lexer;
+///
+/// #[profile] // every method, named `Lexer::method`
+/// impl Lexer {
+///     fn tokens(&self, text: &str) -> usize {
+///         text.split_whitespace().count()
+///     }
+///
+///     #[profile(name = "lexer reset")]
+///     fn reset(&mut self) {}
+///
+///     #[profile(skip)]
+///     fn cheap(&self) -> u8 {
+///         0
+///     }
+/// }
+///
+/// let prof = Profiler::builder().current_thread().start();
+/// let mut lexer = Lexer;
+/// parse("42").unwrap();
+/// assert!(parse("x").is_err());
+/// lexer.tokens("a b c");
+/// lexer.reset();
+/// lexer.cheap();
+/// prof.stop();
+/// let report = prof.report();
+/// assert_eq!(report.get("parse").unwrap().calls, 2);
+/// assert_eq!(report.get("Lexer::tokens").unwrap().calls, 1);
+/// assert_eq!(report.get("lexer reset").unwrap().calls, 1);
+/// assert!(report.get("Lexer::cheap").is_none());
+/// ```
+///
+/// # Forms
+///
+/// - On a free function, an associated function or a method: one scope per call, named after
+///   the function (`Type::method` when the attribute is on the `impl` block, which is where the
+///   type is known).
+/// - On an `impl` block: every method with a body. `#[profile(skip)]` leaves a method out;
+///   `#[profile(name = "...")]` on a method renames it. `const fn` methods are left out (a
+///   scope reads the clock at run time); `#[profile]` directly on a `const fn` is an error.
+/// - Arguments: `name = "..."` sets the scope name; `skip` leaves the function as it is;
+///   `crate = path` names the tickscope crate when it is re-exported under another path.
+///
+/// The signature, generics, where clauses, `unsafe`, `extern` ABI, attributes and docs stay as
+/// they are. Early `return`, `?` and panics close the scope.
+///
+/// # Async functions
+///
+/// An `async fn` holds nothing thread-bound across `.await`. Each call records
+/// (a) one slice per poll, on the thread that polled it, shown `(poll)` in the call tree, and
+/// (b) one logical span from its first poll to its completion (or its drop when cancelled), on
+/// whichever threads the runtime moved it to: a
+/// [`trace::AsyncSpanRecord`]. The table counts the call once, with its wall duration from first
+/// poll to completion as Total and the time its own polls ran (minus the scopes they opened) as
+/// Self. A function that returns `impl Future` without being `async` is timed as a sync
+/// function: its scope covers creating the future, not running it.
+///
+/// With the `enabled` feature off, the attribute returns the item unchanged.
+#[cfg(not(loom))]
+pub use tickscope_macros::profile;
 
 /// Opens a scope that lasts until the returned [`ScopeGuard`] is dropped.
 ///
@@ -134,14 +208,25 @@ macro_rules! scope {
             $crate::ScopeGuard::inactive()
         }
     };
-    ($name:literal $(,)?) => {{
+    ($name:literal $(,)?) => {
+        $crate::ScopeGuard::enter($crate::__callsite!($name))
+    };
+}
+
+/// A `&'static` [`Callsite`] named `$name` for the place this macro is written; used by
+/// [`scope!`] and [`profile`]. Not public API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __callsite {
+    ($name:literal) => {{
         static __TICKSCOPE_CALLSITE: $crate::Callsite = $crate::Callsite::new(
             $name,
             ::core::file!(),
             ::core::line!(),
             ::core::module_path!(),
         );
-        $crate::ScopeGuard::enter(&__TICKSCOPE_CALLSITE)
+        &__TICKSCOPE_CALLSITE
     }};
 }
 
@@ -170,6 +255,8 @@ pub mod __private {
     pub fn recording() -> bool {
         crate::registry::thread_wants()
     }
+
+    pub use crate::task::{AsyncSpan, instrument};
 
     /// Chunks allocated and not freed, process-wide.
     pub fn live_chunks() -> usize {

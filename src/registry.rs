@@ -6,7 +6,7 @@
 //! its own thread-locals.
 
 use std::cell::{Cell, OnceCell};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::buffer::{ThreadBuffer, Writer};
@@ -26,6 +26,10 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     generation: 0,
     next_thread: 1,
 });
+
+/// Async span ids are handed to threads in blocks of [`SPAN_BLOCK`]; this counts blocks.
+static SPAN_BLOCKS: AtomicU32 = AtomicU32::new(0);
+const SPAN_BLOCK: u32 = 256;
 
 /// A registered thread: identity, name and events.
 #[derive(Debug)]
@@ -113,6 +117,9 @@ struct Fast {
     /// The generation for which `wanted` was last computed.
     checked: Cell<u64>,
     writer: Writer,
+    /// The next async span id of this thread's block; a multiple of [`SPAN_BLOCK`] when the
+    /// block is used up.
+    next_span: Cell<u32>,
 }
 
 /// The per-thread state that needs a destructor: the thread's registry entry.
@@ -135,7 +142,12 @@ impl Drop for Local {
 
 thread_local! {
     static FAST: Fast = const {
-        Fast { wanted: Cell::new(0), checked: Cell::new(0), writer: Writer::new() }
+        Fast {
+            wanted: Cell::new(0),
+            checked: Cell::new(0),
+            writer: Writer::new(),
+            next_span: Cell::new(0),
+        }
     };
     static LOCAL: Local = const { Local { entry: OnceCell::new() } };
 }
@@ -170,6 +182,24 @@ fn recheck(fast: &Fast, generation: u64) -> bool {
     wanted
 }
 
+/// A fresh id for an async span: never 0, unique until 2³² spans later (post-processing
+/// matches an end to the latest open span with its id and callsite, so reuse that far apart is
+/// harmless). One shared atomic add per 256 ids. 0 during thread teardown.
+pub(crate) fn next_span_id() -> u32 {
+    FAST.try_with(|fast| {
+        let mut next = fast.next_span.get();
+        if next % SPAN_BLOCK == 0 {
+            next = SPAN_BLOCKS
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(SPAN_BLOCK)
+                .max(1);
+        }
+        fast.next_span.set(next.wrapping_add(1));
+        next
+    })
+    .unwrap_or(0)
+}
+
 /// Appends `event` to this thread's buffer.
 #[inline(always)]
 pub(crate) fn push(event: RawEvent) {
@@ -181,7 +211,8 @@ pub(crate) fn push(event: RawEvent) {
 
 /// The current chunk is full (or there is none yet): link a fresh one and push again.
 ///
-/// A `Begin` is stamped again after the switch so that the scope is not billed for it.
+/// A `Begin` is stamped again after the switch so that the scope is not billed for it. Other
+/// kinds keep their tick: a [`RawKind::Data`] event that follows must repeat it.
 #[cold]
 #[inline(never)]
 fn push_slow(fast: &Fast, mut event: RawEvent) -> bool {

@@ -2,9 +2,13 @@
 
 use std::collections::HashMap;
 
-use crate::trace::Trace;
+use crate::trace::{SpanKind, Trace};
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
+///
+/// A call of a `#[profile] async fn` counts once, with its wall time from first poll to
+/// completion as its duration and the time its own polls ran (minus the scopes they opened) as
+/// its self time; in a per-thread report it belongs to the thread of its first poll.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScopeStats {
     /// The scope name.
@@ -68,16 +72,34 @@ impl Report {
             open: u64,
         }
         let mut groups: HashMap<(Option<u64>, &'static str), Acc> = HashMap::new();
+        let mut add = |thread: u64, name, duration, self_ns, open| {
+            let acc = groups
+                .entry((split_threads.then_some(thread), name))
+                .or_insert_with(|| Acc {
+                    durations: Vec::new(),
+                    self_ns: 0,
+                    open: 0,
+                });
+            acc.durations.push(duration);
+            acc.self_ns += self_ns;
+            acc.open += u64::from(open);
+        };
         for (thread, span) in trace.spans() {
-            let key = (split_threads.then_some(thread.id), span.name());
-            let acc = groups.entry(key).or_insert_with(|| Acc {
-                durations: Vec::new(),
-                self_ns: 0,
-                open: 0,
-            });
-            acc.durations.push(span.duration_ns());
-            acc.self_ns += span.self_ns();
-            acc.open += u64::from(span.open_at_stop);
+            // A poll is part of its async call, counted below.
+            if span.kind == SpanKind::Scope {
+                let (duration, self_ns) = (span.duration_ns(), span.self_ns());
+                add(thread.id, span.name(), duration, self_ns, span.open_at_stop);
+            }
+        }
+        for call in &trace.async_spans {
+            let (duration, self_ns) = (call.duration_ns(), call.self_ns);
+            add(
+                call.thread,
+                call.name(),
+                duration,
+                self_ns,
+                call.open_at_stop,
+            );
         }
         let wall = trace.wall_ns();
         let mut rows: Vec<ScopeStats> = groups

@@ -61,6 +61,12 @@ impl ScopeGuard {
     fn begin(id: u32) -> Self {
         // The tick is taken last so that the work above is not billed to the scope.
         registry::push(RawEvent::begin(id, clock::now()));
+        Self::opened(id)
+    }
+
+    /// A guard for a scope whose entry the caller has just recorded.
+    #[inline(always)]
+    pub(crate) fn opened(id: u32) -> Self {
         Self {
             id,
             _not_send: PhantomData,

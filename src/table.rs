@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::report::{Report, ScopeStats};
-use crate::trace::Trace;
+use crate::trace::{SpanKind, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -94,7 +94,8 @@ impl Table {
     }
 
     /// Shows the call tree: each distinct call path once, indented under its caller, with its
-    /// calls, total and self time. Children sort by total time.
+    /// calls, total and self time. Children sort by total time. The polls of an async call
+    /// appear where they ran, marked `(poll)`, and count polls rather than calls.
     pub fn tree(mut self, tree: bool) -> Self {
         self.tree = tree;
         self
@@ -181,7 +182,8 @@ impl Table {
                     String::new()
                 });
             }
-            cells.push(format!("{}{}{marker}", "  ".repeat(depth), node.name));
+            let poll = if node.poll { " (poll)" } else { "" };
+            cells.push(format!("{}{}{poll}{marker}", "  ".repeat(depth), node.name));
             cells.push(node.calls.to_string());
             cells.push(format_ns(node.total_ns));
             cells.push(format_ns(node.total_ns.saturating_sub(node.children_ns)));
@@ -280,6 +282,8 @@ struct Node {
     children_ns: u64,
     open: u64,
     children: Vec<usize>,
+    /// Polls of an async call rather than calls.
+    poll: bool,
 }
 
 /// Spans merged by call path.
@@ -294,16 +298,20 @@ impl CallTree {
             nodes: Vec::new(),
             roots: Vec::new(),
         };
-        let mut index: HashMap<(Option<usize>, Option<u64>, &'static str), usize> = HashMap::new();
+        // (parent node, thread, name, is a poll) -> node
+        type Key = (Option<usize>, Option<u64>, &'static str, bool);
+        let mut index: HashMap<Key, usize> = HashMap::new();
         for thread in &trace.threads {
             let thread_key = split_threads.then_some(thread.id);
             let mut node_of_span: Vec<usize> = Vec::with_capacity(thread.spans.len());
             for span in &thread.spans {
                 let parent = span.parent.map(|p| node_of_span[p as usize]);
-                let key = (parent, thread_key, span.name());
+                let poll = matches!(span.kind, SpanKind::Poll { .. });
+                let key = (parent, thread_key, span.name(), poll);
                 let node = *index.entry(key).or_insert_with(|| {
                     tree.nodes.push(Node {
                         name: span.name(),
+                        poll,
                         thread: thread_key,
                         calls: 0,
                         total_ns: 0,

@@ -3,7 +3,7 @@
 //! `cargo test --no-default-features --test disabled`
 #![cfg(not(feature = "enabled"))]
 
-use tickscope::{Profiler, scope};
+use tickscope::{Profiler, profile, scope};
 
 #[test]
 fn nothing_is_recorded() {
@@ -23,4 +23,42 @@ fn nothing_is_recorded() {
     prof.stop();
     assert!(prof.report().is_empty());
     assert!(!evaluated.get());
+}
+
+#[profile]
+fn attributed(x: u32) -> u32 {
+    x + 1
+}
+
+struct S;
+
+#[profile]
+impl S {
+    fn method(&self) -> u32 {
+        attributed(1)
+    }
+
+    #[profile(skip)]
+    fn skipped(&self) -> u32 {
+        3
+    }
+}
+
+#[profile]
+async fn later() -> u32 {
+    4
+}
+
+#[test]
+fn profile_attribute_records_nothing() {
+    let prof = Profiler::builder().current_thread().start();
+    assert_eq!(S.method() + S.skipped(), 5);
+    let mut fut = std::pin::pin!(later());
+    let ready = fut
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    assert_eq!(ready, std::task::Poll::Ready(4));
+    prof.stop();
+    assert!(prof.report().is_empty());
+    assert!(prof.trace().async_spans.is_empty());
 }

@@ -1,0 +1,353 @@
+//! What `#[profile]` turns an item into.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{Ident, ImplItem, ImplItemFn, Item, ItemFn, ItemImpl, LitStr, ReturnType, Type};
+
+use crate::attr::{Args, is_profile};
+
+/// Expands `#[profile(args)]` on `item`. With `enabled` false the item is checked the same
+/// way but comes back unchanged (helper attributes inside an `impl` block removed).
+pub(crate) fn profile(args: TokenStream, item: TokenStream, enabled: bool) -> TokenStream {
+    let args = match Args::parse(args) {
+        Ok(args) => args,
+        Err(e) => return with_error(item, e),
+    };
+    // An item that does not parse is re-emitted as it is, so that rustc reports its own error.
+    let Ok(parsed) = syn::parse2::<Item>(item.clone()) else {
+        return item;
+    };
+    let result = match parsed {
+        Item::Fn(f) => function(&args, f, enabled),
+        Item::Impl(i) => impl_block(&args, i, enabled),
+        other => Err(not_a_function(&other)),
+    };
+    result.unwrap_or_else(|e| with_error(item, e))
+}
+
+/// The original item with an error beside it, so that the error is the only one shown.
+fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
+    let error = error.to_compile_error();
+    quote!(#item #error)
+}
+
+fn not_a_function(item: &Item) -> syn::Error {
+    let (what, token): (&str, Span) = match item {
+        Item::Struct(i) => ("a struct", i.struct_token.span),
+        Item::Enum(i) => ("an enum", i.enum_token.span),
+        Item::Union(i) => ("a union", i.union_token.span),
+        Item::Trait(i) => ("a trait", i.trait_token.span),
+        Item::Mod(i) => ("a module", i.mod_token.span),
+        Item::Const(i) => ("a const", i.const_token.span),
+        Item::Static(i) => ("a static", i.static_token.span),
+        Item::Type(i) => ("a type alias", i.type_token.span),
+        Item::Use(i) => ("a `use`", i.use_token.span),
+        Item::Verbatim(tokens) if tokens.to_string().contains("fn") => {
+            return syn::Error::new(
+                tokens.span(),
+                "#[profile] needs a function with a body to instrument",
+            );
+        }
+        other => ("this item", other.span()),
+    };
+    syn::Error::new(
+        token,
+        format!("#[profile] applies to functions, methods and impl blocks, not to {what}"),
+    )
+}
+
+/// `#[profile]` on a function (free, associated or a method outside a profiled `impl`).
+fn function(args: &Args, mut f: ItemFn, enabled: bool) -> syn::Result<TokenStream> {
+    if let Some(constness) = &f.sig.constness {
+        return Err(const_error(constness.span));
+    }
+    if args.skip.is_none() && enabled {
+        let name = args
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name(None, &f.sig.ident));
+        let krate = crate_path(args);
+        let body = body(&krate, &name, &f.sig, &f.block);
+        f.block = Box::new(syn::parse_quote!({ #body }));
+    }
+    Ok(f.into_token_stream())
+}
+
+/// `#[profile]` on an `impl` block: every method with a body, named `Type::method`, except
+/// those marked `#[profile(skip)]` and `const fn`s (which cannot read a clock).
+fn impl_block(args: &Args, mut block: ItemImpl, enabled: bool) -> syn::Result<TokenStream> {
+    if let Some(name) = &args.name {
+        return Err(syn::Error::new_spanned(
+            name,
+            "`name` names one function: put `#[profile(name = \"...\")]` on the method",
+        ));
+    }
+    let owner = type_name(&block.self_ty);
+    let mut errors: Option<syn::Error> = None;
+    for item in &mut block.items {
+        let ImplItem::Fn(method) = item else {
+            continue;
+        };
+        if let Err(e) = method_in_impl(args, &owner, method, enabled) {
+            match &mut errors {
+                Some(all) => all.combine(e),
+                None => errors = Some(e),
+            }
+        }
+    }
+    match errors {
+        Some(e) => Err(e),
+        None => Ok(block.into_token_stream()),
+    }
+}
+
+fn method_in_impl(
+    outer: &Args,
+    owner: &str,
+    method: &mut ImplItemFn,
+    enabled: bool,
+) -> syn::Result<()> {
+    // The method's own `#[profile(...)]` refines the block's and is consumed here.
+    let mut own: Option<Args> = None;
+    let mut kept = Vec::with_capacity(method.attrs.len());
+    for attr in std::mem::take(&mut method.attrs) {
+        if is_profile(&attr) {
+            if own.is_some() {
+                return Err(syn::Error::new_spanned(
+                    attr,
+                    "duplicate #[profile] attribute",
+                ));
+            }
+            own = Some(Args::from_attribute(&attr)?);
+        } else {
+            kept.push(attr);
+        }
+    }
+    method.attrs = kept;
+    let skip = outer.skip.is_some() || own.as_ref().is_some_and(|a| a.skip.is_some());
+    if let Some(constness) = &method.sig.constness {
+        // Asked for explicitly: an error; implied by the block: left alone.
+        return match own {
+            Some(ref a) if a.skip.is_none() => Err(const_error(constness.span)),
+            _ => Ok(()),
+        };
+    }
+    if skip || !enabled {
+        return Ok(());
+    }
+    let own = own.unwrap_or_default();
+    let name = own
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(Some(owner), &method.sig.ident));
+    let krate = match (&own.krate, &outer.krate) {
+        (Some(k), _) | (None, Some(k)) => k.to_token_stream(),
+        (None, None) => quote!(::tickscope),
+    };
+    let body = body(&krate, &name, &method.sig, &method.block);
+    method.block = syn::parse_quote!({ #body });
+    Ok(())
+}
+
+fn const_error(span: Span) -> syn::Error {
+    syn::Error::new(
+        span,
+        "#[profile] cannot instrument a `const fn`: a scope reads the clock at run time",
+    )
+}
+
+fn crate_path(args: &Args) -> TokenStream {
+    args.krate
+        .as_ref()
+        .map_or_else(|| quote!(::tickscope), ToTokens::to_token_stream)
+}
+
+/// `Type::method` when the type is known, otherwise `method`.
+fn default_name(owner: Option<&str>, ident: &Ident) -> LitStr {
+    let method = ident.unraw().to_string();
+    let name = match owner {
+        Some(owner) => format!("{owner}::{method}"),
+        None => method,
+    };
+    LitStr::new(&name, ident.span())
+}
+
+/// The name of an `impl` block's type without its generics: `Foo` for `Foo<T>`, `&Foo`, etc.
+fn type_name(ty: &Type) -> String {
+    match ty {
+        Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map_or_else(String::new, |s| s.ident.unraw().to_string()),
+        Type::Reference(r) => type_name(&r.elem),
+        Type::Paren(p) => type_name(&p.elem),
+        Type::Group(g) => type_name(&g.elem),
+        other => other
+            .to_token_stream()
+            .to_string()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect(),
+    }
+}
+
+/// The instrumented body of a function with signature `sig` and body `block`.
+///
+/// A sync function opens a `scope!` before its body runs; early returns, `?` and panics drop
+/// the guard. An async function runs its body as an inner `async move` block under
+/// `__private::instrument`, which records the call's span and one slice per poll.
+fn body(
+    krate: &TokenStream,
+    name: &LitStr,
+    sig: &syn::Signature,
+    block: &syn::Block,
+) -> TokenStream {
+    let guard = Ident::new("__tickscope_guard", Span::mixed_site());
+    if sig.asyncness.is_none() {
+        return quote! {
+            let #guard = #krate::scope!(#name);
+            #block
+        };
+    }
+    // Pins the inner block's output to the declared return type, so that `?` and `return`
+    // inside it infer as they did in the function. Not possible with `impl Trait` outputs,
+    // whose type is inferred from the body anyway.
+    let hint = match &sig.output {
+        ReturnType::Type(_, ty) if !mentions_impl(ty.to_token_stream()) => {
+            let ret = Ident::new("__tickscope_return", Span::mixed_site());
+            quote_spanned! {ty.span()=>
+                #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::needless_return)]
+                if false {
+                    let #ret: #ty = ::core::unreachable!();
+                    return #ret;
+                }
+            }
+        }
+        _ => TokenStream::new(),
+    };
+    quote! {
+        #krate::__private::instrument(
+            #krate::__callsite!(#name),
+            async move {
+                #hint
+                #block
+            },
+        )
+        .await
+    }
+}
+
+/// True when the tokens contain `impl` at any depth (`impl Trait`, `Box<impl Trait>`, ...).
+fn mentions_impl(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => i == "impl",
+        proc_macro2::TokenTree::Group(g) => mentions_impl(g.stream()),
+        _ => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::profile;
+
+    #[test]
+    fn disabled_returns_the_function_unchanged() {
+        let item = quote! {
+            /// Docs.
+            #[inline]
+            pub(crate) unsafe fn f<'a, T: Copy>(x: &'a T) -> T where T: 'a { *x }
+        };
+        let out = profile(quote!(), item.clone(), false);
+        assert_eq!(out.to_string(), item.to_string());
+        let item = quote!(
+            async fn g() -> u8 {
+                1
+            }
+        );
+        assert_eq!(
+            profile(quote!(), item.clone(), false).to_string(),
+            item.to_string()
+        );
+    }
+
+    #[test]
+    fn disabled_impl_block_only_loses_its_helper_attributes() {
+        let item = quote! {
+            impl S {
+                #[profile(skip)]
+                fn a(&self) {}
+                #[inline]
+                fn b(&self) {}
+            }
+        };
+        let expected = quote! {
+            impl S {
+                fn a(&self) {}
+                #[inline]
+                fn b(&self) {}
+            }
+        };
+        assert_eq!(
+            profile(quote!(), item, false).to_string(),
+            expected.to_string()
+        );
+    }
+
+    #[test]
+    fn enabled_sync_function_opens_one_scope() {
+        let out = profile(
+            quote!(name = "n"),
+            quote!(
+                fn f() -> u8 {
+                    1
+                }
+            ),
+            true,
+        )
+        .to_string();
+        assert!(out.contains(":: tickscope :: scope ! (\"n\")"), "{out}");
+        assert!(!out.contains("instrument"), "{out}");
+    }
+
+    #[test]
+    fn enabled_async_function_is_instrumented() {
+        let out = profile(
+            quote!(),
+            quote!(
+                async fn f() -> u8 {
+                    1
+                }
+            ),
+            true,
+        )
+        .to_string();
+        assert!(
+            out.contains(":: tickscope :: __private :: instrument"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: tickscope :: __callsite ! (\"f\")"),
+            "{out}"
+        );
+        assert!(out.contains("let __tickscope_return : u8"), "{out}");
+    }
+
+    #[test]
+    fn errors_keep_the_item() {
+        let out = profile(
+            quote!(bogus),
+            quote!(
+                fn f() {}
+            ),
+            true,
+        )
+        .to_string();
+        assert!(out.starts_with("fn f () { }"), "{out}");
+        assert!(out.contains("compile_error"), "{out}");
+    }
+}

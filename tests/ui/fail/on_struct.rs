@@ -1,0 +1,8 @@
+use tickscope::profile;
+
+#[profile]
+struct Config {
+    verbose: bool,
+}
+
+fn main() {}
