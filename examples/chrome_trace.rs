@@ -1,10 +1,12 @@
 //! Writes a Chrome trace (for ui.perfetto.dev) and folded stacks (for flamegraphs) of a small
-//! recursive workload on two threads.
+//! recursive workload on two threads; also the same trace gzipped with absolute Unix-epoch
+//! timestamps, and in the Kineto (PyTorch profiler) dialect.
 //!
 //! `cargo run --release --example chrome_trace [OUT_DIR]`
 
 use std::path::Path;
 
+use tickscope::export::chrome::{Options, TimeOrigin};
 use tickscope::{Profiler, scope};
 
 fn fib(n: u32) -> u64 {
@@ -36,9 +38,15 @@ fn main() -> std::io::Result<()> {
     println!("{}", prof.table());
     let json = Path::new(&out_dir).join("chrome_trace.json");
     let folded = Path::new(&out_dir).join("chrome_trace.folded");
+    let gz = Path::new(&out_dir).join("chrome_trace.unix.json.gz");
+    let kineto = Path::new(&out_dir).join("chrome_trace.kineto.json");
     prof.write_chrome_trace(&json)?;
+    prof.write_chrome_trace_with(&gz, &Options::new().time_origin(TimeOrigin::UnixEpoch))?;
+    prof.write_chrome_trace_with(&kineto, &Options::new().kineto(0, 1))?;
     prof.write_folded(&folded)?;
     println!("wrote {} (open in https://ui.perfetto.dev)", json.display());
+    println!("wrote {} (gzipped, Unix-epoch timestamps)", gz.display());
+    println!("wrote {} (Kineto dialect)", kineto.display());
     println!(
         "wrote {} (render with inferno-flamegraph)",
         folded.display()

@@ -266,12 +266,23 @@ impl Profiler {
     }
 
     /// Writes [`Profiler::trace`] as Chrome Trace Event JSON (open it in ui.perfetto.dev or
-    /// chrome://tracing). The file appears only when complete: it is written beside `path`
-    /// and renamed into place, so an error never leaves a truncated file.
+    /// chrome://tracing), gzipped when `path` ends in `.gz`. The file appears only when
+    /// complete: it is written beside `path` and renamed into place, so an error never leaves a
+    /// truncated file.
     pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        self.write_chrome_trace_with(path, &crate::export::chrome::Options::default())
+    }
+
+    /// [`Profiler::write_chrome_trace`] with [`Options`](crate::export::chrome::Options):
+    /// absolute Unix-epoch timestamps, or the Kineto (PyTorch profiler) dialect.
+    pub fn write_chrome_trace_with(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        options: &crate::export::chrome::Options,
+    ) -> std::io::Result<()> {
         let trace = self.trace();
-        crate::export::atomic_write(path.as_ref(), |out| {
-            crate::export::chrome::write(&trace, out)
+        crate::export::atomic_write(path.as_ref(), |mut out| {
+            crate::export::chrome::write_with(&trace, &mut out, options)
         })
     }
 
@@ -281,8 +292,8 @@ impl Profiler {
     /// per-thread stacks.
     pub fn write_folded(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
         let trace = self.trace();
-        crate::export::atomic_write(path.as_ref(), |out| {
-            crate::export::folded::write(&trace, out, Default::default())
+        crate::export::atomic_write(path.as_ref(), |mut out| {
+            crate::export::folded::write(&trace, &mut out, Default::default())
         })
     }
 

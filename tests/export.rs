@@ -5,8 +5,9 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 
 use serde_json::Value;
+use tickscope::export::chrome::{Options, TimeOrigin};
 use tickscope::export::{chrome, folded};
-use tickscope::{Profiler, scope};
+use tickscope::{Profiler, profile, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -96,6 +97,230 @@ fn chrome_json_round_trip() {
         Some(start + 5_000)
     );
     assert_eq!(doc["otherData"]["dropped_events"].as_u64(), Some(0));
+    assert_eq!(
+        doc["otherData"]["time_origin_unix_ns"].as_u64(),
+        Some(start)
+    );
+}
+
+/// Pending on its first poll, ready on the second.
+#[derive(Default)]
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+#[profile]
+async fn load(m: std::sync::Arc<quanta::Mock>) {
+    m.increment(50u64);
+    YieldOnce::default().await;
+    m.increment(25u64);
+}
+
+/// On thread "poller", 100 ns after the start: `load` polled at 100..150 ns and 350..375 ns;
+/// the session stops at 400 ns.
+fn async_session() -> Profiler {
+    let m = tickscope::clock::use_mock_clock().unwrap();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    std::thread::Builder::new()
+        .name("poller".into())
+        .spawn(move || {
+            let prof = Profiler::builder().current_thread().start();
+            m.increment(100u64);
+            let mut fut = Box::pin(load(m.clone()));
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+            m.increment(200u64);
+            assert!(fut.as_mut().poll(&mut cx).is_ready());
+            m.increment(25u64);
+            prof.stop();
+            prof
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn async_calls_are_async_spans_and_polls_are_slices() {
+    let prof = async_session();
+    let trace = prof.trace();
+    let mut out = Vec::new();
+    chrome::write(&trace, &mut out).unwrap();
+    let doc: Value = serde_json::from_slice(&out).expect("valid JSON");
+    let events = doc["traceEvents"].as_array().unwrap();
+    let tid = trace.threads[0].id;
+    let slices: Vec<(&str, &str, f64, f64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["cat"].as_str().unwrap(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        slices,
+        [("load", "poll", 0.1, 0.05), ("load", "poll", 0.35, 0.025)]
+    );
+    let spans: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "b" || e["ph"] == "e")
+        .collect();
+    assert_eq!(spans.len(), 2);
+    let (b, e) = (spans[0], spans[1]);
+    assert_eq!((b["ph"].as_str(), e["ph"].as_str()), (Some("b"), Some("e")));
+    for event in [b, e] {
+        assert_eq!(event["name"], "load");
+        assert_eq!(event["cat"], "async");
+        assert_eq!(event["id"], "0x1");
+        assert_eq!(event["tid"].as_u64(), Some(tid));
+    }
+    assert_eq!(b["ts"].as_f64(), Some(0.1));
+    assert_eq!(e["ts"].as_f64(), Some(0.375));
+    assert_eq!(
+        b["args"],
+        serde_json::json!({"polls": 2, "busy_ns": 75, "self_ns": 75, "end_thread": tid})
+    );
+}
+
+#[test]
+fn absolute_unix_time_option() {
+    let prof = session();
+    let trace = prof.trace();
+    let mut out = Vec::new();
+    let options = Options::new().time_origin(TimeOrigin::UnixEpoch);
+    chrome::write_with(&trace, &mut out, &options).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let start = trace.start_ns;
+    // The text keeps every nanosecond; a double keeps what it can.
+    let outer_ts = format!("\"ts\":{}.{:03}", start / 1000, start % 1000);
+    assert!(text.contains(&outer_ts), "{outer_ts} in {text}");
+    assert_eq!(doc["otherData"]["time_origin_unix_ns"].as_u64(), Some(0));
+    // Scopes are B/E pairs in nesting order, each E with its B's name, at exact ns text.
+    let edges: Vec<(String, String, u64)> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "B" || e["ph"] == "E")
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap();
+            (
+                e["ph"].as_str().unwrap().to_owned(),
+                e["name"].as_str().unwrap().to_owned(),
+                ((ts * 1000.0).round() as u64).abs_diff(start),
+            )
+        })
+        .collect();
+    let phases: Vec<(&str, &str)> = edges
+        .iter()
+        .map(|(ph, name, _)| (ph.as_str(), name.as_str()))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("B", "outer"),
+            ("B", "in\"ner;x"),
+            ("E", "in\"ner;x"),
+            ("E", "outer"),
+            ("B", "left open"),
+            ("E", "left open")
+        ]
+    );
+    // Read back as doubles, times are within the 0.25 µs a double resolves at 1 s + epoch.
+    for ((_, name, off), want) in edges.iter().zip([0, 1000, 1250, 3500, 4000, 5000]) {
+        assert!(off.abs_diff(want) <= 1, "{name}: {off} vs {want}");
+    }
+    assert_eq!(
+        doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn kineto_flavor() {
+    let prof = session();
+    let trace = prof.trace();
+    let mut out = Vec::new();
+    chrome::write_with(&trace, &mut out, &Options::new().kineto(3, 8)).unwrap();
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(doc["schemaVersion"], 1);
+    // Kineto's time base: `ts` counts from `baseTimeNanoseconds`, the session start.
+    assert_eq!(doc["baseTimeNanoseconds"].as_u64(), Some(trace.start_ns));
+    assert_eq!(
+        doc["distributedInfo"],
+        serde_json::json!({"backend": "none", "rank": 3, "world_size": 8})
+    );
+    let events = doc["traceEvents"].as_array().unwrap();
+    assert!(events.iter().all(|e| e["ph"] == "X" || e["ph"] == "M"));
+    let ops: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(ops.len(), 3);
+    for (i, (op, (name, ts))) in ops
+        .iter()
+        .zip([("outer", 0.0), ("in\"ner;x", 1.0), ("left open", 4.0)])
+        .enumerate()
+    {
+        assert_eq!(op["cat"], "cpu_op");
+        assert_eq!(op["name"], name);
+        assert_eq!(op["ts"].as_f64(), Some(ts));
+        assert_eq!(op["args"]["External id"].as_u64(), Some(i as u64 + 1));
+        assert_eq!(op["args"]["Ev Idx"].as_u64(), Some(i as u64));
+        assert!(op["args"]["Record function id"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(ops[2]["args"]["open_at_stop"], true);
+    // Kineto has no async spans: only the poll slices of async calls.
+    let prof = async_session();
+    let mut out = Vec::new();
+    chrome::write_with(&prof.trace(), &mut out, &Options::new().kineto(0, 1)).unwrap();
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    let phases: Vec<&str> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ph"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["M", "M", "M", "X", "X"]);
+}
+
+#[test]
+fn gz_paths_are_gzipped() {
+    use std::io::Read;
+    let prof = async_session();
+    let dir = std::env::temp_dir().join(format!("tickscope-gz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = dir.join("trace.json");
+    let gz = dir.join("trace.json.gz");
+    prof.write_chrome_trace(&plain).unwrap();
+    prof.write_chrome_trace(&gz).unwrap();
+    let compressed = std::fs::read(&gz).unwrap();
+    assert_eq!(&compressed[..2], &[0x1f, 0x8b], "gzip magic");
+    let mut unpacked = Vec::new();
+    flate2::read::GzDecoder::new(&compressed[..])
+        .read_to_end(&mut unpacked)
+        .unwrap();
+    assert_eq!(unpacked, std::fs::read(&plain).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

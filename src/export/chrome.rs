@@ -1,19 +1,90 @@
 //! Chrome Trace Event JSON, for ui.perfetto.dev and chrome://tracing.
 //!
-//! Each scope is one complete event (`"ph":"X"`); threads get `thread_name` and
-//! `thread_sort_index` metadata, the process a `process_name`. Timestamps are microseconds with
-//! three decimals (nanosecond precision) from the session start, whose Unix time is in
-//! `otherData.start_unix_ns`: viewers read `ts` as a double, and small values keep every
-//! nanosecond.
+//! Each scope is one complete event (`"ph":"X"`; a poll of an async call has `"cat":"poll"`);
+//! threads get `thread_name` and `thread_sort_index` metadata, the process a `process_name`.
+//! Each `#[profile] async fn` call is a nestable async span (`"ph":"b"` / `"e"`, category
+//! `async`, one id per call) from its first poll to its end, which viewers show on an async
+//! track of its own.
+//!
+//! Timestamps are microseconds with three decimals (nanosecond precision). By default they
+//! count from the session start, whose Unix time is in `otherData.start_unix_ns`: viewers read
+//! `ts` as a double, and small values keep every nanosecond. [`TimeOrigin::UnixEpoch`] writes
+//! absolute times instead, to merge traces of several processes; a double then resolves only
+//! about 0.25 µs at today's epoch, so viewers round sub-µs detail, and scopes are written as
+//! `B`/`E` pairs so that nesting survives the rounding.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
 use super::json_str;
 use crate::callsite::Callsite;
-use crate::trace::Trace;
+use crate::trace::{AsyncSpanRecord, SpanKind, SpanRecord, Trace};
 
 const BLOCK: usize = 64 * 1024;
+
+/// Where `ts` counts from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimeOrigin {
+    /// The session start (its Unix time is in `otherData.start_unix_ns`): nanosecond
+    /// precision in every viewer.
+    #[default]
+    SessionStart,
+    /// The Unix epoch: traces of several processes line up, but viewers that read `ts` as a
+    /// double round it to about 0.25 µs, so scopes shorter than that show as zero-length.
+    /// Scopes are written as `B`/`E` pairs, whose order states the nesting that rounded
+    /// times no longer can.
+    UnixEpoch,
+}
+
+/// Which dialect of the format to write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flavor {
+    /// Chrome trace events as ui.perfetto.dev and chrome://tracing read them.
+    #[default]
+    Chrome,
+    /// What the PyTorch profiler (Kineto) writes, for HolisticTraceAnalysis and the PyTorch
+    /// TensorBoard plugin: `"cat":"cpu_op"` complete events with the ids PyTorch puts in
+    /// `args` (`External id`, `Ev Idx`, `Record function id`), `schemaVersion`,
+    /// `distributedInfo` with a rank, and Kineto's absolute time base: `ts` counts from
+    /// `baseTimeNanoseconds`, the session start in Unix-epoch nanoseconds, so traces of
+    /// several ranks line up without losing precision. Async calls appear only as their poll
+    /// slices: the format has no async spans.
+    Kineto {
+        /// This process's rank in a distributed job (0 for a single process).
+        rank: u32,
+        /// The number of ranks.
+        world_size: u32,
+    },
+}
+
+/// Options for [`write_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Where timestamps count from; [`Flavor::Kineto`] ignores it and always writes Kineto's
+    /// `baseTimeNanoseconds` plus relative `ts`.
+    pub time_origin: TimeOrigin,
+    /// Plain Chrome JSON or the Kineto dialect.
+    pub flavor: Flavor,
+}
+
+impl Options {
+    /// The defaults: Chrome flavour, times from the session start.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets where timestamps count from.
+    pub fn time_origin(mut self, origin: TimeOrigin) -> Self {
+        self.time_origin = origin;
+        self
+    }
+
+    /// Writes the Kineto dialect as rank `rank` of `world_size`.
+    pub fn kineto(mut self, rank: u32, world_size: u32) -> Self {
+        self.flavor = Flavor::Kineto { rank, world_size };
+        self
+    }
+}
 
 /// Appends `v` in decimal.
 fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
@@ -42,38 +113,56 @@ fn push_micros(buf: &mut Vec<u8>, ns: u64) {
     ]);
 }
 
-/// Streams `trace` as Chrome JSON into `out`; memory use does not depend on the trace size.
+/// Streams `trace` as Chrome JSON with the default [`Options`].
 pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
-    let pid = std::process::id();
-    let origin = trace.start_ns;
-    out.write_all(b"{\"traceEvents\":[\n")?;
-    let process = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "tickscope".to_owned());
-    write!(
+    write_with(trace, out, &Options::default())
+}
+
+/// Streams `trace` as Chrome JSON into `out`; memory use does not depend on the trace size.
+pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Result<()> {
+    let mut w = Writer {
         out,
-        "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"name\":\"process_name\",\"args\":{{\"name\":"
-    )?;
-    json_str(out, &process)?;
-    out.write_all(b"}}")?;
-    // Events are formatted into `buf` by hand (no `fmt` machinery) and flushed in 64 KiB
-    // blocks; each name is escaped once per trace.
-    let mut names: HashMap<*const Callsite, Vec<u8>> = HashMap::new();
-    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK + 512);
+        buf: Vec::with_capacity(BLOCK + 512),
+        names: HashMap::new(),
+        pid: std::process::id(),
+        origin: match (options.flavor, options.time_origin) {
+            (Flavor::Chrome, TimeOrigin::UnixEpoch) => 0,
+            (Flavor::Kineto { .. }, _) | (Flavor::Chrome, TimeOrigin::SessionStart) => {
+                trace.start_ns
+            }
+        },
+        kineto: matches!(options.flavor, Flavor::Kineto { .. }),
+        begin_end: options.flavor == Flavor::Chrome && options.time_origin == TimeOrigin::UnixEpoch,
+        events: 0,
+    };
+    w.header(trace, options)?;
     let mut ends: Vec<u64> = Vec::new();
     for (index, thread) in trace.threads.iter().enumerate() {
-        let tid = thread.id;
-        write!(
-            out,
-            ",\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":"
-        )?;
-        json_str(out, &thread.display_name())?;
-        write!(
-            out,
-            "}}}},\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{index}}}}}"
-        )?;
-        let head = format!(",\"pid\":{pid},\"tid\":{tid},\"ts\":");
+        w.thread_metadata(thread.id, &thread.display_name(), index)?;
+        let head = format!(",\"pid\":{},\"tid\":{},\"ts\":", w.pid, thread.id);
+        if w.begin_end {
+            // Absolute times: viewers read `ts` as a double, which resolves only 0.25 µs
+            // at today's epoch, so nesting inferred from `ts` and `dur` would break (a child
+            // seeming to outlast its parent is dropped). `B`/`E` pairs, in order, state it.
+            let mut open: Vec<(u32, u64)> = Vec::new();
+            for (index, span) in thread.spans.iter().enumerate() {
+                while let Some(&(top, end)) = open.last() {
+                    if Some(top) == span.parent {
+                        break;
+                    }
+                    open.pop();
+                    w.edge(&thread.spans[top as usize], &head, end, false);
+                }
+                let parent_end = open.last().map_or(u64::MAX, |&(_, end)| end);
+                open.push((index as u32, span.end_ns.min(parent_end).max(span.start_ns)));
+                w.edge(span, &head, span.start_ns, true);
+                w.spill()?;
+            }
+            while let Some((top, end)) = open.pop() {
+                w.edge(&thread.spans[top as usize], &head, end, false);
+            }
+            continue;
+        }
         ends.clear();
         for span in &thread.spans {
             // A child never outlives its parent in the file, so viewers nest it; only scopes
@@ -81,39 +170,206 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
             let parent_end = span.parent.map_or(u64::MAX, |p| ends[p as usize]);
             let end = span.end_ns.min(parent_end);
             ends.push(end);
-            let name = names
-                .entry(span.callsite as *const Callsite)
-                .or_insert_with(|| {
-                    let mut name = Vec::new();
-                    json_str(&mut name, span.name()).expect("writing to a Vec cannot fail");
-                    name
-                });
-            buf.extend_from_slice(b",\n{\"ph\":\"X\",\"cat\":\"scope\",\"name\":");
-            buf.extend_from_slice(name);
-            buf.extend_from_slice(head.as_bytes());
-            push_micros(&mut buf, span.start_ns.saturating_sub(origin));
-            buf.extend_from_slice(b",\"dur\":");
-            push_micros(&mut buf, end.saturating_sub(span.start_ns));
-            if span.open_at_stop {
-                buf.extend_from_slice(b",\"args\":{\"open_at_stop\":true}");
-            }
-            buf.push(b'}');
-            if buf.len() >= BLOCK {
-                out.write_all(&buf)?;
-                buf.clear();
-            }
+            w.complete(span, &head, end.saturating_sub(span.start_ns));
+            w.spill()?;
         }
-        out.write_all(&buf)?;
-        buf.clear();
     }
-    write!(
-        out,
-        "\n],\"otherData\":{{\"producer\":\"tickscope {}\",\"start_unix_ns\":{},\"end_unix_ns\":{},\"dropped_events\":{}}}}}\n",
-        env!("CARGO_PKG_VERSION"),
-        trace.start_ns,
-        trace.end_ns,
-        trace.dropped_events
-    )
+    if !w.kineto {
+        for (id, call) in trace.async_spans.iter().enumerate() {
+            w.async_span(id, call)?;
+        }
+    }
+    w.finish(trace)
+}
+
+struct Writer<'a, W: Write> {
+    out: &'a mut W,
+    /// Events are formatted here by hand (no `fmt` machinery) and flushed in 64 KiB blocks.
+    buf: Vec<u8>,
+    /// Each name escaped once per trace.
+    names: HashMap<*const Callsite, Vec<u8>>,
+    pid: u32,
+    origin: u64,
+    kineto: bool,
+    /// Scopes as `B`/`E` pairs instead of `X` events.
+    begin_end: bool,
+    /// Complete events written, for Kineto's ids.
+    events: u64,
+}
+
+impl<W: Write> Writer<'_, W> {
+    fn header(&mut self, trace: &Trace, options: &Options) -> io::Result<()> {
+        if let Flavor::Kineto { rank, world_size } = options.flavor {
+            write!(
+                self.buf,
+                "{{\"schemaVersion\":1,\"deviceProperties\":[],\"distributedInfo\":{{\"backend\":\"none\",\"rank\":{rank},\"world_size\":{world_size}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":\"tickscope\",\"traceEvents\":[\n",
+                self.origin
+            )?;
+        } else {
+            self.buf.extend_from_slice(b"{\"traceEvents\":[\n");
+        }
+        let process = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "tickscope".to_owned());
+        write!(
+            self.buf,
+            "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"ts\":",
+            self.pid
+        )?;
+        self.ts(trace.start_ns);
+        self.buf
+            .extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":");
+        json_str(&mut self.buf, &process)?;
+        self.buf.extend_from_slice(b"}}");
+        Ok(())
+    }
+
+    fn thread_metadata(&mut self, tid: u64, name: &str, index: usize) -> io::Result<()> {
+        let pid = self.pid;
+        write!(
+            self.buf,
+            ",\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":"
+        )?;
+        json_str(&mut self.buf, name)?;
+        write!(
+            self.buf,
+            "}}}},\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{index}}}}}"
+        )
+    }
+
+    /// Appends `ns` as a timestamp relative to the origin.
+    fn ts(&mut self, ns: u64) {
+        push_micros(&mut self.buf, ns.saturating_sub(self.origin));
+    }
+
+    /// Appends the callsite's name as a JSON string, escaped once per trace.
+    fn name(&mut self, callsite: &'static Callsite) {
+        let name = self
+            .names
+            .entry(callsite as *const Callsite)
+            .or_insert_with(|| {
+                let mut name = Vec::new();
+                json_str(&mut name, callsite.name()).expect("writing to a Vec cannot fail");
+                name
+            });
+        self.buf.extend_from_slice(name);
+    }
+
+    /// The category and name of an event for `span`, after `"ph":"<ph>"`.
+    fn cat_and_name(&mut self, span: &SpanRecord) {
+        let poll = matches!(span.kind, SpanKind::Poll { .. });
+        let cat: &[u8] = match (self.kineto, poll) {
+            (true, _) => b"\",\"cat\":\"cpu_op\",\"name\":",
+            (false, false) => b"\",\"cat\":\"scope\",\"name\":",
+            (false, true) => b"\",\"cat\":\"poll\",\"name\":",
+        };
+        self.buf.extend_from_slice(cat);
+        self.name(span.callsite);
+    }
+
+    /// A `B` (`begin`) or `E` event of `span` at `ns`; `head` is `,"pid":..,"tid":..,"ts":`.
+    fn edge(&mut self, span: &SpanRecord, head: &str, ns: u64, begin: bool) {
+        self.buf.extend_from_slice(if begin {
+            b",\n{\"ph\":\"B"
+        } else {
+            b",\n{\"ph\":\"E"
+        });
+        self.cat_and_name(span);
+        self.buf.extend_from_slice(head.as_bytes());
+        self.ts(ns);
+        if begin && span.open_at_stop {
+            self.buf
+                .extend_from_slice(b",\"args\":{\"open_at_stop\":true}");
+        }
+        self.buf.push(b'}');
+    }
+
+    /// One `X` event lasting `dur` ns; `head` is `,"pid":..,"tid":..,"ts":`.
+    fn complete(&mut self, span: &SpanRecord, head: &str, dur: u64) {
+        let (callsite, open_at_stop) = (span.callsite, span.open_at_stop);
+        self.buf.extend_from_slice(b",\n{\"ph\":\"X");
+        self.cat_and_name(span);
+        self.buf.extend_from_slice(head.as_bytes());
+        self.ts(span.start_ns);
+        self.buf.extend_from_slice(b",\"dur\":");
+        push_micros(&mut self.buf, dur);
+        if self.kineto {
+            self.events += 1;
+            self.buf.extend_from_slice(b",\"args\":{\"External id\":");
+            push_u64(&mut self.buf, self.events);
+            self.buf.extend_from_slice(b",\"Ev Idx\":");
+            push_u64(&mut self.buf, self.events - 1);
+            self.buf.extend_from_slice(b",\"Record function id\":");
+            push_u64(&mut self.buf, u64::from(callsite.id()));
+            if open_at_stop {
+                self.buf.extend_from_slice(b",\"open_at_stop\":true");
+            }
+            self.buf.push(b'}');
+        } else if open_at_stop {
+            self.buf
+                .extend_from_slice(b",\"args\":{\"open_at_stop\":true}");
+        }
+        self.buf.push(b'}');
+    }
+
+    /// The `b` and `e` events of one async call, id `id`, on the thread of its first poll.
+    fn async_span(&mut self, id: usize, call: &AsyncSpanRecord) -> io::Result<()> {
+        for begin in [true, false] {
+            let ph: &[u8] = if begin { b"b" } else { b"e" };
+            self.buf.extend_from_slice(b",\n{\"ph\":\"");
+            self.buf.extend_from_slice(ph);
+            self.buf
+                .extend_from_slice(b"\",\"cat\":\"async\",\"name\":");
+            self.name(call.callsite);
+            write!(
+                self.buf,
+                ",\"id\":\"0x{:x}\",\"pid\":{},\"tid\":{},\"ts\":",
+                id + 1,
+                self.pid,
+                call.thread
+            )?;
+            self.ts(if begin { call.start_ns } else { call.end_ns });
+            if begin {
+                write!(
+                    self.buf,
+                    ",\"args\":{{\"polls\":{},\"busy_ns\":{},\"self_ns\":{}",
+                    call.polls, call.busy_ns, call.self_ns
+                )?;
+                if let Some(end_thread) = call.end_thread {
+                    write!(self.buf, ",\"end_thread\":{end_thread}")?;
+                }
+                if call.open_at_stop {
+                    self.buf.extend_from_slice(b",\"open_at_stop\":true");
+                }
+                self.buf.push(b'}');
+            }
+            self.buf.push(b'}');
+        }
+        self.spill()
+    }
+
+    /// Writes the buffer out once it holds a block.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buf.len() >= BLOCK {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(self, trace: &Trace) -> io::Result<()> {
+        self.out.write_all(&self.buf)?;
+        write!(
+            self.out,
+            "\n],\"otherData\":{{\"producer\":\"tickscope {}\",\"start_unix_ns\":{},\"end_unix_ns\":{},\"dropped_events\":{},\"time_origin_unix_ns\":{}}}}}\n",
+            env!("CARGO_PKG_VERSION"),
+            trace.start_ns,
+            trace.end_ns,
+            trace.dropped_events,
+            self.origin,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Writers for collected traces. Each one streams to any `io::Write`; the file variants on
 //! [`Profiler`](crate::Profiler) write to a temporary file and rename it into place, so a failed
-//! export never leaves a truncated file under the requested name.
+//! export never leaves a truncated file under the requested name, and gzip the output when the
+//! path ends in `.gz` (`trace.json.gz` opens in ui.perfetto.dev as it is).
 
 pub mod chrome;
 pub mod folded;
@@ -9,11 +10,15 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
 /// Writes `path` through `write`: into a temporary file beside it, renamed into place only when
-/// everything was written and flushed. Errors name the path.
+/// everything was written and flushed. Gzipped when the path ends in `.gz`. Errors name the
+/// path.
 pub(crate) fn atomic_write(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let context = |e: io::Error, what: &str| {
         io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
@@ -30,7 +35,13 @@ pub(crate) fn atomic_write(
     let tmp = path.with_file_name(tmp_name);
     let result = (|| {
         let mut out = BufWriter::with_capacity(1 << 16, File::create(&tmp)?);
-        write(&mut out)?;
+        if path.extension().is_some_and(|e| e == "gz") {
+            let mut gz = GzEncoder::new(out, Compression::fast());
+            write(&mut gz)?;
+            out = gz.finish()?;
+        } else {
+            write(&mut out)?;
+        }
         out.into_inner().map_err(|e| e.into_error())?.sync_all()
     })();
     match result {
