@@ -202,9 +202,10 @@ impl<W: Write> Writer<'_, W> {
         if let Flavor::Kineto { rank, world_size } = options.flavor {
             write!(
                 self.buf,
-                "{{\"schemaVersion\":1,\"deviceProperties\":[],\"distributedInfo\":{{\"backend\":\"none\",\"rank\":{rank},\"world_size\":{world_size}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":\"tickscope\",\"traceEvents\":[\n",
+                "{{\"schemaVersion\":1,\"deviceProperties\":[],\"distributedInfo\":{{\"backend\":\"none\",\"rank\":{rank},\"world_size\":{world_size}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":\"tickscope\",\"traceEvents\":[",
                 self.origin
             )?;
+            self.buf.push(b'\n');
         } else {
             self.buf.extend_from_slice(b"{\"traceEvents\":[\n");
         }
