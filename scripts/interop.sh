@@ -42,3 +42,49 @@ want_depth = {"worker": 0, "parse": 1, "tokenize": 2, "checksum": 2, "report": 0
 assert depth == want_depth, f"depths {depth} != {want_depth}"
 print(f"interop: perfetto agrees with the table: {sum(got.values())} slices, {len(got)} names, depths {depth}")
 PY
+
+# Per name: slice count and deepest nesting, as Perfetto reads a trace.
+by_name() {
+    python3 "$V/validate_perfetto.py" "$1" --json \
+        --sql "select name, category, count(*) as n, max(depth) as depth from slice group by name, category order by name, category" |
+        python3 -c 'import json,sys; d,_=json.JSONDecoder().raw_decode(sys.stdin.read()); print(json.dumps(d["extra"][0]["rows"]))'
+}
+
+# Every trace the chrome_trace example writes is accepted, and the Unix-epoch (B/E, gzipped)
+# and Kineto variants hold the same slices at the same depths as the default one.
+cargo run --quiet --release --example chrome_trace -- "$out" > /dev/null
+for f in chrome_trace.json chrome_trace.unix.json.gz chrome_trace.kineto.json chrome_trace.folded; do
+    "$V/check_trace.sh" "$out/$f"
+done
+python3 - "$(by_name "$out/chrome_trace.json")" "$(by_name "$out/chrome_trace.unix.json.gz")" "$(by_name "$out/chrome_trace.kineto.json")" <<'PY'
+import json, sys
+plain, unix, kineto = (json.loads(a) for a in sys.argv[1:])
+strip = lambda rows: sorted((r["name"], r["n"], r["depth"]) for r in rows)
+assert strip(plain) == strip(unix), f"unix-epoch variant differs: {strip(unix)} != {strip(plain)}"
+assert strip(plain) == strip(kineto), f"kineto variant differs: {strip(kineto)} != {strip(plain)}"
+assert all(r["category"] == "cpu_op" for r in kineto), kineto
+print(f"interop: chrome_trace variants agree: {strip(plain)}")
+PY
+
+# Async calls: Perfetto's async slices per name plus plain scopes equal the table's calls;
+# polls are slices of their own category.
+cargo run --quiet --release --example profile_attr -- "$out" > "$out/profile_attr.txt"
+"$V/check_trace.sh" "$out/profile_attr.json"
+python3 - "$out/profile_attr.txt" "$(by_name "$out/profile_attr.json")" <<'PY'
+import json, re, sys
+lines = open(sys.argv[1]).read().split("\n\n")[0].splitlines()
+table = {}
+for row in lines:
+    m = re.match(r"(\S+)\s+(\d+)\s+\d", row)
+    if m:
+        table[m.group(1)] = int(m.group(2))
+rows = json.loads(sys.argv[2])
+calls = {}
+for r in rows:
+    if r["category"] in ("scope", "async"):
+        calls[r["name"]] = calls.get(r["name"], 0) + r["n"]
+assert calls == table, f"perfetto {calls} != table {table}"
+asyncs = {r["name"]: r["n"] for r in rows if r["category"] == "async"}
+assert asyncs.get("fetch") == 32 and asyncs.get("crawl") == 1, asyncs
+print(f"interop: async calls agree with the table: {calls}")
+PY
