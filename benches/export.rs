@@ -42,17 +42,40 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("export");
     g.throughput(Throughput::Elements(scopes));
     g.sample_size(10);
+    // A fresh file each time, as `Profiler::write_chrome_trace` writes (to a new temporary
+    // file); removing the previous one is not timed.
     g.bench_function("chrome_json_to_file", |b| {
-        b.iter(|| {
-            let mut out = BufWriter::with_capacity(1 << 16, File::create(&path).unwrap());
-            chrome::write(&trace, &mut out).unwrap();
-        })
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(&path);
+            },
+            |()| {
+                let mut out = BufWriter::with_capacity(1 << 16, File::create(&path).unwrap());
+                chrome::write(&trace, &mut out).unwrap();
+                out.into_inner().unwrap()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    // The whole `Profiler::write_chrome_trace`: temporary file, fsync, rename.
+    g.bench_function("profiler_write_chrome_trace_fsync", |b| {
+        b.iter(|| prof.write_chrome_trace(&path).unwrap())
+    });
+    g.bench_function("chrome_json_to_sink", |b| {
+        b.iter(|| chrome::write(&trace, &mut std::io::sink()).unwrap())
     });
     g.bench_function("folded_to_file", |b| {
-        b.iter(|| {
-            let mut out = BufWriter::new(File::create(&path).unwrap());
-            folded::write(&trace, &mut out, Default::default()).unwrap();
-        })
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(&path);
+            },
+            |()| {
+                let mut out = BufWriter::new(File::create(&path).unwrap());
+                folded::write(&trace, &mut out, Default::default()).unwrap();
+                out.into_inner().unwrap()
+            },
+            BatchSize::PerIteration,
+        )
     });
     g.finish();
     let _ = std::fs::remove_file(&path);

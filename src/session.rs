@@ -297,6 +297,17 @@ impl Profiler {
         })
     }
 
+    /// Draws [`Profiler::trace`] as an SVG flame graph (all threads merged; titled "tickscope")
+    /// with inferno; same atomic-write guarantee as [`Profiler::write_chrome_trace`]. Needs
+    /// the `flamegraph` cargo feature.
+    #[cfg(feature = "flamegraph")]
+    pub fn write_flamegraph(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let trace = self.trace();
+        crate::export::atomic_write(path.as_ref(), |mut out| {
+            crate::export::flamegraph::write(&trace, &mut out, "tickscope", Default::default())
+        })
+    }
+
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
     /// keys, row limits, per-thread rows and the call tree.
     pub fn table(&self) -> Table {

@@ -414,3 +414,38 @@ fn write_errors_are_returned() {
         assert_eq!(err.kind(), io::ErrorKind::StorageFull);
     }
 }
+
+#[cfg(feature = "flamegraph")]
+#[test]
+fn flamegraph_svg() {
+    let prof = session();
+    let mut out = Vec::new();
+    tickscope::export::flamegraph::write(&prof.trace(), &mut out, "test", Default::default())
+        .unwrap();
+    let svg = String::from_utf8(out).unwrap();
+    assert!(svg.starts_with("<?xml"), "{}", &svg[..100]);
+    let titles: Vec<&str> = svg
+        .match_indices("<title>")
+        .map(|(i, _)| &svg[i + 7..i + svg[i..].find("</title>").unwrap()])
+        .collect();
+    let mut titles = titles;
+    titles.sort_unstable();
+    assert_eq!(
+        titles,
+        [
+            "all (4,500 ns, 100%)",
+            "in&quot;ner:x (250 ns, 5.56%)",
+            "left open (1,000 ns, 22.22%)",
+            "outer (3,500 ns, 77.78%)"
+        ]
+    );
+    // The file variant: whole or nothing, like the others.
+    let path = std::env::temp_dir().join(format!("tickscope-fg-{}.svg", std::process::id()));
+    prof.write_flamegraph(&path).unwrap();
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("outer (3,500 ns")
+    );
+    std::fs::remove_file(&path).unwrap();
+}

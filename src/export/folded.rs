@@ -15,6 +15,14 @@ pub struct Options {
 /// Writes one line per distinct stack with the total self time (ns) spent in its leaf, sorted by
 /// stack. `;` in names becomes `:` and line breaks become spaces, so every line stays parseable.
 pub fn write(trace: &Trace, out: &mut impl Write, options: Options) -> io::Result<()> {
+    for (stack, self_ns) in &stacks(trace, options) {
+        writeln!(out, "{stack} {self_ns}")?;
+    }
+    Ok(())
+}
+
+/// Every distinct stack (`outer;inner;leaf`) with the self time of its leaf, in ns.
+pub(crate) fn stacks(trace: &Trace, options: Options) -> BTreeMap<String, u64> {
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
     for thread in &trace.threads {
         let root = options.by_thread.then(|| clean(&thread.display_name()));
@@ -33,10 +41,7 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: Options) -> io::Resul
             paths.push(path);
         }
     }
-    for (stack, self_ns) in &stacks {
-        writeln!(out, "{stack} {self_ns}")?;
-    }
-    Ok(())
+    stacks
 }
 
 fn clean(name: &str) -> String {

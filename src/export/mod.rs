@@ -4,6 +4,8 @@
 //! path ends in `.gz` (`trace.json.gz` opens in ui.perfetto.dev as it is).
 
 pub mod chrome;
+#[cfg(feature = "flamegraph")]
+pub mod flamegraph;
 pub mod folded;
 
 use std::fs::File;
