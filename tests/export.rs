@@ -264,6 +264,8 @@ fn kineto_flavor() {
     let trace = prof.trace();
     let mut out = Vec::new();
     chrome::write_with(&trace, &mut out, &Options::new().kineto(3, 8)).unwrap();
+    // HolisticTraceAnalysis finds a file's rank with the regex `"rank":\s+(\d+)`.
+    assert!(String::from_utf8_lossy(&out).contains("\"rank\": 3,"));
     let doc: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(doc["schemaVersion"], 1);
     // Kineto's time base: `ts` counts from `baseTimeNanoseconds`, the session start.

@@ -200,9 +200,11 @@ struct Writer<'a, W: Write> {
 impl<W: Write> Writer<'_, W> {
     fn header(&mut self, trace: &Trace, options: &Options) -> io::Result<()> {
         if let Flavor::Kineto { rank, world_size } = options.flavor {
+            // Spaced as Kineto writes it: HolisticTraceAnalysis finds the rank with the regex
+            // `"rank":\s+(\d+)`.
             write!(
                 self.buf,
-                "{{\"schemaVersion\":1,\"deviceProperties\":[],\"distributedInfo\":{{\"backend\":\"none\",\"rank\":{rank},\"world_size\":{world_size}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":\"tickscope\",\"traceEvents\":[",
+                "{{\"schemaVersion\":1,\"deviceProperties\":[],\"distributedInfo\": {{\"backend\": \"none\", \"rank\": {rank}, \"world_size\": {world_size}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":\"tickscope\",\"traceEvents\":[",
                 self.origin
             )?;
             self.buf.push(b'\n');
