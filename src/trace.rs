@@ -223,7 +223,6 @@ impl Trace {
 /// An async event seen while pairing one thread, matched across threads afterwards.
 struct Mark {
     ns: u64,
-    /// Order among marks at the same time: begin, poll, end.
     what: MarkKind,
     callsite: &'static Callsite,
     span: u32,
@@ -270,41 +269,37 @@ impl Pairing<'_> {
         while i < events.len() {
             let event = events[i];
             i += 1;
-            // The payload of a kind that carries one; `None` when it is missing (a snapshot
-            // taken between the two pushes).
-            let mut payload = || match events.get(i) {
+            // Async kinds are followed by their span id; it is missing when a snapshot was
+            // taken between the two pushes.
+            let span_id = match events.get(i) {
                 Some(next) if next.kind == RawKind::Data => {
                     i += 1;
                     Some(next.id)
                 }
                 _ => None,
             };
-            let tagged = matches!(
-                event.kind,
-                RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin
-            );
-            let span_id = if tagged { payload() } else { None };
             let Some(callsite) = self.callsite(event.id) else {
                 continue;
             };
             let ns = self.converter.to_unix_ns(event.tick);
+            let what = match event.kind {
+                RawKind::AsyncBegin => Some(MarkKind::Begin),
+                RawKind::PollBegin => Some(MarkKind::Poll(spans.len() as u32)),
+                RawKind::AsyncEnd => Some(MarkKind::End),
+                RawKind::Begin | RawKind::End | RawKind::Data => None,
+            };
+            if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
+                self.marks.push(Mark {
+                    ns,
+                    what,
+                    callsite,
+                    span,
+                    thread: self.thread,
+                });
+            }
             match event.kind {
                 RawKind::Begin | RawKind::PollBegin => {
                     let index = spans.len() as u32;
-                    let kind = if event.kind == RawKind::Begin {
-                        SpanKind::Scope
-                    } else {
-                        if let Some(span) = span_id.filter(|&s| s != 0) {
-                            self.marks.push(Mark {
-                                ns,
-                                what: MarkKind::Poll(index),
-                                callsite,
-                                span,
-                                thread: self.thread,
-                            });
-                        }
-                        SpanKind::Poll { task: None }
-                    };
                     spans.push(SpanRecord {
                         callsite,
                         start_ns: ns,
@@ -313,7 +308,11 @@ impl Pairing<'_> {
                         parent: open.last().copied(),
                         children_ns: 0,
                         open_at_stop: false,
-                        kind,
+                        kind: if event.kind == RawKind::Begin {
+                            SpanKind::Scope
+                        } else {
+                            SpanKind::Poll { task: None }
+                        },
                     });
                     open.push(index);
                 }
@@ -326,23 +325,7 @@ impl Pairing<'_> {
                         close(&mut spans, index, ns, false);
                     }
                 }
-                RawKind::AsyncBegin | RawKind::AsyncEnd => {
-                    if let Some(span) = span_id {
-                        let what = if event.kind == RawKind::AsyncBegin {
-                            MarkKind::Begin
-                        } else {
-                            MarkKind::End
-                        };
-                        self.marks.push(Mark {
-                            ns,
-                            what,
-                            callsite,
-                            span,
-                            thread: self.thread,
-                        });
-                    }
-                }
-                RawKind::Data => {}
+                RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::Data => {}
             }
         }
         while let Some(index) = open.pop() {
@@ -358,14 +341,8 @@ fn match_async(
     threads: &mut [ThreadRecord],
     end_ns: u64,
 ) -> Vec<AsyncSpanRecord> {
-    marks.sort_by_key(|m| {
-        let rank = match m.what {
-            MarkKind::Begin => 0,
-            MarkKind::Poll(_) => 1,
-            MarkKind::End => 2,
-        };
-        (m.ns, rank)
-    });
+    // At equal times: begins, then polls, then ends (the variants' order).
+    marks.sort_by_key(|m| (m.ns, m.what));
     let mut records: Vec<AsyncSpanRecord> = Vec::new();
     let mut open: HashMap<u32, usize> = HashMap::new();
     for mark in marks {

@@ -1,8 +1,12 @@
 //! Chrome JSON and folded-stack exports: exact round trips with a mock clock, and error paths.
 #![cfg(feature = "enabled")]
 
+mod common;
+
 use std::io::{self, Write};
 use std::sync::Mutex;
+
+use common::{YieldOnce, poll_once};
 
 use serde_json::Value;
 use tickscope::export::chrome::{Options, TimeOrigin};
@@ -11,36 +15,46 @@ use tickscope::{Profiler, profile, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// On thread "exporter": outer 0..3500 ns { inner 1000..1250 ns }, then "left open" from
-/// 4000 ns to the stop at 5000 ns. The mock starts at 1 s after the epoch.
-fn session() -> Profiler {
+/// Runs `body` on a thread named `thread` under a session of that thread, and stops the
+/// session while what `body` returned (an open scope, say) is still alive. The mock clock
+/// reads 1 s after the epoch at the first session.
+fn record_on<G>(thread: &str, body: impl FnOnce(&quanta::Mock) -> G + Send + 'static) -> Profiler {
     let m = tickscope::clock::use_mock_clock().unwrap();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     std::thread::Builder::new()
-        .name("exporter".into())
+        .name(thread.into())
         .spawn(move || {
             if m.value() == 0 {
                 m.increment(1_000_000_000u64);
             }
             let prof = Profiler::builder().current_thread().start();
-            {
-                let _outer = scope!("outer");
-                m.increment(1_000u64);
-                {
-                    let _inner = scope!("in\"ner;x");
-                    m.increment(250u64);
-                }
-                m.increment(2_250u64);
-            }
-            m.increment(500u64);
-            let _open = scope!("left open");
-            m.increment(1_000u64);
+            let _alive = body(&m);
             prof.stop();
             prof
         })
         .unwrap()
         .join()
         .unwrap()
+}
+
+/// On thread "exporter": outer 0..3500 ns { inner 1000..1250 ns }, then "left open" from
+/// 4000 ns to the stop at 5000 ns.
+fn session() -> Profiler {
+    record_on("exporter", |m| {
+        {
+            let _outer = scope!("outer");
+            m.increment(1_000u64);
+            {
+                let _inner = scope!("in\"ner;x");
+                m.increment(250u64);
+            }
+            m.increment(2_250u64);
+        }
+        m.increment(500u64);
+        let open = scope!("left open");
+        m.increment(1_000u64);
+        open
+    })
 }
 
 #[test]
@@ -103,24 +117,6 @@ fn chrome_json_round_trip() {
     );
 }
 
-/// Pending on its first poll, ready on the second.
-#[derive(Default)]
-struct YieldOnce(bool);
-
-impl std::future::Future for YieldOnce {
-    type Output = ();
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    }
-}
-
 #[profile]
 async fn load(m: std::sync::Arc<quanta::Mock>) {
     m.increment(50u64);
@@ -131,26 +127,14 @@ async fn load(m: std::sync::Arc<quanta::Mock>) {
 /// On thread "poller", 100 ns after the start: `load` polled at 100..150 ns and 350..375 ns;
 /// the session stops at 400 ns.
 fn async_session() -> Profiler {
-    let m = tickscope::clock::use_mock_clock().unwrap();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    std::thread::Builder::new()
-        .name("poller".into())
-        .spawn(move || {
-            let prof = Profiler::builder().current_thread().start();
-            m.increment(100u64);
-            let mut fut = Box::pin(load(m.clone()));
-            let waker = std::task::Waker::noop();
-            let mut cx = std::task::Context::from_waker(waker);
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-            m.increment(200u64);
-            assert!(fut.as_mut().poll(&mut cx).is_ready());
-            m.increment(25u64);
-            prof.stop();
-            prof
-        })
-        .unwrap()
-        .join()
-        .unwrap()
+    record_on("poller", |m| {
+        m.increment(100u64);
+        let mut fut = Box::pin(load(std::sync::Arc::new(m.clone())));
+        assert!(poll_once(fut.as_mut()).is_pending());
+        m.increment(200u64);
+        assert!(poll_once(fut.as_mut()).is_ready());
+        m.increment(25u64);
+    })
 }
 
 #[test]

@@ -4,11 +4,12 @@
 //! The mock is process-wide, so the tests take `SERIAL`.
 #![cfg(feature = "enabled")]
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+mod common;
 
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+
+use common::{YieldOnce, poll_once};
 use tickscope::trace::SpanKind;
 use tickscope::{Profiler, profile};
 
@@ -16,25 +17,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn mock() -> Arc<quanta::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
-}
-
-/// Pending on its first poll, ready on the second.
-#[derive(Default)]
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
-fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
-    fut.poll(&mut Context::from_waker(Waker::noop()))
 }
 
 #[profile]
