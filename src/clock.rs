@@ -190,12 +190,16 @@ impl Converter {
     /// Nanoseconds since the Unix epoch at `tick`.
     #[inline]
     pub fn to_unix_ns(&self, tick: u64) -> u64 {
+        // i64 holds ±292 years of nanoseconds; float-to-int casts saturate, and so does the
+        // sum, so absurd ticks clamp instead of wrapping. (An i128 here costs a library call per
+        // event.)
         let delta = if tick >= self.base_tick {
-            ((tick - self.base_tick) as f64 * self.scale) as i128
+            ((tick - self.base_tick) as f64 * self.scale) as i64
         } else {
-            -(((self.base_tick - tick) as f64 * self.scale) as i128)
+            -(((self.base_tick - tick) as f64 * self.scale) as i64)
         };
-        (self.base_ns as i128 + delta).max(0) as u64
+        let base = i64::try_from(self.base_ns).unwrap_or(i64::MAX);
+        base.saturating_add(delta).max(0) as u64
     }
 
     /// Nanoseconds per tick.

@@ -42,10 +42,14 @@
 //!
 //! # Overhead
 //!
-//! Measured with `cargo bench --bench scope` on a 2-vCPU AMD EPYC VM (one run, medians): an
-//! enabled scope (enter + exit) costs 20.8 ns, where the two raw TSC reads it cannot avoid cost
-//! 20.5 ns on their own (1.015×); a scope while no session records costs 0.28 ns. Each recorded
-//! scope takes 32 bytes of buffer (two 16-byte records) until its session stops.
+//! Measured with `cargo bench --bench scope` on a 2-vCPU AMD EPYC VM (Linux, one run,
+//! medians): an enabled scope (enter + exit) costs 21.5 ns, where the two raw TSC reads it
+//! cannot avoid cost 21.0 ns on their own (1.025×); a scope while no session records costs
+//! 0.28 ns. Each recorded scope takes 32 bytes of buffer (two 16-byte records) until its
+//! session stops; stopped sessions' buffers stay warm for the next session, up to 64 MiB
+//! ([`release_memory`] frees them). The peer comparison in the repository's `benches/peers/`
+//! puts puffin, fastrace, tracing, tracy-client, firestorm and perfetto-recorder at 2.3× to 70×
+//! this cost on the same machine (see the README).
 //!
 //! # Tests
 //!
@@ -79,6 +83,8 @@ mod callsite;
 pub mod clock;
 #[cfg(not(loom))]
 pub mod export;
+#[cfg(not(loom))]
+mod hash;
 #[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]
@@ -244,6 +250,29 @@ macro_rules! scope {
         let _: &'static str = $name;
         $crate::ScopeGuard::inactive()
     }};
+}
+
+/// Frees the event buffers kept warm for the next session and returns how many bytes that
+/// gave back.
+///
+/// After a session stops, the chunks its threads filled (64 KiB each) wait for the next
+/// session, up to 64 MiB, so that recording never pays page faults twice. Call this when no
+/// more profiling is coming and the memory matters. Buffers that running sessions or threads
+/// still use are not touched.
+///
+/// ```
+/// let prof = tickscope::Profiler::builder().current_thread().start();
+/// for _ in 0..10_000 {
+///     let _g = tickscope::scope!("work");
+/// }
+/// prof.stop();
+/// drop(prof);
+/// tickscope::release_memory();
+/// assert_eq!(tickscope::release_memory(), 0); // nothing left to free
+/// ```
+#[cfg(not(loom))]
+pub fn release_memory() -> usize {
+    pool::release()
 }
 
 /// Support for the macros; not public API.

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::buffer::{ThreadBuffer, Writer};
 use crate::event::{RawEvent, RawKind};
+use crate::trace::Builder;
 use crate::{clock, pool};
 
 /// 0 while no session records; otherwise a number that changes whenever the set of recording
@@ -287,13 +288,6 @@ pub(crate) fn join_session(id: u64, thread: u64, from_tick: u64) {
     }
 }
 
-/// A thread's identity and the events of one session's window.
-pub(crate) struct Collected {
-    pub(crate) id: u64,
-    pub(crate) name: Option<String>,
-    pub(crate) events: Vec<RawEvent>,
-}
-
 /// Stops a session from recording; its window stays protected until [`finish_session`].
 pub(crate) fn stop_recording(id: u64) {
     let mut reg = registry();
@@ -303,35 +297,31 @@ pub(crate) fn stop_recording(id: u64) {
     reg.bump();
 }
 
-/// Copies the events of session `id` with ticks up to `end_tick` (threads with none are left
-/// out). Works while the session records (a snapshot) and after `stop_recording`.
-pub(crate) fn collect(id: u64, end_tick: u64) -> Vec<Collected> {
+/// Feeds the events of session `id` with ticks up to the builder's end tick into `builder`,
+/// one thread at a time, straight from the buffers (threads with none are left out). Works
+/// while the session records (a snapshot) and after `stop_recording`.
+pub(crate) fn collect(id: u64, builder: &mut Builder) {
     let threads: Vec<(Arc<ThreadEntry>, u64)> = {
         let reg = registry();
         let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
-            return Vec::new();
+            return;
         };
         reg.threads
             .iter()
             .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
             .collect()
     };
-    threads
-        .into_iter()
-        .filter_map(|(thread, from)| {
-            let mut events = Vec::new();
+    let end_tick = builder.end_tick();
+    for (thread, from) in threads {
+        let hint = thread.buffer.chunks() * crate::buffer::CHUNK_EVENTS;
+        builder.thread(thread.id, thread.name.clone(), false, hint, |pairing| {
             thread.buffer.for_each(|e| {
                 if (from..=end_tick).contains(&e.tick) {
-                    events.push(*e);
+                    pairing.push(*e);
                 }
             });
-            (!events.is_empty()).then(|| Collected {
-                id: thread.id,
-                name: thread.name.clone(),
-                events,
-            })
-        })
-        .collect()
+        });
+    }
 }
 
 /// Forgets session `id`, gives back every chunk no remaining session needs, and returns the

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use crate::Callsite;
+use crate::hash::FxHashMap;
 use crate::trace::{SpanKind, Trace};
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
@@ -66,20 +68,37 @@ impl Report {
     }
 
     fn build(trace: &Trace, split_threads: bool) -> Self {
+        #[derive(Default)]
         struct Acc {
             durations: Vec<u64>,
             self_ns: u64,
             open: u64,
         }
-        let mut groups: HashMap<(Option<u64>, &'static str), Acc> = HashMap::new();
-        let mut add = |thread: u64, name, duration, self_ns, open| {
-            let acc = groups
-                .entry((split_threads.then_some(thread), name))
-                .or_insert_with(|| Acc {
-                    durations: Vec::new(),
-                    self_ns: 0,
-                    open: 0,
-                });
+        // Rows are per name, spans carry callsites: each (thread, callsite) is looked up by
+        // pointer and resolved to its row by name once.
+        let mut groups: Vec<((Option<u64>, &'static str), Acc)> = Vec::new();
+        let mut by_name: HashMap<(Option<u64>, &'static str), usize> = HashMap::new();
+        let mut by_site: FxHashMap<(Option<u64>, usize), usize> = FxHashMap::default();
+        // Consecutive spans often share a callsite: the last lookup is kept.
+        let mut last: Option<((Option<u64>, usize), usize)> = None;
+        let mut add = |thread: u64, callsite: &'static Callsite, duration, self_ns, open| {
+            let thread = split_threads.then_some(thread);
+            let site = (thread, std::ptr::from_ref(callsite) as usize);
+            let group = match last {
+                Some((s, group)) if s == site => group,
+                _ => {
+                    let group = *by_site.entry(site).or_insert_with(|| {
+                        let key = (thread, callsite.name());
+                        *by_name.entry(key).or_insert_with(|| {
+                            groups.push((key, Acc::default()));
+                            groups.len() - 1
+                        })
+                    });
+                    last = Some((site, group));
+                    group
+                }
+            };
+            let acc = &mut groups[group].1;
             acc.durations.push(duration);
             acc.self_ns += self_ns;
             acc.open += u64::from(open);
@@ -88,14 +107,20 @@ impl Report {
             // A poll is part of its async call, counted below.
             if span.kind == SpanKind::Scope {
                 let (duration, self_ns) = (span.duration_ns(), span.self_ns());
-                add(thread.id, span.name(), duration, self_ns, span.open_at_stop);
+                add(
+                    thread.id,
+                    span.callsite,
+                    duration,
+                    self_ns,
+                    span.open_at_stop,
+                );
             }
         }
         for call in &trace.async_spans {
             let (duration, self_ns) = (call.duration_ns(), call.self_ns);
             add(
                 call.thread,
-                call.name(),
+                call.callsite,
                 duration,
                 self_ns,
                 call.open_at_stop,
@@ -105,17 +130,19 @@ impl Report {
         let mut rows: Vec<ScopeStats> = groups
             .into_iter()
             .map(|((thread, name), mut acc)| {
-                acc.durations.sort_unstable();
-                let d = &acc.durations;
+                let d = &mut acc.durations;
                 let total: u64 = d.iter().sum();
+                let (min, max) = d
+                    .iter()
+                    .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));
                 ScopeStats {
                     name,
                     thread,
                     calls: d.len() as u64,
                     total_ns: total,
                     self_ns: acc.self_ns,
-                    min_ns: d[0],
-                    max_ns: d[d.len() - 1],
+                    min_ns: min,
+                    max_ns: max,
                     p50_ns: nearest_rank(d, 50),
                     p99_ns: nearest_rank(d, 99),
                     open_at_stop: acc.open,
@@ -174,10 +201,11 @@ impl Report {
     }
 }
 
-/// The smallest value with at least `pct`% of the values at or below it.
-fn nearest_rank(sorted: &[u64], pct: usize) -> u64 {
-    let rank = (sorted.len() * pct).div_ceil(100).max(1);
-    sorted[rank - 1]
+/// The smallest value with at least `pct`% of the values at or below it. Reorders `values`
+/// (a selection, linear time, instead of a sort). `values` must not be empty.
+fn nearest_rank(values: &mut [u64], pct: usize) -> u64 {
+    let rank = (values.len() * pct).div_ceil(100).max(1);
+    *values.select_nth_unstable(rank - 1).1
 }
 
 #[cfg(test)]
@@ -186,11 +214,11 @@ mod tests {
 
     #[test]
     fn nearest_rank_percentiles() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(nearest_rank(&v, 50), 50);
-        assert_eq!(nearest_rank(&v, 99), 99);
-        assert_eq!(nearest_rank(&[7], 99), 7);
-        assert_eq!(nearest_rank(&[1, 2, 3], 50), 2);
-        assert_eq!(nearest_rank(&[1, 2, 3], 99), 3);
+        let mut v: Vec<u64> = (1..=100).rev().collect();
+        assert_eq!(nearest_rank(&mut v, 50), 50);
+        assert_eq!(nearest_rank(&mut v, 99), 99);
+        assert_eq!(nearest_rank(&mut [7], 99), 7);
+        assert_eq!(nearest_rank(&mut [3, 1, 2], 50), 2);
+        assert_eq!(nearest_rank(&mut [2, 3, 1], 99), 3);
     }
 }

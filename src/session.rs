@@ -9,7 +9,7 @@ use crate::pool;
 use crate::registry::{self, Members};
 use crate::report::Report;
 use crate::table::Table;
-use crate::trace::{RawThread, Trace};
+use crate::trace::{Builder, Trace};
 
 /// Which threads a session records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -123,17 +123,11 @@ impl Inner {
     }
 
     fn collect(&self, window: &Window, end_tick: u64, stop: &Calibration) -> Trace {
-        let threads = registry::collect(self.id, end_tick)
-            .into_iter()
-            .map(|c| RawThread {
-                id: c.id,
-                name: c.name,
-                events: c.events,
-            })
-            .collect();
         let converter = Converter::calibrated(&window.calibration, stop);
+        let mut builder = Builder::new(converter, end_tick);
+        registry::collect(self.id, &mut builder);
         let dropped = registry::lost_events() - window.lost_at_start;
-        Trace::from_raw(threads, converter, window.start_tick, end_tick, dropped)
+        builder.finish(window.start_tick, dropped)
     }
 }
 

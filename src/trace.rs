@@ -173,38 +173,13 @@ impl Trace {
         end_tick: u64,
         dropped_events: u64,
     ) -> Self {
-        let callsites = callsite::table();
-        let end_ns = converter.to_unix_ns(end_tick);
-        let mut event_count = 0;
-        let mut marks = Vec::new();
-        let mut threads: Vec<ThreadRecord> = threads
-            .into_iter()
-            .enumerate()
-            .map(|(index, raw)| {
-                event_count += raw.events.len() as u64;
-                let mut pairing = Pairing {
-                    callsites: &callsites,
-                    converter: &converter,
-                    thread: index,
-                    marks: &mut marks,
-                };
-                ThreadRecord {
-                    id: raw.id,
-                    name: raw.name,
-                    spans: pairing.pair(&raw.events, end_ns),
-                }
-            })
-            .collect();
-        let async_spans = match_async(marks, &mut threads, end_ns);
-        Self {
-            start_ns: converter.to_unix_ns(start_tick),
-            end_ns,
-            threads,
-            async_spans,
-            dropped_events,
-            event_count,
-            converter,
+        let mut builder = Builder::new(converter, end_tick);
+        for raw in threads {
+            builder.thread(raw.id, raw.name, true, raw.events.len(), |pairing| {
+                raw.events.iter().for_each(|&e| pairing.push(e));
+            });
         }
+        builder.finish(start_tick, dropped_events)
     }
 
     /// Length of the window.
@@ -238,11 +213,91 @@ enum MarkKind {
     End,
 }
 
-struct Pairing<'a> {
+/// Builds a [`Trace`] thread by thread, pairing events as they are fed, so that collection
+/// reads each thread's buffer once and copies nothing.
+pub(crate) struct Builder {
+    callsites: Vec<&'static Callsite>,
+    converter: Converter,
+    end_ns: u64,
+    end_tick: u64,
+    event_count: u64,
+    marks: Vec<Mark>,
+    threads: Vec<ThreadRecord>,
+}
+
+impl Builder {
+    pub(crate) fn new(converter: Converter, end_tick: u64) -> Self {
+        Self {
+            callsites: callsite::table(),
+            converter,
+            end_ns: converter.to_unix_ns(end_tick),
+            end_tick,
+            event_count: 0,
+            marks: Vec::new(),
+            threads: Vec::new(),
+        }
+    }
+
+    /// Adds one thread whose events `fill` pushes in recorded order; `events_hint` is an
+    /// upper bound on their number, used to size the span list. A thread given no events is
+    /// left out unless `keep_empty`.
+    pub(crate) fn thread(
+        &mut self,
+        id: u64,
+        name: Option<String>,
+        keep_empty: bool,
+        events_hint: usize,
+        fill: impl FnOnce(&mut Pairing<'_>),
+    ) {
+        let mut pairing = Pairing {
+            callsites: &self.callsites,
+            converter: &self.converter,
+            thread: self.threads.len(),
+            marks: &mut self.marks,
+            spans: Vec::with_capacity(events_hint / 2),
+            open: Vec::new(),
+            pending: None,
+            events: 0,
+        };
+        fill(&mut pairing);
+        let events = pairing.events;
+        let spans = pairing.finish(self.end_ns);
+        self.event_count += events;
+        if events > 0 || keep_empty {
+            self.threads.push(ThreadRecord { id, name, spans });
+        }
+    }
+
+    pub(crate) fn finish(mut self, start_tick: u64, dropped_events: u64) -> Trace {
+        let async_spans = match_async(self.marks, &mut self.threads, self.end_ns);
+        Trace {
+            start_ns: self.converter.to_unix_ns(start_tick),
+            end_ns: self.end_ns,
+            threads: self.threads,
+            async_spans,
+            dropped_events,
+            event_count: self.event_count,
+            converter: self.converter,
+        }
+    }
+
+    /// The tick the trace ends at.
+    pub(crate) fn end_tick(&self) -> u64 {
+        self.end_tick
+    }
+}
+
+/// One thread's pairing state: spans so far, the open stack, and an async event waiting for
+/// the [`RawKind::Data`] event that carries its span id.
+pub(crate) struct Pairing<'a> {
     callsites: &'a [&'static Callsite],
     converter: &'a Converter,
     thread: usize,
     marks: &'a mut Vec<Mark>,
+    spans: Vec<SpanRecord>,
+    open: Vec<u32>,
+    pending: Option<RawEvent>,
+    events: u64,
 }
 
 impl Pairing<'_> {
@@ -253,85 +308,101 @@ impl Pairing<'_> {
             .copied()
     }
 
-    fn pair(&mut self, events: &[RawEvent], end_ns: u64) -> Vec<SpanRecord> {
-        let mut spans: Vec<SpanRecord> = Vec::with_capacity(events.len() / 2);
-        let mut open: Vec<u32> = Vec::new();
-        let close = |spans: &mut Vec<SpanRecord>, index: u32, end: u64, open_at_stop: bool| {
-            let span = &mut spans[index as usize];
-            span.end_ns = end.max(span.start_ns);
-            span.open_at_stop = open_at_stop;
-            let (parent, duration) = (span.parent, span.duration_ns());
-            if let Some(parent) = parent {
-                spans[parent as usize].children_ns += duration;
+    /// Takes the thread's next event.
+    #[inline]
+    pub(crate) fn push(&mut self, event: RawEvent) {
+        self.events += 1;
+        if let Some(lead) = self.pending.take() {
+            if event.kind == RawKind::Data {
+                self.apply(lead, Some(event.id));
+                return;
             }
+            // The span id is missing when a snapshot was taken between the two pushes.
+            self.apply(lead, None);
+        }
+        match event.kind {
+            RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => {
+                self.pending = Some(event);
+            }
+            // A payload whose lead event was outside the window.
+            RawKind::Data => {}
+            RawKind::Begin | RawKind::End => self.apply(event, None),
+        }
+    }
+
+    fn close(&mut self, index: u32, end: u64, open_at_stop: bool) {
+        let span = &mut self.spans[index as usize];
+        span.end_ns = end.max(span.start_ns);
+        span.open_at_stop = open_at_stop;
+        let (parent, duration) = (span.parent, span.duration_ns());
+        if let Some(parent) = parent {
+            self.spans[parent as usize].children_ns += duration;
+        }
+    }
+
+    fn apply(&mut self, event: RawEvent, span_id: Option<u32>) {
+        let Some(callsite) = self.callsite(event.id) else {
+            return;
         };
-        let mut i = 0;
-        while i < events.len() {
-            let event = events[i];
-            i += 1;
-            // Async kinds are followed by their span id; it is missing when a snapshot was
-            // taken between the two pushes.
-            let span_id = match events.get(i) {
-                Some(next) if next.kind == RawKind::Data => {
-                    i += 1;
-                    Some(next.id)
-                }
-                _ => None,
-            };
-            let Some(callsite) = self.callsite(event.id) else {
-                continue;
-            };
-            let ns = self.converter.to_unix_ns(event.tick);
-            let what = match event.kind {
-                RawKind::AsyncBegin => Some(MarkKind::Begin),
-                RawKind::PollBegin => Some(MarkKind::Poll(spans.len() as u32)),
-                RawKind::AsyncEnd => Some(MarkKind::End),
-                RawKind::Begin | RawKind::End | RawKind::Data => None,
-            };
-            if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
-                self.marks.push(Mark {
-                    ns,
-                    what,
+        let ns = self.converter.to_unix_ns(event.tick);
+        let what = match event.kind {
+            RawKind::AsyncBegin => Some(MarkKind::Begin),
+            RawKind::PollBegin => Some(MarkKind::Poll(self.spans.len() as u32)),
+            RawKind::AsyncEnd => Some(MarkKind::End),
+            RawKind::Begin | RawKind::End | RawKind::Data => None,
+        };
+        if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
+            self.marks.push(Mark {
+                ns,
+                what,
+                callsite,
+                span,
+                thread: self.thread,
+            });
+        }
+        match event.kind {
+            RawKind::Begin | RawKind::PollBegin => {
+                let index = self.spans.len() as u32;
+                self.spans.push(SpanRecord {
                     callsite,
-                    span,
-                    thread: self.thread,
+                    start_ns: ns,
+                    end_ns: 0,
+                    depth: self.open.len() as u32,
+                    parent: self.open.last().copied(),
+                    children_ns: 0,
+                    open_at_stop: false,
+                    kind: if event.kind == RawKind::Begin {
+                        SpanKind::Scope
+                    } else {
+                        SpanKind::Poll { task: None }
+                    },
                 });
+                self.open.push(index);
             }
-            match event.kind {
-                RawKind::Begin | RawKind::PollBegin => {
-                    let index = spans.len() as u32;
-                    spans.push(SpanRecord {
-                        callsite,
-                        start_ns: ns,
-                        end_ns: 0,
-                        depth: open.len() as u32,
-                        parent: open.last().copied(),
-                        children_ns: 0,
-                        open_at_stop: false,
-                        kind: if event.kind == RawKind::Begin {
-                            SpanKind::Scope
-                        } else {
-                            SpanKind::Poll { task: None }
-                        },
-                    });
-                    open.push(index);
+            RawKind::End => {
+                let spans = &self.spans;
+                let found = self
+                    .open
+                    .iter()
+                    .rposition(|&i| std::ptr::eq(spans[i as usize].callsite, callsite));
+                if let Some(position) = found {
+                    let index = self.open.remove(position);
+                    self.close(index, ns, false);
                 }
-                RawKind::End => {
-                    let found = open
-                        .iter()
-                        .rposition(|&i| std::ptr::eq(spans[i as usize].callsite, callsite));
-                    if let Some(position) = found {
-                        let index = open.remove(position);
-                        close(&mut spans, index, ns, false);
-                    }
-                }
-                RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::Data => {}
             }
+            RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::Data => {}
         }
-        while let Some(index) = open.pop() {
-            close(&mut spans, index, end_ns, true);
+    }
+
+    /// Closes what is still open at `end_ns` and returns the spans.
+    fn finish(mut self, end_ns: u64) -> Vec<SpanRecord> {
+        if let Some(lead) = self.pending.take() {
+            self.apply(lead, None);
         }
-        spans
+        while let Some(index) = self.open.pop() {
+            self.close(index, end_ns, true);
+        }
+        self.spans
     }
 }
 

@@ -1,0 +1,601 @@
+//! Cost of one profiling scope (enter + exit) in tickscope and in its peers, measured the same
+//! way on the same machine in one run.
+//!
+//! ```sh
+//! cargo run --release --manifest-path benches/peers/Cargo.toml            # every case
+//! cargo run --release --manifest-path benches/peers/Cargo.toml -- --reps 7 --scopes 1000000
+//! cargo run --release --manifest-path benches/peers/Cargo.toml -- --case puffin --threads 2
+//! ```
+//!
+//! Each case runs in its own process (a child of this one), so one library's global state
+//! (installed subscribers, allocator growth, background threads) never touches another's
+//! figures. In the child, every repetition times `--scopes` scopes on each of `--threads`
+//! threads started together; a repetition's figure is the mean time per scope over its
+//! threads. Work a library does between batches (a new frame, a new root span, draining its
+//! buffers) runs outside the timed part, which favours the peers, never tickscope.
+//!
+//! Memory per recorded scope is the growth of the process's resident set over the first
+//! repetition, read while every thread still holds what it recorded, divided by the scopes
+//! recorded. Post-processing (tickscope only) is the time `Profiler::stop` and
+//! `Profiler::report` take to pair, convert and aggregate the events a repetition recorded.
+
+use std::hint::black_box;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// What each case does and what the table calls it.
+const CASES: &[(&str, &str)] = &[
+    ("floor", "floor: two raw TSC reads (quanta)"),
+    ("tickscope", "tickscope scope!, recording"),
+    ("tickscope_profile", "tickscope #[profile] fn, recording"),
+    ("tickscope_disabled", "tickscope scope!, no session"),
+    ("empty_loop", "empty loop turn (what no session is held to)"),
+    ("puffin", "puffin profile_scope! in a frame"),
+    ("fastrace_local", "fastrace LocalSpan, local parent"),
+    ("fastrace_trace", "fastrace #[trace] fn, local parent"),
+    ("tracing_registry", "tracing span, Registry"),
+    ("tracing_chrome", "tracing span, tracing-chrome"),
+    ("tracy", "tracy-client span!, no viewer"),
+    ("firestorm", "firestorm profile_section!"),
+    ("perfetto_recorder", "perfetto-recorder scope!"),
+];
+
+/// Times `n` runs of `body`.
+#[inline(always)]
+fn time(n: u64, mut body: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..n {
+        body();
+    }
+    start.elapsed()
+}
+
+/// One library set up for measurement.
+trait Case: Sync {
+    /// Before each repetition, on the main thread, untimed.
+    fn begin(&self) {}
+    /// On each worker thread: times `n` scopes and returns the timed part. Calls `hold` once
+    /// the timed loop is over and before letting go of anything the thread recorded.
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration;
+    /// After each repetition, on the main thread, untimed: checks and drops what was
+    /// recorded. Returns post-processing throughput in events per second where measured.
+    fn end(&self, _expected_scopes: u64) -> Option<f64> {
+        None
+    }
+}
+
+struct Floor(quanta::Clock);
+
+impl Case for Floor {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let clock = self.0.clone();
+        let d = time(n, || {
+            black_box((clock.raw(), clock.raw()));
+        });
+        hold();
+        d
+    }
+}
+
+/// A loop turn that does nothing but exist: its counter and branch take about one cycle, which
+/// is also all a scope costs when no session records.
+struct EmptyLoop;
+
+impl Case for EmptyLoop {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = time(n, || black_box(()));
+        hold();
+        d
+    }
+}
+
+#[tickscope::profile]
+#[inline(never)]
+fn tickscope_profiled() {
+    black_box(());
+}
+
+struct Tickscope {
+    recording: bool,
+    attribute: bool,
+
+    session: Mutex<Option<tickscope::Profiler>>,
+}
+
+impl Case for Tickscope {
+    fn begin(&self) {
+        if self.recording {
+            *self.session.lock().unwrap() = Some(tickscope::Profiler::start());
+        }
+    }
+
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = if self.attribute {
+            time(n, tickscope_profiled)
+        } else {
+            time(n, || {
+                let _g = tickscope::scope!("x");
+            })
+        };
+        hold();
+        d
+    }
+
+    fn end(&self, expected: u64) -> Option<f64> {
+        let prof = self.session.lock().unwrap().take()?;
+        let start = Instant::now();
+        prof.stop();
+        let report = prof.report();
+        let elapsed = start.elapsed();
+        let name = if self.attribute {
+            "tickscope_profiled"
+        } else {
+            "x"
+        };
+        let calls = report.get(name).map_or(0, |s| s.calls);
+        assert_eq!(calls, expected, "tickscope lost scopes");
+        let events = prof.trace().event_count;
+        Some(events as f64 / elapsed.as_secs_f64())
+    }
+}
+
+struct Puffin;
+
+impl Case for Puffin {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        // Scopes nested in one outer scope: puffin hands a thread's stream to the global
+        // profiler (under a mutex) when its outermost scope ends, here outside the timing.
+        puffin::profile_scope!("frame");
+        let d = time(n, || {
+            puffin::profile_scope!("x");
+        });
+        hold();
+        d
+    }
+
+    fn end(&self, _: u64) -> Option<f64> {
+        puffin::GlobalProfiler::lock().new_frame();
+        None
+    }
+}
+
+/// Counts what fastrace reports, to check that no span was dropped.
+struct CountingReporter(Arc<AtomicU64>);
+
+impl fastrace::collector::Reporter for CountingReporter {
+    fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
+        self.0.fetch_add(spans.len() as u64, Ordering::Relaxed);
+    }
+}
+
+#[fastrace::trace]
+#[inline(never)]
+fn fastrace_traced() {
+    black_box(());
+}
+
+/// fastrace keeps at most 10 240 local spans per local parent and drops the rest, so spans are
+/// recorded under a new root every `FASTRACE_BATCH` scopes (root creation and submission are
+/// not timed).
+const FASTRACE_BATCH: u64 = 8192;
+
+struct Fastrace {
+    attribute: bool,
+    reported: Arc<AtomicU64>,
+    roots: AtomicU64,
+}
+
+impl Case for Fastrace {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut left = n;
+        let mut roots = Vec::new();
+        while left > 0 {
+            let batch = left.min(FASTRACE_BATCH);
+            let root = fastrace::Span::root("root", fastrace::prelude::SpanContext::random());
+            let guard = root.set_local_parent();
+            total += if self.attribute {
+                time(batch, fastrace_traced)
+            } else {
+                time(batch, || {
+                    let _s = fastrace::local::LocalSpan::enter_with_local_parent("x");
+                })
+            };
+            drop(guard);
+            roots.push(root);
+            left -= batch;
+        }
+        self.roots.fetch_add(roots.len() as u64, Ordering::Relaxed);
+        hold();
+        drop(roots);
+        total
+    }
+
+    fn end(&self, expected: u64) -> Option<f64> {
+        fastrace::flush();
+        let roots = self.roots.swap(0, Ordering::Relaxed);
+        let reported = self.reported.swap(0, Ordering::Relaxed);
+        assert_eq!(reported, expected + roots, "fastrace dropped spans");
+        None
+    }
+}
+
+struct Tracing;
+
+impl Case for Tracing {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = time(n, || {
+            let _s = tracing::info_span!("x").entered();
+        });
+        hold();
+        d
+    }
+}
+
+struct Tracy;
+
+impl Case for Tracy {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = time(n, || {
+            let _s = tracy_client::span!("x");
+        });
+        hold();
+        d
+    }
+}
+
+struct Firestorm;
+
+impl Case for Firestorm {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = time(n, || {
+            firestorm::profile_section!(x);
+        });
+        hold();
+        firestorm::clear();
+        d
+    }
+}
+
+struct PerfettoRecorder;
+
+impl Case for PerfettoRecorder {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        // As the crate's own benchmark does: room for every event up front.
+        perfetto_recorder::current_thread_reserve(n as usize * perfetto_recorder::EVENTS_PER_SPAN);
+        let d = time(n, || {
+            perfetto_recorder::scope!("x");
+        });
+        hold();
+        drop(perfetto_recorder::ThreadTraceData::take_current_thread());
+        d
+    }
+}
+
+/// Sets up `name` for this process. The returned guard keeps background writers alive.
+fn make_case(name: &str) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
+    let none: Box<dyn std::any::Any> = Box::new(());
+    let tickscope = |recording, attribute| Tickscope {
+        recording,
+        attribute,
+        session: Mutex::new(None),
+    };
+    Some(match name {
+        "floor" => (Box::new(Floor(quanta::Clock::new())), none),
+        "empty_loop" => (Box::new(EmptyLoop), none),
+        "tickscope" => (Box::new(tickscope(true, false)), none),
+        "tickscope_profile" => (Box::new(tickscope(true, true)), none),
+        "tickscope_disabled" => (Box::new(tickscope(false, false)), none),
+        "puffin" => {
+            puffin::set_scopes_on(true);
+            (Box::new(Puffin), none)
+        }
+        "fastrace_local" | "fastrace_trace" => {
+            let reported = Arc::new(AtomicU64::new(0));
+            fastrace::set_reporter(
+                CountingReporter(reported.clone()),
+                fastrace::collector::Config::default(),
+            );
+            let case = Fastrace {
+                attribute: name == "fastrace_trace",
+                reported,
+                roots: AtomicU64::new(0),
+            };
+            (Box::new(case), none)
+        }
+        "tracing_registry" => {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry())
+                .expect("subscriber");
+            (Box::new(Tracing), none)
+        }
+        "tracing_chrome" => {
+            use tracing_subscriber::layer::SubscriberExt;
+            // Written to a sink: the cost measured is the layer's, not the disk's.
+            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+                .writer(std::io::sink())
+                .build();
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+                .expect("subscriber");
+            (Box::new(Tracing), Box::new(guard))
+        }
+        "tracy" => {
+            let client = tracy_client::Client::start();
+            (Box::new(Tracy), Box::new(client))
+        }
+        "firestorm" => (Box::new(Firestorm), none),
+        "perfetto_recorder" => {
+            perfetto_recorder::start().expect("perfetto-recorder built without `enable`");
+            (Box::new(PerfettoRecorder), none)
+        }
+        _ => return None,
+    })
+}
+
+/// Resident set size of this process, in bytes.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// One repetition: `threads` workers each time `n` scopes together. Returns the mean ns per
+/// scope over the threads, and the resident growth while they held their data.
+fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64) {
+    case.begin();
+    let start = Barrier::new(threads);
+    let held = Barrier::new(threads + 1);
+    let release = Barrier::new(threads + 1);
+    let before = rss_bytes();
+    let mut after = 0;
+    let times: Vec<Duration> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    case.run(n, &|| {
+                        held.wait();
+                        release.wait();
+                    })
+                })
+            })
+            .collect();
+        held.wait();
+        after = rss_bytes();
+        release.wait();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mean = times.iter().map(Duration::as_secs_f64).sum::<f64>() / threads as f64;
+    (mean * 1e9 / n as f64, after.saturating_sub(before))
+}
+
+struct Opts {
+    reps: usize,
+    scopes: u64,
+    threads: Option<usize>,
+    case: Option<String>,
+    /// Set by the parent on its children: run one case and print its raw figures.
+    child: bool,
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut opts = Opts {
+        reps: 7,
+        scopes: 1_000_000,
+        threads: None,
+        case: None,
+        child: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--reps" => opts.reps = value()?.parse().map_err(|e| format!("--reps: {e}"))?,
+            "--scopes" => opts.scopes = value()?.parse().map_err(|e| format!("--scopes: {e}"))?,
+            "--threads" => {
+                opts.threads = Some(value()?.parse().map_err(|e| format!("--threads: {e}"))?)
+            }
+            "--case" => opts.case = Some(value()?),
+            "--child" => opts.child = true,
+            "-h" | "--help" => {
+                return Err(format!(
+                    "usage: peers [--reps N] [--scopes N] [--case NAME --threads N]\ncases: {}",
+                    CASES.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    if opts.reps == 0 || opts.scopes == 0 {
+        return Err("--reps and --scopes must be at least 1".into());
+    }
+    Ok(opts)
+}
+
+/// Child: runs one case and prints `ns=a,b,c mem=B post=E` on one line.
+fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
+    let (case, _guard) = make_case(name).ok_or(format!("unknown case {name:?}"))?;
+    let mut ns = Vec::new();
+    let mut mem = 0;
+    let mut post = Vec::new();
+    for rep in 0..opts.reps {
+        let (per_scope, grown) = repetition(case.as_ref(), threads, opts.scopes);
+        if rep == 0 {
+            mem = grown;
+        }
+        post.extend(case.end(opts.scopes * threads as u64));
+        ns.push(per_scope);
+    }
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.4}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let scopes = opts.scopes * threads as u64;
+    println!(
+        "ns={} mem={:.2} post={}",
+        list(&ns),
+        mem as f64 / scopes as f64,
+        if post.is_empty() {
+            "-".into()
+        } else {
+            list(&post)
+        }
+    );
+    Ok(())
+}
+
+/// Figures for one case and thread count, parsed from its child's output.
+struct Figures {
+    median: f64,
+    min: f64,
+    mem: f64,
+    post: Option<f64>,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+fn run_child(name: &str, threads: usize, opts: &Opts) -> Result<Figures, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .args(["--child", "--case", name, "--threads", &threads.to_string()])
+        .args([
+            "--reps",
+            &opts.reps.to_string(),
+            "--scopes",
+            &opts.scopes.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("{name}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "{name} ({threads} threads) failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let line = stdout.lines().last().unwrap_or_default();
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(key))
+            .ok_or(format!("{name}: no {key} in {line:?}"))
+    };
+    let floats = |s: &str| -> Vec<f64> { s.split(',').filter_map(|x| x.parse().ok()).collect() };
+    let mut ns = floats(field("ns=")?);
+    if ns.is_empty() {
+        return Err(format!("{name}: no timings in {line:?}"));
+    }
+    let min = ns.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut post = floats(field("post=")?);
+    Ok(Figures {
+        median: median(&mut ns),
+        min,
+        mem: field("mem=")?.parse().unwrap_or(f64::NAN),
+        post: (!post.is_empty()).then(|| median(&mut post)),
+    })
+}
+
+fn parent(opts: &Opts) -> Result<(), String> {
+    let cases: Vec<&(&str, &str)> = match &opts.case {
+        Some(c) => vec![
+            CASES
+                .iter()
+                .find(|(n, _)| n == c)
+                .ok_or(format!("unknown case {c:?}"))?,
+        ],
+        None => CASES.iter().collect(),
+    };
+    let thread_counts: Vec<usize> = opts.threads.map_or(vec![1, 2], |t| vec![t]);
+    eprintln!(
+        "{} repetitions of {} scopes per thread, threads {:?}, one process per case",
+        opts.reps, opts.scopes, thread_counts
+    );
+    let mut rows = Vec::new();
+    for (name, label) in &cases {
+        let mut figs = Vec::new();
+        for &t in &thread_counts {
+            eprintln!("  {name}, {t} thread(s)");
+            figs.push(run_child(name, t, opts)?);
+        }
+        rows.push((*name, *label, figs));
+    }
+    let base = |key: &str| {
+        rows.iter()
+            .find(|r| r.0 == key)
+            .map(|r| r.2[0].median)
+            .filter(|v| *v > 0.0)
+    };
+    let (floor, ours) = (base("floor"), base("tickscope"));
+    let ratio = |v: f64, b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}", v / b));
+    let t0 = thread_counts[0];
+    let mut header =
+        format!("| case | median ns ({t0}t) | min ns | × tickscope | × floor | bytes/scope |");
+    let mut rule = String::from("|---|---:|---:|---:|---:|---:|");
+    for t in &thread_counts[1..] {
+        header.push_str(&format!(" median ns/thread ({t}t) | {t}t ÷ {t0}t |"));
+        rule.push_str("---:|---:|");
+    }
+    println!("{header}\n{rule}");
+    for (_, label, figs) in &rows {
+        let f = &figs[0];
+        let mut line = format!(
+            "| {label} | {:.2} | {:.2} | {} | {} | {:.1} |",
+            f.median,
+            f.min,
+            ratio(f.median, ours),
+            ratio(f.median, floor),
+            f.mem
+        );
+        for g in &figs[1..] {
+            line.push_str(&format!(" {:.2} | {:.2} |", g.median, g.median / f.median));
+        }
+        println!("{line}");
+    }
+    if let Some(post) = rows
+        .iter()
+        .find(|r| r.0 == "tickscope")
+        .and_then(|r| r.2[0].post)
+    {
+        println!(
+            "\ntickscope post-processing (stop + report of {} scopes): {:.1} M events/s (median)",
+            opts.scopes,
+            post / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match (&opts.case, opts.threads) {
+        (Some(case), Some(threads)) if opts.child => child(case, threads, &opts),
+        _ => parent(&opts),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
