@@ -463,3 +463,91 @@ fn match_async(
     }
     records
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static CALL: Callsite = Callsite::new("call", file!(), line!(), module_path!());
+    static STEP: Callsite = Callsite::new("step", file!(), line!(), module_path!());
+
+    fn ev(kind: RawKind, id: u32, tick: u64) -> RawEvent {
+        RawEvent { tick, id, kind }
+    }
+
+    fn build(events: Vec<RawEvent>, end_tick: u64) -> Trace {
+        let raw = vec![RawThread {
+            id: 7,
+            name: None,
+            events,
+        }];
+        Trace::from_raw(raw, Converter::new(0, 0, 1.0), 0, end_tick, 0)
+    }
+
+    #[test]
+    fn async_call_with_payloads_pairs_across_kinds() {
+        let (call, step) = (CALL.id(), STEP.id());
+        let trace = build(
+            vec![
+                ev(RawKind::AsyncBegin, call, 10),
+                RawEvent::data(5, 10),
+                ev(RawKind::PollBegin, call, 10),
+                RawEvent::data(5, 10),
+                RawEvent::begin(step, 12),
+                RawEvent::end(step, 15),
+                RawEvent::end(call, 20),
+                ev(RawKind::AsyncEnd, call, 20),
+                RawEvent::data(5, 20),
+            ],
+            100,
+        );
+        assert_eq!(trace.event_count, 9);
+        let spans = &trace.threads[0].spans;
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].kind, SpanKind::Poll { task: Some(0) });
+        assert_eq!((spans[0].start_ns, spans[0].end_ns), (10, 20));
+        assert_eq!((spans[1].depth, spans[1].parent), (1, Some(0)));
+        let calls = &trace.async_spans;
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].start_ns, calls[0].end_ns), (10, 20));
+        assert_eq!(
+            (calls[0].polls, calls[0].busy_ns, calls[0].self_ns),
+            (1, 10, 7)
+        );
+        assert!(!calls[0].open_at_stop);
+    }
+
+    #[test]
+    fn missing_and_orphan_payloads() {
+        let (call, step) = (CALL.id(), STEP.id());
+        let trace = build(
+            vec![
+                // The payload of an event before the window.
+                RawEvent::data(9, 1),
+                // A poll whose span id was not pushed yet when the snapshot was taken.
+                ev(RawKind::PollBegin, call, 2),
+                RawEvent::begin(step, 3),
+                RawEvent::end(step, 4),
+                RawEvent::end(call, 6),
+                // A lead event with its payload cut off at the very end.
+                ev(RawKind::AsyncEnd, call, 8),
+            ],
+            50,
+        );
+        assert_eq!(trace.event_count, 6);
+        let spans = &trace.threads[0].spans;
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].kind, SpanKind::Poll { task: None });
+        assert_eq!((spans[0].start_ns, spans[0].end_ns), (2, 6));
+        assert_eq!(spans[0].self_ns(), 3);
+        assert!(trace.async_spans.is_empty());
+    }
+
+    #[test]
+    fn empty_threads_are_kept_by_from_raw() {
+        let trace = build(Vec::new(), 10);
+        assert_eq!(trace.threads.len(), 1);
+        assert!(trace.threads[0].spans.is_empty());
+        assert_eq!(trace.event_count, 0);
+    }
+}
