@@ -1,6 +1,6 @@
 //! The collected trace: every scope of a session window, paired, nested and in nanoseconds.
 
-use std::collections::HashMap;
+use crate::hash::FxHashMap;
 
 use crate::callsite::{self, Callsite};
 use crate::clock::Converter;
@@ -415,7 +415,7 @@ fn match_async(
     // At equal times: begins, then polls, then ends (the variants' order).
     marks.sort_by_key(|m| (m.ns, m.what));
     let mut records: Vec<AsyncSpanRecord> = Vec::new();
-    let mut open: HashMap<u32, usize> = HashMap::new();
+    let mut open: FxHashMap<u32, usize> = FxHashMap::default();
     for mark in marks {
         let current = open
             .get(&mark.span)

@@ -13,7 +13,7 @@
 //! about 0.25 µs at today's epoch, so viewers round sub-µs detail, and scopes are written as
 //! `B`/`E` pairs so that nesting survives the rounding.
 
-use std::collections::HashMap;
+use crate::hash::FxHashMap;
 use std::io::{self, Write};
 
 use super::json_str;
@@ -123,7 +123,7 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
     let mut w = Writer {
         out,
         buf: Vec::with_capacity(BLOCK + 512),
-        names: HashMap::new(),
+        names: FxHashMap::default(),
         pid: std::process::id(),
         origin: match (options.flavor, options.time_origin) {
             (Flavor::Chrome, TimeOrigin::UnixEpoch) => 0,
@@ -187,7 +187,7 @@ struct Writer<'a, W: Write> {
     /// Events are formatted here by hand (no `fmt` machinery) and flushed in 64 KiB blocks.
     buf: Vec<u8>,
     /// Each name escaped once per trace.
-    names: HashMap<*const Callsite, Vec<u8>>,
+    names: FxHashMap<*const Callsite, Vec<u8>>,
     pid: u32,
     origin: u64,
     kineto: bool,
