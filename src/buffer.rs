@@ -49,6 +49,23 @@ impl Chunk {
         self.len.store(pos + 1, Ordering::Release);
     }
 
+    /// Writes `events` into the slots from `pos` on and publishes them together, so that a
+    /// collector sees all of them or none.
+    ///
+    /// # Safety
+    /// As for [`Chunk::write`], with `pos + events.len() <= CHUNK_EVENTS`.
+    #[inline(always)]
+    unsafe fn write_all(&self, pos: usize, events: &[RawEvent]) {
+        debug_assert!(pos + events.len() <= CHUNK_EVENTS);
+        for (i, &event) in events.iter().enumerate() {
+            // SAFETY: the caller guarantees `pos + i < CHUNK_EVENTS`.
+            let slot = unsafe { self.slots.get_unchecked(pos + i) };
+            // SAFETY: the slot is unpublished and we are its only writer.
+            slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
+        }
+        self.len.store(pos + events.len(), Ordering::Release);
+    }
+
     /// Calls `f` on each published event, in order.
     fn for_each(&self, mut f: impl FnMut(&RawEvent)) {
         let len = self.len.load(Ordering::Acquire);
@@ -285,6 +302,21 @@ impl Writer {
             // that this writer alone writes (see the module docs), and `pos` is its length.
             unsafe { (*self.chunk.get()).write(pos, event) };
             self.pos.set(pos + 1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Appends all of `events`, published at once, or returns `false` (writing nothing) when
+    /// the current chunk lacks room for them or is absent.
+    #[inline(always)]
+    pub fn try_push_all(&self, events: &[RawEvent]) -> bool {
+        let pos = self.pos.get();
+        if pos < CHUNK_EVENTS && pos + events.len() <= CHUNK_EVENTS {
+            // SAFETY: as in `try_push`; `pos + len <= CHUNK_EVENTS` was just checked.
+            unsafe { (*self.chunk.get()).write_all(pos, events) };
+            self.pos.set(pos + events.len());
             true
         } else {
             false

@@ -24,6 +24,14 @@ pub enum RawKind {
     /// The payload of the event before it: `id` carries the value, `tick` repeats the tick of
     /// that event so that windows and reclamation treat the two alike.
     Data = 6,
+    /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
+    /// low 32 bits of the size. Three [`Data`](RawKind::Data) events follow: the high 32 bits
+    /// of the size, then the low and high 32 bits of the address.
+    Alloc = 7,
+    /// Memory is being freed (recorded before the allocator gets it back, so that a later
+    /// allocation of the same address always has a later tick); laid out as
+    /// [`Alloc`](RawKind::Alloc).
+    Free = 8,
 }
 
 impl RawKind {
@@ -36,6 +44,8 @@ impl RawKind {
             4 => Some(Self::AsyncEnd),
             5 => Some(Self::PollBegin),
             6 => Some(Self::Data),
+            7 => Some(Self::Alloc),
+            8 => Some(Self::Free),
             _ => None,
         }
     }
@@ -78,6 +88,22 @@ impl RawEvent {
             id,
             kind: RawKind::End,
         }
+    }
+
+    /// The four records of an allocation (`kind` [`RawKind::Alloc`]) or a free
+    /// ([`RawKind::Free`]) of `size` bytes at `address`, at `tick`.
+    #[inline(always)]
+    pub const fn memory(kind: RawKind, size: u64, address: u64, tick: u64) -> [Self; 4] {
+        [
+            Self {
+                tick,
+                id: size as u32,
+                kind,
+            },
+            Self::data((size >> 32) as u32, tick),
+            Self::data(address as u32, tick),
+            Self::data((address >> 32) as u32, tick),
+        ]
     }
 
     /// The payload `value` of the event before it, which happened at `tick`.

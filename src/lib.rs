@@ -78,6 +78,8 @@
 #![warn(missing_docs)]
 
 #[cfg(not(loom))]
+mod alloc;
+#[cfg(not(loom))]
 mod callsite;
 #[cfg(not(loom))]
 pub mod clock;
@@ -110,6 +112,8 @@ pub mod buffer;
 pub mod event;
 mod sync;
 
+#[cfg(not(loom))]
+pub use alloc::TrackingAlloc;
 #[cfg(not(loom))]
 pub use callsite::Callsite;
 #[cfg(not(loom))]
@@ -272,6 +276,7 @@ macro_rules! scope {
 /// ```
 #[cfg(not(loom))]
 pub fn release_memory() -> usize {
+    let _untracked = registry::Untracked::enter();
     pool::release()
 }
 

@@ -18,6 +18,10 @@ use crate::{clock, pool};
 /// sessions or their members changes, so each thread re-checks whether it is wanted.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// Equal to [`GENERATION`] while a recording session records memory (see
+/// [`TrackingAlloc`](crate::TrackingAlloc)), 0 otherwise: the allocator's only check when off.
+static MEMORY: AtomicU64 = AtomicU64::new(0);
+
 /// Events that could not be recorded because their thread was tearing down.
 static LOST: AtomicU64 = AtomicU64::new(0);
 
@@ -65,6 +69,8 @@ struct SessionEntry {
     /// Stopped, but its events are still being collected: it wants no new events, and its
     /// window must not be reclaimed yet.
     collecting: bool,
+    /// Records allocations too.
+    memory: bool,
 }
 
 impl SessionEntry {
@@ -92,22 +98,69 @@ impl Registry {
     fn bump(&mut self) {
         self.generation += 1;
         let recording = self.sessions.iter().any(|s| !s.collecting);
-        GENERATION.store(
-            if recording { self.generation } else { 0 },
-            Ordering::Release,
-        );
+        let memory = self.sessions.iter().any(|s| !s.collecting && s.memory);
+        let generation = |on: bool| if on { self.generation } else { 0 };
+        GENERATION.store(generation(recording), Ordering::Release);
+        MEMORY.store(generation(memory), Ordering::Release);
     }
 
-    fn wants(&self, thread: u64) -> bool {
-        self.sessions
+    /// Whether a recording session wants `thread`'s scopes, and its allocations.
+    fn wants(&self, thread: u64) -> (bool, bool) {
+        let mut wanted = self
+            .sessions
             .iter()
-            .any(|s| !s.collecting && s.window_start(thread).is_some())
+            .filter(|s| !s.collecting && s.window_start(thread).is_some());
+        let scopes = wanted.clone().next().is_some();
+        (scopes, wanted.any(|s| s.memory))
     }
 }
 
-fn registry() -> MutexGuard<'static, Registry> {
+/// The locked registry. While it is held, allocations of this thread are not recorded: the
+/// recording path may need the registry itself.
+struct Locked {
+    guard: MutexGuard<'static, Registry>,
+    _untracked: Untracked,
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Registry {
+        &mut self.guard
+    }
+}
+
+fn registry() -> Locked {
+    let untracked = Untracked::enter();
     // Every critical section leaves the registry consistent before anything that can panic.
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    Locked {
+        guard: REGISTRY.lock().unwrap_or_else(|e| e.into_inner()),
+        _untracked: untracked,
+    }
+}
+
+/// While alive, allocations of this thread are not recorded. The profiler holds one wherever
+/// it takes a lock that recording an allocation may need (so that an allocation there cannot
+/// deadlock or recurse) and while it post-processes (so that its own work is not reported).
+#[must_use]
+pub(crate) struct Untracked(());
+
+impl Untracked {
+    pub(crate) fn enter() -> Self {
+        let _ = FAST.try_with(|fast| fast.untracked.set(fast.untracked.get() + 1));
+        Self(())
+    }
+}
+
+impl Drop for Untracked {
+    fn drop(&mut self) {
+        let _ = FAST.try_with(|fast| fast.untracked.set(fast.untracked.get() - 1));
+    }
 }
 
 /// The hot path's per-thread state. `const`-initialised and without `Drop`, so reaching it is a
@@ -115,8 +168,12 @@ fn registry() -> MutexGuard<'static, Registry> {
 struct Fast {
     /// Equal to [`GENERATION`] while this thread records.
     wanted: Cell<u64>,
-    /// The generation for which `wanted` was last computed.
+    /// Equal to [`MEMORY`] while this thread records allocations.
+    memory: Cell<u64>,
+    /// The generation for which `wanted` and `memory` were last computed.
     checked: Cell<u64>,
+    /// Nesting depth of [`Untracked`] guards; allocations are recorded only at 0.
+    untracked: Cell<u32>,
     writer: Writer,
     /// The next async span id of this thread's block; a multiple of [`SPAN_BLOCK`] when the
     /// block is used up.
@@ -133,6 +190,7 @@ impl Drop for Local {
         let _ = FAST.try_with(|fast| {
             fast.writer.detach();
             fast.wanted.set(0);
+            fast.memory.set(0);
             fast.checked.set(u64::MAX);
         });
         if let Some(entry) = self.entry.get() {
@@ -145,7 +203,9 @@ thread_local! {
     static FAST: Fast = const {
         Fast {
             wanted: Cell::new(0),
+            memory: Cell::new(0),
             checked: Cell::new(0),
+            untracked: Cell::new(0),
             writer: Writer::new(),
             next_span: Cell::new(0),
         }
@@ -171,16 +231,63 @@ fn recheck(fast: &Fast, generation: u64) -> bool {
     if fast.checked.get() == generation {
         return false;
     }
-    let Some(entry) = current_entry() else {
+    if !refresh(fast) {
         LOST.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    fast.wanted.get() != 0
+}
+
+/// Recomputes whether this thread records scopes and allocations; `false` during teardown.
+fn refresh(fast: &Fast) -> bool {
+    let _untracked = Untracked::enter();
+    let Some(entry) = current_entry() else {
         return false;
     };
     let reg = registry();
     let now = GENERATION.load(Ordering::Relaxed);
-    let wanted = now != 0 && reg.wants(entry.id);
+    let (scopes, memory) = if now == 0 {
+        (false, false)
+    } else {
+        reg.wants(entry.id)
+    };
     fast.checked.set(now);
-    fast.wanted.set(if wanted { now } else { 0 });
-    wanted
+    fast.wanted.set(if scopes { now } else { 0 });
+    fast.memory.set(if memory { now } else { 0 });
+    true
+}
+
+/// True while some session records allocations: one relaxed load.
+#[inline(always)]
+pub(crate) fn memory_on() -> bool {
+    MEMORY.load(Ordering::Relaxed) != 0
+}
+
+/// Records an allocation or a free (`kind` [`RawKind::Alloc`] or [`RawKind::Free`]) of `size`
+/// bytes at `address` into this thread's buffer, if a session records this thread's
+/// allocations. Allocates nothing itself: the rare steps that may allocate (registering the
+/// thread, linking a fresh chunk) run [`Untracked`], so they are not recorded in turn.
+#[inline(never)]
+pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
+    let generation = MEMORY.load(Ordering::Relaxed);
+    if generation == 0 {
+        return;
+    }
+    let _ = FAST.try_with(|fast| {
+        if fast.untracked.get() != 0 {
+            return;
+        }
+        if fast.memory.get() != generation {
+            let stale = fast.checked.get() != GENERATION.load(Ordering::Relaxed);
+            if !stale || !refresh(fast) || fast.memory.get() == 0 {
+                return;
+            }
+        }
+        let events = RawEvent::memory(kind, size as u64, address as u64, clock::now());
+        if !fast.writer.try_push_all(&events) && !push_all_slow(fast, &events) {
+            LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
+        }
+    });
 }
 
 /// A fresh id for an async span: never 0, unique until 2³² spans later (post-processing
@@ -217,16 +324,33 @@ pub(crate) fn push(event: RawEvent) {
 #[cold]
 #[inline(never)]
 fn push_slow(fast: &Fast, mut event: RawEvent) -> bool {
+    if !next_chunk(fast) {
+        return false;
+    }
+    if event.kind == RawKind::Begin {
+        event.tick = clock::now();
+    }
+    fast.writer.try_push(event)
+}
+
+/// [`push_slow`] for records that go in together.
+#[cold]
+#[inline(never)]
+fn push_all_slow(fast: &Fast, events: &[RawEvent]) -> bool {
+    next_chunk(fast) && fast.writer.try_push_all(events)
+}
+
+/// Links a fresh chunk as this thread's tail; `false` if the thread is not registered or is
+/// tearing down.
+fn next_chunk(fast: &Fast) -> bool {
+    let _untracked = Untracked::enter();
     LOCAL
         .try_with(|local| {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
             fast.writer.switch_to(&entry.buffer, pool::take());
-            if event.kind == RawKind::Begin {
-                event.tick = clock::now();
-            }
-            fast.writer.try_push(event)
+            true
         })
         .unwrap_or(false)
 }
@@ -258,7 +382,7 @@ pub(crate) fn lost_events() -> u64 {
 }
 
 /// Registers a running session.
-pub(crate) fn add_session(id: u64, start_tick: u64, members: Members) {
+pub(crate) fn add_session(id: u64, start_tick: u64, members: Members, memory: bool) {
     let mut reg = registry();
     reg.sessions.retain(|s| s.id != id);
     reg.sessions.push(SessionEntry {
@@ -266,6 +390,7 @@ pub(crate) fn add_session(id: u64, start_tick: u64, members: Members) {
         start_tick,
         members,
         collecting: false,
+        memory,
     });
     reg.bump();
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::Callsite;
 use crate::hash::FxHashMap;
-use crate::trace::{SpanKind, Trace};
+use crate::trace::{MemoryStats, SpanKind, Trace};
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///
@@ -35,6 +35,10 @@ pub struct ScopeStats {
     pub open_at_stop: u64,
     /// `total_ns` as a percentage of the session's wall time (can pass 100 with several threads).
     pub percent: f64,
+    /// What the calls allocated and freed, summed over calls (peak: the largest call's), when
+    /// the session tracked memory ([`Config::track_memory`](crate::Config::track_memory)). An
+    /// async call counts what its polls did.
+    pub memory: Option<MemoryStats>,
 }
 
 impl ScopeStats {
@@ -54,6 +58,46 @@ pub struct Report {
     pub threads: usize,
     /// Events that could not be recorded (see [`Trace::dropped_events`]).
     pub dropped_events: u64,
+    /// Memory allocated in the window and still live at its end, by allocating scope, most
+    /// bytes first; empty when the session did not track memory.
+    pub leaks: Vec<Leak>,
+}
+
+/// Allocations of a session's window still live at its end, grouped by the innermost scope
+/// open when they were made (the leak view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leak {
+    /// The scope's name; `None` for allocations made outside any scope.
+    pub scope: Option<&'static str>,
+    /// Number of live allocations.
+    pub allocs: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl Leak {
+    /// Groups the live allocations of `trace` by scope, most bytes first.
+    pub fn of(trace: &Trace) -> Vec<Leak> {
+        let Some(memory) = &trace.memory else {
+            return Vec::new();
+        };
+        let mut by_scope: HashMap<Option<&'static str>, (u64, u64)> = HashMap::new();
+        for alloc in memory.leaks() {
+            let entry = by_scope.entry(alloc.scope_name()).or_default();
+            entry.0 += 1;
+            entry.1 += alloc.size;
+        }
+        let mut leaks: Vec<Leak> = by_scope
+            .into_iter()
+            .map(|(scope, (allocs, bytes))| Leak {
+                scope,
+                allocs,
+                bytes,
+            })
+            .collect();
+        leaks.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.scope.cmp(&b.scope)));
+        leaks
+    }
 }
 
 impl Report {
@@ -73,6 +117,20 @@ impl Report {
             durations: Vec<u64>,
             self_ns: u64,
             open: u64,
+            memory: MemoryStats,
+        }
+        let tracked = trace.memory.is_some();
+        let none = MemoryStats::default();
+        // The polls of each async call, summed.
+        let mut calls_memory = vec![MemoryStats::default(); trace.async_spans.len()];
+        if tracked {
+            for thread in &trace.threads {
+                for (span, memory) in thread.spans.iter().zip(&thread.memory) {
+                    if let SpanKind::Poll { task: Some(call) } = span.kind {
+                        calls_memory[call as usize].add(memory);
+                    }
+                }
+            }
         }
         // Rows are per name, spans carry callsites: each (thread, callsite) is looked up by
         // pointer and resolved to its row by name once.
@@ -81,7 +139,12 @@ impl Report {
         let mut by_site: FxHashMap<(Option<u64>, usize), usize> = FxHashMap::default();
         // Consecutive spans often share a callsite: the last lookup is kept.
         let mut last: Option<((Option<u64>, usize), usize)> = None;
-        let mut add = |thread: u64, callsite: &'static Callsite, duration, self_ns, open| {
+        let mut add = |thread: u64,
+                       callsite: &'static Callsite,
+                       duration,
+                       self_ns,
+                       open,
+                       memory: &MemoryStats| {
             let thread = split_threads.then_some(thread);
             let site = (thread, std::ptr::from_ref(callsite) as usize);
             let group = match last {
@@ -102,21 +165,25 @@ impl Report {
             acc.durations.push(duration);
             acc.self_ns += self_ns;
             acc.open += u64::from(open);
+            acc.memory.add(memory);
         };
-        for (thread, span) in trace.spans() {
-            // A poll is part of its async call, counted below.
-            if span.kind == SpanKind::Scope {
-                let (duration, self_ns) = (span.duration_ns(), span.self_ns());
-                add(
-                    thread.id,
-                    span.callsite,
-                    duration,
-                    self_ns,
-                    span.open_at_stop,
-                );
+        for thread in &trace.threads {
+            for (i, span) in thread.spans.iter().enumerate() {
+                // A poll is part of its async call, counted below.
+                if span.kind == SpanKind::Scope {
+                    let (duration, self_ns) = (span.duration_ns(), span.self_ns());
+                    add(
+                        thread.id,
+                        span.callsite,
+                        duration,
+                        self_ns,
+                        span.open_at_stop,
+                        thread.memory.get(i).unwrap_or(&none),
+                    );
+                }
             }
         }
-        for call in &trace.async_spans {
+        for (call, memory) in trace.async_spans.iter().zip(&calls_memory) {
             let (duration, self_ns) = (call.duration_ns(), call.self_ns);
             add(
                 call.thread,
@@ -124,6 +191,7 @@ impl Report {
                 duration,
                 self_ns,
                 call.open_at_stop,
+                memory,
             );
         }
         let wall = trace.wall_ns();
@@ -151,6 +219,7 @@ impl Report {
                     } else {
                         total as f64 * 100.0 / wall as f64
                     },
+                    memory: tracked.then_some(acc.memory),
                 }
             })
             .collect();
@@ -165,6 +234,7 @@ impl Report {
             wall_ns: wall,
             threads: trace.threads.len(),
             dropped_events: trace.dropped_events,
+            leaks: Leak::of(trace),
         }
     }
 

@@ -28,6 +28,7 @@ pub enum Threads {
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     threads: Threads,
+    memory: bool,
 }
 
 impl Config {
@@ -39,6 +40,19 @@ impl Config {
     /// Chooses which threads the session records.
     pub fn threads(mut self, threads: Threads) -> Self {
         self.threads = threads;
+        self
+    }
+
+    /// Records allocations and frees too (off by default). They are seen only when the
+    /// program's global allocator is a [`TrackingAlloc`](crate::TrackingAlloc); the report
+    /// then has allocation figures per scope ([`ScopeStats::memory`](crate::report::ScopeStats::memory)),
+    /// the table shows them, [`Trace::memory`] lists every allocation and free, and the
+    /// Chrome export draws live bytes over time.
+    ///
+    /// Frees are matched to allocations by address across the recorded threads: a block
+    /// freed by a thread the session does not record stays live in its view.
+    pub fn track_memory(mut self, on: bool) -> Self {
+        self.memory = on;
         self
     }
 
@@ -123,8 +137,10 @@ impl Inner {
     }
 
     fn collect(&self, window: &Window, end_tick: u64, stop: &Calibration) -> Trace {
+        // Post-processing allocates; that is the profiler's work, not the program's.
+        let _untracked = registry::Untracked::enter();
         let converter = Converter::calibrated(&window.calibration, stop);
-        let mut builder = Builder::new(converter, end_tick);
+        let mut builder = Builder::new(converter, end_tick, self.config.memory);
         registry::collect(self.id, &mut builder);
         let dropped = registry::lost_events() - window.lost_at_start;
         builder.finish(window.start_tick, dropped)
@@ -176,6 +192,7 @@ impl Profiler {
         if state.window.is_some() {
             return;
         }
+        let _untracked = registry::Untracked::enter();
         clock::init();
         pool::prepare();
         let members = match self.inner.config.threads {
@@ -189,7 +206,7 @@ impl Profiler {
         let calibration = Calibration::sample();
         let lost_at_start = registry::lost_events();
         let start_tick = clock::now();
-        registry::add_session(self.inner.id, start_tick, members);
+        registry::add_session(self.inner.id, start_tick, members, self.inner.config.memory);
         state.window = Some(Window {
             start_tick,
             calibration,
@@ -211,6 +228,7 @@ impl Profiler {
 
     /// Stops recording and collects the window's events. Does nothing if already stopped.
     pub fn stop(&self) {
+        let _untracked = registry::Untracked::enter();
         let mut state = self.inner.state();
         let Some(window) = state.window.take() else {
             return;
@@ -241,6 +259,7 @@ impl Profiler {
     /// The collected trace: the last stop's, or a snapshot up to now while running (scopes
     /// still open are then closed at the snapshot time and flagged).
     pub fn trace(&self) -> Arc<Trace> {
+        let _untracked = registry::Untracked::enter();
         let state = self.inner.state();
         match &state.window {
             Some(window) => {
@@ -256,6 +275,7 @@ impl Profiler {
 
     /// Per-name statistics of [`Profiler::trace`].
     pub fn report(&self) -> Report {
+        let _untracked = registry::Untracked::enter();
         Report::new(&self.trace())
     }
 

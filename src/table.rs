@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::report::{Report, ScopeStats};
+use crate::report::{Leak, Report, ScopeStats};
 use crate::trace::{SpanKind, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
@@ -30,6 +30,12 @@ pub enum SortBy {
     P50,
     /// 99th-percentile duration.
     P99,
+    /// Bytes allocated, child scopes included (0 without memory tracking).
+    Alloc,
+    /// Bytes allocated by the scope itself.
+    SelfAlloc,
+    /// Peak live bytes of a call.
+    Peak,
 }
 
 impl SortBy {
@@ -44,6 +50,9 @@ impl SortBy {
             Self::Max => row.max_ns,
             Self::P50 => row.p50_ns,
             Self::P99 => row.p99_ns,
+            Self::Alloc => row.memory.map_or(0, |m| m.alloc_bytes),
+            Self::SelfAlloc => row.memory.map_or(0, |m| m.self_alloc_bytes),
+            Self::Peak => row.memory.map_or(0, |m| m.peak_bytes),
         }
     }
 }
@@ -52,7 +61,10 @@ impl SortBy {
 /// and adjust it with the builder methods, then print it with `{}`.
 ///
 /// Columns: name, calls, total, self, avg, min, max, p50, p99 and total as a percentage of the
-/// session's wall time. A `*` after a name marks scopes still open at stop.
+/// session's wall time. A `*` after a name marks scopes still open at stop. When the session
+/// tracked memory, five more: bytes allocated (child scopes included), bytes allocated by the
+/// scope itself, allocation count, bytes freed and the largest call's peak; and below the
+/// table, the memory still live at stop by allocating scope.
 #[must_use]
 #[derive(Clone, Debug)]
 pub struct Table {
@@ -150,11 +162,21 @@ impl Table {
                 cells.push(format_ns(ns));
             }
             cells.push(format!("{:.1}", row.percent));
+            if let Some(m) = row.memory {
+                cells.push(format_bytes(m.alloc_bytes));
+                cells.push(format_bytes(m.self_alloc_bytes));
+                cells.push(m.allocs.to_string());
+                cells.push(format_bytes(m.freed_bytes));
+                cells.push(format_bytes(m.peak_bytes));
+            }
             out.push(cells);
         }
         let mut headers = vec![
             "Name", "Calls", "Total", "Self", "Avg", "Min", "Max", "P50", "P99", "%",
         ];
+        if self.trace.memory.is_some() {
+            headers.extend(["Alloc", "Self alloc", "Allocs", "Freed", "Peak"]);
+        }
         if self.by_thread {
             headers.insert(0, "Thread");
         }
@@ -256,6 +278,24 @@ impl fmt::Display for Table {
                 plural(open)
             )?;
         }
+        let leaks = Leak::of(trace);
+        if !leaks.is_empty() {
+            writeln!(f, "Live at stop (allocated in the window, not freed):")?;
+            let names: Vec<&str> = leaks
+                .iter()
+                .map(|l| l.scope.unwrap_or("(no scope)"))
+                .collect();
+            let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+            for (leak, name) in leaks.iter().zip(names) {
+                writeln!(
+                    f,
+                    "  {name:<width$}  {:>10} in {} allocation{}",
+                    format_bytes(leak.bytes),
+                    leak.allocs,
+                    plural(leak.allocs)
+                )?;
+            }
+        }
         Ok(())
     }
 }
@@ -271,6 +311,19 @@ pub fn format_ns(ns: u64) -> String {
         1_000..1_000_000 => format!("{:.2} µs", ns as f64 / 1e3),
         1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
         _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
+/// Formats a byte count: exact below 1 KiB, else with a binary unit and 3 to 4 digits.
+pub fn format_bytes(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        0..KIB => format!("{bytes} B"),
+        KIB..MIB => format!("{:.2} KiB", bytes as f64 / KIB as f64),
+        MIB..GIB => format!("{:.2} MiB", bytes as f64 / MIB as f64),
+        _ => format!("{:.2} GiB", bytes as f64 / GIB as f64),
     }
 }
 
@@ -356,7 +409,15 @@ impl CallTree {
 
 #[cfg(test)]
 mod tests {
-    use super::format_ns;
+    use super::{format_bytes, format_ns};
+
+    #[test]
+    fn byte_units() {
+        assert_eq!(format_bytes(1000), "1000 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(3 << 20), "3.00 MiB");
+        assert_eq!(format_bytes(5 << 30), "5.00 GiB");
+    }
 
     #[test]
     fn units() {

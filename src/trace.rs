@@ -102,6 +102,126 @@ pub struct ThreadRecord {
     pub name: Option<String>,
     /// Scopes in order of entry; `parent` indices point into this list.
     pub spans: Vec<SpanRecord>,
+    /// Allocation statistics of each span (same indices as `spans`) when the session tracked
+    /// memory; empty otherwise.
+    pub memory: Vec<MemoryStats>,
+}
+
+/// What a scope (one span, or a report row summing its calls) allocated and freed on its own
+/// thread, recorded by [`TrackingAlloc`](crate::TrackingAlloc).
+///
+/// The plain fields include child scopes; the `self_` ones count what happened while the scope
+/// itself was the innermost open scope. Recursive scopes count every level in the totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Allocations, child scopes included.
+    pub allocs: u64,
+    /// Bytes allocated, child scopes included.
+    pub alloc_bytes: u64,
+    /// Frees, child scopes included (of any memory, also memory allocated elsewhere).
+    pub frees: u64,
+    /// Bytes freed, child scopes included.
+    pub freed_bytes: u64,
+    /// Allocations while the scope was the innermost one.
+    pub self_allocs: u64,
+    /// Bytes allocated while the scope was the innermost one.
+    pub self_alloc_bytes: u64,
+    /// Frees while the scope was the innermost one.
+    pub self_frees: u64,
+    /// Bytes freed while the scope was the innermost one.
+    pub self_freed_bytes: u64,
+    /// The most that bytes allocated minus bytes freed on the scope's thread rose above its
+    /// value at entry while the scope was open (the largest over calls, in a report row).
+    pub peak_bytes: u64,
+}
+
+impl MemoryStats {
+    /// Adds another call's (or span's) figures: sums, and the larger peak.
+    pub fn add(&mut self, other: &Self) {
+        self.allocs += other.allocs;
+        self.alloc_bytes += other.alloc_bytes;
+        self.frees += other.frees;
+        self.freed_bytes += other.freed_bytes;
+        self.self_allocs += other.self_allocs;
+        self.self_alloc_bytes += other.self_alloc_bytes;
+        self.self_frees += other.self_frees;
+        self.self_freed_bytes += other.self_freed_bytes;
+        self.peak_bytes = self.peak_bytes.max(other.peak_bytes);
+    }
+}
+
+/// An allocation or a free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// Memory was allocated (or a `realloc` returned it).
+    Alloc,
+    /// Memory was freed (or a `realloc` moved or resized it).
+    Free,
+}
+
+/// One allocation or free of a session that tracked memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryEvent {
+    /// When, ns since the Unix epoch.
+    pub ns: u64,
+    /// The thread it happened on.
+    pub thread: u64,
+    /// The innermost open scope at the time: its index in the thread's spans, and its callsite.
+    pub span: Option<(u32, &'static Callsite)>,
+    /// Allocation or free.
+    pub kind: MemoryKind,
+    /// Size in bytes, as the allocator was told.
+    pub size: u64,
+    /// Address of the block.
+    pub address: u64,
+    /// For an allocation, the index (in [`MemoryTrace::events`]) of the free that released it,
+    /// on whichever thread; `None` while it was still live at the end of the window. For a
+    /// free, the index of the allocation it released; `None` when that allocation happened
+    /// before the window or on a thread the session did not record.
+    pub matched: Option<u32>,
+}
+
+impl MemoryEvent {
+    /// The innermost open scope's name, if any.
+    pub fn scope_name(&self) -> Option<&'static str> {
+        self.span.map(|(_, callsite)| callsite.name())
+    }
+}
+
+/// Every allocation and free of the window, all threads, in time order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryTrace {
+    /// Allocations and frees in time order (frees are stamped before the memory goes back to
+    /// the allocator, allocations after they return, so reuse of an address orders right).
+    pub events: Vec<MemoryEvent>,
+}
+
+impl MemoryTrace {
+    /// Process-wide live bytes after each event (same indices as `events`): bytes allocated
+    /// in the window and not yet freed, wherever they are freed.
+    pub fn live_bytes(&self) -> Vec<u64> {
+        let mut live = 0u64;
+        self.events
+            .iter()
+            .map(|e| {
+                match (e.kind, e.matched) {
+                    (MemoryKind::Alloc, _) => live += e.size,
+                    (MemoryKind::Free, Some(alloc)) => {
+                        live = live.saturating_sub(self.events[alloc as usize].size);
+                    }
+                    (MemoryKind::Free, None) => {}
+                }
+                live
+            })
+            .collect()
+    }
+
+    /// Allocations of the window still live at its end.
+    pub fn leaks(&self) -> impl Iterator<Item = &MemoryEvent> {
+        self.events
+            .iter()
+            .filter(|e| e.kind == MemoryKind::Alloc && e.matched.is_none())
+    }
 }
 
 impl ThreadRecord {
@@ -140,6 +260,9 @@ pub struct Trace {
     pub dropped_events: u64,
     /// Raw events post-processed into this trace.
     pub event_count: u64,
+    /// Allocations and frees, when the session tracked memory
+    /// ([`Config::track_memory`](crate::Config::track_memory)).
+    pub memory: Option<MemoryTrace>,
     /// The converter that turned ticks into nanoseconds.
     pub converter: Converter,
 }
@@ -154,6 +277,7 @@ impl Trace {
             async_spans: Vec::new(),
             dropped_events: 0,
             event_count: 0,
+            memory: None,
             converter: Converter::IDENTITY,
         }
     }
@@ -164,8 +288,9 @@ impl Trace {
     /// callsite (out-of-order drops close the right one); an end with no open begin (its scope
     /// began before the window) is ignored; scopes still open at `end_tick` are closed there and
     /// flagged `open_at_stop`. Async calls are matched across threads by span id: a poll
-    /// belongs to the latest call with its id that began before it. Callsite ids must come
-    /// from this process.
+    /// belongs to the latest call with its id that began before it. Allocations and frees, if
+    /// there are any, fill [`Trace::memory`] and [`ThreadRecord::memory`]. Callsite ids must
+    /// come from this process.
     pub fn from_raw(
         threads: Vec<RawThread>,
         converter: Converter,
@@ -173,7 +298,11 @@ impl Trace {
         end_tick: u64,
         dropped_events: u64,
     ) -> Self {
-        let mut builder = Builder::new(converter, end_tick);
+        let memory = threads
+            .iter()
+            .flat_map(|t| &t.events)
+            .any(|e| matches!(e.kind, RawKind::Alloc | RawKind::Free));
+        let mut builder = Builder::new(converter, end_tick, memory);
         for raw in threads {
             builder.thread(raw.id, raw.name, true, raw.events.len(), |pairing| {
                 raw.events.iter().for_each(|&e| pairing.push(e));
@@ -222,11 +351,21 @@ pub(crate) struct Builder {
     end_tick: u64,
     event_count: u64,
     marks: Vec<Mark>,
+    /// `Some` when memory is tracked: every allocation and free, thread by thread.
+    memory: Option<Vec<RawMemory>>,
     threads: Vec<ThreadRecord>,
 }
 
+/// An allocation or free as paired, before the threads are merged.
+struct RawMemory {
+    tick: u64,
+    event: MemoryEvent,
+}
+
 impl Builder {
-    pub(crate) fn new(converter: Converter, end_tick: u64) -> Self {
+    /// A builder for events up to `end_tick`; `memory` keeps allocations and frees (they are
+    /// skipped otherwise).
+    pub(crate) fn new(converter: Converter, end_tick: u64, memory: bool) -> Self {
         Self {
             callsites: callsite::table(),
             converter,
@@ -234,6 +373,7 @@ impl Builder {
             end_tick,
             event_count: 0,
             marks: Vec::new(),
+            memory: memory.then(Vec::new),
             threads: Vec::new(),
         }
     }
@@ -253,18 +393,31 @@ impl Builder {
             callsites: &self.callsites,
             converter: &self.converter,
             thread: self.threads.len(),
+            thread_id: id,
             marks: &mut self.marks,
             spans: Vec::with_capacity(events_hint / 2),
             open: Vec::new(),
             pending: None,
+            payload: [0; 3],
+            payloads: 0,
             events: 0,
+            memory: self.memory.as_mut().map(|events| MemoryPairing {
+                events,
+                spans: Vec::new(),
+                net: 0,
+            }),
         };
         fill(&mut pairing);
         let events = pairing.events;
-        let spans = pairing.finish(self.end_ns);
+        let (spans, memory) = pairing.finish(self.end_ns);
         self.event_count += events;
         if events > 0 || keep_empty {
-            self.threads.push(ThreadRecord { id, name, spans });
+            self.threads.push(ThreadRecord {
+                id,
+                name,
+                spans,
+                memory,
+            });
         }
     }
 
@@ -277,6 +430,7 @@ impl Builder {
             async_spans,
             dropped_events,
             event_count: self.event_count,
+            memory: self.memory.map(match_memory),
             converter: self.converter,
         }
     }
@@ -287,17 +441,40 @@ impl Builder {
     }
 }
 
-/// One thread's pairing state: spans so far, the open stack, and an async event waiting for
-/// the [`RawKind::Data`] event that carries its span id.
+/// One thread's pairing state: spans so far, the open stack, and a lead event waiting for
+/// the [`RawKind::Data`] events that carry its payload.
 pub(crate) struct Pairing<'a> {
     callsites: &'a [&'static Callsite],
     converter: &'a Converter,
     thread: usize,
+    thread_id: u64,
     marks: &'a mut Vec<Mark>,
     spans: Vec<SpanRecord>,
     open: Vec<u32>,
     pending: Option<RawEvent>,
+    payload: [u32; 3],
+    payloads: usize,
     events: u64,
+    memory: Option<MemoryPairing<'a>>,
+}
+
+/// A thread's allocation bookkeeping while pairing.
+struct MemoryPairing<'a> {
+    events: &'a mut Vec<RawMemory>,
+    /// Per span (same indices): statistics, the thread's net bytes at entry and the highest
+    /// net bytes seen while it was open.
+    spans: Vec<(MemoryStats, i64, i64)>,
+    /// Bytes allocated minus bytes freed on this thread so far.
+    net: i64,
+}
+
+/// How many [`RawKind::Data`] events follow an event of `kind`.
+fn payloads(kind: RawKind) -> usize {
+    match kind {
+        RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => 1,
+        RawKind::Alloc | RawKind::Free => 3,
+        RawKind::Begin | RawKind::End | RawKind::Data => 0,
+    }
 }
 
 impl Pairing<'_> {
@@ -312,22 +489,85 @@ impl Pairing<'_> {
     #[inline]
     pub(crate) fn push(&mut self, event: RawEvent) {
         self.events += 1;
-        if let Some(lead) = self.pending.take() {
+        if let Some(lead) = self.pending {
             if event.kind == RawKind::Data {
-                self.apply(lead, Some(event.id));
+                self.payload[self.payloads] = event.id;
+                self.payloads += 1;
+                if self.payloads == payloads(lead.kind) {
+                    self.pending = None;
+                    self.lead(lead, true);
+                }
                 return;
             }
-            // The span id is missing when a snapshot was taken between the two pushes.
-            self.apply(lead, None);
+            // The payload is cut short when a snapshot was taken between the pushes.
+            self.pending = None;
+            self.lead(lead, false);
         }
-        match event.kind {
-            RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => {
+        match payloads(event.kind) {
+            0 if event.kind == RawKind::Data => {} // its lead event was outside the window
+            0 => self.apply(event, None),
+            _ => {
                 self.pending = Some(event);
+                self.payloads = 0;
             }
-            // A payload whose lead event was outside the window.
-            RawKind::Data => {}
-            RawKind::Begin | RawKind::End => self.apply(event, None),
         }
+    }
+
+    /// Applies an event that carries a payload, complete or not.
+    fn lead(&mut self, lead: RawEvent, complete: bool) {
+        match lead.kind {
+            RawKind::Alloc | RawKind::Free => {
+                // Its four records are published together, so only bad input cuts one short.
+                if complete {
+                    let [size_hi, addr_lo, addr_hi] = self.payload;
+                    let size = u64::from(lead.id) | u64::from(size_hi) << 32;
+                    let address = u64::from(addr_lo) | u64::from(addr_hi) << 32;
+                    self.memory_event(lead, size, address);
+                }
+            }
+            _ => self.apply(lead, complete.then_some(self.payload[0])),
+        }
+    }
+
+    fn memory_event(&mut self, lead: RawEvent, size: u64, address: u64) {
+        let Some(memory) = &mut self.memory else {
+            return;
+        };
+        let alloc = lead.kind == RawKind::Alloc;
+        let innermost = self.open.last().copied();
+        let delta = i64::try_from(size).unwrap_or(i64::MAX);
+        memory.net = if alloc {
+            memory.net.saturating_add(delta)
+        } else {
+            memory.net.saturating_sub(delta)
+        };
+        if let Some(index) = innermost {
+            let (stats, _, peak) = &mut memory.spans[index as usize];
+            if alloc {
+                stats.self_allocs += 1;
+                stats.self_alloc_bytes += size;
+                *peak = (*peak).max(memory.net);
+            } else {
+                stats.self_frees += 1;
+                stats.self_freed_bytes += size;
+            }
+        }
+        memory.events.push(RawMemory {
+            tick: lead.tick,
+            event: MemoryEvent {
+                ns: self.converter.to_unix_ns(lead.tick),
+                thread: self.thread_id,
+                span: innermost.map(|i| (i, self.spans[i as usize].callsite)),
+                kind: if alloc {
+                    MemoryKind::Alloc
+                } else {
+                    MemoryKind::Free
+                },
+                size,
+                address,
+                matched: None,
+            },
+        });
     }
 
     fn close(&mut self, index: u32, end: u64, open_at_stop: bool) {
@@ -337,6 +577,24 @@ impl Pairing<'_> {
         let (parent, duration) = (span.parent, span.duration_ns());
         if let Some(parent) = parent {
             self.spans[parent as usize].children_ns += duration;
+        }
+        if let Some(memory) = &mut self.memory {
+            // Totals so far hold the children's totals: add the span's own figures.
+            let (stats, base, peak) = &mut memory.spans[index as usize];
+            stats.allocs += stats.self_allocs;
+            stats.alloc_bytes += stats.self_alloc_bytes;
+            stats.frees += stats.self_frees;
+            stats.freed_bytes += stats.self_freed_bytes;
+            stats.peak_bytes = u64::try_from(*peak - *base).unwrap_or(0);
+            let (child, child_peak) = (*stats, *peak);
+            if let Some(parent) = parent {
+                let (stats, _, peak) = &mut memory.spans[parent as usize];
+                stats.allocs += child.allocs;
+                stats.alloc_bytes += child.alloc_bytes;
+                stats.frees += child.frees;
+                stats.freed_bytes += child.freed_bytes;
+                *peak = (*peak).max(child_peak);
+            }
         }
     }
 
@@ -349,7 +607,7 @@ impl Pairing<'_> {
             RawKind::AsyncBegin => Some(MarkKind::Begin),
             RawKind::PollBegin => Some(MarkKind::Poll(self.spans.len() as u32)),
             RawKind::AsyncEnd => Some(MarkKind::End),
-            RawKind::Begin | RawKind::End | RawKind::Data => None,
+            _ => None,
         };
         if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
             self.marks.push(Mark {
@@ -377,6 +635,11 @@ impl Pairing<'_> {
                         SpanKind::Poll { task: None }
                     },
                 });
+                if let Some(memory) = &mut self.memory {
+                    memory
+                        .spans
+                        .push((MemoryStats::default(), memory.net, memory.net));
+                }
                 self.open.push(index);
             }
             RawKind::End => {
@@ -390,20 +653,51 @@ impl Pairing<'_> {
                     self.close(index, ns, false);
                 }
             }
-            RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::Data => {}
+            _ => {}
         }
     }
 
-    /// Closes what is still open at `end_ns` and returns the spans.
-    fn finish(mut self, end_ns: u64) -> Vec<SpanRecord> {
+    /// Closes what is still open at `end_ns` and returns the spans and their memory figures.
+    fn finish(mut self, end_ns: u64) -> (Vec<SpanRecord>, Vec<MemoryStats>) {
         if let Some(lead) = self.pending.take() {
-            self.apply(lead, None);
+            self.lead(lead, false);
         }
         while let Some(index) = self.open.pop() {
             self.close(index, end_ns, true);
         }
-        self.spans
+        let memory = self
+            .memory
+            .map(|m| m.spans.into_iter().map(|(stats, ..)| stats).collect())
+            .unwrap_or_default();
+        (self.spans, memory)
     }
+}
+
+/// Puts the allocations and frees of all threads in time order and matches each free to the
+/// allocation it released, by address. Ties keep thread order, and within a thread the
+/// recorded order.
+fn match_memory(mut raw: Vec<RawMemory>) -> MemoryTrace {
+    raw.sort_by_key(|m| m.tick);
+    let mut events: Vec<MemoryEvent> = raw.into_iter().map(|m| m.event).collect();
+    let mut live: FxHashMap<u64, u32> = FxHashMap::default();
+    for i in 0..events.len() {
+        let (kind, address) = (events[i].kind, events[i].address);
+        let index = i as u32;
+        match kind {
+            // A still-live allocation at the same address lost its free (a thread the session
+            // does not record): it stays unmatched.
+            MemoryKind::Alloc => {
+                live.insert(address, index);
+            }
+            MemoryKind::Free => {
+                if let Some(alloc) = live.remove(&address) {
+                    events[alloc as usize].matched = Some(index);
+                    events[i].matched = Some(alloc);
+                }
+            }
+        }
+    }
+    MemoryTrace { events }
 }
 
 /// Matches async begins, polls and ends of all threads by span id, in time order.
