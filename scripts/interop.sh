@@ -89,6 +89,27 @@ assert asyncs.get("fetch") == 32 and asyncs.get("crawl") == 1, asyncs
 print(f"interop: async calls agree with the table: {calls}")
 PY
 
+# Allocation tracking: Perfetto sees one `memory` counter track whose highest value is the
+# peak live bytes the example computed, and one instant per recorded allocation and free.
+cargo run --quiet --release --example allocations -- "$out" > "$out/allocations.txt"
+"$V/check_trace.sh" "$out/allocations.json"
+python3 "$V/validate_perfetto.py" "$out/allocations.json" --json \
+    --sql "select t.name as track, count(*) as n, max(c.value) as peak from counter c join counter_track t on c.track_id = t.id group by t.name" \
+    --sql "select name, count(*) as n from slice where category = 'memory' group by name order by name" \
+    > "$out/allocations.sql.json"
+python3 - "$out/allocations.txt" "$out/allocations.sql.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"recorded (\d+) allocations and (\d+) frees; peak live bytes (\d+)", text)
+allocs, frees, peak = (int(g) for g in m.groups())
+doc, _ = json.JSONDecoder().raw_decode(open(sys.argv[2]).read())
+counters, instants = (e["rows"] for e in doc["extra"])
+assert [(c["track"], int(c["peak"])) for c in counters] == [("memory live_bytes", peak)], counters
+got = {r["name"]: int(r["n"]) for r in instants}
+assert got == {"alloc": allocs, "free": frees}, f"perfetto {got} != recorded {allocs}/{frees}"
+print(f"interop: memory counter peaks at {peak} bytes; {allocs} alloc and {frees} free instants")
+PY
+
 # The Kineto dialect loads in HolisticTraceAnalysis with its rank and every op. HTA is installed
 # into a venv under target/ on first use; without network access this check skips.
 venv=target/hta-venv

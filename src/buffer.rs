@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use crate::event::RawEvent;
+use crate::event::{RawEvent, RawKind};
 use crate::sync::{AtomicUsize, Mutex, Ordering, UnsafeCell};
 
 /// Events per chunk: 4096 × 16 bytes = 64 KiB (3 under loom, to reach chunk switches quickly).
@@ -76,12 +76,16 @@ impl Chunk {
         }
     }
 
-    /// Tick of the last published event, if any.
+    /// Tick of the last published event, if any. A [`RawKind::Block`] event holds an address
+    /// where the tick goes; it is published together with the event before it, whose tick
+    /// counts.
     fn last_tick(&self) -> Option<u64> {
         let len = self.len.load(Ordering::Acquire);
-        let slot = self.slots[..len].last()?;
-        // SAFETY: as in `for_each`.
-        Some(slot.with(|p| unsafe { (*p).assume_init_ref().tick }))
+        self.slots[..len].iter().rev().find_map(|slot| {
+            // SAFETY: as in `for_each`.
+            let event = slot.with(|p| unsafe { *(*p).assume_init_ref() });
+            (event.kind != RawKind::Block).then_some(event.tick)
+        })
     }
 }
 

@@ -25,13 +25,16 @@ pub enum RawKind {
     /// that event so that windows and reclamation treat the two alike.
     Data = 6,
     /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
-    /// low 32 bits of the size. Three [`Data`](RawKind::Data) events follow: the high 32 bits
-    /// of the size, then the low and high 32 bits of the address.
+    /// low 32 bits of the size. A [`Block`](RawKind::Block) event follows in the same chunk.
     Alloc = 7,
     /// Memory is being freed (recorded before the allocator gets it back, so that a later
     /// allocation of the same address always has a later tick); laid out as
     /// [`Alloc`](RawKind::Alloc).
     Free = 8,
+    /// The block of the [`Alloc`](RawKind::Alloc) or [`Free`](RawKind::Free) event before it:
+    /// `tick` holds the block's address (not a tick: windows and reclamation go by the event
+    /// before it) and `id` the high 32 bits of its size.
+    Block = 9,
 }
 
 impl RawKind {
@@ -46,6 +49,7 @@ impl RawKind {
             6 => Some(Self::Data),
             7 => Some(Self::Alloc),
             8 => Some(Self::Free),
+            9 => Some(Self::Block),
             _ => None,
         }
     }
@@ -90,19 +94,21 @@ impl RawEvent {
         }
     }
 
-    /// The four records of an allocation (`kind` [`RawKind::Alloc`]) or a free
+    /// The two records of an allocation (`kind` [`RawKind::Alloc`]) or a free
     /// ([`RawKind::Free`]) of `size` bytes at `address`, at `tick`.
     #[inline(always)]
-    pub const fn memory(kind: RawKind, size: u64, address: u64, tick: u64) -> [Self; 4] {
+    pub const fn memory(kind: RawKind, size: u64, address: u64, tick: u64) -> [Self; 2] {
         [
             Self {
                 tick,
                 id: size as u32,
                 kind,
             },
-            Self::data((size >> 32) as u32, tick),
-            Self::data(address as u32, tick),
-            Self::data((address >> 32) as u32, tick),
+            Self {
+                tick: address,
+                id: (size >> 32) as u32,
+                kind: RawKind::Block,
+            },
         ]
     }
 

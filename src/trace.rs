@@ -398,8 +398,6 @@ impl Builder {
             spans: Vec::with_capacity(events_hint / 2),
             open: Vec::new(),
             pending: None,
-            payload: [0; 3],
-            payloads: 0,
             events: 0,
             memory: self.memory.as_mut().map(|events| MemoryPairing {
                 events,
@@ -442,7 +440,7 @@ impl Builder {
 }
 
 /// One thread's pairing state: spans so far, the open stack, and a lead event waiting for
-/// the [`RawKind::Data`] events that carry its payload.
+/// the event that carries its payload ([`RawKind::Data`] or [`RawKind::Block`]).
 pub(crate) struct Pairing<'a> {
     callsites: &'a [&'static Callsite],
     converter: &'a Converter,
@@ -452,8 +450,6 @@ pub(crate) struct Pairing<'a> {
     spans: Vec<SpanRecord>,
     open: Vec<u32>,
     pending: Option<RawEvent>,
-    payload: [u32; 3],
-    payloads: usize,
     events: u64,
     memory: Option<MemoryPairing<'a>>,
 }
@@ -468,12 +464,12 @@ struct MemoryPairing<'a> {
     net: i64,
 }
 
-/// How many [`RawKind::Data`] events follow an event of `kind`.
-fn payloads(kind: RawKind) -> usize {
+/// The kind of the event that carries the payload of an event of `kind`, if it has one.
+fn payload_kind(kind: RawKind) -> Option<RawKind> {
     match kind {
-        RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => 1,
-        RawKind::Alloc | RawKind::Free => 3,
-        RawKind::Begin | RawKind::End | RawKind::Data => 0,
+        RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => Some(RawKind::Data),
+        RawKind::Alloc | RawKind::Free => Some(RawKind::Block),
+        RawKind::Begin | RawKind::End | RawKind::Data | RawKind::Block => None,
     }
 }
 
@@ -489,43 +485,33 @@ impl Pairing<'_> {
     #[inline]
     pub(crate) fn push(&mut self, event: RawEvent) {
         self.events += 1;
-        if let Some(lead) = self.pending {
-            if event.kind == RawKind::Data {
-                self.payload[self.payloads] = event.id;
-                self.payloads += 1;
-                if self.payloads == payloads(lead.kind) {
-                    self.pending = None;
-                    self.lead(lead, true);
-                }
+        if let Some(lead) = self.pending.take() {
+            if payload_kind(lead.kind) == Some(event.kind) {
+                self.lead(lead, Some(event));
                 return;
             }
-            // The payload is cut short when a snapshot was taken between the pushes.
-            self.pending = None;
-            self.lead(lead, false);
+            // An async span id is missing when a snapshot was taken between the two pushes.
+            self.lead(lead, None);
         }
-        match payloads(event.kind) {
-            0 if event.kind == RawKind::Data => {} // its lead event was outside the window
-            0 => self.apply(event, None),
-            _ => {
-                self.pending = Some(event);
-                self.payloads = 0;
-            }
+        match (payload_kind(event.kind), event.kind) {
+            (Some(_), _) => self.pending = Some(event),
+            // A payload whose lead event was outside the window.
+            (None, RawKind::Data | RawKind::Block) => {}
+            (None, _) => self.apply(event, None),
         }
     }
 
-    /// Applies an event that carries a payload, complete or not.
-    fn lead(&mut self, lead: RawEvent, complete: bool) {
+    /// Applies an event that carries a payload, with its payload event if it came.
+    fn lead(&mut self, lead: RawEvent, payload: Option<RawEvent>) {
         match lead.kind {
             RawKind::Alloc | RawKind::Free => {
-                // Its four records are published together, so only bad input cuts one short.
-                if complete {
-                    let [size_hi, addr_lo, addr_hi] = self.payload;
-                    let size = u64::from(lead.id) | u64::from(size_hi) << 32;
-                    let address = u64::from(addr_lo) | u64::from(addr_hi) << 32;
-                    self.memory_event(lead, size, address);
+                // The two records are published together, so only bad input loses a block.
+                if let Some(block) = payload {
+                    let size = u64::from(lead.id) | u64::from(block.id) << 32;
+                    self.memory_event(lead, size, block.tick);
                 }
             }
-            _ => self.apply(lead, complete.then_some(self.payload[0])),
+            _ => self.apply(lead, payload.map(|p| p.id)),
         }
     }
 
@@ -660,7 +646,7 @@ impl Pairing<'_> {
     /// Closes what is still open at `end_ns` and returns the spans and their memory figures.
     fn finish(mut self, end_ns: u64) -> (Vec<SpanRecord>, Vec<MemoryStats>) {
         if let Some(lead) = self.pending.take() {
-            self.lead(lead, false);
+            self.lead(lead, None);
         }
         while let Some(index) = self.open.pop() {
             self.close(index, end_ns, true);
@@ -835,6 +821,57 @@ mod tests {
         assert_eq!((spans[0].start_ns, spans[0].end_ns), (2, 6));
         assert_eq!(spans[0].self_ns(), 3);
         assert!(trace.async_spans.is_empty());
+    }
+
+    #[test]
+    fn frees_match_allocations_by_address_in_time_order_across_threads() {
+        const X: u64 = 0x7f00_0000_1000;
+        let alloc = |size, tick| RawEvent::memory(RawKind::Alloc, size, X, tick);
+        let free = |size, tick| RawEvent::memory(RawKind::Free, size, X, tick);
+        let step = STEP.id();
+        let thread = |id, events: Vec<[RawEvent; 2]>| RawThread {
+            id,
+            name: None,
+            events: events.concat(),
+        };
+        let mut a = thread(1, vec![alloc(1 << 33, 10), free(7, 40)]);
+        a.events.insert(0, RawEvent::begin(step, 5));
+        a.events.push(RawEvent::end(step, 50));
+        let threads = vec![
+            a,
+            // Frees A's block (and an older one first), then gets the same address again.
+            thread(2, vec![free(3, 2), free(1 << 33, 20), alloc(7, 30)]),
+        ];
+        let trace = Trace::from_raw(threads, Converter::new(0, 0, 1.0), 0, 100, 0);
+        let memory = trace.memory.as_ref().unwrap();
+        let got: Vec<_> = memory
+            .events
+            .iter()
+            .map(|e| (e.ns, e.thread, e.kind, e.size, e.matched))
+            .collect();
+        use MemoryKind::{Alloc, Free};
+        assert_eq!(
+            got,
+            [
+                (2, 2, Free, 3, None),
+                (10, 1, Alloc, 1 << 33, Some(2)),
+                (20, 2, Free, 1 << 33, Some(1)),
+                (30, 2, Alloc, 7, Some(4)),
+                (40, 1, Free, 7, Some(3)),
+            ]
+        );
+        assert!(memory.events.iter().all(|e| e.address == X));
+        assert_eq!(memory.live_bytes(), [0, 1 << 33, 0, 7, 0]);
+        assert_eq!(memory.leaks().count(), 0);
+        let step_stats = trace.threads[0].memory[0];
+        assert_eq!(
+            (
+                step_stats.alloc_bytes,
+                step_stats.freed_bytes,
+                step_stats.peak_bytes
+            ),
+            (1 << 33, 7, 1 << 33)
+        );
     }
 
     #[test]

@@ -342,3 +342,60 @@ fn stress_cross_thread_frees_match_exactly() {
     }
     assert!(prof.report().leaks.iter().all(|l| l.scope != Some("make")));
 }
+
+#[test]
+fn chrome_export_has_a_live_bytes_counter_and_instants() {
+    use tickscope::export::chrome::{Options, write_with};
+    let prof = memory_session();
+    {
+        let _g = scope!("fill");
+        let a = black_box(Vec::<u8>::with_capacity(1000));
+        let b = black_box(Vec::<u8>::with_capacity(24));
+        drop(a);
+        drop(b);
+    }
+    prof.stop();
+    let trace = prof.trace();
+    let write = |instants: bool| {
+        let mut out = Vec::new();
+        let options = Options::new().allocation_instants(instants);
+        write_with(&trace, &mut out, &options).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        doc["traceEvents"].as_array().unwrap().clone()
+    };
+    let events = write(true);
+    let counter: Vec<u64> = events
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            assert_eq!(e["name"], "memory");
+            e["args"]["live_bytes"].as_u64().unwrap()
+        })
+        .collect();
+    // Starts at 0; each event at a distinct tick gives one sample.
+    assert_eq!(counter, [0, 1000, 1024, 24, 0]);
+    let instants: Vec<(String, u64, String)> = events
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .map(|e| {
+            assert_eq!(e["cat"], "memory");
+            let args = &e["args"];
+            (
+                e["name"].as_str().unwrap().to_owned(),
+                args["size"].as_u64().unwrap(),
+                args["scope"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let fill = "fill".to_owned();
+    assert_eq!(
+        instants,
+        [
+            ("alloc".to_owned(), 1000, fill.clone()),
+            ("alloc".to_owned(), 24, fill.clone()),
+            ("free".to_owned(), 1000, fill.clone()),
+            ("free".to_owned(), 24, fill),
+        ]
+    );
+    assert!(write(false).iter().all(|e| e["ph"] != "i"));
+}

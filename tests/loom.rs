@@ -84,3 +84,49 @@ fn reclaim_never_takes_the_live_chunk() {
         free_all(&buffer);
     });
 }
+
+/// Records written together (an allocation and its block) are seen together or not at all,
+/// and reclamation goes by the lead record's tick, never by the block's address.
+#[test]
+fn records_pushed_together_are_seen_together() {
+    use tickscope::event::RawKind;
+    loom::model(|| {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let writer = {
+            let buffer = buffer.clone();
+            thread::spawn(move || {
+                let writer = Writer::new();
+                for tick in [1, 2] {
+                    // The block's "tick" is an address, far above every real tick.
+                    let pair = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - tick, tick);
+                    if !writer.try_push_all(&pair) {
+                        writer.switch_to(&buffer, ChunkPtr::alloc());
+                        assert!(writer.try_push_all(&pair));
+                    }
+                }
+                buffer.retire();
+            })
+        };
+        let mut kinds = Vec::new();
+        buffer.for_each(|e| kinds.push(e.kind));
+        assert!(kinds.len() % 2 == 0, "{kinds:?}");
+        let mut reclaimed = Vec::new();
+        buffer.reclaim(Some(2), |c| reclaimed.push(c));
+        writer.join().unwrap();
+        // Three slots per chunk: each pair takes a chunk of its own. Only the first (tick 1)
+        // may go at horizon 2.
+        let mut left = Vec::new();
+        buffer.for_each(|e| left.push((e.kind, e.tick)));
+        let second = [(RawKind::Alloc, 2), (RawKind::Block, u64::MAX - 2)];
+        match reclaimed.len() {
+            0 => assert_eq!(left[2..], second),
+            1 => assert_eq!(left, second),
+            n => panic!("reclaimed {n} chunks"),
+        }
+        for c in reclaimed {
+            // SAFETY: unlinked under the mutex, never the writer's chunk.
+            unsafe { c.free() };
+        }
+        free_all(&buffer);
+    });
+}

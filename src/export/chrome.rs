@@ -6,6 +6,12 @@
 //! `async`, one id per call) from its first poll to its end, which viewers show on an async
 //! track of its own.
 //!
+//! When the session tracked memory, a process-wide counter (`"ph":"C"`, name `memory`, series
+//! `live_bytes`) follows the bytes allocated in the window and not yet freed, and with
+//! [`Options::allocation_instants`] each allocation and free is also an instant (`"ph":"i"`,
+//! category `memory`) on its thread with its size, address and scope in `args`. The Kineto
+//! flavour leaves memory out.
+//!
 //! Timestamps are microseconds with three decimals (nanosecond precision). By default they
 //! count from the session start, whose Unix time is in `otherData.start_unix_ns`: viewers read
 //! `ts` as a double, and small values keep every nanosecond. [`TimeOrigin::UnixEpoch`] writes
@@ -18,7 +24,7 @@ use std::io::{self, Write};
 
 use super::json_str;
 use crate::callsite::Callsite;
-use crate::trace::{AsyncSpanRecord, SpanKind, SpanRecord, Trace};
+use crate::trace::{AsyncSpanRecord, MemoryKind, MemoryTrace, SpanKind, SpanRecord, Trace};
 
 const BLOCK: usize = 64 * 1024;
 
@@ -65,6 +71,9 @@ pub struct Options {
     pub time_origin: TimeOrigin,
     /// Plain Chrome JSON or the Kineto dialect.
     pub flavor: Flavor,
+    /// Writes each allocation and free as an instant on its thread (the `memory` counter is
+    /// written whenever the trace has memory data).
+    pub allocation_instants: bool,
 }
 
 impl Options {
@@ -76,6 +85,12 @@ impl Options {
     /// Sets where timestamps count from.
     pub fn time_origin(mut self, origin: TimeOrigin) -> Self {
         self.time_origin = origin;
+        self
+    }
+
+    /// Writes each allocation and free as an instant event too.
+    pub fn allocation_instants(mut self, on: bool) -> Self {
+        self.allocation_instants = on;
         self
     }
 
@@ -177,6 +192,9 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
     if !w.kineto {
         for (id, call) in trace.async_spans.iter().enumerate() {
             w.async_span(id, call)?;
+        }
+        if let Some(memory) = &trace.memory {
+            w.memory(trace.start_ns, memory, options.allocation_instants)?;
         }
     }
     w.finish(trace)
@@ -350,6 +368,58 @@ impl<W: Write> Writer<'_, W> {
             self.buf.push(b'}');
         }
         self.spill()
+    }
+
+    /// The `memory` counter (`live_bytes`) from `start_ns` on, and with `instants` one instant per event.
+    fn memory(&mut self, start_ns: u64, memory: &MemoryTrace, instants: bool) -> io::Result<()> {
+        let live = memory.live_bytes();
+        let pid = self.pid;
+        let counter = |w: &mut Self, ns: u64, bytes: u64| {
+            write!(
+                w.buf,
+                ",\n{{\"ph\":\"C\",\"name\":\"memory\",\"pid\":{pid},\"tid\":0,\"ts\":"
+            )?;
+            w.ts(ns);
+            w.buf.extend_from_slice(b",\"args\":{\"live_bytes\":");
+            push_u64(&mut w.buf, bytes);
+            w.buf.extend_from_slice(b"}}");
+            w.spill()
+        };
+        counter(self, start_ns, 0)?;
+        for (i, (event, &bytes)) in memory.events.iter().zip(&live).enumerate() {
+            // One sample per timestamp: the value after its last event.
+            if memory
+                .events
+                .get(i + 1)
+                .is_none_or(|next| next.ns != event.ns)
+            {
+                counter(self, event.ns, bytes)?;
+            }
+            if instants {
+                let name = match event.kind {
+                    MemoryKind::Alloc => "alloc",
+                    MemoryKind::Free => "free",
+                };
+                write!(
+                    self.buf,
+                    ",\n{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"memory\",\"name\":\"{name}\",\"pid\":{pid},\"tid\":{},\"ts\":",
+                    event.thread
+                )?;
+                self.ts(event.ns);
+                write!(
+                    self.buf,
+                    ",\"args\":{{\"size\":{},\"address\":\"0x{:x}\",\"live_bytes\":{bytes}",
+                    event.size, event.address
+                )?;
+                if let Some((_, callsite)) = event.span {
+                    self.buf.extend_from_slice(b",\"scope\":");
+                    self.name(callsite);
+                }
+                self.buf.extend_from_slice(b"}}");
+                self.spill()?;
+            }
+        }
+        Ok(())
     }
 
     /// Writes the buffer out once it holds a block.

@@ -1,0 +1,62 @@
+//! Cost of a 64-byte allocation plus its free through `TrackingAlloc`: with no session
+//! tracking memory, with one tracking it, and straight through `System`, in one run.
+//!
+//! `cargo bench --bench alloc`. The tracking case restarts its session every `BATCH` pairs
+//! (outside the timed part) so that buffers are recycled and the figure is the steady state.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use tickscope::{Profiler, TrackingAlloc};
+
+#[global_allocator]
+static ALLOC: TrackingAlloc = TrackingAlloc::new(System);
+
+const BATCH: u64 = 32 * 1024;
+
+/// One allocation of 64 bytes and its free, through `alloc`.
+#[inline(always)]
+fn pair(alloc: &impl GlobalAlloc) {
+    let layout = black_box(Layout::from_size_align(64, 8).expect("valid layout"));
+    // SAFETY: `layout` has a non-zero size; the block is freed with the same layout.
+    unsafe {
+        let p = alloc.alloc(layout);
+        black_box(p);
+        alloc.dealloc(p, layout);
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("alloc_free_64");
+    g.bench_function("system", |b| b.iter(|| pair(&System)));
+    g.bench_function("tracking_off", |b| b.iter(|| pair(&ALLOC)));
+    g.bench_function("tracking_on", |b| {
+        b.iter_custom(|iters| {
+            let prof = Profiler::builder()
+                .current_thread()
+                .track_memory(true)
+                .start();
+            prof.stop();
+            let mut total = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(BATCH);
+                prof.restart();
+                let t = Instant::now();
+                for _ in 0..n {
+                    pair(&ALLOC);
+                }
+                total += t.elapsed();
+                prof.stop();
+                left -= n;
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
