@@ -51,6 +51,15 @@
 //! puts puffin, fastrace, tracing, tracy-client, firestorm and perfetto-recorder at 2.3× to 70×
 //! this cost on the same machine (see the README).
 //!
+//! # Allocations
+//!
+//! With [`TrackingAlloc`] as the global allocator, a session started with
+//! [`Config::track_memory`] also records every allocation and free of the threads it records:
+//! the report gets allocation figures per scope ([`report::ScopeStats::memory`]) and the
+//! memory still live at stop ([`report::Report::leaks`]), [`trace::Trace::memory`] lists them
+//! all with frees matched to allocations across threads, and the Chrome export draws live
+//! bytes over time. See [`TrackingAlloc`] for an example.
+//!
 //! # Tests
 //!
 //! `cargo test` runs tests in parallel threads of one process. A session limited to the
