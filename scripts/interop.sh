@@ -110,6 +110,26 @@ assert got == {"alloc": allocs, "free": frees}, f"perfetto {got} != recorded {al
 print(f"interop: memory counter peaks at {peak} bytes; {allocs} alloc and {frees} free instants")
 PY
 
+# Links: Perfetto binds one flow per matched link, from the originating slice to the one that
+# followed from it, with the names the example's table gives.
+cargo run --quiet --release --example links -- "$out" > "$out/links.txt"
+"$V/check_trace.sh" "$out/links.json"
+python3 "$V/validate_perfetto.py" "$out/links.json" --json \
+    --sql "select so.name as src, si.name as dst, count(*) as n from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id group by src, dst order by src" \
+    > "$out/links.sql.json"
+python3 - "$out/links.txt" "$out/links.sql.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+links, matched = (int(g) for g in re.search(r"(\d+) links, (\d+) matched", text).groups())
+doc, _ = json.JSONDecoder().raw_decode(open(sys.argv[2]).read())
+rows = doc["extra"][0]["rows"]
+got = {(r["src"], r["dst"]): int(r["n"]) for r in rows}
+assert links == matched == 48, (links, matched)
+assert got == {("retry", "handle"): 8, ("submit", "handle"): 40}, got
+assert doc["flows"] == matched, doc["flows"]
+print(f"interop: perfetto binds {matched} flows: {got}")
+PY
+
 # The Kineto dialect loads in HolisticTraceAnalysis with its rank and every op. HTA is installed
 # into a venv under target/ on first use; without network access this check skips.
 venv=target/hta-venv

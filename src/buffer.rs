@@ -76,7 +76,7 @@ impl Chunk {
         }
     }
 
-    /// Tick of the last published event, if any. A [`RawKind::Block`] event holds an address
+    /// Tick of the last published event, if any. A [`RawKind::Wide`] event holds an address
     /// where the tick goes; it is published together with the event before it, whose tick
     /// counts.
     fn last_tick(&self) -> Option<u64> {
@@ -84,7 +84,7 @@ impl Chunk {
         self.slots[..len].iter().rev().find_map(|slot| {
             // SAFETY: as in `for_each`.
             let event = slot.with(|p| unsafe { *(*p).assume_init_ref() });
-            (event.kind != RawKind::Block).then_some(event.tick)
+            (event.kind != RawKind::Wide).then_some(event.tick)
         })
     }
 }

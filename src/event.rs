@@ -25,16 +25,24 @@ pub enum RawKind {
     /// that event so that windows and reclamation treat the two alike.
     Data = 6,
     /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
-    /// low 32 bits of the size. A [`Block`](RawKind::Block) event follows in the same chunk.
+    /// low 32 bits of the size. A [`Wide`](RawKind::Wide) event with the address follows in the same chunk.
     Alloc = 7,
     /// Memory is being freed (recorded before the allocator gets it back, so that a later
     /// allocation of the same address always has a later tick); laid out as
     /// [`Alloc`](RawKind::Alloc).
     Free = 8,
-    /// The block of the [`Alloc`](RawKind::Alloc) or [`Free`](RawKind::Free) event before it:
-    /// `tick` holds the block's address (not a tick: windows and reclamation go by the event
-    /// before it) and `id` the high 32 bits of its size.
-    Block = 9,
+    /// A 96-bit payload of the event before it, published together with it: `tick` holds a
+    /// 64-bit value that is not a tick (windows and reclamation go by the event before it) and
+    /// `id` 32 bits. After [`Alloc`](RawKind::Alloc) or [`Free`](RawKind::Free): the address,
+    /// and the high 32 bits of the size. After [`BeginFollows`](RawKind::BeginFollows): the
+    /// link's thread id and sequence number.
+    Wide = 9,
+    /// A [`Link`](crate::Link) was captured inside the innermost open scope; `id` is its
+    /// sequence number on this thread.
+    Link = 10,
+    /// A scope that follows from a link was entered: a [`Begin`](RawKind::Begin) whose
+    /// [`Wide`](RawKind::Wide) payload names the link.
+    BeginFollows = 11,
 }
 
 impl RawKind {
@@ -49,7 +57,9 @@ impl RawKind {
             6 => Some(Self::Data),
             7 => Some(Self::Alloc),
             8 => Some(Self::Free),
-            9 => Some(Self::Block),
+            9 => Some(Self::Wide),
+            10 => Some(Self::Link),
+            11 => Some(Self::BeginFollows),
             _ => None,
         }
     }
@@ -107,7 +117,25 @@ impl RawEvent {
             Self {
                 tick: address,
                 id: (size >> 32) as u32,
-                kind: RawKind::Block,
+                kind: RawKind::Wide,
+            },
+        ]
+    }
+
+    /// The two records of entering callsite `id`'s scope at `tick`, following from the link
+    /// with sequence number `seq` captured on thread `thread`.
+    #[inline(always)]
+    pub const fn begin_follows(id: u32, tick: u64, thread: u64, seq: u32) -> [Self; 2] {
+        [
+            Self {
+                tick,
+                id,
+                kind: RawKind::BeginFollows,
+            },
+            Self {
+                tick: thread,
+                id: seq,
+                kind: RawKind::Wide,
             },
         ]
     }

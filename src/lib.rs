@@ -97,6 +97,8 @@ pub mod export;
 #[cfg(not(loom))]
 mod hash;
 #[cfg(not(loom))]
+mod link;
+#[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]
 mod registry;
@@ -125,6 +127,8 @@ mod sync;
 pub use alloc::TrackingAlloc;
 #[cfg(not(loom))]
 pub use callsite::Callsite;
+#[cfg(not(loom))]
+pub use link::{Link, SeqGuard, link};
 #[cfg(not(loom))]
 pub use scope::ScopeGuard;
 #[cfg(not(loom))]
@@ -208,6 +212,10 @@ pub use tickscope_macros::profile;
 ///   leaving the scope stamps two raw ticks into this thread's buffer.
 /// - `scope!(name = expr)`: a name computed at run time (`&str`, `String`, …). It is evaluated
 ///   only while recording, and interned: see [`ScopeGuard::enter_dynamic`] for the extra cost.
+/// - `scope!("name", follows = link)`: a scope that follows from a [`Link`] captured where the
+///   work was created, usually on another thread (see [`Link`]).
+/// - `scope!("name", seq)`: a scope numbered from this thread's sequence counter; the
+///   returned [`SeqGuard`]'s [`link`](SeqGuard::link) is its (sequence number, thread) pair.
 ///
 /// ```
 /// # let prof = tickscope::Profiler::builder().current_thread().start();
@@ -229,6 +237,12 @@ macro_rules! scope {
     };
     ($name:literal $(,)?) => {
         $crate::ScopeGuard::enter($crate::__callsite!($name))
+    };
+    ($name:literal, follows = $link:expr $(,)?) => {
+        $crate::ScopeGuard::enter_following($crate::__callsite!($name), &$link)
+    };
+    ($name:literal, seq $(,)?) => {
+        $crate::SeqGuard::enter($crate::__callsite!($name))
     };
 }
 
@@ -262,6 +276,15 @@ macro_rules! scope {
     ($name:literal $(,)?) => {{
         let _: &'static str = $name;
         $crate::ScopeGuard::inactive()
+    }};
+    ($name:literal, follows = $link:expr $(,)?) => {{
+        let _: &'static str = $name;
+        let _: &$crate::Link = &$link;
+        $crate::ScopeGuard::inactive()
+    }};
+    ($name:literal, seq $(,)?) => {{
+        let _: &'static str = $name;
+        $crate::SeqGuard::inactive()
     }};
 }
 

@@ -174,6 +174,10 @@ struct Fast {
     checked: Cell<u64>,
     /// Nesting depth of [`Untracked`] guards; allocations are recorded only at 0.
     untracked: Cell<u32>,
+    /// This thread's registry id, once it has been looked up.
+    thread_id: Cell<u64>,
+    /// The last link sequence number handed out on this thread.
+    last_seq: Cell<u32>,
     writer: Writer,
     /// The next async span id of this thread's block; a multiple of [`SPAN_BLOCK`] when the
     /// block is used up.
@@ -206,6 +210,8 @@ thread_local! {
             memory: Cell::new(0),
             checked: Cell::new(0),
             untracked: Cell::new(0),
+            thread_id: Cell::new(0),
+            last_seq: Cell::new(0),
             writer: Writer::new(),
             next_span: Cell::new(0),
         }
@@ -244,6 +250,7 @@ fn refresh(fast: &Fast) -> bool {
     let Some(entry) = current_entry() else {
         return false;
     };
+    fast.thread_id.set(entry.id);
     let reg = registry();
     let now = GENERATION.load(Ordering::Relaxed);
     let (scopes, memory) = if now == 0 {
@@ -306,6 +313,38 @@ pub(crate) fn next_span_id() -> u32 {
         next
     })
     .unwrap_or(0)
+}
+
+/// Records a link captured inside the innermost open scope: returns its sequence number
+/// (from this thread's counter, never 0) and this thread's id; `None` when this thread is not
+/// recorded.
+pub(crate) fn capture_link() -> Option<(u32, u64)> {
+    if !thread_wants() {
+        return None;
+    }
+    let (seq, thread) = FAST
+        .try_with(|fast| {
+            let seq = fast.last_seq.get().wrapping_add(1).max(1);
+            fast.last_seq.set(seq);
+            (seq, fast.thread_id.get())
+        })
+        .ok()?;
+    push(RawEvent {
+        tick: clock::now(),
+        id: seq,
+        kind: RawKind::Link,
+    });
+    Some((seq, thread))
+}
+
+/// Appends `events` to this thread's buffer, published together.
+#[inline]
+pub(crate) fn push_all(events: &[RawEvent]) {
+    let pushed =
+        FAST.try_with(|fast| fast.writer.try_push_all(events) || push_all_slow(fast, events));
+    if pushed != Ok(true) {
+        LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
+    }
 }
 
 /// Appends `event` to this thread's buffer.
@@ -443,7 +482,7 @@ pub(crate) fn collect(id: u64, builder: &mut Builder) {
             // A block event goes with the event before it.
             let mut keep = false;
             thread.buffer.for_each(|e| {
-                if e.kind != RawKind::Block {
+                if e.kind != RawKind::Wide {
                     keep = (from..=end_tick).contains(&e.tick);
                 }
                 if keep {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::Callsite;
 use crate::hash::FxHashMap;
-use crate::trace::{MemoryStats, SpanKind, Trace};
+use crate::trace::{MemoryStats, SpanKind, SpanRef, Trace};
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///
@@ -17,6 +17,10 @@ pub struct ScopeStats {
     pub name: &'static str,
     /// The thread, in a per-thread report ([`Report::by_thread`]); `None` otherwise.
     pub thread: Option<u64>,
+    /// In a report split by origin ([`Report::by_origin`]): the name of the scope where the
+    /// link these calls followed from was captured. `None` for calls that followed from no
+    /// link (or from one whose capture the trace does not hold), and in other reports.
+    pub caused_by: Option<&'static str>,
     /// Number of calls.
     pub calls: u64,
     /// Sum of durations. Recursive scopes count every level.
@@ -103,15 +107,22 @@ impl Leak {
 impl Report {
     /// One row per name, all threads merged, sorted by total time (descending).
     pub fn new(trace: &Trace) -> Self {
-        Self::build(trace, false)
+        Self::build(trace, false, false)
     }
 
     /// One row per (thread, name), sorted by thread then total time.
     pub fn by_thread(trace: &Trace) -> Self {
-        Self::build(trace, true)
+        Self::build(trace, true, false)
     }
 
-    fn build(trace: &Trace, split_threads: bool) -> Self {
+    /// One row per (name, originating scope): the calls of a scope that followed from a
+    /// [`Link`](crate::Link) are split by the name of the scope the link was captured in
+    /// ([`ScopeStats::caused_by`]); other calls keep one row per name.
+    pub fn by_origin(trace: &Trace) -> Self {
+        Self::build(trace, false, true)
+    }
+
+    fn build(trace: &Trace, split_threads: bool, split_origin: bool) -> Self {
         #[derive(Default)]
         struct Acc {
             durations: Vec<u64>,
@@ -132,26 +143,43 @@ impl Report {
                 }
             }
         }
-        // Rows are per name, spans carry callsites: each (thread, callsite) is looked up by
-        // pointer and resolved to its row by name once.
-        let mut groups: Vec<((Option<u64>, &'static str), Acc)> = Vec::new();
-        let mut by_name: HashMap<(Option<u64>, &'static str), usize> = HashMap::new();
-        let mut by_site: FxHashMap<(Option<u64>, usize), usize> = FxHashMap::default();
+        // The originating callsite of each span that followed from a link, when split.
+        let origins: FxHashMap<SpanRef, &'static Callsite> = if split_origin {
+            trace
+                .links
+                .iter()
+                .filter_map(|l| Some((l.follower, trace.span(l.origin?).1.callsite)))
+                .collect()
+        } else {
+            FxHashMap::default()
+        };
+        // Rows are per name, spans carry callsites: each (thread, callsite, origin) is looked
+        // up by pointer and resolved to its row by name once.
+        type Key = (Option<u64>, &'static str, Option<&'static str>);
+        type Site = (Option<u64>, usize, usize);
+        let mut groups: Vec<(Key, Acc)> = Vec::new();
+        let mut by_name: HashMap<Key, usize> = HashMap::new();
+        let mut by_site: FxHashMap<Site, usize> = FxHashMap::default();
         // Consecutive spans often share a callsite: the last lookup is kept.
-        let mut last: Option<((Option<u64>, usize), usize)> = None;
+        let mut last: Option<(Site, usize)> = None;
         let mut add = |thread: u64,
                        callsite: &'static Callsite,
+                       origin: Option<&'static Callsite>,
                        duration,
                        self_ns,
                        open,
                        memory: &MemoryStats| {
             let thread = split_threads.then_some(thread);
-            let site = (thread, std::ptr::from_ref(callsite) as usize);
+            let site = (
+                thread,
+                std::ptr::from_ref(callsite) as usize,
+                origin.map_or(0, |o| std::ptr::from_ref(o) as usize),
+            );
             let group = match last {
                 Some((s, group)) if s == site => group,
                 _ => {
                     let group = *by_site.entry(site).or_insert_with(|| {
-                        let key = (thread, callsite.name());
+                        let key = (thread, callsite.name(), origin.map(Callsite::name));
                         *by_name.entry(key).or_insert_with(|| {
                             groups.push((key, Acc::default()));
                             groups.len() - 1
@@ -167,14 +195,24 @@ impl Report {
             acc.open += u64::from(open);
             acc.memory.add(memory);
         };
-        for thread in &trace.threads {
+        for (t, thread) in trace.threads.iter().enumerate() {
             for (i, span) in thread.spans.iter().enumerate() {
                 // A poll is part of its async call, counted below.
                 if span.kind == SpanKind::Scope {
                     let (duration, self_ns) = (span.duration_ns(), span.self_ns());
+                    let at = SpanRef {
+                        thread: t as u32,
+                        span: i as u32,
+                    };
+                    let origin = if origins.is_empty() {
+                        None
+                    } else {
+                        origins.get(&at).copied()
+                    };
                     add(
                         thread.id,
                         span.callsite,
+                        origin,
                         duration,
                         self_ns,
                         span.open_at_stop,
@@ -188,6 +226,7 @@ impl Report {
             add(
                 call.thread,
                 call.callsite,
+                None,
                 duration,
                 self_ns,
                 call.open_at_stop,
@@ -197,7 +236,7 @@ impl Report {
         let wall = trace.wall_ns();
         let mut rows: Vec<ScopeStats> = groups
             .into_iter()
-            .map(|((thread, name), mut acc)| {
+            .map(|((thread, name, caused_by), mut acc)| {
                 let d = &mut acc.durations;
                 let total: u64 = d.iter().sum();
                 let (min, max) = d
@@ -206,6 +245,7 @@ impl Report {
                 ScopeStats {
                     name,
                     thread,
+                    caused_by,
                     calls: d.len() as u64,
                     total_ns: total,
                     self_ns: acc.self_ns,
@@ -228,6 +268,7 @@ impl Report {
                 .cmp(&b.thread)
                 .then(b.total_ns.cmp(&a.total_ns))
                 .then(a.name.cmp(b.name))
+                .then(a.caused_by.cmp(&b.caused_by))
         });
         Self {
             rows,
@@ -248,6 +289,14 @@ impl Report {
         self.rows
             .iter()
             .find(|r| r.name == name && r.thread == Some(thread))
+    }
+
+    /// The row for `name` caused by `origin` (`None`: calls that followed from no link), in a
+    /// report split by origin.
+    pub fn get_caused_by(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
+        self.rows
+            .iter()
+            .find(|r| r.name == name && r.caused_by == origin)
     }
 
     /// All rows.

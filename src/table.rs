@@ -72,6 +72,7 @@ pub struct Table {
     sort: SortBy,
     limit: Option<usize>,
     by_thread: bool,
+    by_origin: bool,
     tree: bool,
 }
 
@@ -83,6 +84,7 @@ impl Table {
             sort: SortBy::Total,
             limit: None,
             by_thread: false,
+            by_origin: false,
             tree: false,
         }
     }
@@ -105,6 +107,14 @@ impl Table {
         self
     }
 
+    /// Splits the rows of scopes that followed from a [`Link`](crate::Link) by the scope the
+    /// link was captured in, shown in a "Caused by" column (see
+    /// [`Report::by_origin`]). Ignored when split by thread.
+    pub fn by_origin(mut self, split: bool) -> Self {
+        self.by_origin = split;
+        self
+    }
+
     /// Shows the call tree: each distinct call path once, indented under its caller, with its
     /// calls, total and self time. Children sort by total time. The polls of an async call
     /// appear where they ran, marked `(poll)`, and count polls rather than calls.
@@ -119,8 +129,11 @@ impl Table {
     }
 
     fn flat_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64) {
+        let by_origin = self.by_origin && !self.by_thread;
         let report = if self.by_thread {
             Report::by_thread(&self.trace)
+        } else if by_origin {
+            Report::by_origin(&self.trace)
         } else {
             Report::new(&self.trace)
         };
@@ -131,7 +144,10 @@ impl Table {
                 SortBy::Name => a.name.cmp(b.name),
                 _ => sort.key(b).cmp(&sort.key(a)).then(a.name.cmp(b.name)),
             };
-            a.thread.cmp(&b.thread).then(by_key)
+            a.thread
+                .cmp(&b.thread)
+                .then(by_key)
+                .then(a.caused_by.cmp(&b.caused_by))
         });
         let mut shown: HashMap<Option<u64>, usize> = HashMap::new();
         let mut out = Vec::new();
@@ -149,6 +165,9 @@ impl Table {
             }
             let marker = if row.open_at_stop > 0 { " *" } else { "" };
             cells.push(format!("{}{marker}", row.name));
+            if by_origin {
+                cells.push(row.caused_by.unwrap_or("").to_owned());
+            }
             cells.push(row.calls.to_string());
             for ns in [
                 row.total_ns,
@@ -176,6 +195,9 @@ impl Table {
         ];
         if self.trace.memory.is_some() {
             headers.extend(["Alloc", "Self alloc", "Allocs", "Freed", "Peak"]);
+        }
+        if by_origin {
+            headers.insert(1, "Caused by");
         }
         if self.by_thread {
             headers.insert(0, "Thread");
@@ -233,7 +255,11 @@ impl fmt::Display for Table {
         } else {
             self.flat_rows()
         };
-        let name_columns = if self.by_thread { 2 } else { 1 };
+        let name_columns = if self.by_thread || (self.by_origin && !self.tree) {
+            2
+        } else {
+            1
+        };
         let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
         for row in &rows {
             for (w, cell) in widths.iter_mut().zip(row) {

@@ -233,6 +233,33 @@ impl ThreadRecord {
     }
 }
 
+/// A span of a [`Trace`]: the index of its thread in [`Trace::threads`] and its index in that
+/// thread's spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SpanRef {
+    /// Index in [`Trace::threads`].
+    pub thread: u32,
+    /// Index in the thread's [`ThreadRecord::spans`].
+    pub span: u32,
+}
+
+/// A scope that followed from a [`Link`](crate::Link) (`scope!("name", follows = link)`),
+/// matched to where the link was captured by (sequence number, thread id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkRecord {
+    /// The link's sequence number on its thread.
+    pub seq: u32,
+    /// tickscope's id of the thread that captured the link (PyTorch's forward thread id).
+    pub origin_thread: u64,
+    /// The innermost scope open where the link was captured; `None` when the capture was not
+    /// in the window (before it, or on a thread the session did not record) or in no scope.
+    pub origin: Option<SpanRef>,
+    /// When the link was captured, if that was in the window.
+    pub origin_ns: Option<u64>,
+    /// The scope that followed from it.
+    pub follower: SpanRef,
+}
+
 /// Raw events of one thread, as collected, for [`Trace::from_raw`].
 #[derive(Debug, Clone, Default)]
 pub struct RawThread {
@@ -263,6 +290,9 @@ pub struct Trace {
     /// Allocations and frees, when the session tracked memory
     /// ([`Config::track_memory`](crate::Config::track_memory)).
     pub memory: Option<MemoryTrace>,
+    /// Scopes that followed from a [`Link`](crate::Link), in the order of their threads and
+    /// entry.
+    pub links: Vec<LinkRecord>,
     /// The converter that turned ticks into nanoseconds.
     pub converter: Converter,
 }
@@ -278,6 +308,7 @@ impl Trace {
             dropped_events: 0,
             event_count: 0,
             memory: None,
+            links: Vec::new(),
             converter: Converter::IDENTITY,
         }
     }
@@ -314,6 +345,15 @@ impl Trace {
     /// Length of the window.
     pub fn wall_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// The thread and span `at` points to.
+    ///
+    /// # Panics
+    /// When `at` does not point into this trace.
+    pub fn span(&self, at: SpanRef) -> (&ThreadRecord, &SpanRecord) {
+        let thread = &self.threads[at.thread as usize];
+        (thread, &thread.spans[at.span as usize])
     }
 
     /// All spans of all threads.
@@ -353,7 +393,17 @@ pub(crate) struct Builder {
     marks: Vec<Mark>,
     /// `Some` when memory is tracked: every allocation and free, thread by thread.
     memory: Option<Vec<RawMemory>>,
+    links: Links,
     threads: Vec<ThreadRecord>,
+}
+
+/// Links seen while pairing, matched once every thread is in.
+#[derive(Default)]
+struct Links {
+    /// Captures: (thread id, sequence number) -> (innermost open span, time).
+    origins: FxHashMap<(u64, u32), (Option<SpanRef>, u64)>,
+    /// Scopes that follow from a link: (the scope, link thread id, sequence number).
+    followers: Vec<(SpanRef, u64, u32)>,
 }
 
 /// An allocation or free as paired, before the threads are merged.
@@ -374,6 +424,7 @@ impl Builder {
             event_count: 0,
             marks: Vec::new(),
             memory: memory.then(Vec::new),
+            links: Links::default(),
             threads: Vec::new(),
         }
     }
@@ -395,6 +446,7 @@ impl Builder {
             thread: self.threads.len(),
             thread_id: id,
             marks: &mut self.marks,
+            links: &mut self.links,
             spans: Vec::with_capacity(events_hint / 2),
             open: Vec::new(),
             pending: None,
@@ -429,6 +481,7 @@ impl Builder {
             dropped_events,
             event_count: self.event_count,
             memory: self.memory.map(match_memory),
+            links: self.links.matched(),
             converter: self.converter,
         }
     }
@@ -440,13 +493,14 @@ impl Builder {
 }
 
 /// One thread's pairing state: spans so far, the open stack, and a lead event waiting for
-/// the event that carries its payload ([`RawKind::Data`] or [`RawKind::Block`]).
+/// the event that carries its payload ([`RawKind::Data`] or [`RawKind::Wide`]).
 pub(crate) struct Pairing<'a> {
     callsites: &'a [&'static Callsite],
     converter: &'a Converter,
     thread: usize,
     thread_id: u64,
     marks: &'a mut Vec<Mark>,
+    links: &'a mut Links,
     spans: Vec<SpanRecord>,
     open: Vec<u32>,
     pending: Option<RawEvent>,
@@ -468,8 +522,8 @@ struct MemoryPairing<'a> {
 fn payload_kind(kind: RawKind) -> Option<RawKind> {
     match kind {
         RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => Some(RawKind::Data),
-        RawKind::Alloc | RawKind::Free => Some(RawKind::Block),
-        RawKind::Begin | RawKind::End | RawKind::Data | RawKind::Block => None,
+        RawKind::Alloc | RawKind::Free | RawKind::BeginFollows => Some(RawKind::Wide),
+        RawKind::Begin | RawKind::End | RawKind::Data | RawKind::Wide | RawKind::Link => None,
     }
 }
 
@@ -496,7 +550,7 @@ impl Pairing<'_> {
         match (payload_kind(event.kind), event.kind) {
             (Some(_), _) => self.pending = Some(event),
             // A payload whose lead event was outside the window.
-            (None, RawKind::Data | RawKind::Block) => {}
+            (None, RawKind::Data | RawKind::Wide) => {}
             (None, _) => self.apply(event, None),
         }
     }
@@ -509,6 +563,23 @@ impl Pairing<'_> {
                 if let Some(block) = payload {
                     let size = u64::from(lead.id) | u64::from(block.id) << 32;
                     self.memory_event(lead, size, block.tick);
+                }
+            }
+            RawKind::BeginFollows => {
+                let span = self.spans.len() as u32;
+                self.apply(
+                    RawEvent {
+                        kind: RawKind::Begin,
+                        ..lead
+                    },
+                    None,
+                );
+                if let (Some(wide), true) = (payload, self.spans.len() as u32 > span) {
+                    let at = SpanRef {
+                        thread: self.thread as u32,
+                        span,
+                    };
+                    self.links.followers.push((at, wide.tick, wide.id));
                 }
             }
             _ => self.apply(lead, payload.map(|p| p.id)),
@@ -585,6 +656,17 @@ impl Pairing<'_> {
     }
 
     fn apply(&mut self, event: RawEvent, span_id: Option<u32>) {
+        if event.kind == RawKind::Link {
+            let span = self.open.last().map(|&span| SpanRef {
+                thread: self.thread as u32,
+                span,
+            });
+            let ns = self.converter.to_unix_ns(event.tick);
+            self.links
+                .origins
+                .insert((self.thread_id, event.id), (span, ns));
+            return;
+        }
         let Some(callsite) = self.callsite(event.id) else {
             return;
         };
@@ -656,6 +738,25 @@ impl Pairing<'_> {
             .map(|m| m.spans.into_iter().map(|(stats, ..)| stats).collect())
             .unwrap_or_default();
         (self.spans, memory)
+    }
+}
+
+impl Links {
+    fn matched(self) -> Vec<LinkRecord> {
+        let Links { origins, followers } = self;
+        followers
+            .into_iter()
+            .map(|(follower, origin_thread, seq)| {
+                let found = origins.get(&(origin_thread, seq));
+                LinkRecord {
+                    seq,
+                    origin_thread,
+                    origin: found.and_then(|&(span, _)| span),
+                    origin_ns: found.map(|&(_, ns)| ns),
+                    follower,
+                }
+            })
+            .collect()
     }
 }
 

@@ -117,7 +117,7 @@ fn records_pushed_together_are_seen_together() {
         // may go at horizon 2.
         let mut left = Vec::new();
         buffer.for_each(|e| left.push((e.kind, e.tick)));
-        let second = [(RawKind::Alloc, 2), (RawKind::Block, u64::MAX - 2)];
+        let second = [(RawKind::Alloc, 2), (RawKind::Wide, u64::MAX - 2)];
         match reclaimed.len() {
             0 => assert_eq!(left[2..], second),
             1 => assert_eq!(left, second),

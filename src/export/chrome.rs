@@ -6,6 +6,11 @@
 //! `async`, one id per call) from its first poll to its end, which viewers show on an async
 //! track of its own.
 //!
+//! A scope that followed from a [`Link`](crate::Link) gets a flow arrow (`"ph":"s"` at the
+//! capture, inside the originating slice; `"ph":"f"` with `"bp":"e"` at the follower's start,
+//! inside it), and both slices carry PyTorch's args: `Sequence number`, and on the follower
+//! `Fwd thread id`, the thread that captured the link.
+//!
 //! When the session tracked memory, a process-wide counter (`"ph":"C"`, name `memory`, series
 //! `live_bytes`) follows the bytes allocated in the window and not yet freed, and with
 //! [`Options::allocation_instants`] each allocation and free is also an instant (`"ph":"i"`,
@@ -24,7 +29,9 @@ use std::io::{self, Write};
 
 use super::json_str;
 use crate::callsite::Callsite;
-use crate::trace::{AsyncSpanRecord, MemoryKind, MemoryTrace, SpanKind, SpanRecord, Trace};
+use crate::trace::{
+    AsyncSpanRecord, MemoryKind, MemoryTrace, SpanKind, SpanRecord, SpanRef, Trace,
+};
 
 const BLOCK: usize = 64 * 1024;
 
@@ -149,12 +156,17 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
         kineto: matches!(options.flavor, Flavor::Kineto { .. }),
         begin_end: options.flavor == Flavor::Chrome && options.time_origin == TimeOrigin::UnixEpoch,
         events: 0,
+        link_args: link_args(trace),
     };
     w.header(trace, options)?;
     let mut ends: Vec<u64> = Vec::new();
     for (index, thread) in trace.threads.iter().enumerate() {
         w.thread_metadata(thread.id, &thread.display_name(), index)?;
         let head = format!(",\"pid\":{},\"tid\":{},\"ts\":", w.pid, thread.id);
+        let at = |span: usize| SpanRef {
+            thread: index as u32,
+            span: span as u32,
+        };
         if w.begin_end {
             // Absolute times: viewers read `ts` as a double, which resolves only 0.25 µs
             // at today's epoch, so nesting inferred from `ts` and `dur` would break (a child
@@ -166,29 +178,30 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
                         break;
                     }
                     open.pop();
-                    w.edge(&thread.spans[top as usize], &head, end, false);
+                    w.edge(&thread.spans[top as usize], &head, end, None);
                 }
                 let parent_end = open.last().map_or(u64::MAX, |&(_, end)| end);
                 open.push((index as u32, span.end_ns.min(parent_end).max(span.start_ns)));
-                w.edge(span, &head, span.start_ns, true);
+                w.edge(span, &head, span.start_ns, Some(at(index)));
                 w.spill()?;
             }
             while let Some((top, end)) = open.pop() {
-                w.edge(&thread.spans[top as usize], &head, end, false);
+                w.edge(&thread.spans[top as usize], &head, end, None);
             }
             continue;
         }
         ends.clear();
-        for span in &thread.spans {
+        for (i, span) in thread.spans.iter().enumerate() {
             // A child never outlives its parent in the file, so viewers nest it; only scopes
             // dropped out of order need this.
             let parent_end = span.parent.map_or(u64::MAX, |p| ends[p as usize]);
             let end = span.end_ns.min(parent_end);
             ends.push(end);
-            w.complete(span, &head, end.saturating_sub(span.start_ns));
+            w.complete(span, &head, end.saturating_sub(span.start_ns), at(i));
             w.spill()?;
         }
     }
+    w.flows(trace)?;
     if !w.kineto {
         for (id, call) in trace.async_spans.iter().enumerate() {
             w.async_span(id, call)?;
@@ -213,6 +226,25 @@ struct Writer<'a, W: Write> {
     begin_end: bool,
     /// Complete events written, for Kineto's ids.
     events: u64,
+    /// Args of the slices that took part in a link, rendered.
+    link_args: FxHashMap<SpanRef, Vec<u8>>,
+}
+
+/// PyTorch's link args per slice: `"Sequence number":S` on an origin, plus
+/// `"Fwd thread id":T` on a follower (whose own args win when a slice is both).
+fn link_args(trace: &Trace) -> FxHashMap<SpanRef, Vec<u8>> {
+    let mut args: FxHashMap<SpanRef, Vec<u8>> = FxHashMap::default();
+    for link in &trace.links {
+        let mut follower = b"\"Sequence number\":".to_vec();
+        push_u64(&mut follower, u64::from(link.seq));
+        if let Some(origin) = link.origin {
+            args.entry(origin).or_insert_with(|| follower.clone());
+        }
+        follower.extend_from_slice(b",\"Fwd thread id\":");
+        push_u64(&mut follower, link.origin_thread);
+        args.insert(link.follower, follower);
+    }
+    args
 }
 
 impl<W: Write> Writer<'_, W> {
@@ -289,9 +321,10 @@ impl<W: Write> Writer<'_, W> {
         self.name(span.callsite);
     }
 
-    /// A `B` (`begin`) or `E` event of `span` at `ns`; `head` is `,"pid":..,"tid":..,"ts":`.
-    fn edge(&mut self, span: &SpanRecord, head: &str, ns: u64, begin: bool) {
-        self.buf.extend_from_slice(if begin {
+    /// A `B` event of the span at `begin`, or an `E` event, of `span` at `ns`; `head` is
+    /// `,"pid":..,"tid":..,"ts":`.
+    fn edge(&mut self, span: &SpanRecord, head: &str, ns: u64, begin: Option<SpanRef>) {
+        self.buf.extend_from_slice(if begin.is_some() {
             b",\n{\"ph\":\"B"
         } else {
             b",\n{\"ph\":\"E"
@@ -299,15 +332,96 @@ impl<W: Write> Writer<'_, W> {
         self.cat_and_name(span);
         self.buf.extend_from_slice(head.as_bytes());
         self.ts(ns);
-        if begin && span.open_at_stop {
-            self.buf
-                .extend_from_slice(b",\"args\":{\"open_at_stop\":true}");
+        if let Some(at) = begin {
+            self.args(at, span.open_at_stop, None);
         }
         self.buf.push(b'}');
     }
 
-    /// One `X` event lasting `dur` ns; `head` is `,"pid":..,"tid":..,"ts":`.
-    fn complete(&mut self, span: &SpanRecord, head: &str, dur: u64) {
+    /// `,"args":{..}` with Kineto's ids (`kineto_id`), the link args of the slice at `at`, and
+    /// `open_at_stop`; nothing when there are none.
+    fn args(&mut self, at: SpanRef, open_at_stop: bool, kineto_id: Option<(u64, u32)>) {
+        let link = if self.link_args.is_empty() {
+            None
+        } else {
+            self.link_args.get(&at)
+        };
+        if link.is_none() && !open_at_stop && kineto_id.is_none() {
+            return;
+        }
+        self.buf.extend_from_slice(b",\"args\":{");
+        let mut first = true;
+        let mut sep = |buf: &mut Vec<u8>| {
+            if !std::mem::take(&mut first) {
+                buf.push(b',');
+            }
+        };
+        if let Some((event, callsite)) = kineto_id {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"External id\":");
+            push_u64(&mut self.buf, event);
+            self.buf.extend_from_slice(b",\"Ev Idx\":");
+            push_u64(&mut self.buf, event - 1);
+            self.buf.extend_from_slice(b",\"Record function id\":");
+            push_u64(&mut self.buf, u64::from(callsite));
+        }
+        if let Some(link) = link {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(link);
+        }
+        if open_at_stop {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"open_at_stop\":true");
+        }
+        self.buf.push(b'}');
+    }
+
+    /// A flow arrow per link whose capture is in the trace: `s` at the capture time on the
+    /// originating slice, `f` (binding to the enclosing slice) at the follower's start.
+    fn flows(&mut self, trace: &Trace) -> io::Result<()> {
+        let (cat, name): (&str, &str) = if self.kineto {
+            ("fwdbwd", "fwdbwd")
+        } else {
+            ("link", "link")
+        };
+        for (id, link) in trace.links.iter().enumerate() {
+            let (Some(origin), Some(origin_ns)) = (link.origin, link.origin_ns) else {
+                continue;
+            };
+            let (origin_thread, origin_span) = trace.span(origin);
+            let (follower_thread, follower_span) = trace.span(link.follower);
+            let ends = [
+                (
+                    "s",
+                    origin_thread.id,
+                    origin_ns.clamp(origin_span.start_ns, origin_span.end_ns),
+                    "",
+                ),
+                (
+                    "f",
+                    follower_thread.id,
+                    follower_span.start_ns,
+                    ",\"bp\":\"e\"",
+                ),
+            ];
+            for (ph, tid, ns, bp) in ends {
+                write!(
+                    self.buf,
+                    ",\n{{\"ph\":\"{ph}\"{bp},\"cat\":\"{cat}\",\"name\":\"{name}\",\"id\":{},\"pid\":{},\"tid\":{tid},\"ts\":",
+                    id + 1,
+                    self.pid
+                )?;
+                self.ts(ns);
+                self.buf.push(b'}');
+            }
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// One `X` event lasting `dur` ns for the span at `at`; `head` is
+    /// `,"pid":..,"tid":..,"ts":`.
+    fn complete(&mut self, span: &SpanRecord, head: &str, dur: u64, at: SpanRef) {
         let (callsite, open_at_stop) = (span.callsite, span.open_at_stop);
         self.buf.extend_from_slice(b",\n{\"ph\":\"X");
         self.cat_and_name(span);
@@ -315,22 +429,11 @@ impl<W: Write> Writer<'_, W> {
         self.ts(span.start_ns);
         self.buf.extend_from_slice(b",\"dur\":");
         push_micros(&mut self.buf, dur);
-        if self.kineto {
+        let kineto_id = self.kineto.then(|| {
             self.events += 1;
-            self.buf.extend_from_slice(b",\"args\":{\"External id\":");
-            push_u64(&mut self.buf, self.events);
-            self.buf.extend_from_slice(b",\"Ev Idx\":");
-            push_u64(&mut self.buf, self.events - 1);
-            self.buf.extend_from_slice(b",\"Record function id\":");
-            push_u64(&mut self.buf, u64::from(callsite.id()));
-            if open_at_stop {
-                self.buf.extend_from_slice(b",\"open_at_stop\":true");
-            }
-            self.buf.push(b'}');
-        } else if open_at_stop {
-            self.buf
-                .extend_from_slice(b",\"args\":{\"open_at_stop\":true}");
-        }
+            (self.events, callsite.id())
+        });
+        self.args(at, open_at_stop, kineto_id);
         self.buf.push(b'}');
     }
 
