@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use crate::event::{RawEvent, RawKind};
+use crate::event::RawEvent;
 use crate::sync::{AtomicUsize, Mutex, Ordering, UnsafeCell};
 
 /// Events per chunk: 4096 × 16 bytes = 64 KiB (3 under loom, to reach chunk switches quickly).
@@ -76,15 +76,15 @@ impl Chunk {
         }
     }
 
-    /// Tick of the last published event, if any. A [`RawKind::Wide`] event holds an address
-    /// where the tick goes; it is published together with the event before it, whose tick
-    /// counts.
+    /// Tick of the last published event, if any. Events that carry data in their tick field
+    /// ([`RawKind::carries_data`]) are published together with the event before them, whose
+    /// tick counts.
     fn last_tick(&self) -> Option<u64> {
         let len = self.len.load(Ordering::Acquire);
         self.slots[..len].iter().rev().find_map(|slot| {
             // SAFETY: as in `for_each`.
             let event = slot.with(|p| unsafe { *(*p).assume_init_ref() });
-            (event.kind != RawKind::Wide).then_some(event.tick)
+            (!event.kind.carries_data()).then_some(event.tick)
         })
     }
 }

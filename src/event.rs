@@ -43,9 +43,23 @@ pub enum RawKind {
     /// A scope that follows from a link was entered: a [`Begin`](RawKind::Begin) whose
     /// [`Wide`](RawKind::Wide) payload names the link.
     BeginFollows = 11,
+    /// An argument of the scope entered just before it (see `scope!`): `id` holds the key's
+    /// callsite id (low 24 bits) and the value's type (high 8 bits), `tick` the value (not a
+    /// tick), or for a string its length in bytes, in the [`Bytes`](RawKind::Bytes) records
+    /// that follow.
+    Arg = 12,
+    /// 12 bytes of a string argument: 8 in `tick`, 4 in `id`, little-endian.
+    Bytes = 13,
 }
 
 impl RawKind {
+    /// True for the kinds whose `tick` field holds data rather than a tick; they are published
+    /// together with the event they belong to, whose tick counts for them.
+    #[inline(always)]
+    pub const fn carries_data(self) -> bool {
+        matches!(self, Self::Wide | Self::Arg | Self::Bytes)
+    }
+
     /// The kind with discriminant `value`, or `None` for a value this version does not know.
     pub const fn from_u32(value: u32) -> Option<Self> {
         match value {
@@ -60,6 +74,8 @@ impl RawKind {
             9 => Some(Self::Wide),
             10 => Some(Self::Link),
             11 => Some(Self::BeginFollows),
+            12 => Some(Self::Arg),
+            13 => Some(Self::Bytes),
             _ => None,
         }
     }

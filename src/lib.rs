@@ -89,6 +89,8 @@
 #[cfg(not(loom))]
 mod alloc;
 #[cfg(not(loom))]
+mod args;
+#[cfg(not(loom))]
 mod callsite;
 #[cfg(not(loom))]
 pub mod clock;
@@ -125,6 +127,8 @@ mod sync;
 
 #[cfg(not(loom))]
 pub use alloc::TrackingAlloc;
+#[cfg(not(loom))]
+pub use args::ArgValue;
 #[cfg(not(loom))]
 pub use callsite::Callsite;
 #[cfg(not(loom))]
@@ -244,6 +248,45 @@ macro_rules! scope {
     ($name:literal, seq $(,)?) => {
         $crate::SeqGuard::enter($crate::__callsite!($name))
     };
+    ($name:literal, follows = $link:expr, $($args:tt)+) => {
+        if $crate::__private::recording() {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+            __tickscope_args.enter($crate::__callsite!($name), ::core::option::Option::Some(&$link))
+        } else {
+            $crate::ScopeGuard::inactive()
+        }
+    };
+    ($name:literal, $($args:tt)+) => {
+        if $crate::__private::recording() {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+            __tickscope_args.enter($crate::__callsite!($name), ::core::option::Option::None)
+        } else {
+            $crate::ScopeGuard::inactive()
+        }
+    };
+}
+
+/// Adds `key = value`, `key = %display` and `key = ?debug` arguments to an `Args`; used by
+/// [`scope!`]. Not public API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __scope_args {
+    ($args:ident;) => {};
+    ($args:ident; $key:ident = % $value:expr $(, $($rest:tt)*)?) => {
+        $args.display($crate::__callsite!(@key $key), &$value);
+        $crate::__scope_args!($args; $($($rest)*)?);
+    };
+    ($args:ident; $key:ident = ? $value:expr $(, $($rest:tt)*)?) => {
+        $args.debug($crate::__callsite!(@key $key), &$value);
+        $crate::__scope_args!($args; $($($rest)*)?);
+    };
+    ($args:ident; $key:ident = $value:expr $(, $($rest:tt)*)?) => {
+        $args.value($crate::__callsite!(@key $key), &$value);
+        $crate::__scope_args!($args; $($($rest)*)?);
+    };
 }
 
 /// A `&'static` [`Callsite`] named `$name` for the place this macro is written; used by
@@ -252,6 +295,15 @@ macro_rules! scope {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __callsite {
+    (@key $key:ident) => {{
+        static __TICKSCOPE_KEY: $crate::Callsite = $crate::Callsite::new(
+            ::core::stringify!($key),
+            ::core::file!(),
+            ::core::line!(),
+            ::core::module_path!(),
+        );
+        &__TICKSCOPE_KEY
+    }};
     ($name:literal) => {{
         static __TICKSCOPE_CALLSITE: $crate::Callsite = $crate::Callsite::new(
             $name,
@@ -285,6 +337,23 @@ macro_rules! scope {
     ($name:literal, seq $(,)?) => {{
         let _: &'static str = $name;
         $crate::SeqGuard::inactive()
+    }};
+    ($name:literal, follows = $link:expr, $($args:tt)+) => {{
+        let _: &'static str = $name;
+        let _: &$crate::Link = &$link;
+        if false {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+        }
+        $crate::ScopeGuard::inactive()
+    }};
+    ($name:literal, $($args:tt)+) => {{
+        let _: &'static str = $name;
+        if false {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+        }
+        $crate::ScopeGuard::inactive()
     }};
 }
 
@@ -322,6 +391,7 @@ pub mod __private {
         crate::registry::thread_wants()
     }
 
+    pub use crate::args::Args;
     pub use crate::task::{AsyncSpan, instrument};
 
     /// Chunks allocated and not freed, process-wide.

@@ -479,10 +479,10 @@ pub(crate) fn collect(id: u64, builder: &mut Builder) {
     for (thread, from) in threads {
         let hint = thread.buffer.chunks() * crate::buffer::CHUNK_EVENTS;
         builder.thread(thread.id, thread.name.clone(), false, hint, |pairing| {
-            // A block event goes with the event before it.
+            // An event that carries data goes with the event before it.
             let mut keep = false;
             thread.buffer.for_each(|e| {
-                if e.kind != RawKind::Wide {
+                if !e.kind.carries_data() {
                     keep = (from..=end_tick).contains(&e.tick);
                 }
                 if keep {

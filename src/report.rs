@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::Callsite;
 use crate::hash::FxHashMap;
-use crate::trace::{MemoryStats, SpanKind, SpanRef, Trace};
+use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadRecord, Trace};
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///
@@ -21,6 +21,9 @@ pub struct ScopeStats {
     /// link these calls followed from was captured. `None` for calls that followed from no
     /// link (or from one whose capture the trace does not hold), and in other reports.
     pub caused_by: Option<&'static str>,
+    /// In a report grouped by an argument ([`Report::by_arg`]): the argument's value for these
+    /// calls; `None` for calls without the argument, and in other reports.
+    pub arg: Option<String>,
     /// Number of calls.
     pub calls: u64,
     /// Sum of durations. Recursive scopes count every level.
@@ -67,6 +70,21 @@ pub struct Report {
     pub leaks: Vec<Leak>,
 }
 
+/// How a report splits a name's calls beyond threads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Split<'a> {
+    None,
+    Origin,
+    Arg(&'a str),
+}
+
+/// What a row stands for beyond its name.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Label {
+    Origin(&'static str),
+    Arg(Box<str>),
+}
+
 /// Allocations of a session's window still live at its end, grouped by the innermost scope
 /// open when they were made (the leak view).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,22 +125,29 @@ impl Leak {
 impl Report {
     /// One row per name, all threads merged, sorted by total time (descending).
     pub fn new(trace: &Trace) -> Self {
-        Self::build(trace, false, false)
+        Self::build(trace, false, Split::None)
     }
 
     /// One row per (thread, name), sorted by thread then total time.
     pub fn by_thread(trace: &Trace) -> Self {
-        Self::build(trace, true, false)
+        Self::build(trace, true, Split::None)
     }
 
     /// One row per (name, originating scope): the calls of a scope that followed from a
     /// [`Link`](crate::Link) are split by the name of the scope the link was captured in
     /// ([`ScopeStats::caused_by`]); other calls keep one row per name.
     pub fn by_origin(trace: &Trace) -> Self {
-        Self::build(trace, false, true)
+        Self::build(trace, false, Split::Origin)
     }
 
-    fn build(trace: &Trace, split_threads: bool, split_origin: bool) -> Self {
+    /// One row per (name, value of argument `key`), as PyTorch groups ops by input shape: the
+    /// calls of a scope that recorded `key` (`scope!("name", key = value)`) are split by its
+    /// value ([`ScopeStats::arg`], formatted); other calls keep one row per name.
+    pub fn by_arg(trace: &Trace, key: &str) -> Self {
+        Self::build(trace, false, Split::Arg(key))
+    }
+
+    fn build(trace: &Trace, split_threads: bool, split: Split<'_>) -> Self {
         #[derive(Default)]
         struct Acc {
             durations: Vec<u64>,
@@ -143,20 +168,29 @@ impl Report {
                 }
             }
         }
-        // The originating callsite of each span that followed from a link, when split.
-        let origins: FxHashMap<SpanRef, &'static Callsite> = if split_origin {
+        // The originating scope's name of each span that followed from a link, when split.
+        let origins: FxHashMap<SpanRef, &'static str> = if split == Split::Origin {
             trace
                 .links
                 .iter()
-                .filter_map(|l| Some((l.follower, trace.span(l.origin?).1.callsite)))
+                .filter_map(|l| Some((l.follower, trace.span(l.origin?).1.name())))
                 .collect()
         } else {
             FxHashMap::default()
         };
-        // Rows are per name, spans carry callsites: each (thread, callsite, origin) is looked
+        let label = |thread: &ThreadRecord, at: SpanRef| match split {
+            Split::None => None,
+            Split::Origin => origins.get(&at).map(|&name| Label::Origin(name)),
+            Split::Arg(key) => thread
+                .args_of(at.span)
+                .iter()
+                .find(|a| a.key == key)
+                .map(|a| Label::Arg(a.value.to_string().into())),
+        };
+        // Rows are per name, spans carry callsites: each (thread, callsite, label) is looked
         // up by pointer and resolved to its row by name once.
-        type Key = (Option<u64>, &'static str, Option<&'static str>);
-        type Site = (Option<u64>, usize, usize);
+        type Key = (Option<u64>, &'static str, Option<Label>);
+        type Site = (Option<u64>, usize, Option<Label>);
         let mut groups: Vec<(Key, Acc)> = Vec::new();
         let mut by_name: HashMap<Key, usize> = HashMap::new();
         let mut by_site: FxHashMap<Site, usize> = FxHashMap::default();
@@ -164,23 +198,19 @@ impl Report {
         let mut last: Option<(Site, usize)> = None;
         let mut add = |thread: u64,
                        callsite: &'static Callsite,
-                       origin: Option<&'static Callsite>,
+                       label: Option<Label>,
                        duration,
                        self_ns,
                        open,
                        memory: &MemoryStats| {
             let thread = split_threads.then_some(thread);
-            let site = (
-                thread,
-                std::ptr::from_ref(callsite) as usize,
-                origin.map_or(0, |o| std::ptr::from_ref(o) as usize),
-            );
-            let group = match last {
-                Some((s, group)) if s == site => group,
+            let site = (thread, std::ptr::from_ref(callsite) as usize, label);
+            let group = match &last {
+                Some((s, group)) if *s == site => *group,
                 _ => {
-                    let group = *by_site.entry(site).or_insert_with(|| {
-                        let key = (thread, callsite.name(), origin.map(Callsite::name));
-                        *by_name.entry(key).or_insert_with(|| {
+                    let group = *by_site.entry(site.clone()).or_insert_with(|| {
+                        let key = (thread, callsite.name(), site.2.clone());
+                        *by_name.entry(key.clone()).or_insert_with(|| {
                             groups.push((key, Acc::default()));
                             groups.len() - 1
                         })
@@ -204,15 +234,10 @@ impl Report {
                         thread: t as u32,
                         span: i as u32,
                     };
-                    let origin = if origins.is_empty() {
-                        None
-                    } else {
-                        origins.get(&at).copied()
-                    };
                     add(
                         thread.id,
                         span.callsite,
-                        origin,
+                        label(thread, at),
                         duration,
                         self_ns,
                         span.open_at_stop,
@@ -236,16 +261,22 @@ impl Report {
         let wall = trace.wall_ns();
         let mut rows: Vec<ScopeStats> = groups
             .into_iter()
-            .map(|((thread, name, caused_by), mut acc)| {
+            .map(|((thread, name, label), mut acc)| {
                 let d = &mut acc.durations;
                 let total: u64 = d.iter().sum();
                 let (min, max) = d
                     .iter()
                     .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                let (caused_by, arg) = match label {
+                    None => (None, None),
+                    Some(Label::Origin(name)) => (Some(name), None),
+                    Some(Label::Arg(value)) => (None, Some(value.into())),
+                };
                 ScopeStats {
                     name,
                     thread,
                     caused_by,
+                    arg,
                     calls: d.len() as u64,
                     total_ns: total,
                     self_ns: acc.self_ns,
@@ -269,6 +300,7 @@ impl Report {
                 .then(b.total_ns.cmp(&a.total_ns))
                 .then(a.name.cmp(b.name))
                 .then(a.caused_by.cmp(&b.caused_by))
+                .then(a.arg.cmp(&b.arg))
         });
         Self {
             rows,
@@ -297,6 +329,14 @@ impl Report {
         self.rows
             .iter()
             .find(|r| r.name == name && r.caused_by == origin)
+    }
+
+    /// The row for `name` whose grouping argument had `value` (`None`: calls without it), in
+    /// a report grouped by an argument.
+    pub fn get_with_arg(&self, name: &str, value: Option<&str>) -> Option<&ScopeStats> {
+        self.rows
+            .iter()
+            .find(|r| r.name == name && r.arg.as_deref() == value)
     }
 
     /// All rows.

@@ -2,6 +2,7 @@
 
 use crate::hash::FxHashMap;
 
+use crate::args::ArgType;
 use crate::callsite::{self, Callsite};
 use crate::clock::Converter;
 use crate::event::{RawEvent, RawKind};
@@ -105,6 +106,47 @@ pub struct ThreadRecord {
     /// Allocation statistics of each span (same indices as `spans`) when the session tracked
     /// memory; empty otherwise.
     pub memory: Vec<MemoryStats>,
+    /// Arguments of the spans that have any (`scope!("name", key = value)`), in span order.
+    pub args: Vec<SpanArg>,
+}
+
+/// One argument of a scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanArg {
+    /// Index of the span in its thread's spans.
+    pub span: u32,
+    /// The argument's name.
+    pub key: &'static str,
+    /// Its value.
+    pub value: Value,
+}
+
+/// The value of a scope argument.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A signed integer.
+    I64(i64),
+    /// An unsigned integer.
+    U64(u64),
+    /// A float.
+    F64(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string, or a value formatted with `%` (Display) or `?` (Debug); cut with `…` when it
+    /// did not fit the scope's records.
+    Str(Box<str>),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::I64(v) => v.fmt(f),
+            Self::U64(v) => v.fmt(f),
+            Self::F64(v) => v.fmt(f),
+            Self::Bool(v) => v.fmt(f),
+            Self::Str(v) => v.fmt(f),
+        }
+    }
 }
 
 /// What a scope (one span, or a report row summing its calls) allocated and freed on its own
@@ -225,6 +267,13 @@ impl MemoryTrace {
 }
 
 impl ThreadRecord {
+    /// The arguments of span `span`.
+    pub fn args_of(&self, span: u32) -> &[SpanArg] {
+        let start = self.args.partition_point(|a| a.span < span);
+        let end = start + self.args[start..].partition_point(|a| a.span == span);
+        &self.args[start..end]
+    }
+
     /// The thread's name, or `thread-<id>`.
     pub fn display_name(&self) -> String {
         self.name
@@ -451,6 +500,8 @@ impl Builder {
             open: Vec::new(),
             pending: None,
             events: 0,
+            args: Vec::new(),
+            string: None,
             memory: self.memory.as_mut().map(|events| MemoryPairing {
                 events,
                 spans: Vec::new(),
@@ -459,7 +510,7 @@ impl Builder {
         };
         fill(&mut pairing);
         let events = pairing.events;
-        let (spans, memory) = pairing.finish(self.end_ns);
+        let (spans, memory, args) = pairing.finish(self.end_ns);
         self.event_count += events;
         if events > 0 || keep_empty {
             self.threads.push(ThreadRecord {
@@ -467,6 +518,7 @@ impl Builder {
                 name,
                 spans,
                 memory,
+                args,
             });
         }
     }
@@ -506,6 +558,9 @@ pub(crate) struct Pairing<'a> {
     pending: Option<RawEvent>,
     events: u64,
     memory: Option<MemoryPairing<'a>>,
+    args: Vec<SpanArg>,
+    /// A string argument being read: span, key, length, bytes so far.
+    string: Option<(u32, &'static str, usize, Vec<u8>)>,
 }
 
 /// A thread's allocation bookkeeping while pairing.
@@ -523,7 +578,13 @@ fn payload_kind(kind: RawKind) -> Option<RawKind> {
     match kind {
         RawKind::AsyncBegin | RawKind::AsyncEnd | RawKind::PollBegin => Some(RawKind::Data),
         RawKind::Alloc | RawKind::Free | RawKind::BeginFollows => Some(RawKind::Wide),
-        RawKind::Begin | RawKind::End | RawKind::Data | RawKind::Wide | RawKind::Link => None,
+        RawKind::Begin
+        | RawKind::End
+        | RawKind::Data
+        | RawKind::Wide
+        | RawKind::Link
+        | RawKind::Arg
+        | RawKind::Bytes => None,
     }
 }
 
@@ -547,11 +608,58 @@ impl Pairing<'_> {
             // An async span id is missing when a snapshot was taken between the two pushes.
             self.lead(lead, None);
         }
+        if self.string.is_some() && event.kind != RawKind::Bytes {
+            self.end_string();
+        }
         match (payload_kind(event.kind), event.kind) {
             (Some(_), _) => self.pending = Some(event),
             // A payload whose lead event was outside the window.
             (None, RawKind::Data | RawKind::Wide) => {}
+            (None, RawKind::Arg) => self.arg(event),
+            (None, RawKind::Bytes) => self.bytes(&event),
             (None, _) => self.apply(event, None),
+        }
+    }
+
+    /// An argument of the innermost open span (the one just entered).
+    fn arg(&mut self, event: RawEvent) {
+        let key_id = event.id & ((1 << crate::args::KEY_BITS) - 1);
+        let (Some(&span), Some(key)) = (self.open.last(), self.callsite(key_id)) else {
+            return;
+        };
+        let key = key.name();
+        let v = event.tick;
+        let value = match ArgType::from_u8((event.id >> crate::args::KEY_BITS) as u8) {
+            Some(ArgType::I64) => Value::I64(v as i64),
+            Some(ArgType::U64) => Value::U64(v),
+            Some(ArgType::F64) => Value::F64(f64::from_bits(v)),
+            Some(ArgType::Bool) => Value::Bool(v != 0),
+            Some(ArgType::Str) => {
+                self.string = Some((span, key, v as usize, Vec::with_capacity(v as usize)));
+                if v == 0 {
+                    self.end_string();
+                }
+                return;
+            }
+            None => return,
+        };
+        self.args.push(SpanArg { span, key, value });
+    }
+
+    /// A piece of the string argument being read.
+    fn bytes(&mut self, event: &RawEvent) {
+        if let Some((_, _, len, bytes)) = &mut self.string {
+            crate::args::push_bytes(bytes, event, *len - bytes.len());
+            if bytes.len() == *len {
+                self.end_string();
+            }
+        }
+    }
+
+    fn end_string(&mut self) {
+        if let Some((span, key, _, bytes)) = self.string.take() {
+            let value = Value::Str(String::from_utf8_lossy(&bytes).into());
+            self.args.push(SpanArg { span, key, value });
         }
     }
 
@@ -725,11 +833,13 @@ impl Pairing<'_> {
         }
     }
 
-    /// Closes what is still open at `end_ns` and returns the spans and their memory figures.
-    fn finish(mut self, end_ns: u64) -> (Vec<SpanRecord>, Vec<MemoryStats>) {
+    /// Closes what is still open at `end_ns` and returns the spans, their memory figures and
+    /// their arguments.
+    fn finish(mut self, end_ns: u64) -> (Vec<SpanRecord>, Vec<MemoryStats>, Vec<SpanArg>) {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
         }
+        self.end_string();
         while let Some(index) = self.open.pop() {
             self.close(index, end_ns, true);
         }
@@ -737,7 +847,7 @@ impl Pairing<'_> {
             .memory
             .map(|m| m.spans.into_iter().map(|(stats, ..)| stats).collect())
             .unwrap_or_default();
-        (self.spans, memory)
+        (self.spans, memory, self.args)
     }
 }
 

@@ -19,6 +19,20 @@ fn nothing_is_recorded() {
         );
         assert!(!_g.is_recording());
         assert_eq!(std::mem::size_of_val(&_g), std::mem::size_of::<u32>());
+        let link = tickscope::link();
+        assert_eq!(link, tickscope::Link::NONE);
+        let numbered = scope!("numbered", seq);
+        assert!(!numbered.is_recording());
+        let _f = scope!("follows", follows = link);
+        let _a = scope!(
+            "with args",
+            follows = numbered.link(),
+            v = {
+                evaluated.set(true);
+                1
+            },
+            d = %"shown",
+        );
     }
     prof.stop();
     assert!(prof.report().is_empty());

@@ -30,7 +30,7 @@ use std::io::{self, Write};
 use super::json_str;
 use crate::callsite::Callsite;
 use crate::trace::{
-    AsyncSpanRecord, MemoryKind, MemoryTrace, SpanKind, SpanRecord, SpanRef, Trace,
+    AsyncSpanRecord, MemoryKind, MemoryTrace, SpanArg, SpanKind, SpanRecord, SpanRef, Trace, Value,
 };
 
 const BLOCK: usize = 64 * 1024;
@@ -182,7 +182,12 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
                 }
                 let parent_end = open.last().map_or(u64::MAX, |&(_, end)| end);
                 open.push((index as u32, span.end_ns.min(parent_end).max(span.start_ns)));
-                w.edge(span, &head, span.start_ns, Some(at(index)));
+                w.edge(
+                    span,
+                    &head,
+                    span.start_ns,
+                    Some((at(index), thread.args_of(index as u32))),
+                );
                 w.spill()?;
             }
             while let Some((top, end)) = open.pop() {
@@ -197,7 +202,8 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
             let parent_end = span.parent.map_or(u64::MAX, |p| ends[p as usize]);
             let end = span.end_ns.min(parent_end);
             ends.push(end);
-            w.complete(span, &head, end.saturating_sub(span.start_ns), at(i));
+            let dur = end.saturating_sub(span.start_ns);
+            w.complete(span, &head, dur, at(i), thread.args_of(i as u32));
             w.spill()?;
         }
     }
@@ -323,7 +329,13 @@ impl<W: Write> Writer<'_, W> {
 
     /// A `B` event of the span at `begin`, or an `E` event, of `span` at `ns`; `head` is
     /// `,"pid":..,"tid":..,"ts":`.
-    fn edge(&mut self, span: &SpanRecord, head: &str, ns: u64, begin: Option<SpanRef>) {
+    fn edge(
+        &mut self,
+        span: &SpanRecord,
+        head: &str,
+        ns: u64,
+        begin: Option<(SpanRef, &[SpanArg])>,
+    ) {
         self.buf.extend_from_slice(if begin.is_some() {
             b",\n{\"ph\":\"B"
         } else {
@@ -332,21 +344,27 @@ impl<W: Write> Writer<'_, W> {
         self.cat_and_name(span);
         self.buf.extend_from_slice(head.as_bytes());
         self.ts(ns);
-        if let Some(at) = begin {
-            self.args(at, span.open_at_stop, None);
+        if let Some((at, args)) = begin {
+            self.args(at, args, span.open_at_stop, None);
         }
         self.buf.push(b'}');
     }
 
-    /// `,"args":{..}` with Kineto's ids (`kineto_id`), the link args of the slice at `at`, and
-    /// `open_at_stop`; nothing when there are none.
-    fn args(&mut self, at: SpanRef, open_at_stop: bool, kineto_id: Option<(u64, u32)>) {
+    /// `,"args":{..}` with Kineto's ids (`kineto_id`), the link args of the slice at `at`, the
+    /// scope's own `args`, and `open_at_stop`; nothing when there are none.
+    fn args(
+        &mut self,
+        at: SpanRef,
+        args: &[SpanArg],
+        open_at_stop: bool,
+        kineto_id: Option<(u64, u32)>,
+    ) {
         let link = if self.link_args.is_empty() {
             None
         } else {
             self.link_args.get(&at)
         };
-        if link.is_none() && !open_at_stop && kineto_id.is_none() {
+        if link.is_none() && args.is_empty() && !open_at_stop && kineto_id.is_none() {
             return;
         }
         self.buf.extend_from_slice(b",\"args\":{");
@@ -368,6 +386,25 @@ impl<W: Write> Writer<'_, W> {
         if let Some(link) = link {
             sep(&mut self.buf);
             self.buf.extend_from_slice(link);
+        }
+        for arg in args {
+            sep(&mut self.buf);
+            json_str(&mut self.buf, arg.key).expect("writing to a Vec cannot fail");
+            self.buf.push(b':');
+            match &arg.value {
+                Value::I64(v) => self.buf.extend_from_slice(v.to_string().as_bytes()),
+                Value::U64(v) => push_u64(&mut self.buf, *v),
+                Value::F64(v) if v.is_finite() => {
+                    self.buf.extend_from_slice(v.to_string().as_bytes());
+                }
+                Value::Bool(v) => self
+                    .buf
+                    .extend_from_slice(if *v { b"true" } else { b"false" }),
+                Value::F64(_) | Value::Str(_) => {
+                    json_str(&mut self.buf, &arg.value.to_string())
+                        .expect("writing to a Vec cannot fail");
+                }
+            }
         }
         if open_at_stop {
             sep(&mut self.buf);
@@ -421,7 +458,7 @@ impl<W: Write> Writer<'_, W> {
 
     /// One `X` event lasting `dur` ns for the span at `at`; `head` is
     /// `,"pid":..,"tid":..,"ts":`.
-    fn complete(&mut self, span: &SpanRecord, head: &str, dur: u64, at: SpanRef) {
+    fn complete(&mut self, span: &SpanRecord, head: &str, dur: u64, at: SpanRef, args: &[SpanArg]) {
         let (callsite, open_at_stop) = (span.callsite, span.open_at_stop);
         self.buf.extend_from_slice(b",\n{\"ph\":\"X");
         self.cat_and_name(span);
@@ -433,7 +470,7 @@ impl<W: Write> Writer<'_, W> {
             self.events += 1;
             (self.events, callsite.id())
         });
-        self.args(at, open_at_stop, kineto_id);
+        self.args(at, args, open_at_stop, kineto_id);
         self.buf.push(b'}');
     }
 

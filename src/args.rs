@@ -1,0 +1,287 @@
+//! Scope arguments: `scope!("read", path = %p.display(), bytes = n)`.
+//!
+//! While recording, the values are encoded into the records that follow the scope's entry
+//! (published with it, no allocation): an [`RawKind::Arg`] record per argument (its key's id
+//! and type in `id`, the value or a string's length in `tick`), and for strings
+//! [`RawKind::Bytes`] records of 12 bytes each. A scope's records fit in [`Args::CAPACITY`];
+//! longer strings are cut at a character boundary and end in `…`.
+
+use std::fmt::{self, Write as _};
+
+use crate::callsite::Callsite;
+use crate::event::{RawEvent, RawKind};
+use crate::link::Link;
+use crate::scope::ScopeGuard;
+use crate::{clock, registry};
+
+/// Bits of an [`RawKind::Arg`] record's `id` that hold the key's callsite id.
+pub(crate) const KEY_BITS: u32 = 24;
+
+/// The type of an argument's value, in the top bits of an [`RawKind::Arg`] record's `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum ArgType {
+    I64 = 1,
+    U64 = 2,
+    F64 = 3,
+    Bool = 4,
+    Str = 5,
+}
+
+impl ArgType {
+    pub(crate) fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Self::I64,
+            2 => Self::U64,
+            3 => Self::F64,
+            4 => Self::Bool,
+            5 => Self::Str,
+            _ => return None,
+        })
+    }
+}
+
+/// Bytes of string carried by one [`RawKind::Bytes`] record (8 in `tick`, 4 in `id`).
+pub(crate) const BYTES_PER_RECORD: usize = 12;
+
+/// The records of a scope entry with arguments, built on the stack while recording. Made by
+/// `scope!` with arguments; not public API.
+#[doc(hidden)]
+pub struct Args {
+    records: [RawEvent; Args::CAPACITY],
+    len: usize,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Args {
+    /// Records per scope entry, the entry's own included: 1 KiB.
+    pub const CAPACITY: usize = 64;
+    /// The first two slots are kept for the entry (`Begin`, or `BeginFollows` and its link).
+    const LEAD: usize = 2;
+
+    /// No arguments yet.
+    #[inline]
+    pub fn new() -> Self {
+        Self {
+            records: [RawEvent::data(0, 0); Self::CAPACITY],
+            len: Self::LEAD,
+        }
+    }
+
+    fn head(&mut self, key: &'static Callsite, ty: ArgType, value: u64) -> bool {
+        if self.len == Self::CAPACITY {
+            return false;
+        }
+        let key = key.id() & ((1 << KEY_BITS) - 1);
+        self.records[self.len] = RawEvent {
+            tick: value,
+            id: key | (ty as u32) << KEY_BITS,
+            kind: RawKind::Arg,
+        };
+        self.len += 1;
+        true
+    }
+
+    /// Adds a signed integer.
+    pub fn i64(&mut self, key: &'static Callsite, value: i64) {
+        self.head(key, ArgType::I64, value as u64);
+    }
+
+    /// Adds an unsigned integer.
+    pub fn u64(&mut self, key: &'static Callsite, value: u64) {
+        self.head(key, ArgType::U64, value);
+    }
+
+    /// Adds a float.
+    pub fn f64(&mut self, key: &'static Callsite, value: f64) {
+        self.head(key, ArgType::F64, value.to_bits());
+    }
+
+    /// Adds a boolean.
+    pub fn bool(&mut self, key: &'static Callsite, value: bool) {
+        self.head(key, ArgType::Bool, u64::from(value));
+    }
+
+    /// Adds a string, cut to fit.
+    pub fn str(&mut self, key: &'static Callsite, value: &str) {
+        self.display(key, &value);
+    }
+
+    /// Adds `value` formatted with `Display`, cut to fit.
+    pub fn display(&mut self, key: &'static Callsite, value: &dyn fmt::Display) {
+        if !self.head(key, ArgType::Str, 0) {
+            return;
+        }
+        let head = self.len - 1;
+        let mut out = StrWriter {
+            args: self,
+            bytes: 0,
+            full: false,
+        };
+        let _ = write!(out, "{value}");
+        let bytes = out.bytes;
+        self.records[head].tick = bytes as u64;
+    }
+
+    /// Adds `value` formatted with `Debug`, cut to fit.
+    pub fn debug(&mut self, key: &'static Callsite, value: &dyn fmt::Debug) {
+        self.display(key, &DebugAsDisplay(value));
+    }
+
+    /// Adds a value of any type the macro accepts without `%` or `?`.
+    pub fn value<T: ArgValue + ?Sized>(&mut self, key: &'static Callsite, value: &T) {
+        value.add_to(self, key);
+    }
+
+    /// Records the entry of `callsite`'s scope (following from `link` when it is recorded)
+    /// with these arguments, published together.
+    #[inline]
+    pub fn enter(mut self, callsite: &'static Callsite, link: Option<&Link>) -> ScopeGuard {
+        let id = callsite.id();
+        let tick = clock::now();
+        let start = match link.filter(|l| l.is_recorded()) {
+            Some(link) => {
+                let lead = RawEvent::begin_follows(id, tick, link.thread(), link.seq());
+                self.records[..2].copy_from_slice(&lead);
+                0
+            }
+            None => {
+                self.records[1] = RawEvent::begin(id, tick);
+                1
+            }
+        };
+        registry::push_all(&self.records[start..self.len]);
+        ScopeGuard::opened(id)
+    }
+}
+
+struct DebugAsDisplay<'a>(&'a dyn fmt::Debug);
+
+impl fmt::Display for DebugAsDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
+/// Appends string bytes to an [`Args`] as [`RawKind::Bytes`] records, cutting at a character
+/// boundary when the records run out.
+struct StrWriter<'a> {
+    args: &'a mut Args,
+    bytes: usize,
+    full: bool,
+}
+
+impl StrWriter<'_> {
+    fn room(&self) -> usize {
+        let used = self.bytes % BYTES_PER_RECORD;
+        let free_in_last = if used == 0 {
+            0
+        } else {
+            BYTES_PER_RECORD - used
+        };
+        (Args::CAPACITY - self.args.len) * BYTES_PER_RECORD + free_in_last
+    }
+
+    fn push_byte(&mut self, b: u8) {
+        let offset = self.bytes % BYTES_PER_RECORD;
+        if offset == 0 {
+            self.args.records[self.args.len] = RawEvent {
+                tick: 0,
+                id: 0,
+                kind: RawKind::Bytes,
+            };
+            self.args.len += 1;
+        }
+        let record = &mut self.args.records[self.args.len - 1];
+        if offset < 8 {
+            record.tick |= u64::from(b) << (8 * offset);
+        } else {
+            record.id |= u32::from(b) << (8 * (offset - 8));
+        }
+        self.bytes += 1;
+    }
+}
+
+impl fmt::Write for StrWriter<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.full {
+            return Ok(());
+        }
+        const ELLIPSIS: &str = "…";
+        let mut fits = s.len();
+        if fits > self.room() {
+            self.full = true;
+            fits = self.room().saturating_sub(ELLIPSIS.len());
+            while !s.is_char_boundary(fits) {
+                fits -= 1;
+            }
+        }
+        for &b in &s.as_bytes()[..fits] {
+            self.push_byte(b);
+        }
+        if self.full {
+            for &b in ELLIPSIS.as_bytes() {
+                self.push_byte(b);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes the bytes of a string argument from its [`RawKind::Bytes`] records.
+pub(crate) fn push_bytes(out: &mut Vec<u8>, record: &RawEvent, left: usize) {
+    let mut raw = [0u8; BYTES_PER_RECORD];
+    raw[..8].copy_from_slice(&record.tick.to_le_bytes());
+    raw[8..].copy_from_slice(&record.id.to_le_bytes());
+    out.extend_from_slice(&raw[..left.min(BYTES_PER_RECORD)]);
+}
+
+/// Values `scope!` accepts as arguments without `%` (Display) or `?` (Debug): integers,
+/// floats, `bool` and strings, and references to them. The macro borrows the value.
+pub trait ArgValue {
+    /// Adds the value under `key`.
+    fn add_to(&self, args: &mut Args, key: &'static Callsite);
+}
+
+macro_rules! arg_value {
+    ($method:ident as $as:ty: $($t:ty),*) => {$(
+        impl ArgValue for $t {
+            #[inline]
+            fn add_to(&self, args: &mut Args, key: &'static Callsite) {
+                args.$method(key, *self as $as);
+            }
+        }
+    )*};
+}
+arg_value!(i64 as i64: i8, i16, i32, i64, isize);
+arg_value!(u64 as u64: u8, u16, u32, u64, usize);
+arg_value!(f64 as f64: f32, f64);
+
+impl ArgValue for bool {
+    fn add_to(&self, args: &mut Args, key: &'static Callsite) {
+        args.bool(key, *self);
+    }
+}
+
+impl ArgValue for str {
+    fn add_to(&self, args: &mut Args, key: &'static Callsite) {
+        args.str(key, self);
+    }
+}
+
+impl ArgValue for String {
+    fn add_to(&self, args: &mut Args, key: &'static Callsite) {
+        args.str(key, self);
+    }
+}
+
+impl<T: ArgValue + ?Sized> ArgValue for &T {
+    fn add_to(&self, args: &mut Args, key: &'static Callsite) {
+        (**self).add_to(args, key);
+    }
+}
