@@ -1,6 +1,7 @@
 //! Cost of one scope (enter + exit), enabled, disabled and nested, next to the floor: two raw
-//! clock reads, which any enabled scope must pay; and a `#[profile]` function next to the same
-//! function with a hand-written `scope!`.
+//! clock reads, which any enabled scope must pay; a `#[profile]` function next to the same
+//! function with a hand-written `scope!`; and a scope with arguments, one following a link,
+//! and one with an observer registered.
 //!
 //! `cargo bench --bench scope`. Enabled runs restart the session every `BATCH` scopes (outside
 //! the timed part) so chunks are recycled and the figure is the steady state, not page faults.
@@ -93,6 +94,38 @@ fn bench(c: &mut Criterion) {
                 black_box(handwritten(black_box(7)));
             })
         })
+    });
+    g.bench_function("enabled_with_args", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                let _g = scope!("args", bytes = black_box(4096u64), kind = %black_box("png"));
+            })
+        })
+    });
+    g.bench_function("enabled_with_link", |b| {
+        let link = {
+            let prof = Profiler::builder().current_thread().start();
+            let link = tickscope::link();
+            prof.stop();
+            link
+        };
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                let _g = scope!("follows", follows = black_box(link));
+            })
+        })
+    });
+    g.bench_function("enabled_one_observer", |b| {
+        let handle = tickscope::Observer::new(|s| {
+            black_box(s.name());
+        })
+        .current_thread();
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                let _g = scope!("observed");
+            })
+        });
+        drop(handle);
     });
     g.bench_function("disabled", |b| {
         b.iter(|| {

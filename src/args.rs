@@ -12,7 +12,8 @@ use crate::callsite::Callsite;
 use crate::event::{RawEvent, RawKind};
 use crate::link::Link;
 use crate::scope::ScopeGuard;
-use crate::{clock, registry};
+use crate::trace::Value;
+use crate::{clock, observe, registry};
 
 /// Bits of an [`RawKind::Arg`] record's `id` that hold the key's callsite id.
 pub(crate) const KEY_BITS: u32 = 24;
@@ -138,10 +139,53 @@ impl Args {
         value.add_to(self, key);
     }
 
+    /// The arguments as values, for observers.
+    fn decode(&self) -> Vec<(&'static str, Value)> {
+        let mut out = Vec::new();
+        let records = &self.records[Self::LEAD..self.len];
+        let mut i = 0;
+        while i < records.len() {
+            let record = records[i];
+            i += 1;
+            let key = crate::callsite::by_id(record.id & ((1 << KEY_BITS) - 1));
+            let (Some(key), Some(ty)) = (key, ArgType::from_u8((record.id >> KEY_BITS) as u8))
+            else {
+                continue;
+            };
+            let v = record.tick;
+            let value = match ty {
+                ArgType::I64 => Value::I64(v as i64),
+                ArgType::U64 => Value::U64(v),
+                ArgType::F64 => Value::F64(f64::from_bits(v)),
+                ArgType::Bool => Value::Bool(v != 0),
+                ArgType::Str => {
+                    let mut bytes = Vec::with_capacity(v as usize);
+                    while bytes.len() < v as usize && i < records.len() {
+                        let left = v as usize - bytes.len();
+                        push_bytes(&mut bytes, &records[i], left);
+                        i += 1;
+                    }
+                    Value::Str(String::from_utf8_lossy(&bytes).into())
+                }
+            };
+            out.push((key.name(), value));
+        }
+        out
+    }
+
     /// Records the entry of `callsite`'s scope (following from `link` when it is recorded)
-    /// with these arguments, published together.
+    /// with these arguments, published together, and tells observers.
     #[inline]
     pub fn enter(mut self, callsite: &'static Callsite, link: Option<&Link>) -> ScopeGuard {
+        let observed = if observe::any() {
+            let link = link.copied().filter(Link::is_recorded);
+            observe::enter(callsite, link, self.decode())
+        } else {
+            0
+        };
+        if !registry::thread_wants() {
+            return ScopeGuard::observed_only(observed);
+        }
         let id = callsite.id();
         let tick = clock::now();
         let start = match link.filter(|l| l.is_recorded()) {
@@ -156,7 +200,7 @@ impl Args {
             }
         };
         registry::push_all(&self.records[start..self.len]);
-        ScopeGuard::opened(id)
+        ScopeGuard::opened(id).with_observed(observed)
     }
 }
 

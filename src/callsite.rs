@@ -105,6 +105,15 @@ pub(crate) fn table() -> Vec<&'static Callsite> {
     TABLE.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// The callsite with id `id`.
+pub(crate) fn by_id(id: u32) -> Option<&'static Callsite> {
+    let table = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    (id as usize)
+        .checked_sub(1)
+        .and_then(|i| table.get(i))
+        .copied()
+}
+
 /// Interns a run-time name and returns its callsite id.
 ///
 /// The first use of a name on a thread takes a lock and, the first time in the process,

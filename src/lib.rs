@@ -101,6 +101,8 @@ mod hash;
 #[cfg(not(loom))]
 mod link;
 #[cfg(not(loom))]
+mod observe;
+#[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]
 mod registry;
@@ -133,6 +135,8 @@ pub use args::ArgValue;
 pub use callsite::Callsite;
 #[cfg(not(loom))]
 pub use link::{Link, SeqGuard, link};
+#[cfg(not(loom))]
+pub use observe::{ObservedScope, Observer, ObserverHandle, Phase};
 #[cfg(not(loom))]
 pub use scope::ScopeGuard;
 #[cfg(not(loom))]
@@ -233,7 +237,7 @@ pub use tickscope_macros::profile;
 #[macro_export]
 macro_rules! scope {
     (name = $name:expr $(,)?) => {
-        if $crate::__private::recording() {
+        if $crate::__private::active() {
             $crate::ScopeGuard::enter_dynamic(::core::convert::AsRef::<str>::as_ref(&$name))
         } else {
             $crate::ScopeGuard::inactive()
@@ -249,7 +253,7 @@ macro_rules! scope {
         $crate::SeqGuard::enter($crate::__callsite!($name))
     };
     ($name:literal, follows = $link:expr, $($args:tt)+) => {
-        if $crate::__private::recording() {
+        if $crate::__private::active() {
             let mut __tickscope_args = $crate::__private::Args::new();
             $crate::__scope_args!(__tickscope_args; $($args)+);
             __tickscope_args.enter($crate::__callsite!($name), ::core::option::Option::Some(&$link))
@@ -258,7 +262,7 @@ macro_rules! scope {
         }
     };
     ($name:literal, $($args:tt)+) => {
-        if $crate::__private::recording() {
+        if $crate::__private::active() {
             let mut __tickscope_args = $crate::__private::Args::new();
             $crate::__scope_args!(__tickscope_args; $($args)+);
             __tickscope_args.enter($crate::__callsite!($name), ::core::option::Option::None)
@@ -389,6 +393,13 @@ pub mod __private {
     #[inline(always)]
     pub fn recording() -> bool {
         crate::registry::thread_wants()
+    }
+
+    /// True when a session wants this thread's events or an observer is registered: when a
+    /// scope's dynamic name or arguments must be evaluated.
+    #[inline(always)]
+    pub fn active() -> bool {
+        crate::observe::any() || crate::registry::thread_wants()
     }
 
     pub use crate::args::Args;

@@ -2,7 +2,7 @@
 //! sequence number plus forward thread id, generalised to any hand-off of work).
 
 use crate::callsite::Callsite;
-use crate::event::RawEvent;
+use crate::event::{RawEvent, RawKind};
 use crate::scope::ScopeGuard;
 use crate::{clock, registry};
 
@@ -84,8 +84,9 @@ impl ScopeGuard {
         if !link.is_recorded() {
             return Self::enter(callsite);
         }
+        let observed = Self::observe(callsite, Some(*link));
         if !registry::thread_wants() {
-            return Self::inactive();
+            return Self::observed_only(observed);
         }
         let id = callsite.id();
         registry::push_all(&RawEvent::begin_follows(
@@ -94,7 +95,7 @@ impl ScopeGuard {
             link.thread,
             link.seq,
         ));
-        Self::opened(id)
+        Self::opened(id).with_observed(observed)
     }
 }
 
@@ -112,13 +113,31 @@ impl SeqGuard {
     /// Enters a scope for a static callsite and numbers it.
     #[inline]
     pub fn enter(callsite: &'static Callsite) -> Self {
-        let guard = ScopeGuard::enter(callsite);
-        let link = if guard.is_recording() {
-            link()
-        } else {
-            Link::NONE
-        };
-        Self { guard, link }
+        if !registry::thread_wants() {
+            let observed = ScopeGuard::observe(callsite, None);
+            return Self {
+                guard: ScopeGuard::observed_only(observed),
+                link: Link::NONE,
+            };
+        }
+        let id = callsite.id();
+        let (seq, thread) = registry::next_seq();
+        let link = Link { seq, thread };
+        // Observers hear of the entry before it is recorded, with the scope's own link.
+        let observed = ScopeGuard::observe(callsite, Some(link));
+        let tick = clock::now();
+        registry::push_all(&[
+            RawEvent::begin(id, tick),
+            RawEvent {
+                tick,
+                id: seq,
+                kind: RawKind::Link,
+            },
+        ]);
+        Self {
+            guard: ScopeGuard::opened(id).with_observed(observed),
+            link,
+        }
     }
 
     /// A guard that records nothing.

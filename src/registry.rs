@@ -322,19 +322,36 @@ pub(crate) fn capture_link() -> Option<(u32, u64)> {
     if !thread_wants() {
         return None;
     }
-    let (seq, thread) = FAST
-        .try_with(|fast| {
-            let seq = fast.last_seq.get().wrapping_add(1).max(1);
-            fast.last_seq.set(seq);
-            (seq, fast.thread_id.get())
-        })
-        .ok()?;
+    let (seq, thread) = next_seq();
     push(RawEvent {
         tick: clock::now(),
         id: seq,
         kind: RawKind::Link,
     });
     Some((seq, thread))
+}
+
+/// tickscope's id of the calling thread, registering it if needed (0 during teardown).
+pub(crate) fn thread_id() -> u64 {
+    let cached = FAST.try_with(|fast| fast.thread_id.get()).unwrap_or(0);
+    if cached != 0 {
+        return cached;
+    }
+    let _untracked = Untracked::enter();
+    let id = current_entry().map_or(0, |entry| entry.id);
+    let _ = FAST.try_with(|fast| fast.thread_id.set(id));
+    id
+}
+
+/// The next sequence number of this thread (never 0) and the thread's id, for a thread that
+/// records.
+pub(crate) fn next_seq() -> (u32, u64) {
+    FAST.try_with(|fast| {
+        let seq = fast.last_seq.get().wrapping_add(1).max(1);
+        fast.last_seq.set(seq);
+        (seq, fast.thread_id.get())
+    })
+    .unwrap_or((0, 0))
 }
 
 /// Appends `events` to this thread's buffer, published together.

@@ -4,7 +4,8 @@ use std::marker::PhantomData;
 
 use crate::callsite::{self, Callsite};
 use crate::event::RawEvent;
-use crate::{clock, registry};
+use crate::link::Link;
+use crate::{clock, observe, registry};
 
 /// Records a scope from its creation to its drop. Made by [`scope!`](crate::scope!).
 ///
@@ -16,6 +17,9 @@ use crate::{clock, registry};
 pub struct ScopeGuard {
     /// Callsite id of the recorded `Begin`, or 0 when nothing was recorded.
     id: u32,
+    /// The observers' slot for this scope's exit, or 0 when no observer took its entry.
+    #[cfg(feature = "enabled")]
+    observed: u32,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -23,10 +27,23 @@ impl ScopeGuard {
     /// Enters a scope for a static callsite.
     #[inline(always)]
     pub fn enter(callsite: &'static Callsite) -> Self {
-        if registry::thread_wants() {
+        let observed = Self::observe(callsite, None);
+        let guard = if registry::thread_wants() {
             Self::begin(callsite.id())
         } else {
             Self::inactive()
+        };
+        guard.with_observed(observed)
+    }
+
+    /// Tells observers, if any, that `callsite`'s scope is being entered; the slot for its
+    /// exit.
+    #[inline(always)]
+    pub(crate) fn observe(callsite: &'static Callsite, link: Option<Link>) -> u32 {
+        if cfg!(feature = "enabled") && observe::any() {
+            observe::enter(callsite, link, Vec::new())
+        } else {
+            0
         }
     }
 
@@ -36,11 +53,20 @@ impl ScopeGuard {
     /// (a lock and, once per process, a leaked copy), later uses cost a hash lookup.
     #[inline]
     pub fn enter_dynamic(name: &str) -> Self {
-        if registry::thread_wants() {
+        let observed = if observe::any() {
+            match callsite::by_id(callsite::intern(name)) {
+                Some(callsite) => observe::enter(callsite, None, Vec::new()),
+                None => 0,
+            }
+        } else {
+            0
+        };
+        let guard = if registry::thread_wants() {
             Self::begin(callsite::intern(name))
         } else {
             Self::inactive()
-        }
+        };
+        guard.with_observed(observed)
     }
 
     /// A guard that records nothing.
@@ -48,8 +74,28 @@ impl ScopeGuard {
     pub const fn inactive() -> Self {
         Self {
             id: 0,
+            #[cfg(feature = "enabled")]
+            observed: 0,
             _not_send: PhantomData,
         }
+    }
+
+    /// A guard that records nothing but tells observers of its exit (slot `observed`).
+    #[inline(always)]
+    pub(crate) fn observed_only(observed: u32) -> Self {
+        Self::inactive().with_observed(observed)
+    }
+
+    /// This guard, telling observers of its exit through slot `observed` (0: none).
+    #[inline(always)]
+    #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
+    pub(crate) fn with_observed(mut self, observed: u32) -> Self {
+        #[cfg(feature = "enabled")]
+        {
+            self.observed = observed;
+        }
+        let _ = observed;
+        self
     }
 
     /// True when this guard recorded its scope's entry (and so will record its exit).
@@ -69,6 +115,8 @@ impl ScopeGuard {
     pub(crate) fn opened(id: u32) -> Self {
         Self {
             id,
+            #[cfg(feature = "enabled")]
+            observed: 0,
             _not_send: PhantomData,
         }
     }
@@ -79,6 +127,10 @@ impl Drop for ScopeGuard {
     fn drop(&mut self) {
         if self.id != 0 {
             registry::push(RawEvent::end(self.id, clock::now()));
+        }
+        #[cfg(feature = "enabled")]
+        if self.observed != 0 {
+            observe::exit(self.observed);
         }
     }
 }
