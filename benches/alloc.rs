@@ -1,12 +1,11 @@
 //! Cost of a 64-byte allocation plus its free through `TrackingAlloc`: with no session
 //! tracking memory, with one tracking it, and straight through `System`, in one run.
 //!
-//! `cargo bench --bench alloc`. The tracking case restarts its session every `BATCH` pairs
+//! `cargo bench --bench alloc`. The tracking case restarts its session every 32 Ki pairs
 //! (outside the timed part) so that buffers are recycled and the figure is the steady state.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tickscope::{Profiler, TrackingAlloc};
@@ -14,7 +13,7 @@ use tickscope::{Profiler, TrackingAlloc};
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(System);
 
-const BATCH: u64 = 32 * 1024;
+mod common;
 
 /// One allocation of 64 bytes and its free, through `alloc`.
 #[inline(always)]
@@ -34,25 +33,8 @@ fn bench(c: &mut Criterion) {
     g.bench_function("tracking_off", |b| b.iter(|| pair(&ALLOC)));
     g.bench_function("tracking_on", |b| {
         b.iter_custom(|iters| {
-            let prof = Profiler::builder()
-                .current_thread()
-                .track_memory(true)
-                .start();
-            prof.stop();
-            let mut total = Duration::ZERO;
-            let mut left = iters;
-            while left > 0 {
-                let n = left.min(BATCH);
-                prof.restart();
-                let t = Instant::now();
-                for _ in 0..n {
-                    pair(&ALLOC);
-                }
-                total += t.elapsed();
-                prof.stop();
-                left -= n;
-            }
-            total
+            let config = Profiler::builder().current_thread().track_memory(true);
+            common::in_sessions(config, iters, || pair(&ALLOC))
         })
     });
     g.finish();

@@ -3,35 +3,20 @@
 //! function with a hand-written `scope!`; and a scope with arguments, one following a link,
 //! and one with an observer registered.
 //!
-//! `cargo bench --bench scope`. Enabled runs restart the session every `BATCH` scopes (outside
+//! `cargo bench --bench scope`. Enabled runs restart the session every 32 Ki scopes (outside
 //! the timed part) so chunks are recycled and the figure is the steady state, not page faults.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tickscope::{Profiler, profile, scope};
 
-const BATCH: u64 = 32 * 1024;
+mod common;
 
-/// Times `iters` runs of `body` inside sessions restarted every `BATCH` iterations.
+/// Times `iters` runs of `body` inside current-thread sessions restarted in batches.
 fn in_sessions(iters: u64, body: impl Fn()) -> Duration {
-    let prof = Profiler::builder().current_thread().start();
-    prof.stop();
-    let mut total = Duration::ZERO;
-    let mut left = iters;
-    while left > 0 {
-        let n = left.min(BATCH);
-        prof.restart();
-        let t = Instant::now();
-        for _ in 0..n {
-            body();
-        }
-        total += t.elapsed();
-        prof.stop();
-        left -= n;
-    }
-    total
+    common::in_sessions(Profiler::builder().current_thread(), iters, body)
 }
 
 /// The same work twice: once instrumented by the attribute, once by hand.

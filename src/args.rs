@@ -30,7 +30,24 @@ pub(crate) enum ArgType {
 }
 
 impl ArgType {
-    pub(crate) fn from_u8(v: u8) -> Option<Self> {
+    /// The type in an [`RawKind::Arg`] record's `id`.
+    pub(crate) fn of(record: &RawEvent) -> Option<Self> {
+        Self::from_u8((record.id >> KEY_BITS) as u8)
+    }
+
+    /// The value a record of this type holds in `tick`; `None` for a string, whose bytes
+    /// follow.
+    pub(crate) fn scalar(self, bits: u64) -> Option<Value> {
+        Some(match self {
+            Self::I64 => Value::I64(bits as i64),
+            Self::U64 => Value::U64(bits),
+            Self::F64 => Value::F64(f64::from_bits(bits)),
+            Self::Bool => Value::Bool(bits != 0),
+            Self::Str => return None,
+        })
+    }
+
+    fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             1 => Self::I64,
             2 => Self::U64,
@@ -148,26 +165,18 @@ impl Args {
             let record = records[i];
             i += 1;
             let key = crate::callsite::by_id(record.id & ((1 << KEY_BITS) - 1));
-            let (Some(key), Some(ty)) = (key, ArgType::from_u8((record.id >> KEY_BITS) as u8))
-            else {
+            let (Some(key), Some(ty)) = (key, ArgType::of(&record)) else {
                 continue;
             };
-            let v = record.tick;
-            let value = match ty {
-                ArgType::I64 => Value::I64(v as i64),
-                ArgType::U64 => Value::U64(v),
-                ArgType::F64 => Value::F64(f64::from_bits(v)),
-                ArgType::Bool => Value::Bool(v != 0),
-                ArgType::Str => {
-                    let mut bytes = Vec::with_capacity(v as usize);
-                    while bytes.len() < v as usize && i < records.len() {
-                        let left = v as usize - bytes.len();
-                        push_bytes(&mut bytes, &records[i], left);
-                        i += 1;
-                    }
-                    Value::Str(String::from_utf8_lossy(&bytes).into())
+            let len = record.tick as usize;
+            let value = ty.scalar(record.tick).unwrap_or_else(|| {
+                let mut bytes = Vec::with_capacity(len);
+                while bytes.len() < len && i < records.len() {
+                    push_bytes(&mut bytes, &records[i], len);
+                    i += 1;
                 }
-            };
+                Value::Str(String::from_utf8_lossy(&bytes).into())
+            });
             out.push((key.name(), value));
         }
         out
@@ -277,11 +286,12 @@ impl fmt::Write for StrWriter<'_> {
     }
 }
 
-/// Decodes the bytes of a string argument from its [`RawKind::Bytes`] records.
-pub(crate) fn push_bytes(out: &mut Vec<u8>, record: &RawEvent, left: usize) {
+/// Appends the bytes of one [`RawKind::Bytes`] record to `out`, a string of `len` bytes.
+pub(crate) fn push_bytes(out: &mut Vec<u8>, record: &RawEvent, len: usize) {
     let mut raw = [0u8; BYTES_PER_RECORD];
     raw[..8].copy_from_slice(&record.tick.to_le_bytes());
     raw[8..].copy_from_slice(&record.id.to_le_bytes());
+    let left = len.saturating_sub(out.len());
     out.extend_from_slice(&raw[..left.min(BYTES_PER_RECORD)]);
 }
 

@@ -628,20 +628,16 @@ impl Pairing<'_> {
             return;
         };
         let key = key.name();
-        let v = event.tick;
-        let value = match ArgType::from_u8((event.id >> crate::args::KEY_BITS) as u8) {
-            Some(ArgType::I64) => Value::I64(v as i64),
-            Some(ArgType::U64) => Value::U64(v),
-            Some(ArgType::F64) => Value::F64(f64::from_bits(v)),
-            Some(ArgType::Bool) => Value::Bool(v != 0),
-            Some(ArgType::Str) => {
-                self.string = Some((span, key, v as usize, Vec::with_capacity(v as usize)));
-                if v == 0 {
-                    self.end_string();
-                }
-                return;
+        let Some(ty) = ArgType::of(&event) else {
+            return;
+        };
+        let Some(value) = ty.scalar(event.tick) else {
+            let len = event.tick as usize;
+            self.string = Some((span, key, len, Vec::with_capacity(len)));
+            if len == 0 {
+                self.end_string();
             }
-            None => return,
+            return;
         };
         self.args.push(SpanArg { span, key, value });
     }
@@ -649,7 +645,7 @@ impl Pairing<'_> {
     /// A piece of the string argument being read.
     fn bytes(&mut self, event: &RawEvent) {
         if let Some((_, _, len, bytes)) = &mut self.string {
-            crate::args::push_bytes(bytes, event, *len - bytes.len());
+            crate::args::push_bytes(bytes, event, *len);
             if bytes.len() == *len {
                 self.end_string();
             }
