@@ -51,6 +51,35 @@
 //! puts puffin, fastrace, tracing, tracy-client, firestorm and perfetto-recorder at 2.3× to 70×
 //! this cost on the same machine (see the README).
 //!
+//! # Links, arguments and observers
+//!
+//! Work handed to another thread keeps its cause: capture a [`Link`] where the work is made
+//! and open the scope that does it with `scope!("name", follows = link)`; the report can split
+//! that scope by the scope that caused it ([`report::Report::by_origin`]) and the Chrome
+//! export draws an arrow between the two. Scopes take arguments in tracing's syntax, and an
+//! [`Observer`] is called on every scope's entry and exit:
+//!
+//! ```
+//! use tickscope::{Profiler, scope};
+//!
+//! let prof = Profiler::builder().current_thread().start();
+//! let link = {
+//!     let _g = scope!("accept", peer = %"10.0.0.7");
+//!     tickscope::link()
+//! };
+//! let worker = {
+//!     let prof = prof.clone();
+//!     std::thread::spawn(move || {
+//!         prof.join_current_thread();
+//!         let _g = scope!("serve", follows = link, bytes = 512u32);
+//!     })
+//! };
+//! worker.join().unwrap();
+//! prof.stop();
+//! let report = tickscope::report::Report::by_origin(&prof.trace());
+//! assert_eq!(report.get_caused_by("serve", Some("accept")).unwrap().calls, 1);
+//! ```
+//!
 //! # Allocations
 //!
 //! With [`TrackingAlloc`] as the global allocator, a session started with
@@ -224,10 +253,16 @@ pub use tickscope_macros::profile;
 ///   work was created, usually on another thread (see [`Link`]).
 /// - `scope!("name", seq)`: a scope numbered from this thread's sequence counter; the
 ///   returned [`SeqGuard`]'s [`link`](SeqGuard::link) is its (sequence number, thread) pair.
+/// - `scope!("name", key = value, key = %display, key = ?debug)` (also after
+///   `follows = link`): arguments, in tracing's field syntax. Plain values may be integers,
+///   floats, `bool` or strings ([`ArgValue`]); `%` formats with `Display`, `?` with `Debug`.
+///   They are evaluated only when a session records the thread or an [`Observer`] is
+///   registered, and are stored with the scope's entry without allocating (at most 1 KiB of
+///   records; longer strings are cut and end in `…`).
 ///
 /// ```
 /// # let prof = tickscope::Profiler::builder().current_thread().start();
-/// let _outer = tickscope::scope!("load");
+/// let _outer = tickscope::scope!("load", file = "a.png", bytes = 4096);
 /// let kind = "png";
 /// let _inner = tickscope::scope!(name = format!("decode {kind}"));
 /// # drop((_inner, _outer)); prof.stop();
