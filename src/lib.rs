@@ -431,10 +431,11 @@ pub mod __private {
     }
 
     /// True when a session wants this thread's events or an observer is registered: when a
-    /// scope's dynamic name or arguments must be evaluated.
+    /// scope's dynamic name or arguments must be evaluated. One relaxed load when neither.
     #[inline(always)]
     pub fn active() -> bool {
-        crate::observe::any() || crate::registry::thread_wants()
+        let generation = crate::registry::generation();
+        generation != 0 && (crate::observe::any() || crate::registry::thread_wants_at(generation))
     }
 
     pub use crate::args::Args;

@@ -97,7 +97,8 @@ thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
 }
 
-/// True when any observer is registered: one relaxed load.
+/// True when any observer is registered: one relaxed load. Scopes read it only once the
+/// registry's generation says that sessions or observers exist.
 #[inline(always)]
 pub(crate) fn any() -> bool {
     ANY.load(Ordering::Relaxed) != 0
@@ -291,7 +292,7 @@ impl Observer {
             .unwrap_or_else(|e| e.into_inner())
             .push(entry.clone());
         VERSION.fetch_add(1, Ordering::Release);
-        ANY.fetch_add(1, Ordering::Relaxed);
+        added();
         ObserverHandle {
             entry,
             global: true,
@@ -302,7 +303,7 @@ impl Observer {
     pub fn current_thread(self) -> ObserverHandle {
         let entry = self.entry();
         let _ = LOCAL.try_with(|local| local.borrow_mut().mine.push(entry.clone()));
-        ANY.fetch_add(1, Ordering::Relaxed);
+        added();
         ObserverHandle {
             entry,
             global: false,
@@ -334,6 +335,15 @@ impl Drop for ObserverHandle {
             global.retain(|e| !Arc::ptr_eq(e, &self.entry));
             VERSION.fetch_add(1, Ordering::Release);
         }
-        ANY.fetch_sub(1, Ordering::Relaxed);
+        if ANY.fetch_sub(1, Ordering::AcqRel) == 1 {
+            registry::observers_changed();
+        }
+    }
+}
+
+/// Counts a new observer; the first one makes scopes look past their first check.
+fn added() {
+    if ANY.fetch_add(1, Ordering::AcqRel) == 0 {
+        registry::observers_changed();
     }
 }

@@ -14,8 +14,10 @@ use crate::event::{RawEvent, RawKind};
 use crate::trace::Builder;
 use crate::{clock, pool};
 
-/// 0 while no session records; otherwise a number that changes whenever the set of recording
-/// sessions or their members changes, so each thread re-checks whether it is wanted.
+/// 0 while no session records and no observer is registered; otherwise a number that changes
+/// whenever the set of recording sessions, their members or the presence of observers
+/// changes, so each thread re-checks whether it is wanted. A scope reads only this while both
+/// are absent.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Equal to [`GENERATION`] while a recording session records memory (see
@@ -100,7 +102,8 @@ impl Registry {
         let recording = self.sessions.iter().any(|s| !s.collecting);
         let memory = self.sessions.iter().any(|s| !s.collecting && s.memory);
         let generation = |on: bool| if on { self.generation } else { 0 };
-        GENERATION.store(generation(recording), Ordering::Release);
+        let active = recording || crate::observe::any();
+        GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
 
@@ -220,15 +223,29 @@ thread_local! {
 }
 
 /// True when a running session wants this thread's events. One relaxed load and a branch when
-/// no session runs.
+/// no session runs and no observer is registered.
 #[inline(always)]
 pub(crate) fn thread_wants() -> bool {
-    let generation = GENERATION.load(Ordering::Relaxed);
-    if generation == 0 {
-        return false;
-    }
+    let generation = generation();
+    generation != 0 && thread_wants_at(generation)
+}
+
+/// The current generation: 0 while no session records and no observer is registered.
+#[inline(always)]
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// [`thread_wants`] for a non-zero `generation` just read with [`generation`].
+#[inline(always)]
+pub(crate) fn thread_wants_at(generation: u64) -> bool {
     FAST.try_with(|fast| fast.wanted.get() == generation || recheck(fast, generation))
         .unwrap_or(false)
+}
+
+/// Publishes that observers appeared or all went away (see [`GENERATION`]).
+pub(crate) fn observers_changed() {
+    registry().bump();
 }
 
 #[cold]

@@ -27,8 +27,13 @@ impl ScopeGuard {
     /// Enters a scope for a static callsite.
     #[inline(always)]
     pub fn enter(callsite: &'static Callsite) -> Self {
+        // The one load while no session records and no observer is registered.
+        let generation = registry::generation();
+        if generation == 0 {
+            return Self::inactive();
+        }
         let observed = Self::observe(callsite, None);
-        let guard = if registry::thread_wants() {
+        let guard = if registry::thread_wants_at(generation) {
             Self::begin(callsite.id())
         } else {
             Self::inactive()
