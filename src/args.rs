@@ -14,7 +14,7 @@ use crate::event::{RawEvent, RawKind};
 use crate::link::Link;
 use crate::scope::ScopeGuard;
 use crate::trace::Value;
-use crate::{clock, observe, registry};
+use crate::{clock, registry};
 
 /// Bits of an [`RawKind::Arg`] record's `id` that hold the key's callsite id.
 pub(crate) const KEY_BITS: u32 = 24;
@@ -210,18 +210,14 @@ impl Args {
     /// with these arguments, published together, and tells observers.
     #[inline]
     pub fn enter(mut self, callsite: &'static Callsite, link: Option<&Link>) -> ScopeGuard {
-        let observed = if observe::any() {
-            let link = link.copied().filter(Link::is_recorded);
-            observe::enter(callsite, link, self.decode())
-        } else {
-            0
-        };
+        let followed = link.copied().filter(Link::is_recorded);
+        let observed = ScopeGuard::observe_with(callsite, followed, || self.decode());
         if !registry::thread_wants() {
             return ScopeGuard::observed_only(observed);
         }
         let id = callsite.id();
         let tick = clock::now();
-        let start = match link.filter(|l| l.is_recorded()) {
+        let start = match followed {
             Some(link) => {
                 let [begin, wide] = RawEvent::begin_follows(id, tick, link.thread(), link.seq());
                 self.records[0] = MaybeUninit::new(begin);

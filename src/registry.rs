@@ -307,10 +307,10 @@ pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
                 return;
             }
         }
-        let events = RawEvent::memory(kind, size as u64, address as u64, clock::now());
-        if !fast.writer.try_push_all(&events) && !push_all_slow(fast, &events) {
-            LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
-        }
+        push_all_on(
+            fast,
+            &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
+        );
     });
 }
 
@@ -374,9 +374,16 @@ pub(crate) fn next_seq() -> (u32, u64) {
 /// Appends `events` to this thread's buffer, published together.
 #[inline]
 pub(crate) fn push_all(events: &[RawEvent]) {
-    let pushed =
-        FAST.try_with(|fast| fast.writer.try_push_all(events) || push_all_slow(fast, events));
-    if pushed != Ok(true) {
+    if FAST.try_with(|fast| push_all_on(fast, events)).is_err() {
+        LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// [`push_all`] with this thread's state in hand; counts the events as lost if they cannot be
+/// recorded.
+#[inline(always)]
+fn push_all_on(fast: &Fast, events: &[RawEvent]) {
+    if !fast.writer.try_push_all(events) && !push_all_slow(fast, events) {
         LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
     }
 }

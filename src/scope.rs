@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use crate::callsite::{self, Callsite};
 use crate::event::RawEvent;
 use crate::link::Link;
+use crate::trace::Value;
 use crate::{clock, observe, registry};
 
 /// Records a scope from its creation to its drop. Made by [`scope!`](crate::scope!).
@@ -45,8 +46,19 @@ impl ScopeGuard {
     /// exit.
     #[inline(always)]
     pub(crate) fn observe(callsite: &'static Callsite, link: Option<Link>) -> u32 {
+        Self::observe_with(callsite, link, Vec::new)
+    }
+
+    /// [`ScopeGuard::observe`] for a scope whose arguments `args` makes, only if an observer
+    /// will read them.
+    #[inline(always)]
+    pub(crate) fn observe_with(
+        callsite: &'static Callsite,
+        link: Option<Link>,
+        args: impl FnOnce() -> Vec<(&'static str, Value)>,
+    ) -> u32 {
         if cfg!(feature = "enabled") && observe::any() {
-            observe::enter(callsite, link, Vec::new())
+            observe::enter(callsite, link, args())
         } else {
             0
         }
@@ -58,16 +70,14 @@ impl ScopeGuard {
     /// (a lock and, once per process, a leaked copy), later uses cost a hash lookup.
     #[inline]
     pub fn enter_dynamic(name: &str) -> Self {
+        let id = callsite::intern(name);
         let observed = if observe::any() {
-            match callsite::by_id(callsite::intern(name)) {
-                Some(callsite) => observe::enter(callsite, None, Vec::new()),
-                None => 0,
-            }
+            callsite::by_id(id).map_or(0, |c| Self::observe(c, None))
         } else {
             0
         };
         let guard = if registry::thread_wants() {
-            Self::begin(callsite::intern(name))
+            Self::begin(id)
         } else {
             Self::inactive()
         };

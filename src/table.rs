@@ -128,7 +128,8 @@ impl Table {
         thread.map_or_else(String::new, |t| t.display_name())
     }
 
-    fn flat_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64) {
+    /// Headers, rows, calls open at stop, and the leak view.
+    fn flat_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<Leak>) {
         let by_origin = self.by_origin && !self.by_thread;
         let report = if self.by_thread {
             Report::by_thread(&self.trace)
@@ -202,10 +203,10 @@ impl Table {
         if self.by_thread {
             headers.insert(0, "Thread");
         }
-        (headers, out, open)
+        (headers, out, open, report.leaks)
     }
 
-    fn tree_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64) {
+    fn tree_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<Leak>) {
         let tree = CallTree::build(&self.trace, self.by_thread);
         let wall = self.trace.wall_ns();
         let mut out = Vec::new();
@@ -244,13 +245,13 @@ impl Table {
         if self.by_thread {
             headers.insert(0, "Thread");
         }
-        (headers, out, open)
+        (headers, out, open, Leak::of(&self.trace))
     }
 }
 
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (headers, rows, open) = if self.tree {
+        let (headers, rows, open, leaks) = if self.tree {
             self.tree_rows()
         } else {
             self.flat_rows()
@@ -304,7 +305,6 @@ impl fmt::Display for Table {
                 plural(open)
             )?;
         }
-        let leaks = Leak::of(trace);
         if !leaks.is_empty() {
             writeln!(f, "Live at stop (allocated in the window, not freed):")?;
             let names: Vec<&str> = leaks

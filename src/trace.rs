@@ -180,15 +180,35 @@ pub struct MemoryStats {
 impl MemoryStats {
     /// Adds another call's (or span's) figures: sums, and the larger peak.
     pub fn add(&mut self, other: &Self) {
-        self.allocs += other.allocs;
-        self.alloc_bytes += other.alloc_bytes;
-        self.frees += other.frees;
-        self.freed_bytes += other.freed_bytes;
-        self.self_allocs += other.self_allocs;
-        self.self_alloc_bytes += other.self_alloc_bytes;
-        self.self_frees += other.self_frees;
-        self.self_freed_bytes += other.self_freed_bytes;
+        self.add_totals(other.totals());
+        let [allocs, alloc_bytes, frees, freed_bytes] = other.own();
+        self.self_allocs += allocs;
+        self.self_alloc_bytes += alloc_bytes;
+        self.self_frees += frees;
+        self.self_freed_bytes += freed_bytes;
         self.peak_bytes = self.peak_bytes.max(other.peak_bytes);
+    }
+
+    /// Allocations, bytes allocated, frees, bytes freed: child scopes included.
+    fn totals(&self) -> [u64; 4] {
+        [self.allocs, self.alloc_bytes, self.frees, self.freed_bytes]
+    }
+
+    /// The same four, the scope's own.
+    fn own(&self) -> [u64; 4] {
+        [
+            self.self_allocs,
+            self.self_alloc_bytes,
+            self.self_frees,
+            self.self_freed_bytes,
+        ]
+    }
+
+    fn add_totals(&mut self, [allocs, alloc_bytes, frees, freed_bytes]: [u64; 4]) {
+        self.allocs += allocs;
+        self.alloc_bytes += alloc_bytes;
+        self.frees += frees;
+        self.freed_bytes += freed_bytes;
     }
 }
 
@@ -742,18 +762,13 @@ impl Pairing<'_> {
         if let Some(memory) = &mut self.memory {
             // Totals so far hold the children's totals: add the span's own figures.
             let (stats, base, peak) = &mut memory.spans[index as usize];
-            stats.allocs += stats.self_allocs;
-            stats.alloc_bytes += stats.self_alloc_bytes;
-            stats.frees += stats.self_frees;
-            stats.freed_bytes += stats.self_freed_bytes;
+            let own = stats.own();
+            stats.add_totals(own);
             stats.peak_bytes = u64::try_from(*peak - *base).unwrap_or(0);
-            let (child, child_peak) = (*stats, *peak);
+            let (child, child_peak) = (stats.totals(), *peak);
             if let Some(parent) = parent {
                 let (stats, _, peak) = &mut memory.spans[parent as usize];
-                stats.allocs += child.allocs;
-                stats.alloc_bytes += child.alloc_bytes;
-                stats.frees += child.frees;
-                stats.freed_bytes += child.freed_bytes;
+                stats.add_totals(child);
                 *peak = (*peak).max(child_peak);
             }
         }
