@@ -341,9 +341,10 @@ impl Drop for ObserverHandle {
     }
 }
 
-/// Counts a new observer; the first one makes scopes look past their first check.
+/// Counts a new observer and makes sure scopes look past their first check before it returns
+/// (another thread's bump that read the count before this increment may still be landing, so
+/// this checks under the registry lock rather than trusting the previous count).
 fn added() {
-    if ANY.fetch_add(1, Ordering::AcqRel) == 0 {
-        registry::observers_changed();
-    }
+    ANY.fetch_add(1, Ordering::AcqRel);
+    registry::observers_added();
 }

@@ -243,9 +243,19 @@ pub(crate) fn thread_wants_at(generation: u64) -> bool {
         .unwrap_or(false)
 }
 
-/// Publishes that observers appeared or all went away (see [`GENERATION`]).
+/// Publishes that all observers went away (see [`GENERATION`]).
 pub(crate) fn observers_changed() {
     registry().bump();
+}
+
+/// Publishes that an observer exists, unless [`GENERATION`] already says so. Bumps run under
+/// the lock and read the observer count there, so once this returns no earlier bump can
+/// store a stale 0.
+pub(crate) fn observers_added() {
+    let mut reg = registry();
+    if GENERATION.load(Ordering::Relaxed) == 0 {
+        reg.bump();
+    }
 }
 
 #[cold]

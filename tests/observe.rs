@@ -164,3 +164,41 @@ fn callbacks_may_open_scopes_and_register_observers() {
     assert_eq!(report.get("outer_work").unwrap().calls, 5);
     assert_eq!(report.get("inside_callback").unwrap().calls, 5);
 }
+
+/// Registering an observer while other threads register and drop theirs: from the moment
+/// `current_thread()` returns, every scope reaches it.
+#[test]
+fn an_observer_sees_every_scope_while_others_come_and_go() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    drop(Observer::new(|_| {}).global());
+                    drop(Observer::new(|_| {}).current_thread());
+                }
+            })
+        })
+        .collect();
+    for _ in 0..300 {
+        let seen = Arc::new(AtomicU64::new(0));
+        let count = seen.clone();
+        let handle = Observer::new(move |s| {
+            if s.phase == Phase::Enter && s.name() == "churn_me" {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .current_thread();
+        for _ in 0..20 {
+            let _g = scope!("churn_me");
+        }
+        drop(handle);
+        assert_eq!(seen.load(Ordering::Relaxed), 20);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in churn {
+        t.join().unwrap();
+    }
+}
