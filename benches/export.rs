@@ -88,13 +88,14 @@ fn bench(c: &mut Criterion) {
     let mut events = Vec::with_capacity(OUTER * 8);
     let mut tick = 1_000_000u64;
     for _ in 0..OUTER {
+        let outer_key = RawEvent::end_key(outer, tick);
         events.push(RawEvent::begin(outer, tick));
         for _ in 0..3 {
             events.push(RawEvent::begin(inner, tick + 3));
-            events.push(RawEvent::end(inner, tick + 20));
+            events.push(RawEvent::end(RawEvent::end_key(inner, tick + 3), tick + 20));
             tick += 25;
         }
-        events.push(RawEvent::end(outer, tick + 5));
+        events.push(RawEvent::end(outer_key, tick + 5));
         tick += 10;
     }
     let raw = vec![RawThread {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Checks our traces with independent consumers: the Perfetto trace processor (the engine behind
-# ui.perfetto.dev). Skips cleanly (exit 0) when the validators are not installed.
+# ui.perfetto.dev), inferno, and HolisticTraceAnalysis (HTA) for the Kineto dialect. Skips
+# cleanly (exit 0) when the validators are not installed; the HTA checks skip when HTA cannot
+# be installed (no network).
 #
 #   scripts/interop.sh [VALIDATORS_DIR]     (default: ../shared/validators beside the repo)
 set -euo pipefail
@@ -51,8 +53,10 @@ by_name() {
 }
 
 # Every trace the chrome_trace example writes is accepted, and the Unix-epoch (B/E, gzipped)
-# and Kineto variants hold the same slices at the same depths as the default one.
-cargo run --quiet --release --example chrome_trace -- "$out" > /dev/null
+# variant holds the same slices at the same depths as the default one. So does the Kineto
+# variant, by name and count: its times are whole microseconds (for HTA), so its many
+# sub-microsecond `fib` scopes have zero length there and may show at other depths.
+cargo run --quiet --release --example chrome_trace -- "$out" > "$out/chrome_trace.txt"
 for f in chrome_trace.json chrome_trace.unix.json.gz chrome_trace.kineto.json chrome_trace.folded; do
     "$V/check_trace.sh" "$out/$f"
 done
@@ -61,7 +65,8 @@ import json, sys
 plain, unix, kineto = (json.loads(a) for a in sys.argv[1:])
 strip = lambda rows: sorted((r["name"], r["n"], r["depth"]) for r in rows)
 assert strip(plain) == strip(unix), f"unix-epoch variant differs: {strip(unix)} != {strip(plain)}"
-assert strip(plain) == strip(kineto), f"kineto variant differs: {strip(kineto)} != {strip(plain)}"
+counts = lambda rows: sorted((r["name"], r["n"]) for r in rows)
+assert counts(plain) == counts(kineto), f"kineto variant differs: {counts(kineto)} != {counts(plain)}"
 assert all(r["category"] == "cpu_op" for r in kineto), kineto
 print(f"interop: chrome_trace variants agree: {strip(plain)}")
 PY
@@ -130,29 +135,137 @@ assert doc["flows"] == matched, doc["flows"]
 print(f"interop: perfetto binds {matched} flows: {got}")
 PY
 
-# The Kineto dialect loads in HolisticTraceAnalysis with its rank and every op. HTA is installed
-# into a venv under target/ on first use; without network access this check skips.
-venv=target/hta-venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import hta" 2>/dev/null; then
-    (python3 -m venv "$venv" && "$venv/bin/pip" install -q HolisticTraceAnalysis) >/dev/null 2>&1 || true
-fi
-if "$venv/bin/python" -c "import hta" 2>/dev/null; then
-    mkdir -p "$out/hta"
-    sed 's/"rank": 0,/"rank": 1,/' "$out/chrome_trace.kineto.json" > "$out/hta/rank1.json"
-    cp "$out/chrome_trace.kineto.json" "$out/hta/rank0.json"
-    "$venv/bin/python" - "$out/hta" "$(by_name "$out/chrome_trace.kineto.json")" <<'PY' 2>"$out/hta.log" || { cat "$out/hta.log"; exit 1; }
+# Scopes dropped out of order, and scopes shorter than a microsecond: traces the export tests
+# write. A scope that outlives its parent keeps its own duration on an extra track of its
+# thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as
+# overlapping): one per span, each with its span's duration, and the link's flow binds.
+TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --test export -- \
+    kineto_times_survive_hta_rounding scopes_that_outlive_their_parent \
+    > "$out/tests.log" 2>&1 || { cat "$out/tests.log"; exit 1; }
+for f in overlap.json overlap.unix.json overlap.kineto.json sub_us.json sub_us.kineto.json; do
+    "$V/check_trace.sh" "$out/tests/$f"
+done
+for f in overlap.json overlap.unix.json; do
+    python3 "$V/validate_perfetto.py" "$out/tests/$f" --json \
+        --sql "select count(*) as n from slice" \
+        --sql "select name, dur from slice order by ts, name" \
+        --sql "select so.name as src, si.name as dst from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id" \
+        --sql "select distinct t.name as track from slice s join thread_track tt on s.track_id = tt.id join thread t using (utid) order by track" \
+        > "$out/tests/$f.sql.json"
+done
+python3 - "$out/tests" <<'PY'
 import json, sys
+d = sys.argv[1]
+expected = json.load(open(f"{d}/overlap.expected.json"))
+for f in ("overlap.json", "overlap.unix.json"):
+    doc, _ = json.JSONDecoder().raw_decode(open(f"{d}/{f}.sql.json").read())
+    count, slices, flows, tracks = (e["rows"] for e in doc["extra"])
+    assert count[0]["n"] == expected["spans"], f"{f}: {count[0]['n']} slices for {expected['spans']} spans"
+    got = sorted((r["name"], int(r["dur"])) for r in slices)
+    want = sorted((name, dur) for name, dur in expected["slices"])
+    assert len(got) == len(want) and all(g[0] == w[0] and abs(g[1] - w[1]) <= 1 for g, w in zip(got, want)), \
+        f"{f}: slice durations {got} != spans {want}"
+    assert [[r["src"], r["dst"]] for r in flows] == expected["flows"], f"{f}: flows {flows}"
+    assert [r["track"] for r in tracks] == ["overlap", "overlap (overlapping scopes 1)", "overlap (overlapping scopes 2)"], tracks
+print(f"interop: out-of-order drops: perfetto keeps {expected['spans']} slices for {expected['spans']} spans, "
+      f"each with its span's duration, on 3 tracks (B/E too); flow {expected['flows'][0][0]} -> {expected['flows'][0][1]}")
+PY
+
+# The Kineto dialect in HolisticTraceAnalysis 0.5.0: it loads with its rank and every op, and
+# HTA's call graph (hta.common.trace_call_graph.CallGraph, which its CPU analyses build) has
+# one node per scope, by name as in our table, on the chrome_trace example (about 1700
+# recursive scopes, most shorter than a microsecond), the sub-microsecond test trace and the
+# out-of-order one (one call stack per track). Every op that lasts a microsecond or more after
+# HTA's rounding has the parent it has in the plain Chrome trace. HTA is installed into a venv
+# under target/ on first use (pinned, with the pandas < 3 it was written for); without network
+# access these checks skip.
+venv=target/hta-venv
+hta_ok() {
+    "$venv/bin/python" -c 'import hta, pandas; assert int(pandas.__version__.split(".")[0]) < 3' 2>/dev/null
+}
+if [ ! -x "$venv/bin/python" ] || ! hta_ok; then
+    (python3 -m venv "$venv" && "$venv/bin/pip" install -q "HolisticTraceAnalysis==0.5.0" "pandas<3") \
+        >/dev/null 2>&1 || true
+fi
+if hta_ok; then
+    mkdir -p "$out/hta/chrome_trace" "$out/hta/overlap" "$out/hta/sub_us"
+    sed 's/"rank": 0,/"rank": 1,/' "$out/chrome_trace.kineto.json" > "$out/hta/chrome_trace/rank1.json"
+    cp "$out/chrome_trace.kineto.json" "$out/hta/chrome_trace/rank0.json"
+    cp "$out/tests/overlap.kineto.json" "$out/hta/overlap/rank0.json"
+    cp "$out/tests/sub_us.kineto.json" "$out/hta/sub_us/rank0.json"
+    "$venv/bin/python" - "$out" "$(by_name "$out/chrome_trace.kineto.json")" <<'PY' 2>"$out/hta.log" || { cat "$out/hta.log"; exit 1; }
+import collections, json, re, sys
+from hta.common.trace_call_graph import CallGraph
 from hta.trace_analysis import TraceAnalysis
-expected = {r["name"]: r["n"] for r in json.loads(sys.argv[2])}
-ta = TraceAnalysis(trace_dir=sys.argv[1])
-assert sorted(ta.t.traces) == [0, 1], sorted(ta.t.traces)
-names = ta.t.symbol_table.get_sym_table()
-for rank in (0, 1):
-    t = ta.t.get_trace(rank)
-    got = {names[i]: int(n) for i, n in t.groupby("name").size().items()}
-    assert got == expected, f"rank {rank}: HTA {got} != perfetto {expected}"
-print(f"interop: HolisticTraceAnalysis loads the Kineto trace as ranks 0 and 1: {expected}")
+
+out = sys.argv[1]
+perfetto = {r["name"]: r["n"] for r in json.loads(sys.argv[2])}
+
+def x_events(path):
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    return [(i, e) for i, e in enumerate(events) if e.get("ph") == "X"]
+
+def parents(plain):
+    """Each X event's parent (its ordinal), from the nanosecond times of the plain trace; exact
+    for every event that is not of zero length."""
+    stacks, found = {}, []
+    for k, (_, e) in enumerate(plain):
+        start = round(e["ts"] * 1000)
+        end = start + round(e["dur"] * 1000)
+        stack = stacks.setdefault(e["tid"], [])
+        while stack and (stack[-1][1] < start or (stack[-1][1] == start and end > start)):
+            stack.pop()
+        found.append(stack[-1][0] if stack else None)
+        stack.append((k, end))
+    return found
+
+def table_calls(path):
+    rows = open(path).read().split("\n\n")[0].splitlines()
+    calls = {}
+    for row in rows:
+        m = re.match(r"(\S.*?)\s{2,}(\d+)\s", row)
+        if m:
+            calls[m.group(1)] = int(m.group(2))
+    return calls
+
+def check(name, kineto, plain, expected, ranks):
+    ta = TraceAnalysis(trace_dir=f"{out}/hta/{name}")
+    assert sorted(ta.t.traces) == ranks, sorted(ta.t.traces)
+    cg = CallGraph(ta.t)
+    names = ta.t.symbol_table.get_sym_table()
+    k_events, p_events = x_events(kineto), x_events(plain)
+    assert len(k_events) == len(p_events), (len(k_events), len(p_events))
+    ordinal = {i: k for k, (i, _) in enumerate(k_events)}
+    want = parents(p_events)
+    kept = 0
+    for rank in ranks:
+        df = ta.t.get_trace(rank).set_index("index")
+        ops = {names[i]: int(n) for i, n in df.groupby("name").size().items()}
+        assert ops == expected, f"{name} rank {rank}: HTA ops {ops} != {expected}"
+        nodes = {i: node for i, node in cg.rank_to_nodes[rank].items() if i >= 0}
+        got = collections.Counter(names[int(df.loc[i, "name"])] for i in nodes)
+        assert got == expected, f"{name} rank {rank}: HTA call graph {dict(got)} != {expected}"
+        for i, node in nodes.items():
+            if df.loc[i, "dur"] > 0:
+                parent = ordinal.get(int(node.parent)) if node.parent >= 0 else None
+                assert parent == want[ordinal[i]], \
+                    f"{name} rank {rank}: op {ordinal[i]} has parent {parent} in HTA, {want[ordinal[i]]} in the trace"
+                kept += 1
+    tracks = len({e["tid"] for _, e in k_events})
+    source = "the table" if name == "chrome_trace" else "the plain trace"
+    print(f"interop: HTA call graph of {name}.kineto.json (rank(s) {ranks}, {tracks} track(s)): "
+          f"{sum(expected.values())} nodes per rank, by name as in {source} {dict(sorted(expected.items()))}; "
+          f"the {kept // len(ranks)} ops per rank that last 1 µs or more keep their parent")
+
+table = table_calls(f"{out}/chrome_trace.txt")
+assert table == perfetto, f"table {table} != perfetto {perfetto}"
+check("chrome_trace", f"{out}/chrome_trace.kineto.json", f"{out}/chrome_trace.json", table, [0, 1])
+for name in ("sub_us", "overlap"):
+    plain = f"{out}/tests/{name}.json"
+    counts = dict(collections.Counter(e["name"] for _, e in x_events(plain)))
+    check(name, f"{out}/tests/{name}.kineto.json", plain, counts, [0])
 PY
 else
-    echo "interop: HolisticTraceAnalysis not installable here: Kineto check skipped"
+    echo "interop: HolisticTraceAnalysis not installable here: Kineto checks skipped"
 fi

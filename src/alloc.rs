@@ -3,7 +3,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 
 use crate::event::RawKind;
-use crate::registry;
+use crate::{clock, registry};
 
 /// Wraps a [`GlobalAlloc`] (by default [`System`]) and records every allocation and free
 /// while a session that tracks memory ([`Config::track_memory`](crate::Config::track_memory))
@@ -33,9 +33,11 @@ use crate::registry;
 /// scope: no lock and no allocation. A free is stamped before the memory goes back to the
 /// allocator and an allocation after it returns, so that when one thread frees an address and
 /// another gets it again, the ticks order the two correctly; post-processing then matches
-/// each free to its allocation by address, whichever threads they ran on. `realloc` is
-/// recorded as the free of the old block and the allocation of the new one, with the sizes
-/// the allocator saw.
+/// each free to its allocation by address, whichever threads they ran on. A `realloc` that
+/// succeeds is recorded as the free of the old block (stamped before the allocator gets it
+/// back) and the allocation of the new one, with the sizes the allocator saw, published
+/// together once it has returned; one that fails records nothing, since the old block is
+/// still allocated.
 ///
 /// The profiler's own allocations (thread registration, buffers, post-processing) are not
 /// recorded.
@@ -94,19 +96,25 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let tracked = registry::memory_on();
-        if tracked {
-            registry::record_memory(RawKind::Free, layout.size(), ptr as usize);
+        if !registry::memory_on() {
+            // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
+            return unsafe { self.inner.realloc(ptr, layout, new_size) };
         }
+        // The free's tick is read before the old block can go back to the allocator (so that
+        // another thread that gets its address again sorts after it), but the free is
+        // recorded only once the realloc has succeeded: a failed one leaves the old block
+        // allocated, and records nothing.
+        let freed_at = clock::now();
         // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
         let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
-        if tracked {
-            if new.is_null() {
-                // The old block is still allocated: record it as such again.
-                registry::record_memory(RawKind::Alloc, layout.size(), ptr as usize);
-            } else {
-                registry::record_memory(RawKind::Alloc, new_size, new as usize);
-            }
+        if !new.is_null() {
+            registry::record_realloc(
+                layout.size(),
+                ptr as usize,
+                freed_at,
+                new_size,
+                new as usize,
+            );
         }
         new
     }

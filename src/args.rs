@@ -1,10 +1,13 @@
 //! Scope arguments: `scope!("read", path = %p.display(), bytes = n)`.
 //!
 //! While recording, the values are encoded into the records that follow the scope's entry
-//! (published with it, no allocation): an [`RawKind::Arg`] record per argument (its key's id
-//! and type in `id`, the value or a string's length in `tick`), and for strings
-//! [`RawKind::Bytes`] records of 12 bytes each. A scope's records fit in [`Args::CAPACITY`];
-//! longer strings are cut at a character boundary and end in `…`.
+//! (published with it, no allocation): one record per argument whose kind says the value's
+//! type ([`RawKind::ArgI64`] … [`RawKind::ArgStr`]), with the key's callsite id in `id` and
+//! the value or a string's length in `tick`, and for strings [`RawKind::Bytes`] records of 12
+//! bytes each. A scope's records fit in [`Args::CAPACITY`]: a string that does not fit in the
+//! records left is cut at a character boundary and ends in `…` (the cut string, ellipsis
+//! included, fills at most the records left); an argument that comes when not even its first
+//! record (and, for a string, one record of text) is left is not recorded.
 
 use std::fmt::{self, Write as _};
 use std::mem::MaybeUninit;
@@ -16,24 +19,38 @@ use crate::scope::ScopeGuard;
 use crate::trace::Value;
 use crate::{clock, registry};
 
-/// Bits of an [`RawKind::Arg`] record's `id` that hold the key's callsite id.
-pub(crate) const KEY_BITS: u32 = 24;
-
-/// The type of an argument's value, in the top bits of an [`RawKind::Arg`] record's `id`.
+/// The type of an argument's value: the kind of its first record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
 pub(crate) enum ArgType {
-    I64 = 1,
-    U64 = 2,
-    F64 = 3,
-    Bool = 4,
-    Str = 5,
+    I64,
+    U64,
+    F64,
+    Bool,
+    Str,
 }
 
 impl ArgType {
-    /// The type in an [`RawKind::Arg`] record's `id`.
+    /// The type of the argument whose first record is `record`, if it is one.
     pub(crate) fn of(record: &RawEvent) -> Option<Self> {
-        Self::from_u8((record.id >> KEY_BITS) as u8)
+        Some(match record.kind {
+            RawKind::ArgI64 => Self::I64,
+            RawKind::ArgU64 => Self::U64,
+            RawKind::ArgF64 => Self::F64,
+            RawKind::ArgBool => Self::Bool,
+            RawKind::ArgStr => Self::Str,
+            _ => return None,
+        })
+    }
+
+    /// The kind of an argument's first record.
+    const fn kind(self) -> RawKind {
+        match self {
+            Self::I64 => RawKind::ArgI64,
+            Self::U64 => RawKind::ArgU64,
+            Self::F64 => RawKind::ArgF64,
+            Self::Bool => RawKind::ArgBool,
+            Self::Str => RawKind::ArgStr,
+        }
     }
 
     /// The value a record of this type holds in `tick`; `None` for a string, whose bytes
@@ -45,17 +62,6 @@ impl ArgType {
             Self::F64 => Value::F64(f64::from_bits(bits)),
             Self::Bool => Value::Bool(bits != 0),
             Self::Str => return None,
-        })
-    }
-
-    fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => Self::I64,
-            2 => Self::U64,
-            3 => Self::F64,
-            4 => Self::Bool,
-            5 => Self::Str,
-            _ => return None,
         })
     }
 }
@@ -95,16 +101,12 @@ impl Args {
         }
     }
 
-    fn head(&mut self, key: &'static Callsite, ty: ArgType, value: u64) -> bool {
-        if self.len == Self::CAPACITY {
+    /// Appends an argument's first record if it and `then` more records fit.
+    fn head(&mut self, key: &'static Callsite, ty: ArgType, value: u64, then: usize) -> bool {
+        if self.len + 1 + then > Self::CAPACITY {
             return false;
         }
-        let key = key.id() & ((1 << KEY_BITS) - 1);
-        self.put(RawEvent {
-            tick: value,
-            id: key | (ty as u32) << KEY_BITS,
-            kind: RawKind::Arg,
-        });
+        self.put(RawEvent::new(ty.kind(), key.id(), value));
         true
     }
 
@@ -125,22 +127,22 @@ impl Args {
 
     /// Adds a signed integer.
     pub fn i64(&mut self, key: &'static Callsite, value: i64) {
-        self.head(key, ArgType::I64, value as u64);
+        self.head(key, ArgType::I64, value as u64, 0);
     }
 
     /// Adds an unsigned integer.
     pub fn u64(&mut self, key: &'static Callsite, value: u64) {
-        self.head(key, ArgType::U64, value);
+        self.head(key, ArgType::U64, value, 0);
     }
 
     /// Adds a float.
     pub fn f64(&mut self, key: &'static Callsite, value: f64) {
-        self.head(key, ArgType::F64, value.to_bits());
+        self.head(key, ArgType::F64, value.to_bits(), 0);
     }
 
     /// Adds a boolean.
     pub fn bool(&mut self, key: &'static Callsite, value: bool) {
-        self.head(key, ArgType::Bool, u64::from(value));
+        self.head(key, ArgType::Bool, u64::from(value), 0);
     }
 
     /// Adds a string, cut to fit.
@@ -150,24 +152,31 @@ impl Args {
 
     /// Adds `value` formatted with `Display`, cut to fit.
     pub fn display(&mut self, key: &'static Callsite, value: &dyn fmt::Display) {
-        if !self.head(key, ArgType::Str, 0) {
+        // The head, and room for at least the ellipsis of a cut string.
+        if !self.head(key, ArgType::Str, 0, 1) {
             return;
         }
         let head = self.len - 1;
         let mut out = StrWriter {
-            args: self,
-            bytes: 0,
+            buf: [0; MAX_STR],
+            len: 0,
+            cap: (Self::CAPACITY - self.len) * BYTES_PER_RECORD,
             full: false,
-            partial: [0; BYTES_PER_RECORD],
         };
         let _ = write!(out, "{value}");
-        let bytes = out.finish();
-        let key_and_type = self.written(head)[0].id;
-        self.records[head] = MaybeUninit::new(RawEvent {
-            tick: bytes as u64,
-            id: key_and_type,
-            kind: RawKind::Arg,
-        });
+        let text = &out.buf[..out.len];
+        for piece in text.chunks(BYTES_PER_RECORD) {
+            let mut raw = [0u8; BYTES_PER_RECORD];
+            raw[..piece.len()].copy_from_slice(piece);
+            let [t0, t1, t2, t3, t4, t5, t6, t7, i0, i1, i2, i3] = raw;
+            self.put(RawEvent::new(
+                RawKind::Bytes,
+                u32::from_le_bytes([i0, i1, i2, i3]),
+                u64::from_le_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
+            ));
+        }
+        self.records[head] =
+            MaybeUninit::new(RawEvent::new(RawKind::ArgStr, key.id(), text.len() as u64));
     }
 
     /// Adds `value` formatted with `Debug`, cut to fit.
@@ -188,7 +197,7 @@ impl Args {
         while i < records.len() {
             let record = records[i];
             i += 1;
-            let key = crate::callsite::by_id(record.id & ((1 << KEY_BITS) - 1));
+            let key = crate::callsite::by_id(record.id);
             let (Some(key), Some(ty)) = (key, ArgType::of(&record)) else {
                 continue;
             };
@@ -230,7 +239,7 @@ impl Args {
             }
         };
         registry::push_all(self.written(start));
-        ScopeGuard::opened(id).with_observed(observed)
+        ScopeGuard::opened(id, tick).with_observed(observed)
     }
 }
 
@@ -242,71 +251,40 @@ impl fmt::Display for DebugAsDisplay<'_> {
     }
 }
 
-/// Appends string bytes to an [`Args`] as [`RawKind::Bytes`] records, cutting at a character
-/// boundary when the records run out.
-struct StrWriter<'a> {
-    args: &'a mut Args,
-    bytes: usize,
+/// The most string bytes one scope entry holds: every record but the lead ones and the
+/// string's head.
+const MAX_STR: usize = (Args::CAPACITY - Args::LEAD - 1) * BYTES_PER_RECORD;
+
+/// Collects a formatted string, cutting it at a character boundary and ending it in `…` when
+/// it does not fit in `cap` bytes.
+struct StrWriter {
+    buf: [u8; MAX_STR],
+    len: usize,
+    /// Bytes that fit; at least [`BYTES_PER_RECORD`], so the ellipsis always does.
+    cap: usize,
     full: bool,
-    /// The bytes of the record being filled.
-    partial: [u8; BYTES_PER_RECORD],
 }
 
-impl StrWriter<'_> {
-    /// Bytes that still fit: the free records, less what the record being filled holds.
-    fn room(&self) -> usize {
-        (Args::CAPACITY - self.args.len) * BYTES_PER_RECORD - self.bytes % BYTES_PER_RECORD
-    }
-
-    fn push_byte(&mut self, b: u8) {
-        self.partial[self.bytes % BYTES_PER_RECORD] = b;
-        self.bytes += 1;
-        if self.bytes % BYTES_PER_RECORD == 0 {
-            self.flush();
-        }
-    }
-
-    /// Writes the record being filled (zero-padded).
-    fn flush(&mut self) {
-        let [t0, t1, t2, t3, t4, t5, t6, t7, i0, i1, i2, i3] = self.partial;
-        self.args.put(RawEvent {
-            tick: u64::from_le_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
-            id: u32::from_le_bytes([i0, i1, i2, i3]),
-            kind: RawKind::Bytes,
-        });
-        self.partial = [0; BYTES_PER_RECORD];
-    }
-
-    /// Writes the last, partly filled record; the string's length in bytes.
-    fn finish(mut self) -> usize {
-        if self.bytes % BYTES_PER_RECORD != 0 {
-            self.flush();
-        }
-        self.bytes
-    }
-}
-
-impl fmt::Write for StrWriter<'_> {
+impl fmt::Write for StrWriter {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         if self.full {
             return Ok(());
         }
-        const ELLIPSIS: &str = "…";
-        let mut fits = s.len();
-        if fits > self.room() {
+        let take = s.len().min(self.cap - self.len);
+        self.buf[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        if take < s.len() {
+            // Cut so that the ellipsis fits too, at a character boundary: a byte that does
+            // not continue a character starts one (the text is UTF-8, and the byte at `cut`
+            // is one of it, since `cut < len`).
+            const ELLIPSIS: &str = "…";
             self.full = true;
-            fits = self.room().saturating_sub(ELLIPSIS.len());
-            while !s.is_char_boundary(fits) {
-                fits -= 1;
+            let mut cut = self.cap - ELLIPSIS.len();
+            while cut > 0 && self.buf[cut] & 0xC0 == 0x80 {
+                cut -= 1;
             }
-        }
-        for &b in &s.as_bytes()[..fits] {
-            self.push_byte(b);
-        }
-        if self.full {
-            for &b in ELLIPSIS.as_bytes() {
-                self.push_byte(b);
-            }
+            self.buf[cut..cut + ELLIPSIS.len()].copy_from_slice(ELLIPSIS.as_bytes());
+            self.len = cut + ELLIPSIS.len();
         }
         Ok(())
     }
@@ -377,6 +355,27 @@ mod tests {
             .into_iter()
             .map(|(_, v)| v.to_string())
             .collect()
+    }
+
+    #[test]
+    fn keys_keep_their_whole_callsite_id() {
+        // The value's type is the record's kind, so no bit of the key's id is given up for it.
+        let mut args = Args::new();
+        args.u64(&KEY, 7);
+        args.str(&KEY, "x");
+        let records = args.written(Args::LEAD);
+        assert_eq!(
+            (records[0].kind, records[0].id),
+            (RawKind::ArgU64, KEY.id())
+        );
+        assert_eq!(
+            (records[1].kind, records[1].id),
+            (RawKind::ArgStr, KEY.id())
+        );
+        let forged = RawEvent::new(RawKind::ArgBool, u32::MAX, 1);
+        assert_eq!(forged.id, u32::MAX);
+        assert_eq!(ArgType::of(&forged), Some(ArgType::Bool));
+        assert_eq!(ArgType::of(&RawEvent::begin(1, 1)), None);
     }
 
     #[test]

@@ -112,11 +112,19 @@ fn unix_ns(t: SystemTime) -> u64 {
 /// PyTorch profiler's `ApproximateClockToUnixTimeConverter` does the same): the scale is the
 /// median over the pairs of (Δsystem time / Δticks) when the session lasted long enough for that
 /// to beat the clock's own calibration, and the offset is the median over all pairs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// The arithmetic is integer: the scale is held as a whole part and a 64-bit binary fraction,
+/// and each conversion is two multiplications of the tick's distance from the anchor, rounded
+/// to the nearest nanosecond. So nanoseconds stay exact at any tick value and any uptime (a
+/// double would round them to 256 ns once values pass 2⁵³, about five weeks of a 2–3 GHz TSC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Converter {
     base_tick: u64,
     base_ns: u64,
-    scale: f64,
+    /// Whole nanoseconds per tick.
+    whole: u64,
+    /// The fraction of a nanosecond per tick, in units of 2⁻⁶⁴.
+    frac: u64,
 }
 
 impl Converter {
@@ -124,18 +132,17 @@ impl Converter {
     const MIN_SPAN_NS: u64 = 50_000_000;
 
     /// The identity: ticks are already Unix nanoseconds (mock clocks).
-    pub const IDENTITY: Self = Self {
-        base_tick: 0,
-        base_ns: 0,
-        scale: 1.0,
-    };
+    pub const IDENTITY: Self = Self::new(0, 0, 1.0);
 
-    /// A converter with an explicit anchor and rate.
+    /// A converter with an explicit anchor and rate (negative or NaN rates count as 0).
     pub const fn new(base_tick: u64, base_ns: u64, ns_per_tick: f64) -> Self {
+        let whole = ns_per_tick as u64;
+        let frac = ((ns_per_tick - whole as f64) * TWO_POW_64) as u64;
         Self {
             base_tick,
             base_ns,
-            scale: ns_per_tick,
+            whole,
+            frac,
         }
     }
 
@@ -173,40 +180,59 @@ impl Converter {
         } else {
             clock_rate
         };
-        let mut offsets: Vec<f64> = start
+        let rate = Self::new(base_tick, 0, scale);
+        // Offsets in integers: a double would round Unix nanoseconds to 256 ns.
+        let mut offsets: Vec<i128> = start
             .pairs
             .iter()
             .chain(&stop.pairs)
-            .map(|&(tick, ns)| ns as f64 - (tick as f64 - base_tick as f64) * scale)
+            .map(|&(tick, ns)| i128::from(ns) - rate.signed_delta_ns(tick))
             .collect();
-        let base_ns = median(&mut offsets).unwrap_or(0.0).max(0.0).round() as u64;
+        offsets.sort_unstable();
+        let base_ns = offsets.get(offsets.len() / 2).copied().unwrap_or(0);
         Self {
-            base_tick,
-            base_ns,
-            scale,
+            base_ns: u64::try_from(base_ns.max(0)).unwrap_or(u64::MAX),
+            ..rate
         }
     }
 
-    /// Nanoseconds since the Unix epoch at `tick`.
+    /// Nanoseconds for `ticks` ticks, rounded to the nearest (saturating).
+    #[inline]
+    fn scaled(&self, ticks: u64) -> u64 {
+        let whole = ticks.saturating_mul(self.whole);
+        let frac = (u128::from(ticks) * u128::from(self.frac) + (1 << 63)) >> 64;
+        whole.saturating_add(frac as u64)
+    }
+
+    /// Nanoseconds from the anchor to `tick`, signed.
+    fn signed_delta_ns(&self, tick: u64) -> i128 {
+        if tick >= self.base_tick {
+            i128::from(self.scaled(tick - self.base_tick))
+        } else {
+            -i128::from(self.scaled(self.base_tick - tick))
+        }
+    }
+
+    /// Nanoseconds since the Unix epoch at `tick` (saturating at 0 and `u64::MAX`).
     #[inline]
     pub fn to_unix_ns(&self, tick: u64) -> u64 {
-        // i64 holds ±292 years of nanoseconds; float-to-int casts saturate, and so does the
-        // sum, so absurd ticks clamp instead of wrapping. (An i128 here costs a library call per
-        // event.)
-        let delta = if tick >= self.base_tick {
-            ((tick - self.base_tick) as f64 * self.scale) as i64
+        if tick >= self.base_tick {
+            self.base_ns
+                .saturating_add(self.scaled(tick - self.base_tick))
         } else {
-            -(((self.base_tick - tick) as f64 * self.scale) as i64)
-        };
-        let base = i64::try_from(self.base_ns).unwrap_or(i64::MAX);
-        base.saturating_add(delta).max(0) as u64
+            self.base_ns
+                .saturating_sub(self.scaled(self.base_tick - tick))
+        }
     }
 
     /// Nanoseconds per tick.
     pub fn ns_per_tick(&self) -> f64 {
-        self.scale
+        self.whole as f64 + self.frac as f64 / TWO_POW_64
     }
 }
+
+/// 2⁶⁴ as a double (exact).
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
 fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
@@ -237,6 +263,51 @@ mod tests {
         assert_eq!(c.to_unix_ns(1_000), 10_000_000_000);
         assert_eq!(c.to_unix_ns(1_000_001_000), 10_500_000_000);
         assert_eq!(c.to_unix_ns(0), 9_999_999_500);
+    }
+
+    #[test]
+    fn nanoseconds_are_exact_at_any_tick() {
+        // Unix-epoch magnitudes (the mock clock) and ticks near 2^60: every nanosecond counts.
+        for base in [1_700_000_000_000_000_000u64, 1 << 60, (1 << 60) + 12_345] {
+            for dur in [1u64, 7, 100, 255, 256, 1000, 999_999_937] {
+                let c = Converter::IDENTITY;
+                assert_eq!(c.to_unix_ns(base + dur) - c.to_unix_ns(base), dur);
+            }
+        }
+        // A rate of 0.25 ns per tick, anchored near 2^60.
+        let c = Converter::new(1 << 60, 1_700_000_000_000_000_000, 0.25);
+        assert_eq!(c.to_unix_ns((1 << 60) + 4), 1_700_000_000_000_000_001);
+        assert_eq!(
+            c.to_unix_ns((1 << 60) + 4_000_000_000),
+            1_700_000_001_000_000_000
+        );
+        assert_eq!(c.to_unix_ns((1 << 60) - 8), 1_699_999_999_999_999_998);
+        // Two ticks per ns, far from the anchor: a double would be off by hundreds of ns.
+        let c = Converter::new(0, 0, 0.5);
+        assert_eq!(c.to_unix_ns(1 << 60), 1 << 59);
+        assert_eq!(c.to_unix_ns((1 << 60) + 2), (1 << 59) + 1);
+        // Saturation instead of wrapping.
+        assert_eq!(
+            Converter::new(0, u64::MAX - 1, 1.0).to_unix_ns(10),
+            u64::MAX
+        );
+        assert_eq!(Converter::new(100, 5, 1.0).to_unix_ns(0), 0);
+        assert_eq!(Converter::new(0, 0, 3.0).to_unix_ns(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn calibrated_offsets_keep_every_nanosecond() {
+        // Unix times at today's magnitude: the offset is exact, not rounded to 256 ns.
+        let start = Calibration {
+            pairs: vec![(1_000, 1_763_780_000_000_000_123)],
+        };
+        let stop = Calibration {
+            pairs: vec![(1_000 + 200_000_000, 1_763_780_000_100_000_123)],
+        };
+        let c = Converter::from_calibrations(&start, &stop, 9.0);
+        assert_eq!(c.ns_per_tick(), 0.5);
+        assert_eq!(c.to_unix_ns(1_000), 1_763_780_000_000_000_123);
+        assert_eq!(c.to_unix_ns(1_002), 1_763_780_000_000_000_124);
     }
 
     #[test]

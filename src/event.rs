@@ -8,8 +8,9 @@
 pub enum RawKind {
     /// A scope was entered; `id` is its callsite id.
     Begin = 1,
-    /// A scope was left; `id` is its callsite id, the same as its `Begin`'s. Also ends a
-    /// [`PollBegin`](RawKind::PollBegin).
+    /// A scope was left; `id` is the key of the entry it closes ([`RawEvent::end_key`] of the
+    /// entry's callsite id and tick), so that guards dropped in any order, also several of one
+    /// callsite, each close their own entry. Also ends a [`PollBegin`](RawKind::PollBegin).
     End = 2,
     /// An async call's logical span began (its first poll); `id` is its callsite id. The next
     /// event of the thread is a [`Data`](RawKind::Data) event with the span's id.
@@ -43,13 +44,20 @@ pub enum RawKind {
     /// A scope that follows from a link was entered: a [`Begin`](RawKind::Begin) whose
     /// [`Wide`](RawKind::Wide) payload names the link.
     BeginFollows = 11,
-    /// An argument of the scope entered just before it (see `scope!`): `id` holds the key's
-    /// callsite id (low 24 bits) and the value's type (high 8 bits), `tick` the value (not a
-    /// tick), or for a string its length in bytes, in the [`Bytes`](RawKind::Bytes) records
-    /// that follow.
-    Arg = 12,
+    /// A signed integer argument of the scope entered just before it (see `scope!`): `id`
+    /// holds the key's callsite id, `tick` the value (not a tick).
+    ArgI64 = 12,
     /// 12 bytes of a string argument: 8 in `tick`, 4 in `id`, little-endian.
     Bytes = 13,
+    /// An unsigned integer argument, laid out as [`ArgI64`](RawKind::ArgI64).
+    ArgU64 = 14,
+    /// A float argument (its bits in `tick`), laid out as [`ArgI64`](RawKind::ArgI64).
+    ArgF64 = 15,
+    /// A boolean argument (0 or 1 in `tick`), laid out as [`ArgI64`](RawKind::ArgI64).
+    ArgBool = 16,
+    /// A string argument: `id` holds the key's callsite id, `tick` the string's length in
+    /// bytes, carried by the [`Bytes`](RawKind::Bytes) records that follow.
+    ArgStr = 17,
 }
 
 impl RawKind {
@@ -57,7 +65,16 @@ impl RawKind {
     /// together with the event they belong to, whose tick counts for them.
     #[inline(always)]
     pub const fn carries_data(self) -> bool {
-        matches!(self, Self::Wide | Self::Arg | Self::Bytes)
+        matches!(
+            self,
+            Self::Wide
+                | Self::Bytes
+                | Self::ArgI64
+                | Self::ArgU64
+                | Self::ArgF64
+                | Self::ArgBool
+                | Self::ArgStr
+        )
     }
 
     /// The kind with discriminant `value`, or `None` for a value this version does not know.
@@ -74,8 +91,12 @@ impl RawKind {
             9 => Some(Self::Wide),
             10 => Some(Self::Link),
             11 => Some(Self::BeginFollows),
-            12 => Some(Self::Arg),
+            12 => Some(Self::ArgI64),
             13 => Some(Self::Bytes),
+            14 => Some(Self::ArgU64),
+            15 => Some(Self::ArgF64),
+            16 => Some(Self::ArgBool),
+            17 => Some(Self::ArgStr),
             _ => None,
         }
     }
@@ -110,14 +131,26 @@ impl RawEvent {
         }
     }
 
-    /// A scope exit for callsite `id` at `tick`.
+    /// A record of `kind` for `id` at `tick`.
     #[inline(always)]
-    pub const fn end(id: u32, tick: u64) -> Self {
-        Self {
-            tick,
-            id,
-            kind: RawKind::End,
-        }
+    pub const fn new(kind: RawKind, id: u32, tick: u64) -> Self {
+        Self { tick, id, kind }
+    }
+
+    /// A scope exit at `tick`, closing the entry whose [`end_key`](Self::end_key) is `key`.
+    #[inline(always)]
+    pub const fn end(key: u32, tick: u64) -> Self {
+        Self::new(RawKind::End, key, tick)
+    }
+
+    /// The key an [`End`](RawKind::End) carries for the entry of callsite `id` stamped
+    /// `begin_tick`: 32 bits mixed from both (two multiplications). Entries open at once on a
+    /// thread have different keys unless they share callsite and tick (then either pairing
+    /// gives the same durations) or collide by chance (2⁻³² a pair; the newest is closed).
+    #[inline(always)]
+    pub const fn end_key(id: u32, begin_tick: u64) -> u32 {
+        let x = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ begin_tick;
+        (x.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32) as u32
     }
 
     /// The two records of an allocation (`kind` [`RawKind::Alloc`]) or a free

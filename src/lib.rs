@@ -40,6 +40,22 @@
 //! When no session runs, a scope costs one relaxed atomic load and a branch. Without the
 //! default `enabled` cargo feature, `scope!` compiles to nothing at all.
 //!
+//! # Nesting, self time and guards dropped out of order
+//!
+//! A scope's parent is the innermost scope open on its thread when it was entered. Its total
+//! time runs from its entry to the drop of its guard; its self time is its total minus the
+//! time its direct children spent inside it. Guards are usually dropped in reverse order of
+//! creation, but need not be:
+//!
+//! - Every guard's own duration is exact, whatever order guards are dropped in, also for
+//!   several guards of one call site (each exit record names the entry it closes).
+//! - A child whose guard outlives its parent's (open `a`, open `b`, drop `a`, drop `b`) keeps
+//!   its full duration and stays `a`'s child in the call tree and in folded stacks; `a`'s self
+//!   time subtracts only the part of `b` before `a` ended. In the Chrome export such a scope
+//!   cannot nest on its thread's track, so it is drawn on an extra track of the same thread
+//!   ("overlapping scopes"), with its true duration. The report, the table, the call tree and
+//!   every export agree on every duration.
+//!
 //! # Overhead
 //!
 //! Measured with `cargo bench --bench scope` on a 2-vCPU AMD EPYC VM (Linux, one run,

@@ -89,13 +89,9 @@ impl ScopeGuard {
             return Self::observed_only(observed);
         }
         let id = callsite.id();
-        registry::push_all(&RawEvent::begin_follows(
-            id,
-            clock::now(),
-            link.thread,
-            link.seq,
-        ));
-        Self::opened(id).with_observed(observed)
+        let tick = clock::now();
+        registry::push_all(&RawEvent::begin_follows(id, tick, link.thread, link.seq));
+        Self::opened(id, tick).with_observed(observed)
     }
 }
 
@@ -128,14 +124,10 @@ impl SeqGuard {
         let tick = clock::now();
         registry::push_all(&[
             RawEvent::begin(id, tick),
-            RawEvent {
-                tick,
-                id: seq,
-                kind: RawKind::Link,
-            },
+            RawEvent::new(RawKind::Link, seq, tick),
         ]);
         Self {
-            guard: ScopeGuard::opened(id).with_observed(observed),
+            guard: ScopeGuard::opened(id, tick).with_observed(observed),
             link,
         }
     }

@@ -1,6 +1,8 @@
 //! Observers: callbacks on every scope's entry and exit (PyTorch's RecordFunction callbacks).
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -72,6 +74,8 @@ static ANY: AtomicUsize = AtomicUsize::new(0);
 static GLOBAL: Mutex<Vec<Arc<Entry>>> = Mutex::new(Vec::new());
 /// Bumped whenever the global list changes, so threads refresh their copy.
 static VERSION: AtomicU64 = AtomicU64::new(1);
+/// Callback panics caught so far, process-wide (see [`Observer::panic_count`]).
+static PANICS: AtomicU64 = AtomicU64::new(0);
 
 /// A thread's view: its copy of the global list, its own observers, and the scopes it has
 /// delivered entries for (so that their exits go to the same observers).
@@ -197,9 +201,26 @@ fn deliver(open: &Open, phase: Phase) {
     let _ = IN_CALLBACK.try_with(|c| c.set(true));
     let _reset = Reset;
     for entry in &open.to {
-        if entry.active.load(Ordering::Relaxed) {
-            (entry.callback)(&event);
+        if !entry.active.load(Ordering::Relaxed) {
+            continue;
         }
+        // A panic must not leave here: this may be a scope's drop while the thread unwinds,
+        // where a second panic aborts the process.
+        let called = catch_unwind(AssertUnwindSafe(|| (entry.callback)(&event)));
+        if let Err(payload) = called {
+            entry.active.store(false, Ordering::Relaxed);
+            PANICS.fetch_add(1, Ordering::Relaxed);
+            registry::observer_panicked(event.thread);
+            drop_payload(payload);
+        }
+    }
+}
+
+/// Drops a caught panic's payload; one whose destructor panics in turn is leaked instead, so
+/// that nothing unwinds out of [`deliver`].
+fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 
@@ -232,6 +253,21 @@ fn deliver(open: &Open, phase: Phase) {
 /// callback opens is recorded but not observed, so callbacks cannot recurse; they may
 /// register and drop observers. While no observer is registered, a scope pays one relaxed
 /// load for this feature.
+///
+/// # Callbacks that panic
+///
+/// A panic in a callback never leaves it: neither the scope nor the program sees it, and a
+/// thread that is already unwinding through the scope goes on unwinding with its own panic
+/// (a second panic there would abort the process). The panic is caught and counted: in
+/// [`Observer::panic_count`] (process-wide), and in the [`Report::observer_panics`] and the
+/// table footer of every session that records the thread at the time. The observer is then
+/// deactivated: it gets no further calls (not even the exit of the scope whose entry it
+/// panicked on; a call already under way on another thread finishes), while the other
+/// observers keep theirs. Its handle stays registered until dropped, as usual. The panic hook
+/// still runs for the panic, so its message is printed as for any other. Under
+/// `panic = "abort"` nothing can be caught: a panicking callback aborts, as any panic does.
+///
+/// [`Report::observer_panics`]: crate::report::Report::observer_panics
 #[must_use = "an observer does nothing until registered"]
 pub struct Observer {
     callback: Box<Callback>,
@@ -268,6 +304,13 @@ impl Observer {
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
+    }
+
+    /// Callback panics caught so far in this process, over all observers (monotonic). Each
+    /// deactivated the observer that raised it; see
+    /// [callbacks that panic](Observer#callbacks-that-panic).
+    pub fn panic_count() -> u64 {
+        PANICS.load(Ordering::Relaxed)
     }
 
     fn entry(self) -> Arc<Entry> {

@@ -1,9 +1,9 @@
 //! Every thread's buffer, every running session, and the per-thread state of the hot path.
 //!
-//! The global lock is taken when a thread registers, when a thread first sees a change in the
-//! set of recording sessions, and at session start, stop and collection; filling a chunk takes
-//! only the thread's own buffer lock. The hot path reads one global atomic ([`GENERATION`]) and
-//! its own thread-locals.
+//! The global lock is taken when a thread registers or exits, when a thread first sees a change
+//! in the set of recording sessions, and at session start, stop and collection; filling a chunk
+//! takes only the thread's own buffer lock. The hot path reads one global atomic
+//! ([`GENERATION`]) and its own thread-locals.
 
 use std::cell::{Cell, OnceCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -73,6 +73,8 @@ struct SessionEntry {
     collecting: bool,
     /// Records allocations too.
     memory: bool,
+    /// Observer callbacks that panicked on the threads it records while it recorded.
+    observer_panics: u64,
 }
 
 impl SessionEntry {
@@ -202,7 +204,20 @@ impl Drop for Local {
         });
         if let Some(entry) = self.entry.get() {
             entry.buffer.retire();
+            release_exited(entry);
         }
+    }
+}
+
+/// Gives back the chunks of an exited thread that no session needs and forgets the thread if
+/// none are left, without waiting for a session to stop: threads that only observers needed
+/// (or that no session records) leave nothing behind. A session that still needs some of its
+/// events keeps it until [`finish_session`].
+fn release_exited(entry: &Arc<ThreadEntry>) {
+    let mut reg = registry();
+    reclaim_thread(&reg.sessions, entry);
+    if entry.buffer.is_drained() {
+        reg.threads.retain(|t| !Arc::ptr_eq(t, entry));
     }
 }
 
@@ -303,6 +318,39 @@ pub(crate) fn memory_on() -> bool {
 /// thread, linking a fresh chunk) run [`Untracked`], so they are not recorded in turn.
 #[inline(never)]
 pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
+    if_memory_recorded(|fast| {
+        push_all_on(
+            fast,
+            &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
+        );
+    });
+}
+
+/// Records a `realloc` that succeeded, like [`record_memory`]: the free of the `old_size`
+/// bytes at `old`, stamped `freed_at` (read before the allocator got the block back), and the
+/// allocation of the `new_size` bytes at `new`, stamped now, published together. A failed
+/// `realloc` is not recorded at all.
+#[inline(never)]
+pub(crate) fn record_realloc(
+    old_size: usize,
+    old: usize,
+    freed_at: u64,
+    new_size: usize,
+    new: usize,
+) {
+    if_memory_recorded(|fast| {
+        let [free, free_at] =
+            RawEvent::memory(RawKind::Free, old_size as u64, old as u64, freed_at);
+        let [alloc, alloc_at] =
+            RawEvent::memory(RawKind::Alloc, new_size as u64, new as u64, clock::now());
+        push_all_on(fast, &[free, free_at, alloc, alloc_at]);
+    });
+}
+
+/// Runs `record` with this thread's state if a session records this thread's allocations and
+/// the allocation being recorded is not the profiler's own.
+#[inline(always)]
+fn if_memory_recorded(record: impl FnOnce(&Fast)) {
     let generation = MEMORY.load(Ordering::Relaxed);
     if generation == 0 {
         return;
@@ -317,10 +365,7 @@ pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
                 return;
             }
         }
-        push_all_on(
-            fast,
-            &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
-        );
+        record(fast);
     });
 }
 
@@ -350,11 +395,7 @@ pub(crate) fn capture_link() -> Option<(u32, u64)> {
         return None;
     }
     let (seq, thread) = next_seq();
-    push(RawEvent {
-        tick: clock::now(),
-        id: seq,
-        kind: RawKind::Link,
-    });
+    push(RawEvent::new(RawKind::Link, seq, clock::now()));
     Some((seq, thread))
 }
 
@@ -407,20 +448,47 @@ pub(crate) fn push(event: RawEvent) {
     }
 }
 
-/// The current chunk is full (or there is none yet): link a fresh one and push again.
-///
-/// A `Begin` is stamped again after the switch so that the scope is not billed for it. Other
-/// kinds keep their tick: a [`RawKind::Data`] event that follows must repeat it.
+/// Appends the entry of callsite `id`'s scope, stamped now (the tick is taken last, so the
+/// caller's work is not billed to the scope); returns the tick it was stamped with.
+#[inline(always)]
+pub(crate) fn push_begin(id: u32) -> u64 {
+    let tick = clock::now();
+    let pushed = FAST.try_with(|fast| {
+        if fast.writer.try_push(RawEvent::begin(id, tick)) {
+            Some(tick)
+        } else {
+            push_begin_slow(fast, id)
+        }
+    });
+    match pushed {
+        Ok(Some(tick)) => tick,
+        _ => {
+            LOST.fetch_add(1, Ordering::Relaxed);
+            tick
+        }
+    }
+}
+
+/// The current chunk is full (or there is none yet): link a fresh one and push again. The
+/// event keeps its tick: a [`RawKind::Data`] event that follows must repeat it.
 #[cold]
 #[inline(never)]
-fn push_slow(fast: &Fast, mut event: RawEvent) -> bool {
+fn push_slow(fast: &Fast, event: RawEvent) -> bool {
+    next_chunk(fast) && fast.writer.try_push(event)
+}
+
+/// [`push_begin`] after its chunk filled up: the entry is stamped again after the switch so
+/// that the scope is not billed for it.
+#[cold]
+#[inline(never)]
+fn push_begin_slow(fast: &Fast, id: u32) -> Option<u64> {
     if !next_chunk(fast) {
-        return false;
+        return None;
     }
-    if event.kind == RawKind::Begin {
-        event.tick = clock::now();
-    }
-    fast.writer.try_push(event)
+    let tick = clock::now();
+    fast.writer
+        .try_push(RawEvent::begin(id, tick))
+        .then_some(tick)
 }
 
 /// [`push_slow`] for records that go in together.
@@ -481,6 +549,7 @@ pub(crate) fn add_session(id: u64, start_tick: u64, members: Members, memory: bo
         members,
         collecting: false,
         memory,
+        observer_panics: 0,
     });
     reg.bump();
 }
@@ -562,13 +631,44 @@ fn reclaim(reg: &mut Registry) {
         threads, sessions, ..
     } = reg;
     for thread in threads.iter() {
-        let horizon = sessions
-            .iter()
-            .filter_map(|s| s.window_start(thread.id))
-            .min();
-        thread.buffer.reclaim(horizon, pool::give);
+        reclaim_thread(sessions, thread);
     }
     threads.retain(|t| !t.buffer.is_drained());
+}
+
+/// Gives back the chunks of `thread` older than every window of `sessions` that wants it (all
+/// the chunks its writer no longer fills when none does). Called with the registry locked.
+fn reclaim_thread(sessions: &[SessionEntry], thread: &ThreadEntry) {
+    let horizon = sessions
+        .iter()
+        .filter_map(|s| s.window_start(thread.id))
+        .min();
+    thread.buffer.reclaim(horizon, pool::give);
+}
+
+/// Counts an observer callback that panicked on thread `thread` for every recording session
+/// that records that thread.
+pub(crate) fn observer_panicked(thread: u64) {
+    if thread == 0 {
+        return;
+    }
+    let mut reg = registry();
+    let recording = reg
+        .sessions
+        .iter_mut()
+        .filter(|s| !s.collecting && s.window_start(thread).is_some());
+    for session in recording {
+        session.observer_panics += 1;
+    }
+}
+
+/// Observer callbacks that panicked on the threads session `id` records, so far in its window.
+pub(crate) fn observer_panics(id: u64) -> u64 {
+    registry()
+        .sessions
+        .iter()
+        .find(|s| s.id == id)
+        .map_or(0, |s| s.observer_panics)
 }
 
 /// Registered threads (live, or exited with events still needed).

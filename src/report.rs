@@ -65,6 +65,12 @@ pub struct Report {
     pub threads: usize,
     /// Events that could not be recorded (see [`Trace::dropped_events`]).
     pub dropped_events: u64,
+    /// Observer callbacks that panicked during the window on threads the session records
+    /// (each was caught, and deactivated its observer: see
+    /// [callbacks that panic](crate::Observer#callbacks-that-panic)); 0 in a healthy run.
+    /// [`Profiler::report`](crate::Profiler::report) fills it in; a report built from a
+    /// [`Trace`] alone has 0, as a trace does not carry it.
+    pub observer_panics: u64,
     /// Memory allocated in the window and still live at its end, by allocating scope, most
     /// bytes first; empty when the session did not track memory.
     pub leaks: Vec<Leak>,
@@ -307,6 +313,7 @@ impl Report {
             wall_ns: wall,
             threads: trace.threads.len(),
             dropped_events: trace.dropped_events,
+            observer_panics: 0,
             leaks: Leak::of(trace),
         }
     }

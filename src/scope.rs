@@ -18,6 +18,9 @@ use crate::{clock, observe, registry};
 pub struct ScopeGuard {
     /// Callsite id of the recorded `Begin`, or 0 when nothing was recorded.
     id: u32,
+    /// The entry's key ([`RawEvent::end_key`]), carried by the exit so that it closes this
+    /// entry whatever order guards are dropped in.
+    key: u32,
     /// The observers' slot for this scope's exit, or 0 when no observer took its entry.
     #[cfg(feature = "enabled")]
     observed: u32,
@@ -89,6 +92,7 @@ impl ScopeGuard {
     pub const fn inactive() -> Self {
         Self {
             id: 0,
+            key: 0,
             #[cfg(feature = "enabled")]
             observed: 0,
             _not_send: PhantomData,
@@ -120,16 +124,16 @@ impl ScopeGuard {
 
     #[inline(always)]
     fn begin(id: u32) -> Self {
-        // The tick is taken last so that the work above is not billed to the scope.
-        registry::push(RawEvent::begin(id, clock::now()));
-        Self::opened(id)
+        let tick = registry::push_begin(id);
+        Self::opened(id, tick)
     }
 
-    /// A guard for a scope whose entry the caller has just recorded.
+    /// A guard for a scope whose entry the caller has just recorded, stamped `tick`.
     #[inline(always)]
-    pub(crate) fn opened(id: u32) -> Self {
+    pub(crate) fn opened(id: u32, tick: u64) -> Self {
         Self {
             id,
+            key: RawEvent::end_key(id, tick),
             #[cfg(feature = "enabled")]
             observed: 0,
             _not_send: PhantomData,
@@ -141,7 +145,7 @@ impl Drop for ScopeGuard {
     #[inline(always)]
     fn drop(&mut self) {
         if self.id != 0 {
-            registry::push(RawEvent::end(self.id, clock::now()));
+            registry::push(RawEvent::end(self.key, clock::now()));
         }
         #[cfg(feature = "enabled")]
         if self.observed != 0 {

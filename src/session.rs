@@ -71,6 +71,7 @@ impl Config {
                 window: None,
                 members: None,
                 trace: None,
+                observer_panics: 0,
             }),
         });
         let profiler = Profiler { inner };
@@ -122,6 +123,8 @@ struct State {
     members: Option<Members>,
     /// What the last stop collected.
     trace: Option<Arc<Trace>>,
+    /// Observer callbacks that panicked in the last stop's window, on the threads it recorded.
+    observer_panics: u64,
 }
 
 #[derive(Debug)]
@@ -237,6 +240,7 @@ impl Profiler {
         let calibration = Calibration::sample();
         registry::stop_recording(self.inner.id);
         let trace = self.inner.collect(&window, end_tick, &calibration);
+        state.observer_panics = registry::observer_panics(self.inner.id);
         state.members = registry::finish_session(self.inner.id);
         state.trace = Some(Arc::new(trace));
     }
@@ -259,24 +263,37 @@ impl Profiler {
     /// The collected trace: the last stop's, or a snapshot up to now while running (scopes
     /// still open are then closed at the snapshot time and flagged).
     pub fn trace(&self) -> Arc<Trace> {
+        self.observed().0
+    }
+
+    /// [`Profiler::trace`], and the observer callbacks that panicked in its window on the
+    /// threads the session records (up to now while running).
+    fn observed(&self) -> (Arc<Trace>, u64) {
         let _untracked = registry::Untracked::enter();
         let state = self.inner.state();
         match &state.window {
             Some(window) => {
                 let end_tick = clock::now();
-                Arc::new(self.inner.collect(window, end_tick, &Calibration::sample()))
+                let trace = self.inner.collect(window, end_tick, &Calibration::sample());
+                let panics = registry::observer_panics(self.inner.id);
+                (Arc::new(trace), panics)
             }
-            None => state
-                .trace
-                .clone()
-                .unwrap_or_else(|| Arc::new(Trace::empty())),
+            None => {
+                let trace = state.trace.clone();
+                let trace = trace.unwrap_or_else(|| Arc::new(Trace::empty()));
+                (trace, state.observer_panics)
+            }
         }
     }
 
-    /// Per-name statistics of [`Profiler::trace`].
+    /// Per-name statistics of [`Profiler::trace`], with the window's
+    /// [`observer_panics`](Report::observer_panics).
     pub fn report(&self) -> Report {
         let _untracked = registry::Untracked::enter();
-        Report::new(&self.trace())
+        let (trace, observer_panics) = self.observed();
+        let mut report = Report::new(&trace);
+        report.observer_panics = observer_panics;
+        report
     }
 
     /// Writes [`Profiler::trace`] as Chrome Trace Event JSON (open it in ui.perfetto.dev or
@@ -323,8 +340,10 @@ impl Profiler {
     }
 
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
-    /// keys, row limits, per-thread rows and the call tree.
+    /// keys, row limits, per-thread rows and the call tree. Its footer counts the window's
+    /// [`observer_panics`](Report::observer_panics), if any.
     pub fn table(&self) -> Table {
-        Table::new(self.trace())
+        let (trace, observer_panics) = self.observed();
+        Table::new(trace).with_observer_panics(observer_panics)
     }
 }

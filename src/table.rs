@@ -65,6 +65,10 @@ impl SortBy {
 /// tracked memory, five more: bytes allocated (child scopes included), bytes allocated by the
 /// scope itself, allocation count, bytes freed and the largest call's peak; and below the
 /// table, the memory still live at stop by allocating scope.
+///
+/// The footer gives the wall time, threads, scopes and dropped events, and for a table made
+/// by [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
+/// window ([`Report::observer_panics`]) if there were any.
 #[must_use]
 #[derive(Clone, Debug)]
 pub struct Table {
@@ -74,6 +78,8 @@ pub struct Table {
     by_thread: bool,
     by_origin: bool,
     tree: bool,
+    /// Shown in the footer when not 0.
+    observer_panics: u64,
 }
 
 impl Table {
@@ -86,7 +92,14 @@ impl Table {
             by_thread: false,
             by_origin: false,
             tree: false,
+            observer_panics: 0,
         }
+    }
+
+    /// Counts `panics` observer callback panics in the footer (when not 0).
+    pub(crate) fn with_observer_panics(mut self, panics: u64) -> Self {
+        self.observer_panics = panics;
+        self
     }
 
     /// Sorts rows by `column`.
@@ -287,7 +300,7 @@ impl fmt::Display for Table {
         }
         let trace = &self.trace;
         let scopes: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
-        writeln!(
+        write!(
             f,
             "{} wall, {} thread{}, {} scope{}, {} dropped event{}",
             format_ns(trace.wall_ns()),
@@ -298,6 +311,11 @@ impl fmt::Display for Table {
             trace.dropped_events,
             plural(trace.dropped_events),
         )?;
+        let panics = self.observer_panics;
+        if panics > 0 {
+            write!(f, ", {panics} observer panic{}", plural(panics))?;
+        }
+        writeln!(f)?;
         if open > 0 {
             writeln!(
                 f,

@@ -40,8 +40,8 @@ impl AsyncSpan {
     pub fn poll(&self) -> ScopeGuard {
         if registry::thread_wants() {
             let id = self.callsite.id();
-            push_tagged(RawKind::PollBegin, id, self.span);
-            ScopeGuard::opened(id)
+            let tick = push_tagged(RawKind::PollBegin, id, self.span);
+            ScopeGuard::opened(id, tick)
         } else {
             ScopeGuard::inactive()
         }
@@ -56,12 +56,13 @@ impl Drop for AsyncSpan {
     }
 }
 
-/// Pushes `kind` for callsite `id` now, followed by `payload` as a [`RawKind::Data`] event.
+/// Pushes `kind` for callsite `id` now, followed by `payload` as a [`RawKind::Data`] event;
+/// returns the tick.
 #[inline]
-fn push_tagged(kind: RawKind, id: u32, payload: u32) {
+fn push_tagged(kind: RawKind, id: u32, payload: u32) -> u64 {
     let tick = clock::now();
-    registry::push(RawEvent { tick, id, kind });
-    registry::push(RawEvent::data(payload, tick));
+    registry::push_all(&[RawEvent::new(kind, id, tick), RawEvent::data(payload, tick)]);
+    tick
 }
 
 /// Runs `fut` as one async call named by `callsite`: the code `#[profile] async fn` expands to.

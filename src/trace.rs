@@ -384,10 +384,11 @@ impl Trace {
 
     /// Pairs raw begin/end events into nested spans and converts ticks to nanoseconds.
     ///
-    /// Events are taken in order per thread. An end closes the innermost open scope of the same
-    /// callsite (out-of-order drops close the right one); an end with no open begin (its scope
-    /// began before the window) is ignored; scopes still open at `end_tick` are closed there and
-    /// flagged `open_at_stop`. Async calls are matched across threads by span id: a poll
+    /// Events are taken in order per thread. An end closes the open scope it was recorded for
+    /// (same callsite and begin tag), whatever order scopes were left in; an end with no open
+    /// begin (its scope began before the window) is ignored; scopes still open at `end_tick`
+    /// are closed there and flagged `open_at_stop`. A scope that outlives its parent keeps its
+    /// own end, and its parent's `children_ns` counts only the part inside the parent. Async calls are matched across threads by span id: a poll
     /// belongs to the latest call with its id that began before it. Allocations and frees, if
     /// there are any, fill [`Trace::memory`] and [`ThreadRecord::memory`]. Callsite ids must
     /// come from this process.
@@ -574,13 +575,21 @@ pub(crate) struct Pairing<'a> {
     marks: &'a mut Vec<Mark>,
     links: &'a mut Links,
     spans: Vec<SpanRecord>,
-    open: Vec<u32>,
+    open: Vec<Open>,
     pending: Option<RawEvent>,
     events: u64,
     memory: Option<MemoryPairing<'a>>,
     args: Vec<SpanArg>,
     /// A string argument being read: span, key, length, bytes so far.
     string: Option<(u32, &'static str, usize, Vec<u8>)>,
+}
+
+/// An open span while pairing: its index, and the key its end carries
+/// ([`RawEvent::end_key`]).
+#[derive(Clone, Copy)]
+struct Open {
+    index: u32,
+    key: u32,
 }
 
 /// A thread's allocation bookkeeping while pairing.
@@ -603,7 +612,11 @@ fn payload_kind(kind: RawKind) -> Option<RawKind> {
         | RawKind::Data
         | RawKind::Wide
         | RawKind::Link
-        | RawKind::Arg
+        | RawKind::ArgI64
+        | RawKind::ArgU64
+        | RawKind::ArgF64
+        | RawKind::ArgBool
+        | RawKind::ArgStr
         | RawKind::Bytes => None,
     }
 }
@@ -635,16 +648,17 @@ impl Pairing<'_> {
             (Some(_), _) => self.pending = Some(event),
             // A payload whose lead event was outside the window.
             (None, RawKind::Data | RawKind::Wide) => {}
-            (None, RawKind::Arg) => self.arg(event),
             (None, RawKind::Bytes) => self.bytes(&event),
+            (None, kind) if kind.carries_data() => self.arg(event),
             (None, _) => self.apply(event, None),
         }
     }
 
     /// An argument of the innermost open span (the one just entered).
     fn arg(&mut self, event: RawEvent) {
-        let key_id = event.id & ((1 << crate::args::KEY_BITS) - 1);
-        let (Some(&span), Some(key)) = (self.open.last(), self.callsite(key_id)) else {
+        let (Some(&Open { index: span, .. }), Some(key)) =
+            (self.open.last(), self.callsite(event.id))
+        else {
             return;
         };
         let key = key.name();
@@ -691,13 +705,7 @@ impl Pairing<'_> {
             }
             RawKind::BeginFollows => {
                 let span = self.spans.len() as u32;
-                self.apply(
-                    RawEvent {
-                        kind: RawKind::Begin,
-                        ..lead
-                    },
-                    None,
-                );
+                self.apply(RawEvent::begin(lead.id, lead.tick), None);
                 if let (Some(wide), true) = (payload, self.spans.len() as u32 > span) {
                     let at = SpanRef {
                         thread: self.thread as u32,
@@ -715,7 +723,7 @@ impl Pairing<'_> {
             return;
         };
         let alloc = lead.kind == RawKind::Alloc;
-        let innermost = self.open.last().copied();
+        let innermost = self.open.last().map(|o| o.index);
         let delta = i64::try_from(size).unwrap_or(i64::MAX);
         memory.net = if alloc {
             memory.net.saturating_add(delta)
@@ -755,9 +763,18 @@ impl Pairing<'_> {
         let span = &mut self.spans[index as usize];
         span.end_ns = end.max(span.start_ns);
         span.open_at_stop = open_at_stop;
-        let (parent, duration) = (span.parent, span.duration_ns());
+        let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
         if let Some(parent) = parent {
-            self.spans[parent as usize].children_ns += duration;
+            // A parent still open ends after this span; one already closed (the guards were
+            // dropped out of order) holds only the part of this span before its own end.
+            let parent_open = self.open.iter().rev().any(|o| o.index == parent);
+            let parent = &mut self.spans[parent as usize];
+            let inside = if parent_open {
+                end
+            } else {
+                end.min(parent.end_ns)
+            };
+            parent.children_ns += inside.saturating_sub(start);
         }
         if let Some(memory) = &mut self.memory {
             // Totals so far hold the children's totals: add the span's own figures.
@@ -776,14 +793,25 @@ impl Pairing<'_> {
 
     fn apply(&mut self, event: RawEvent, span_id: Option<u32>) {
         if event.kind == RawKind::Link {
-            let span = self.open.last().map(|&span| SpanRef {
+            let span = self.open.last().map(|o| SpanRef {
                 thread: self.thread as u32,
-                span,
+                span: o.index,
             });
             let ns = self.converter.to_unix_ns(event.tick);
             self.links
                 .origins
                 .insert((self.thread_id, event.id), (span, ns));
+            return;
+        }
+        if event.kind == RawKind::End {
+            // The newest open span with the end's key: the top one unless guards were dropped
+            // out of order. An end whose entry was outside the window closes nothing.
+            let key = event.id;
+            if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
+                let index = self.open.remove(position).index;
+                let ns = self.converter.to_unix_ns(event.tick);
+                self.close(index, ns, false);
+            }
             return;
         }
         let Some(callsite) = self.callsite(event.id) else {
@@ -813,7 +841,7 @@ impl Pairing<'_> {
                     start_ns: ns,
                     end_ns: 0,
                     depth: self.open.len() as u32,
-                    parent: self.open.last().copied(),
+                    parent: self.open.last().map(|o| o.index),
                     children_ns: 0,
                     open_at_stop: false,
                     kind: if event.kind == RawKind::Begin {
@@ -827,18 +855,10 @@ impl Pairing<'_> {
                         .spans
                         .push((MemoryStats::default(), memory.net, memory.net));
                 }
-                self.open.push(index);
-            }
-            RawKind::End => {
-                let spans = &self.spans;
-                let found = self
-                    .open
-                    .iter()
-                    .rposition(|&i| std::ptr::eq(spans[i as usize].callsite, callsite));
-                if let Some(position) = found {
-                    let index = self.open.remove(position);
-                    self.close(index, ns, false);
-                }
+                self.open.push(Open {
+                    index,
+                    key: RawEvent::end_key(event.id, event.tick),
+                });
             }
             _ => {}
         }
@@ -851,8 +871,8 @@ impl Pairing<'_> {
             self.lead(lead, None);
         }
         self.end_string();
-        while let Some(index) = self.open.pop() {
-            self.close(index, end_ns, true);
+        while let Some(open) = self.open.pop() {
+            self.close(open.index, end_ns, true);
         }
         let memory = self
             .memory
@@ -974,7 +994,7 @@ mod tests {
     static STEP: Callsite = Callsite::new("step", file!(), line!(), module_path!());
 
     fn ev(kind: RawKind, id: u32, tick: u64) -> RawEvent {
-        RawEvent { tick, id, kind }
+        RawEvent::new(kind, id, tick)
     }
 
     fn build(events: Vec<RawEvent>, end_tick: u64) -> Trace {
@@ -996,8 +1016,8 @@ mod tests {
                 ev(RawKind::PollBegin, call, 10),
                 RawEvent::data(5, 10),
                 RawEvent::begin(step, 12),
-                RawEvent::end(step, 15),
-                RawEvent::end(call, 20),
+                RawEvent::end(RawEvent::end_key(step, 12), 15),
+                RawEvent::end(RawEvent::end_key(call, 10), 20),
                 ev(RawKind::AsyncEnd, call, 20),
                 RawEvent::data(5, 20),
             ],
@@ -1029,8 +1049,8 @@ mod tests {
                 // A poll whose span id was not pushed yet when the snapshot was taken.
                 ev(RawKind::PollBegin, call, 2),
                 RawEvent::begin(step, 3),
-                RawEvent::end(step, 4),
-                RawEvent::end(call, 6),
+                RawEvent::end(RawEvent::end_key(step, 3), 4),
+                RawEvent::end(RawEvent::end_key(call, 2), 6),
                 // A lead event with its payload cut off at the very end.
                 ev(RawKind::AsyncEnd, call, 8),
             ],
@@ -1058,7 +1078,7 @@ mod tests {
         };
         let mut a = thread(1, vec![alloc(1 << 33, 10), free(7, 40)]);
         a.events.insert(0, RawEvent::begin(step, 5));
-        a.events.push(RawEvent::end(step, 50));
+        a.events.push(RawEvent::end(RawEvent::end_key(step, 5), 50));
         let threads = vec![
             a,
             // Frees A's block (and an older one first), then gets the same address again.

@@ -200,6 +200,55 @@ fn realloc_growth_is_counted_as_the_allocator_saw_it() {
     assert_eq!(grow.peak_bytes, 1000);
 }
 
+/// A realloc that fails leaves the old block allocated: nothing was freed or allocated, so no
+/// count may change (issue 13, defect 8).
+#[test]
+fn a_failed_realloc_changes_no_count() {
+    let prof = memory_session();
+    let kept = {
+        let _g = scope!("try_grow");
+        let mut v: Vec<u8> = Vec::with_capacity(16);
+        // 4 EiB: past any address space, so the allocator's realloc returns null.
+        assert!(v.try_reserve(1 << 62).is_err());
+        assert_eq!(v.capacity(), 16);
+        black_box(v)
+    };
+    prof.stop();
+    let grow = stats(&prof, "try_grow");
+    assert_eq!(
+        grow,
+        MemoryStats {
+            allocs: 1,
+            alloc_bytes: 16,
+            frees: 0,
+            freed_bytes: 0,
+            self_allocs: 1,
+            self_alloc_bytes: 16,
+            self_frees: 0,
+            self_freed_bytes: 0,
+            peak_bytes: 16,
+        }
+    );
+    let trace = prof.trace();
+    let memory = trace.memory.as_ref().unwrap();
+    let events: Vec<_> = memory
+        .events
+        .iter()
+        .filter(|e| e.scope_name() == Some("try_grow"))
+        .map(|e| (e.kind, e.size, e.matched.is_some()))
+        .collect();
+    assert_eq!(events, [(MemoryKind::Alloc, 16, false)]);
+    assert_eq!(memory.live_bytes().last(), Some(&16));
+    let leaks: Vec<_> = prof
+        .report()
+        .leaks
+        .iter()
+        .map(|l| (l.scope, l.allocs, l.bytes))
+        .collect();
+    assert_eq!(leaks, [(Some("try_grow"), 1, 16)]);
+    drop(kept);
+}
+
 #[test]
 fn memory_still_live_at_stop_is_listed_by_scope() {
     let prof = memory_session();

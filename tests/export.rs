@@ -435,3 +435,485 @@ fn flamegraph_svg() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+/// Writes `bytes` as `name` into `$TICKSCOPE_INTEROP_DIR`, when it is set: `scripts/interop.sh`
+/// runs the traces of these tests through Perfetto and HolisticTraceAnalysis.
+fn keep_for_interop(name: &str, bytes: &[u8]) {
+    if let Some(dir) = std::env::var_os("TICKSCOPE_INTEROP_DIR") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(name), bytes).unwrap();
+    }
+}
+
+/// The `X` events of a Chrome JSON document, in file order.
+fn complete_events(doc: &Value) -> Vec<&Value> {
+    doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect()
+}
+
+/// A `ts` or `dur` (µs with three decimals) in ns.
+fn ns(v: &Value) -> u64 {
+    (v.as_f64().unwrap() * 1000.0).round() as u64
+}
+
+/// On thread "sub-us", times in ns from the start, scopes shorter than a microsecond next to,
+/// inside and around each other, some of zero length, several boundaries in one microsecond:
+///
+/// ```text
+/// step 0..5000 { x 100..2400, y 2450..4000 { z 2460..2480, leaf 2600..2700,
+///                pair 3100..3900 { a1 3200..3300, a2 3300..3300, a3 3600..3800 } },
+///                w 4000..4000, tail 4300..4700 }
+/// after 5000..5100
+/// ```
+fn sub_microsecond_session() -> Profiler {
+    record_on("sub-us", |m| {
+        let step = scope!("step");
+        m.increment(100u64);
+        {
+            let _x = scope!("x");
+            m.increment(2_300u64);
+        }
+        m.increment(50u64);
+        {
+            let _y = scope!("y");
+            m.increment(10u64);
+            {
+                let _z = scope!("z");
+                m.increment(20u64);
+            }
+            m.increment(120u64);
+            {
+                let _leaf = scope!("leaf");
+                m.increment(100u64);
+            }
+            m.increment(400u64);
+            {
+                let _pair = scope!("pair");
+                m.increment(100u64);
+                {
+                    let _a1 = scope!("a1");
+                    m.increment(100u64);
+                }
+                {
+                    let _a2 = scope!("a2");
+                }
+                m.increment(300u64);
+                {
+                    let _a3 = scope!("a3");
+                    m.increment(200u64);
+                }
+                m.increment(100u64);
+            }
+            m.increment(100u64);
+        }
+        {
+            let _w = scope!("w");
+        }
+        m.increment(300u64);
+        {
+            let _tail = scope!("tail");
+            m.increment(400u64);
+        }
+        m.increment(300u64);
+        drop(step);
+        {
+            let _after = scope!("after");
+            m.increment(100u64);
+        }
+    })
+}
+
+/// HolisticTraceAnalysis's order of the ends of one thread's ops (`_less_than` in
+/// `hta/common/trace_call_stack.py`, version 0.5.0): `(index, dur, kind, time)` with kind -1
+/// for a start and 1 for an end. It raises on a negative duration; so does this.
+fn hta_less(x: (usize, i64, i8, i64), y: (usize, i64, i8, i64)) -> bool {
+    let ((xi, xd, xk, xt), (yi, yd, yk, yt)) = (x, y);
+    const OPEN: i8 = -1;
+    const CLOSE: i8 = 1;
+    if xt != yt {
+        return xt < yt;
+    }
+    if xi == yi {
+        return xk == OPEN;
+    }
+    if xd == 0 || yd == 0 {
+        return match (xd, yd) {
+            (0, d) if d > 0 => yk == CLOSE,
+            (d, 0) if d > 0 => xk == OPEN,
+            (0, 0) if xk == OPEN && yk == OPEN => xi < yi,
+            (0, 0) if xk == CLOSE && yk == CLOSE => xi > yi,
+            (0, 0) => xk == OPEN,
+            _ => panic!("HTA: Unexpected case: {x:?} {y:?}"),
+        };
+    }
+    match (xk, yk) {
+        (CLOSE, OPEN) => true,
+        (OPEN, CLOSE) => false,
+        (OPEN, OPEN) if xd != yd => xd > yd,
+        (CLOSE, CLOSE) if xd != yd => xd < yd,
+        (OPEN, _) => xi < yi,
+        _ => xi > yi,
+    }
+}
+
+/// HolisticTraceAnalysis's call stack of one thread's ops, given as (start, end) in µs after
+/// its rounding: each op's parent, as `CallStackGraph` builds it (sort the ends with
+/// [`hta_less`], then push on a start and pop on an end). Fails where HTA's own check that
+/// the sort succeeded would.
+fn hta_parents(ops: &[(i64, i64)]) -> Vec<Option<usize>> {
+    let mut ends: Vec<(usize, i64, i8, i64)> = Vec::new();
+    for (i, &(start, end)) in ops.iter().enumerate() {
+        ends.push((i, end - start, -1, start));
+        ends.push((i, end - start, 1, end));
+    }
+    ends.sort_by(|&x, &y| {
+        if hta_less(x, y) {
+            std::cmp::Ordering::Less
+        } else if hta_less(y, x) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    });
+    for pair in ends.windows(2) {
+        assert!(
+            hta_less(pair[0], pair[1]),
+            "HTA: the events array is not sorted: {pair:?}"
+        );
+    }
+    let mut parents = vec![None; ops.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    for (i, _, kind, _) in ends {
+        if kind == -1 {
+            parents[i] = stack.last().copied();
+            stack.push(i);
+        } else {
+            stack.pop();
+        }
+    }
+    parents
+}
+
+/// HolisticTraceAnalysis reads the Kineto dialect with its rounding (ceil of `ts`, floor of
+/// `ts + dur`; `round_down_time_stamps` in `hta/common/trace_parser.py`) and builds call
+/// stacks from the rounded times. Sub-microsecond scopes must keep their nesting, sibling
+/// order and a duration of at least 0 through it, and HTA must rebuild the parent of every op
+/// that still lasts a microsecond or more.
+#[test]
+fn kineto_times_survive_hta_rounding() {
+    let prof = sub_microsecond_session();
+    let trace = prof.trace();
+    let thread = &trace.threads[0];
+    let spans = &thread.spans;
+    let mut out = Vec::new();
+    chrome::write_with(&trace, &mut out, &Options::new().kineto(0, 1)).unwrap();
+    keep_for_interop("sub_us.kineto.json", &out);
+    let mut plain = Vec::new();
+    chrome::write(&trace, &mut plain).unwrap();
+    keep_for_interop("sub_us.json", &plain);
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    let ops = complete_events(&doc);
+    assert_eq!(ops.len(), spans.len());
+    // HTA's rounding, in doubles as HTA does it.
+    let rounded: Vec<(i64, i64)> = ops
+        .iter()
+        .map(|op| {
+            let (ts, dur) = (op["ts"].as_f64().unwrap(), op["dur"].as_f64().unwrap());
+            (ts.ceil() as i64, (ts + dur).floor() as i64)
+        })
+        .collect();
+    let start = trace.start_ns as i64;
+    for (i, (span, &(s, e))) in spans.iter().zip(&rounded).enumerate() {
+        let name = span.name();
+        assert_eq!(ops[i]["name"], name);
+        assert!(e >= s, "{name}: [{s}, {e}] lasts less than nothing");
+        // Each time is within 1.5 µs of the truth.
+        for (got, want) in [(s, span.start_ns), (e, span.end_ns)] {
+            let off = (got * 1000 - (want as i64 - start)).abs();
+            assert!(off <= 1500, "{name}: {got} µs is {off} ns off");
+        }
+        if let Some(p) = span.parent {
+            let (ps, pe) = rounded[p as usize];
+            assert!(
+                ps <= s && e <= pe,
+                "{name} [{s}, {e}] leaves its parent [{ps}, {pe}]"
+            );
+        }
+        // The previous sibling ends before this one starts.
+        if let Some(prev) = (0..i).rev().find(|&j| spans[j].parent == span.parent) {
+            let (_, prev_end) = rounded[prev];
+            assert!(
+                prev_end <= s,
+                "{name} starts at {s}, before its sibling ends ({prev_end})"
+            );
+        }
+    }
+    // No microsecond holds a scope that closes, one that opens and one of zero length: HTA's
+    // order of its ends would have no solution.
+    for t in rounded.iter().flat_map(|&(s, e)| [s, e]) {
+        let closes = rounded.iter().any(|&(s, e)| e == t && s < e);
+        let opens = rounded.iter().any(|&(s, e)| s == t && s < e);
+        let zero = rounded.iter().any(|&(s, e)| s == t && e == t);
+        assert!(
+            !(closes && opens && zero),
+            "HTA cannot order microsecond {t}"
+        );
+    }
+    // HTA's call stack: every op that lasts a microsecond or more has its own parent.
+    let parents = hta_parents(&rounded);
+    for (i, span) in spans.iter().enumerate() {
+        let (s, e) = rounded[i];
+        if e > s {
+            assert_eq!(
+                parents[i],
+                span.parent.map(|p| p as usize),
+                "{}'s parent in HTA",
+                span.name()
+            );
+        }
+    }
+    // The grid of this trace (µs): nearest microseconds, except that on 2, where `x` closes
+    // and `y` opens, zero-length `z` (the last there) goes to 3; and on 4, where `pair` and
+    // `y` close and `tail` opens, zero-length `w` sits between them, so `tail` opens on 5.
+    let got: Vec<(&str, i64, i64)> = spans
+        .iter()
+        .zip(&rounded)
+        .map(|(span, &(s, e))| (span.name(), s, e))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("step", 0, 5),
+            ("x", 0, 2),
+            ("y", 2, 4),
+            ("z", 3, 3),
+            ("leaf", 3, 3),
+            ("pair", 3, 4),
+            ("a1", 3, 3),
+            ("a2", 3, 3),
+            ("a3", 4, 4),
+            ("w", 4, 4),
+            ("tail", 5, 5),
+            ("after", 5, 5),
+        ]
+    );
+}
+
+/// On thread "overlap", guards dropped out of order. First `a` 0..20 ns with `b` 10..50 ns
+/// opened inside it (b outlives a by 30 ns). Then, in µs: `outer` 100..400 { `x` 200..600
+/// { `y` 300..700 } }, dropped outer, x, y; a link captured in `y` at 400 µs, followed by
+/// `follower` 500..600 (inside `y`); `z` 800..850 after everything.
+fn overlap_session() -> Profiler {
+    record_on("overlap", |m| {
+        let a = scope!("a");
+        m.increment(10u64);
+        let b = scope!("b");
+        m.increment(10u64);
+        drop(a);
+        m.increment(30u64);
+        drop(b);
+        m.increment(100_000u64 - 50);
+        let outer = scope!("outer");
+        m.increment(100_000u64);
+        let x = scope!("x");
+        m.increment(100_000u64);
+        let y = scope!("y");
+        m.increment(100_000u64);
+        drop(outer);
+        let link = tickscope::link();
+        m.increment(100_000u64);
+        {
+            let _f = scope!("follower", follows = link);
+            m.increment(100_000u64);
+        }
+        drop(x);
+        m.increment(100_000u64);
+        drop(y);
+        m.increment(100_000u64);
+        {
+            let _z = scope!("z");
+            m.increment(50_000u64);
+        }
+    })
+}
+
+/// Every span of the overlap session: name, start and end in ns from the start, parent name.
+const OVERLAP: [(&str, u64, u64, Option<&str>); 7] = [
+    ("a", 0, 20, None),
+    ("b", 10, 50, Some("a")),
+    ("outer", 100_000, 400_000, None),
+    ("x", 200_000, 600_000, Some("outer")),
+    ("y", 300_000, 700_000, Some("x")),
+    ("follower", 500_000, 600_000, Some("y")),
+    ("z", 800_000, 850_000, None),
+];
+
+/// Lane of each span of [`OVERLAP`]: the lowest track where it nests or that is free.
+const OVERLAP_LANES: [usize; 7] = [0, 1, 0, 1, 2, 0, 0];
+
+#[test]
+fn scopes_that_outlive_their_parent_keep_their_duration_on_lanes() {
+    let prof = overlap_session();
+    let trace = prof.trace();
+    let thread = &trace.threads[0];
+    let start = trace.start_ns;
+    let spans: Vec<(&str, u64, u64, Option<&str>)> = thread
+        .spans
+        .iter()
+        .map(|s| {
+            let parent = s.parent.map(|p| thread.spans[p as usize].name());
+            (s.name(), s.start_ns - start, s.end_ns - start, parent)
+        })
+        .collect();
+    assert_eq!(spans, OVERLAP, "the decoder's spans");
+
+    let mut out = Vec::new();
+    chrome::write(&trace, &mut out).unwrap();
+    keep_for_interop("overlap.json", &out);
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    // One slice per span, with the span's own duration, on its lane's track.
+    let slices = complete_events(&doc);
+    assert_eq!(slices.len(), OVERLAP.len());
+    for (slice, (name, s, e, _)) in slices.iter().zip(OVERLAP) {
+        assert_eq!(slice["name"], name);
+        assert_eq!((ns(&slice["ts"]), ns(&slice["dur"])), (s, e - s), "{name}");
+    }
+    let tid = thread.id;
+    let tids: Vec<u64> = slices.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+    let lane_tids = [tid, tids[1], tids[4]];
+    assert!(lane_tids[1] > tid && lane_tids[2] > tid && lane_tids[1] != lane_tids[2]);
+    for (i, (name, ..)) in OVERLAP.iter().enumerate() {
+        assert_eq!(tids[i], lane_tids[OVERLAP_LANES[i]], "{name}'s track");
+    }
+    assert_ne!(tids[0], tids[1], "a and b share a track");
+    // Each track nests: a slice starts after the previous one ended or lies inside it.
+    for lane in lane_tids {
+        let mut open: Vec<(u64, u64)> = Vec::new();
+        for slice in slices.iter().filter(|e| e["tid"].as_u64() == Some(lane)) {
+            let (s, e) = (ns(&slice["ts"]), ns(&slice["ts"]) + ns(&slice["dur"]));
+            open.retain(|&(_, end)| end > s);
+            if let Some(&(ps, pe)) = open.last() {
+                assert!(
+                    ps <= s && e <= pe,
+                    "{slice} overlaps ({ps}, {pe}) on {lane}"
+                );
+            }
+            open.push((s, e));
+        }
+    }
+    // The lanes' tracks are named after the thread and sorted right after it.
+    let meta = |tid: u64, what: &str| {
+        events
+            .iter()
+            .find(|e| e["ph"] == "M" && e["tid"].as_u64() == Some(tid) && e["name"] == what)
+            .map(|e| e["args"].clone())
+    };
+    assert_eq!(
+        meta(lane_tids[1], "thread_name"),
+        Some(serde_json::json!({"name": "overlap (overlapping scopes 1)"}))
+    );
+    assert_eq!(
+        meta(lane_tids[2], "thread_name"),
+        Some(serde_json::json!({"name": "overlap (overlapping scopes 2)"}))
+    );
+    for (lane, tid) in lane_tids.iter().enumerate() {
+        assert_eq!(
+            meta(*tid, "thread_sort_index"),
+            Some(serde_json::json!({ "sort_index": lane }))
+        );
+    }
+    // The flow leaves `y` on its track, at the capture, and enters `follower` on its own.
+    let flow: Vec<(&str, u64, u64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "s" || e["ph"] == "f")
+        .map(|e| {
+            (
+                e["ph"].as_str().unwrap(),
+                e["tid"].as_u64().unwrap(),
+                ns(&e["ts"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flow,
+        [("s", lane_tids[2], 400_000), ("f", lane_tids[0], 500_000)]
+    );
+    let expected = serde_json::json!({
+        "spans": OVERLAP.len(),
+        "slices": OVERLAP.iter().map(|(name, s, e, _)| (name, e - s)).collect::<Vec<_>>(),
+        "flows": [["y", "follower"]],
+    });
+    keep_for_interop("overlap.expected.json", expected.to_string().as_bytes());
+
+    // Unix-epoch times: B/E pairs, each track's in nesting order, at the spans' own ends.
+    let mut out = Vec::new();
+    let options = Options::new().time_origin(TimeOrigin::UnixEpoch);
+    chrome::write_with(&trace, &mut out, &options).unwrap();
+    keep_for_interop("overlap.unix.json", &out);
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    let mut durations: Vec<(String, u64)> = Vec::new();
+    for lane in lane_tids {
+        let mut open: Vec<(String, u64)> = Vec::new();
+        for e in doc["traceEvents"].as_array().unwrap() {
+            if e["tid"].as_u64() != Some(lane) || !(e["ph"] == "B" || e["ph"] == "E") {
+                continue;
+            }
+            let (name, ts) = (e["name"].as_str().unwrap().to_owned(), ns(&e["ts"]));
+            if e["ph"] == "B" {
+                open.push((name, ts));
+            } else {
+                let (begun, at) = open.pop().expect("an E with no open B");
+                assert_eq!(begun, name, "E closes another slice");
+                durations.push((name, ts - at));
+            }
+        }
+        assert!(open.is_empty());
+    }
+    durations.sort();
+    let mut want: Vec<(String, u64)> = OVERLAP
+        .iter()
+        .map(|(name, s, e, _)| (name.to_string(), e - s))
+        .collect();
+    want.sort();
+    assert_eq!(durations, want);
+
+    // Kineto: the same tracks, whole microseconds.
+    let mut out = Vec::new();
+    chrome::write_with(&trace, &mut out, &Options::new().kineto(0, 1)).unwrap();
+    keep_for_interop("overlap.kineto.json", &out);
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    let ops = complete_events(&doc);
+    let got: Vec<(u64, u64, u64)> = ops
+        .iter()
+        .map(|e| (e["tid"].as_u64().unwrap(), ns(&e["ts"]), ns(&e["dur"])))
+        .collect();
+    let want: Vec<(u64, u64, u64)> = OVERLAP
+        .iter()
+        .zip(OVERLAP_LANES)
+        .map(|((_, s, e, _), lane)| {
+            let (s, e) = ((s + 500) / 1000 * 1000, (e + 500) / 1000 * 1000);
+            (lane_tids[lane], s, e - s)
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // Folded stacks: self times as the report has them (a's self excludes only the part of b
+    // inside it).
+    let mut out = Vec::new();
+    folded::write(&trace, &mut out, folded::Options::default()).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "a 10\na;b 40\nouter 100000\nouter;x 100000\nouter;x;y 300000\n\
+         outer;x;y;follower 100000\nz 50000\n"
+    );
+    let report = prof.report();
+    for (name, self_ns) in [("a", 10), ("b", 40), ("x", 100_000), ("y", 300_000)] {
+        let row = report.get(name).unwrap();
+        assert_eq!(row.self_ns, self_ns, "{name}'s self time in the report");
+    }
+}

@@ -202,3 +202,99 @@ fn an_observer_sees_every_scope_while_others_come_and_go() {
         t.join().unwrap();
     }
 }
+
+/// The tests whose observers panic read the process-wide count of caught panics, so they run
+/// one at a time.
+static PANICKING: Mutex<()> = Mutex::new(());
+
+/// Issue 13, defect 10: a callback that panics on entry does not take the scope (or the
+/// program) down; the panic is counted process-wide and by the session recording the thread,
+/// and the observer gets no further calls while the others keep theirs.
+#[test]
+fn a_panicking_callback_is_caught_counted_and_deactivated() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let _serial = PANICKING.lock().unwrap_or_else(|e| e.into_inner());
+    let before = Observer::panic_count();
+    let prof = Profiler::builder().current_thread().start();
+    let calls = Arc::new(AtomicU64::new(0));
+    let count = calls.clone();
+    let panicky = Observer::new(move |s| {
+        if s.name() == "panic_work" {
+            count.fetch_add(1, Ordering::Relaxed);
+            if s.phase == Phase::Enter {
+                panic!("observer failed on entry");
+            }
+        }
+    })
+    .current_thread();
+    let (log, observer) = logger("panic_");
+    let healthy = observer.current_thread();
+    let mut ran = 0;
+    for _ in 0..3 {
+        let _g = scope!("panic_work");
+        ran += 1;
+    }
+    prof.stop();
+    drop((panicky, healthy));
+    assert_eq!(ran, 3);
+    // Its first call panicked; no further call, not even that scope's exit.
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(Observer::panic_count() - before, 1);
+    // The other observer, after it in the same delivery, got every call.
+    assert_eq!(log.lock().unwrap().len(), 3 * 2);
+    let report = prof.report();
+    assert_eq!(report.get("panic_work").unwrap().calls, 3);
+    assert_eq!(report.observer_panics, 1);
+    let table = prof.table().to_string();
+    assert!(
+        table.contains(" 0 dropped events, 1 observer panic\n"),
+        "{table}"
+    );
+}
+
+#[derive(Debug, PartialEq)]
+struct Original(u32);
+
+/// Issue 13, defect 10: a panic unwinding through a scope whose observer panics on its exit
+/// reaches `join` with its own payload instead of aborting the process (this test's process).
+#[test]
+fn an_observer_panicking_during_unwinding_does_not_abort() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let _serial = PANICKING.lock().unwrap_or_else(|e| e.into_inner());
+    let before = Observer::panic_count();
+    let prof = Profiler::builder().current_thread().start();
+    // Records only this thread, which no observer panics on.
+    let bystander = Profiler::builder().current_thread().start();
+    let exits = Arc::new(AtomicU64::new(0));
+    let worker = {
+        let (prof, exits) = (prof.clone(), exits.clone());
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let _observer = Observer::new(move |s| {
+                if s.name() == "unwinding" && s.phase == Phase::Exit {
+                    exits.fetch_add(1, Ordering::Relaxed);
+                    panic!("observer failed on exit");
+                }
+            })
+            .current_thread();
+            let _g = scope!("unwinding");
+            std::panic::panic_any(Original(7));
+        })
+    };
+    let payload = worker.join().expect_err("the thread panicked");
+    assert_eq!(payload.downcast_ref::<Original>(), Some(&Original(7)));
+    assert_eq!(exits.load(Ordering::Relaxed), 1);
+    assert_eq!(Observer::panic_count() - before, 1);
+    bystander.stop();
+    prof.stop();
+    let report = prof.report();
+    assert_eq!(report.get("unwinding").unwrap().calls, 1);
+    assert_eq!(report.observer_panics, 1);
+    assert!(
+        prof.table().to_string().contains(", 1 observer panic\n"),
+        "{}",
+        prof.table()
+    );
+    assert_eq!(bystander.report().observer_panics, 0);
+    assert!(!bystander.table().to_string().contains("observer panic"));
+}

@@ -1,7 +1,7 @@
 //! What `#[profile]` turns an item into.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{ToTokens, quote};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Ident, ImplItem, ImplItemFn, Item, ItemFn, ItemImpl, LitStr, ReturnType, Type};
@@ -69,8 +69,7 @@ fn function(args: &Args, mut f: ItemFn, enabled: bool) -> syn::Result<TokenStrea
             .clone()
             .unwrap_or_else(|| default_name(None, &f.sig.ident));
         let krate = crate_path(args);
-        let body = body(&krate, &name, &f.sig, &f.block);
-        f.block = Box::new(syn::parse_quote!({ #body }));
+        *f.block = instrumented(&krate, &name, &f.sig, &f.block);
     }
     Ok(f.into_token_stream())
 }
@@ -146,8 +145,7 @@ fn method_in_impl(
         (Some(k), _) | (None, Some(k)) => k.to_token_stream(),
         (None, None) => quote!(::tickscope),
     };
-    let body = body(&krate, &name, &method.sig, &method.block);
-    method.block = syn::parse_quote!({ #body });
+    method.block = instrumented(&krate, &name, &method.sig, &method.block);
     Ok(())
 }
 
@@ -196,48 +194,71 @@ fn type_name(ty: &Type) -> String {
 
 /// The instrumented body of a function with signature `sig` and body `block`.
 ///
-/// A sync function opens a `scope!` before its body runs; early returns, `?` and panics drop
-/// the guard. An async function runs its body as an inner `async move` block under
-/// `__private::instrument`, which records the call's span and one slice per poll.
-fn body(
+/// A sync function gets one statement in front of its own (after the items that open its body):
+/// the `let` of a `scope!` guard, which early returns, `?` and panics drop. An async function
+/// runs its statements as an `async move` block under `__private::instrument`, which records the
+/// call's span and one slice per poll.
+///
+/// The user's statements stay in one block with the user's braces, as written, never in a block
+/// of their own nested in a generated one: lints see the code they would see without the
+/// attribute (a one-line `{ expr }` nested as a tail is rustc's `unused_braces`), so what they
+/// report there is the user's own. Generated tokens carry this expansion's spans, which most
+/// lints leave alone.
+fn instrumented(
     krate: &TokenStream,
     name: &LitStr,
     sig: &syn::Signature,
     block: &syn::Block,
-) -> TokenStream {
-    let guard = Ident::new("__tickscope_guard", Span::mixed_site());
+) -> syn::Block {
+    let mut block = block.clone();
     if sig.asyncness.is_none() {
-        return quote! {
-            let #guard = #krate::scope!(#name);
-            #block
-        };
+        let guard = Ident::new("__tickscope_guard", Span::mixed_site());
+        let guard: syn::Stmt = syn::parse_quote!(let #guard = #krate::scope!(#name););
+        insert_after_items(&mut block, guard);
+        return block;
     }
-    // Pins the inner block's output to the declared return type, so that `?` and `return`
-    // inside it infer as they did in the function. Not possible with `impl Trait` outputs,
-    // whose type is inferred from the body anyway.
-    let hint = match &sig.output {
-        ReturnType::Type(_, ty) if !mentions_impl(ty.to_token_stream()) => {
-            let ret = Ident::new("__tickscope_return", Span::mixed_site());
-            quote_spanned! {ty.span()=>
-                #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::needless_return)]
-                if false {
-                    let #ret: #ty = ::core::unreachable!();
-                    return #ret;
-                }
-            }
-        }
-        _ => TokenStream::new(),
+    if let Some(hint) = return_hint(&sig.output) {
+        insert_after_items(&mut block, hint);
+    }
+    syn::parse_quote!({
+        #krate::__private::instrument(#krate::__callsite!(#name), async move #block).await
+    })
+}
+
+/// Inserts `stmt` after the items that open `block`, before its first statement: items run
+/// nothing, and a statement in front of them would be clippy's `items_after_statements`.
+fn insert_after_items(block: &mut syn::Block, stmt: syn::Stmt) {
+    let items = block
+        .stmts
+        .iter()
+        .take_while(|s| matches!(s, syn::Stmt::Item(_)))
+        .count();
+    block.stmts.insert(items, stmt);
+}
+
+/// A statement that pins an async block's output to the declared return type, so that `?` and
+/// `return` inside it infer as they did in the function. None for `impl Trait` outputs, whose
+/// type is inferred from the body anyway, and for `!`, which cannot be named in a `let`.
+///
+/// Its tokens are this expansion's, placed at the return type. rustc reports `unreachable_code`
+/// in macro expansions too, hence the `allow`: it covers these generated tokens and the copy of
+/// the return type, where none of the lints it names can fire on the user's code.
+fn return_hint(output: &ReturnType) -> Option<syn::Stmt> {
+    let ReturnType::Type(_, ty) = output else {
+        return None;
     };
-    quote! {
-        #krate::__private::instrument(
-            #krate::__callsite!(#name),
-            async move {
-                #hint
-                #block
-            },
-        )
-        .await
+    if matches!(&**ty, Type::Never(_)) || mentions_impl(ty.to_token_stream()) {
+        return None;
     }
+    let ret = Ident::new("__tickscope_return", Span::mixed_site());
+    let span = Span::mixed_site().located_at(ty.span());
+    Some(syn::parse_quote_spanned! {span=>
+        #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::needless_return)]
+        if false {
+            let #ret: #ty = ::core::unreachable!();
+            return #ret;
+        }
+    })
 }
 
 /// True when the tokens contain `impl` at any depth (`impl Trait`, `Box<impl Trait>`, ...).
@@ -335,6 +356,58 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("let __tickscope_return : u8"), "{out}");
+    }
+
+    #[test]
+    fn sync_body_keeps_its_block_and_gets_the_guard_after_its_items() {
+        let out = profile(
+            quote!(),
+            quote!(
+                fn f() -> u8 {
+                    const K: u8 = 1;
+                    K
+                }
+            ),
+            true,
+        )
+        .to_string();
+        // The user's block, not a block nested in a generated one (`unused_braces` on one line).
+        assert_eq!(
+            out,
+            "fn f () -> u8 { const K : u8 = 1 ; \
+             let __tickscope_guard = :: tickscope :: scope ! (\"f\") ; K }"
+        );
+    }
+
+    #[test]
+    fn async_body_runs_its_statements_in_the_async_block() {
+        let out = profile(
+            quote!(),
+            quote!(
+                async fn f() -> u8 {
+                    1
+                }
+            ),
+            true,
+        )
+        .to_string();
+        assert!(out.contains("async move { # [allow"), "{out}");
+        assert!(
+            out.ends_with("return __tickscope_return ; } 1 }) . await }"),
+            "{out}"
+        );
+        // `!` cannot be named in a `let`: no hint.
+        let out = profile(
+            quote!(),
+            quote!(
+                async fn f() -> ! {
+                    loop {}
+                }
+            ),
+            true,
+        )
+        .to_string();
+        assert!(out.contains("async move { loop { } }"), "{out}");
     }
 
     #[test]

@@ -1,0 +1,318 @@
+//! Lanes: the tracks one thread's spans need so that every slice nests properly on its track.
+//!
+//! A scope whose guard outlives its parent's (the guards were dropped out of order: open `a`,
+//! open `b`, drop `a`, drop `b`) keeps its own end, so its slice overlaps its parent's end and
+//! cannot nest on the thread's track: viewers drop such a complete event (Perfetto counts it
+//! as `slice_drop_overlapping_complete_event`) or, as `B`/`E` pairs, close the wrong slice.
+//! Such spans, and only spans that cannot nest where they are, go to extra lanes of the same
+//! thread.
+//!
+//! Each span, in entry order, goes to the lowest lane where it nests properly inside the
+//! lane's open stack, or where that stack is empty once the spans that ended before it
+//! started are popped. Lane 0 is the thread's own track; a thread whose spans all end within
+//! their parents (every thread whose guards were dropped in order) has lane 0 only, and then
+//! a span's enclosing span on its lane is its [`parent`](SpanRecord::parent).
+//!
+//! A span that starts exactly where the top of a lane's stack ends nests in it only when it
+//! lasts no time and that span is its parent: spans that merely touch are siblings.
+
+use crate::trace::SpanRecord;
+
+/// The lane of each span of one thread and the span it nests in there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lanes {
+    /// Lane of each span (same indices as the spans); empty when there is only lane 0.
+    lane: Vec<u32>,
+    /// The span each span nests in on its lane; empty when there is only lane 0 (then it is
+    /// the span's parent).
+    parent: Vec<Option<u32>>,
+    /// Lanes in use (at least 1).
+    count: u32,
+}
+
+/// A span's entry or exit on its lane, as [`Lanes::walk`] reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Edge {
+    /// The span at this index begins.
+    Begin(u32),
+    /// The span at this index ends.
+    End(u32),
+}
+
+impl Lanes {
+    /// Assigns the spans of one thread (in entry order, as in
+    /// [`ThreadRecord::spans`](crate::trace::ThreadRecord::spans)) to lanes. Allocates only
+    /// when some span outlives its parent.
+    pub(crate) fn assign(spans: &[SpanRecord]) -> Self {
+        let nested = spans.iter().all(|span| {
+            span.parent.is_none_or(|p| {
+                spans
+                    .get(p as usize)
+                    .is_some_and(|p| span.end_ns <= p.end_ns)
+            })
+        });
+        if nested {
+            return Self {
+                lane: Vec::new(),
+                parent: Vec::new(),
+                count: 1,
+            };
+        }
+        let mut stacks: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut lane = Vec::with_capacity(spans.len());
+        let mut parent = Vec::with_capacity(spans.len());
+        for (index, span) in spans.iter().enumerate() {
+            let index = index as u32;
+            let mut placed = None;
+            for (k, stack) in stacks.iter_mut().enumerate() {
+                while let Some(&top) = stack.last() {
+                    if !ended_before(&spans[top as usize], top, span) {
+                        break;
+                    }
+                    stack.pop();
+                }
+                let top = stack.last().copied();
+                if top.is_none_or(|top| span.end_ns <= spans[top as usize].end_ns) {
+                    stack.push(index);
+                    placed = Some((k as u32, top));
+                    break;
+                }
+            }
+            let (k, top) = placed.unwrap_or_else(|| {
+                stacks.push(vec![index]);
+                (stacks.len() as u32 - 1, None)
+            });
+            lane.push(k);
+            parent.push(top);
+        }
+        Self {
+            lane,
+            parent,
+            count: stacks.len() as u32,
+        }
+    }
+
+    /// The number of lanes (lane 0 is the thread's own).
+    pub(crate) fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The lane of span `index`.
+    pub(crate) fn lane(&self, index: u32) -> u32 {
+        self.lane.get(index as usize).copied().unwrap_or(0)
+    }
+
+    /// The span that span `index` nests in on its lane.
+    pub(crate) fn parent(&self, spans: &[SpanRecord], index: u32) -> Option<u32> {
+        if self.parent.is_empty() {
+            spans[index as usize].parent
+        } else {
+            self.parent[index as usize]
+        }
+    }
+
+    /// Reports every span's [`Edge::Begin`] in entry order and its [`Edge::End`] once the
+    /// spans after it on its lane no longer nest in it (the rest at the end). The edges of one
+    /// lane form properly nested pairs in time order, so they can be written as `B`/`E` events
+    /// or begin/end track events of that lane as they come.
+    pub(crate) fn walk(&self, spans: &[SpanRecord], mut edge: impl FnMut(Edge)) {
+        let mut stacks: Vec<Vec<u32>> = vec![Vec::new(); self.count as usize];
+        for index in 0..spans.len() as u32 {
+            let parent = self.parent(spans, index);
+            let stack = &mut stacks[self.lane(index) as usize];
+            while let Some(&top) = stack.last() {
+                if Some(top) == parent {
+                    break;
+                }
+                stack.pop();
+                edge(Edge::End(top));
+            }
+            stack.push(index);
+            edge(Edge::Begin(index));
+        }
+        for stack in &mut stacks {
+            while let Some(top) = stack.pop() {
+                edge(Edge::End(top));
+            }
+        }
+    }
+}
+
+/// Whether `top` (at index `top_index`) ended before `span` began, so `span` cannot nest in
+/// it: it ended earlier, or exactly then unless `span` lasts no time and is its child.
+fn ended_before(top: &SpanRecord, top_index: u32, span: &SpanRecord) -> bool {
+    top.end_ns < span.start_ns
+        || (top.end_ns == span.start_ns
+            && !(span.end_ns == span.start_ns && span.parent == Some(top_index)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callsite::Callsite;
+    use crate::trace::SpanKind;
+
+    static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
+
+    /// Spans from `(start, end, parent)`, depths from the parents.
+    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<SpanRecord> {
+        let mut out: Vec<SpanRecord> = Vec::new();
+        for &(start_ns, end_ns, parent) in list {
+            let depth = parent.map_or(0, |p| out[p as usize].depth + 1);
+            out.push(SpanRecord {
+                callsite: &S,
+                start_ns,
+                end_ns,
+                depth,
+                parent,
+                children_ns: 0,
+                open_at_stop: false,
+                kind: SpanKind::Scope,
+            });
+        }
+        out
+    }
+
+    fn lanes_of(lanes: &Lanes, n: usize) -> Vec<u32> {
+        (0..n as u32).map(|i| lanes.lane(i)).collect()
+    }
+
+    fn edges(lanes: &Lanes, spans: &[SpanRecord]) -> Vec<Edge> {
+        let mut out = Vec::new();
+        lanes.walk(spans, |e| out.push(e));
+        out
+    }
+
+    /// Every lane's edges nest, in time order, and each span begins and ends once.
+    fn check_walk(lanes: &Lanes, spans: &[SpanRecord]) {
+        let mut stacks: Vec<Vec<u32>> = vec![Vec::new(); lanes.count() as usize];
+        let mut last = vec![0u64; lanes.count() as usize];
+        let mut ended = vec![false; spans.len()];
+        for edge in edges(lanes, spans) {
+            let (index, begin) = match edge {
+                Edge::Begin(i) => (i, true),
+                Edge::End(i) => (i, false),
+            };
+            let span = &spans[index as usize];
+            let lane = lanes.lane(index) as usize;
+            let ns = if begin { span.start_ns } else { span.end_ns };
+            assert!(
+                ns >= last[lane],
+                "lane {lane} goes back in time at {edge:?}"
+            );
+            last[lane] = ns;
+            if begin {
+                if let Some(&top) = stacks[lane].last() {
+                    assert!(
+                        span.end_ns <= spans[top as usize].end_ns,
+                        "{index} in {top}"
+                    );
+                }
+                assert_eq!(stacks[lane].last().copied(), lanes.parent(spans, index));
+                stacks[lane].push(index);
+            } else {
+                assert_eq!(stacks[lane].pop(), Some(index));
+                ended[index as usize] = true;
+            }
+        }
+        assert!(ended.iter().all(|&e| e));
+        assert!(stacks.iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn nested_spans_stay_on_lane_zero_without_allocating() {
+        // a { b { c } d } e, with a zero-length child at its parent's end.
+        let s = spans(&[
+            (0, 100, None),
+            (10, 50, Some(0)),
+            (20, 30, Some(1)),
+            (50, 100, Some(0)),
+            (100, 100, Some(3)),
+            (100, 120, None),
+        ]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes.count(), 1);
+        assert!(lanes.lane.is_empty() && lanes.parent.is_empty());
+        assert_eq!(lanes_of(&lanes, s.len()), [0; 6]);
+        check_walk(&lanes, &s);
+        use Edge::{Begin, End};
+        assert_eq!(
+            edges(&lanes, &s),
+            [
+                Begin(0),
+                Begin(1),
+                Begin(2),
+                End(2),
+                End(1),
+                Begin(3),
+                Begin(4),
+                End(4),
+                End(3),
+                End(0),
+                Begin(5),
+                End(5)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_span_outliving_its_parent_gets_a_lane_of_its_own() {
+        // open a, open b, drop a, drop b; then c after both.
+        let s = spans(&[(0, 10, None), (5, 40, Some(0)), (50, 60, None)]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes.count(), 2);
+        assert_eq!(lanes_of(&lanes, 3), [0, 1, 0]);
+        assert_eq!(lanes.parent(&s, 1), None);
+        check_walk(&lanes, &s);
+    }
+
+    #[test]
+    fn deeper_out_of_order_drops() {
+        // a { b { c, d } }, dropped a, c, b, d; then e inside b after a ended, and f, a child
+        // of d that starts after b ended.
+        let s = spans(&[
+            (0, 30, None),     // a
+            (10, 70, Some(0)), // b: outlives a
+            (20, 40, Some(1)), // c: outlives a, within b
+            (25, 90, Some(2)), // d: outlives c and b
+            (45, 50, Some(3)), // e: inside d
+            (75, 80, Some(3)), // f: inside d
+        ]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes_of(&lanes, s.len()), [0, 1, 1, 2, 0, 0]);
+        assert_eq!(lanes.count(), 3);
+        assert_eq!(lanes.parent(&s, 2), Some(1));
+        check_walk(&lanes, &s);
+    }
+
+    #[test]
+    fn first_in_first_out_drops_need_one_lane_each() {
+        // Guards a0..a4 opened in order and dropped in the same order.
+        let s: Vec<_> = spans(&[
+            (0, 50, None),
+            (10, 60, Some(0)),
+            (20, 70, Some(1)),
+            (30, 80, Some(2)),
+            (40, 90, Some(3)),
+        ]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes_of(&lanes, s.len()), [0, 1, 2, 3, 4]);
+        check_walk(&lanes, &s);
+    }
+
+    #[test]
+    fn touching_spans_are_siblings_and_zero_length_children_stay_inside() {
+        let s = spans(&[
+            (0, 10, None),     // a
+            (5, 20, Some(0)),  // b outlives a: lane 1
+            (10, 10, Some(0)), // zero-length child of a at its end: stays in a
+            (10, 15, Some(1)), // child of b starting where a ends: lane 0, after a
+            (20, 20, None),    // touches b's end and is no child of it
+        ]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes_of(&lanes, s.len()), [0, 1, 0, 0, 0]);
+        assert_eq!(lanes.parent(&s, 2), Some(0));
+        assert_eq!(lanes.parent(&s, 3), None);
+        check_walk(&lanes, &s);
+    }
+}
