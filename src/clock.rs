@@ -174,7 +174,7 @@ impl Converter {
                 .iter()
                 .zip(&stop.pairs[..n])
                 .filter(|(a, b)| b.0 > a.0)
-                .map(|(a, b)| (b.1 as f64 - a.1 as f64) / (b.0 - a.0) as f64)
+                .map(|(a, b)| (b.1 as i128 - a.1 as i128) as f64 / (b.0 - a.0) as f64)
                 .collect();
             median(&mut rates).unwrap_or(clock_rate)
         } else {

@@ -2,7 +2,8 @@
 
 /// What a [`RawEvent`] records.
 ///
-/// The discriminants are stable: they are written as they are into raw trace files.
+/// The discriminants are written as they are into raw captures; they are stable from the
+/// first capture file format on (this release changed `End`'s `id` and split `Arg` by type).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RawKind {

@@ -3,10 +3,11 @@
 use std::marker::PhantomData;
 
 use crate::callsite::{self, Callsite};
+#[cfg(feature = "enabled")]
 use crate::event::RawEvent;
 use crate::link::Link;
 use crate::trace::Value;
-use crate::{clock, observe, registry};
+use crate::{observe, registry};
 
 /// Records a scope from its creation to its drop. Made by [`scope!`](crate::scope!).
 ///
@@ -19,7 +20,9 @@ pub struct ScopeGuard {
     /// Callsite id of the recorded `Begin`, or 0 when nothing was recorded.
     id: u32,
     /// The entry's key ([`RawEvent::end_key`]), carried by the exit so that it closes this
-    /// entry whatever order guards are dropped in.
+    /// entry whatever order guards are dropped in. (Without the `enabled` feature nothing is
+    /// recorded and the guard holds only `id`.)
+    #[cfg(feature = "enabled")]
     key: u32,
     /// The observers' slot for this scope's exit, or 0 when no observer took its entry.
     #[cfg(feature = "enabled")]
@@ -92,6 +95,7 @@ impl ScopeGuard {
     pub const fn inactive() -> Self {
         Self {
             id: 0,
+            #[cfg(feature = "enabled")]
             key: 0,
             #[cfg(feature = "enabled")]
             observed: 0,
@@ -131,8 +135,13 @@ impl ScopeGuard {
     /// A guard for a scope whose entry the caller has just recorded, stamped `tick`.
     #[inline(always)]
     pub(crate) fn opened(id: u32, tick: u64) -> Self {
+        // Without the `enabled` feature no thread records (see `registry::thread_wants_at`),
+        // so this is never reached with an entry to close.
+        #[cfg(not(feature = "enabled"))]
+        let _ = tick;
         Self {
             id,
+            #[cfg(feature = "enabled")]
             key: RawEvent::end_key(id, tick),
             #[cfg(feature = "enabled")]
             observed: 0,
@@ -144,8 +153,9 @@ impl ScopeGuard {
 impl Drop for ScopeGuard {
     #[inline(always)]
     fn drop(&mut self) {
+        #[cfg(feature = "enabled")]
         if self.id != 0 {
-            registry::push(RawEvent::end(self.key, clock::now()));
+            registry::push(RawEvent::end(self.key, crate::clock::now()));
         }
         #[cfg(feature = "enabled")]
         if self.observed != 0 {

@@ -667,7 +667,9 @@ impl Pairing<'_> {
         };
         let Some(value) = ty.scalar(event.tick) else {
             let len = event.tick as usize;
-            self.string = Some((span, key, len, Vec::with_capacity(len)));
+            // The length comes from the record: bound what a corrupt one can reserve.
+            let reserve = len.min(crate::args::MAX_STR);
+            self.string = Some((span, key, len, Vec::with_capacity(reserve)));
             if len == 0 {
                 self.end_string();
             }
@@ -764,17 +766,28 @@ impl Pairing<'_> {
         span.end_ns = end.max(span.start_ns);
         span.open_at_stop = open_at_stop;
         let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
-        if let Some(parent) = parent {
-            // A parent still open ends after this span; one already closed (the guards were
-            // dropped out of order) holds only the part of this span before its own end.
-            let parent_open = self.open.iter().rev().any(|o| o.index == parent);
-            let parent = &mut self.spans[parent as usize];
-            let inside = if parent_open {
-                end
-            } else {
-                end.min(parent.end_ns)
-            };
-            parent.children_ns += inside.saturating_sub(start);
+        // The time this span ran counts as child time of the ancestors it ran inside: all of
+        // it for its parent when that is still open (the usual case); when its guard outlived
+        // the parent's (dropped out of order), the parent holds the part before its own end
+        // and the next ancestors the rest, so the self times on a thread never add up to more
+        // than the time that passed.
+        let mut covered = start;
+        let mut ancestor = parent;
+        while let Some(at) = ancestor {
+            if covered >= end {
+                break;
+            }
+            let open = self.open.iter().rev().any(|o| o.index == at);
+            let span = &mut self.spans[at as usize];
+            let until = if open { end } else { end.min(span.end_ns) };
+            if until > covered {
+                span.children_ns += until - covered;
+                covered = until;
+            }
+            if open {
+                break;
+            }
+            ancestor = span.parent;
         }
         if let Some(memory) = &mut self.memory {
             // Totals so far hold the children's totals: add the span's own figures.
@@ -840,7 +853,10 @@ impl Pairing<'_> {
                     callsite,
                     start_ns: ns,
                     end_ns: 0,
-                    depth: self.open.len() as u32,
+                    depth: self
+                        .open
+                        .last()
+                        .map_or(0, |o| self.spans[o.index as usize].depth + 1),
                     parent: self.open.last().map(|o| o.index),
                     children_ns: 0,
                     open_at_stop: false,

@@ -5,6 +5,7 @@
 //! time.
 #![cfg(feature = "enabled")]
 
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tickscope::trace::{Trace, Value};
@@ -106,9 +107,45 @@ fn repro_13_2_grandchildren_of_an_overhanging_scope() {
             // b: 30 long, minus c (3) and d (6).
             ("b", 10, 40, 1, Some("a"), 21),
             ("c", 15, 18, 2, Some("b"), 3),
-            ("d", 24, 30, 1, Some("b"), 6),
+            // d opened after a ended: still b's child, one level below it.
+            ("d", 24, 30, 2, Some("b"), 6),
         ]
     );
+}
+
+#[test]
+fn repro_13_2_the_overhang_is_child_time_of_the_next_open_ancestor() {
+    let (_serial, m) = serial();
+    let prof = Profiler::builder().current_thread().start();
+    let g = scope!("g");
+    m.increment(10u64);
+    let a = scope!("a");
+    m.increment(5u64);
+    let b = scope!("b");
+    m.increment(5u64);
+    drop(a); // at 20
+    m.increment(30u64);
+    drop(b); // at 50
+    m.increment(50u64);
+    drop(g); // at 100
+    prof.stop();
+
+    // b's 15..20 lies in a, its 20..50 in g: the self times add up to the 100 ns that passed.
+    let trace = prof.trace();
+    assert_eq!(
+        spans(&trace),
+        [
+            ("g", 0, 100, 0, None, 60),
+            ("a", 10, 20, 1, Some("g"), 5),
+            ("b", 15, 50, 2, Some("a"), 35),
+        ]
+    );
+    let report = prof.report();
+    let own: u64 = ["g", "a", "b"]
+        .iter()
+        .map(|n| report.get(n).unwrap().self_ns)
+        .sum();
+    assert_eq!(own, 100);
 }
 
 #[test]
@@ -298,6 +335,15 @@ fn expected(args: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
     out
 }
 
+/// Displays a string one character per `write_str` call.
+struct Pieces<'a>(&'a str);
+
+impl std::fmt::Display for Pieces<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.chars().try_for_each(|c| f.write_char(c))
+    }
+}
+
 #[test]
 fn repro_13_1_random_argument_lists_never_panic_and_cut_as_documented() {
     let (_serial, m) = serial();
@@ -341,6 +387,9 @@ fn repro_13_1_random_argument_lists_never_panic_and_cut_as_documented() {
                     Value::U64(v) => args.u64(&KEY, *v),
                     Value::F64(v) => args.f64(&KEY, *v),
                     Value::Bool(v) => args.bool(&KEY, *v),
+                    // Half the strings arrive one character per `write_str`, so that cuts
+                    // fall across pieces and inside multi-byte characters.
+                    Value::Str(v) if v.len() % 2 == 0 => args.display(&KEY, &Pieces(v)),
                     Value::Str(v) => args.display(&KEY, v),
                 }
             }
