@@ -101,7 +101,7 @@
 //! With [`TrackingAlloc`] as the global allocator, a session started with
 //! [`Config::track_memory`] also records every allocation and free of the threads it records:
 //! the report gets allocation figures per scope ([`report::ScopeStats::memory`]) and the
-//! memory still live at stop ([`report::Report::leaks`]), [`trace::Trace::memory`] lists them
+//! memory still live at stop ([`report::Report::live_at_stop`]), [`trace::Trace::memory`] lists them
 //! all with frees matched to allocations across threads, and the Chrome export draws live
 //! bytes over time. See [`TrackingAlloc`] for an example.
 //!
@@ -132,58 +132,35 @@
 #![warn(missing_docs)]
 
 #[cfg(not(loom))]
-mod alloc;
-#[cfg(not(loom))]
-mod args;
-#[cfg(not(loom))]
-mod callsite;
-#[cfg(not(loom))]
-pub mod clock;
-#[cfg(not(loom))]
 pub mod export;
-#[cfg(not(loom))]
-mod hash;
-#[cfg(not(loom))]
-mod link;
-#[cfg(not(loom))]
-mod observe;
-#[cfg(not(loom))]
-mod pool;
-#[cfg(not(loom))]
-mod registry;
+pub(crate) mod record;
 #[cfg(not(loom))]
 pub mod report;
-#[cfg(not(loom))]
-mod scope;
 #[cfg(not(loom))]
 mod session;
 #[cfg(not(loom))]
 pub mod table;
 #[cfg(not(loom))]
-mod task;
-#[cfg(not(loom))]
 pub mod trace;
 
-#[cfg(not(loom))]
-mod buffer;
 #[cfg(loom)]
 #[doc(hidden)]
-pub mod buffer;
-pub mod event;
-mod sync;
+pub use record::{buffer, event};
 
 #[cfg(not(loom))]
-pub use alloc::TrackingAlloc;
+pub use record::clock;
 #[cfg(not(loom))]
-pub use args::ArgValue;
+pub use record::alloc::TrackingAlloc;
 #[cfg(not(loom))]
-pub use callsite::Callsite;
+pub use record::args::ArgValue;
 #[cfg(not(loom))]
-pub use link::{Link, SeqGuard, link};
+pub use record::callsite::Callsite;
 #[cfg(not(loom))]
-pub use observe::{ObservedScope, Observer, ObserverHandle, Phase};
+pub use record::link::{Link, SeqGuard, link};
 #[cfg(not(loom))]
-pub use scope::ScopeGuard;
+pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
+#[cfg(not(loom))]
+pub use record::scope::ScopeGuard;
 #[cfg(not(loom))]
 pub use session::{Config, Profiler, Threads};
 
@@ -250,7 +227,7 @@ pub use session::{Config, Profiler, Threads};
 /// (a) one slice per poll, on the thread that polled it, shown `(poll)` in the call tree, and
 /// (b) one logical span from its first poll to its completion (or its drop when cancelled), on
 /// whichever threads the runtime moved it to: a
-/// [`trace::AsyncSpanRecord`]. The table counts the call once, with its wall duration from first
+/// [`trace::AsyncSpan`]. The table counts the call once, with its wall duration from first
 /// poll to completion as Total and the time its own polls ran (minus the scopes they opened) as
 /// Self. A function that returns `impl Future` without being `async` is timed as a sync
 /// function: its scope covers creating the future, not running it.
@@ -432,8 +409,8 @@ macro_rules! scope {
 /// ```
 #[cfg(not(loom))]
 pub fn release_memory() -> usize {
-    let _untracked = registry::Untracked::enter();
-    pool::release()
+    let _untracked = record::registry::Untracked::enter();
+    record::pool::release()
 }
 
 /// Support for the macros; not public API.
@@ -443,27 +420,27 @@ pub mod __private {
     /// True when a session wants this thread's events.
     #[inline(always)]
     pub fn recording() -> bool {
-        crate::registry::thread_wants()
+        crate::record::registry::thread_wants()
     }
 
     /// True when a session wants this thread's events or an observer is registered: when a
     /// scope's dynamic name or arguments must be evaluated. One relaxed load when neither.
     #[inline(always)]
     pub fn active() -> bool {
-        let generation = crate::registry::generation();
-        generation != 0 && (crate::observe::any() || crate::registry::thread_wants_at(generation))
+        let generation = crate::record::registry::generation();
+        generation != 0 && (crate::record::observe::any() || crate::record::registry::thread_wants_at(generation))
     }
 
-    pub use crate::args::Args;
-    pub use crate::task::{AsyncSpan, instrument};
+    pub use crate::record::args::Args;
+    pub use crate::record::task::{AsyncCall, instrument};
 
     /// Chunks allocated and not freed, process-wide.
     pub fn live_chunks() -> usize {
-        crate::pool::live_chunks()
+        crate::record::pool::live_chunks()
     }
 
     /// Threads in the registry (live, or exited with events still needed).
     pub fn registered_threads() -> usize {
-        crate::registry::thread_count()
+        crate::record::registry::thread_count()
     }
 }

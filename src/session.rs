@@ -4,9 +4,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crate::clock::{self, Calibration, Converter};
-use crate::pool;
-use crate::registry::{self, Members};
+use crate::record::clock::{self, Calibration, Converter};
+use crate::record::pool;
+use crate::record::registry::{self, Members};
 use crate::report::Report;
 use crate::table::Table;
 use crate::trace::{Builder, Trace};
@@ -131,7 +131,7 @@ struct State {
 struct Window {
     start_tick: u64,
     calibration: Calibration,
-    lost_at_start: u64,
+    dropped_at_start: u64,
 }
 
 impl Inner {
@@ -145,7 +145,7 @@ impl Inner {
         let converter = Converter::calibrated(&window.calibration, stop);
         let mut builder = Builder::new(converter, end_tick, self.config.memory);
         registry::collect(self.id, &mut builder);
-        let dropped = registry::lost_events() - window.lost_at_start;
+        let dropped = registry::dropped_events() - window.dropped_at_start;
         builder.finish(window.start_tick, dropped)
     }
 }
@@ -207,13 +207,13 @@ impl Profiler {
             },
         };
         let calibration = Calibration::sample();
-        let lost_at_start = registry::lost_events();
+        let dropped_at_start = registry::dropped_events();
         let start_tick = clock::now();
         registry::add_session(self.inner.id, start_tick, members, self.inner.config.memory);
         state.window = Some(Window {
             start_tick,
             calibration,
-            lost_at_start,
+            dropped_at_start,
         });
         drop(state);
         self.push_on_stack();

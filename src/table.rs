@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::report::{Leak, Report, ScopeStats};
+use crate::report::{LiveAtStop, Report, ScopeStats};
 use crate::trace::{SpanKind, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
@@ -142,7 +142,7 @@ impl Table {
     }
 
     /// Headers, rows, calls open at stop, and the leak view.
-    fn flat_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<Leak>) {
+    fn flat_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<LiveAtStop>) {
         let by_origin = self.by_origin && !self.by_thread;
         let report = if self.by_thread {
             Report::by_thread(&self.trace)
@@ -216,10 +216,10 @@ impl Table {
         if self.by_thread {
             headers.insert(0, "Thread");
         }
-        (headers, out, open, report.leaks)
+        (headers, out, open, report.live_at_stop)
     }
 
-    fn tree_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<Leak>) {
+    fn tree_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<LiveAtStop>) {
         let tree = CallTree::build(&self.trace, self.by_thread);
         let wall = self.trace.wall_ns();
         let mut out = Vec::new();
@@ -258,7 +258,7 @@ impl Table {
         if self.by_thread {
             headers.insert(0, "Thread");
         }
-        (headers, out, open, Leak::of(&self.trace))
+        (headers, out, open, LiveAtStop::of(&self.trace))
     }
 }
 

@@ -56,7 +56,7 @@ fn vec_with_capacity_is_counted_in_its_scope() {
             (MemoryKind::Free, None, true)
         ]
     );
-    assert!(prof.report().leaks.is_empty());
+    assert!(prof.report().live_at_stop.is_empty());
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn a_free_on_another_thread_is_matched() {
     assert_eq!(live[free] + 4096, live[free - 1]);
     assert!(
         prof.report()
-            .leaks
+            .live_at_stop
             .iter()
             .all(|l| l.scope != Some("produce"))
     );
@@ -241,7 +241,7 @@ fn a_failed_realloc_changes_no_count() {
     assert_eq!(memory.live_bytes().last(), Some(&16));
     let leaks: Vec<_> = prof
         .report()
-        .leaks
+        .live_at_stop
         .iter()
         .map(|l| (l.scope, l.allocs, l.bytes))
         .collect();
@@ -260,7 +260,7 @@ fn memory_still_live_at_stop_is_listed_by_scope() {
     prof.stop();
     let report = prof.report();
     let leaks: Vec<_> = report
-        .leaks
+        .live_at_stop
         .iter()
         .map(|l| (l.scope, l.allocs, l.bytes))
         .collect();
@@ -389,7 +389,7 @@ fn stress_cross_thread_frees_match_exactly() {
         assert_ne!(free.thread, alloc.thread);
         assert!(free.ns >= alloc.ns);
     }
-    assert!(prof.report().leaks.iter().all(|l| l.scope != Some("make")));
+    assert!(prof.report().live_at_stop.iter().all(|l| l.scope != Some("make")));
 }
 
 #[test]

@@ -82,14 +82,14 @@
 //! the Kineto dialect than they last. Any scope keeps its length to within 1 µs, 2 µs where
 //! it moved. The plain Chrome dialect keeps every nanosecond.
 
-use crate::hash::FxHashMap;
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 
 use super::json_str;
 use super::lanes::{Edge, Lanes};
-use crate::callsite::Callsite;
+use crate::record::callsite::Callsite;
 use crate::trace::{
-    AsyncSpanRecord, MemoryKind, MemoryTrace, SpanArg, SpanKind, SpanRecord, SpanRef, Trace, Value,
+    AsyncSpan, MemoryKind, MemoryTrace, SpanArg, SpanKind, Span, SpanRef, Trace, Value,
 };
 
 const BLOCK: usize = 64 * 1024;
@@ -356,7 +356,7 @@ fn nearest_micros(ns: u64, origin: u64) -> u64 {
 /// scope closes and another opens there; otherwise the scopes that open there (with what lies
 /// inside them on that microsecond) move to the next one, a microsecond shorter. Nothing moves
 /// twice, so every time lies within 1.5 µs of the truth, and within 0.5 µs unless it moved.
-fn microsecond_grid(spans: &[SpanRecord], lanes: &Lanes, origin: u64) -> Vec<(u64, u64)> {
+fn microsecond_grid(spans: &[Span], lanes: &Lanes, origin: u64) -> Vec<(u64, u64)> {
     let mut sequences: Vec<Vec<Edge>> = vec![Vec::new(); lanes.count() as usize];
     lanes.walk(spans, |edge| {
         let (Edge::Begin(i) | Edge::End(i)) = edge;
@@ -400,7 +400,7 @@ enum Mark {
 }
 
 impl Grid {
-    fn place(&mut self, spans: &[SpanRecord], sequence: &[Edge], origin: u64) {
+    fn place(&mut self, spans: &[Span], sequence: &[Edge], origin: u64) {
         self.micros.clear();
         let mut last = 0;
         for (k, &edge) in sequence.iter().enumerate() {
@@ -600,7 +600,7 @@ impl<W: Write> Writer<'_, W> {
     }
 
     /// The category and name of an event for `span`, after `"ph":"<ph>"`.
-    fn cat_and_name(&mut self, span: &SpanRecord) {
+    fn cat_and_name(&mut self, span: &Span) {
         let poll = matches!(span.kind, SpanKind::Poll { .. });
         let cat: &[u8] = match (self.kineto, poll) {
             (true, _) => b"\",\"cat\":\"cpu_op\",\"name\":",
@@ -615,7 +615,7 @@ impl<W: Write> Writer<'_, W> {
     /// `,"pid":..,"tid":..,"ts":`.
     fn edge(
         &mut self,
-        span: &SpanRecord,
+        span: &Span,
         head: &str,
         ns: u64,
         begin: Option<(SpanRef, &[SpanArg])>,
@@ -746,7 +746,7 @@ impl<W: Write> Writer<'_, W> {
     /// `,"pid":..,"tid":..,"ts":`.
     fn complete(
         &mut self,
-        span: &SpanRecord,
+        span: &Span,
         head: &str,
         start_ns: u64,
         end_ns: u64,
@@ -769,7 +769,7 @@ impl<W: Write> Writer<'_, W> {
     }
 
     /// The `b` and `e` events of one async call, id `id`, on the thread of its first poll.
-    fn async_span(&mut self, id: usize, call: &AsyncSpanRecord) -> io::Result<()> {
+    fn async_span(&mut self, id: usize, call: &AsyncSpan) -> io::Result<()> {
         for begin in [true, false] {
             let ph: &[u8] = if begin { b"b" } else { b"e" };
             self.buf.extend_from_slice(b",\n{\"ph\":\"");
@@ -882,13 +882,13 @@ impl<W: Write> Writer<'_, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callsite::Callsite;
+    use crate::record::callsite::Callsite;
 
     static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
 
     /// A random thread: scopes opened and closed every 0 to ~3 µs, mostly much sooner; with
     /// `any_order`, a close may end any open scope rather than the innermost.
-    fn random_spans(seed: u64, steps: usize, any_order: bool) -> Vec<SpanRecord> {
+    fn random_spans(seed: u64, steps: usize, any_order: bool) -> Vec<Span> {
         let mut x = seed | 1;
         let mut next = move |n: u64| {
             x ^= x << 13;
@@ -896,7 +896,7 @@ mod tests {
             x ^= x << 17;
             x % n
         };
-        let (mut spans, mut open, mut t): (Vec<SpanRecord>, Vec<u32>, u64) = (vec![], vec![], 0);
+        let (mut spans, mut open, mut t): (Vec<Span>, Vec<u32>, u64) = (vec![], vec![], 0);
         for _ in 0..steps {
             t += match next(10) {
                 0..=2 => 0,
@@ -905,7 +905,7 @@ mod tests {
             };
             if open.is_empty() || (open.len() < 12 && next(2) == 0) {
                 open.push(spans.len() as u32);
-                spans.push(SpanRecord {
+                spans.push(Span {
                     callsite: &S,
                     start_ns: t,
                     end_ns: t,

@@ -11,12 +11,12 @@
 //! lane's open stack, or where that stack is empty once the spans that ended before it
 //! started are popped. Lane 0 is the thread's own track; a thread whose spans all end within
 //! their parents (every thread whose guards were dropped in order) has lane 0 only, and then
-//! a span's enclosing span on its lane is its [`parent`](SpanRecord::parent).
+//! a span's enclosing span on its lane is its [`parent`](Span::parent).
 //!
 //! A span that starts exactly where the top of a lane's stack ends nests in it only when it
 //! lasts no time and that span is its parent: spans that merely touch are siblings.
 
-use crate::trace::SpanRecord;
+use crate::trace::Span;
 
 /// The lane of each span of one thread and the span it nests in there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,9 +41,9 @@ pub(crate) enum Edge {
 
 impl Lanes {
     /// Assigns the spans of one thread (in entry order, as in
-    /// [`ThreadRecord::spans`](crate::trace::ThreadRecord::spans)) to lanes. Allocates only
+    /// [`ThreadTrace::spans`](crate::trace::ThreadTrace::spans)) to lanes. Allocates only
     /// when some span outlives its parent.
-    pub(crate) fn assign(spans: &[SpanRecord]) -> Self {
+    pub(crate) fn assign(spans: &[Span]) -> Self {
         let nested = spans.iter().all(|span| {
             span.parent.is_none_or(|p| {
                 spans
@@ -103,7 +103,7 @@ impl Lanes {
     }
 
     /// The span that span `index` nests in on its lane.
-    pub(crate) fn parent(&self, spans: &[SpanRecord], index: u32) -> Option<u32> {
+    pub(crate) fn parent(&self, spans: &[Span], index: u32) -> Option<u32> {
         if self.parent.is_empty() {
             spans[index as usize].parent
         } else {
@@ -115,7 +115,7 @@ impl Lanes {
     /// spans after it on its lane no longer nest in it (the rest at the end). The edges of one
     /// lane form properly nested pairs in time order, so they can be written as `B`/`E` events
     /// or begin/end track events of that lane as they come.
-    pub(crate) fn walk(&self, spans: &[SpanRecord], mut edge: impl FnMut(Edge)) {
+    pub(crate) fn walk(&self, spans: &[Span], mut edge: impl FnMut(Edge)) {
         let mut stacks: Vec<Vec<u32>> = vec![Vec::new(); self.count as usize];
         for index in 0..spans.len() as u32 {
             let parent = self.parent(spans, index);
@@ -140,7 +140,7 @@ impl Lanes {
 
 /// Whether `top` (at index `top_index`) ended before `span` began, so `span` cannot nest in
 /// it: it ended earlier, or exactly then unless `span` lasts no time and is its child.
-fn ended_before(top: &SpanRecord, top_index: u32, span: &SpanRecord) -> bool {
+fn ended_before(top: &Span, top_index: u32, span: &Span) -> bool {
     top.end_ns < span.start_ns
         || (top.end_ns == span.start_ns
             && !(span.end_ns == span.start_ns && span.parent == Some(top_index)))
@@ -149,17 +149,17 @@ fn ended_before(top: &SpanRecord, top_index: u32, span: &SpanRecord) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callsite::Callsite;
+    use crate::record::callsite::Callsite;
     use crate::trace::SpanKind;
 
     static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
 
     /// Spans from `(start, end, parent)`, depths from the parents.
-    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<SpanRecord> {
-        let mut out: Vec<SpanRecord> = Vec::new();
+    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<Span> {
+        let mut out: Vec<Span> = Vec::new();
         for &(start_ns, end_ns, parent) in list {
             let depth = parent.map_or(0, |p| out[p as usize].depth + 1);
-            out.push(SpanRecord {
+            out.push(Span {
                 callsite: &S,
                 start_ns,
                 end_ns,
@@ -177,14 +177,14 @@ mod tests {
         (0..n as u32).map(|i| lanes.lane(i)).collect()
     }
 
-    fn edges(lanes: &Lanes, spans: &[SpanRecord]) -> Vec<Edge> {
+    fn edges(lanes: &Lanes, spans: &[Span]) -> Vec<Edge> {
         let mut out = Vec::new();
         lanes.walk(spans, |e| out.push(e));
         out
     }
 
     /// Every lane's edges nest, in time order, and each span begins and ends once.
-    fn check_walk(lanes: &Lanes, spans: &[SpanRecord]) {
+    fn check_walk(lanes: &Lanes, spans: &[Span]) {
         let mut stacks: Vec<Vec<u32>> = vec![Vec::new(); lanes.count() as usize];
         let mut last = vec![0u64; lanes.count() as usize];
         let mut ended = vec![false; spans.len()];

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 
-use crate::buffer::ChunkPtr;
+use crate::record::buffer::ChunkPtr;
 
 /// Chunks kept for reuse: 1024 × 64 KiB = 64 MiB at most, and only as many as sessions have
 /// used. Recording into fresh memory costs a page fault per 4 KiB (on a VM about 14 ns per
@@ -65,7 +65,7 @@ pub(crate) fn release() -> usize {
         LIVE.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: a chunk in the ready queue is linked nowhere and owned by the pool.
         unsafe { chunk.free() };
-        freed += std::mem::size_of::<crate::buffer::Chunk>();
+        freed += std::mem::size_of::<crate::record::buffer::Chunk>();
     }
     freed
 }

@@ -106,7 +106,7 @@ impl RawKind {
 /// One 16-byte record in a thread's buffer: a raw clock tick, a callsite id and a kind.
 ///
 /// Ticks are unconverted [`quanta::Clock::raw`] values; they become nanoseconds only after
-/// collection (see [`Converter`](crate::clock::Converter)).
+/// collection (see [`Converter`](crate::record::clock::Converter)).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawEvent {

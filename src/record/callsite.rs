@@ -66,7 +66,7 @@ impl Callsite {
     #[cold]
     #[inline(never)]
     fn register(&'static self) -> u32 {
-        let _untracked = crate::registry::Untracked::enter();
+        let _untracked = crate::record::registry::Untracked::enter();
         let mut table = TABLE.write().unwrap_or_else(|e| e.into_inner());
         // Another thread may have won the race between our load and the lock.
         let id = self.id.load(Ordering::Relaxed);
@@ -125,7 +125,7 @@ pub fn intern(name: &str) -> u32 {
             if let Some(&id) = cache.borrow().get(name) {
                 return id;
             }
-            let _untracked = crate::registry::Untracked::enter();
+            let _untracked = crate::record::registry::Untracked::enter();
             let id = intern_global(name);
             cache.borrow_mut().insert(name.into(), id);
             id
@@ -135,7 +135,7 @@ pub fn intern(name: &str) -> u32 {
 
 #[cold]
 fn intern_global(name: &str) -> u32 {
-    let _untracked = crate::registry::Untracked::enter();
+    let _untracked = crate::record::registry::Untracked::enter();
     let callsite = {
         let mut map = DYNAMIC.lock().unwrap_or_else(|e| e.into_inner());
         let map = map.get_or_insert_with(HashMap::new);

@@ -17,8 +17,8 @@ use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use crate::event::RawEvent;
-use crate::sync::{AtomicUsize, Mutex, Ordering, UnsafeCell};
+use crate::record::event::RawEvent;
+use crate::record::sync::{AtomicUsize, Mutex, Ordering, UnsafeCell};
 
 /// Events per chunk: 4096 × 16 bytes = 64 KiB (3 under loom, to reach chunk switches quickly).
 pub const CHUNK_EVENTS: usize = if cfg!(loom) { 3 } else { 4096 };
@@ -191,7 +191,7 @@ impl ThreadBuffer {
         }
     }
 
-    fn lock(&self) -> crate::sync::MutexGuard<'_, ChunkList> {
+    fn lock(&self) -> crate::record::sync::MutexGuard<'_, ChunkList> {
         // A panic while the list is locked cannot leave it inconsistent: every update is a few
         // field stores with no call that can panic in between.
         self.list.lock().unwrap_or_else(|e| e.into_inner())

@@ -1,16 +1,16 @@
 //! The collected trace: every scope of a session window, paired, nested and in nanoseconds.
 
-use crate::hash::FxHashMap;
+use rustc_hash::FxHashMap;
 
-use crate::args::ArgType;
-use crate::callsite::{self, Callsite};
-use crate::clock::Converter;
-use crate::event::{RawEvent, RawKind};
+use crate::record::args::ArgType;
+use crate::record::callsite::{self, Callsite};
+use crate::record::clock::Converter;
+use crate::record::event::{RawEvent, RawKind};
 
 /// One scope, closed, with Unix-epoch nanosecond times.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpanRecord {
-    /// Where the scope was opened; [`SpanRecord::name`] is its name.
+pub struct Span {
+    /// Where the scope was opened; [`Span::name`] is its name.
     pub callsite: &'static Callsite,
     /// Entry time, ns since the Unix epoch.
     pub start_ns: u64,
@@ -28,7 +28,7 @@ pub struct SpanRecord {
     pub kind: SpanKind,
 }
 
-/// What a [`SpanRecord`] stands for.
+/// What a [`Span`] stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpanKind {
     /// A scope: `scope!`, or a call of a sync `#[profile]` function.
@@ -44,7 +44,7 @@ pub enum SpanKind {
 /// One call of a `#[profile] async fn`: from its first poll to its completion (or its drop),
 /// whichever threads polled it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AsyncSpanRecord {
+pub struct AsyncSpan {
     /// The function's callsite.
     pub callsite: &'static Callsite,
     /// First poll, ns since the Unix epoch.
@@ -65,7 +65,7 @@ pub struct AsyncSpanRecord {
     pub open_at_stop: bool,
 }
 
-impl AsyncSpanRecord {
+impl AsyncSpan {
     /// The function's name.
     pub fn name(&self) -> &'static str {
         self.callsite.name()
@@ -77,7 +77,7 @@ impl AsyncSpanRecord {
     }
 }
 
-impl SpanRecord {
+impl Span {
     /// The scope's name.
     pub fn name(&self) -> &'static str {
         self.callsite.name()
@@ -96,13 +96,13 @@ impl SpanRecord {
 
 /// One thread's scopes, in order of entry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ThreadRecord {
+pub struct ThreadTrace {
     /// tickscope's id for the thread: unique in the process, never reused.
     pub id: u64,
     /// The thread's name, if it had one.
     pub name: Option<String>,
     /// Scopes in order of entry; `parent` indices point into this list.
-    pub spans: Vec<SpanRecord>,
+    pub spans: Vec<Span>,
     /// Allocation statistics of each span (same indices as `spans`) when the session tracked
     /// memory; empty otherwise.
     pub memory: Vec<MemoryStats>,
@@ -279,14 +279,14 @@ impl MemoryTrace {
     }
 
     /// Allocations of the window still live at its end.
-    pub fn leaks(&self) -> impl Iterator<Item = &MemoryEvent> {
+    pub fn live_at_stop(&self) -> impl Iterator<Item = &MemoryEvent> {
         self.events
             .iter()
             .filter(|e| e.kind == MemoryKind::Alloc && e.matched.is_none())
     }
 }
 
-impl ThreadRecord {
+impl ThreadTrace {
     /// The arguments of span `span`.
     pub fn args_of(&self, span: u32) -> &[SpanArg] {
         let start = self.args.partition_point(|a| a.span < span);
@@ -308,14 +308,14 @@ impl ThreadRecord {
 pub struct SpanRef {
     /// Index in [`Trace::threads`].
     pub thread: u32,
-    /// Index in the thread's [`ThreadRecord::spans`].
+    /// Index in the thread's [`ThreadTrace::spans`].
     pub span: u32,
 }
 
 /// A scope that followed from a [`Link`](crate::Link) (`scope!("name", follows = link)`),
 /// matched to where the link was captured by (sequence number, thread id).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkRecord {
+pub struct Flow {
     /// The link's sequence number on its thread.
     pub seq: u32,
     /// tickscope's id of the thread that captured the link (PyTorch's forward thread id).
@@ -348,9 +348,9 @@ pub struct Trace {
     /// Window end, ns since the Unix epoch.
     pub end_ns: u64,
     /// Threads with at least one event in the window.
-    pub threads: Vec<ThreadRecord>,
+    pub threads: Vec<ThreadTrace>,
     /// Calls of `#[profile] async fn`s, in order of their first poll.
-    pub async_spans: Vec<AsyncSpanRecord>,
+    pub async_spans: Vec<AsyncSpan>,
     /// Events that could not be recorded (threads tearing down) during the window. Always
     /// reported; 0 in a healthy run.
     pub dropped_events: u64,
@@ -361,7 +361,7 @@ pub struct Trace {
     pub memory: Option<MemoryTrace>,
     /// Scopes that followed from a [`Link`](crate::Link), in the order of their threads and
     /// entry.
-    pub links: Vec<LinkRecord>,
+    pub links: Vec<Flow>,
     /// The converter that turned ticks into nanoseconds.
     pub converter: Converter,
 }
@@ -390,7 +390,7 @@ impl Trace {
     /// are closed there and flagged `open_at_stop`. A scope that outlives its parent keeps its
     /// own end, and its parent's `children_ns` counts only the part inside the parent. Async calls are matched across threads by span id: a poll
     /// belongs to the latest call with its id that began before it. Allocations and frees, if
-    /// there are any, fill [`Trace::memory`] and [`ThreadRecord::memory`]. Callsite ids must
+    /// there are any, fill [`Trace::memory`] and [`ThreadTrace::memory`]. Callsite ids must
     /// come from this process.
     pub fn from_raw(
         threads: Vec<RawThread>,
@@ -421,13 +421,13 @@ impl Trace {
     ///
     /// # Panics
     /// When `at` does not point into this trace.
-    pub fn span(&self, at: SpanRef) -> (&ThreadRecord, &SpanRecord) {
+    pub fn span(&self, at: SpanRef) -> (&ThreadTrace, &Span) {
         let thread = &self.threads[at.thread as usize];
         (thread, &thread.spans[at.span as usize])
     }
 
     /// All spans of all threads.
-    pub fn spans(&self) -> impl Iterator<Item = (&ThreadRecord, &SpanRecord)> {
+    pub fn spans(&self) -> impl Iterator<Item = (&ThreadTrace, &Span)> {
         self.threads
             .iter()
             .flat_map(|t| t.spans.iter().map(move |s| (t, s)))
@@ -464,7 +464,7 @@ pub(crate) struct Builder {
     /// `Some` when memory is tracked: every allocation and free, thread by thread.
     memory: Option<Vec<RawMemory>>,
     links: Links,
-    threads: Vec<ThreadRecord>,
+    threads: Vec<ThreadTrace>,
 }
 
 /// Links seen while pairing, matched once every thread is in.
@@ -534,7 +534,7 @@ impl Builder {
         let (spans, memory, args) = pairing.finish(self.end_ns);
         self.event_count += events;
         if events > 0 || keep_empty {
-            self.threads.push(ThreadRecord {
+            self.threads.push(ThreadTrace {
                 id,
                 name,
                 spans,
@@ -574,7 +574,7 @@ pub(crate) struct Pairing<'a> {
     thread_id: u64,
     marks: &'a mut Vec<Mark>,
     links: &'a mut Links,
-    spans: Vec<SpanRecord>,
+    spans: Vec<Span>,
     open: Vec<Open>,
     pending: Option<RawEvent>,
     events: u64,
@@ -668,7 +668,7 @@ impl Pairing<'_> {
         let Some(value) = ty.scalar(event.tick) else {
             let len = event.tick as usize;
             // The length comes from the record: bound what a corrupt one can reserve.
-            let reserve = len.min(crate::args::MAX_STR);
+            let reserve = len.min(crate::record::args::MAX_STR);
             self.string = Some((span, key, len, Vec::with_capacity(reserve)));
             if len == 0 {
                 self.end_string();
@@ -681,7 +681,7 @@ impl Pairing<'_> {
     /// A piece of the string argument being read.
     fn bytes(&mut self, event: &RawEvent) {
         if let Some((_, _, len, bytes)) = &mut self.string {
-            crate::args::push_bytes(bytes, event, *len);
+            crate::record::args::push_bytes(bytes, event, *len);
             if bytes.len() == *len {
                 self.end_string();
             }
@@ -849,7 +849,7 @@ impl Pairing<'_> {
         match event.kind {
             RawKind::Begin | RawKind::PollBegin => {
                 let index = self.spans.len() as u32;
-                self.spans.push(SpanRecord {
+                self.spans.push(Span {
                     callsite,
                     start_ns: ns,
                     end_ns: 0,
@@ -882,7 +882,7 @@ impl Pairing<'_> {
 
     /// Closes what is still open at `end_ns` and returns the spans, their memory figures and
     /// their arguments.
-    fn finish(mut self, end_ns: u64) -> (Vec<SpanRecord>, Vec<MemoryStats>, Vec<SpanArg>) {
+    fn finish(mut self, end_ns: u64) -> (Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>) {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
         }
@@ -899,13 +899,13 @@ impl Pairing<'_> {
 }
 
 impl Links {
-    fn matched(self) -> Vec<LinkRecord> {
+    fn matched(self) -> Vec<Flow> {
         let Links { origins, followers } = self;
         followers
             .into_iter()
             .map(|(follower, origin_thread, seq)| {
                 let found = origins.get(&(origin_thread, seq));
-                LinkRecord {
+                Flow {
                     seq,
                     origin_thread,
                     origin: found.and_then(|&(span, _)| span),
@@ -947,12 +947,12 @@ fn match_memory(mut raw: Vec<RawMemory>) -> MemoryTrace {
 /// Matches async begins, polls and ends of all threads by span id, in time order.
 fn match_async(
     mut marks: Vec<Mark>,
-    threads: &mut [ThreadRecord],
+    threads: &mut [ThreadTrace],
     end_ns: u64,
-) -> Vec<AsyncSpanRecord> {
+) -> Vec<AsyncSpan> {
     // At equal times: begins, then polls, then ends (the variants' order).
     marks.sort_by_key(|m| (m.ns, m.what));
-    let mut records: Vec<AsyncSpanRecord> = Vec::new();
+    let mut records: Vec<AsyncSpan> = Vec::new();
     let mut open: FxHashMap<u32, usize> = FxHashMap::default();
     for mark in marks {
         let current = open
@@ -962,7 +962,7 @@ fn match_async(
         match (mark.what, current) {
             (MarkKind::Begin, _) => {
                 open.insert(mark.span, records.len());
-                records.push(AsyncSpanRecord {
+                records.push(AsyncSpan {
                     callsite: mark.callsite,
                     start_ns: mark.ns,
                     end_ns: mark.ns,
@@ -1120,7 +1120,7 @@ mod tests {
         );
         assert!(memory.events.iter().all(|e| e.address == X));
         assert_eq!(memory.live_bytes(), [0, 1 << 33, 0, 7, 0]);
-        assert_eq!(memory.leaks().count(), 0);
+        assert_eq!(memory.live_at_stop().count(), 0);
         let step_stats = trace.threads[0].memory[0];
         assert_eq!(
             (

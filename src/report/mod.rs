@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use crate::Callsite;
-use crate::hash::FxHashMap;
-use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadRecord, Trace};
+use rustc_hash::FxHashMap;
+use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///
@@ -73,7 +73,7 @@ pub struct Report {
     pub observer_panics: u64,
     /// Memory allocated in the window and still live at its end, by allocating scope, most
     /// bytes first; empty when the session did not track memory.
-    pub leaks: Vec<Leak>,
+    pub live_at_stop: Vec<LiveAtStop>,
 }
 
 /// How a report splits a name's calls beyond threads.
@@ -94,7 +94,7 @@ enum Label {
 /// Allocations of a session's window still live at its end, grouped by the innermost scope
 /// open when they were made (the leak view).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Leak {
+pub struct LiveAtStop {
     /// The scope's name; `None` for allocations made outside any scope.
     pub scope: Option<&'static str>,
     /// Number of live allocations.
@@ -103,21 +103,21 @@ pub struct Leak {
     pub bytes: u64,
 }
 
-impl Leak {
+impl LiveAtStop {
     /// Groups the live allocations of `trace` by scope, most bytes first.
-    pub fn of(trace: &Trace) -> Vec<Leak> {
+    pub fn of(trace: &Trace) -> Vec<LiveAtStop> {
         let Some(memory) = &trace.memory else {
             return Vec::new();
         };
         let mut by_scope: HashMap<Option<&'static str>, (u64, u64)> = HashMap::new();
-        for alloc in memory.leaks() {
+        for alloc in memory.live_at_stop() {
             let entry = by_scope.entry(alloc.scope_name()).or_default();
             entry.0 += 1;
             entry.1 += alloc.size;
         }
-        let mut leaks: Vec<Leak> = by_scope
+        let mut leaks: Vec<LiveAtStop> = by_scope
             .into_iter()
-            .map(|(scope, (allocs, bytes))| Leak {
+            .map(|(scope, (allocs, bytes))| LiveAtStop {
                 scope,
                 allocs,
                 bytes,
@@ -184,7 +184,7 @@ impl Report {
         } else {
             FxHashMap::default()
         };
-        let label = |thread: &ThreadRecord, at: SpanRef| match split {
+        let label = |thread: &ThreadTrace, at: SpanRef| match split {
             Split::None => None,
             Split::Origin => origins.get(&at).map(|&name| Label::Origin(name)),
             Split::Arg(key) => thread
@@ -314,7 +314,7 @@ impl Report {
             threads: trace.threads.len(),
             dropped_events: trace.dropped_events,
             observer_panics: 0,
-            leaks: Leak::of(trace),
+            live_at_stop: LiveAtStop::of(trace),
         }
     }
 

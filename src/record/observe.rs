@@ -6,9 +6,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::callsite::Callsite;
-use crate::link::Link;
-use crate::registry;
+use crate::record::callsite::Callsite;
+use crate::record::link::Link;
+use crate::record::registry;
 use crate::trace::Value;
 
 /// Whether an [`ObservedScope`] is an entry or an exit.

@@ -2,14 +2,14 @@
 
 use std::marker::PhantomData;
 
-use crate::callsite::{self, Callsite};
+use crate::record::callsite::{self, Callsite};
 #[cfg(feature = "enabled")]
-use crate::event::RawEvent;
-use crate::link::Link;
+use crate::record::event::RawEvent;
+use crate::record::link::Link;
 use crate::trace::Value;
-use crate::{observe, registry};
+use crate::record::{observe, registry};
 
-/// Records a scope from its creation to its drop. Made by [`scope!`](crate::scope!).
+/// Records a scope from its creation to its drop. Made by [`scope!`](crate::record::scope!).
 ///
 /// When no session wants the current thread, creating and dropping a guard costs one relaxed
 /// load and a branch each. The guard is `!Send`: a scope begins and ends on the same thread.
@@ -70,7 +70,7 @@ impl ScopeGuard {
         }
     }
 
-    /// Enters a scope with a name known only at run time; see [`scope!`](crate::scope!).
+    /// Enters a scope with a name known only at run time; see [`scope!`](crate::record::scope!).
     ///
     /// Slower than a static name: the first use of each distinct name on a thread interns it
     /// (a lock and, once per process, a leaked copy), later uses cost a hash lookup.
@@ -155,7 +155,7 @@ impl Drop for ScopeGuard {
     fn drop(&mut self) {
         #[cfg(feature = "enabled")]
         if self.id != 0 {
-            registry::push(RawEvent::end(self.key, crate::clock::now()));
+            registry::push(RawEvent::end(self.key, crate::record::clock::now()));
         }
         #[cfg(feature = "enabled")]
         if self.observed != 0 {

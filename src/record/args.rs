@@ -12,12 +12,12 @@
 use std::fmt::{self, Write as _};
 use std::mem::MaybeUninit;
 
-use crate::callsite::Callsite;
-use crate::event::{RawEvent, RawKind};
-use crate::link::Link;
-use crate::scope::ScopeGuard;
+use crate::record::callsite::Callsite;
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::link::Link;
+use crate::record::scope::ScopeGuard;
 use crate::trace::Value;
-use crate::{clock, registry};
+use crate::record::{clock, registry};
 
 /// The type of an argument's value: the kind of its first record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,7 +197,7 @@ impl Args {
         while i < records.len() {
             let record = records[i];
             i += 1;
-            let key = crate::callsite::by_id(record.id);
+            let key = crate::record::callsite::by_id(record.id);
             let (Some(key), Some(ty)) = (key, ArgType::of(&record)) else {
                 continue;
             };

@@ -9,10 +9,10 @@ use std::cell::{Cell, OnceCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::buffer::{ThreadBuffer, Writer};
-use crate::event::{RawEvent, RawKind};
+use crate::record::buffer::{ThreadBuffer, Writer};
+use crate::record::event::{RawEvent, RawKind};
 use crate::trace::Builder;
-use crate::{clock, pool};
+use crate::record::{clock, pool};
 
 /// 0 while no session records and no observer is registered; otherwise a number that changes
 /// whenever the set of recording sessions, their members or the presence of observers
@@ -25,7 +25,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 static MEMORY: AtomicU64 = AtomicU64::new(0);
 
 /// Events that could not be recorded because their thread was tearing down.
-static LOST: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     threads: Vec::new(),
@@ -104,7 +104,7 @@ impl Registry {
         let recording = self.sessions.iter().any(|s| !s.collecting);
         let memory = self.sessions.iter().any(|s| !s.collecting && s.memory);
         let generation = |on: bool| if on { self.generation } else { 0 };
-        let active = recording || crate::observe::any();
+        let active = recording || crate::record::observe::any();
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
@@ -157,26 +157,26 @@ pub(crate) struct Untracked(());
 
 impl Untracked {
     pub(crate) fn enter() -> Self {
-        let _ = FAST.try_with(|fast| fast.untracked.set(fast.untracked.get() + 1));
+        let _ = HOT.try_with(|hot| hot.untracked.set(hot.untracked.get() + 1));
         Self(())
     }
 }
 
 impl Drop for Untracked {
     fn drop(&mut self) {
-        let _ = FAST.try_with(|fast| fast.untracked.set(fast.untracked.get() - 1));
+        let _ = HOT.try_with(|hot| hot.untracked.set(hot.untracked.get() - 1));
     }
 }
 
 /// The hot path's per-thread state. `const`-initialised and without `Drop`, so reaching it is a
 /// plain thread-pointer-relative access with no lazy-init check.
-struct Fast {
+struct HotState {
     /// Equal to [`GENERATION`] while this thread records.
-    wanted: Cell<u64>,
+    scopes_at: Cell<u64>,
     /// Equal to [`MEMORY`] while this thread records allocations.
-    memory: Cell<u64>,
+    memory_at: Cell<u64>,
     /// The generation for which `wanted` and `memory` were last computed.
-    checked: Cell<u64>,
+    checked_at: Cell<u64>,
     /// Nesting depth of [`Untracked`] guards; allocations are recorded only at 0.
     untracked: Cell<u32>,
     /// This thread's registry id, once it has been looked up.
@@ -190,17 +190,17 @@ struct Fast {
 }
 
 /// The per-thread state that needs a destructor: the thread's registry entry.
-struct Local {
+struct Registration {
     entry: OnceCell<Arc<ThreadEntry>>,
 }
 
-impl Drop for Local {
+impl Drop for Registration {
     fn drop(&mut self) {
-        let _ = FAST.try_with(|fast| {
-            fast.writer.detach();
-            fast.wanted.set(0);
-            fast.memory.set(0);
-            fast.checked.set(u64::MAX);
+        let _ = HOT.try_with(|hot| {
+            hot.writer.detach();
+            hot.scopes_at.set(0);
+            hot.memory_at.set(0);
+            hot.checked_at.set(u64::MAX);
         });
         if let Some(entry) = self.entry.get() {
             entry.buffer.retire();
@@ -222,11 +222,11 @@ fn release_exited(entry: &Arc<ThreadEntry>) {
 }
 
 thread_local! {
-    static FAST: Fast = const {
-        Fast {
-            wanted: Cell::new(0),
-            memory: Cell::new(0),
-            checked: Cell::new(0),
+    static HOT: HotState = const {
+        HotState {
+            scopes_at: Cell::new(0),
+            memory_at: Cell::new(0),
+            checked_at: Cell::new(0),
             untracked: Cell::new(0),
             thread_id: Cell::new(0),
             last_seq: Cell::new(0),
@@ -234,7 +234,7 @@ thread_local! {
             next_span: Cell::new(0),
         }
     };
-    static LOCAL: Local = const { Local { entry: OnceCell::new() } };
+    static REGISTRATION: Registration = const { Registration { entry: OnceCell::new() } };
 }
 
 /// True when a running session wants this thread's events. One relaxed load and a branch when
@@ -258,7 +258,7 @@ pub(crate) fn thread_wants_at(generation: u64) -> bool {
     if !cfg!(feature = "enabled") {
         return false;
     }
-    FAST.try_with(|fast| fast.wanted.get() == generation || recheck(fast, generation))
+    HOT.try_with(|hot| hot.scopes_at.get() == generation || recheck(hot, generation))
         .unwrap_or(false)
 }
 
@@ -279,24 +279,24 @@ pub(crate) fn observers_added() {
 
 #[cold]
 #[inline(never)]
-fn recheck(fast: &Fast, generation: u64) -> bool {
-    if fast.checked.get() == generation {
+fn recheck(hot: &HotState, generation: u64) -> bool {
+    if hot.checked_at.get() == generation {
         return false;
     }
-    if !refresh(fast) {
-        LOST.fetch_add(1, Ordering::Relaxed);
+    if !refresh(hot) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
         return false;
     }
-    fast.wanted.get() != 0
+    hot.scopes_at.get() != 0
 }
 
 /// Recomputes whether this thread records scopes and allocations; `false` during teardown.
-fn refresh(fast: &Fast) -> bool {
+fn refresh(hot: &HotState) -> bool {
     let _untracked = Untracked::enter();
     let Some(entry) = current_entry() else {
         return false;
     };
-    fast.thread_id.set(entry.id);
+    hot.thread_id.set(entry.id);
     let reg = registry();
     let now = GENERATION.load(Ordering::Relaxed);
     let (scopes, memory) = if now == 0 {
@@ -304,9 +304,9 @@ fn refresh(fast: &Fast) -> bool {
     } else {
         reg.wants(entry.id)
     };
-    fast.checked.set(now);
-    fast.wanted.set(if scopes { now } else { 0 });
-    fast.memory.set(if memory { now } else { 0 });
+    hot.checked_at.set(now);
+    hot.scopes_at.set(if scopes { now } else { 0 });
+    hot.memory_at.set(if memory { now } else { 0 });
     true
 }
 
@@ -322,9 +322,9 @@ pub(crate) fn memory_on() -> bool {
 /// thread, linking a fresh chunk) run [`Untracked`], so they are not recorded in turn.
 #[inline(never)]
 pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
-    if_memory_recorded(|fast| {
+    if_memory_recorded(|hot| {
         push_all_on(
-            fast,
+            hot,
             &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
         );
     });
@@ -342,34 +342,34 @@ pub(crate) fn record_realloc(
     new_size: usize,
     new: usize,
 ) {
-    if_memory_recorded(|fast| {
+    if_memory_recorded(|hot| {
         let [free, free_at] =
             RawEvent::memory(RawKind::Free, old_size as u64, old as u64, freed_at);
         let [alloc, alloc_at] =
             RawEvent::memory(RawKind::Alloc, new_size as u64, new as u64, clock::now());
-        push_all_on(fast, &[free, free_at, alloc, alloc_at]);
+        push_all_on(hot, &[free, free_at, alloc, alloc_at]);
     });
 }
 
 /// Runs `record` with this thread's state if a session records this thread's allocations and
 /// the allocation being recorded is not the profiler's own.
 #[inline(always)]
-fn if_memory_recorded(record: impl FnOnce(&Fast)) {
+fn if_memory_recorded(record: impl FnOnce(&HotState)) {
     let generation = MEMORY.load(Ordering::Relaxed);
     if generation == 0 {
         return;
     }
-    let _ = FAST.try_with(|fast| {
-        if fast.untracked.get() != 0 {
+    let _ = HOT.try_with(|hot| {
+        if hot.untracked.get() != 0 {
             return;
         }
-        if fast.memory.get() != generation {
-            let stale = fast.checked.get() != GENERATION.load(Ordering::Relaxed);
-            if !stale || !refresh(fast) || fast.memory.get() == 0 {
+        if hot.memory_at.get() != generation {
+            let stale = hot.checked_at.get() != GENERATION.load(Ordering::Relaxed);
+            if !stale || !refresh(hot) || hot.memory_at.get() == 0 {
                 return;
             }
         }
-        record(fast);
+        record(hot);
     });
 }
 
@@ -377,15 +377,15 @@ fn if_memory_recorded(record: impl FnOnce(&Fast)) {
 /// matches an end to the latest open span with its id and callsite, so reuse that far apart is
 /// harmless). One shared atomic add per 256 ids. 0 during thread teardown.
 pub(crate) fn next_span_id() -> u32 {
-    FAST.try_with(|fast| {
-        let mut next = fast.next_span.get();
+    HOT.try_with(|hot| {
+        let mut next = hot.next_span.get();
         if next % SPAN_BLOCK == 0 {
             next = SPAN_BLOCKS
                 .fetch_add(1, Ordering::Relaxed)
                 .wrapping_mul(SPAN_BLOCK)
                 .max(1);
         }
-        fast.next_span.set(next.wrapping_add(1));
+        hot.next_span.set(next.wrapping_add(1));
         next
     })
     .unwrap_or(0)
@@ -405,23 +405,23 @@ pub(crate) fn capture_link() -> Option<(u32, u64)> {
 
 /// tickscope's id of the calling thread, registering it if needed (0 during teardown).
 pub(crate) fn thread_id() -> u64 {
-    let cached = FAST.try_with(|fast| fast.thread_id.get()).unwrap_or(0);
+    let cached = HOT.try_with(|hot| hot.thread_id.get()).unwrap_or(0);
     if cached != 0 {
         return cached;
     }
     let _untracked = Untracked::enter();
     let id = current_entry().map_or(0, |entry| entry.id);
-    let _ = FAST.try_with(|fast| fast.thread_id.set(id));
+    let _ = HOT.try_with(|hot| hot.thread_id.set(id));
     id
 }
 
 /// The next sequence number of this thread (never 0) and the thread's id, for a thread that
 /// records.
 pub(crate) fn next_seq() -> (u32, u64) {
-    FAST.try_with(|fast| {
-        let seq = fast.last_seq.get().wrapping_add(1).max(1);
-        fast.last_seq.set(seq);
-        (seq, fast.thread_id.get())
+    HOT.try_with(|hot| {
+        let seq = hot.last_seq.get().wrapping_add(1).max(1);
+        hot.last_seq.set(seq);
+        (seq, hot.thread_id.get())
     })
     .unwrap_or((0, 0))
 }
@@ -429,26 +429,26 @@ pub(crate) fn next_seq() -> (u32, u64) {
 /// Appends `events` to this thread's buffer, published together.
 #[inline]
 pub(crate) fn push_all(events: &[RawEvent]) {
-    if FAST.try_with(|fast| push_all_on(fast, events)).is_err() {
-        LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
+    if HOT.try_with(|hot| push_all_on(hot, events)).is_err() {
+        DROPPED.fetch_add(events.len() as u64, Ordering::Relaxed);
     }
 }
 
 /// [`push_all`] with this thread's state in hand; counts the events as lost if they cannot be
 /// recorded.
 #[inline(always)]
-fn push_all_on(fast: &Fast, events: &[RawEvent]) {
-    if !fast.writer.try_push_all(events) && !push_all_slow(fast, events) {
-        LOST.fetch_add(events.len() as u64, Ordering::Relaxed);
+fn push_all_on(hot: &HotState, events: &[RawEvent]) {
+    if !hot.writer.try_push_all(events) && !push_all_slow(hot, events) {
+        DROPPED.fetch_add(events.len() as u64, Ordering::Relaxed);
     }
 }
 
 /// Appends `event` to this thread's buffer.
 #[inline(always)]
 pub(crate) fn push(event: RawEvent) {
-    let pushed = FAST.try_with(|fast| fast.writer.try_push(event) || push_slow(fast, event));
+    let pushed = HOT.try_with(|hot| hot.writer.try_push(event) || push_slow(hot, event));
     if pushed != Ok(true) {
-        LOST.fetch_add(1, Ordering::Relaxed);
+        DROPPED.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -457,17 +457,17 @@ pub(crate) fn push(event: RawEvent) {
 #[inline(always)]
 pub(crate) fn push_begin(id: u32) -> u64 {
     let tick = clock::now();
-    let pushed = FAST.try_with(|fast| {
-        if fast.writer.try_push(RawEvent::begin(id, tick)) {
+    let pushed = HOT.try_with(|hot| {
+        if hot.writer.try_push(RawEvent::begin(id, tick)) {
             Some(tick)
         } else {
-            push_begin_slow(fast, id)
+            push_begin_slow(hot, id)
         }
     });
     match pushed {
         Ok(Some(tick)) => tick,
         _ => {
-            LOST.fetch_add(1, Ordering::Relaxed);
+            DROPPED.fetch_add(1, Ordering::Relaxed);
             tick
         }
     }
@@ -477,20 +477,20 @@ pub(crate) fn push_begin(id: u32) -> u64 {
 /// event keeps its tick: a [`RawKind::Data`] event that follows must repeat it.
 #[cold]
 #[inline(never)]
-fn push_slow(fast: &Fast, event: RawEvent) -> bool {
-    next_chunk(fast) && fast.writer.try_push(event)
+fn push_slow(hot: &HotState, event: RawEvent) -> bool {
+    next_chunk(hot) && hot.writer.try_push(event)
 }
 
 /// [`push_begin`] after its chunk filled up: the entry is stamped again after the switch so
 /// that the scope is not billed for it.
 #[cold]
 #[inline(never)]
-fn push_begin_slow(fast: &Fast, id: u32) -> Option<u64> {
-    if !next_chunk(fast) {
+fn push_begin_slow(hot: &HotState, id: u32) -> Option<u64> {
+    if !next_chunk(hot) {
         return None;
     }
     let tick = clock::now();
-    fast.writer
+    hot.writer
         .try_push(RawEvent::begin(id, tick))
         .then_some(tick)
 }
@@ -498,20 +498,20 @@ fn push_begin_slow(fast: &Fast, id: u32) -> Option<u64> {
 /// [`push_slow`] for records that go in together.
 #[cold]
 #[inline(never)]
-fn push_all_slow(fast: &Fast, events: &[RawEvent]) -> bool {
-    next_chunk(fast) && fast.writer.try_push_all(events)
+fn push_all_slow(hot: &HotState, events: &[RawEvent]) -> bool {
+    next_chunk(hot) && hot.writer.try_push_all(events)
 }
 
 /// Links a fresh chunk as this thread's tail; `false` if the thread is not registered or is
 /// tearing down.
-fn next_chunk(fast: &Fast) -> bool {
+fn next_chunk(hot: &HotState) -> bool {
     let _untracked = Untracked::enter();
-    LOCAL
+    REGISTRATION
         .try_with(|local| {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
-            fast.writer.switch_to(&entry.buffer, pool::take());
+            hot.writer.switch_to(&entry.buffer, pool::take());
             true
         })
         .unwrap_or(false)
@@ -519,7 +519,7 @@ fn next_chunk(fast: &Fast) -> bool {
 
 /// This thread's registry entry, registering the thread on first use. `None` during teardown.
 pub(crate) fn current_entry() -> Option<Arc<ThreadEntry>> {
-    LOCAL
+    REGISTRATION
         .try_with(|local| local.entry.get_or_init(register).clone())
         .ok()
 }
@@ -539,8 +539,8 @@ fn register() -> Arc<ThreadEntry> {
 }
 
 /// Events lost so far to thread teardown (monotonic).
-pub(crate) fn lost_events() -> u64 {
-    LOST.load(Ordering::Relaxed)
+pub(crate) fn dropped_events() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
 }
 
 /// Registers a running session.
@@ -601,7 +601,7 @@ pub(crate) fn collect(id: u64, builder: &mut Builder) {
     };
     let end_tick = builder.end_tick();
     for (thread, from) in threads {
-        let hint = thread.buffer.chunks() * crate::buffer::CHUNK_EVENTS;
+        let hint = thread.buffer.chunks() * crate::record::buffer::CHUNK_EVENTS;
         builder.thread(thread.id, thread.name.clone(), false, hint, |pairing| {
             // An event that carries data goes with the event before it.
             let mut keep = false;

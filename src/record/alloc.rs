@@ -2,8 +2,8 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-use crate::event::RawKind;
-use crate::{clock, registry};
+use crate::record::event::RawKind;
+use crate::record::{clock, registry};
 
 /// Wraps a [`GlobalAlloc`] (by default [`System`]) and records every allocation and free
 /// while a session that tracks memory ([`Config::track_memory`](crate::Config::track_memory))

@@ -1,10 +1,10 @@
 //! Links between a scope and the scopes that follow from it on other threads (PyTorch's
 //! sequence number plus forward thread id, generalised to any hand-off of work).
 
-use crate::callsite::Callsite;
-use crate::event::{RawEvent, RawKind};
-use crate::scope::ScopeGuard;
-use crate::{clock, registry};
+use crate::record::callsite::Callsite;
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::scope::ScopeGuard;
+use crate::record::{clock, registry};
 
 /// Where a piece of work was created: a sequence number from its thread's counter and that
 /// thread's id. Capture it with [`link()`] (or take a sequenced scope's own, [`SeqGuard::link`]),
