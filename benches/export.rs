@@ -8,11 +8,9 @@ use std::io::BufWriter;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use tickscope::clock::Converter;
-use tickscope::event::RawEvent;
+use tickscope::__private::{RawEvent, capture_from_records};
 use tickscope::export::{chrome, folded};
 use tickscope::report::Report;
-use tickscope::trace::{RawThread, Trace};
 use tickscope::{Callsite, Profiler, scope};
 
 const OUTER: usize = 250_000;
@@ -82,8 +80,10 @@ fn bench(c: &mut Criterion) {
 
     // Post-processing alone: pairing, nesting, tick conversion, then aggregation, on the same
     // shape of events (2 M raw events).
-    static OUTER_SITE: Callsite = Callsite::new("request", file!(), line!(), module_path!());
-    static INNER_SITE: Callsite = Callsite::new("step", file!(), line!(), module_path!());
+    static OUTER_SITE: Callsite =
+        tickscope::__private::callsite("request", file!(), line!(), module_path!());
+    static INNER_SITE: Callsite =
+        tickscope::__private::callsite("step", file!(), line!(), module_path!());
     let (outer, inner) = (OUTER_SITE.id(), INNER_SITE.id());
     let mut events = Vec::with_capacity(OUTER * 8);
     let mut tick = 1_000_000u64;
@@ -98,24 +98,13 @@ fn bench(c: &mut Criterion) {
         events.push(RawEvent::end(outer_key, tick + 5));
         tick += 10;
     }
-    let raw = vec![RawThread {
-        id: 1,
-        name: None,
-        events,
-    }];
-    let converter = Converter::new(0, 1_700_000_000_000_000_000, 0.37);
+    let records = events.len() as u64;
+    let capture = capture_from_records(vec![(1, events)], 0, tick);
     let mut g = c.benchmark_group("postprocess");
-    g.throughput(Throughput::Elements(raw[0].events.len() as u64));
+    g.throughput(Throughput::Elements(records));
     g.sample_size(10);
     g.bench_function("pair_convert_aggregate_2M_events", |b| {
-        b.iter_batched(
-            || raw.clone(),
-            |raw| {
-                let trace = Trace::from_raw(raw, converter, 0, tick, 0);
-                Report::new(&trace)
-            },
-            BatchSize::LargeInput,
-        )
+        b.iter(|| Report::new(&capture.decode()))
     });
     g.finish();
 }

@@ -28,14 +28,45 @@
 //! assert!(line.self_ns <= line.total_ns);
 //! ```
 //!
-//! # How it works
+//! # How it works: one pipeline
 //!
-//! The hot path stamps a raw clock tick ([`quanta::Clock::raw`], the TSC where there is one) and
-//! a static callsite id into a 16-byte record in the current thread's own buffer: no lock, no
-//! allocation (after the thread's first chunk), no write to memory another thread writes.
-//! Everything else happens when a session stops: pairing begin and end, nesting, self time,
-//! converting ticks to Unix-epoch nanoseconds with a converter calibrated at start and stop
-//! ([`clock::Converter`]), aggregation ([`report::Report`]) and printing ([`table::Table`]).
+//! Data walks one way, and each stage is a folder of `src/` that imports only from the stages
+//! before it (a test, `tests/layers.rs`, keeps it so):
+//!
+//! ```text
+//!  record/ ──stop──▶ capture/ ──decode/──▶ trace/ ──▶ report/ ──▶ table
+//!  hot path          Capture               Trace       Report      └──▶ export/
+//!  (scope!, args,    raw chunks, clock,    (the model: spans,       (Chrome, Kineto,
+//!   links, alloc,    callsites, threads,   async spans, memory,      folded, flame graph)
+//!   observers,       dropped events        flows)
+//!   buffers, pool)
+//! ```
+//!
+//! - **record**: the hot path stamps a raw clock tick ([`quanta::Clock::raw`], the TSC where
+//!   there is one) and a static callsite id into a 16-byte record in the current thread's own
+//!   chunk: no lock, no allocation (after the thread's first chunk), no write to memory
+//!   another thread writes.
+//! - **capture**: a session's stop hands its threads' chunks over, as recorded, to a
+//!   [`Capture`] ([`Profiler::capture`]): no copy, no decoding. Its chunks already have the
+//!   layout of a capture file (a 16-byte header of magic, type, version and length).
+//! - **decode**: [`Capture::decode`] (or [`trace::Trace::from_capture`]) pairs entries and
+//!   exits, nests them, reads arguments, converts ticks to Unix nanoseconds with a converter
+//!   calibrated at start and stop, and matches async spans, links and allocations across
+//!   threads.
+//! - **trace**: [`trace::Trace`], the model every later stage reads.
+//! - **report** ([`report::Report`]) aggregates it; **table** ([`table::Table`]) prints a
+//!   report; **export** writes traces ([`export`]). [`Profiler`] (`session.rs`) is the façade
+//!   over all of them.
+//!
+//! # Words
+//!
+//! A **scope** is a region of code: a `scope!` or a `#[profile]` function, named by its
+//! [`Callsite`]. Each time it runs it records a **span** ([`trace::Span`]): one entry and one
+//! exit on one thread, guarded by a [`ScopeGuard`]. A `#[profile] async fn` call is an
+//! **async span** ([`trace::AsyncSpan`]) made of **polls**, each a span on the thread that
+//! polled it. A report's **calls** count the spans of a scope. A **flow**
+//! ([`trace::Flow`]) joins a span to the span that followed from its [`Link`]. Records that
+//! could not be written (a thread tearing down) are **dropped events**, always counted.
 //!
 //! When no session runs, a scope costs one relaxed atomic load and a branch. Without the
 //! default `enabled` cargo feature, `scope!` compiles to nothing at all.
@@ -132,6 +163,10 @@
 #![warn(missing_docs)]
 
 #[cfg(not(loom))]
+pub mod capture;
+#[cfg(not(loom))]
+mod decode;
+#[cfg(not(loom))]
 pub mod export;
 pub(crate) mod record;
 #[cfg(not(loom))]
@@ -148,7 +183,7 @@ pub mod trace;
 pub use record::{buffer, event};
 
 #[cfg(not(loom))]
-pub use record::clock;
+pub use capture::Capture;
 #[cfg(not(loom))]
 pub use record::alloc::TrackingAlloc;
 #[cfg(not(loom))]
@@ -156,7 +191,11 @@ pub use record::args::ArgValue;
 #[cfg(not(loom))]
 pub use record::callsite::Callsite;
 #[cfg(not(loom))]
-pub use record::link::{Link, SeqGuard, link};
+pub use record::clock;
+#[cfg(not(loom))]
+pub use record::follows::SeqGuard;
+#[cfg(not(loom))]
+pub use record::link::{Link, link};
 #[cfg(not(loom))]
 pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
 #[cfg(not(loom))]
@@ -241,7 +280,9 @@ pub use tickscope_macros::profile;
 /// - `scope!("name")`: a static name. One `static` [`Callsite`] per call site; entering and
 ///   leaving the scope stamps two raw ticks into this thread's buffer.
 /// - `scope!(name = expr)`: a name computed at run time (`&str`, `String`, …). It is evaluated
-///   only while recording, and interned: see [`ScopeGuard::enter_dynamic`] for the extra cost.
+///   only while recording, and interned: the first use of each distinct name on a thread
+///   takes a lock (and, once per process, leaks a copy of the name); later uses cost a hash
+///   lookup.
 /// - `scope!("name", follows = link)`: a scope that follows from a [`Link`] captured where the
 ///   work was created, usually on another thread (see [`Link`]).
 /// - `scope!("name", seq)`: a scope numbered from this thread's sequence counter; the
@@ -266,19 +307,19 @@ pub use tickscope_macros::profile;
 macro_rules! scope {
     (name = $name:expr $(,)?) => {
         if $crate::__private::active() {
-            $crate::ScopeGuard::enter_dynamic(::core::convert::AsRef::<str>::as_ref(&$name))
+            $crate::__private::enter_dynamic(::core::convert::AsRef::<str>::as_ref(&$name))
         } else {
             $crate::ScopeGuard::inactive()
         }
     };
     ($name:literal $(,)?) => {
-        $crate::ScopeGuard::enter($crate::__callsite!($name))
+        $crate::__private::enter($crate::__callsite!($name))
     };
     ($name:literal, follows = $link:expr $(,)?) => {
-        $crate::ScopeGuard::enter_following($crate::__callsite!($name), &$link)
+        $crate::__private::enter_following($crate::__callsite!($name), &$link)
     };
     ($name:literal, seq $(,)?) => {
-        $crate::SeqGuard::enter($crate::__callsite!($name))
+        $crate::__private::enter_seq($crate::__callsite!($name))
     };
     ($name:literal, follows = $link:expr, $($args:tt)+) => {
         if $crate::__private::active() {
@@ -328,7 +369,7 @@ macro_rules! __scope_args {
 #[macro_export]
 macro_rules! __callsite {
     (@key $key:ident) => {{
-        static __TICKSCOPE_KEY: $crate::Callsite = $crate::Callsite::new(
+        static __TICKSCOPE_KEY: $crate::Callsite = $crate::__private::callsite(
             ::core::stringify!($key),
             ::core::file!(),
             ::core::line!(),
@@ -337,7 +378,7 @@ macro_rules! __callsite {
         &__TICKSCOPE_KEY
     }};
     ($name:literal) => {{
-        static __TICKSCOPE_CALLSITE: $crate::Callsite = $crate::Callsite::new(
+        static __TICKSCOPE_CALLSITE: $crate::Callsite = $crate::__private::callsite(
             $name,
             ::core::file!(),
             ::core::line!(),
@@ -417,26 +458,71 @@ pub fn release_memory() -> usize {
 #[cfg(not(loom))]
 #[doc(hidden)]
 pub mod __private {
-    /// True when a session wants this thread's events.
-    #[inline(always)]
-    pub fn recording() -> bool {
-        crate::record::registry::thread_wants()
-    }
+    use crate::record::callsite::Callsite;
+    use crate::record::follows::SeqGuard;
+    use crate::record::link::Link;
+    use crate::record::scope::ScopeGuard;
 
     /// True when a session wants this thread's events or an observer is registered: when a
     /// scope's dynamic name or arguments must be evaluated. One relaxed load when neither.
     #[inline(always)]
     pub fn active() -> bool {
-        let generation = crate::record::registry::generation();
-        generation != 0 && (crate::record::observe::any() || crate::record::registry::thread_wants_at(generation))
+        use crate::record::registry;
+        let generation = registry::generation();
+        generation != 0 && (registry::observers_exist() || registry::thread_wants_at(generation))
+    }
+
+    /// A callsite for a `static`: `scope!` and `#[profile]` put one at each call site.
+    pub const fn callsite(
+        name: &'static str,
+        file: &'static str,
+        line: u32,
+        module_path: &'static str,
+    ) -> Callsite {
+        Callsite::new(name, file, line, module_path)
+    }
+
+    /// `scope!("name")`.
+    #[inline(always)]
+    pub fn enter(callsite: &'static Callsite) -> ScopeGuard {
+        ScopeGuard::enter(callsite)
+    }
+
+    /// `scope!(name = expr)`.
+    #[inline]
+    pub fn enter_dynamic(name: &str) -> ScopeGuard {
+        ScopeGuard::enter_dynamic(name)
+    }
+
+    /// `scope!("name", follows = link)`.
+    #[inline]
+    pub fn enter_following(callsite: &'static Callsite, link: &Link) -> ScopeGuard {
+        ScopeGuard::enter_following(callsite, link)
+    }
+
+    /// `scope!("name", seq)`.
+    #[inline]
+    pub fn enter_seq(callsite: &'static Callsite) -> SeqGuard {
+        SeqGuard::enter(callsite)
     }
 
     pub use crate::record::args::Args;
+    pub use crate::record::event::{RawEvent, RawKind};
+
+    /// A capture of records made by hand (benchmarks of decoding): one `(thread id, records)`
+    /// per thread, ticks that are nanoseconds, and the window `start_tick..=end_tick`.
+    pub fn capture_from_records(
+        threads: Vec<(u64, Vec<RawEvent>)>,
+        start_tick: u64,
+        end_tick: u64,
+    ) -> crate::Capture {
+        crate::Capture::from_records(threads, start_tick, end_tick)
+    }
     pub use crate::record::task::{AsyncCall, instrument};
 
     /// Chunks allocated and not freed, process-wide.
     pub fn live_chunks() -> usize {
-        crate::record::pool::live_chunks()
+        crate::record::buffer::live_chunks()
     }
 
     /// Threads in the registry (live, or exited with events still needed).

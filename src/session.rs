@@ -2,14 +2,16 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use crate::record::clock::{self, Calibration, Converter};
+use crate::capture::{self, Capture, Handover};
+use crate::record::clock::{self, Calibration};
 use crate::record::pool;
 use crate::record::registry::{self, Members};
+use crate::record::sync::lock;
 use crate::report::Report;
 use crate::table::Table;
-use crate::trace::{Builder, Trace};
+use crate::trace::Trace;
 
 /// Which threads a session records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -70,7 +72,7 @@ impl Config {
             state: Mutex::new(State {
                 window: None,
                 members: None,
-                trace: None,
+                stopped: None,
                 observer_panics: 0,
             }),
         });
@@ -121,10 +123,16 @@ struct State {
     window: Option<Window>,
     /// Members of a `Joined` session, kept across restarts.
     members: Option<Members>,
-    /// What the last stop collected.
-    trace: Option<Arc<Trace>>,
+    /// What the last stop captured, and its trace once decoded.
+    stopped: Option<Stopped>,
     /// Observer callbacks that panicked in the last stop's window, on the threads it recorded.
     observer_panics: u64,
+}
+
+#[derive(Debug)]
+struct Stopped {
+    capture: Arc<Capture>,
+    trace: OnceLock<Arc<Trace>>,
 }
 
 #[derive(Debug)]
@@ -136,17 +144,30 @@ struct Window {
 
 impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
-    fn collect(&self, window: &Window, end_tick: u64, stop: &Calibration) -> Trace {
-        // Post-processing allocates; that is the profiler's work, not the program's.
-        let _untracked = registry::Untracked::enter();
-        let converter = Converter::calibrated(&window.calibration, stop);
-        let mut builder = Builder::new(converter, end_tick, self.config.memory);
-        registry::collect(self.id, &mut builder);
-        let dropped = registry::dropped_events() - window.dropped_at_start;
-        builder.finish(window.start_tick, dropped)
+    /// The window's capture up to `end_tick`: the chunks of the threads it records, handed
+    /// over as they are.
+    fn capture(&self, window: &Window, end_tick: u64, stop: Calibration) -> Capture {
+        let threads = registry::take_chunks(self.id)
+            .into_iter()
+            .map(|t| Handover {
+                id: t.id,
+                name: t.name,
+                from_tick: t.from_tick,
+                chunks: t.chunks,
+            })
+            .collect();
+        let window = capture::Window {
+            start_tick: window.start_tick,
+            end_tick,
+            start: window.calibration.clone(),
+            stop,
+            memory: self.config.memory,
+            dropped_events: registry::dropped_events() - window.dropped_at_start,
+        };
+        Capture::new(window, threads)
     }
 }
 
@@ -239,10 +260,13 @@ impl Profiler {
         let end_tick = clock::now();
         let calibration = Calibration::sample();
         registry::stop_recording(self.inner.id);
-        let trace = self.inner.collect(&window, end_tick, &calibration);
+        let capture = self.inner.capture(&window, end_tick, calibration);
         state.observer_panics = registry::observer_panics(self.inner.id);
         state.members = registry::finish_session(self.inner.id);
-        state.trace = Some(Arc::new(trace));
+        state.stopped = Some(Stopped {
+            capture: Arc::new(capture),
+            trace: OnceLock::new(),
+        });
     }
 
     /// True between start (or restart) and stop.
@@ -260,8 +284,28 @@ impl Profiler {
         self.push_on_stack();
     }
 
-    /// The collected trace: the last stop's, or a snapshot up to now while running (scopes
-    /// still open are then closed at the snapshot time and flagged).
+    /// The raw result of the window: the last stop's capture, or a snapshot up to now while
+    /// running. Decode it with [`Capture::decode`]; an empty capture when the session never
+    /// stopped.
+    ///
+    /// A stopped session's capture holds the chunks its threads recorded until the next stop
+    /// replaces it or the session is dropped: they then go back to the recorder's pool.
+    pub fn capture(&self) -> Arc<Capture> {
+        let _untracked = registry::Untracked::enter();
+        let state = self.inner.state();
+        match (&state.window, &state.stopped) {
+            (Some(window), _) => Arc::new(self.inner.capture(
+                window,
+                clock::now(),
+                Calibration::sample(),
+            )),
+            (None, Some(stopped)) => stopped.capture.clone(),
+            (None, None) => Arc::new(Capture::empty()),
+        }
+    }
+
+    /// The decoded trace: the last stop's (decoded once, on first use), or a snapshot up to
+    /// now while running (scopes still open are then closed at the snapshot time and flagged).
     pub fn trace(&self) -> Arc<Trace> {
         self.observed().0
     }
@@ -269,20 +313,24 @@ impl Profiler {
     /// [`Profiler::trace`], and the observer callbacks that panicked in its window on the
     /// threads the session records (up to now while running).
     fn observed(&self) -> (Arc<Trace>, u64) {
+        // Decoding allocates; that is the profiler's work, not the program's.
         let _untracked = registry::Untracked::enter();
         let state = self.inner.state();
-        match &state.window {
-            Some(window) => {
-                let end_tick = clock::now();
-                let trace = self.inner.collect(window, end_tick, &Calibration::sample());
+        match (&state.window, &state.stopped) {
+            (Some(window), _) => {
+                let capture = self
+                    .inner
+                    .capture(window, clock::now(), Calibration::sample());
                 let panics = registry::observer_panics(self.inner.id);
-                (Arc::new(trace), panics)
+                (Arc::new(capture.decode()), panics)
             }
-            None => {
-                let trace = state.trace.clone();
-                let trace = trace.unwrap_or_else(|| Arc::new(Trace::empty()));
-                (trace, state.observer_panics)
+            (None, Some(stopped)) => {
+                let trace = stopped
+                    .trace
+                    .get_or_init(|| Arc::new(stopped.capture.decode()));
+                (trace.clone(), state.observer_panics)
             }
+            (None, None) => (Arc::new(Trace::empty()), state.observer_panics),
         }
     }
 

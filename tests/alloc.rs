@@ -389,7 +389,12 @@ fn stress_cross_thread_frees_match_exactly() {
         assert_ne!(free.thread, alloc.thread);
         assert!(free.ns >= alloc.ns);
     }
-    assert!(prof.report().live_at_stop.iter().all(|l| l.scope != Some("make")));
+    assert!(
+        prof.report()
+            .live_at_stop
+            .iter()
+            .all(|l| l.scope != Some("make"))
+    );
 }
 
 #[test]

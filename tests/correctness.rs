@@ -379,8 +379,9 @@ fn repro_13_1_random_argument_lists_never_panic_and_cut_as_documented() {
         let prof = Profiler::builder().current_thread().start();
         {
             let mut args = tickscope::__private::Args::new();
-            static KEY: tickscope::Callsite = tickscope::Callsite::new("k", file!(), 1, "t");
-            static NAME: tickscope::Callsite = tickscope::Callsite::new("prop", file!(), 2, "t");
+            static KEY: tickscope::Callsite = tickscope::__private::callsite("k", file!(), 1, "t");
+            static NAME: tickscope::Callsite =
+                tickscope::__private::callsite("prop", file!(), 2, "t");
             for (_, value) in &want {
                 match value {
                     Value::I64(v) => args.i64(&KEY, *v),

@@ -1,43 +1,47 @@
-//! Loom model of the per-thread buffer protocol: one writer filling chunks, a collector reading
-//! and reclaiming concurrently.
+//! Loom model of the per-thread buffer protocol: one writer filling chunks while a collector
+//! takes captures (holds on chunks) and reclaims concurrently.
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test --release --test loom` (chunks hold 3 events under loom).
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;
-use tickscope::buffer::{CHUNK_EVENTS, ChunkPtr, ThreadBuffer, Writer};
-use tickscope::event::RawEvent;
+use tickscope::buffer::{CHUNK_EVENTS, ChunkBox, SharedChunk, ThreadBuffer, Writer};
+use tickscope::event::{RawEvent, RawKind};
 
-/// Pushes events with ticks `1..=n`, switching chunks when one fills.
-fn write(buffer: &ThreadBuffer, n: u64) {
+/// Pushes `groups` (records published together), switching chunks when one fills.
+///
+/// # Safety
+/// The caller's thread is the only writer of `buffer`, which outlives this call unretired.
+unsafe fn write_groups(buffer: &ThreadBuffer, groups: &[&[RawEvent]]) {
     let writer = Writer::new();
-    for tick in 1..=n {
-        let event = RawEvent::begin(1, tick);
-        if !writer.try_push(event) {
-            writer.switch_to(buffer, ChunkPtr::alloc());
-            assert!(writer.try_push(event));
+    for group in groups {
+        if !writer.try_push_all(group) {
+            // SAFETY: the caller's duties.
+            unsafe { writer.switch_to(buffer, ChunkBox::alloc(), 7) };
+            assert!(writer.try_push_all(group));
         }
     }
+    writer.detach();
 }
 
-fn ticks(buffer: &ThreadBuffer) -> Vec<u64> {
-    let mut ticks = Vec::new();
-    buffer.for_each(|e| ticks.push(e.tick));
-    ticks
+/// Pushes events with ticks `1..=n`.
+fn write(buffer: &ThreadBuffer, n: u64) {
+    let events: Vec<RawEvent> = (1..=n).map(|tick| RawEvent::begin(1, tick)).collect();
+    let groups: Vec<&[RawEvent]> = events.chunks(1).collect();
+    // SAFETY: each model's writer thread is the buffer's only writer, and retires it after.
+    unsafe { write_groups(buffer, &groups) };
 }
 
-fn free_all(buffer: &ThreadBuffer) {
-    let mut chunks = Vec::new();
-    buffer.reclaim(None, |c| chunks.push(c));
-    for c in chunks {
-        // SAFETY: reclaimed chunks are unlinked and the writer has retired.
-        unsafe { c.free() };
-    }
+fn ticks(shared: &[SharedChunk]) -> Vec<u64> {
+    shared
+        .iter()
+        .flat_map(|c| c.records().iter().map(|e| e.tick))
+        .collect()
 }
 
 #[test]
-fn reader_sees_a_prefix_in_order() {
+fn a_capture_sees_a_prefix_in_order() {
     assert_eq!(CHUNK_EVENTS, 3);
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
@@ -48,11 +52,14 @@ fn reader_sees_a_prefix_in_order() {
                 buffer.retire();
             })
         };
-        let seen = ticks(&buffer);
+        let seen = ticks(&buffer.share(0));
         assert!(seen.iter().copied().eq(1..=seen.len() as u64), "{seen:?}");
         writer.join().unwrap();
-        assert_eq!(ticks(&buffer), [1, 2, 3, 4]);
-        free_all(&buffer);
+        let shared = buffer.share(0);
+        assert_eq!(ticks(&shared), [1, 2, 3, 4]);
+        assert!(shared.iter().all(|c| c.thread() == 7));
+        drop(shared);
+        buffer.reclaim(None, drop);
         assert!(buffer.is_drained());
     });
 }
@@ -69,64 +76,91 @@ fn reclaim_never_takes_the_live_chunk() {
         let mut reclaimed = Vec::new();
         buffer.reclaim(Some(4), |c| reclaimed.push(c));
         writer.join().unwrap();
-        let left = ticks(&buffer);
+        let left = ticks(&buffer.share(0));
         // Only the full first chunk (ticks 1..=3) may have gone; the rest is intact, in order.
         match reclaimed.len() {
             0 => assert_eq!(left, [1, 2, 3, 4, 5]),
             1 => assert_eq!(left, [4, 5]),
             n => panic!("reclaimed {n} chunks"),
         }
-        for c in reclaimed {
-            // SAFETY: unlinked under the mutex, never the writer's chunk.
-            unsafe { c.free() };
-        }
         buffer.retire();
-        free_all(&buffer);
+        buffer.reclaim(None, drop);
     });
 }
 
-/// Records written together (an allocation and its block) are seen together or not at all,
-/// and reclamation goes by the lead record's tick, never by the block's address.
+/// A chunk that a capture holds is not handed back when it is unlinked: the capture's records
+/// stay intact while the writer goes on, and the last holder gets the chunk.
 #[test]
-fn records_pushed_together_are_seen_together() {
-    use tickscope::event::RawKind;
+fn a_held_chunk_outlives_its_unlinking() {
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
         let writer = {
             let buffer = buffer.clone();
             thread::spawn(move || {
-                let writer = Writer::new();
-                for tick in [1, 2] {
-                    // The block's "tick" is an address, far above every real tick.
-                    let pair = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - tick, tick);
-                    if !writer.try_push_all(&pair) {
-                        writer.switch_to(&buffer, ChunkPtr::alloc());
-                        assert!(writer.try_push_all(&pair));
-                    }
-                }
+                write(&buffer, 4);
                 buffer.retire();
             })
         };
-        let mut kinds = Vec::new();
-        buffer.for_each(|e| kinds.push(e.kind));
+        let held = buffer.share(0);
+        let before = ticks(&held);
+        let mut reclaimed = Vec::new();
+        buffer.reclaim(Some(u64::MAX), |c| reclaimed.push(c));
+        writer.join().unwrap();
+        let mut after_reclaim = Vec::new();
+        buffer.reclaim(None, |c| after_reclaim.push(c));
+        assert!(buffer.is_drained());
+        // Whatever was unlinked while held did not come back yet, and the records held read
+        // the same.
+        assert_eq!(ticks(&held), before);
+        let handed_back = reclaimed.len() + after_reclaim.len();
+        let mut released = 0;
+        for chunk in held {
+            released += usize::from(chunk.release().is_some());
+        }
+        // Every chunk comes back exactly once: two chunks in all (4 events, 3 per chunk).
+        assert_eq!(handed_back + released, 2);
+    });
+}
+
+/// Records written together (an allocation and its payload) are seen together or not at all,
+/// and reclamation goes by the lead record's tick, never by the payload's address.
+#[test]
+fn records_pushed_together_are_seen_together() {
+    loom::model(|| {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let writer = {
+            let buffer = buffer.clone();
+            thread::spawn(move || {
+                // The payload's "tick" is an address, far above every real tick.
+                let first = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 1, 1);
+                let second = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 2, 2);
+                // SAFETY: this thread is the buffer's only writer and retires it after.
+                unsafe { write_groups(&buffer, &[&first, &second]) };
+                buffer.retire();
+            })
+        };
+        let kinds: Vec<RawKind> = buffer
+            .share(0)
+            .iter()
+            .flat_map(|c| c.records().iter().map(|e| e.kind))
+            .collect();
         assert!(kinds.len() % 2 == 0, "{kinds:?}");
         let mut reclaimed = Vec::new();
         buffer.reclaim(Some(2), |c| reclaimed.push(c));
         writer.join().unwrap();
         // Three slots per chunk: each pair takes a chunk of its own. Only the first (tick 1)
         // may go at horizon 2.
-        let mut left = Vec::new();
-        buffer.for_each(|e| left.push((e.kind, e.tick)));
-        let second = [(RawKind::Alloc, 2), (RawKind::Wide, u64::MAX - 2)];
+        let left: Vec<(RawKind, u64)> = buffer
+            .share(0)
+            .iter()
+            .flat_map(|c| c.records().iter().map(|e| (e.kind, e.tick)))
+            .collect();
+        let second = [(RawKind::Alloc, 2), (RawKind::Payload, u64::MAX - 2)];
         match reclaimed.len() {
             0 => assert_eq!(left[2..], second),
             1 => assert_eq!(left, second),
             n => panic!("reclaimed {n} chunks"),
         }
-        for c in reclaimed {
-            // SAFETY: unlinked under the mutex, never the writer's chunk.
-            unsafe { c.free() };
-        }
-        free_all(&buffer);
+        buffer.reclaim(None, drop);
     });
 }

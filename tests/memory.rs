@@ -89,8 +89,12 @@ fn long_session_then_stop_gives_memory_back() {
     assert!(live_chunks() >= before + 480);
     prof.stop();
     assert_eq!(prof.report().get("many").unwrap().calls, 1_000_000);
-    // Everything but this thread's current chunk goes back to the pool, warm for the next
-    // session; releasing frees all of it.
+    // The stopped session's capture holds the recorded chunks (nothing was copied)...
+    assert!(live_chunks() >= 480, "live chunks {}", live_chunks());
+    assert!(prof.capture().chunk_count() >= 480);
+    // ...until the session goes: then everything but this thread's current chunk goes back
+    // to the pool, warm for the next session, and releasing frees all of it.
+    drop(prof);
     assert!(live_chunks() >= 480, "live chunks {}", live_chunks());
     let freed = tickscope::release_memory();
     assert!(freed >= 480 * 64 * 1024, "freed {freed} bytes");

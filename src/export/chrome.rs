@@ -89,7 +89,7 @@ use super::json_str;
 use super::lanes::{Edge, Lanes};
 use crate::record::callsite::Callsite;
 use crate::trace::{
-    AsyncSpan, MemoryKind, MemoryTrace, SpanArg, SpanKind, Span, SpanRef, Trace, Value,
+    AsyncSpan, MemoryKind, MemoryTrace, Span, SpanArg, SpanKind, SpanRef, Trace, Value,
 };
 
 const BLOCK: usize = 64 * 1024;
@@ -613,13 +613,7 @@ impl<W: Write> Writer<'_, W> {
 
     /// A `B` event of the span at `begin`, or an `E` event, of `span` at `ns`; `head` is
     /// `,"pid":..,"tid":..,"ts":`.
-    fn edge(
-        &mut self,
-        span: &Span,
-        head: &str,
-        ns: u64,
-        begin: Option<(SpanRef, &[SpanArg])>,
-    ) {
+    fn edge(&mut self, span: &Span, head: &str, ns: u64, begin: Option<(SpanRef, &[SpanArg])>) {
         self.buf.extend_from_slice(if begin.is_some() {
             b",\n{\"ph\":\"B"
         } else {

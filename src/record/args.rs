@@ -16,58 +16,10 @@ use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::link::Link;
 use crate::record::scope::ScopeGuard;
-use crate::trace::Value;
+use crate::record::value::{
+    ArgReader, ArgType, BYTES_PER_RECORD, ENTRY_RECORDS, LEAD_RECORDS, MAX_STR, Value,
+};
 use crate::record::{clock, registry};
-
-/// The type of an argument's value: the kind of its first record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ArgType {
-    I64,
-    U64,
-    F64,
-    Bool,
-    Str,
-}
-
-impl ArgType {
-    /// The type of the argument whose first record is `record`, if it is one.
-    pub(crate) fn of(record: &RawEvent) -> Option<Self> {
-        Some(match record.kind {
-            RawKind::ArgI64 => Self::I64,
-            RawKind::ArgU64 => Self::U64,
-            RawKind::ArgF64 => Self::F64,
-            RawKind::ArgBool => Self::Bool,
-            RawKind::ArgStr => Self::Str,
-            _ => return None,
-        })
-    }
-
-    /// The kind of an argument's first record.
-    const fn kind(self) -> RawKind {
-        match self {
-            Self::I64 => RawKind::ArgI64,
-            Self::U64 => RawKind::ArgU64,
-            Self::F64 => RawKind::ArgF64,
-            Self::Bool => RawKind::ArgBool,
-            Self::Str => RawKind::ArgStr,
-        }
-    }
-
-    /// The value a record of this type holds in `tick`; `None` for a string, whose bytes
-    /// follow.
-    pub(crate) fn scalar(self, bits: u64) -> Option<Value> {
-        Some(match self {
-            Self::I64 => Value::I64(bits as i64),
-            Self::U64 => Value::U64(bits),
-            Self::F64 => Value::F64(f64::from_bits(bits)),
-            Self::Bool => Value::Bool(bits != 0),
-            Self::Str => return None,
-        })
-    }
-}
-
-/// Bytes of string carried by one [`RawKind::Bytes`] record (8 in `tick`, 4 in `id`).
-pub(crate) const BYTES_PER_RECORD: usize = 12;
 
 /// The records of a scope entry with arguments, built on the stack while recording. Made by
 /// `scope!` with arguments; not public API.
@@ -88,9 +40,9 @@ impl Default for Args {
 
 impl Args {
     /// Records per scope entry, the entry's own included: 1 KiB.
-    pub const CAPACITY: usize = 64;
+    pub const CAPACITY: usize = ENTRY_RECORDS;
     /// The first two slots are kept for the entry (`Begin`, or `BeginFollows` and its link).
-    const LEAD: usize = 2;
+    const LEAD: usize = LEAD_RECORDS;
 
     /// No arguments yet.
     #[inline]
@@ -116,12 +68,20 @@ impl Args {
         self.len += 1;
     }
 
-    /// The records from slot `start` (at most [`Args::LEAD`], written) to the last.
-    fn written(&self, start: usize) -> &[RawEvent] {
+    /// The argument records (from slot [`Args::LEAD`] on).
+    fn arguments(&self) -> &[RawEvent] {
+        // SAFETY: every slot from `LEAD` to `len` was written by `put`.
+        unsafe { self.written(Self::LEAD) }
+    }
+
+    /// The records from slot `start` to the last.
+    ///
+    /// # Safety
+    /// `start <= LEAD`, and the lead slots from `start` on have been written.
+    unsafe fn written(&self, start: usize) -> &[RawEvent] {
         let slots = &self.records[start..self.len];
-        // SAFETY: every slot below `len` and from `LEAD` on was written by `put`, and the
-        // callers write the lead slots from `start` on before asking; `MaybeUninit<T>` has
-        // the layout of `T`.
+        // SAFETY: slots from `LEAD` to `len` were written by `put`, and the caller wrote the
+        // lead slots from `start` on; `MaybeUninit<T>` has the layout of `T`.
         unsafe { &*(std::ptr::from_ref(slots) as *const [RawEvent]) }
     }
 
@@ -192,26 +152,16 @@ impl Args {
     /// The arguments as values, for observers.
     fn decode(&self) -> Vec<(&'static str, Value)> {
         let mut out = Vec::new();
-        let records = self.written(Self::LEAD);
-        let mut i = 0;
-        while i < records.len() {
-            let record = records[i];
-            i += 1;
-            let key = crate::record::callsite::by_id(record.id);
-            let (Some(key), Some(ty)) = (key, ArgType::of(&record)) else {
-                continue;
-            };
-            let len = record.tick as usize;
-            let value = ty.scalar(record.tick).unwrap_or_else(|| {
-                let mut bytes = Vec::with_capacity(len);
-                while bytes.len() < len && i < records.len() {
-                    push_bytes(&mut bytes, &records[i], len);
-                    i += 1;
-                }
-                Value::Str(String::from_utf8_lossy(&bytes).into())
-            });
-            out.push((key.name(), value));
+        let mut reader = ArgReader::default();
+        let mut named = |key: u32, value: Value| {
+            if let Some(key) = crate::record::callsite::by_id(key) {
+                out.push((key.name(), value));
+            }
+        };
+        for record in self.arguments() {
+            reader.read(record, &mut named);
         }
+        reader.finish(&mut named);
         out
     }
 
@@ -238,7 +188,8 @@ impl Args {
                 1
             }
         };
-        registry::push_all(self.written(start));
+        // SAFETY: `start <= LEAD`, and the lead slots from `start` on were just written.
+        registry::push_all(unsafe { self.written(start) });
         ScopeGuard::opened(id, tick).with_observed(observed)
     }
 }
@@ -250,10 +201,6 @@ impl fmt::Display for DebugAsDisplay<'_> {
         fmt::Debug::fmt(self.0, f)
     }
 }
-
-/// The most string bytes one scope entry holds: every record but the lead ones and the
-/// string's head.
-pub(crate) const MAX_STR: usize = (Args::CAPACITY - Args::LEAD - 1) * BYTES_PER_RECORD;
 
 /// Collects a formatted string, cutting it at a character boundary and ending it in `…` when
 /// it does not fit in `cap` bytes.
@@ -310,19 +257,11 @@ impl fmt::Write for StrWriter {
     }
 }
 
-/// Appends the bytes of one [`RawKind::Bytes`] record to `out`, a string of `len` bytes.
-pub(crate) fn push_bytes(out: &mut Vec<u8>, record: &RawEvent, len: usize) {
-    let mut raw = [0u8; BYTES_PER_RECORD];
-    raw[..8].copy_from_slice(&record.tick.to_le_bytes());
-    raw[8..].copy_from_slice(&record.id.to_le_bytes());
-    let left = len.saturating_sub(out.len());
-    out.extend_from_slice(&raw[..left.min(BYTES_PER_RECORD)]);
-}
-
 /// Values `scope!` accepts as arguments without `%` (Display) or `?` (Debug): integers,
 /// floats, `bool` and strings, and references to them. The macro borrows the value.
 pub trait ArgValue {
-    /// Adds the value under `key`.
+    /// Adds the value under `key` (used by `scope!`; not public API).
+    #[doc(hidden)]
     fn add_to(&self, args: &mut Args, key: &'static Callsite);
 }
 
@@ -383,7 +322,7 @@ mod tests {
         let mut args = Args::new();
         args.u64(&KEY, 7);
         args.str(&KEY, "x");
-        let records = args.written(Args::LEAD);
+        let records = args.arguments();
         assert_eq!(
             (records[0].kind, records[0].id),
             (RawKind::ArgU64, KEY.id())

@@ -1,165 +1,345 @@
 //! Per-thread append-only chunked event buffers.
 //!
 //! One thread (the writer) appends [`RawEvent`]s to the tail chunk of its own [`ThreadBuffer`]
-//! through a [`Writer`]; collectors read every chunk concurrently. The protocol:
+//! through a [`Writer`]; collectors read chunks concurrently. The protocol:
 //!
-//! - The writer stores an event into slot `len` of its tail chunk, then publishes it with a
-//!   `Release` store of `len + 1`. It never rewrites a published slot.
-//! - A collector loads `len` with `Acquire` and reads only slots below it.
-//! - The chunk list (`head` .. `tail`, linked through `Chunk::next`) changes only under the
+//! - The writer stores an event into slot `n` of its tail chunk, then publishes it with a
+//!   `Release` store of the chunk's content length (which counts slot `n`). It never rewrites a
+//!   published slot.
+//! - A reader loads the length with `Acquire` and reads only the slots it covers.
+//! - The chunk list (oldest to tail, linked through `Chunk::next`) changes only under the
 //!   buffer's mutex: the writer takes it once per chunk, never per event.
-//! - Only chunks that the writer no longer writes (not the tail, or any chunk once the writer has
-//!   retired) are unlinked and recycled, and only under the mutex.
+//! - A chunk is shared by counting its holders: the list while the chunk is linked, and every
+//!   [`SharedChunk`] (a capture's view of it). Only chunks that the writer no longer writes (not
+//!   the tail, or any chunk once the writer has retired) are unlinked, under the mutex; the
+//!   last holder to let go gets the chunk back as a [`ChunkBox`], to recycle or free.
+//!
+//! A chunk is laid out as the capture format's event chunk (IREE's instrumentation chunks are
+//! the model): 16 bytes of bookkeeping, then a 16-byte [`ChunkHeader`] (magic, type, version,
+//! content length), the thread id and 8 reserved bytes, and the 16-byte records; from the
+//! header on, the memory is the chunk as a capture file holds it.
 //!
 //! This module is model-checked by loom (`tests/loom.rs`, `--cfg loom`).
 
 use std::cell::Cell;
-use std::mem::MaybeUninit;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicUsize as LiveCount;
 
 use crate::record::event::RawEvent;
-use crate::record::sync::{AtomicUsize, Mutex, Ordering, UnsafeCell};
+use crate::record::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, UnsafeCell, lock};
 
 /// Events per chunk: 4096 × 16 bytes = 64 KiB (3 under loom, to reach chunk switches quickly).
 pub const CHUNK_EVENTS: usize = if cfg!(loom) { 3 } else { 4096 };
 
-/// A fixed-capacity block of event slots.
+/// The magic number that starts every chunk of a capture: `TSCP` in little-endian byte order.
+pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"TSCP");
+/// Chunk type of a thread's event chunk.
+pub const EVENT_CHUNK: u16 = 5;
+/// Version of the event chunk layout.
+pub const EVENT_CHUNK_VERSION: u16 = 1;
+/// Bytes of an event chunk's content before its records: the thread id and 8 reserved bytes.
+pub const EVENT_PREFIX: u64 = 16;
+/// Bytes per record.
+const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
+
+/// Chunks allocated and not yet freed, wherever they are (a buffer, a capture, the pool).
+static LIVE: LiveCount = LiveCount::new(0);
+
+/// Number of chunks allocated and not freed.
+pub fn live_chunks() -> usize {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The 16-byte header that starts every chunk, in memory and in capture files: magic, type,
+/// version, and the length in bytes of the content that follows (little-endian on disk).
 #[repr(C)]
+pub struct ChunkHeader {
+    magic: u32,
+    kind: u16,
+    version: u16,
+    /// Content length in bytes: [`EVENT_PREFIX`] plus 16 per published record. Only the writer
+    /// stores it (`Release`): this is the publication of the chunk's records.
+    length: AtomicU64,
+}
+
+/// A fixed-capacity block of event slots, laid out as an event chunk of the capture format.
+#[repr(C, align(16))]
 pub struct Chunk {
-    /// Number of published slots; only the writer stores it (`Release`).
-    len: AtomicUsize,
     /// The next (newer) chunk of the same buffer; read and written only under its mutex.
     next: UnsafeCell<Option<ChunkPtr>>,
+    /// Holders: 1 for the buffer's list while the chunk is linked, plus one per [`SharedChunk`].
+    holders: AtomicUsize,
+    header: ChunkHeader,
+    /// The id of the thread whose events these are; set while the chunk has a single owner.
+    thread: u64,
+    reserved: u64,
     slots: [UnsafeCell<MaybeUninit<RawEvent>>; CHUNK_EVENTS],
 }
 
 impl Chunk {
-    /// Writes slot `pos` and publishes it.
-    ///
-    /// # Safety
-    /// Only the chunk's single writer may call this, with `pos` equal to the published length
-    /// and below [`CHUNK_EVENTS`].
-    #[inline(always)]
-    unsafe fn write(&self, pos: usize, event: RawEvent) {
-        debug_assert!(pos < CHUNK_EVENTS);
-        // SAFETY: the caller guarantees `pos < CHUNK_EVENTS`.
-        let slot = unsafe { self.slots.get_unchecked(pos) };
-        // SAFETY: slot `pos` is unpublished, so no reader looks at it, and we are its only writer.
-        slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
-        self.len.store(pos + 1, Ordering::Release);
+    /// Number of published slots.
+    fn published(&self) -> usize {
+        let length = self.header.length.load(Ordering::Acquire);
+        ((length.saturating_sub(EVENT_PREFIX)) / RECORD) as usize
     }
 
     /// Writes `events` into the slots from `pos` on and publishes them together, so that a
-    /// collector sees all of them or none.
+    /// reader sees all of them or none.
     ///
     /// # Safety
-    /// As for [`Chunk::write`], with `pos + events.len() <= CHUNK_EVENTS`.
+    /// Only the chunk's single writer may call this, with `pos` equal to the number of
+    /// published slots and `pos + events.len() <= CHUNK_EVENTS`.
     #[inline(always)]
     unsafe fn write_all(&self, pos: usize, events: &[RawEvent]) {
         debug_assert!(pos + events.len() <= CHUNK_EVENTS);
         for (i, &event) in events.iter().enumerate() {
             // SAFETY: the caller guarantees `pos + i < CHUNK_EVENTS`.
             let slot = unsafe { self.slots.get_unchecked(pos + i) };
-            // SAFETY: the slot is unpublished and we are its only writer.
+            // SAFETY: the slot is unpublished, so no reader looks at it, and we are its only
+            // writer.
             slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
         }
-        self.len.store(pos + events.len(), Ordering::Release);
+        let length = EVENT_PREFIX + (pos + events.len()) as u64 * RECORD;
+        self.header.length.store(length, Ordering::Release);
     }
 
-    /// Calls `f` on each published event, in order.
-    fn for_each(&self, mut f: impl FnMut(&RawEvent)) {
-        let len = self.len.load(Ordering::Acquire);
-        for slot in &self.slots[..len] {
-            // SAFETY: slots below the published length were written before the `Release` store
-            // we synchronised with, and are never written again while the chunk is linked.
-            slot.with(|p| f(unsafe { (*p).assume_init_ref() }));
+    /// The first `len` slots.
+    ///
+    /// # Safety
+    /// `len` is at most the number of published slots seen with `Acquire`, and the chunk stays
+    /// allocated, unrecycled, for `'a`.
+    unsafe fn records(&self, len: usize) -> &[RawEvent] {
+        #[cfg(not(loom))]
+        {
+            let slots = &self.slots[..len];
+            // SAFETY: published slots were written before the `Release` store the caller
+            // synchronised with and are never written again while a holder exists; the shim's
+            // `UnsafeCell` and `MaybeUninit` are `repr(transparent)`, so a slot has the
+            // layout of a `RawEvent`.
+            unsafe { &*(std::ptr::from_ref(slots) as *const [RawEvent]) }
+        }
+        #[cfg(loom)]
+        {
+            // Under loom every slot access goes through the model; leak a copy per read (the
+            // model's chunks are three slots).
+            let copy: Vec<RawEvent> = self.slots[..len]
+                .iter()
+                // SAFETY: as above.
+                .map(|slot| slot.with(|p| unsafe { *(*p).assume_init_ref() }))
+                .collect();
+            Box::leak(copy.into_boxed_slice())
         }
     }
 
     /// Tick of the last published event, if any. Events that carry data in their tick field
-    /// ([`RawKind::carries_data`]) are published together with the event before them, whose
-    /// tick counts.
+    /// ([`RawKind::carries_data`](crate::record::event::RawKind::carries_data)) are published
+    /// together with the event before them, whose tick counts.
     fn last_tick(&self) -> Option<u64> {
-        let len = self.len.load(Ordering::Acquire);
-        self.slots[..len].iter().rev().find_map(|slot| {
-            // SAFETY: as in `for_each`.
-            let event = slot.with(|p| unsafe { *(*p).assume_init_ref() });
-            (!event.kind.carries_data()).then_some(event.tick)
-        })
+        let len = self.published();
+        // SAFETY: `len` was just loaded with `Acquire`; the caller holds the chunk.
+        let records = unsafe { self.records(len) };
+        records
+            .iter()
+            .rev()
+            .find(|e| !e.kind.carries_data())
+            .map(|e| e.tick)
     }
 }
 
-/// An owning pointer to a heap [`Chunk`], passed between threads by hand.
-///
-/// Whoever holds a `ChunkPtr` outside a buffer's list (a pool, a fresh allocation) owns it;
-/// once linked into a [`ThreadBuffer`] the buffer owns it until it is unlinked.
+/// A pointer to a chunk in a buffer's list: it owns nothing by itself (the holder count says
+/// who keeps the chunk alive) and never leaves this module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChunkPtr(NonNull<Chunk>);
-
-// SAFETY: a chunk is plain memory plus atomics; the ownership rules above make sure that only one
-// thread writes its slots, and that it is freed only after being unlinked under the mutex.
-unsafe impl Send for ChunkPtr {}
+struct ChunkPtr(NonNull<Chunk>);
 
 impl ChunkPtr {
+    /// # Safety
+    /// The chunk is still held by someone (the list, or a [`SharedChunk`]).
+    #[inline(always)]
+    unsafe fn get<'a>(self) -> &'a Chunk {
+        // SAFETY: the caller guarantees the chunk is alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// The only owner of a chunk that is in no list and held by nobody else: fresh from the
+/// allocator, waiting in the pool, or given back by its last holder. Dropping it frees the
+/// chunk.
+#[derive(Debug)]
+pub struct ChunkBox(NonNull<Chunk>);
+
+// SAFETY: a `ChunkBox` is the chunk's only handle; moving it to another thread moves that
+// ownership, and a chunk is plain memory plus atomics.
+unsafe impl Send for ChunkBox {}
+
+impl ChunkBox {
     /// Allocates an empty chunk. Its slot memory is not touched.
     pub fn alloc() -> Self {
+        let header = || ChunkHeader {
+            magic: CHUNK_MAGIC,
+            kind: EVENT_CHUNK,
+            version: EVENT_CHUNK_VERSION,
+            length: AtomicU64::new(EVENT_PREFIX),
+        };
         #[cfg(not(loom))]
         let boxed = {
             let mut boxed = Box::<Chunk>::new_uninit();
             let p = boxed.as_mut_ptr();
-            // SAFETY: `p` points to an allocation for a `Chunk`; we initialise the two fields that
-            // need it. `slots` holds `MaybeUninit`s, for which uninitialised memory is valid.
+            // SAFETY: `p` points to an allocation for a `Chunk`; we initialise every field
+            // but `slots`, which holds `MaybeUninit`s, for which uninitialised memory is valid.
             unsafe {
-                std::ptr::addr_of_mut!((*p).len).write(AtomicUsize::new(0));
                 std::ptr::addr_of_mut!((*p).next).write(UnsafeCell::new(None));
+                std::ptr::addr_of_mut!((*p).holders).write(AtomicUsize::new(0));
+                std::ptr::addr_of_mut!((*p).header).write(header());
+                std::ptr::addr_of_mut!((*p).thread).write(0);
+                std::ptr::addr_of_mut!((*p).reserved).write(0);
                 boxed.assume_init()
             }
         };
         #[cfg(loom)]
         let boxed = Box::new(Chunk {
-            len: AtomicUsize::new(0),
             next: UnsafeCell::new(None),
+            holders: AtomicUsize::new(0),
+            header: header(),
+            thread: 0,
+            reserved: 0,
             slots: std::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
         });
+        LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self(NonNull::from(Box::leak(boxed)))
     }
 
     /// Writes one byte in every page of the slot memory so that the writer does not pay the
     /// page faults.
     #[cfg(not(loom))]
-    pub fn touch(self) {
+    pub fn touch(&mut self) {
         const PAGE: usize = 4096;
         const SLOT_BYTES: usize = CHUNK_EVENTS * std::mem::size_of::<RawEvent>();
         // SAFETY: in bounds of the allocation; no reference is created.
         let slots = unsafe { std::ptr::addr_of_mut!((*self.0.as_ptr()).slots) }.cast::<u8>();
         for offset in (0..SLOT_BYTES).step_by(PAGE) {
-            // SAFETY: `offset` is inside the slot array. The caller owns the chunk (it is in no
-            // list), and slot bytes are `MaybeUninit`, so any value is valid there.
+            // SAFETY: `offset` is inside the slot array, we own the chunk, and slot bytes are
+            // `MaybeUninit`, so any value is valid there.
             unsafe { slots.add(offset).write_volatile(0) };
         }
     }
 
     /// Empties the chunk so it can be reused.
-    pub fn reset(self) {
-        self.get().len.store(0, Ordering::Relaxed);
-        // SAFETY: the caller owns the chunk (it is in no list), so no one else touches `next`.
-        self.get().next.with_mut(|n| unsafe { *n = None });
+    pub fn reset(&mut self) {
+        let chunk = self.get_mut();
+        chunk.header.length.store(EVENT_PREFIX, Ordering::Relaxed);
+        chunk.holders.store(0, Ordering::Relaxed);
+        // SAFETY: we are the only owner, so no one else touches `next`.
+        chunk.next.with_mut(|n| unsafe { *n = None });
+        chunk.thread = 0;
     }
 
-    /// Frees the chunk.
-    ///
-    /// # Safety
-    /// The caller owns the chunk: it is in no list and no writer holds it.
-    pub unsafe fn free(self) {
-        // SAFETY: the pointer came from `Box::leak` in `alloc`, and the caller owns it.
+    fn get_mut(&mut self) -> &mut Chunk {
+        // SAFETY: a `ChunkBox` is the chunk's only handle, so this is the only reference.
+        unsafe { self.0.as_mut() }
+    }
+
+    /// Gives up ownership to the holders' count: the caller must make it count the handle it
+    /// keeps.
+    fn into_ptr(self) -> ChunkPtr {
+        ChunkPtr(ManuallyDrop::new(self).0)
+    }
+}
+
+impl Drop for ChunkBox {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::leak` in `alloc`, and we are its only owner.
         drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Lets go of one hold on `chunk`; the last holder gets it back as a [`ChunkBox`].
+///
+/// # Safety
+/// The caller holds `chunk` (counted in `holders`) and does not use that hold again.
+unsafe fn release(chunk: ChunkPtr) -> Option<ChunkBox> {
+    // SAFETY: the caller's hold keeps the chunk alive until the decrement.
+    let holders = unsafe { chunk.get() }
+        .holders
+        .fetch_sub(1, Ordering::AcqRel);
+    // (Not `then_some`: building a `ChunkBox` that is then dropped would free the chunk.)
+    if holders == 1 {
+        Some(ChunkBox(chunk.0))
+    } else {
+        None
+    }
+}
+
+/// A capture's hold on a chunk: the first `len` records as they were when it was taken. The
+/// writer may go on filling later slots; the chunk is not recycled until every holder lets go.
+pub struct SharedChunk {
+    chunk: ChunkPtr,
+    len: usize,
+}
+
+// SAFETY: a `SharedChunk` only reads published slots, which are never written again while it
+// holds the chunk, and lets go through an atomic count.
+unsafe impl Send for SharedChunk {}
+// SAFETY: as for `Send`: every access through `&SharedChunk` is a read of immutable slots.
+unsafe impl Sync for SharedChunk {}
+
+impl SharedChunk {
+    /// A chunk of `records`, held by this handle alone (for captures made from records, not
+    /// recorded by a thread). `None` when they do not fit one chunk.
+    pub fn from_records(thread: u64, records: &[RawEvent]) -> Option<Self> {
+        if records.len() > CHUNK_EVENTS {
+            return None;
+        }
+        let mut chunk = ChunkBox::alloc();
+        chunk.get_mut().thread = thread;
+        // SAFETY: we own the chunk alone, nothing is published, and the records fit.
+        unsafe { chunk.get_mut().write_all(0, records) };
+        chunk.get_mut().holders.store(1, Ordering::Relaxed);
+        Some(Self {
+            chunk: chunk.into_ptr(),
+            len: records.len(),
+        })
     }
 
-    #[inline(always)]
-    fn get(&self) -> &Chunk {
-        // SAFETY: chunks are freed only by their owner through `free`; every holder of a
-        // `ChunkPtr` that may dereference it is a current owner or reader under the list mutex.
-        unsafe { self.0.as_ref() }
+    fn chunk(&self) -> &Chunk {
+        // SAFETY: this handle's hold keeps the chunk alive.
+        unsafe { self.chunk.get() }
+    }
+
+    /// The records held, oldest first.
+    pub fn records(&self) -> &[RawEvent] {
+        // SAFETY: `len` was published (seen with `Acquire`) when the hold was taken, and the
+        // hold keeps the chunk alive and unrecycled.
+        unsafe { self.chunk().records(self.len) }
+    }
+
+    /// The id of the thread that wrote the chunk.
+    pub fn thread(&self) -> u64 {
+        self.chunk().thread
+    }
+
+    /// Lets go of the chunk; returns it when this was the last hold, to recycle.
+    pub fn release(self) -> Option<ChunkBox> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: this handle holds the chunk and is consumed.
+        unsafe { release(this.chunk) }
+    }
+}
+
+impl Drop for SharedChunk {
+    fn drop(&mut self) {
+        // SAFETY: this handle holds the chunk and is going away. The last hold frees it.
+        drop(unsafe { release(self.chunk) });
+    }
+}
+
+impl std::fmt::Debug for SharedChunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedChunk")
+            .field("thread", &self.thread())
+            .field("records", &self.len)
+            .finish()
     }
 }
 
@@ -168,7 +348,7 @@ struct ChunkList {
     head: Option<ChunkPtr>,
     tail: Option<ChunkPtr>,
     chunks: usize,
-    /// The writer has gone (its thread exited): the tail may be recycled too.
+    /// The writer has gone (its thread exited): the tail may be unlinked too.
     retired: bool,
 }
 
@@ -176,6 +356,12 @@ struct ChunkList {
 pub struct ThreadBuffer {
     list: Mutex<ChunkList>,
 }
+
+// SAFETY: the list's pointers are only followed under the mutex, and every chunk they point to
+// is held by the list (see the module docs).
+unsafe impl Send for ThreadBuffer {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ThreadBuffer {}
 
 impl Default for ThreadBuffer {
     fn default() -> Self {
@@ -191,60 +377,82 @@ impl ThreadBuffer {
         }
     }
 
-    fn lock(&self) -> crate::record::sync::MutexGuard<'_, ChunkList> {
-        // A panic while the list is locked cannot leave it inconsistent: every update is a few
-        // field stores with no call that can panic in between.
-        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, ChunkList> {
+        // Every update of the list is a few field stores with no call that can panic between
+        // them, so a poisoned lock still guards a consistent list.
+        lock(&self.list)
     }
 
-    /// Links `fresh` (owned by the caller) as the new tail.
-    fn link(&self, fresh: ChunkPtr) {
+    /// Links `fresh` as the new tail, held by the list; returns the pointer the writer fills.
+    fn link(&self, mut fresh: ChunkBox, thread: u64) -> ChunkPtr {
+        fresh.get_mut().thread = thread;
+        fresh.get_mut().holders.store(1, Ordering::Relaxed);
+        let fresh = fresh.into_ptr();
         let mut list = self.lock();
         match list.tail {
-            // SAFETY: `next` is only accessed under the mutex, which we hold.
-            Some(tail) => tail.get().next.with_mut(|n| unsafe { *n = Some(fresh) }),
+            // SAFETY: the list holds its tail; `next` is only accessed under the mutex.
+            Some(tail) => unsafe { tail.get() }
+                .next
+                .with_mut(|n| unsafe { *n = Some(fresh) }),
             None => list.head = Some(fresh),
         }
         list.tail = Some(fresh);
         list.chunks += 1;
+        fresh
     }
 
-    /// Marks the writer as gone; from now on every chunk can be recycled.
+    /// Marks the writer as gone; from now on every chunk can be unlinked.
     pub fn retire(&self) {
         self.lock().retired = true;
     }
 
-    /// Calls `f` on every published event, oldest first.
-    pub fn for_each(&self, mut f: impl FnMut(&RawEvent)) {
+    /// Holds every linked chunk that may have events at or after tick `from`, oldest first,
+    /// with the records published so far.
+    pub fn share(&self, from: u64) -> Vec<SharedChunk> {
         let list = self.lock();
+        let mut shared = Vec::with_capacity(list.chunks);
         let mut cursor = list.head;
-        while let Some(chunk) = cursor {
-            chunk.get().for_each(&mut f);
+        while let Some(ptr) = cursor {
+            // SAFETY: the list holds every linked chunk; we hold the mutex.
+            let chunk = unsafe { ptr.get() };
+            let len = chunk.published();
+            let newer = chunk.last_tick().is_some_and(|t| t >= from);
+            if len > 0 && newer {
+                chunk.holders.fetch_add(1, Ordering::Relaxed);
+                shared.push(SharedChunk { chunk: ptr, len });
+            }
             // SAFETY: `next` is only accessed under the mutex, which we hold.
-            cursor = chunk.get().next.with(|n| unsafe { *n });
+            cursor = chunk.next.with(|n| unsafe { *n });
         }
+        shared
     }
 
     /// Unlinks the oldest chunks whose events all have ticks below `horizon` (every chunk the
-    /// writer no longer writes when `horizon` is `None`) and hands them to `sink`.
-    pub fn reclaim(&self, horizon: Option<u64>, mut sink: impl FnMut(ChunkPtr)) {
+    /// writer no longer writes when `horizon` is `None`) and hands those no capture holds to
+    /// `sink`; the others go back when their last capture lets go.
+    pub fn reclaim(&self, horizon: Option<u64>, mut sink: impl FnMut(ChunkBox)) {
         let mut list = self.lock();
         while let Some(head) = list.head {
             if list.tail == Some(head) && !list.retired {
                 break;
             }
-            if let (Some(h), Some(last)) = (horizon, head.get().last_tick()) {
+            // SAFETY: the list holds its chunks; we hold the mutex.
+            let chunk = unsafe { head.get() };
+            if let (Some(h), Some(last)) = (horizon, chunk.last_tick()) {
                 if last >= h {
                     break;
                 }
             }
             // SAFETY: `next` is only accessed under the mutex, which we hold.
-            list.head = head.get().next.with(|n| unsafe { *n });
+            list.head = chunk.next.with(|n| unsafe { *n });
             if list.head.is_none() {
                 list.tail = None;
             }
             list.chunks -= 1;
-            sink(head);
+            // SAFETY: the list held `head` and has just unlinked it.
+            if let Some(free) = unsafe { release(head) } {
+                sink(free);
+            }
         }
     }
 
@@ -253,10 +461,18 @@ impl ThreadBuffer {
         self.lock().chunks
     }
 
-    /// True when the writer has retired and every chunk has been reclaimed.
+    /// True when the writer has retired and every chunk has been unlinked.
     pub fn is_drained(&self) -> bool {
         let list = self.lock();
         list.retired && list.head.is_none()
+    }
+}
+
+impl std::fmt::Debug for ThreadBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadBuffer")
+            .field("chunks", &self.chunks())
+            .finish()
     }
 }
 
@@ -264,12 +480,13 @@ impl Drop for ThreadBuffer {
     fn drop(&mut self) {
         let list = self.lock();
         let mut cursor = list.head;
-        while let Some(chunk) = cursor {
-            // SAFETY: `next` is only accessed under the mutex, which we hold.
-            cursor = chunk.get().next.with(|n| unsafe { *n });
+        while let Some(ptr) = cursor {
+            // SAFETY: the list holds its chunks; `next` is only accessed under the mutex.
+            cursor = unsafe { ptr.get() }.next.with(|n| unsafe { *n });
             // SAFETY: a buffer is dropped only after its writer retired (the registry holds it
-            // until then), so we own every chunk in the list.
-            unsafe { chunk.free() };
+            // until then), and the list lets go of each of its holds once. A chunk a capture
+            // still holds is freed by the capture.
+            drop(unsafe { release(ptr) });
         }
     }
 }
@@ -300,16 +517,7 @@ impl Writer {
     /// Appends `event`, or returns `false` when the current chunk is full or absent.
     #[inline(always)]
     pub fn try_push(&self, event: RawEvent) -> bool {
-        let pos = self.pos.get();
-        if pos < CHUNK_EVENTS {
-            // SAFETY: `pos < CHUNK_EVENTS` implies `chunk` was set by `switch_to` to a live chunk
-            // that this writer alone writes (see the module docs), and `pos` is its length.
-            unsafe { (*self.chunk.get()).write(pos, event) };
-            self.pos.set(pos + 1);
-            true
-        } else {
-            false
-        }
+        self.try_push_all(&[event])
     }
 
     /// Appends all of `events`, published at once, or returns `false` (writing nothing) when
@@ -318,7 +526,10 @@ impl Writer {
     pub fn try_push_all(&self, events: &[RawEvent]) -> bool {
         let pos = self.pos.get();
         if pos < CHUNK_EVENTS && pos + events.len() <= CHUNK_EVENTS {
-            // SAFETY: as in `try_push`; `pos + len <= CHUNK_EVENTS` was just checked.
+            // SAFETY: `pos < CHUNK_EVENTS` means `switch_to` set `chunk` to the tail of a
+            // buffer that this writer alone fills and that stays linked until `detach` (the
+            // duties of `switch_to`'s caller); `pos` is its published length and
+            // `pos + len <= CHUNK_EVENTS` was just checked.
             unsafe { (*self.chunk.get()).write_all(pos, events) };
             self.pos.set(pos + events.len());
             true
@@ -327,10 +538,16 @@ impl Writer {
         }
     }
 
-    /// Links `fresh` into `buffer` and makes it the chunk this writer fills.
-    pub fn switch_to(&self, buffer: &ThreadBuffer, fresh: ChunkPtr) {
-        buffer.link(fresh);
-        self.chunk.set(fresh.0.as_ptr());
+    /// Links `fresh` into `buffer` as the chunk of thread `thread`, and makes it the chunk this
+    /// writer fills.
+    ///
+    /// # Safety
+    /// This writer is the only one that ever fills `buffer`, and `buffer` is not retired nor
+    /// dropped before the writer is [`detach`](Writer::detach)ed (or switched to another chunk
+    /// of the same buffer).
+    pub unsafe fn switch_to(&self, buffer: &ThreadBuffer, fresh: ChunkBox, thread: u64) {
+        let ptr = buffer.link(fresh, thread);
+        self.chunk.set(ptr.0.as_ptr());
         self.pos.set(0);
     }
 

@@ -21,7 +21,7 @@ pub struct Callsite {
 
 impl Callsite {
     /// Describes a call site; `const` so it can initialise a `static`.
-    pub const fn new(
+    pub(crate) const fn new(
         name: &'static str,
         file: &'static str,
         line: u32,
@@ -67,7 +67,7 @@ impl Callsite {
     #[inline(never)]
     fn register(&'static self) -> u32 {
         let _untracked = crate::record::registry::Untracked::enter();
-        let mut table = TABLE.write().unwrap_or_else(|e| e.into_inner());
+        let mut table = crate::record::sync::recover(TABLE.write());
         // Another thread may have won the race between our load and the lock.
         let id = self.id.load(Ordering::Relaxed);
         if id != 0 {
@@ -102,12 +102,17 @@ thread_local! {
 
 /// A snapshot of the id table, for post-processing.
 pub(crate) fn table() -> Vec<&'static Callsite> {
-    TABLE.read().unwrap_or_else(|e| e.into_inner()).clone()
+    crate::record::sync::recover(TABLE.read()).clone()
 }
 
 /// The callsite with id `id`.
 pub(crate) fn by_id(id: u32) -> Option<&'static Callsite> {
-    let table = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    lookup(&crate::record::sync::recover(TABLE.read()), id)
+}
+
+/// The callsite with id `id` in `table`, a snapshot of the id table (see [`table`]).
+#[inline]
+pub(crate) fn lookup(table: &[&'static Callsite], id: u32) -> Option<&'static Callsite> {
     (id as usize)
         .checked_sub(1)
         .and_then(|i| table.get(i))
@@ -137,7 +142,7 @@ pub fn intern(name: &str) -> u32 {
 fn intern_global(name: &str) -> u32 {
     let _untracked = crate::record::registry::Untracked::enter();
     let callsite = {
-        let mut map = DYNAMIC.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = crate::record::sync::lock(&DYNAMIC);
         let map = map.get_or_insert_with(HashMap::new);
         match map.get(name) {
             Some(&callsite) => callsite,

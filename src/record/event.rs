@@ -2,8 +2,8 @@
 
 /// What a [`RawEvent`] records.
 ///
-/// The discriminants are written as they are into raw captures; they are stable from the
-/// first capture file format on (this release changed `End`'s `id` and split `Arg` by type).
+/// The discriminants are written as they are into captures; they are stable from the first
+/// capture file format on.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RawKind {
@@ -13,52 +13,52 @@ pub enum RawKind {
     /// entry's callsite id and tick), so that guards dropped in any order, also several of one
     /// callsite, each close their own entry. Also ends a [`PollBegin`](RawKind::PollBegin).
     End = 2,
-    /// An async call's logical span began (its first poll); `id` is its callsite id. The next
-    /// event of the thread is a [`Data`](RawKind::Data) event with the span's id.
+    /// An async span began (the first poll of a `#[profile] async fn` call); `id` is its
+    /// callsite id. A [`Payload`](RawKind::Payload) with the span's id follows.
     AsyncBegin = 3,
-    /// An async call's logical span ended (it completed or was dropped); `id` is its callsite
-    /// id, followed by a [`Data`](RawKind::Data) event with the span's id.
+    /// An async span ended (the call completed or was dropped); `id` is its callsite id,
+    /// followed by a [`Payload`](RawKind::Payload) with the span's id.
     AsyncEnd = 4,
-    /// One poll of an async call began on this thread; `id` is its callsite id, followed by a
-    /// [`Data`](RawKind::Data) event with the span's id (0 when the span was not recorded).
+    /// One poll of an async span began on this thread; `id` is its callsite id, followed by a
+    /// [`Payload`](RawKind::Payload) with the span's id (0 when the span was not recorded).
     /// An [`End`](RawKind::End) closes it.
     PollBegin = 5,
-    /// The payload of the event before it: `id` carries the value, `tick` repeats the tick of
-    /// that event so that windows and reclamation treat the two alike.
-    Data = 6,
+    /// The payload of the record before it, published together with it (one
+    /// `push_all`): 96 bits, `id` and `tick` (which is
+    /// not a tick here: windows and reclamation go by the record before it). After
+    /// [`AsyncBegin`](RawKind::AsyncBegin), [`AsyncEnd`](RawKind::AsyncEnd) and
+    /// [`PollBegin`](RawKind::PollBegin): the span id in `id`, `tick` 0. After
+    /// [`Alloc`](RawKind::Alloc) or [`Free`](RawKind::Free): the address in `tick` and the
+    /// high 32 bits of the size in `id`. After [`BeginFollows`](RawKind::BeginFollows): the
+    /// link's thread id in `tick` and its sequence number in `id`.
+    Payload = 6,
     /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
-    /// low 32 bits of the size. A [`Wide`](RawKind::Wide) event with the address follows in the same chunk.
+    /// low 32 bits of the size. A [`Payload`](RawKind::Payload) with the address follows.
     Alloc = 7,
     /// Memory is being freed (recorded before the allocator gets it back, so that a later
     /// allocation of the same address always has a later tick); laid out as
     /// [`Alloc`](RawKind::Alloc).
     Free = 8,
-    /// A 96-bit payload of the event before it, published together with it: `tick` holds a
-    /// 64-bit value that is not a tick (windows and reclamation go by the event before it) and
-    /// `id` 32 bits. After [`Alloc`](RawKind::Alloc) or [`Free`](RawKind::Free): the address,
-    /// and the high 32 bits of the size. After [`BeginFollows`](RawKind::BeginFollows): the
-    /// link's thread id and sequence number.
-    Wide = 9,
     /// A [`Link`](crate::Link) was captured inside the innermost open scope; `id` is its
     /// sequence number on this thread.
-    Link = 10,
+    Link = 9,
     /// A scope that follows from a link was entered: a [`Begin`](RawKind::Begin) whose
-    /// [`Wide`](RawKind::Wide) payload names the link.
-    BeginFollows = 11,
+    /// [`Payload`](RawKind::Payload) names the link.
+    BeginFollows = 10,
     /// A signed integer argument of the scope entered just before it (see `scope!`): `id`
     /// holds the key's callsite id, `tick` the value (not a tick).
-    ArgI64 = 12,
+    ArgI64 = 11,
     /// 12 bytes of a string argument: 8 in `tick`, 4 in `id`, little-endian.
-    Bytes = 13,
+    Bytes = 12,
     /// An unsigned integer argument, laid out as [`ArgI64`](RawKind::ArgI64).
-    ArgU64 = 14,
+    ArgU64 = 13,
     /// A float argument (its bits in `tick`), laid out as [`ArgI64`](RawKind::ArgI64).
-    ArgF64 = 15,
+    ArgF64 = 14,
     /// A boolean argument (0 or 1 in `tick`), laid out as [`ArgI64`](RawKind::ArgI64).
-    ArgBool = 16,
+    ArgBool = 15,
     /// A string argument: `id` holds the key's callsite id, `tick` the string's length in
     /// bytes, carried by the [`Bytes`](RawKind::Bytes) records that follow.
-    ArgStr = 17,
+    ArgStr = 16,
 }
 
 impl RawKind {
@@ -68,7 +68,7 @@ impl RawKind {
     pub const fn carries_data(self) -> bool {
         matches!(
             self,
-            Self::Wide
+            Self::Payload
                 | Self::Bytes
                 | Self::ArgI64
                 | Self::ArgU64
@@ -77,43 +77,19 @@ impl RawKind {
                 | Self::ArgStr
         )
     }
-
-    /// The kind with discriminant `value`, or `None` for a value this version does not know.
-    pub const fn from_u32(value: u32) -> Option<Self> {
-        match value {
-            1 => Some(Self::Begin),
-            2 => Some(Self::End),
-            3 => Some(Self::AsyncBegin),
-            4 => Some(Self::AsyncEnd),
-            5 => Some(Self::PollBegin),
-            6 => Some(Self::Data),
-            7 => Some(Self::Alloc),
-            8 => Some(Self::Free),
-            9 => Some(Self::Wide),
-            10 => Some(Self::Link),
-            11 => Some(Self::BeginFollows),
-            12 => Some(Self::ArgI64),
-            13 => Some(Self::Bytes),
-            14 => Some(Self::ArgU64),
-            15 => Some(Self::ArgF64),
-            16 => Some(Self::ArgBool),
-            17 => Some(Self::ArgStr),
-            _ => None,
-        }
-    }
 }
 
 /// One 16-byte record in a thread's buffer: a raw clock tick, a callsite id and a kind.
 ///
 /// Ticks are unconverted [`quanta::Clock::raw`] values; they become nanoseconds only after
-/// collection (see [`Converter`](crate::record::clock::Converter)).
+/// collection, when a capture is decoded.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawEvent {
     /// Raw clock value when the event happened.
     pub tick: u64,
-    /// Interned callsite id (see [`Callsite::id`](crate::Callsite::id)); never 0. A
-    /// [`RawKind::Data`] event carries its payload here instead.
+    /// Interned callsite id (see [`Callsite::id`](crate::Callsite::id)), never 0, or what
+    /// the kind says it holds instead.
     pub id: u32,
     /// What happened.
     pub kind: RawKind,
@@ -167,7 +143,7 @@ impl RawEvent {
             Self {
                 tick: address,
                 id: (size >> 32) as u32,
-                kind: RawKind::Wide,
+                kind: RawKind::Payload,
             },
         ]
     }
@@ -185,18 +161,18 @@ impl RawEvent {
             Self {
                 tick: thread,
                 id: seq,
-                kind: RawKind::Wide,
+                kind: RawKind::Payload,
             },
         ]
     }
 
-    /// The payload `value` of the event before it, which happened at `tick`.
+    /// The payload of the record before it: `id` and 64 bits that are not a tick.
     #[inline(always)]
-    pub const fn data(value: u32, tick: u64) -> Self {
+    pub const fn payload(id: u32, bits: u64) -> Self {
         Self {
-            tick,
-            id: value,
-            kind: RawKind::Data,
+            tick: bits,
+            id,
+            kind: RawKind::Payload,
         }
     }
 }

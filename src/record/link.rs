@@ -1,13 +1,10 @@
 //! Links between a scope and the scopes that follow from it on other threads (PyTorch's
 //! sequence number plus forward thread id, generalised to any hand-off of work).
 
-use crate::record::callsite::Callsite;
-use crate::record::event::{RawEvent, RawKind};
-use crate::record::scope::ScopeGuard;
-use crate::record::{clock, registry};
+use crate::record::registry;
 
 /// Where a piece of work was created: a sequence number from its thread's counter and that
-/// thread's id. Capture it with [`link()`] (or take a sequenced scope's own, [`SeqGuard::link`]),
+/// thread's id. Capture it with [`link()`] (or take a sequenced scope's own, [`SeqGuard::link`](crate::SeqGuard::link)),
 /// move it with the work to another thread, and open the scope that does the work with
 /// `scope!("name", follows = link)`. Post-processing matches the two by (sequence number,
 /// thread id), also after the creating thread has exited; the report can split a scope's
@@ -60,6 +57,11 @@ impl Link {
     pub fn is_recorded(&self) -> bool {
         self.seq != 0
     }
+
+    /// The link with sequence number `seq` on thread `thread`.
+    pub(crate) const fn new(seq: u32, thread: u64) -> Self {
+        Self { seq, thread }
+    }
 }
 
 /// Captures a link inside the innermost open scope of this thread: the next number of the
@@ -71,82 +73,7 @@ pub fn link() -> Link {
         return Link::NONE;
     }
     match registry::capture_link() {
-        Some((seq, thread)) => Link { seq, thread },
+        Some((seq, thread)) => Link::new(seq, thread),
         None => Link::NONE,
-    }
-}
-
-impl ScopeGuard {
-    /// Enters a scope for a static callsite that follows from `link`; made by
-    /// `scope!("name", follows = link)`.
-    #[inline]
-    pub fn enter_following(callsite: &'static Callsite, link: &Link) -> Self {
-        if !link.is_recorded() {
-            return Self::enter(callsite);
-        }
-        let observed = Self::observe(callsite, Some(*link));
-        if !registry::thread_wants() {
-            return Self::observed_only(observed);
-        }
-        let id = callsite.id();
-        let tick = clock::now();
-        registry::push_all(&RawEvent::begin_follows(id, tick, link.thread, link.seq));
-        Self::opened(id, tick).with_observed(observed)
-    }
-}
-
-/// A scope with a sequence number of its own: made by `scope!("name", seq)`. Its
-/// [`link`](SeqGuard::link) is the (sequence number, thread) pair of the scope, for the work it
-/// hands to other threads.
-#[must_use = "the scope ends when the guard is dropped: bind it with `let g = scope!(..);`"]
-#[derive(Debug)]
-pub struct SeqGuard {
-    guard: ScopeGuard,
-    link: Link,
-}
-
-impl SeqGuard {
-    /// Enters a scope for a static callsite and numbers it.
-    #[inline]
-    pub fn enter(callsite: &'static Callsite) -> Self {
-        if !registry::thread_wants() {
-            let observed = ScopeGuard::observe(callsite, None);
-            return Self {
-                guard: ScopeGuard::observed_only(observed),
-                link: Link::NONE,
-            };
-        }
-        let id = callsite.id();
-        let (seq, thread) = registry::next_seq();
-        let link = Link { seq, thread };
-        // Observers hear of the entry before it is recorded, with the scope's own link.
-        let observed = ScopeGuard::observe(callsite, Some(link));
-        let tick = clock::now();
-        registry::push_all(&[
-            RawEvent::begin(id, tick),
-            RawEvent::new(RawKind::Link, seq, tick),
-        ]);
-        Self {
-            guard: ScopeGuard::opened(id, tick).with_observed(observed),
-            link,
-        }
-    }
-
-    /// A guard that records nothing.
-    pub const fn inactive() -> Self {
-        Self {
-            guard: ScopeGuard::inactive(),
-            link: Link::NONE,
-        }
-    }
-
-    /// The scope's link: its sequence number and thread.
-    pub fn link(&self) -> Link {
-        self.link
-    }
-
-    /// True when this guard recorded its scope's entry.
-    pub fn is_recording(&self) -> bool {
-        self.guard.is_recording()
     }
 }

@@ -9,12 +9,14 @@
 pub(crate) mod alloc;
 #[cfg(not(loom))]
 pub(crate) mod args;
-pub(crate) mod buffer;
+pub mod buffer;
 #[cfg(not(loom))]
 pub(crate) mod callsite;
 #[cfg(not(loom))]
 pub mod clock;
-pub(crate) mod event;
+pub mod event;
+#[cfg(not(loom))]
+pub(crate) mod follows;
 #[cfg(not(loom))]
 pub(crate) mod link;
 #[cfg(not(loom))]
@@ -28,3 +30,5 @@ pub(crate) mod scope;
 pub(crate) mod sync;
 #[cfg(not(loom))]
 pub(crate) mod task;
+#[cfg(not(loom))]
+pub(crate) mod value;

@@ -3,13 +3,13 @@
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::record::callsite::Callsite;
 use crate::record::link::Link;
 use crate::record::registry;
-use crate::trace::Value;
+use crate::record::value::Value;
 
 /// Whether an [`ObservedScope`] is an entry or an exit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +70,6 @@ impl Entry {
 }
 
 /// Active observers, global and per-thread: the scope hot path's only check.
-static ANY: AtomicUsize = AtomicUsize::new(0);
 static GLOBAL: Mutex<Vec<Arc<Entry>>> = Mutex::new(Vec::new());
 /// Bumped whenever the global list changes, so threads refresh their copy.
 static VERSION: AtomicU64 = AtomicU64::new(1);
@@ -105,7 +104,7 @@ thread_local! {
 /// registry's generation says that sessions or observers exist.
 #[inline(always)]
 pub(crate) fn any() -> bool {
-    ANY.load(Ordering::Relaxed) != 0
+    registry::observers_exist()
 }
 
 /// Delivers an entry to this thread's observers that sample it in; returns the slot that
@@ -124,7 +123,7 @@ pub(crate) fn enter(
         let mut local = local.borrow_mut();
         let version = VERSION.load(Ordering::Acquire);
         if local.version != version {
-            local.global = GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            local.global = crate::record::sync::lock(&GLOBAL).clone();
             local.version = version;
         }
         local.mine.retain(|e| e.active.load(Ordering::Relaxed));
@@ -330,10 +329,7 @@ impl Observer {
     /// Registers the observer for the scopes of every thread.
     pub fn global(self) -> ObserverHandle {
         let entry = self.entry();
-        GLOBAL
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(entry.clone());
+        crate::record::sync::lock(&GLOBAL).push(entry.clone());
         VERSION.fetch_add(1, Ordering::Release);
         added();
         ObserverHandle {
@@ -374,13 +370,11 @@ impl Drop for ObserverHandle {
     fn drop(&mut self) {
         self.entry.active.store(false, Ordering::Relaxed);
         if self.global {
-            let mut global = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
+            let mut global = crate::record::sync::lock(&GLOBAL);
             global.retain(|e| !Arc::ptr_eq(e, &self.entry));
             VERSION.fetch_add(1, Ordering::Release);
         }
-        if ANY.fetch_sub(1, Ordering::AcqRel) == 1 {
-            registry::observers_changed();
-        }
+        registry::observer_removed();
     }
 }
 
@@ -388,6 +382,5 @@ impl Drop for ObserverHandle {
 /// (another thread's bump that read the count before this increment may still be landing, so
 /// this checks under the registry lock rather than trusting the previous count).
 fn added() {
-    ANY.fetch_add(1, Ordering::AcqRel);
-    registry::observers_added();
+    registry::observer_added();
 }

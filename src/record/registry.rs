@@ -6,12 +6,12 @@
 //! ([`GENERATION`]) and its own thread-locals.
 
 use std::cell::{Cell, OnceCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::record::buffer::{ThreadBuffer, Writer};
+use crate::record::buffer::{SharedChunk, ThreadBuffer, Writer};
 use crate::record::event::{RawEvent, RawKind};
-use crate::trace::Builder;
+use crate::record::sync::lock;
 use crate::record::{clock, pool};
 
 /// 0 while no session records and no observer is registered; otherwise a number that changes
@@ -23,6 +23,9 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Equal to [`GENERATION`] while a recording session records memory (see
 /// [`TrackingAlloc`](crate::TrackingAlloc)), 0 otherwise: the allocator's only check when off.
 static MEMORY: AtomicU64 = AtomicU64::new(0);
+
+/// Registered observers (see `observe`).
+static OBSERVERS: AtomicUsize = AtomicUsize::new(0);
 
 /// Events that could not be recorded because their thread was tearing down.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -45,14 +48,6 @@ pub(crate) struct ThreadEntry {
     pub(crate) id: u64,
     pub(crate) name: Option<String>,
     pub(crate) buffer: ThreadBuffer,
-}
-
-impl std::fmt::Debug for ThreadBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ThreadBuffer")
-            .field("chunks", &self.chunks())
-            .finish()
-    }
 }
 
 /// Which threads a session records.
@@ -104,7 +99,7 @@ impl Registry {
         let recording = self.sessions.iter().any(|s| !s.collecting);
         let memory = self.sessions.iter().any(|s| !s.collecting && s.memory);
         let generation = |on: bool| if on { self.generation } else { 0 };
-        let active = recording || crate::record::observe::any();
+        let active = recording || observers_exist();
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
@@ -144,7 +139,7 @@ fn registry() -> Locked {
     let untracked = Untracked::enter();
     // Every critical section leaves the registry consistent before anything that can panic.
     Locked {
-        guard: REGISTRY.lock().unwrap_or_else(|e| e.into_inner()),
+        guard: lock(&REGISTRY),
         _untracked: untracked,
     }
 }
@@ -262,15 +257,25 @@ pub(crate) fn thread_wants_at(generation: u64) -> bool {
         .unwrap_or(false)
 }
 
-/// Publishes that all observers went away (see [`GENERATION`]).
-pub(crate) fn observers_changed() {
-    registry().bump();
+/// True when any observer is registered: one relaxed load.
+#[inline(always)]
+pub(crate) fn observers_exist() -> bool {
+    OBSERVERS.load(Ordering::Relaxed) != 0
 }
 
-/// Publishes that an observer exists, unless [`GENERATION`] already says so. Bumps run under
-/// the lock and read the observer count there, so once this returns no earlier bump can
-/// store a stale 0.
-pub(crate) fn observers_added() {
+/// Counts an observer that went away; publishes it when it was the last (see
+/// [`GENERATION`]).
+pub(crate) fn observer_removed() {
+    if OBSERVERS.fetch_sub(1, Ordering::AcqRel) == 1 {
+        registry().bump();
+    }
+}
+
+/// Counts a new observer and publishes that one exists, unless [`GENERATION`] already says so.
+/// Bumps run under the lock and read the observer count there, so once this returns no
+/// earlier bump (that read the count before this increment) can store a stale 0.
+pub(crate) fn observer_added() {
+    OBSERVERS.fetch_add(1, Ordering::AcqRel);
     let mut reg = registry();
     if GENERATION.load(Ordering::Relaxed) == 0 {
         reg.bump();
@@ -511,7 +516,10 @@ fn next_chunk(hot: &HotState) -> bool {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
-            hot.writer.switch_to(&entry.buffer, pool::take());
+            // SAFETY: this thread's writer is the only one that fills its own buffer, and the
+            // buffer (held by `REGISTRATION`) is retired only in `Registration::drop`, which
+            // detaches the writer first.
+            unsafe { hot.writer.switch_to(&entry.buffer, pool::take(), entry.id) };
             true
         })
         .unwrap_or(false)
@@ -585,36 +593,40 @@ pub(crate) fn stop_recording(id: u64) {
     reg.bump();
 }
 
-/// Feeds the events of session `id` with ticks up to the builder's end tick into `builder`,
-/// one thread at a time, straight from the buffers (threads with none are left out). Works
-/// while the session records (a snapshot) and after `stop_recording`.
-pub(crate) fn collect(id: u64, builder: &mut Builder) {
+/// One thread's chunks as a session's capture takes them over.
+pub(crate) struct ThreadChunks {
+    /// tickscope's id of the thread.
+    pub(crate) id: u64,
+    pub(crate) name: Option<String>,
+    /// The tick from which the session wants the thread's records.
+    pub(crate) from_tick: u64,
+    /// Every chunk that may hold records of the window, oldest first.
+    pub(crate) chunks: Vec<SharedChunk>,
+}
+
+/// Holds the chunks of every thread session `id` records, with what is published so far: no
+/// copy, no decoding. Works while the session records (a snapshot) and after
+/// `stop_recording`; the chunks stay allocated until the returned holds let go.
+pub(crate) fn take_chunks(id: u64) -> Vec<ThreadChunks> {
     let threads: Vec<(Arc<ThreadEntry>, u64)> = {
         let reg = registry();
         let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
-            return;
+            return Vec::new();
         };
         reg.threads
             .iter()
             .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
             .collect()
     };
-    let end_tick = builder.end_tick();
-    for (thread, from) in threads {
-        let hint = thread.buffer.chunks() * crate::record::buffer::CHUNK_EVENTS;
-        builder.thread(thread.id, thread.name.clone(), false, hint, |pairing| {
-            // An event that carries data goes with the event before it.
-            let mut keep = false;
-            thread.buffer.for_each(|e| {
-                if !e.kind.carries_data() {
-                    keep = (from..=end_tick).contains(&e.tick);
-                }
-                if keep {
-                    pairing.push(*e);
-                }
-            });
-        });
-    }
+    threads
+        .into_iter()
+        .map(|(thread, from_tick)| ThreadChunks {
+            id: thread.id,
+            name: thread.name.clone(),
+            from_tick,
+            chunks: thread.buffer.share(from_tick),
+        })
+        .collect()
 }
 
 /// Forgets session `id`, gives back every chunk no remaining session needs, and returns the

@@ -6,10 +6,10 @@ use crate::record::callsite::{self, Callsite};
 #[cfg(feature = "enabled")]
 use crate::record::event::RawEvent;
 use crate::record::link::Link;
-use crate::trace::Value;
+use crate::record::value::Value;
 use crate::record::{observe, registry};
 
-/// Records a scope from its creation to its drop. Made by [`scope!`](crate::record::scope!).
+/// Records a scope from its creation to its drop. Made by [`scope!`](crate::scope!).
 ///
 /// When no session wants the current thread, creating and dropping a guard costs one relaxed
 /// load and a branch each. The guard is `!Send`: a scope begins and ends on the same thread.
@@ -33,7 +33,7 @@ pub struct ScopeGuard {
 impl ScopeGuard {
     /// Enters a scope for a static callsite.
     #[inline(always)]
-    pub fn enter(callsite: &'static Callsite) -> Self {
+    pub(crate) fn enter(callsite: &'static Callsite) -> Self {
         // The one load while no session records and no observer is registered.
         let generation = registry::generation();
         if generation == 0 {
@@ -70,12 +70,12 @@ impl ScopeGuard {
         }
     }
 
-    /// Enters a scope with a name known only at run time; see [`scope!`](crate::record::scope!).
+    /// Enters a scope with a name known only at run time; see [`scope!`](crate::scope!).
     ///
     /// Slower than a static name: the first use of each distinct name on a thread interns it
     /// (a lock and, once per process, a leaked copy), later uses cost a hash lookup.
     #[inline]
-    pub fn enter_dynamic(name: &str) -> Self {
+    pub(crate) fn enter_dynamic(name: &str) -> Self {
         let id = callsite::intern(name);
         let observed = if observe::any() {
             callsite::by_id(id).map_or(0, |c| Self::observe(c, None))

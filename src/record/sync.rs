@@ -1,22 +1,39 @@
-//! Synchronisation primitives, swapped for loom's model-checked ones under `--cfg loom`.
+//! Synchronisation primitives, swapped for loom's model-checked ones under `--cfg loom`, and
+//! the one way the crate takes a lock.
 //!
-//! Only the modules that loom models (`event`, `buffer`) go through this shim; everything else
-//! uses `std` directly.
+//! The buffer protocol (`buffer`) goes through this shim; everything else uses `std`
+//! directly, locking through [`lock`].
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicUsize, Ordering},
+    atomic::{AtomicU64, AtomicUsize, Ordering},
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicUsize, Ordering},
+    atomic::{AtomicU64, AtomicUsize, Ordering},
 };
+
+/// Locks `mutex`, recovering it if a thread panicked while holding it. Every critical section
+/// of the crate leaves its data consistent before anything that can panic, so a poisoned lock
+/// still guards consistent data, and a profiler must not turn one panic into many.
+#[inline]
+pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    recover(mutex.lock())
+}
+
+/// The guard of a lock taken with `std` (also a `RwLock`), recovered if it was poisoned; see
+/// [`lock`].
+#[inline]
+pub(crate) fn recover<G>(result: std::sync::LockResult<G>) -> G {
+    result.unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// `UnsafeCell` with loom's closure-based access API, so one body of code serves both builds.
 #[cfg(not(loom))]
 #[derive(Debug)]
+#[repr(transparent)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]

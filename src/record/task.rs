@@ -56,12 +56,12 @@ impl Drop for AsyncCall {
     }
 }
 
-/// Pushes `kind` for callsite `id` now, followed by `payload` as a [`RawKind::Data`] event;
+/// Pushes `kind` for callsite `id` now, followed by `payload` (a [`RawKind::Payload`]);
 /// returns the tick.
 #[inline]
 fn push_tagged(kind: RawKind, id: u32, payload: u32) -> u64 {
     let tick = clock::now();
-    registry::push_all(&[RawEvent::new(kind, id, tick), RawEvent::data(payload, tick)]);
+    registry::push_all(&[RawEvent::new(kind, id, tick), RawEvent::payload(payload, 0)]);
     tick
 }
 

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use crate::Callsite;
-use rustc_hash::FxHashMap;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
+use rustc_hash::FxHashMap;
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///

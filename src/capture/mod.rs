@@ -1,0 +1,268 @@
+//! The seam between recording and everything after it: [`Capture`], the complete raw result of
+//! a session.
+//!
+//! A session's stop hands its threads' chunks over to a capture as they were recorded: no
+//! copy, no decoding. Each chunk already has the layout of a capture file's event chunk (a
+//! 16-byte header of magic, type, version and length, then the thread id and the 16-byte
+//! records). Decoding a capture into a
+//! [`Trace`](crate::trace::Trace) is the next stage's job ([`Capture::decode`]).
+
+use crate::record::buffer::SharedChunk;
+use crate::record::callsite::{self, Callsite};
+use crate::record::clock::{self, Calibration};
+use crate::record::event::RawEvent;
+use crate::record::pool;
+
+/// Version of the capture layout (chunk types, record kinds and their meaning). Captures of
+/// another version are not decoded as if they were this one.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// The complete raw result of one session window: header, clock calibration, callsite table,
+/// thread table, every thread's chunks of raw records, and the count of dropped events.
+///
+/// Made by [`Profiler::capture`](crate::Profiler::capture); turned into a
+/// [`Trace`](crate::trace::Trace) by [`Capture::decode`] (or
+/// [`Trace::from_capture`](crate::trace::Trace::from_capture)). A capture holds the recorded
+/// memory itself: its chunks go back to the recorder's pool when the last capture holding them
+/// is dropped.
+///
+/// ```
+/// let prof = tickscope::Profiler::builder().current_thread().start();
+/// for _ in 0..3 {
+///     let _g = tickscope::scope!("step");
+/// }
+/// prof.stop();
+/// let capture = prof.capture();
+/// assert_eq!(capture.record_count(), 6); // an entry and an exit per scope
+/// let trace = capture.decode();
+/// assert_eq!(trace.threads[0].spans.len(), 3);
+/// ```
+#[derive(Debug)]
+pub struct Capture {
+    pub(crate) header: Header,
+    pub(crate) clock: ClockPairs,
+    /// Callsite id `n` is at index `n - 1`.
+    pub(crate) callsites: Vec<&'static Callsite>,
+    pub(crate) threads: Vec<CaptureThread>,
+    /// The window: records from `start_tick` to `end_tick` (inclusive) belong to it.
+    pub(crate) start_tick: u64,
+    pub(crate) end_tick: u64,
+    /// The session recorded allocations.
+    pub(crate) memory: bool,
+    pub(crate) dropped_events: u64,
+}
+
+/// Who made a capture, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) format_version: u16,
+    /// `tickscope <version>`.
+    pub(crate) producer: String,
+    pub(crate) process_id: u32,
+}
+
+/// The clock calibration of a capture: tick/Unix-nanosecond pairs read at start and stop, and
+/// the clock's own rate (`None` when ticks are nanoseconds already: a mock clock).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ClockPairs {
+    pub(crate) start: Calibration,
+    pub(crate) stop: Calibration,
+    pub(crate) ns_per_tick: Option<f64>,
+}
+
+/// One thread of a capture: its identity, where its window starts, and its chunks.
+#[derive(Debug)]
+pub(crate) struct CaptureThread {
+    /// tickscope's id of the thread: unique in the process, never reused.
+    pub(crate) id: u64,
+    pub(crate) name: Option<String>,
+    /// The tick from which the session wanted this thread's records.
+    pub(crate) from_tick: u64,
+    pub(crate) chunks: Vec<Chunk>,
+}
+
+impl CaptureThread {
+    /// The thread's records in the order they were recorded (also outside the window).
+    pub(crate) fn records(&self) -> impl Iterator<Item = &RawEvent> {
+        self.chunks.iter().flat_map(|c| c.records())
+    }
+
+    /// An upper bound on the thread's records.
+    pub(crate) fn record_bound(&self) -> usize {
+        self.chunks.iter().map(|c| c.records().len()).sum()
+    }
+}
+
+/// A chunk held by a capture; it goes back to the pool when the last holder lets go.
+#[derive(Debug)]
+pub(crate) struct Chunk(Option<SharedChunk>);
+
+impl Chunk {
+    pub(crate) fn records(&self) -> &[RawEvent] {
+        self.0.as_ref().map_or(&[], SharedChunk::records)
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        if let Some(free) = self.0.take().and_then(SharedChunk::release) {
+            pool::give(free);
+        }
+    }
+}
+
+/// What a stop hands over for one thread (see [`Capture::new`]).
+pub(crate) struct Handover {
+    pub(crate) id: u64,
+    pub(crate) name: Option<String>,
+    pub(crate) from_tick: u64,
+    pub(crate) chunks: Vec<SharedChunk>,
+}
+
+/// The window and calibration of a capture being made.
+pub(crate) struct Window {
+    pub(crate) start_tick: u64,
+    pub(crate) end_tick: u64,
+    pub(crate) start: Calibration,
+    pub(crate) stop: Calibration,
+    pub(crate) memory: bool,
+    pub(crate) dropped_events: u64,
+}
+
+impl Capture {
+    /// A capture of `threads` over `window`, with this process's callsite table and clock.
+    pub(crate) fn new(window: Window, threads: Vec<Handover>) -> Self {
+        let threads = threads
+            .into_iter()
+            .map(|t| CaptureThread {
+                id: t.id,
+                name: t.name,
+                from_tick: t.from_tick,
+                chunks: t.chunks.into_iter().map(|c| Chunk(Some(c))).collect(),
+            })
+            .collect();
+        Self {
+            header: Header {
+                format_version: FORMAT_VERSION,
+                producer: concat!("tickscope ", env!("CARGO_PKG_VERSION")).to_owned(),
+                process_id: std::process::id(),
+            },
+            clock: ClockPairs {
+                start: window.start,
+                stop: window.stop,
+                ns_per_tick: clock::tick_rate(),
+            },
+            callsites: callsite::table(),
+            threads,
+            start_tick: window.start_tick,
+            end_tick: window.end_tick,
+            memory: window.memory,
+            dropped_events: window.dropped_events,
+        }
+    }
+
+    /// A capture of a session that never ran.
+    pub(crate) fn empty() -> Self {
+        Self {
+            header: Header {
+                format_version: FORMAT_VERSION,
+                producer: concat!("tickscope ", env!("CARGO_PKG_VERSION")).to_owned(),
+                process_id: std::process::id(),
+            },
+            clock: ClockPairs {
+                start: Calibration::default(),
+                stop: Calibration::default(),
+                ns_per_tick: None,
+            },
+            callsites: Vec::new(),
+            threads: Vec::new(),
+            start_tick: 0,
+            end_tick: 0,
+            memory: false,
+            dropped_events: 0,
+        }
+    }
+
+    /// Format version of this capture ([`FORMAT_VERSION`] for captures of this build).
+    pub fn format_version(&self) -> u16 {
+        self.header.format_version
+    }
+
+    /// The program that made it: `tickscope <version>`.
+    pub fn producer(&self) -> &str {
+        &self.header.producer
+    }
+
+    /// The id of the process that recorded it.
+    pub fn process_id(&self) -> u32 {
+        self.header.process_id
+    }
+
+    /// Threads in the capture's thread table (also those with no record in the window).
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Chunks of raw records held.
+    pub fn chunk_count(&self) -> usize {
+        self.threads.iter().map(|t| t.chunks.len()).sum()
+    }
+
+    /// Raw 16-byte records held, all threads (a chunk may hold some from before the window,
+    /// which decoding leaves out).
+    pub fn record_count(&self) -> u64 {
+        self.threads.iter().map(|t| t.record_bound() as u64).sum()
+    }
+
+    /// Events that could not be recorded (threads tearing down) during the window.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped_events
+    }
+
+    /// True when the session recorded allocations and frees.
+    pub fn tracks_memory(&self) -> bool {
+        self.memory
+    }
+}
+
+impl Capture {
+    /// A capture of records made by hand, one `(thread id, records)` per thread, with ticks
+    /// that are nanoseconds (the identity clock) and the window `start_tick..=end_tick`.
+    pub(crate) fn from_records(
+        threads: Vec<(u64, Vec<RawEvent>)>,
+        start_tick: u64,
+        end_tick: u64,
+    ) -> Self {
+        let memory = threads.iter().flat_map(|(_, r)| r).any(|r| {
+            matches!(
+                r.kind,
+                crate::record::event::RawKind::Alloc | crate::record::event::RawKind::Free
+            )
+        });
+        let threads = threads
+            .into_iter()
+            .map(|(id, records)| Handover {
+                id,
+                name: None,
+                from_tick: 0,
+                chunks: records
+                    .chunks(crate::record::buffer::CHUNK_EVENTS)
+                    .map(|c| SharedChunk::from_records(id, c).expect("fits one chunk"))
+                    .collect(),
+            })
+            .collect();
+        let mut capture = Self::new(
+            Window {
+                start_tick,
+                end_tick,
+                start: Calibration::default(),
+                stop: Calibration::default(),
+                memory,
+                dropped_events: 0,
+            },
+            threads,
+        );
+        capture.clock.ns_per_tick = None;
+        capture
+    }
+}

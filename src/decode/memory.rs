@@ -1,0 +1,131 @@
+//! Allocations and frees: per-span figures while a thread is paired, and frees matched to the
+//! allocations they release across threads.
+
+use rustc_hash::FxHashMap;
+
+use crate::record::callsite::Callsite;
+use crate::trace::{MemoryEvent, MemoryKind, MemoryStats, MemoryTrace};
+
+/// An allocation or free as paired, before the threads are merged.
+pub(super) struct RawMemory {
+    tick: u64,
+    event: MemoryEvent,
+}
+
+/// A thread's allocation bookkeeping while it is paired.
+pub(super) struct MemoryPairing<'a> {
+    /// Every allocation and free of the trace so far.
+    events: &'a mut Vec<RawMemory>,
+    /// Per span (same indices): statistics, the thread's net bytes at entry and the highest
+    /// net bytes seen while it was open.
+    spans: Vec<(MemoryStats, i64, i64)>,
+    /// Bytes allocated minus bytes freed on this thread so far.
+    net: i64,
+}
+
+/// One allocation or free of a thread, as its records say.
+pub(super) struct Block {
+    pub(super) tick: u64,
+    pub(super) ns: u64,
+    pub(super) thread: u64,
+    pub(super) kind: MemoryKind,
+    pub(super) size: u64,
+    pub(super) address: u64,
+}
+
+impl<'a> MemoryPairing<'a> {
+    pub(super) fn new(events: &'a mut Vec<RawMemory>) -> Self {
+        Self {
+            events,
+            spans: Vec::new(),
+            net: 0,
+        }
+    }
+
+    /// A span was opened (spans are opened in index order).
+    pub(super) fn open(&mut self) {
+        self.spans
+            .push((MemoryStats::default(), self.net, self.net));
+    }
+
+    /// Counts `block` for the innermost open span, if any (its index and callsite).
+    pub(super) fn block(&mut self, block: Block, innermost: Option<(u32, &'static Callsite)>) {
+        let alloc = block.kind == MemoryKind::Alloc;
+        let delta = i64::try_from(block.size).unwrap_or(i64::MAX);
+        self.net = if alloc {
+            self.net.saturating_add(delta)
+        } else {
+            self.net.saturating_sub(delta)
+        };
+        if let Some((index, _)) = innermost {
+            let (stats, _, peak) = &mut self.spans[index as usize];
+            if alloc {
+                stats.self_allocs += 1;
+                stats.self_alloc_bytes += block.size;
+                *peak = (*peak).max(self.net);
+            } else {
+                stats.self_frees += 1;
+                stats.self_freed_bytes += block.size;
+            }
+        }
+        self.events.push(RawMemory {
+            tick: block.tick,
+            event: MemoryEvent {
+                ns: block.ns,
+                thread: block.thread,
+                span: innermost,
+                kind: block.kind,
+                size: block.size,
+                address: block.address,
+                matched: None,
+            },
+        });
+    }
+
+    /// Span `index` closed: its totals take its own figures, and its parent's take its totals.
+    pub(super) fn close(&mut self, index: u32, parent: Option<u32>) {
+        // Totals so far hold the children's totals: add the span's own figures.
+        let (stats, base, peak) = &mut self.spans[index as usize];
+        let own = stats.own();
+        stats.add_totals(own);
+        stats.peak_bytes = u64::try_from(*peak - *base).unwrap_or(0);
+        let (child, child_peak) = (stats.totals(), *peak);
+        if let Some(parent) = parent {
+            let (stats, _, peak) = &mut self.spans[parent as usize];
+            stats.add_totals(child);
+            *peak = (*peak).max(child_peak);
+        }
+    }
+
+    /// The figures of every span, in span order.
+    pub(super) fn finish(self) -> Vec<MemoryStats> {
+        self.spans.into_iter().map(|(stats, ..)| stats).collect()
+    }
+}
+
+/// Puts the allocations and frees of all threads in time order and matches each free to the
+/// allocation it released, by address. Ties keep thread order, and within a thread the
+/// recorded order.
+pub(super) fn match_memory(mut raw: Vec<RawMemory>) -> MemoryTrace {
+    raw.sort_by_key(|m| m.tick);
+    let mut events: Vec<MemoryEvent> = raw.into_iter().map(|m| m.event).collect();
+    let mut live: FxHashMap<u64, u32> = FxHashMap::default();
+    for i in 0..events.len() {
+        let (kind, address) = (events[i].kind, events[i].address);
+        let index = i as u32;
+        match kind {
+            // A still-live allocation at the same address lost its free (a thread the session
+            // does not record): it stays unmatched.
+            MemoryKind::Alloc => {
+                live.insert(address, index);
+            }
+            MemoryKind::Free => {
+                if let Some(alloc) = live.remove(&address) {
+                    events[alloc as usize].matched = Some(index);
+                    events[i].matched = Some(alloc);
+                }
+            }
+        }
+    }
+    MemoryTrace { events }
+}

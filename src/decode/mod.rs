@@ -1,0 +1,154 @@
+//! Decoding: the only code that turns a [`Capture`] into a [`Trace`].
+//!
+//! Each thread's records are read once, in recorded order, and paired as they come
+//! ([`pair`]): entries with exits, payloads with the records they belong to, arguments with
+//! their scope, allocations with the scope they happened in. What crosses threads is matched
+//! once every thread is in: async spans ([`tasks`]), links ([`links`]) and frees with the
+//! allocations they release ([`memory`]). Ticks become Unix nanoseconds through the
+//! capture's calibration ([`convert`]).
+
+pub(crate) mod convert;
+mod links;
+mod memory;
+mod pair;
+mod tasks;
+
+use crate::capture::Capture;
+use crate::record::callsite::Callsite;
+use crate::trace::{ThreadTrace, Trace};
+
+use self::convert::Converter;
+use self::links::Links;
+use self::memory::RawMemory;
+use self::pair::Pairing;
+use self::tasks::Mark;
+
+impl Trace {
+    /// Decodes `capture`: pairs entries and exits into nested spans, converts ticks to
+    /// nanoseconds, and matches async spans, links and allocations across threads.
+    ///
+    /// Records are taken in order per thread; only those of the capture's window count. An
+    /// exit closes the open scope it was recorded for (the entry's callsite and tick),
+    /// whatever order scopes were left in; an exit with no open entry (its scope began before
+    /// the window) is ignored; scopes still open at the window's end are closed there and
+    /// flagged `open_at_stop`. A scope that outlives its parent keeps its own end, and its
+    /// parent's `children_ns` counts only the part inside the parent. A poll belongs to the
+    /// latest async span with its id that began before it. Threads with no record in the
+    /// window are left out.
+    pub fn from_capture(capture: &Capture) -> Self {
+        let clock = &capture.clock;
+        let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
+        let end_tick = capture.end_tick;
+        let mut builder = Builder::new(&capture.callsites, converter, end_tick, capture.memory);
+        for thread in &capture.threads {
+            let window = thread.from_tick..=end_tick;
+            builder.thread(thread.id, &thread.name, thread.record_bound(), |pairing| {
+                // A record that carries data goes with the record before it.
+                let mut keep = false;
+                for record in thread.records() {
+                    if !record.kind.carries_data() {
+                        keep = window.contains(&record.tick);
+                    }
+                    if keep {
+                        pairing.push(*record);
+                    }
+                }
+            });
+        }
+        builder.finish(capture.start_tick, capture.dropped_events)
+    }
+}
+
+impl Capture {
+    /// Decodes the capture into a [`Trace`]; see [`Trace::from_capture`].
+    pub fn decode(&self) -> Trace {
+        Trace::from_capture(self)
+    }
+}
+
+/// Builds a [`Trace`] thread by thread, pairing records as they are fed.
+struct Builder<'c> {
+    callsites: &'c [&'static Callsite],
+    converter: Converter,
+    /// The window's end: scopes still open there are closed at it.
+    end_ns: u64,
+    event_count: u64,
+    marks: Vec<Mark>,
+    /// `Some` when memory is tracked: every allocation and free, thread by thread.
+    memory: Option<Vec<RawMemory>>,
+    links: Links,
+    threads: Vec<ThreadTrace>,
+}
+
+impl<'c> Builder<'c> {
+    /// A builder over `callsites` (id `n` at index `n - 1`) for a window that ends at
+    /// `end_tick`; `memory` keeps allocations and frees (they are skipped otherwise).
+    fn new(
+        callsites: &'c [&'static Callsite],
+        converter: Converter,
+        end_tick: u64,
+        memory: bool,
+    ) -> Self {
+        Self {
+            callsites,
+            converter,
+            end_ns: converter.to_unix_ns(end_tick),
+            event_count: 0,
+            marks: Vec::new(),
+            memory: memory.then(Vec::new),
+            links: Links::default(),
+            threads: Vec::new(),
+        }
+    }
+
+    /// Adds one thread whose records `fill` pushes in recorded order; `records_hint` is an upper bound on their number, used to size the
+    /// span list. A thread given no records is left out.
+    fn thread(
+        &mut self,
+        id: u64,
+        name: &Option<String>,
+        records_hint: usize,
+        fill: impl FnOnce(&mut Pairing<'_>),
+    ) {
+        let mut pairing = Pairing::new(
+            self.callsites,
+            &self.converter,
+            (self.threads.len(), id),
+            &mut self.marks,
+            &mut self.links,
+            self.memory.as_mut(),
+            records_hint,
+        );
+        fill(&mut pairing);
+        let (events, spans, memory, args) = pairing.finish(self.end_ns);
+        self.event_count += events;
+        if events > 0 {
+            self.threads.push(ThreadTrace {
+                id,
+                name: name.clone(),
+                spans,
+                memory,
+                args,
+            });
+        }
+    }
+
+    /// The trace of the window that starts at `start_tick`.
+    fn finish(mut self, start_tick: u64, dropped_events: u64) -> Trace {
+        let end_ns = self.end_ns;
+        let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
+        Trace {
+            start_ns: self.converter.to_unix_ns(start_tick),
+            end_ns,
+            threads: self.threads,
+            async_spans,
+            dropped_events,
+            event_count: self.event_count,
+            memory: self.memory.map(memory::match_memory),
+            links: self.links.matched(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

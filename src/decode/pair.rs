@@ -1,0 +1,324 @@
+//! Pairing one thread's records: entries with exits, payloads with the records they belong to,
+//! arguments with their scope, and allocations with the scope they happened in.
+
+use crate::record::callsite::{self, Callsite};
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::value::{ArgReader, Value};
+use crate::trace::{MemoryKind, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
+
+use super::convert::Converter;
+use super::links::Links;
+use super::memory::{Block, MemoryPairing, RawMemory};
+use super::tasks::{Mark, MarkKind};
+
+/// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
+/// its [`Payload`](RawKind::Payload).
+pub(super) struct Pairing<'a> {
+    callsites: &'a [&'static Callsite],
+    converter: &'a Converter,
+    /// Index of the thread in the trace.
+    thread: usize,
+    /// tickscope's id of the thread.
+    thread_id: u64,
+    marks: &'a mut Vec<Mark>,
+    links: &'a mut Links,
+    spans: Vec<Span>,
+    open: Vec<Open>,
+    pending: Option<RawEvent>,
+    events: u64,
+    memory: Option<MemoryPairing<'a>>,
+    args: Vec<SpanArg>,
+    reader: ArgReader,
+}
+
+/// An open span while pairing: its index, and the key its end carries
+/// ([`RawEvent::end_key`]).
+#[derive(Clone, Copy)]
+struct Open {
+    index: u32,
+    key: u32,
+}
+
+/// True for the kinds whose record is followed by a [`Payload`](RawKind::Payload).
+fn takes_payload(kind: RawKind) -> bool {
+    match kind {
+        RawKind::AsyncBegin
+        | RawKind::AsyncEnd
+        | RawKind::PollBegin
+        | RawKind::Alloc
+        | RawKind::Free
+        | RawKind::BeginFollows => true,
+        RawKind::Begin
+        | RawKind::End
+        | RawKind::Payload
+        | RawKind::Link
+        | RawKind::ArgI64
+        | RawKind::ArgU64
+        | RawKind::ArgF64
+        | RawKind::ArgBool
+        | RawKind::ArgStr
+        | RawKind::Bytes => false,
+    }
+}
+
+impl<'a> Pairing<'a> {
+    /// Pairing for the thread at `index` in the trace with id `thread_id`; `records_hint`
+    /// bounds its records.
+    pub(super) fn new(
+        callsites: &'a [&'static Callsite],
+        converter: &'a Converter,
+        (thread, thread_id): (usize, u64),
+        marks: &'a mut Vec<Mark>,
+        links: &'a mut Links,
+        memory: Option<&'a mut Vec<RawMemory>>,
+        records_hint: usize,
+    ) -> Self {
+        Self {
+            callsites,
+            converter,
+            thread,
+            thread_id,
+            marks,
+            links,
+            spans: Vec::with_capacity(records_hint / 2),
+            open: Vec::new(),
+            pending: None,
+            events: 0,
+            memory: memory.map(MemoryPairing::new),
+            args: Vec::new(),
+            reader: ArgReader::default(),
+        }
+    }
+
+    fn callsite(&self, id: u32) -> Option<&'static Callsite> {
+        callsite::lookup(self.callsites, id)
+    }
+
+    /// Takes the thread's next record.
+    #[inline]
+    pub(super) fn push(&mut self, event: RawEvent) {
+        self.events += 1;
+        if let Some(lead) = self.pending.take() {
+            if event.kind == RawKind::Payload {
+                self.lead(lead, Some(event));
+                return;
+            }
+            // Only bad input separates a lead record from its payload (they are published
+            // together): the lead counts without it.
+            self.lead(lead, None);
+        }
+        if ArgReader::reads(event.kind) {
+            self.arg(&event);
+            return;
+        }
+        self.end_args();
+        if takes_payload(event.kind) {
+            self.pending = Some(event);
+        } else if event.kind != RawKind::Payload {
+            // (A payload whose lead record was outside the window is skipped.)
+            self.apply(event, None);
+        }
+    }
+
+    /// An argument record of the innermost open span (the one just entered).
+    fn arg(&mut self, record: &RawEvent) {
+        let span = self.open.last().map(|o| o.index);
+        let (callsites, args) = (self.callsites, &mut self.args);
+        self.reader.read(record, |key, value| {
+            push_arg(args, callsites, span, key, value);
+        });
+    }
+
+    /// The arguments end: a string cut short counts as far as it came.
+    fn end_args(&mut self) {
+        let span = self.open.last().map(|o| o.index);
+        let (callsites, args) = (self.callsites, &mut self.args);
+        self.reader.finish(|key, value| {
+            push_arg(args, callsites, span, key, value);
+        });
+    }
+
+    /// Applies a record that takes a payload, with its payload if it came.
+    fn lead(&mut self, lead: RawEvent, payload: Option<RawEvent>) {
+        match lead.kind {
+            RawKind::Alloc | RawKind::Free => {
+                if let Some(block) = payload {
+                    let size = u64::from(lead.id) | u64::from(block.id) << 32;
+                    self.memory_event(lead, size, block.tick);
+                }
+            }
+            RawKind::BeginFollows => {
+                let span = self.spans.len() as u32;
+                self.apply(RawEvent::begin(lead.id, lead.tick), None);
+                if let (Some(link), true) = (payload, self.spans.len() as u32 > span) {
+                    let at = SpanRef {
+                        thread: self.thread as u32,
+                        span,
+                    };
+                    self.links.followers.push((at, link.tick, link.id));
+                }
+            }
+            _ => self.apply(lead, payload.map(|p| p.id)),
+        }
+    }
+
+    fn memory_event(&mut self, lead: RawEvent, size: u64, address: u64) {
+        let Some(memory) = &mut self.memory else {
+            return;
+        };
+        let innermost = self
+            .open
+            .last()
+            .map(|o| (o.index, self.spans[o.index as usize].callsite));
+        let block = Block {
+            tick: lead.tick,
+            ns: self.converter.to_unix_ns(lead.tick),
+            thread: self.thread_id,
+            kind: if lead.kind == RawKind::Alloc {
+                MemoryKind::Alloc
+            } else {
+                MemoryKind::Free
+            },
+            size,
+            address,
+        };
+        memory.block(block, innermost);
+    }
+
+    fn close(&mut self, index: u32, end: u64, open_at_stop: bool) {
+        let span = &mut self.spans[index as usize];
+        span.end_ns = end.max(span.start_ns);
+        span.open_at_stop = open_at_stop;
+        let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
+        // The time this span ran counts as child time of the ancestors it ran inside: all of
+        // it for its parent when that is still open (the usual case); when its guard outlived
+        // the parent's (dropped out of order), the parent holds the part before its own end
+        // and the next ancestors the rest, so the self times on a thread never add up to more
+        // than the time that passed.
+        let mut covered = start;
+        let mut ancestor = parent;
+        while let Some(at) = ancestor {
+            if covered >= end {
+                break;
+            }
+            let open = self.open.iter().rev().any(|o| o.index == at);
+            let span = &mut self.spans[at as usize];
+            let until = if open { end } else { end.min(span.end_ns) };
+            if until > covered {
+                span.children_ns += until - covered;
+                covered = until;
+            }
+            if open {
+                break;
+            }
+            ancestor = span.parent;
+        }
+        if let Some(memory) = &mut self.memory {
+            memory.close(index, parent);
+        }
+    }
+
+    fn apply(&mut self, event: RawEvent, span_id: Option<u32>) {
+        if event.kind == RawKind::Link {
+            let span = self.open.last().map(|o| SpanRef {
+                thread: self.thread as u32,
+                span: o.index,
+            });
+            let ns = self.converter.to_unix_ns(event.tick);
+            self.links
+                .origins
+                .insert((self.thread_id, event.id), (span, ns));
+            return;
+        }
+        if event.kind == RawKind::End {
+            // The newest open span with the end's key: the top one unless guards were dropped
+            // out of order. An end whose entry was outside the window closes nothing.
+            let key = event.id;
+            if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
+                let index = self.open.remove(position).index;
+                let ns = self.converter.to_unix_ns(event.tick);
+                self.close(index, ns, false);
+            }
+            return;
+        }
+        let Some(callsite) = self.callsite(event.id) else {
+            return;
+        };
+        let ns = self.converter.to_unix_ns(event.tick);
+        let what = match event.kind {
+            RawKind::AsyncBegin => Some(MarkKind::Begin),
+            RawKind::PollBegin => Some(MarkKind::Poll(self.spans.len() as u32)),
+            RawKind::AsyncEnd => Some(MarkKind::End),
+            _ => None,
+        };
+        if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
+            self.marks.push(Mark {
+                ns,
+                what,
+                callsite,
+                span,
+                thread: self.thread,
+            });
+        }
+        if matches!(event.kind, RawKind::Begin | RawKind::PollBegin) {
+            let index = self.spans.len() as u32;
+            let parent = self.open.last().map(|o| o.index);
+            self.spans.push(Span {
+                callsite,
+                start_ns: ns,
+                end_ns: 0,
+                depth: parent.map_or(0, |p| self.spans[p as usize].depth + 1),
+                parent,
+                children_ns: 0,
+                open_at_stop: false,
+                kind: if event.kind == RawKind::Begin {
+                    SpanKind::Scope
+                } else {
+                    SpanKind::Poll { task: None }
+                },
+            });
+            if let Some(memory) = &mut self.memory {
+                memory.open();
+            }
+            self.open.push(Open {
+                index,
+                key: RawEvent::end_key(event.id, event.tick),
+            });
+        }
+    }
+
+    /// Closes what is still open at `end_ns` and returns the number of records taken, the
+    /// spans, their memory figures and their arguments.
+    pub(super) fn finish(
+        mut self,
+        end_ns: u64,
+    ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>) {
+        if let Some(lead) = self.pending.take() {
+            self.lead(lead, None);
+        }
+        self.end_args();
+        while let Some(open) = self.open.pop() {
+            self.close(open.index, end_ns, true);
+        }
+        let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
+        (self.events, self.spans, memory, self.args)
+    }
+}
+
+/// Adds the argument `key = value` to `span` (the innermost open span when it was recorded),
+/// when there is one and the key is known.
+fn push_arg(
+    args: &mut Vec<SpanArg>,
+    callsites: &[&'static Callsite],
+    span: Option<u32>,
+    key: u32,
+    value: Value,
+) {
+    if let (Some(span), Some(key)) = (span, callsite::lookup(callsites, key)) {
+        args.push(SpanArg {
+            span,
+            key: key.name(),
+            value,
+        });
+    }
+}

@@ -1,0 +1,82 @@
+//! Async spans: begins, polls and ends seen on any thread, matched by span id.
+
+use rustc_hash::FxHashMap;
+
+use crate::record::callsite::Callsite;
+use crate::trace::{AsyncSpan, SpanKind, ThreadTrace};
+
+/// An async record seen while pairing one thread, matched across threads afterwards.
+pub(super) struct Mark {
+    pub(super) ns: u64,
+    pub(super) what: MarkKind,
+    pub(super) callsite: &'static Callsite,
+    pub(super) span: u32,
+    /// Index of the thread in the trace.
+    pub(super) thread: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum MarkKind {
+    Begin,
+    /// A poll slice: its index in the thread's spans.
+    Poll(u32),
+    End,
+}
+
+/// Matches async begins, polls and ends of all threads by span id, in time order.
+pub(super) fn match_async(
+    mut marks: Vec<Mark>,
+    threads: &mut [ThreadTrace],
+    end_ns: u64,
+) -> Vec<AsyncSpan> {
+    // At equal times: begins, then polls, then ends (the variants' order).
+    marks.sort_by_key(|m| (m.ns, m.what));
+    let mut records: Vec<AsyncSpan> = Vec::new();
+    let mut open: FxHashMap<u32, usize> = FxHashMap::default();
+    for mark in marks {
+        let current = open
+            .get(&mark.span)
+            .copied()
+            .filter(|&r| std::ptr::eq(records[r].callsite, mark.callsite));
+        match (mark.what, current) {
+            (MarkKind::Begin, _) => {
+                open.insert(mark.span, records.len());
+                records.push(AsyncSpan {
+                    callsite: mark.callsite,
+                    start_ns: mark.ns,
+                    end_ns: mark.ns,
+                    thread: threads[mark.thread].id,
+                    end_thread: None,
+                    polls: 0,
+                    busy_ns: 0,
+                    self_ns: 0,
+                    open_at_stop: false,
+                });
+            }
+            (MarkKind::Poll(index), Some(r)) => {
+                let span = &mut threads[mark.thread].spans[index as usize];
+                span.kind = SpanKind::Poll {
+                    task: Some(r as u32),
+                };
+                let record = &mut records[r];
+                record.polls += 1;
+                record.busy_ns += span.duration_ns();
+                record.self_ns += span.self_ns();
+            }
+            (MarkKind::End, Some(r)) => {
+                open.remove(&mark.span);
+                let record = &mut records[r];
+                record.end_ns = mark.ns.max(record.start_ns);
+                record.end_thread = Some(threads[mark.thread].id);
+            }
+            // A poll or end of a call that began outside the window.
+            (_, None) => {}
+        }
+    }
+    for r in open.into_values() {
+        let record = &mut records[r];
+        record.end_ns = end_ns.max(record.start_ns);
+        record.open_at_stop = true;
+    }
+    records
+}

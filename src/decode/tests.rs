@@ -1,0 +1,177 @@
+use super::*;
+use crate::record::callsite::Callsite;
+use crate::record::event::{RawEvent, RawKind};
+use crate::trace::{MemoryKind, SpanKind};
+
+static CALL: Callsite = Callsite::new("call", file!(), line!(), module_path!());
+static STEP: Callsite = Callsite::new("step", file!(), line!(), module_path!());
+
+fn ev(kind: RawKind, id: u32, tick: u64) -> RawEvent {
+    RawEvent::new(kind, id, tick)
+}
+
+fn build(events: Vec<RawEvent>, end_tick: u64) -> Trace {
+    Capture::from_records(vec![(7, events)], 0, end_tick).decode()
+}
+
+#[test]
+fn async_call_with_payloads_pairs_across_kinds() {
+    let (call, step) = (CALL.id(), STEP.id());
+    let trace = build(
+        vec![
+            ev(RawKind::AsyncBegin, call, 10),
+            RawEvent::payload(5, 0),
+            ev(RawKind::PollBegin, call, 10),
+            RawEvent::payload(5, 0),
+            RawEvent::begin(step, 12),
+            RawEvent::end(RawEvent::end_key(step, 12), 15),
+            RawEvent::end(RawEvent::end_key(call, 10), 20),
+            ev(RawKind::AsyncEnd, call, 20),
+            RawEvent::payload(5, 0),
+        ],
+        100,
+    );
+    assert_eq!(trace.event_count, 9);
+    let spans = &trace.threads[0].spans;
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[0].kind, SpanKind::Poll { task: Some(0) });
+    assert_eq!((spans[0].start_ns, spans[0].end_ns), (10, 20));
+    assert_eq!((spans[1].depth, spans[1].parent), (1, Some(0)));
+    let calls = &trace.async_spans;
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].start_ns, calls[0].end_ns), (10, 20));
+    assert_eq!(
+        (calls[0].polls, calls[0].busy_ns, calls[0].self_ns),
+        (1, 10, 7)
+    );
+    assert!(!calls[0].open_at_stop);
+}
+
+#[test]
+fn missing_and_orphan_payloads() {
+    let (call, step) = (CALL.id(), STEP.id());
+    let trace = build(
+        vec![
+            // The payload of a record before the window: not the window's.
+            RawEvent::payload(9, 0),
+            // A poll whose span id record is missing (bad input).
+            ev(RawKind::PollBegin, call, 2),
+            RawEvent::begin(step, 3),
+            RawEvent::end(RawEvent::end_key(step, 3), 4),
+            RawEvent::end(RawEvent::end_key(call, 2), 6),
+            // A lead event with its payload cut off at the very end.
+            ev(RawKind::AsyncEnd, call, 8),
+        ],
+        50,
+    );
+    assert_eq!(trace.event_count, 5);
+    let spans = &trace.threads[0].spans;
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[0].kind, SpanKind::Poll { task: None });
+    assert_eq!((spans[0].start_ns, spans[0].end_ns), (2, 6));
+    assert_eq!(spans[0].self_ns(), 3);
+    assert!(trace.async_spans.is_empty());
+}
+
+#[test]
+fn frees_match_allocations_by_address_in_time_order_across_threads() {
+    const X: u64 = 0x7f00_0000_1000;
+    let alloc = |size, tick| RawEvent::memory(RawKind::Alloc, size, X, tick);
+    let free = |size, tick| RawEvent::memory(RawKind::Free, size, X, tick);
+    let step = STEP.id();
+    let thread = |id, events: Vec<[RawEvent; 2]>| (id, events.concat());
+    let mut a = thread(1, vec![alloc(1 << 33, 10), free(7, 40)]);
+    a.1.insert(0, RawEvent::begin(step, 5));
+    a.1.push(RawEvent::end(RawEvent::end_key(step, 5), 50));
+    let threads = vec![
+        a,
+        // Frees A's block (and an older one first), then gets the same address again.
+        thread(2, vec![free(3, 2), free(1 << 33, 20), alloc(7, 30)]),
+    ];
+    let trace = Capture::from_records(threads, 0, 100).decode();
+    let memory = trace.memory.as_ref().unwrap();
+    let got: Vec<_> = memory
+        .events
+        .iter()
+        .map(|e| (e.ns, e.thread, e.kind, e.size, e.matched))
+        .collect();
+    use MemoryKind::{Alloc, Free};
+    assert_eq!(
+        got,
+        [
+            (2, 2, Free, 3, None),
+            (10, 1, Alloc, 1 << 33, Some(2)),
+            (20, 2, Free, 1 << 33, Some(1)),
+            (30, 2, Alloc, 7, Some(4)),
+            (40, 1, Free, 7, Some(3)),
+        ]
+    );
+    assert!(memory.events.iter().all(|e| e.address == X));
+    assert_eq!(memory.live_bytes(), [0, 1 << 33, 0, 7, 0]);
+    assert_eq!(memory.live_at_stop().count(), 0);
+    let step_stats = trace.threads[0].memory[0];
+    assert_eq!(
+        (
+            step_stats.alloc_bytes,
+            step_stats.freed_bytes,
+            step_stats.peak_bytes
+        ),
+        (1 << 33, 7, 1 << 33)
+    );
+}
+
+#[test]
+fn threads_with_no_record_in_the_window_are_left_out() {
+    let trace = build(Vec::new(), 10);
+    assert!(trace.threads.is_empty());
+    let step = STEP.id();
+    // Entirely before the window (it starts at 20 for this capture).
+    let mut capture = Capture::from_records(
+        vec![(
+            3,
+            vec![
+                RawEvent::begin(step, 5),
+                RawEvent::end(RawEvent::end_key(step, 5), 6),
+            ],
+        )],
+        20,
+        30,
+    );
+    capture.threads[0].from_tick = 20;
+    let trace = capture.decode();
+    assert!(trace.threads.is_empty());
+    assert_eq!(trace.event_count, 0);
+}
+
+#[test]
+fn string_arguments_are_read_by_the_shared_reader() {
+    let (step, key) = (STEP.id(), CALL.id());
+    let text = b"hello, world!";
+    let bytes = |chunk: &[u8]| {
+        let mut raw = [0u8; 12];
+        raw[..chunk.len()].copy_from_slice(chunk);
+        let tick = u64::from_le_bytes(raw[..8].try_into().unwrap());
+        let id = u32::from_le_bytes(raw[8..].try_into().unwrap());
+        RawEvent::new(RawKind::Bytes, id, tick)
+    };
+    let trace = build(
+        vec![
+            RawEvent::begin(step, 1),
+            ev(RawKind::ArgU64, key, 42),
+            ev(RawKind::ArgStr, key, text.len() as u64),
+            bytes(&text[..12]),
+            bytes(&text[12..]),
+            // A string cut short by bad input ends at the next record.
+            ev(RawKind::ArgStr, key, 100),
+            bytes(b"cut short ab"),
+            RawEvent::end(RawEvent::end_key(step, 1), 9),
+        ],
+        10,
+    );
+    let args: Vec<String> = trace.threads[0]
+        .args_of(0)
+        .iter()
+        .map(|a| format!("{}={}", a.key, a.value))
+        .collect();
+    assert_eq!(args, ["call=42", "call=hello, world!", "call=cut short ab"]);
+}
