@@ -467,9 +467,9 @@ pub mod __private {
     /// scope's dynamic name or arguments must be evaluated. One relaxed load when neither.
     #[inline(always)]
     pub fn active() -> bool {
-        use crate::record::registry;
+        use crate::record::{registry, thread};
         let generation = registry::generation();
-        generation != 0 && (registry::observers_exist() || registry::thread_wants_at(generation))
+        generation != 0 && (registry::observers_exist() || thread::thread_wants_at(generation))
     }
 
     /// A callsite for a `static`: `scope!` and `#[profile]` put one at each call site.
@@ -522,7 +522,7 @@ pub mod __private {
 
     /// Chunks allocated and not freed, process-wide.
     pub fn live_chunks() -> usize {
-        crate::record::buffer::live_chunks()
+        crate::record::chunk::live_chunks()
     }
 
     /// Threads in the registry (live, or exited with events still needed).

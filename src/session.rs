@@ -9,6 +9,7 @@ use crate::record::clock::{self, Calibration};
 use crate::record::pool;
 use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
+use crate::record::thread;
 use crate::report::Report;
 use crate::table::Table;
 use crate::trace::Trace;
@@ -221,7 +222,7 @@ impl Profiler {
         pool::prepare();
         let members = match self.inner.config.threads {
             Threads::All => Members::All,
-            Threads::Joined => match (state.members.take(), registry::current_entry()) {
+            Threads::Joined => match (state.members.take(), thread::current_entry()) {
                 (Some(members), _) => members,
                 (None, Some(me)) => Members::Threads(vec![(me.id, 0)]),
                 (None, None) => Members::Threads(Vec::new()),
@@ -278,7 +279,7 @@ impl Profiler {
     /// until the session stops (and after restarts). Has no effect on an all-threads session
     /// other than making it this thread's [`Profiler::current`].
     pub fn join_current_thread(&self) {
-        if let Some(me) = registry::current_entry() {
+        if let Some(me) = thread::current_entry() {
             registry::join_session(self.inner.id, me.id, clock::now());
         }
         self.push_on_stack();

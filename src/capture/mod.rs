@@ -7,8 +7,8 @@
 //! records). Decoding a capture into a
 //! [`Trace`](crate::trace::Trace) is the next stage's job ([`Capture::decode`]).
 
-use crate::record::buffer::SharedChunk;
 use crate::record::callsite::{self, Callsite};
+use crate::record::chunk::SharedChunk;
 use crate::record::clock::{self, Calibration};
 use crate::record::event::RawEvent;
 use crate::record::pool;
@@ -246,7 +246,7 @@ impl Capture {
                 name: None,
                 from_tick: 0,
                 chunks: records
-                    .chunks(crate::record::buffer::CHUNK_EVENTS)
+                    .chunks(crate::record::chunk::CHUNK_EVENTS)
                     .map(|c| SharedChunk::from_records(id, c).expect("fits one chunk"))
                     .collect(),
             })

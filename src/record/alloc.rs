@@ -3,7 +3,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 
 use crate::record::event::RawKind;
-use crate::record::{clock, registry};
+use crate::record::{clock, thread};
 
 /// Wraps a [`GlobalAlloc`] (by default [`System`]) and records every allocation and free
 /// while a session that tracks memory ([`Config::track_memory`](crate::Config::track_memory))
@@ -61,8 +61,8 @@ impl<A> TrackingAlloc<A> {
 /// Records the allocation of `layout` at `ptr`, if it succeeded and memory is tracked.
 #[inline(always)]
 fn allocated(ptr: *mut u8, size: usize) {
-    if registry::memory_on() && !ptr.is_null() {
-        registry::record_memory(RawKind::Alloc, size, ptr as usize);
+    if thread::memory_on() && !ptr.is_null() {
+        thread::record_memory(RawKind::Alloc, size, ptr as usize);
     }
 }
 
@@ -87,8 +87,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if registry::memory_on() {
-            registry::record_memory(RawKind::Free, layout.size(), ptr as usize);
+        if thread::memory_on() {
+            thread::record_memory(RawKind::Free, layout.size(), ptr as usize);
         }
         // SAFETY: forwarded with the caller's guarantees on `ptr` and `layout`.
         unsafe { self.inner.dealloc(ptr, layout) }
@@ -96,7 +96,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !registry::memory_on() {
+        if !thread::memory_on() {
             // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
             return unsafe { self.inner.realloc(ptr, layout, new_size) };
         }
@@ -108,7 +108,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
         // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
         let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
         if !new.is_null() {
-            registry::record_realloc(
+            thread::record_realloc(
                 layout.size(),
                 ptr as usize,
                 freed_at,

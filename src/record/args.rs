@@ -19,7 +19,7 @@ use crate::record::scope::ScopeGuard;
 use crate::record::value::{
     ArgReader, ArgType, BYTES_PER_RECORD, ENTRY_RECORDS, LEAD_RECORDS, MAX_STR, Value,
 };
-use crate::record::{clock, registry};
+use crate::record::{clock, thread};
 
 /// The records of a scope entry with arguments, built on the stack while recording. Made by
 /// `scope!` with arguments; not public API.
@@ -171,7 +171,7 @@ impl Args {
     pub fn enter(mut self, callsite: &'static Callsite, link: Option<&Link>) -> ScopeGuard {
         let followed = link.copied().filter(Link::is_recorded);
         let observed = ScopeGuard::observe_with(callsite, followed, || self.decode());
-        if !registry::thread_wants() {
+        if !thread::thread_wants() {
             return ScopeGuard::observed_only(observed);
         }
         let id = callsite.id();
@@ -189,7 +189,7 @@ impl Args {
             }
         };
         // SAFETY: `start <= LEAD`, and the lead slots from `start` on were just written.
-        registry::push_all(unsafe { self.written(start) });
+        thread::push_all(unsafe { self.written(start) });
         ScopeGuard::opened(id, tick).with_observed(observed)
     }
 }

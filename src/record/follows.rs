@@ -5,7 +5,7 @@ use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::link::Link;
 use crate::record::scope::ScopeGuard;
-use crate::record::{clock, registry};
+use crate::record::{clock, thread};
 
 impl ScopeGuard {
     /// Enters a scope for a static callsite that follows from `link`; made by
@@ -16,12 +16,12 @@ impl ScopeGuard {
             return Self::enter(callsite);
         }
         let observed = Self::observe(callsite, Some(*link));
-        if !registry::thread_wants() {
+        if !thread::thread_wants() {
             return Self::observed_only(observed);
         }
         let id = callsite.id();
         let tick = clock::now();
-        registry::push_all(&RawEvent::begin_follows(
+        thread::push_all(&RawEvent::begin_follows(
             id,
             tick,
             link.thread(),
@@ -45,7 +45,7 @@ impl SeqGuard {
     /// Enters a scope for a static callsite and numbers it.
     #[inline]
     pub(crate) fn enter(callsite: &'static Callsite) -> Self {
-        if !registry::thread_wants() {
+        if !thread::thread_wants() {
             let observed = ScopeGuard::observe(callsite, None);
             return Self {
                 guard: ScopeGuard::observed_only(observed),
@@ -53,12 +53,12 @@ impl SeqGuard {
             };
         }
         let id = callsite.id();
-        let (seq, thread) = registry::next_seq();
+        let (seq, thread) = thread::next_seq();
         let link = Link::new(seq, thread);
         // Observers hear of the entry before it is recorded, with the scope's own link.
         let observed = ScopeGuard::observe(callsite, Some(link));
         let tick = clock::now();
-        registry::push_all(&[
+        thread::push_all(&[
             RawEvent::begin(id, tick),
             RawEvent::new(RawKind::Link, seq, tick),
         ]);

@@ -1,7 +1,7 @@
 //! Links between a scope and the scopes that follow from it on other threads (PyTorch's
 //! sequence number plus forward thread id, generalised to any hand-off of work).
 
-use crate::record::registry;
+use crate::record::thread;
 
 /// Where a piece of work was created: a sequence number from its thread's counter and that
 /// thread's id. Capture it with [`link()`] (or take a sequenced scope's own, [`SeqGuard::link`](crate::SeqGuard::link)),
@@ -72,7 +72,7 @@ pub fn link() -> Link {
     if !cfg!(feature = "enabled") {
         return Link::NONE;
     }
-    match registry::capture_link() {
+    match thread::capture_link() {
         Some((seq, thread)) => Link::new(seq, thread),
         None => Link::NONE,
     }

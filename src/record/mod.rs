@@ -12,6 +12,7 @@ pub(crate) mod args;
 pub mod buffer;
 #[cfg(not(loom))]
 pub(crate) mod callsite;
+pub mod chunk;
 #[cfg(not(loom))]
 pub mod clock;
 pub mod event;
@@ -30,5 +31,7 @@ pub(crate) mod scope;
 pub(crate) mod sync;
 #[cfg(not(loom))]
 pub(crate) mod task;
+#[cfg(not(loom))]
+pub(crate) mod thread;
 #[cfg(not(loom))]
 pub(crate) mod value;

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::record::callsite::Callsite;
 use crate::record::link::Link;
-use crate::record::registry;
 use crate::record::value::Value;
+use crate::record::{registry, thread};
 
 /// Whether an [`ObservedScope`] is an entry or an exit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,7 +193,7 @@ fn deliver(open: &Open, phase: Phase) {
     let event = ObservedScope {
         phase,
         callsite: open.callsite,
-        thread: registry::thread_id(),
+        thread: thread::thread_id(),
         link: open.link,
         args: &open.args,
     };

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use crossbeam_queue::ArrayQueue;
 
-use crate::record::buffer::{Chunk, ChunkBox};
+use crate::record::chunk::{Chunk, ChunkBox};
 
 /// Chunks kept for reuse: 1024 × 64 KiB = 64 MiB at most, and only as many as sessions have
 /// used. Recording into fresh memory costs a page fault per 4 KiB (on a VM about 14 ns per

@@ -7,7 +7,7 @@ use crate::record::callsite::{self, Callsite};
 use crate::record::event::RawEvent;
 use crate::record::link::Link;
 use crate::record::value::Value;
-use crate::record::{observe, registry};
+use crate::record::{observe, registry, thread};
 
 /// Records a scope from its creation to its drop. Made by [`scope!`](crate::scope!).
 ///
@@ -40,7 +40,7 @@ impl ScopeGuard {
             return Self::inactive();
         }
         let observed = Self::observe(callsite, None);
-        let guard = if registry::thread_wants_at(generation) {
+        let guard = if thread::thread_wants_at(generation) {
             Self::begin(callsite.id())
         } else {
             Self::inactive()
@@ -82,7 +82,7 @@ impl ScopeGuard {
         } else {
             0
         };
-        let guard = if registry::thread_wants() {
+        let guard = if thread::thread_wants() {
             Self::begin(id)
         } else {
             Self::inactive()
@@ -128,14 +128,14 @@ impl ScopeGuard {
 
     #[inline(always)]
     fn begin(id: u32) -> Self {
-        let tick = registry::push_begin(id);
+        let tick = thread::push_begin(id);
         Self::opened(id, tick)
     }
 
     /// A guard for a scope whose entry the caller has just recorded, stamped `tick`.
     #[inline(always)]
     pub(crate) fn opened(id: u32, tick: u64) -> Self {
-        // Without the `enabled` feature no thread records (see `registry::thread_wants_at`),
+        // Without the `enabled` feature no thread records (see `thread::thread_wants_at`),
         // so this is never reached with an entry to close.
         #[cfg(not(feature = "enabled"))]
         let _ = tick;
@@ -155,7 +155,7 @@ impl Drop for ScopeGuard {
     fn drop(&mut self) {
         #[cfg(feature = "enabled")]
         if self.id != 0 {
-            registry::push(RawEvent::end(self.key, crate::record::clock::now()));
+            thread::push(RawEvent::end(self.key, crate::record::clock::now()));
         }
         #[cfg(feature = "enabled")]
         if self.observed != 0 {

@@ -10,7 +10,7 @@ use std::pin::pin;
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::scope::ScopeGuard;
-use crate::record::{clock, registry};
+use crate::record::{clock, thread};
 
 /// The logical span of one async call; ends (recording an end) when dropped, whether the call
 /// completed or was cancelled.
@@ -25,8 +25,8 @@ impl AsyncCall {
     /// Begins a span now if a session wants this thread.
     #[inline]
     pub fn begin(callsite: &'static Callsite) -> Self {
-        let span = if registry::thread_wants() {
-            let span = registry::next_span_id();
+        let span = if thread::thread_wants() {
+            let span = thread::next_span_id();
             push_tagged(RawKind::AsyncBegin, callsite.id(), span);
             span
         } else {
@@ -38,7 +38,7 @@ impl AsyncCall {
     /// Opens the slice of one poll on this thread; it closes when the guard drops.
     #[inline]
     pub fn poll(&self) -> ScopeGuard {
-        if registry::thread_wants() {
+        if thread::thread_wants() {
             let id = self.callsite.id();
             let tick = push_tagged(RawKind::PollBegin, id, self.span);
             ScopeGuard::opened(id, tick)
@@ -50,7 +50,7 @@ impl AsyncCall {
 
 impl Drop for AsyncCall {
     fn drop(&mut self) {
-        if self.span != 0 && registry::thread_wants() {
+        if self.span != 0 && thread::thread_wants() {
             push_tagged(RawKind::AsyncEnd, self.callsite.id(), self.span);
         }
     }
@@ -61,7 +61,7 @@ impl Drop for AsyncCall {
 #[inline]
 fn push_tagged(kind: RawKind, id: u32, payload: u32) -> u64 {
     let tick = clock::now();
-    registry::push_all(&[RawEvent::new(kind, id, tick), RawEvent::payload(payload, 0)]);
+    thread::push_all(&[RawEvent::new(kind, id, tick), RawEvent::payload(payload, 0)]);
     tick
 }
 

@@ -1,0 +1,344 @@
+//! Chunks: fixed blocks of 16-byte records, laid out as the event chunks of a capture, and
+//! the handles that own or share them.
+//!
+//! A chunk is laid out as the capture format's event chunk (IREE's instrumentation chunks are
+//! the model): 16 bytes of bookkeeping, then a 16-byte [`ChunkHeader`] (magic, type, version,
+//! content length), the thread id and 8 reserved bytes, and the records; from the header on,
+//! the memory is the chunk as a capture file holds it.
+//!
+//! Ownership is explicit: a [`ChunkBox`] is a chunk's only owner (fresh, pooled, or given
+//! back); once linked into a buffer, the chunk is shared by counting its holders (the
+//! buffer's list while linked, and every [`SharedChunk`]); the last holder to let go gets it
+//! back as a [`ChunkBox`].
+
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicUsize as LiveCount;
+
+use crate::record::event::RawEvent;
+use crate::record::sync::{AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+
+/// Events per chunk: 4096 × 16 bytes = 64 KiB (3 under loom, to reach chunk switches quickly).
+pub const CHUNK_EVENTS: usize = if cfg!(loom) { 3 } else { 4096 };
+
+/// The magic number that starts every chunk of a capture: `TSCP` in little-endian byte order.
+pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"TSCP");
+/// Chunk type of a thread's event chunk.
+pub const EVENT_CHUNK: u16 = 5;
+/// Version of the event chunk layout.
+pub const EVENT_CHUNK_VERSION: u16 = 1;
+/// Bytes of an event chunk's content before its records: the thread id and 8 reserved bytes.
+pub const EVENT_PREFIX: u64 = 16;
+/// Bytes per record.
+const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
+
+/// Chunks allocated and not yet freed, wherever they are (a buffer, a capture, the pool).
+static LIVE: LiveCount = LiveCount::new(0);
+
+/// Number of chunks allocated and not freed.
+pub fn live_chunks() -> usize {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The 16-byte header that starts every chunk, in memory and in capture files: magic, type,
+/// version, and the length in bytes of the content that follows (little-endian on disk).
+#[repr(C)]
+pub struct ChunkHeader {
+    magic: u32,
+    kind: u16,
+    version: u16,
+    /// Content length in bytes: [`EVENT_PREFIX`] plus 16 per published record. Only the writer
+    /// stores it (`Release`): this is the publication of the chunk's records.
+    length: AtomicU64,
+}
+
+/// A fixed-capacity block of event slots, laid out as an event chunk of the capture format.
+#[repr(C, align(16))]
+pub struct Chunk {
+    /// The next (newer) chunk of the same buffer; read and written only under its mutex.
+    pub(crate) next: UnsafeCell<Option<ChunkPtr>>,
+    /// Holders: 1 for the buffer's list while the chunk is linked, plus one per [`SharedChunk`].
+    pub(crate) holders: AtomicUsize,
+    header: ChunkHeader,
+    /// The id of the thread whose events these are; set while the chunk has a single owner.
+    thread: u64,
+    reserved: u64,
+    slots: [UnsafeCell<MaybeUninit<RawEvent>>; CHUNK_EVENTS],
+}
+
+impl Chunk {
+    /// Number of published slots.
+    pub(crate) fn published(&self) -> usize {
+        let length = self.header.length.load(Ordering::Acquire);
+        ((length.saturating_sub(EVENT_PREFIX)) / RECORD) as usize
+    }
+
+    /// Writes `events` into the slots from `pos` on and publishes them together, so that a
+    /// reader sees all of them or none.
+    ///
+    /// # Safety
+    /// Only the chunk's single writer may call this, with `pos` equal to the number of
+    /// published slots and `pos + events.len() <= CHUNK_EVENTS`.
+    #[inline(always)]
+    pub(crate) unsafe fn write_all(&self, pos: usize, events: &[RawEvent]) {
+        debug_assert!(pos + events.len() <= CHUNK_EVENTS);
+        for (i, &event) in events.iter().enumerate() {
+            // SAFETY: the caller guarantees `pos + i < CHUNK_EVENTS`.
+            let slot = unsafe { self.slots.get_unchecked(pos + i) };
+            // SAFETY: the slot is unpublished, so no reader looks at it, and we are its only
+            // writer.
+            slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
+        }
+        let length = EVENT_PREFIX + (pos + events.len()) as u64 * RECORD;
+        self.header.length.store(length, Ordering::Release);
+    }
+
+    /// The first `len` slots.
+    ///
+    /// # Safety
+    /// `len` is at most the number of published slots seen with `Acquire`, and the chunk stays
+    /// allocated, unrecycled, for `'a`.
+    unsafe fn records(&self, len: usize) -> &[RawEvent] {
+        #[cfg(not(loom))]
+        {
+            let slots = &self.slots[..len];
+            // SAFETY: published slots were written before the `Release` store the caller
+            // synchronised with and are never written again while a holder exists; the shim's
+            // `UnsafeCell` and `MaybeUninit` are `repr(transparent)`, so a slot has the
+            // layout of a `RawEvent`.
+            unsafe { &*(std::ptr::from_ref(slots) as *const [RawEvent]) }
+        }
+        #[cfg(loom)]
+        {
+            // Under loom every slot access goes through the model; leak a copy per read (the
+            // model's chunks are three slots).
+            let copy: Vec<RawEvent> = self.slots[..len]
+                .iter()
+                // SAFETY: as above.
+                .map(|slot| slot.with(|p| unsafe { *(*p).assume_init_ref() }))
+                .collect();
+            Box::leak(copy.into_boxed_slice())
+        }
+    }
+
+    /// Tick of the last published event, if any. Events that carry data in their tick field
+    /// ([`RawKind::carries_data`](crate::record::event::RawKind::carries_data)) are published
+    /// together with the event before them, whose tick counts.
+    pub(crate) fn last_tick(&self) -> Option<u64> {
+        let len = self.published();
+        // SAFETY: `len` was just loaded with `Acquire`; the caller holds the chunk.
+        let records = unsafe { self.records(len) };
+        records
+            .iter()
+            .rev()
+            .find(|e| !e.kind.carries_data())
+            .map(|e| e.tick)
+    }
+}
+
+/// A pointer to a chunk in a buffer's list: it owns nothing by itself (the holder count says
+/// who keeps the chunk alive), and only the buffer follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkPtr(pub(crate) NonNull<Chunk>);
+
+impl ChunkPtr {
+    /// # Safety
+    /// The chunk is still held by someone (the list, or a [`SharedChunk`]).
+    #[inline(always)]
+    pub(crate) unsafe fn get<'a>(self) -> &'a Chunk {
+        // SAFETY: the caller guarantees the chunk is alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// The only owner of a chunk that is in no list and held by nobody else: fresh from the
+/// allocator, waiting in the pool, or given back by its last holder. Dropping it frees the
+/// chunk.
+#[derive(Debug)]
+pub struct ChunkBox(NonNull<Chunk>);
+
+// SAFETY: a `ChunkBox` is the chunk's only handle; moving it to another thread moves that
+// ownership, and a chunk is plain memory plus atomics.
+unsafe impl Send for ChunkBox {}
+
+impl ChunkBox {
+    /// Allocates an empty chunk. Its slot memory is not touched.
+    pub fn alloc() -> Self {
+        let header = || ChunkHeader {
+            magic: CHUNK_MAGIC,
+            kind: EVENT_CHUNK,
+            version: EVENT_CHUNK_VERSION,
+            length: AtomicU64::new(EVENT_PREFIX),
+        };
+        #[cfg(not(loom))]
+        let boxed = {
+            let mut boxed = Box::<Chunk>::new_uninit();
+            let p = boxed.as_mut_ptr();
+            // SAFETY: `p` points to an allocation for a `Chunk`; we initialise every field
+            // but `slots`, which holds `MaybeUninit`s, for which uninitialised memory is valid.
+            unsafe {
+                std::ptr::addr_of_mut!((*p).next).write(UnsafeCell::new(None));
+                std::ptr::addr_of_mut!((*p).holders).write(AtomicUsize::new(0));
+                std::ptr::addr_of_mut!((*p).header).write(header());
+                std::ptr::addr_of_mut!((*p).thread).write(0);
+                std::ptr::addr_of_mut!((*p).reserved).write(0);
+                boxed.assume_init()
+            }
+        };
+        #[cfg(loom)]
+        let boxed = Box::new(Chunk {
+            next: UnsafeCell::new(None),
+            holders: AtomicUsize::new(0),
+            header: header(),
+            thread: 0,
+            reserved: 0,
+            slots: std::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+        });
+        LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(NonNull::from(Box::leak(boxed)))
+    }
+
+    /// Writes one byte in every page of the slot memory so that the writer does not pay the
+    /// page faults.
+    #[cfg(not(loom))]
+    pub fn touch(&mut self) {
+        const PAGE: usize = 4096;
+        const SLOT_BYTES: usize = CHUNK_EVENTS * std::mem::size_of::<RawEvent>();
+        // SAFETY: in bounds of the allocation; no reference is created.
+        let slots = unsafe { std::ptr::addr_of_mut!((*self.0.as_ptr()).slots) }.cast::<u8>();
+        for offset in (0..SLOT_BYTES).step_by(PAGE) {
+            // SAFETY: `offset` is inside the slot array, we own the chunk, and slot bytes are
+            // `MaybeUninit`, so any value is valid there.
+            unsafe { slots.add(offset).write_volatile(0) };
+        }
+    }
+
+    /// Empties the chunk so it can be reused.
+    pub fn reset(&mut self) {
+        let chunk = self.get_mut();
+        chunk.header.length.store(EVENT_PREFIX, Ordering::Relaxed);
+        chunk.holders.store(0, Ordering::Relaxed);
+        // SAFETY: we are the only owner, so no one else touches `next`.
+        chunk.next.with_mut(|n| unsafe { *n = None });
+        chunk.thread = 0;
+    }
+
+    fn get_mut(&mut self) -> &mut Chunk {
+        // SAFETY: a `ChunkBox` is the chunk's only handle, so this is the only reference.
+        unsafe { self.0.as_mut() }
+    }
+
+    /// Gives up ownership to the holders' count, as the chunk of thread `thread` held once by
+    /// the returned pointer's keeper (a buffer's list).
+    pub(crate) fn into_held(mut self, thread: u64) -> ChunkPtr {
+        let chunk = self.get_mut();
+        chunk.thread = thread;
+        chunk.holders.store(1, Ordering::Relaxed);
+        ChunkPtr(ManuallyDrop::new(self).0)
+    }
+}
+
+impl Drop for ChunkBox {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::leak` in `alloc`, and we are its only owner.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Lets go of one hold on `chunk`; the last holder gets it back as a [`ChunkBox`].
+///
+/// # Safety
+/// The caller holds `chunk` (counted in `holders`) and does not use that hold again.
+pub(crate) unsafe fn release(chunk: ChunkPtr) -> Option<ChunkBox> {
+    // SAFETY: the caller's hold keeps the chunk alive until the decrement.
+    let holders = unsafe { chunk.get() }
+        .holders
+        .fetch_sub(1, Ordering::AcqRel);
+    // (Not `then_some`: building a `ChunkBox` that is then dropped would free the chunk.)
+    if holders == 1 {
+        Some(ChunkBox(chunk.0))
+    } else {
+        None
+    }
+}
+
+/// A capture's hold on a chunk: the first `len` records as they were when it was taken. The
+/// writer may go on filling later slots; the chunk is not recycled until every holder lets go.
+pub struct SharedChunk {
+    chunk: ChunkPtr,
+    len: usize,
+}
+
+// SAFETY: a `SharedChunk` only reads published slots, which are never written again while it
+// holds the chunk, and lets go through an atomic count.
+unsafe impl Send for SharedChunk {}
+// SAFETY: as for `Send`: every access through `&SharedChunk` is a read of immutable slots.
+unsafe impl Sync for SharedChunk {}
+
+impl SharedChunk {
+    /// A new hold on `ptr`'s first `len` records.
+    ///
+    /// # Safety
+    /// The caller holds `ptr` (the chunk is alive) and `len` records are published.
+    pub(crate) unsafe fn new(ptr: ChunkPtr, len: usize) -> Self {
+        // SAFETY: the caller's hold keeps the chunk alive.
+        unsafe { ptr.get() }.holders.fetch_add(1, Ordering::Relaxed);
+        Self { chunk: ptr, len }
+    }
+
+    /// A chunk of `records`, held by this handle alone (for captures made from records, not
+    /// recorded by a thread). `None` when they do not fit one chunk.
+    pub fn from_records(thread: u64, records: &[RawEvent]) -> Option<Self> {
+        if records.len() > CHUNK_EVENTS {
+            return None;
+        }
+        let mut chunk = ChunkBox::alloc();
+        // SAFETY: we own the chunk alone, nothing is published, and the records fit.
+        unsafe { chunk.get_mut().write_all(0, records) };
+        Some(Self {
+            chunk: chunk.into_held(thread),
+            len: records.len(),
+        })
+    }
+
+    fn chunk(&self) -> &Chunk {
+        // SAFETY: this handle's hold keeps the chunk alive.
+        unsafe { self.chunk.get() }
+    }
+
+    /// The records held, oldest first.
+    pub fn records(&self) -> &[RawEvent] {
+        // SAFETY: `len` was published (seen with `Acquire`) when the hold was taken, and the
+        // hold keeps the chunk alive and unrecycled.
+        unsafe { self.chunk().records(self.len) }
+    }
+
+    /// The id of the thread that wrote the chunk.
+    pub fn thread(&self) -> u64 {
+        self.chunk().thread
+    }
+
+    /// Lets go of the chunk; returns it when this was the last hold, to recycle.
+    pub fn release(self) -> Option<ChunkBox> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: this handle holds the chunk and is consumed.
+        unsafe { release(this.chunk) }
+    }
+}
+
+impl Drop for SharedChunk {
+    fn drop(&mut self) {
+        // SAFETY: this handle holds the chunk and is going away. The last hold frees it.
+        drop(unsafe { release(self.chunk) });
+    }
+}
+
+impl std::fmt::Debug for SharedChunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedChunk")
+            .field("thread", &self.thread())
+            .field("records", &self.len)
+            .finish()
+    }
+}
