@@ -36,6 +36,7 @@ const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
 static LIVE: LiveCount = LiveCount::new(0);
 
 /// Number of chunks allocated and not freed.
+#[cfg_attr(loom, allow(dead_code))]
 pub fn live_chunks() -> usize {
     LIVE.load(std::sync::atomic::Ordering::Relaxed)
 }
