@@ -91,7 +91,7 @@ fn main() -> std::io::Result<()> {
         memory.events.len() - allocs
     );
     let path = Path::new(&out_dir).join("allocations.json");
-    prof.write_chrome_trace_with(&path, &Options::new().allocation_instants(true))?;
+    prof.write(&path, &Options::new().allocation_instants(true))?;
     println!("wrote {}", path.display());
     Ok(())
 }

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use tickscope::export::chrome::{Options, TimeOrigin};
+use tickscope::export::chrome::{self, TimeOrigin};
+use tickscope::export::{folded, kineto};
 use tickscope::{Profiler, scope};
 
 fn fib(n: u32) -> u64 {
@@ -41,9 +42,12 @@ fn main() -> std::io::Result<()> {
     let gz = Path::new(&out_dir).join("chrome_trace.unix.json.gz");
     let kineto = Path::new(&out_dir).join("chrome_trace.kineto.json");
     prof.write_chrome_trace(&json)?;
-    prof.write_chrome_trace_with(&gz, &Options::new().time_origin(TimeOrigin::UnixEpoch))?;
-    prof.write_chrome_trace_with(&kineto, &Options::new().kineto(0, 1))?;
-    prof.write_folded(&folded)?;
+    prof.write(
+        &gz,
+        &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+    )?;
+    prof.write(&kineto, &kineto::Options::new(0, 1))?;
+    prof.write(&folded, &folded::Options::new())?;
     println!("wrote {} (open in https://ui.perfetto.dev)", json.display());
     println!("wrote {} (gzipped, Unix-epoch timestamps)", gz.display());
     println!("wrote {} (Kineto dialect)", kineto.display());

@@ -345,47 +345,37 @@ impl Profiler {
         report
     }
 
-    /// Writes [`Profiler::trace`] as Chrome Trace Event JSON (open it in ui.perfetto.dev or
-    /// chrome://tracing), gzipped when `path` ends in `.gz`. The file appears only when
-    /// complete: it is written beside `path` and renamed into place, so an error never leaves a
-    /// truncated file.
-    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
-        self.write_chrome_trace_with(path, &crate::export::chrome::Options::default())
-    }
-
-    /// [`Profiler::write_chrome_trace`] with [`Options`](crate::export::chrome::Options):
-    /// absolute Unix-epoch timestamps, or the Kineto (PyTorch profiler) dialect.
-    pub fn write_chrome_trace_with(
+    /// Writes [`Profiler::trace`] to the file at `path` in `format`: any of the
+    /// [`export`](crate::export) formats ([`chrome::Options`](crate::export::chrome::Options),
+    /// [`kineto::Options`](crate::export::kineto::Options),
+    /// [`folded::Options`](crate::export::folded::Options), `flamegraph::Options`) or one of
+    /// your own ([`Format`](crate::export::Format)). Gzipped when `path` ends in `.gz`. The
+    /// file appears only when complete: it is written beside `path` and renamed into place, so
+    /// an error never leaves a truncated file (see
+    /// [`export::write_file`](crate::export::write_file)).
+    ///
+    /// ```no_run
+    /// use tickscope::export::{chrome, folded};
+    ///
+    /// let prof = tickscope::Profiler::start();
+    /// prof.stop();
+    /// prof.write("trace.json", &chrome::Options::new().allocation_instants(true))?;
+    /// prof.write("stacks.folded", &folded::Options::new())?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write(
         &self,
         path: impl AsRef<std::path::Path>,
-        options: &crate::export::chrome::Options,
+        format: &(impl crate::export::Format + ?Sized),
     ) -> std::io::Result<()> {
-        let trace = self.trace();
-        crate::export::atomic_write(path.as_ref(), |mut out| {
-            crate::export::chrome::write_with(&trace, &mut out, options)
-        })
+        crate::export::write_file(&self.trace(), path, format)
     }
 
-    /// Writes [`Profiler::trace`] as folded stacks (`outer;inner;leaf <self ns>`, all threads
-    /// merged) for flamegraph tools such as inferno; same atomic-write guarantee as
-    /// [`Profiler::write_chrome_trace`]. See [`export::folded`](crate::export::folded) for
-    /// per-thread stacks.
-    pub fn write_folded(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
-        let trace = self.trace();
-        crate::export::atomic_write(path.as_ref(), |mut out| {
-            crate::export::folded::write(&trace, &mut out, Default::default())
-        })
-    }
-
-    /// Draws [`Profiler::trace`] as an SVG flame graph (all threads merged; titled "tickscope")
-    /// with inferno; same atomic-write guarantee as [`Profiler::write_chrome_trace`]. Needs
-    /// the `flamegraph` cargo feature.
-    #[cfg(feature = "flamegraph")]
-    pub fn write_flamegraph(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
-        let trace = self.trace();
-        crate::export::atomic_write(path.as_ref(), |mut out| {
-            crate::export::flamegraph::write(&trace, &mut out, "tickscope", Default::default())
-        })
+    /// Writes [`Profiler::trace`] as Chrome Trace Event JSON (open it in ui.perfetto.dev or
+    /// chrome://tracing), gzipped when `path` ends in `.gz`: shorthand for
+    /// [`Profiler::write`] with the default [`chrome::Options`](crate::export::chrome::Options).
+    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        self.write(path, &crate::export::chrome::Options::default())
     }
 
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort

@@ -1,12 +1,14 @@
-//! The text table of [`Profiler::table`](crate::Profiler::table): flat, per thread, or as a
-//! call tree.
+//! The text table of [`Profiler::table`](crate::Profiler::table): flat, per thread, split by
+//! origin or argument, or as a call tree. Formatting only: the rows come from
+//! [`Report`] and the call tree from the report module.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::report::{LiveAtStop, Report, ScopeStats};
-use crate::trace::{SpanKind, Trace};
+use crate::report::tree::CallTree;
+use crate::report::{LiveAtStop, Report, ScopeStats, Split};
+use crate::trace::Trace;
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -57,18 +59,24 @@ impl SortBy {
     }
 }
 
-/// A printable table of a session's scopes; build it with [`Profiler::table`](crate::Profiler::table)
-/// and adjust it with the builder methods, then print it with `{}`.
+/// A printable table of a session's scopes; build it with
+/// [`Profiler::table`](crate::Profiler::table) and adjust it with the builder methods, then
+/// print it with `{}`.
 ///
 /// Columns: name, calls, total, self, avg, min, max, p50, p99 and total as a percentage of the
 /// session's wall time. A `*` after a name marks scopes still open at stop. When the session
 /// tracked memory, five more: bytes allocated (child scopes included), bytes allocated by the
 /// scope itself, allocation count, bytes freed and the largest call's peak; and below the
-/// table, the memory still live at stop by allocating scope.
+/// table, the memory live at stop (allocated in the window and not freed) by allocating scope
+/// ([`LiveAtStop`]).
 ///
 /// The footer gives the wall time, threads, scopes and dropped events, and for a table made
 /// by [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
 /// window ([`Report::observer_panics`]) if there were any.
+///
+/// Rows split one way at a time: by thread ([`Table::by_thread`]), else by origin
+/// ([`Table::by_origin`]), else by an argument ([`Table::by_arg`]); the call tree
+/// ([`Table::tree`]) splits by thread only.
 #[must_use]
 #[derive(Clone, Debug)]
 pub struct Table {
@@ -77,9 +85,22 @@ pub struct Table {
     limit: Option<usize>,
     by_thread: bool,
     by_origin: bool,
+    /// The argument whose values split the rows.
+    by_arg: Option<String>,
     tree: bool,
     /// Shown in the footer when not 0.
     observer_panics: u64,
+}
+
+/// A table ready to print.
+struct Rows<'a> {
+    headers: Vec<&'a str>,
+    rows: Vec<Vec<String>>,
+    /// Columns aligned left (names, threads, labels); the rest are numbers, aligned right.
+    left: usize,
+    /// Calls still open at stop among the rows shown.
+    open: u64,
+    live: Vec<LiveAtStop>,
 }
 
 impl Table {
@@ -91,6 +112,7 @@ impl Table {
             limit: None,
             by_thread: false,
             by_origin: false,
+            by_arg: None,
             tree: false,
             observer_panics: 0,
         }
@@ -128,6 +150,28 @@ impl Table {
         self
     }
 
+    /// Splits the rows of scopes that recorded argument `key` (`scope!("name", key = value)`)
+    /// by its value, shown in a column headed `key` (see [`Report::by_arg`]); calls without
+    /// the argument keep one row per name, with an empty cell. Ignored when split by thread or
+    /// by origin.
+    ///
+    /// ```
+    /// use tickscope::{Profiler, scope};
+    ///
+    /// let prof = Profiler::builder().current_thread().start();
+    /// for bytes in [512u32, 4096, 512] {
+    ///     let _g = scope!("read", bytes = bytes);
+    /// }
+    /// prof.stop();
+    /// let table = prof.table().by_arg("bytes").to_string();
+    /// assert!(table.starts_with("Name  bytes  Calls"));
+    /// assert_eq!(table.lines().filter(|l| l.starts_with("read")).count(), 2);
+    /// ```
+    pub fn by_arg(mut self, key: impl Into<String>) -> Self {
+        self.by_arg = Some(key.into());
+        self
+    }
+
     /// Shows the call tree: each distinct call path once, indented under its caller, with its
     /// calls, total and self time. Children sort by total time. The polls of an async call
     /// appear where they ran, marked `(poll)`, and count polls rather than calls.
@@ -136,33 +180,28 @@ impl Table {
         self
     }
 
+    /// How the flat table splits a name's rows beyond threads: the column after the name.
+    fn split(&self) -> Split<'_> {
+        match &self.by_arg {
+            _ if self.by_thread => Split::None,
+            _ if self.by_origin => Split::Origin,
+            Some(key) => Split::Arg(key),
+            None => Split::None,
+        }
+    }
+
     fn thread_name(&self, id: Option<u64>) -> String {
         let thread = id.and_then(|id| self.trace.threads.iter().find(|t| t.id == id));
         thread.map_or_else(String::new, |t| t.display_name())
     }
 
-    /// Headers, rows, calls open at stop, and the leak view.
-    fn flat_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<LiveAtStop>) {
-        let by_origin = self.by_origin && !self.by_thread;
-        let report = if self.by_thread {
-            Report::by_thread(&self.trace)
-        } else if by_origin {
-            Report::by_origin(&self.trace)
-        } else {
-            Report::new(&self.trace)
-        };
+    /// The rows of the report, sorted and limited.
+    fn flat_rows(&self) -> Rows<'_> {
+        let split = self.split();
+        let report = Report::build(&self.trace, self.by_thread, split);
         let mut rows: Vec<&ScopeStats> = report.rows().iter().collect();
         let sort = self.sort;
-        rows.sort_by(|a, b| {
-            let by_key = match sort {
-                SortBy::Name => a.name.cmp(b.name),
-                _ => sort.key(b).cmp(&sort.key(a)).then(a.name.cmp(b.name)),
-            };
-            a.thread
-                .cmp(&b.thread)
-                .then(by_key)
-                .then(a.caused_by.cmp(&b.caused_by))
-        });
+        rows.sort_by(|a, b| a.cmp_by(b, |row| sort.key(row)));
         let mut shown: HashMap<Option<u64>, usize> = HashMap::new();
         let mut out = Vec::new();
         let mut open = 0;
@@ -173,14 +212,15 @@ impl Table {
             }
             *n += 1;
             open += row.open_at_stop;
-            let mut cells = Vec::with_capacity(11);
+            let mut cells = Vec::with_capacity(17);
             if self.by_thread {
                 cells.push(self.thread_name(row.thread));
             }
-            let marker = if row.open_at_stop > 0 { " *" } else { "" };
-            cells.push(format!("{}{marker}", row.name));
-            if by_origin {
-                cells.push(row.caused_by.unwrap_or("").to_owned());
+            cells.push(name_cell(row.name, 0, false, row.open_at_stop));
+            match split {
+                Split::None => {}
+                Split::Origin => cells.push(row.caused_by.unwrap_or("").to_owned()),
+                Split::Arg(_) => cells.push(row.arg.clone().unwrap_or_default()),
             }
             cells.push(row.calls.to_string());
             for ns in [
@@ -194,7 +234,7 @@ impl Table {
             ] {
                 cells.push(format_ns(ns));
             }
-            cells.push(format!("{:.1}", row.percent));
+            cells.push(format_percent(row.percent));
             if let Some(m) = row.memory {
                 cells.push(format_bytes(m.alloc_bytes));
                 cells.push(format_bytes(m.self_alloc_bytes));
@@ -204,34 +244,35 @@ impl Table {
             }
             out.push(cells);
         }
-        let mut headers = vec![
-            "Name", "Calls", "Total", "Self", "Avg", "Min", "Max", "P50", "P99", "%",
-        ];
+        let mut headers = vec!["Name"];
+        match split {
+            Split::None => {}
+            Split::Origin => headers.push("Caused by"),
+            Split::Arg(key) => headers.push(key),
+        }
+        let left = headers.len();
+        headers.extend([
+            "Calls", "Total", "Self", "Avg", "Min", "Max", "P50", "P99", "%",
+        ]);
         if self.trace.memory.is_some() {
             headers.extend(["Alloc", "Self alloc", "Allocs", "Freed", "Peak"]);
         }
-        if by_origin {
-            headers.insert(1, "Caused by");
-        }
-        if self.by_thread {
-            headers.insert(0, "Thread");
-        }
-        (headers, out, open, report.live_at_stop)
+        self.with_thread_column(Rows {
+            headers,
+            rows: out,
+            left,
+            open,
+            live: report.live_at_stop,
+        })
     }
 
-    fn tree_rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>, u64, Vec<LiveAtStop>) {
-        let tree = CallTree::build(&self.trace, self.by_thread);
-        let wall = self.trace.wall_ns();
+    /// The call tree's nodes, depth first, limited.
+    fn tree_rows(&self) -> Rows<'_> {
+        let tree = CallTree::new(&self.trace, self.by_thread);
         let mut out = Vec::new();
         let mut open = 0;
-        let mut stack: Vec<(usize, usize)> = tree.roots.iter().rev().map(|&r| (r, 0)).collect();
-        while let Some((index, depth)) = stack.pop() {
-            if self.limit.is_some_and(|limit| out.len() >= limit) {
-                break;
-            }
-            let node = &tree.nodes[index];
+        for (node, depth) in tree.walk().take(self.limit.unwrap_or(usize::MAX)) {
             open += node.open;
-            let marker = if node.open > 0 { " *" } else { "" };
             let mut cells = Vec::with_capacity(6);
             if self.by_thread {
                 cells.push(if depth == 0 {
@@ -240,39 +281,44 @@ impl Table {
                     String::new()
                 });
             }
-            let poll = if node.poll { " (poll)" } else { "" };
-            cells.push(format!("{}{}{poll}{marker}", "  ".repeat(depth), node.name));
+            cells.push(name_cell(node.name, depth, node.poll, node.open));
             cells.push(node.calls.to_string());
             cells.push(format_ns(node.total_ns));
-            cells.push(format_ns(node.total_ns.saturating_sub(node.children_ns)));
-            let pct = if wall == 0 {
-                0.0
-            } else {
-                node.total_ns as f64 * 100.0 / wall as f64
-            };
-            cells.push(format!("{pct:.1}"));
+            cells.push(format_ns(node.self_ns));
+            cells.push(format_percent(node.percent));
             out.push(cells);
-            stack.extend(node.children.iter().rev().map(|&c| (c, depth + 1)));
         }
-        let mut headers = vec!["Call tree", "Calls", "Total", "Self", "%"];
+        self.with_thread_column(Rows {
+            headers: vec!["Call tree", "Calls", "Total", "Self", "%"],
+            rows: out,
+            left: 1,
+            open,
+            live: LiveAtStop::of(&self.trace),
+        })
+    }
+
+    /// `rows` with the "Thread" header in front when split by thread (the cells are there).
+    fn with_thread_column<'a>(&self, mut rows: Rows<'a>) -> Rows<'a> {
         if self.by_thread {
-            headers.insert(0, "Thread");
+            rows.headers.insert(0, "Thread");
+            rows.left += 1;
         }
-        (headers, out, open, LiveAtStop::of(&self.trace))
+        rows
     }
 }
 
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (headers, rows, open, leaks) = if self.tree {
+        let Rows {
+            headers,
+            rows,
+            left,
+            open,
+            live,
+        } = if self.tree {
             self.tree_rows()
         } else {
             self.flat_rows()
-        };
-        let name_columns = if self.by_thread || (self.by_origin && !self.tree) {
-            2
-        } else {
-            1
         };
         let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
         for row in &rows {
@@ -283,7 +329,7 @@ impl fmt::Display for Table {
         let line = |f: &mut fmt::Formatter<'_>, cells: &[&str]| -> fmt::Result {
             for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
                 let sep = if i == 0 { "" } else { "  " };
-                if i < name_columns {
+                if i < left {
                     write!(f, "{sep}{cell:<width$}")?;
                 } else {
                     write!(f, "{sep}{cell:>width$}")?;
@@ -323,25 +369,39 @@ impl fmt::Display for Table {
                 plural(open)
             )?;
         }
-        if !leaks.is_empty() {
+        if !live.is_empty() {
             writeln!(f, "Live at stop (allocated in the window, not freed):")?;
-            let names: Vec<&str> = leaks
+            let names: Vec<&str> = live
                 .iter()
                 .map(|l| l.scope.unwrap_or("(no scope)"))
                 .collect();
             let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-            for (leak, name) in leaks.iter().zip(names) {
+            for (group, name) in live.iter().zip(names) {
                 writeln!(
                     f,
                     "  {name:<width$}  {:>10} in {} allocation{}",
-                    format_bytes(leak.bytes),
-                    leak.allocs,
-                    plural(leak.allocs)
+                    format_bytes(group.bytes),
+                    group.allocs,
+                    plural(group.allocs)
                 )?;
             }
         }
         Ok(())
     }
+}
+
+/// A name cell: indented by `depth` levels, `(poll)` after the polls of an async call, and a
+/// `*` when calls were still open at stop.
+fn name_cell(name: &str, depth: usize, poll: bool, open: u64) -> String {
+    let indent = "  ".repeat(depth);
+    let poll = if poll { " (poll)" } else { "" };
+    let open = if open > 0 { " *" } else { "" };
+    format!("{indent}{name}{poll}{open}")
+}
+
+/// A percentage with one decimal.
+fn format_percent(percent: f64) -> String {
+    format!("{percent:.1}")
 }
 
 fn plural(n: u64) -> &'static str {
@@ -368,86 +428,6 @@ pub fn format_bytes(bytes: u64) -> String {
         KIB..MIB => format!("{:.2} KiB", bytes as f64 / KIB as f64),
         MIB..GIB => format!("{:.2} MiB", bytes as f64 / MIB as f64),
         _ => format!("{:.2} GiB", bytes as f64 / GIB as f64),
-    }
-}
-
-struct Node {
-    name: &'static str,
-    thread: Option<u64>,
-    calls: u64,
-    total_ns: u64,
-    children_ns: u64,
-    open: u64,
-    children: Vec<usize>,
-    /// Polls of an async call rather than calls.
-    poll: bool,
-}
-
-/// Spans merged by call path.
-struct CallTree {
-    nodes: Vec<Node>,
-    roots: Vec<usize>,
-}
-
-impl CallTree {
-    fn build(trace: &Trace, split_threads: bool) -> Self {
-        let mut tree = Self {
-            nodes: Vec::new(),
-            roots: Vec::new(),
-        };
-        // (parent node, thread, name, is a poll) -> node
-        type Key = (Option<usize>, Option<u64>, &'static str, bool);
-        let mut index: HashMap<Key, usize> = HashMap::new();
-        for thread in &trace.threads {
-            let thread_key = split_threads.then_some(thread.id);
-            let mut node_of_span: Vec<usize> = Vec::with_capacity(thread.spans.len());
-            for span in &thread.spans {
-                let parent = span.parent.map(|p| node_of_span[p as usize]);
-                let poll = matches!(span.kind, SpanKind::Poll { .. });
-                let key = (parent, thread_key, span.name(), poll);
-                let node = *index.entry(key).or_insert_with(|| {
-                    tree.nodes.push(Node {
-                        name: span.name(),
-                        poll,
-                        thread: thread_key,
-                        calls: 0,
-                        total_ns: 0,
-                        children_ns: 0,
-                        open: 0,
-                        children: Vec::new(),
-                    });
-                    let new = tree.nodes.len() - 1;
-                    match parent {
-                        Some(p) => tree.nodes[p].children.push(new),
-                        None => tree.roots.push(new),
-                    }
-                    new
-                });
-                let n = &mut tree.nodes[node];
-                n.calls += 1;
-                n.total_ns += span.duration_ns();
-                n.children_ns += span.children_ns;
-                n.open += u64::from(span.open_at_stop);
-                node_of_span.push(node);
-            }
-        }
-        let nodes = &tree.nodes;
-        let by_total = |a: &usize, b: &usize| {
-            let (a, b) = (&nodes[*a], &nodes[*b]);
-            a.thread
-                .cmp(&b.thread)
-                .then(b.total_ns.cmp(&a.total_ns))
-                .then(a.name.cmp(b.name))
-        };
-        let mut order: Vec<Vec<usize>> = nodes.iter().map(|n| n.children.clone()).collect();
-        for children in &mut order {
-            children.sort_by(by_total);
-        }
-        tree.roots.sort_by(by_total);
-        for (node, children) in tree.nodes.iter_mut().zip(order) {
-            node.children = children;
-        }
-        tree
     }
 }
 

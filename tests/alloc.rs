@@ -1,5 +1,5 @@
 //! Allocation tracking through `TrackingAlloc`: exact bytes per scope, nesting, frees on other
-//! threads, realloc, the leak view, and sessions that do not track memory.
+//! threads, realloc, the memory live at stop, and sessions that do not track memory.
 
 use std::hint::black_box;
 use std::pin::pin;
@@ -239,13 +239,13 @@ fn a_failed_realloc_changes_no_count() {
         .collect();
     assert_eq!(events, [(MemoryKind::Alloc, 16, false)]);
     assert_eq!(memory.live_bytes().last(), Some(&16));
-    let leaks: Vec<_> = prof
+    let live: Vec<_> = prof
         .report()
         .live_at_stop
         .iter()
         .map(|l| (l.scope, l.allocs, l.bytes))
         .collect();
-    assert_eq!(leaks, [(Some("try_grow"), 1, 16)]);
+    assert_eq!(live, [(Some("try_grow"), 1, 16)]);
     drop(kept);
 }
 
@@ -259,14 +259,17 @@ fn memory_still_live_at_stop_is_listed_by_scope() {
     let loose = black_box(Vec::<u64>::with_capacity(8));
     prof.stop();
     let report = prof.report();
-    let leaks: Vec<_> = report
+    let live: Vec<_> = report
         .live_at_stop
         .iter()
         .map(|l| (l.scope, l.allocs, l.bytes))
         .collect();
-    assert_eq!(leaks, [(Some("cache"), 2, 500), (None, 1, 64)]);
+    assert_eq!(live, [(Some("cache"), 2, 500), (None, 1, 64)]);
     let table = prof.table().to_string();
-    assert!(table.contains("Live at stop"), "{table}");
+    assert!(
+        table.contains("Live at stop (allocated in the window, not freed):\n  cache"),
+        "{table}"
+    );
     assert!(table.contains("Self alloc"), "{table}");
     drop((kept, loose));
 }

@@ -10,7 +10,7 @@ use common::{YieldOnce, poll_once};
 
 use serde_json::Value;
 use tickscope::export::chrome::{Options, TimeOrigin};
-use tickscope::export::{chrome, folded};
+use tickscope::export::{chrome, folded, kineto};
 use tickscope::{Profiler, profile, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -243,11 +243,11 @@ fn absolute_unix_time_option() {
 }
 
 #[test]
-fn kineto_flavor() {
+fn kineto_dialect() {
     let prof = session();
     let trace = prof.trace();
     let mut out = Vec::new();
-    chrome::write_with(&trace, &mut out, &Options::new().kineto(3, 8)).unwrap();
+    kineto::write(&trace, &mut out, &kineto::Options::new(3, 8)).unwrap();
     // HolisticTraceAnalysis finds a file's rank with the regex `"rank":\s+(\d+)`.
     assert!(String::from_utf8_lossy(&out).contains("\"rank\": 3,"));
     let doc: Value = serde_json::from_slice(&out).unwrap();
@@ -278,7 +278,7 @@ fn kineto_flavor() {
     // Kineto has no async spans: only the poll slices of async calls.
     let prof = async_session();
     let mut out = Vec::new();
-    chrome::write_with(&prof.trace(), &mut out, &Options::new().kineto(0, 1)).unwrap();
+    kineto::write(&prof.trace(), &mut out, &kineto::Options::new(0, 1)).unwrap();
     let doc: Value = serde_json::from_slice(&out).unwrap();
     let phases: Vec<&str> = doc["traceEvents"]
         .as_array()
@@ -338,7 +338,7 @@ fn files_are_written_whole_or_not_at_all() {
     let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(doc["traceEvents"].as_array().unwrap().len(), 6);
     let stacks = dir.join("trace.folded");
-    prof.write_folded(&stacks).unwrap();
+    prof.write(&stacks, &folded::Options::new()).unwrap();
     assert_eq!(std::fs::read_to_string(&stacks).unwrap().lines().count(), 3);
 
     // A missing directory: an error that names the path, and no file.
@@ -358,6 +358,40 @@ fn files_are_written_whole_or_not_at_all() {
         .filter(|n| n.contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every format goes through `export::write_file` (and `Profiler::write`), also as a
+/// `&dyn Format`, and the file holds what the format streams.
+#[test]
+fn every_format_writes_files_through_one_entry_point() {
+    use tickscope::export::{self, Format};
+    let prof = session();
+    let trace = prof.trace();
+    let dir = std::env::temp_dir().join(format!("tickscope-formats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let chrome = chrome::Options::new().time_origin(TimeOrigin::UnixEpoch);
+    let formats: [(&str, &dyn Format); 3] = [
+        ("trace.json", &chrome),
+        ("trace.kineto.json", &kineto::Options::default()),
+        ("trace.folded", &folded::Options::new().by_thread(true)),
+    ];
+    for (name, format) in formats {
+        let mut streamed = Vec::new();
+        format.write(&trace, &mut streamed).unwrap();
+        let path = dir.join(name);
+        export::write_file(&trace, &path, format).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), streamed, "{name}");
+        prof.write(&path, format).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), streamed, "{name}");
+    }
+    let mut kineto = Vec::new();
+    kineto::write(&trace, &mut kineto, &kineto::Options::new(0, 1)).unwrap();
+    assert_eq!(
+        std::fs::read(dir.join("trace.kineto.json")).unwrap(),
+        kineto,
+        "rank 0 of 1 by default"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -406,8 +440,12 @@ fn write_errors_are_returned() {
 fn flamegraph_svg() {
     let prof = session();
     let mut out = Vec::new();
-    tickscope::export::flamegraph::write(&prof.trace(), &mut out, "test", Default::default())
-        .unwrap();
+    tickscope::export::flamegraph::write(
+        &prof.trace(),
+        &mut out,
+        &tickscope::export::flamegraph::Options::new().title("test"),
+    )
+    .unwrap();
     let svg = String::from_utf8(out).unwrap();
     assert!(svg.starts_with("<?xml"), "{}", &svg[..100]);
     let titles: Vec<&str> = svg
@@ -427,7 +465,8 @@ fn flamegraph_svg() {
     );
     // The file variant: whole or nothing, like the others.
     let path = std::env::temp_dir().join(format!("tickscope-fg-{}.svg", std::process::id()));
-    prof.write_flamegraph(&path).unwrap();
+    prof.write(&path, &tickscope::export::flamegraph::Options::new())
+        .unwrap();
     assert!(
         std::fs::read_to_string(&path)
             .unwrap()
@@ -610,7 +649,7 @@ fn kineto_times_survive_hta_rounding() {
     let thread = &trace.threads[0];
     let spans = &thread.spans;
     let mut out = Vec::new();
-    chrome::write_with(&trace, &mut out, &Options::new().kineto(0, 1)).unwrap();
+    kineto::write(&trace, &mut out, &kineto::Options::new(0, 1)).unwrap();
     keep_for_interop("sub_us.kineto.json", &out);
     let mut plain = Vec::new();
     chrome::write(&trace, &mut plain).unwrap();
@@ -884,7 +923,7 @@ fn scopes_that_outlive_their_parent_keep_their_duration_on_lanes() {
 
     // Kineto: the same tracks, whole microseconds.
     let mut out = Vec::new();
-    chrome::write_with(&trace, &mut out, &Options::new().kineto(0, 1)).unwrap();
+    kineto::write(&trace, &mut out, &kineto::Options::new(0, 1)).unwrap();
     keep_for_interop("overlap.kineto.json", &out);
     let doc: Value = serde_json::from_slice(&out).unwrap();
     let ops = complete_events(&doc);

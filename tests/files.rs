@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::time::Duration;
 
 use serde_json::Value;
-use tickscope::export::chrome;
+use tickscope::export::{chrome, folded};
 use tickscope::{Profiler, scope};
 
 /// A fresh, empty directory for one test.
@@ -128,7 +128,7 @@ fn directory_target_fails_and_leaves_its_parent_unchanged() {
         let err = prof.write_chrome_trace(&target).unwrap_err();
         assert!(err.to_string().contains(&named), "{err}");
         assert_eq!(entries(&dir), before, "the parent changed");
-        let err = prof.write_folded(&target).unwrap_err();
+        let err = prof.write(&target, &folded::Options::new()).unwrap_err();
         assert!(err.to_string().contains(&named), "{err}");
         assert_eq!(entries(&dir), before, "the parent changed");
         assert!(target.is_dir());
@@ -160,7 +160,9 @@ fn write_errors_leave_no_temporary_file() {
                 .expect_err("a full disk must fail");
             assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
             assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
-            let err = prof.write_folded(path).expect_err("a full disk must fail");
+            let err = prof
+                .write(path, &folded::Options::new())
+                .expect_err("a full disk must fail");
             assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
             assert!(is_char_device(path), "{} was replaced", path.display());
         }
@@ -327,7 +329,7 @@ fn symlinks_to_regular_files_are_written_through() {
     std::fs::write(&folded, "old").unwrap();
     let folded_link = links.join("trace.folded");
     std::os::unix::fs::symlink(&folded, &folded_link).unwrap();
-    prof.write_folded(&folded_link).unwrap();
+    prof.write(&folded_link, &folded::Options::new()).unwrap();
     assert!(
         std::fs::symlink_metadata(&folded_link)
             .unwrap()
@@ -434,7 +436,9 @@ fn dev_full_reports_disk_full_and_stays_a_device() {
         .expect_err("/dev/full must fail");
     assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
     assert!(err.to_string().contains("/dev/full"), "{err}");
-    let err = prof.write_folded(full).expect_err("/dev/full must fail");
+    let err = prof
+        .write(full, &folded::Options::new())
+        .expect_err("/dev/full must fail");
     assert!(err.to_string().contains("/dev/full"), "{err}");
     assert!(is_char_device(full), "/dev/full is no longer a device");
 }
@@ -452,7 +456,7 @@ fn dev_null_accepts_and_stays_a_device() {
     );
     let prof = record(2);
     prof.write_chrome_trace(null).unwrap();
-    prof.write_folded(null).unwrap();
+    prof.write(null, &folded::Options::new()).unwrap();
     assert!(is_char_device(null), "/dev/null is no longer a device");
 }
 

@@ -239,3 +239,78 @@ fn snapshot_while_running() {
     assert_eq!(live.get("running").unwrap().open_at_stop, 1);
     assert_eq!(live.get("running").unwrap().total_ns, 4);
 }
+
+#[test]
+fn table_by_arg_splits_rows_by_value() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = mock();
+    let prof = Profiler::builder().current_thread().start();
+    for (bytes, ns) in [(512u32, 10u64), (4096, 40), (512, 20)] {
+        let _g = scope!("read", bytes = bytes);
+        m.increment(ns);
+    }
+    {
+        let _g = scope!("read");
+        m.increment(5u64);
+    }
+    {
+        let _g = scope!("parse", bytes = 512u32, file = "a");
+        m.increment(7u64);
+    }
+    m.increment(18u64); // stop 100 ns after start
+    prof.stop();
+    let table = prof.table().by_arg("bytes").to_string();
+    let expected = "\
+Name   bytes  Calls  Total   Self    Avg    Min    Max    P50    P99     %
+--------------------------------------------------------------------------
+read   4096       1  40 ns  40 ns  40 ns  40 ns  40 ns  40 ns  40 ns  40.0
+read   512        2  30 ns  30 ns  15 ns  10 ns  20 ns  10 ns  20 ns  30.0
+parse  512        1   7 ns   7 ns   7 ns   7 ns   7 ns   7 ns   7 ns   7.0
+read              1   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5.0
+100 ns wall, 1 thread, 5 scopes, 0 dropped events
+";
+    assert_eq!(table, expected);
+
+    // Sorted by name, a name's rows follow the argument's value (none first).
+    let by_name = prof
+        .table()
+        .by_arg("bytes")
+        .sort_by(SortBy::Name)
+        .to_string();
+    let rows: Vec<(&str, &str)> = by_name
+        .lines()
+        .skip(2)
+        .take(4)
+        .map(|l| (l[..5].trim_end(), l[7..12].trim_end()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("parse", "512"),
+            ("read", ""),
+            ("read", "4096"),
+            ("read", "512")
+        ]
+    );
+
+    // A key no scope recorded: one row per name, an empty column.
+    let none = prof.table().by_arg("size").to_string();
+    assert!(none.starts_with("Name   size  Calls"), "{none}");
+    assert_eq!(
+        none.lines().count(),
+        5,
+        "header, rule, 2 rows, footer:\n{none}"
+    );
+
+    // Split by thread or by origin first.
+    let by_thread = prof.table().by_thread(true);
+    assert_eq!(
+        by_thread.clone().by_arg("bytes").to_string(),
+        by_thread.to_string()
+    );
+    let by_origin = prof.table().by_origin(true);
+    assert_eq!(
+        by_origin.clone().by_arg("bytes").to_string(),
+        by_origin.to_string()
+    );
+}

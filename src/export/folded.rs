@@ -3,13 +3,36 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use super::Format;
 use crate::trace::Trace;
 
-/// Options for [`write()`].
+/// Options of folded stacks: the [`Format`] to hand to
+/// [`Profiler::write`](crate::Profiler::write) or [`write_file`](super::write_file), and the
+/// argument of [`write()`]. The default merges all threads.
+#[must_use]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// Starts every stack with the thread's name, giving one tower per thread.
     pub by_thread: bool,
+}
+
+impl Options {
+    /// The defaults: all threads merged.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts every stack with the thread's name, giving one tower per thread.
+    pub fn by_thread(mut self, on: bool) -> Self {
+        self.by_thread = on;
+        self
+    }
+}
+
+impl Format for Options {
+    fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
+        write(trace, &mut out, *self)
+    }
 }
 
 /// Writes one line per distinct stack with the total self time (ns) spent in its leaf, sorted by

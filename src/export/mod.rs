@@ -1,7 +1,30 @@
-//! Writers for collected traces. Each one streams to any `io::Write`; the file variants on
-//! [`Profiler`](crate::Profiler) (`write_chrome_trace`, `write_folded`, `write_flamegraph`)
-//! gzip the output when the path ends in `.gz` (`trace.json.gz` opens in ui.perfetto.dev as
-//! it is), and put it in place as follows:
+//! Writers for collected traces, one module per format, each behind one trait: a [`Format`]
+//! writes a [`Trace`] to any `io::Write`, and [`write_file`] (or
+//! [`Profiler::write`](crate::Profiler::write)) puts it in a file.
+//!
+//! | format | module | its [`Format`] |
+//! | --- | --- | --- |
+//! | Chrome Trace Event JSON (for ui.perfetto.dev) | [`chrome`] | [`chrome::Options`] |
+//! | its Kineto (PyTorch profiler) dialect, for HTA | [`kineto`] | [`kineto::Options`] |
+//! | folded stacks (flamegraph.pl, inferno) | [`folded`] | [`folded::Options`] |
+//! | SVG flame graph (cargo feature `flamegraph`) | `flamegraph` | `flamegraph::Options` |
+//!
+//! ```no_run
+//! use tickscope::export::{self, chrome, folded, kineto};
+//!
+//! let prof = tickscope::Profiler::start();
+//! // ... the code to profile ...
+//! prof.stop();
+//! prof.write_chrome_trace("trace.json.gz")?; // the same as prof.write(path, &chrome::Options::new())
+//! prof.write("rank0.json", &kineto::Options::new(0, 1))?;
+//! export::write_file(&prof.trace(), "stacks.folded", &folded::Options { by_thread: true })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Files
+//!
+//! [`write_file`] gzips the output when the path ends in `.gz` (`trace.json.gz` opens in
+//! ui.perfetto.dev as it is), and puts it in place as follows:
 //!
 //! - **Regular files** (and paths that do not exist yet) are written atomically: the output
 //!   goes to a fresh temporary file beside the target (`.<name>.tmp<pid>.<n>`, unique per call
@@ -22,276 +45,64 @@
 //! survives it.
 
 pub mod chrome;
+mod file;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod folded;
+mod json;
+pub mod kineto;
 mod lanes;
+mod trace_event;
 
-use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io;
+use std::path::Path;
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
+use crate::trace::Trace;
 
-/// Symbolic links followed before giving up, as Linux does (`ELOOP`).
-const MAX_LINKS: usize = 40;
+/// A file format for traces: the one way every exporter is called, so that a new format needs
+/// no new method anywhere else.
+///
+/// The options of each format implement it ([`chrome::Options`], [`kineto::Options`],
+/// [`folded::Options`], and with the `flamegraph` cargo feature `flamegraph::Options`); hand
+/// one to [`write_file`] or [`Profiler::write`](crate::Profiler::write). A format of your own
+/// only needs [`Format::write`]:
+///
+/// ```
+/// use std::io;
+/// use tickscope::export::Format;
+/// use tickscope::trace::Trace;
+///
+/// /// One line per thread: its name and how many scopes it recorded.
+/// struct ScopeCounts;
+///
+/// impl Format for ScopeCounts {
+///     fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
+///         for thread in &trace.threads {
+///             writeln!(out, "{} {}", thread.display_name(), thread.spans.len())?;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let prof = tickscope::Profiler::builder().current_thread().start();
+/// prof.stop();
+/// let mut out = Vec::new();
+/// ScopeCounts.write(&prof.trace(), &mut out)?;
+/// # Ok::<(), io::Error>(())
+/// ```
+pub trait Format {
+    /// Streams `trace` in this format into `out`, returning the first write error. `out` is
+    /// not flushed: [`write_file`] buffers and flushes it.
+    fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()>;
+}
 
-/// Attempts at a fresh temporary name before giving up (each one is unique to this process;
-/// only another process's leftovers can be in the way).
-const MAX_TEMP_ATTEMPTS: usize = 1000;
-
-/// Longest stretch of the target's name kept in the temporary name, so that a name near the
-/// file system's limit still leaves room for the suffix.
-const MAX_TEMP_STEM: usize = 100;
-
-/// Numbers the temporary files of this process, so that concurrent writers never share one.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `path` through `write`, gzipped when the path ends in `.gz`. See the
-/// [module docs](self): a regular file (or a new one) is written to a unique temporary file
-/// beside it, synced and renamed into place; symbolic links are followed to their target;
-/// other existing files (devices, FIFOs) are written directly. Errors name the path and the
-/// step that failed, and no temporary file survives them.
-pub(crate) fn atomic_write(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+/// Writes `trace` to the file at `path` in `format`, gzipped when the path ends in `.gz`.
+/// A regular file appears only when complete, through a temporary file renamed into place;
+/// see [Files](self#files) for symbolic links, devices and errors.
+pub fn write_file(
+    trace: &Trace,
+    path: impl AsRef<Path>,
+    format: &(impl Format + ?Sized),
 ) -> io::Result<()> {
-    let gz = path.extension().is_some_and(|e| e == "gz");
-    let (target, existing) = resolve(path).map_err(|e| context(path, path, "cannot open", e))?;
-    let ctx = |what: &str, e: io::Error| context(path, &target, what, e);
-    match existing {
-        Some(meta) if !meta.is_file() => {
-            let file = match OpenOptions::new().write(true).open(&target) {
-                Ok(file) => file,
-                Err(e) => return Err(ctx("cannot open", e)),
-            };
-            match file.metadata() {
-                // Replaced by a regular file since it was looked at: write that atomically
-                // rather than over its old content.
-                Ok(now) if now.is_file() => {
-                    drop(file);
-                    replace(path, &target, Some(now), gz, write)
-                }
-                _ => write_direct(file, gz, write, &ctx),
-            }
-        }
-        existing => replace(path, &target, existing, gz, write),
-    }
-}
-
-/// Follows `path` through symbolic links to the file they end at, which may not exist yet (a
-/// dangling link, or a new file). Returns that path and its metadata, `None` when it does not
-/// exist.
-fn resolve(path: &Path) -> io::Result<(PathBuf, Option<fs::Metadata>)> {
-    let mut current = path.to_path_buf();
-    for _ in 0..=MAX_LINKS {
-        let meta = match fs::symlink_metadata(&current) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((current, None)),
-            Err(e) => return Err(e),
-        };
-        if !meta.file_type().is_symlink() {
-            return Ok((current, Some(meta)));
-        }
-        let link = fs::read_link(&current)?;
-        current = match current.parent() {
-            Some(dir) if link.is_relative() => dir.join(link),
-            _ => link,
-        };
-    }
-    // Let the system say it (ELOOP), as it would on opening the path.
-    Err(fs::metadata(path).err().unwrap_or_else(|| {
-        io::Error::other(format!("more than {MAX_LINKS} levels of symbolic links"))
-    }))
-}
-
-/// `path`, and the file it resolved to when that differs, in an error: "`what` `path`: `e`".
-fn context(path: &Path, target: &Path, what: &str, e: io::Error) -> io::Error {
-    let name = if path.as_os_str().is_empty() {
-        "\"\"".to_owned()
-    } else if target == path {
-        path.display().to_string()
-    } else {
-        format!("{} (-> {})", path.display(), target.display())
-    };
-    io::Error::new(e.kind(), format!("{what} {name}: {e}"))
-}
-
-/// Streams `write` into `file` (gzipped when `gz`), flushes everything and hands the file
-/// back.
-fn stream(
-    file: File,
-    gz: bool,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> io::Result<File> {
-    let mut out = BufWriter::with_capacity(1 << 16, file);
-    if gz {
-        let mut enc = GzEncoder::new(out, Compression::fast());
-        write(&mut enc)?;
-        out = enc.finish()?;
-    } else {
-        write(&mut out)?;
-    }
-    out.into_inner().map_err(|e| e.into_error())
-}
-
-/// Writes straight into an existing file that is not a regular one (a device, a FIFO).
-fn write_direct(
-    file: File,
-    gz: bool,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-    ctx: &dyn Fn(&str, io::Error) -> io::Error,
-) -> io::Result<()> {
-    let file = stream(file, gz, write).map_err(|e| ctx("cannot write", e))?;
-    match file.sync_all() {
-        // Pipes, sockets and most devices cannot be synced (EINVAL, or EROFS per fsync(2)):
-        // there is nothing to make durable.
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::InvalidInput | io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            Ok(())
-        }
-        r => r.map_err(|e| ctx("cannot sync", e)),
-    }
-}
-
-/// Removes the temporary file on every way out (errors, and panics in the writer) unless
-/// [`Temp::keep`] says it was renamed into place.
-struct Temp {
-    path: PathBuf,
-    armed: bool,
-}
-
-impl Temp {
-    fn keep(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// Creates a temporary file beside `target` under a name no one else uses: the process id and
-/// a per-process counter, created exclusively so that another process's file is never reused.
-fn create_temp(target: &Path, name: &OsStr) -> io::Result<(File, Temp)> {
-    let name = name.to_string_lossy();
-    let mut stem_len = name.len().min(MAX_TEMP_STEM);
-    while !name.is_char_boundary(stem_len) {
-        stem_len -= 1;
-    }
-    let stem = &name[..stem_len];
-    let pid = std::process::id();
-    let mut last = None;
-    for _ in 0..MAX_TEMP_ATTEMPTS {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = target.with_file_name(OsString::from(format!(".{stem}.tmp{pid}.{n}")));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(file) => {
-                return Ok((
-                    file,
-                    Temp {
-                        path: tmp,
-                        armed: true,
-                    },
-                ));
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
-}
-
-/// Writes a regular (or new) file atomically: a temporary file beside `target`, flushed and
-/// synced, then renamed over it.
-fn replace(
-    path: &Path,
-    target: &Path,
-    existing: Option<fs::Metadata>,
-    gz: bool,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> io::Result<()> {
-    let ctx = |what: &str, e: io::Error| context(path, target, what, e);
-    let Some(name) = target.file_name() else {
-        let e = io::Error::new(io::ErrorKind::InvalidInput, "the path names no file");
-        return Err(ctx("cannot write", e));
-    };
-    let (file, temp) =
-        create_temp(target, name).map_err(|e| ctx("cannot create a temporary file for", e))?;
-    if let Some(meta) = existing {
-        // Keep the target's permission bits (a private trace stays private). The temporary
-        // file is ours, so this only fails on odd file systems; its own default mode is fine.
-        let _ = file.set_permissions(meta.permissions());
-    }
-    let file = stream(file, gz, write).map_err(|e| ctx("cannot write", e))?;
-    file.sync_all().map_err(|e| ctx("cannot sync", e))?;
-    drop(file);
-    fs::rename(&temp.path, target).map_err(|e| ctx("cannot rename the trace into", e))?;
-    temp.keep();
-    sync_dir(target);
-    Ok(())
-}
-
-/// Makes the rename durable by syncing the directory that holds `target`, where the system
-/// allows it. Best effort: the file is already in place.
-fn sync_dir(target: &Path) {
-    #[cfg(unix)]
-    {
-        let dir = match target.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        if let Ok(dir) = File::open(dir) {
-            let _ = dir.sync_all();
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = target;
-}
-
-/// Writes `s` as a JSON string literal, quotes included.
-pub(crate) fn json_str(out: &mut impl Write, s: &str) -> io::Result<()> {
-    out.write_all(b"\"")?;
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: Option<&[u8]> = match b {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            0..0x20 => None,
-            _ => continue,
-        };
-        out.write_all(&bytes[start..i])?;
-        match escape {
-            Some(e) => out.write_all(e)?,
-            None => write!(out, "\\u{b:04x}")?,
-        }
-        start = i + 1;
-    }
-    out.write_all(&bytes[start..])?;
-    out.write_all(b"\"")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn json_strings_are_escaped() {
-        let mut out = Vec::new();
-        super::json_str(&mut out, "a\"b\\c\nd\u{1}é").unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), r#""a\"b\\c\nd\u0001é""#);
-    }
+    file::atomic_write(path.as_ref(), |out| format.write(trace, out))
 }

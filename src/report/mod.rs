@@ -1,10 +1,19 @@
-//! Per-name statistics of a [`Trace`], the data behind [`Profiler::table`](crate::Profiler::table).
+//! What a [`Trace`] adds up to, the data behind [`Profiler::table`](crate::Profiler::table):
+//! per-name statistics ([`Report`]), the memory still live at stop ([`LiveAtStop`]) and the
+//! call tree the table draws.
 
+mod live;
+pub(crate) mod tree;
+
+use std::cmp::{Ordering, Reverse};
 use std::collections::HashMap;
 
-use crate::Callsite;
-use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 use rustc_hash::FxHashMap;
+
+use crate::record::callsite::Callsite;
+use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
+
+pub use live::LiveAtStop;
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///
@@ -53,6 +62,30 @@ impl ScopeStats {
     pub fn avg_ns(&self) -> u64 {
         self.total_ns.checked_div(self.calls).unwrap_or(0)
     }
+
+    /// The order of rows: by thread, then by `key` (largest first), then by name, originating
+    /// scope and argument value. Reports sort by total time, tables by the column asked for.
+    pub(crate) fn cmp_by(&self, other: &Self, key: impl Fn(&Self) -> u64) -> Ordering {
+        rank(self.thread, key(self), self.name)
+            .cmp(&rank(other.thread, key(other), other.name))
+            .then_with(|| self.caused_by.cmp(&other.caused_by))
+            .then_with(|| self.arg.cmp(&other.arg))
+    }
+}
+
+/// Where a row goes among rows sorted by thread, then by `key` (largest first), then by name:
+/// the order of report rows and of call tree siblings.
+pub(crate) fn rank(thread: Option<u64>, key: u64, name: &str) -> (Option<u64>, Reverse<u64>, &str) {
+    (thread, Reverse(key), name)
+}
+
+/// `ns` as a percentage of the wall time `wall_ns` (0 for an empty window).
+pub(crate) fn percent_of_wall(ns: u64, wall_ns: u64) -> f64 {
+    if wall_ns == 0 {
+        0.0
+    } else {
+        ns as f64 * 100.0 / wall_ns as f64
+    }
 }
 
 /// Statistics per scope name over one session window.
@@ -71,16 +104,19 @@ pub struct Report {
     /// [`Profiler::report`](crate::Profiler::report) fills it in; a report built from a
     /// [`Trace`] alone has 0, as a trace does not carry it.
     pub observer_panics: u64,
-    /// Memory allocated in the window and still live at its end, by allocating scope, most
-    /// bytes first; empty when the session did not track memory.
+    /// The memory live at stop: allocated in the window and not freed by its end, by
+    /// allocating scope, most bytes first; empty when the session did not track memory.
     pub live_at_stop: Vec<LiveAtStop>,
 }
 
 /// How a report splits a name's calls beyond threads.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Split<'a> {
+pub(crate) enum Split<'a> {
+    /// One row per name.
     None,
+    /// By originating scope: [`Report::by_origin`].
     Origin,
+    /// By the value of the argument: [`Report::by_arg`].
     Arg(&'a str),
 }
 
@@ -91,50 +127,15 @@ enum Label {
     Arg(Box<str>),
 }
 
-/// Allocations of a session's window still live at its end, grouped by the innermost scope
-/// open when they were made (the leak view).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveAtStop {
-    /// The scope's name; `None` for allocations made outside any scope.
-    pub scope: Option<&'static str>,
-    /// Number of live allocations.
-    pub allocs: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
-impl LiveAtStop {
-    /// Groups the live allocations of `trace` by scope, most bytes first.
-    pub fn of(trace: &Trace) -> Vec<LiveAtStop> {
-        let Some(memory) = &trace.memory else {
-            return Vec::new();
-        };
-        let mut by_scope: HashMap<Option<&'static str>, (u64, u64)> = HashMap::new();
-        for alloc in memory.live_at_stop() {
-            let entry = by_scope.entry(alloc.scope_name()).or_default();
-            entry.0 += 1;
-            entry.1 += alloc.size;
-        }
-        let mut leaks: Vec<LiveAtStop> = by_scope
-            .into_iter()
-            .map(|(scope, (allocs, bytes))| LiveAtStop {
-                scope,
-                allocs,
-                bytes,
-            })
-            .collect();
-        leaks.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.scope.cmp(&b.scope)));
-        leaks
-    }
-}
-
 impl Report {
     /// One row per name, all threads merged, sorted by total time (descending).
+    #[must_use]
     pub fn new(trace: &Trace) -> Self {
         Self::build(trace, false, Split::None)
     }
 
     /// One row per (thread, name), sorted by thread then total time.
+    #[must_use]
     pub fn by_thread(trace: &Trace) -> Self {
         Self::build(trace, true, Split::None)
     }
@@ -142,6 +143,7 @@ impl Report {
     /// One row per (name, originating scope): the calls of a scope that followed from a
     /// [`Link`](crate::Link) are split by the name of the scope the link was captured in
     /// ([`ScopeStats::caused_by`]); other calls keep one row per name.
+    #[must_use]
     pub fn by_origin(trace: &Trace) -> Self {
         Self::build(trace, false, Split::Origin)
     }
@@ -149,11 +151,13 @@ impl Report {
     /// One row per (name, value of argument `key`), as PyTorch groups ops by input shape: the
     /// calls of a scope that recorded `key` (`scope!("name", key = value)`) are split by its
     /// value ([`ScopeStats::arg`], formatted); other calls keep one row per name.
+    #[must_use]
     pub fn by_arg(trace: &Trace, key: &str) -> Self {
         Self::build(trace, false, Split::Arg(key))
     }
 
-    fn build(trace: &Trace, split_threads: bool, split: Split<'_>) -> Self {
+    /// The rows of `trace` split by thread when `split_threads`, and by `split`.
+    pub(crate) fn build(trace: &Trace, split_threads: bool, split: Split<'_>) -> Self {
         #[derive(Default)]
         struct Acc {
             durations: Vec<u64>,
@@ -291,23 +295,12 @@ impl Report {
                     p50_ns: nearest_rank(d, 50),
                     p99_ns: nearest_rank(d, 99),
                     open_at_stop: acc.open,
-                    percent: if wall == 0 {
-                        0.0
-                    } else {
-                        total as f64 * 100.0 / wall as f64
-                    },
+                    percent: percent_of_wall(total, wall),
                     memory: tracked.then_some(acc.memory),
                 }
             })
             .collect();
-        rows.sort_by(|a, b| {
-            a.thread
-                .cmp(&b.thread)
-                .then(b.total_ns.cmp(&a.total_ns))
-                .then(a.name.cmp(b.name))
-                .then(a.caused_by.cmp(&b.caused_by))
-                .then(a.arg.cmp(&b.arg))
-        });
+        rows.sort_by(|a, b| a.cmp_by(b, |row| row.total_ns));
         Self {
             rows,
             wall_ns: wall,

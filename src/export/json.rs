@@ -1,0 +1,118 @@
+//! The JSON the Trace Event writers need, appended by hand to a byte buffer: strings, integers,
+//! microsecond timestamps and argument values. No `fmt` machinery on the per-event path, and
+//! nothing here can fail (the buffer is a `Vec`).
+
+use crate::trace::Value;
+
+/// Appends `s` as a JSON string literal, quotes included.
+pub(crate) fn push_str(buf: &mut Vec<u8>, s: &str) {
+    buf.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..0x20 => b"",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            buf.extend_from_slice(b"\\u00");
+            buf.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+        } else {
+            buf.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.push(b'"');
+}
+
+/// Appends `v` in decimal.
+pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+/// Appends nanoseconds as microseconds with exactly three decimals.
+pub(crate) fn push_micros(buf: &mut Vec<u8>, ns: u64) {
+    push_u64(buf, ns / 1000);
+    let frac = ns % 1000;
+    buf.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+/// Appends a scope argument's value: numbers and booleans as themselves, strings and the
+/// floats JSON has no literal for (NaN, infinities) as strings.
+pub(crate) fn push_value(buf: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::I64(v) => buf.extend_from_slice(v.to_string().as_bytes()),
+        Value::U64(v) => push_u64(buf, *v),
+        Value::F64(v) if v.is_finite() => buf.extend_from_slice(v.to_string().as_bytes()),
+        Value::Bool(v) => buf.extend_from_slice(if *v { b"true" } else { b"false" }),
+        Value::Str(s) => push_str(buf, s),
+        Value::F64(_) => push_str(buf, &value.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(push: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut buf = Vec::new();
+        push(&mut buf);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let s = text(|buf| push_str(buf, "a\"b\\c\nd\u{1}\u{1f}é"));
+        assert_eq!(s, r#""a\"b\\c\nd\u0001\u001fé""#);
+    }
+
+    #[test]
+    fn micros_have_three_decimals() {
+        for (ns, want) in [
+            (0, "0.000"),
+            (7, "0.007"),
+            (1_250, "1.250"),
+            (u64::MAX, "18446744073709551.615"),
+        ] {
+            assert_eq!(text(|buf| push_micros(buf, ns)), want);
+        }
+    }
+
+    #[test]
+    fn values() {
+        for (value, want) in [
+            (Value::I64(-4), "-4"),
+            (Value::U64(u64::MAX), "18446744073709551615"),
+            (Value::F64(1.5), "1.5"),
+            (Value::F64(f64::NAN), "\"NaN\""),
+            (Value::F64(f64::NEG_INFINITY), "\"-inf\""),
+            (Value::Bool(false), "false"),
+            (Value::Str("a\"b".into()), r#""a\"b""#),
+        ] {
+            assert_eq!(text(|buf| push_value(buf, &value)), want);
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! The Trace Event JSON writer shared by the [Chrome](super::chrome) and
+//! [Kineto](super::kineto) dialects. A [`Dialect`] says what sets one apart (header, time base,
+//! categories, extra events); [`write()`] streams everything else: process and thread metadata,
+//! one track per [lane](super::lanes) of each thread, one slice per span, flow arrows for
+//! links, and the `otherData` trailer.
+//!
+//! Events are formatted by hand into a buffer flushed in 64 KiB blocks, so memory use does not
+//! depend on the trace size, except for a few words per span of one thread at a time where the
+//! dialect moves times ([`Dialect::times`]) or the thread's scopes were dropped out of order.
+
+use rustc_hash::FxHashMap;
+use std::io::{self, Write};
+
+use super::json;
+use super::lanes::{Edge, Lanes};
+use crate::record::callsite::Callsite;
+use crate::trace::{AsyncSpan, MemoryKind, MemoryTrace, Span, SpanArg, SpanKind, SpanRef, Trace};
+
+/// Bytes buffered before they are written out.
+const BLOCK: usize = 64 * 1024;
+
+/// The start and end (ns) of each span of one thread, in the order of its spans, as a dialect
+/// writes them: `times(spans, lanes, origin)`.
+pub(crate) type Times = fn(&[Span], &Lanes, u64) -> Vec<(u64, u64)>;
+
+/// What sets one dialect of the Trace Event format apart.
+pub(crate) struct Dialect {
+    /// The document up to and including the `[` that opens `traceEvents`, and a line break.
+    pub(crate) header: Vec<u8>,
+    /// Where `ts` counts from, in Unix-epoch nanoseconds (0: absolute times).
+    pub(crate) origin: u64,
+    /// Writes scopes as `B`/`E` pairs instead of `X` events, so that nesting survives times
+    /// that viewers round.
+    pub(crate) begin_end: bool,
+    /// The category of a scope's slice.
+    pub(crate) scope_category: &'static str,
+    /// The category of an async call's poll slice.
+    pub(crate) poll_category: &'static str,
+    /// Puts Kineto's ids (`External id`, `Ev Idx`, `Record function id`) in the args of each
+    /// `X` event.
+    pub(crate) op_ids: bool,
+    /// The category and name of flow events.
+    pub(crate) flow: &'static str,
+    /// Moves span times onto whole microseconds; flow starts then go to their nearest one
+    /// ([`nearest_micros`]). `None`: every time as recorded.
+    pub(crate) times: Option<Times>,
+    /// Writes each async call as a `b`/`e` pair.
+    pub(crate) async_spans: bool,
+    /// Writes the `memory` counter when the trace tracked memory.
+    pub(crate) memory: bool,
+    /// With `memory`, writes each allocation and free as an instant too.
+    pub(crate) allocation_instants: bool,
+}
+
+/// Streams `trace` as Trace Event JSON in `dialect` into `out`.
+pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io::Result<()> {
+    let mut w = Writer {
+        out,
+        buf: Vec::with_capacity(BLOCK + 512),
+        names: FxHashMap::default(),
+        pid: std::process::id(),
+        dialect,
+        events: 0,
+        link_args: link_args(trace),
+    };
+    w.header(trace)?;
+    // Tracks for the lanes of overlapping scopes are numbered after the largest thread id.
+    let mut tracks = Tracks {
+        next_tid: trace
+            .threads
+            .iter()
+            .map(|t| t.id)
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1),
+        sort_index: 0,
+    };
+    // Where the slices that took part in a link went: track and times as written.
+    let mut flow_slices: FxHashMap<SpanRef, Slice> = FxHashMap::default();
+    for index in 0..trace.threads.len() {
+        w.thread(trace, index, &mut tracks, &mut flow_slices)?;
+    }
+    w.flows(trace, &flow_slices)?;
+    if dialect.async_spans {
+        for (id, call) in trace.async_spans.iter().enumerate() {
+            w.async_span(id, call)?;
+        }
+    }
+    if let Some(memory) = trace.memory.as_ref().filter(|_| dialect.memory) {
+        w.memory(trace.start_ns, memory, dialect.allocation_instants)?;
+    }
+    w.finish(trace)
+}
+
+/// Numbering of the tracks written so far.
+struct Tracks {
+    /// The `tid` of the next extra track (a lane past a thread's own).
+    next_tid: u64,
+    /// The `thread_sort_index` of the next track.
+    sort_index: usize,
+}
+
+/// Where a slice that took part in a link was written.
+#[derive(Clone, Copy)]
+struct Slice {
+    tid: u64,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// `ns` on the whole microsecond nearest to it, counting from `origin`.
+pub(crate) fn nearest_micros(ns: u64, origin: u64) -> u64 {
+    ns.saturating_sub(origin).saturating_add(500) / 1000
+}
+
+struct Writer<'a> {
+    out: &'a mut dyn Write,
+    /// Events are formatted here by hand (no `fmt` machinery) and flushed in 64 KiB blocks.
+    buf: Vec<u8>,
+    /// Each name escaped once per trace.
+    names: FxHashMap<*const Callsite, Vec<u8>>,
+    pid: u32,
+    dialect: &'a Dialect,
+    /// Complete events written, for Kineto's ids.
+    events: u64,
+    /// Args of the slices that took part in a link, rendered.
+    link_args: FxHashMap<SpanRef, Vec<u8>>,
+}
+
+/// PyTorch's link args per slice: `"Sequence number":S` on an origin, plus
+/// `"Fwd thread id":T` on a follower (whose own args win when a slice is both).
+fn link_args(trace: &Trace) -> FxHashMap<SpanRef, Vec<u8>> {
+    let mut args: FxHashMap<SpanRef, Vec<u8>> = FxHashMap::default();
+    for link in &trace.links {
+        let mut follower = b"\"Sequence number\":".to_vec();
+        json::push_u64(&mut follower, u64::from(link.seq));
+        if let Some(origin) = link.origin {
+            args.entry(origin).or_insert_with(|| follower.clone());
+        }
+        follower.extend_from_slice(b",\"Fwd thread id\":");
+        json::push_u64(&mut follower, link.origin_thread);
+        args.insert(link.follower, follower);
+    }
+    args
+}
+
+impl Writer<'_> {
+    /// The dialect's header and the `process_name` metadata.
+    fn header(&mut self, trace: &Trace) -> io::Result<()> {
+        self.buf.extend_from_slice(&self.dialect.header);
+        let process = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "tickscope".to_owned());
+        write!(
+            self.buf,
+            "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"ts\":",
+            self.pid
+        )?;
+        self.ts(trace.start_ns);
+        self.buf
+            .extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":");
+        json::push_str(&mut self.buf, &process);
+        self.buf.extend_from_slice(b"}}");
+        Ok(())
+    }
+
+    /// The tracks and slices of thread `index`, noting in `flow_slices` where the slices that
+    /// took part in a link went.
+    fn thread(
+        &mut self,
+        trace: &Trace,
+        index: usize,
+        tracks: &mut Tracks,
+        flow_slices: &mut FxHashMap<SpanRef, Slice>,
+    ) -> io::Result<()> {
+        let thread = &trace.threads[index];
+        let spans = &thread.spans;
+        let lanes = Lanes::assign(spans);
+        let name = thread.display_name();
+        let mut tids = vec![thread.id];
+        self.thread_metadata(thread.id, &name, tracks.sort_index)?;
+        tracks.sort_index += 1;
+        for lane in 1..lanes.count() {
+            let tid = tracks.next_tid;
+            tracks.next_tid = tracks.next_tid.saturating_add(1);
+            let lane_name = format!("{name} (overlapping scopes {lane})");
+            self.thread_metadata(tid, &lane_name, tracks.sort_index)?;
+            tracks.sort_index += 1;
+            tids.push(tid);
+        }
+        let heads: Vec<String> = tids
+            .iter()
+            .map(|tid| format!(",\"pid\":{},\"tid\":{tid},\"ts\":", self.pid))
+            .collect();
+        let at = |span: u32| SpanRef {
+            thread: index as u32,
+            span,
+        };
+        let moved = self
+            .dialect
+            .times
+            .map(|times| times(spans, &lanes, self.dialect.origin));
+        let times = |i: u32| match &moved {
+            Some(moved) => moved[i as usize],
+            None => (spans[i as usize].start_ns, spans[i as usize].end_ns),
+        };
+        if !self.link_args.is_empty() {
+            for i in 0..spans.len() as u32 {
+                if self.link_args.contains_key(&at(i)) {
+                    let (start_ns, end_ns) = times(i);
+                    let tid = tids[lanes.lane(i) as usize];
+                    flow_slices.insert(
+                        at(i),
+                        Slice {
+                            tid,
+                            start_ns,
+                            end_ns,
+                        },
+                    );
+                }
+            }
+        }
+        if self.dialect.begin_end {
+            // Absolute times: viewers read `ts` as a double, which resolves only 0.25 µs at
+            // today's epoch, so nesting inferred from `ts` and `dur` would break (a child
+            // seeming to outlast its parent is dropped). `B`/`E` pairs, in order, state it,
+            // each lane's on its own track.
+            let mut result = Ok(());
+            lanes.walk(spans, |edge| {
+                if result.is_err() {
+                    return;
+                }
+                let (i, begin) = match edge {
+                    Edge::Begin(i) => (i, true),
+                    Edge::End(i) => (i, false),
+                };
+                let span = &spans[i as usize];
+                let head = &heads[lanes.lane(i) as usize];
+                if begin {
+                    self.edge(span, head, span.start_ns, Some((at(i), thread.args_of(i))));
+                } else {
+                    self.edge(span, head, span.end_ns, None);
+                }
+                result = self.spill();
+            });
+            return result;
+        }
+        for i in 0..spans.len() as u32 {
+            let span = &spans[i as usize];
+            let (start_ns, end_ns) = times(i);
+            let head = &heads[lanes.lane(i) as usize];
+            self.complete(span, head, start_ns, end_ns, at(i), thread.args_of(i));
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn thread_metadata(&mut self, tid: u64, name: &str, index: usize) -> io::Result<()> {
+        let pid = self.pid;
+        write!(
+            self.buf,
+            ",\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":"
+        )?;
+        json::push_str(&mut self.buf, name);
+        write!(
+            self.buf,
+            "}}}},\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{index}}}}}"
+        )
+    }
+
+    /// Appends `ns` as a timestamp relative to the origin.
+    fn ts(&mut self, ns: u64) {
+        json::push_micros(&mut self.buf, ns.saturating_sub(self.dialect.origin));
+    }
+
+    /// Appends the callsite's name as a JSON string, escaped once per trace.
+    fn name(&mut self, callsite: &'static Callsite) {
+        let name = self
+            .names
+            .entry(callsite as *const Callsite)
+            .or_insert_with(|| {
+                let mut name = Vec::new();
+                json::push_str(&mut name, callsite.name());
+                name
+            });
+        self.buf.extend_from_slice(name);
+    }
+
+    /// The category and name of an event for `span`, after `"ph":"<ph>`.
+    fn cat_and_name(&mut self, span: &Span) {
+        let cat = match span.kind {
+            SpanKind::Poll { .. } => self.dialect.poll_category,
+            SpanKind::Scope => self.dialect.scope_category,
+        };
+        self.buf.extend_from_slice(b"\",\"cat\":\"");
+        self.buf.extend_from_slice(cat.as_bytes());
+        self.buf.extend_from_slice(b"\",\"name\":");
+        self.name(span.callsite);
+    }
+
+    /// A `B` event of the span at `begin`, or an `E` event, of `span` at `ns`; `head` is
+    /// `,"pid":..,"tid":..,"ts":`.
+    fn edge(&mut self, span: &Span, head: &str, ns: u64, begin: Option<(SpanRef, &[SpanArg])>) {
+        self.buf.extend_from_slice(if begin.is_some() {
+            b",\n{\"ph\":\"B"
+        } else {
+            b",\n{\"ph\":\"E"
+        });
+        self.cat_and_name(span);
+        self.buf.extend_from_slice(head.as_bytes());
+        self.ts(ns);
+        if let Some((at, args)) = begin {
+            self.args(at, args, span.open_at_stop, None);
+        }
+        self.buf.push(b'}');
+    }
+
+    /// One `X` event from `start_ns` to `end_ns` for the span at `at`; `head` is
+    /// `,"pid":..,"tid":..,"ts":`.
+    fn complete(
+        &mut self,
+        span: &Span,
+        head: &str,
+        start_ns: u64,
+        end_ns: u64,
+        at: SpanRef,
+        args: &[SpanArg],
+    ) {
+        self.buf.extend_from_slice(b",\n{\"ph\":\"X");
+        self.cat_and_name(span);
+        self.buf.extend_from_slice(head.as_bytes());
+        self.ts(start_ns);
+        self.buf.extend_from_slice(b",\"dur\":");
+        json::push_micros(&mut self.buf, end_ns.saturating_sub(start_ns));
+        let op_id = self.dialect.op_ids.then(|| {
+            self.events += 1;
+            (self.events, span.callsite.id())
+        });
+        self.args(at, args, span.open_at_stop, op_id);
+        self.buf.push(b'}');
+    }
+
+    /// `,"args":{..}` with Kineto's ids (`op_id`: event number and callsite), the link args of
+    /// the slice at `at`, the scope's own `args`, and `open_at_stop`; nothing when there are
+    /// none.
+    fn args(
+        &mut self,
+        at: SpanRef,
+        args: &[SpanArg],
+        open_at_stop: bool,
+        op_id: Option<(u64, u32)>,
+    ) {
+        let link = if self.link_args.is_empty() {
+            None
+        } else {
+            self.link_args.get(&at)
+        };
+        if link.is_none() && args.is_empty() && !open_at_stop && op_id.is_none() {
+            return;
+        }
+        self.buf.extend_from_slice(b",\"args\":{");
+        let mut first = true;
+        let mut sep = |buf: &mut Vec<u8>| {
+            if !std::mem::take(&mut first) {
+                buf.push(b',');
+            }
+        };
+        if let Some((event, callsite)) = op_id {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"External id\":");
+            json::push_u64(&mut self.buf, event);
+            self.buf.extend_from_slice(b",\"Ev Idx\":");
+            json::push_u64(&mut self.buf, event - 1);
+            self.buf.extend_from_slice(b",\"Record function id\":");
+            json::push_u64(&mut self.buf, u64::from(callsite));
+        }
+        if let Some(link) = link {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(link);
+        }
+        for arg in args {
+            sep(&mut self.buf);
+            json::push_str(&mut self.buf, arg.key);
+            self.buf.push(b':');
+            json::push_value(&mut self.buf, &arg.value);
+        }
+        if open_at_stop {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"open_at_stop\":true");
+        }
+        self.buf.push(b'}');
+    }
+
+    /// A flow arrow per link whose capture is in the trace: `s` at the capture time on the
+    /// originating slice, `f` (binding to the enclosing slice) at the follower's start, each
+    /// on the track (`tid`) its slice was written on, at the times it was written with.
+    fn flows(&mut self, trace: &Trace, slices: &FxHashMap<SpanRef, Slice>) -> io::Result<()> {
+        let flow = self.dialect.flow;
+        let origin = self.dialect.origin;
+        for (id, link) in trace.links.iter().enumerate() {
+            let (Some(from_span), Some(origin_ns)) = (link.origin, link.origin_ns) else {
+                continue;
+            };
+            let (Some(from), Some(to)) = (slices.get(&from_span), slices.get(&link.follower))
+            else {
+                continue;
+            };
+            let origin_ns = if self.dialect.times.is_some() {
+                origin + nearest_micros(origin_ns, origin) * 1000
+            } else {
+                origin_ns
+            };
+            let ends = [
+                (
+                    "s",
+                    from.tid,
+                    origin_ns.clamp(from.start_ns, from.end_ns.max(from.start_ns)),
+                    "",
+                ),
+                ("f", to.tid, to.start_ns, ",\"bp\":\"e\""),
+            ];
+            for (ph, tid, ns, bp) in ends {
+                write!(
+                    self.buf,
+                    ",\n{{\"ph\":\"{ph}\"{bp},\"cat\":\"{flow}\",\"name\":\"{flow}\",\"id\":{},\"pid\":{},\"tid\":{tid},\"ts\":",
+                    id + 1,
+                    self.pid
+                )?;
+                self.ts(ns);
+                self.buf.push(b'}');
+            }
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// The `b` and `e` events of one async call, id `id`, on the thread of its first poll.
+    fn async_span(&mut self, id: usize, call: &AsyncSpan) -> io::Result<()> {
+        for begin in [true, false] {
+            let ph: &[u8] = if begin { b"b" } else { b"e" };
+            self.buf.extend_from_slice(b",\n{\"ph\":\"");
+            self.buf.extend_from_slice(ph);
+            self.buf
+                .extend_from_slice(b"\",\"cat\":\"async\",\"name\":");
+            self.name(call.callsite);
+            write!(
+                self.buf,
+                ",\"id\":\"0x{:x}\",\"pid\":{},\"tid\":{},\"ts\":",
+                id + 1,
+                self.pid,
+                call.thread
+            )?;
+            self.ts(if begin { call.start_ns } else { call.end_ns });
+            if begin {
+                write!(
+                    self.buf,
+                    ",\"args\":{{\"polls\":{},\"busy_ns\":{},\"self_ns\":{}",
+                    call.polls, call.busy_ns, call.self_ns
+                )?;
+                if let Some(end_thread) = call.end_thread {
+                    write!(self.buf, ",\"end_thread\":{end_thread}")?;
+                }
+                if call.open_at_stop {
+                    self.buf.extend_from_slice(b",\"open_at_stop\":true");
+                }
+                self.buf.push(b'}');
+            }
+            self.buf.push(b'}');
+        }
+        self.spill()
+    }
+
+    /// The `memory` counter (`live_bytes`) from `start_ns` on, and with `instants` one instant
+    /// per event.
+    fn memory(&mut self, start_ns: u64, memory: &MemoryTrace, instants: bool) -> io::Result<()> {
+        let live = memory.live_bytes();
+        let pid = self.pid;
+        let counter = |w: &mut Self, ns: u64, bytes: u64| {
+            write!(
+                w.buf,
+                ",\n{{\"ph\":\"C\",\"name\":\"memory\",\"pid\":{pid},\"tid\":0,\"ts\":"
+            )?;
+            w.ts(ns);
+            w.buf.extend_from_slice(b",\"args\":{\"live_bytes\":");
+            json::push_u64(&mut w.buf, bytes);
+            w.buf.extend_from_slice(b"}}");
+            w.spill()
+        };
+        counter(self, start_ns, 0)?;
+        for (i, (event, &bytes)) in memory.events.iter().zip(&live).enumerate() {
+            // One sample per timestamp: the value after its last event.
+            if memory
+                .events
+                .get(i + 1)
+                .is_none_or(|next| next.ns != event.ns)
+            {
+                counter(self, event.ns, bytes)?;
+            }
+            if instants {
+                let name = match event.kind {
+                    MemoryKind::Alloc => "alloc",
+                    MemoryKind::Free => "free",
+                };
+                write!(
+                    self.buf,
+                    ",\n{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"memory\",\"name\":\"{name}\",\"pid\":{pid},\"tid\":{},\"ts\":",
+                    event.thread
+                )?;
+                self.ts(event.ns);
+                write!(
+                    self.buf,
+                    ",\"args\":{{\"size\":{},\"address\":\"0x{:x}\",\"live_bytes\":{bytes}",
+                    event.size, event.address
+                )?;
+                if let Some((_, callsite)) = event.span {
+                    self.buf.extend_from_slice(b",\"scope\":");
+                    self.name(callsite);
+                }
+                self.buf.extend_from_slice(b"}}");
+                self.spill()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer out once it holds a block.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buf.len() >= BLOCK {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// The rest of the buffer, the end of `traceEvents` and `otherData`.
+    fn finish(self, trace: &Trace) -> io::Result<()> {
+        self.out.write_all(&self.buf)?;
+        write!(
+            self.out,
+            "\n],\"otherData\":{{\"producer\":\"tickscope {}\",\"start_unix_ns\":{},\"end_unix_ns\":{},\"dropped_events\":{},\"time_origin_unix_ns\":{}}}}}\n",
+            env!("CARGO_PKG_VERSION"),
+            trace.start_ns,
+            trace.end_ns,
+            trace.dropped_events,
+            self.dialect.origin,
+        )
+    }
+}

@@ -1,0 +1,108 @@
+//! The call tree: spans merged by call path, each distinct path once.
+
+use std::collections::HashMap;
+
+use super::{percent_of_wall, rank};
+use crate::trace::{SpanKind, Trace};
+
+/// One call path: the spans of one name under one parent node (and, split by thread, on one
+/// thread).
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    /// The thread, when the tree is split by thread.
+    pub(crate) thread: Option<u64>,
+    /// Spans merged here: calls, or polls when `poll`.
+    pub(crate) calls: u64,
+    pub(crate) total_ns: u64,
+    /// Total minus the time of the direct children.
+    pub(crate) self_ns: u64,
+    /// `total_ns` as a percentage of the window's wall time.
+    pub(crate) percent: f64,
+    /// Spans still open at stop.
+    pub(crate) open: u64,
+    /// Child nodes, sorted like the roots.
+    pub(crate) children: Vec<usize>,
+    /// Polls of an async call rather than calls.
+    pub(crate) poll: bool,
+}
+
+/// Spans merged by call path. Siblings (and roots) sort by thread, then by total time, most
+/// first, then by name.
+pub(crate) struct CallTree {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) roots: Vec<usize>,
+}
+
+impl CallTree {
+    /// The call tree of `trace`, with one tree per thread when `split_threads`.
+    pub(crate) fn new(trace: &Trace, split_threads: bool) -> Self {
+        let mut tree = Self {
+            nodes: Vec::new(),
+            roots: Vec::new(),
+        };
+        // (parent node, thread, name, is a poll) -> node
+        type Key = (Option<usize>, Option<u64>, &'static str, bool);
+        let mut index: HashMap<Key, usize> = HashMap::new();
+        let mut children_ns: Vec<u64> = Vec::new();
+        for thread in &trace.threads {
+            let thread_key = split_threads.then_some(thread.id);
+            let mut node_of_span: Vec<usize> = Vec::with_capacity(thread.spans.len());
+            for span in &thread.spans {
+                let parent = span.parent.map(|p| node_of_span[p as usize]);
+                let poll = matches!(span.kind, SpanKind::Poll { .. });
+                let key = (parent, thread_key, span.name(), poll);
+                let node = *index.entry(key).or_insert_with(|| {
+                    tree.nodes.push(Node {
+                        name: span.name(),
+                        poll,
+                        thread: thread_key,
+                        calls: 0,
+                        total_ns: 0,
+                        self_ns: 0,
+                        percent: 0.0,
+                        open: 0,
+                        children: Vec::new(),
+                    });
+                    children_ns.push(0);
+                    let new = tree.nodes.len() - 1;
+                    match parent {
+                        Some(p) => tree.nodes[p].children.push(new),
+                        None => tree.roots.push(new),
+                    }
+                    new
+                });
+                let n = &mut tree.nodes[node];
+                n.calls += 1;
+                n.total_ns += span.duration_ns();
+                n.open += u64::from(span.open_at_stop);
+                children_ns[node] += span.children_ns;
+                node_of_span.push(node);
+            }
+        }
+        let wall = trace.wall_ns();
+        for (node, children_ns) in tree.nodes.iter_mut().zip(children_ns) {
+            node.self_ns = node.total_ns.saturating_sub(children_ns);
+            node.percent = percent_of_wall(node.total_ns, wall);
+        }
+        let ranks: Vec<_> = (tree.nodes.iter())
+            .map(|n| rank(n.thread, n.total_ns, n.name))
+            .collect();
+        for node in &mut tree.nodes {
+            node.children.sort_by_key(|&child| ranks[child]);
+        }
+        tree.roots.sort_by_key(|&root| ranks[root]);
+        tree
+    }
+
+    /// Every node with its depth, depth first: each node before its children, siblings in
+    /// order.
+    pub(crate) fn walk(&self) -> impl Iterator<Item = (&Node, usize)> {
+        let mut stack: Vec<(usize, usize)> = self.roots.iter().rev().map(|&r| (r, 0)).collect();
+        std::iter::from_fn(move || {
+            let (index, depth) = stack.pop()?;
+            let node = &self.nodes[index];
+            stack.extend(node.children.iter().rev().map(|&c| (c, depth + 1)));
+            Some((node, depth))
+        })
+    }
+}
