@@ -162,46 +162,37 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(not(loom))]
-pub mod capture;
-#[cfg(not(loom))]
-mod decode;
-#[cfg(not(loom))]
-pub mod export;
+/// Items that the loom model (`--cfg loom`) leaves out: it checks the buffer protocol only.
+macro_rules! not_under_loom {
+    ($($item:item)*) => { $(#[cfg(not(loom))] $item)* };
+}
+
 pub(crate) mod record;
-#[cfg(not(loom))]
-pub mod report;
-#[cfg(not(loom))]
-mod session;
-#[cfg(not(loom))]
-pub mod table;
-#[cfg(not(loom))]
-pub mod trace;
+
+not_under_loom! {
+    pub mod capture;
+    mod decode;
+    pub mod export;
+    pub mod report;
+    mod session;
+    pub mod table;
+    pub mod trace;
+
+    pub use capture::Capture;
+    pub use record::alloc::TrackingAlloc;
+    pub use record::args::ArgValue;
+    pub use record::callsite::Callsite;
+    pub use record::clock;
+    pub use record::follows::SeqGuard;
+    pub use record::link::{Link, link};
+    pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
+    pub use record::scope::ScopeGuard;
+    pub use session::{Config, Profiler, Threads};
+}
 
 #[cfg(loom)]
 #[doc(hidden)]
 pub use record::{buffer, event};
-
-#[cfg(not(loom))]
-pub use capture::Capture;
-#[cfg(not(loom))]
-pub use record::alloc::TrackingAlloc;
-#[cfg(not(loom))]
-pub use record::args::ArgValue;
-#[cfg(not(loom))]
-pub use record::callsite::Callsite;
-#[cfg(not(loom))]
-pub use record::clock;
-#[cfg(not(loom))]
-pub use record::follows::SeqGuard;
-#[cfg(not(loom))]
-pub use record::link::{Link, link};
-#[cfg(not(loom))]
-pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
-#[cfg(not(loom))]
-pub use record::scope::ScopeGuard;
-#[cfg(not(loom))]
-pub use session::{Config, Profiler, Threads};
 
 /// Records every call of a function as a scope, like a `scope!` at the top of its body.
 ///

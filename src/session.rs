@@ -66,6 +66,7 @@ impl Config {
     }
 
     /// Starts a session with these options.
+    #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
         let inner = Arc::new(Inner {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
@@ -184,6 +185,7 @@ impl Drop for Inner {
 
 impl Profiler {
     /// Starts a session that records every thread.
+    #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start() -> Self {
         Config::new().start()
     }

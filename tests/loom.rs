@@ -33,6 +33,15 @@ fn write(buffer: &ThreadBuffer, n: u64) {
     unsafe { write_groups(buffer, &groups) };
 }
 
+/// Runs `body` on a new thread, the buffer's writer.
+fn spawn_writer(
+    buffer: &Arc<ThreadBuffer>,
+    body: impl FnOnce(&ThreadBuffer) + Send + 'static,
+) -> thread::JoinHandle<()> {
+    let buffer = buffer.clone();
+    thread::spawn(move || body(&buffer))
+}
+
 fn ticks(shared: &[SharedChunk]) -> Vec<u64> {
     shared
         .iter()
@@ -45,13 +54,10 @@ fn a_capture_sees_a_prefix_in_order() {
     assert_eq!(CHUNK_EVENTS, 3);
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
-        let writer = {
-            let buffer = buffer.clone();
-            thread::spawn(move || {
-                write(&buffer, 4);
-                buffer.retire();
-            })
-        };
+        let writer = spawn_writer(&buffer, |buffer| {
+            write(buffer, 4);
+            buffer.retire();
+        });
         let seen = ticks(&buffer.share(0));
         assert!(seen.iter().copied().eq(1..=seen.len() as u64), "{seen:?}");
         writer.join().unwrap();
@@ -68,10 +74,7 @@ fn a_capture_sees_a_prefix_in_order() {
 fn reclaim_never_takes_the_live_chunk() {
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
-        let writer = {
-            let buffer = buffer.clone();
-            thread::spawn(move || write(&buffer, 5))
-        };
+        let writer = spawn_writer(&buffer, |buffer| write(buffer, 5));
         // Reclaim chunks whose events are all older than tick 4, while the writer writes.
         let mut reclaimed = Vec::new();
         buffer.reclaim(Some(4), |c| reclaimed.push(c));
@@ -94,13 +97,10 @@ fn reclaim_never_takes_the_live_chunk() {
 fn a_held_chunk_outlives_its_unlinking() {
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
-        let writer = {
-            let buffer = buffer.clone();
-            thread::spawn(move || {
-                write(&buffer, 4);
-                buffer.retire();
-            })
-        };
+        let writer = spawn_writer(&buffer, |buffer| {
+            write(buffer, 4);
+            buffer.retire();
+        });
         let held = buffer.share(0);
         let before = ticks(&held);
         let mut reclaimed = Vec::new();
@@ -128,17 +128,14 @@ fn a_held_chunk_outlives_its_unlinking() {
 fn records_pushed_together_are_seen_together() {
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
-        let writer = {
-            let buffer = buffer.clone();
-            thread::spawn(move || {
-                // The payload's "tick" is an address, far above every real tick.
-                let first = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 1, 1);
-                let second = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 2, 2);
-                // SAFETY: this thread is the buffer's only writer and retires it after.
-                unsafe { write_groups(&buffer, &[&first, &second]) };
-                buffer.retire();
-            })
-        };
+        let writer = spawn_writer(&buffer, |buffer| {
+            // The payload's "tick" is an address, far above every real tick.
+            let first = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 1, 1);
+            let second = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 2, 2);
+            // SAFETY: this thread is the buffer's only writer and retires it after.
+            unsafe { write_groups(buffer, &[&first, &second]) };
+            buffer.retire();
+        });
         let kinds: Vec<RawKind> = buffer
             .share(0)
             .iter()

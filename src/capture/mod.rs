@@ -61,6 +61,17 @@ pub(crate) struct Header {
     pub(crate) process_id: u32,
 }
 
+impl Header {
+    /// The header of a capture made by this process and build.
+    fn this_process() -> Self {
+        Self {
+            format_version: FORMAT_VERSION,
+            producer: concat!("tickscope ", env!("CARGO_PKG_VERSION")).to_owned(),
+            process_id: std::process::id(),
+        }
+    }
+}
+
 /// The clock calibration of a capture: tick/Unix-nanosecond pairs read at start and stop, and
 /// the clock's own rate (`None` when ticks are nanoseconds already: a mock clock).
 #[derive(Debug, Clone, PartialEq)]
@@ -142,11 +153,7 @@ impl Capture {
             })
             .collect();
         Self {
-            header: Header {
-                format_version: FORMAT_VERSION,
-                producer: concat!("tickscope ", env!("CARGO_PKG_VERSION")).to_owned(),
-                process_id: std::process::id(),
-            },
+            header: Header::this_process(),
             clock: ClockPairs {
                 start: window.start,
                 stop: window.stop,
@@ -164,11 +171,7 @@ impl Capture {
     /// A capture of a session that never ran.
     pub(crate) fn empty() -> Self {
         Self {
-            header: Header {
-                format_version: FORMAT_VERSION,
-                producer: concat!("tickscope ", env!("CARGO_PKG_VERSION")).to_owned(),
-                process_id: std::process::id(),
-            },
+            header: Header::this_process(),
             clock: ClockPairs {
                 start: Calibration::default(),
                 stop: Calibration::default(),

@@ -5,33 +5,23 @@
 //! and sessions. Nothing here imports from the stages after it (capture, decode, trace,
 //! report, export): recording only stamps raw records into per-thread chunks.
 
-#[cfg(not(loom))]
-pub(crate) mod alloc;
-#[cfg(not(loom))]
-pub(crate) mod args;
 pub mod buffer;
-#[cfg(not(loom))]
-pub(crate) mod callsite;
 pub mod chunk;
-#[cfg(not(loom))]
-pub mod clock;
 pub mod event;
-#[cfg(not(loom))]
-pub(crate) mod follows;
-#[cfg(not(loom))]
-pub(crate) mod link;
-#[cfg(not(loom))]
-pub(crate) mod observe;
-#[cfg(not(loom))]
-pub(crate) mod pool;
-#[cfg(not(loom))]
-pub(crate) mod registry;
-#[cfg(not(loom))]
-pub(crate) mod scope;
 pub(crate) mod sync;
-#[cfg(not(loom))]
-pub(crate) mod task;
-#[cfg(not(loom))]
-pub(crate) mod thread;
-#[cfg(not(loom))]
-pub(crate) mod value;
+
+not_under_loom! {
+    pub(crate) mod alloc;
+    pub(crate) mod args;
+    pub(crate) mod callsite;
+    pub mod clock;
+    pub(crate) mod follows;
+    pub(crate) mod link;
+    pub(crate) mod observe;
+    pub(crate) mod pool;
+    pub(crate) mod registry;
+    pub(crate) mod scope;
+    pub(crate) mod task;
+    pub(crate) mod thread;
+    pub(crate) mod value;
+}
