@@ -28,9 +28,9 @@ use crate::record::{clock, thread};
 /// ```
 ///
 /// While no session tracks memory, each call costs one relaxed atomic load and a branch on top
-/// of the wrapped allocator. While one does, each allocation and each free writes four
-/// 16-byte records (size, address and a raw clock tick) into the thread's buffer, like a
-/// scope: no lock and no allocation. A free is stamped before the memory goes back to the
+/// of the wrapped allocator. While one does, each allocation and each free writes two
+/// 16-byte records, published together (the size, the address and a raw clock tick), into the
+/// thread's buffer, like a scope: no lock and no allocation. A free is stamped before the memory goes back to the
 /// allocator and an allocation after it returns, so that when one thread frees an address and
 /// another gets it again, the ticks order the two correctly; post-processing then matches
 /// each free to its allocation by address, whichever threads they ran on. A `realloc` that
@@ -58,7 +58,7 @@ impl<A> TrackingAlloc<A> {
     }
 }
 
-/// Records the allocation of `layout` at `ptr`, if it succeeded and memory is tracked.
+/// Records the allocation of `size` bytes at `ptr`, if it succeeded and memory is tracked.
 #[inline(always)]
 fn allocated(ptr: *mut u8, size: usize) {
     if thread::memory_on() && !ptr.is_null() {

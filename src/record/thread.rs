@@ -281,7 +281,8 @@ pub(crate) fn push_begin(id: u32) -> u64 {
 }
 
 /// The current chunk is full (or there is none yet): link a fresh one and push again. The
-/// event keeps its tick: a [`RawKind::Data`] event that follows must repeat it.
+/// event keeps its tick (an exit is stamped before the switch, so its scope pays for it; an
+/// entry is stamped again, see [`push_begin_slow`]).
 #[cold]
 #[inline(never)]
 fn push_slow(hot: &HotState, event: RawEvent) -> bool {
