@@ -93,11 +93,6 @@ pub(crate) struct CaptureThread {
 }
 
 impl CaptureThread {
-    /// The thread's records in the order they were recorded (also outside the window).
-    pub(crate) fn records(&self) -> impl Iterator<Item = &RawEvent> {
-        self.chunks.iter().flat_map(|c| c.records())
-    }
-
     /// An upper bound on the thread's records.
     pub(crate) fn record_bound(&self) -> usize {
         self.chunks.iter().map(|c| c.records().len()).sum()

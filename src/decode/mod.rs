@@ -13,8 +13,11 @@ mod memory;
 mod pair;
 mod tasks;
 
+use std::ops::RangeInclusive;
+
 use crate::capture::Capture;
 use crate::record::callsite::Callsite;
+use crate::record::event::RawEvent;
 use crate::trace::{ThreadTrace, Trace};
 
 use self::convert::Converter;
@@ -45,12 +48,21 @@ impl Trace {
             builder.thread(thread.id, &thread.name, thread.record_bound(), |pairing| {
                 // A record that carries data goes with the record before it.
                 let mut keep = false;
-                for record in thread.records() {
-                    if !record.kind.carries_data() {
-                        keep = window.contains(&record.tick);
+                for chunk in &thread.chunks {
+                    let records = chunk.records();
+                    if within(records, &window) {
+                        // The usual case: the whole chunk is in the window.
+                        records.iter().for_each(|&record| pairing.push(record));
+                        keep = true;
+                        continue;
                     }
-                    if keep {
-                        pairing.push(*record);
+                    for &record in records {
+                        if !record.kind.carries_data() {
+                            keep = window.contains(&record.tick);
+                        }
+                        if keep {
+                            pairing.push(record);
+                        }
                     }
                 }
             });
@@ -63,6 +75,21 @@ impl Capture {
     /// Decodes the capture into a [`Trace`]; see [`Trace::from_capture`].
     pub fn decode(&self) -> Trace {
         Trace::from_capture(self)
+    }
+}
+
+/// True when every record of `records` is in `window`: it starts with a record that is not a
+/// payload, and its first and last ticks are in the window (a thread's ticks only grow).
+fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
+    let first = records.first();
+    let last = records.iter().rev().find(|r| !r.kind.carries_data());
+    match (first, last) {
+        (Some(first), Some(last)) => {
+            !first.kind.carries_data()
+                && window.contains(&first.tick)
+                && window.contains(&last.tick)
+        }
+        _ => false,
     }
 }
 

@@ -111,7 +111,9 @@ impl<'a> Pairing<'a> {
             self.arg(&event);
             return;
         }
-        self.end_args();
+        if self.reader.is_reading() {
+            self.end_args();
+        }
         if takes_payload(event.kind) {
             self.pending = Some(event);
         } else if event.kind != RawKind::Payload {

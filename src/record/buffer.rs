@@ -116,10 +116,10 @@ impl ThreadBuffer {
             }
             // SAFETY: the list holds its chunks; we hold the mutex.
             let chunk = unsafe { head.get() };
-            if let (Some(h), Some(last)) = (horizon, chunk.last_tick()) {
-                if last >= h {
-                    break;
-                }
+            if let (Some(h), Some(last)) = (horizon, chunk.last_tick())
+                && last >= h
+            {
+                break;
             }
             // SAFETY: `next` is only accessed under the mutex, which we hold.
             list.head = chunk.next.with(|n| unsafe { *n });
@@ -195,7 +195,15 @@ impl Writer {
     /// Appends `event`, or returns `false` when the current chunk is full or absent.
     #[inline(always)]
     pub fn try_push(&self, event: RawEvent) -> bool {
-        self.try_push_all(&[event])
+        let pos = self.pos.get();
+        if pos < CHUNK_EVENTS {
+            // SAFETY: as in `try_push_all`, with one record at `pos < CHUNK_EVENTS`.
+            unsafe { (*self.chunk.get()).write(pos, event) };
+            self.pos.set(pos + 1);
+            true
+        } else {
+            false
+        }
     }
 
     /// Appends all of `events`, published at once, or returns `false` (writing nothing) when

@@ -74,6 +74,28 @@ impl Chunk {
         ((length.saturating_sub(EVENT_PREFIX)) / RECORD) as usize
     }
 
+    /// Writes `event` into slot `pos` and publishes it.
+    ///
+    /// # Safety
+    /// Only the chunk's single writer may call this, with `pos` equal to the number of
+    /// published slots and below [`CHUNK_EVENTS`].
+    #[inline(always)]
+    pub(crate) unsafe fn write(&self, pos: usize, event: RawEvent) {
+        debug_assert!(pos < CHUNK_EVENTS);
+        // SAFETY: the caller guarantees `pos < CHUNK_EVENTS`.
+        let slot = unsafe { self.slots.get_unchecked(pos) };
+        // SAFETY: the slot is unpublished, so no reader looks at it, and we are its only writer.
+        slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
+        self.publish(pos + 1);
+    }
+
+    /// Publishes the first `count` slots: the content length covers them.
+    #[inline(always)]
+    fn publish(&self, count: usize) {
+        let length = EVENT_PREFIX + count as u64 * RECORD;
+        self.header.length.store(length, Ordering::Release);
+    }
+
     /// Writes `events` into the slots from `pos` on and publishes them together, so that a
     /// reader sees all of them or none.
     ///
@@ -90,8 +112,7 @@ impl Chunk {
             // writer.
             slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
         }
-        let length = EVENT_PREFIX + (pos + events.len()) as u64 * RECORD;
-        self.header.length.store(length, Ordering::Release);
+        self.publish(pos + events.len());
     }
 
     /// The first `len` slots.

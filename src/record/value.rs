@@ -139,6 +139,12 @@ impl ArgReader {
         }
     }
 
+    /// True while a string is being read.
+    #[inline]
+    pub(crate) fn is_reading(&self) -> bool {
+        self.string.is_some()
+    }
+
     /// Ends a string cut short (its records stopped before its length): it is given to `done`
     /// as far as it came.
     pub(crate) fn finish(&mut self, mut done: impl FnMut(u32, Value)) {
