@@ -31,7 +31,9 @@
 //! # How it works: one pipeline
 //!
 //! Data walks one way, and each stage is a folder of `src/` that imports only from the stages
-//! before it (a test, `tests/layers.rs`, keeps it so):
+//! before it (a test, `tests/layers.rs`, keeps it so). The model (`trace/`) holds data types
+//! only, and `decode/` builds it, so in imports the model ranks just before `decode/`:
+//! record → capture → trace → decode → report → table, export → session.
 //!
 //! ```text
 //!  record/ ──stop──▶ capture/ ──decode/──▶ trace/ ──▶ report/ ──▶ table
@@ -92,9 +94,10 @@
 //! Measured with `cargo bench --bench scope` on a 2-vCPU AMD EPYC VM (Linux, one run,
 //! medians): an enabled scope (enter + exit) costs 21.5 ns, where the two raw TSC reads it
 //! cannot avoid cost 21.0 ns on their own (1.025×); a scope while no session records costs
-//! 0.28 ns. Each recorded scope takes 32 bytes of buffer (two 16-byte records) until its
-//! session stops; stopped sessions' buffers stay warm for the next session, up to 64 MiB
-//! ([`release_memory`] frees them). The peer comparison in the repository's `benches/peers/`
+//! 0.28 ns. Each recorded scope takes 32 bytes of buffer (two 16-byte records). A stopped
+//! session's [`Capture`] holds its chunks until the session restarts or is dropped (or, for
+//! a capture a caller keeps, until that goes); they then stay warm for the next session, up
+//! to 64 MiB ([`release_memory`] frees them). The peer comparison in the repository's `benches/peers/`
 //! puts puffin, fastrace, tracing, tracy-client, firestorm and perfetto-recorder at 2.3× to 70×
 //! this cost on the same machine (see the README).
 //!
@@ -424,10 +427,11 @@ macro_rules! scope {
 /// Frees the event buffers kept warm for the next session and returns how many bytes that
 /// gave back.
 ///
-/// After a session stops, the chunks its threads filled (64 KiB each) wait for the next
-/// session, up to 64 MiB, so that recording never pays page faults twice. Call this when no
-/// more profiling is coming and the memory matters. Buffers that running sessions or threads
-/// still use are not touched.
+/// When a stopped session restarts or is dropped (and no one else holds its [`Capture`]), the
+/// chunks its threads filled (64 KiB each) wait for the next session, up to 64 MiB, so that
+/// recording never pays page faults twice. Call this when no more profiling is coming and the
+/// memory matters. Chunks that running sessions, threads or captures still hold are not
+/// touched.
 ///
 /// ```
 /// let prof = tickscope::Profiler::builder().current_thread().start();

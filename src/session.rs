@@ -220,6 +220,10 @@ impl Profiler {
             return;
         }
         let _untracked = registry::Untracked::enter();
+        // Nothing reads the previous stop while the session runs (snapshots are taken
+        // instead), and the next stop replaces it: its chunks go back to the pool now, warm for
+        // this window, unless a caller still holds its capture.
+        state.stopped = None;
         clock::init();
         pool::prepare();
         let members = match self.inner.config.threads {

@@ -12,6 +12,7 @@ use crate::record::chunk::SharedChunk;
 use crate::record::clock::{self, Calibration};
 use crate::record::event::RawEvent;
 use crate::record::pool;
+use crate::record::registry::Untracked;
 
 /// Version of the capture layout (chunk types, record kinds and their meaning). Captures of
 /// another version are not decoded as if they were this one.
@@ -111,6 +112,8 @@ impl Chunk {
 
 impl Drop for Chunk {
     fn drop(&mut self) {
+        // Freeing a chunk the pool cannot keep is the profiler's own work, not the program's.
+        let _untracked = Untracked::enter();
         if let Some(free) = self.0.take().and_then(SharedChunk::release) {
             pool::give(free);
         }

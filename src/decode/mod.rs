@@ -18,6 +18,7 @@ use std::ops::RangeInclusive;
 use crate::capture::Capture;
 use crate::record::callsite::Callsite;
 use crate::record::event::RawEvent;
+use crate::record::registry::Untracked;
 use crate::trace::{ThreadTrace, Trace};
 
 use self::convert::Converter;
@@ -39,6 +40,8 @@ impl Trace {
     /// latest async span with its id that began before it. Threads with no record in the
     /// window are left out.
     pub fn from_capture(capture: &Capture) -> Self {
+        // Decoding allocates; that is the profiler's work, not the program's.
+        let _untracked = Untracked::enter();
         let clock = &capture.clock;
         let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
         let end_tick = capture.end_tick;
@@ -128,8 +131,8 @@ impl<'c> Builder<'c> {
         }
     }
 
-    /// Adds one thread whose records `fill` pushes in recorded order; `records_hint` is an upper bound on their number, used to size the
-    /// span list. A thread given no records is left out.
+    /// Adds one thread whose records `fill` pushes in recorded order; `records_hint` is an upper
+    /// bound on their number, used to size the span list. A thread given no records is left out.
     fn thread(
         &mut self,
         id: u64,

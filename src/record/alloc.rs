@@ -27,17 +27,16 @@ use crate::record::{clock, thread};
 /// assert_eq!((fill.frees, fill.freed_bytes), (1, 1000));
 /// ```
 ///
-/// While no session tracks memory, each call costs one relaxed atomic load and a branch on top
-/// of the wrapped allocator. While one does, each allocation and each free writes two
-/// 16-byte records, published together (the size, the address and a raw clock tick), into the
-/// thread's buffer, like a scope: no lock and no allocation. A free is stamped before the memory goes back to the
+/// While no session tracks memory, each call costs one relaxed atomic load and a branch on top of
+/// the wrapped allocator. While one does, each allocation and each free writes two 16-byte records,
+/// published together (the size, the address and a raw clock tick), into the thread's buffer, like
+/// a scope: no lock and no allocation. A free is stamped before the memory goes back to the
 /// allocator and an allocation after it returns, so that when one thread frees an address and
-/// another gets it again, the ticks order the two correctly; post-processing then matches
-/// each free to its allocation by address, whichever threads they ran on. A `realloc` that
-/// succeeds is recorded as the free of the old block (stamped before the allocator gets it
-/// back) and the allocation of the new one, with the sizes the allocator saw, published
-/// together once it has returned; one that fails records nothing, since the old block is
-/// still allocated.
+/// another gets it again, the ticks order the two correctly; post-processing then matches each free
+/// to its allocation by address, whichever threads they ran on. A `realloc` that succeeds is
+/// recorded as the free of the old block (stamped before the allocator gets it back) and the
+/// allocation of the new one, with the sizes the allocator saw, published together once it has
+/// returned; one that fails records nothing, since the old block is still allocated.
 ///
 /// The profiler's own allocations (thread registration, buffers, post-processing) are not
 /// recorded.

@@ -67,6 +67,18 @@ pub struct Chunk {
     slots: [UnsafeCell<MaybeUninit<RawEvent>>; CHUNK_EVENTS],
 }
 
+// The layout a capture file shares: bookkeeping, then the header, the event prefix and the
+// records, each where the format says.
+#[cfg(not(loom))]
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<ChunkHeader>() == 16);
+    assert!(offset_of!(Chunk, header) == 16);
+    assert!(offset_of!(Chunk, thread) == 32);
+    assert!(offset_of!(Chunk, slots) == 32 + EVENT_PREFIX as usize);
+    assert!(size_of::<RawEvent>() == RECORD as usize);
+};
+
 impl Chunk {
     /// Number of published slots.
     pub(crate) fn published(&self) -> usize {

@@ -79,7 +79,7 @@ static PANICS: AtomicU64 = AtomicU64::new(0);
 /// A thread's view: its copy of the global list, its own observers, and the scopes it has
 /// delivered entries for (so that their exits go to the same observers).
 #[derive(Default)]
-struct Local {
+struct ThreadObservers {
     version: u64,
     global: Vec<Arc<Entry>>,
     mine: Vec<Arc<Entry>>,
@@ -95,7 +95,7 @@ struct Open {
 }
 
 thread_local! {
-    static LOCAL: RefCell<Local> = RefCell::new(Local::default());
+    static LOCAL: RefCell<ThreadObservers> = RefCell::new(ThreadObservers::default());
     /// Set while this thread runs observer callbacks: scopes they open are not observed.
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
 }

@@ -241,7 +241,7 @@ pub(crate) fn push_all(events: &[RawEvent]) {
     }
 }
 
-/// [`push_all`] with this thread's state in hand; counts the events as lost if they cannot be
+/// [`push_all`] with this thread's state in hand; counts the events as dropped if they cannot be
 /// recorded.
 #[inline(always)]
 fn push_all_on(hot: &HotState, events: &[RawEvent]) {
