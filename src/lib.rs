@@ -50,7 +50,9 @@
 //!   another thread writes.
 //! - **capture**: a session's stop hands its threads' chunks over, as recorded, to a
 //!   [`Capture`] ([`Profiler::capture`]): no copy, no decoding. Its chunks already have the
-//!   layout of a capture file (a 16-byte header of magic, type, version and length).
+//!   layout of a capture file (a 16-byte header of magic, type, version and length), so
+//!   [`Profiler::write_capture`] writes them to a `.tscope` file as they are and
+//!   [`Capture::read`] gives them back, to decode in another process as if live.
 //! - **decode**: [`Capture::decode`] (or [`trace::Trace::from_capture`]) pairs entries and
 //!   exits, nests them, reads arguments, converts ticks to Unix nanoseconds with a converter
 //!   calibrated at start and stop, and matches async spans, links and allocations across

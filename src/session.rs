@@ -384,6 +384,26 @@ impl Profiler {
         self.write(path, &crate::export::chrome::Options::default())
     }
 
+    /// Writes [`Profiler::capture`] to the file at `path` as a capture file (see
+    /// [`Capture::write_to`]), to be read back with [`Capture::read`] (by this process, another
+    /// one, or the `tickscope` command) and decoded as if live. Gzipped when `path` ends in
+    /// `.gz` ([`Capture::read`] reads either); a plain file is already compact, 16 bytes per
+    /// record. The file appears only when complete, as for [`Profiler::write`]: written beside
+    /// `path` and renamed into place, so an error never leaves a truncated file.
+    ///
+    /// ```no_run
+    /// let prof = tickscope::Profiler::start();
+    /// // ... the code to profile ...
+    /// prof.stop();
+    /// prof.write_capture("run.tscope")?;
+    /// let trace = tickscope::Capture::read("run.tscope").unwrap().decode();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_capture(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let capture = self.capture();
+        crate::export::write_file_with(path.as_ref(), |out| capture.write_to(out).map(drop))
+    }
+
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
     /// keys, row limits, per-thread rows and the call tree. Its footer counts the window's
     /// [`observer_panics`](Report::observer_panics), if any.

@@ -6,6 +6,36 @@
 //! 16-byte header of magic, type, version and length, then the thread id and the 16-byte
 //! records). Decoding a capture into a
 //! [`Trace`](crate::trace::Trace) is the next stage's job ([`Capture::decode`]).
+//!
+//! A capture is also a file: [`Capture::write_to`] (or
+//! [`Profiler::write_capture`](crate::Profiler::write_capture)) writes it as a sequence of
+//! chunks, the event chunks copied straight from memory, and [`Capture::read`],
+//! [`Capture::read_all`] and [`Capture::from_bytes`] read it back. The layout is in
+//! [`format`](mod@format) and, field by field, in the repository's `docs/FORMAT.md`.
+//!
+//! ```
+//! use tickscope::Capture;
+//!
+//! let prof = tickscope::Profiler::builder().current_thread().start();
+//! for _ in 0..3 {
+//!     let _g = tickscope::scope!("step");
+//! }
+//! prof.stop();
+//! let path = std::env::temp_dir().join(format!("doc-{}.tscope", std::process::id()));
+//! prof.write_capture(&path)?;
+//!
+//! let capture = Capture::read(&path)?;
+//! assert!(capture.warnings().is_empty());
+//! assert_eq!(capture.decode().threads[0].spans.len(), 3);
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod format;
+mod read;
+mod write;
+
+use std::sync::OnceLock;
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
@@ -14,9 +44,8 @@ use crate::record::event::RawEvent;
 use crate::record::pool;
 use crate::record::registry::Untracked;
 
-/// Version of the capture layout (chunk types, record kinds and their meaning). Captures of
-/// another version are not decoded as if they were this one.
-pub const FORMAT_VERSION: u16 = 1;
+pub use format::FORMAT_VERSION;
+pub use read::ReadError;
 
 /// The complete raw result of one session window: header, clock calibration, callsite table,
 /// thread table, every thread's chunks of raw records, and the count of dropped events.
@@ -51,6 +80,8 @@ pub struct Capture {
     /// The session recorded allocations.
     pub(crate) memory: bool,
     pub(crate) dropped_events: u64,
+    /// Problems met while reading it from a file; empty for a live capture.
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Who made a capture, and when.
@@ -60,17 +91,48 @@ pub(crate) struct Header {
     /// `tickscope <version>`.
     pub(crate) producer: String,
     pub(crate) process_id: u32,
+    /// The file name of the process's executable (empty when unknown).
+    pub(crate) process_name: String,
+    /// The machine's host name (empty when unknown).
+    pub(crate) host_name: String,
+    /// Unix nanoseconds at the window's start (0 when unknown).
+    pub(crate) start_unix_ns: u64,
 }
 
 impl Header {
-    /// The header of a capture made by this process and build.
-    fn this_process() -> Self {
+    /// The header of a capture made by this process and build, of a window that started at
+    /// `start_unix_ns`.
+    fn this_process(start_unix_ns: u64) -> Self {
+        static NAMES: OnceLock<(String, String)> = OnceLock::new();
+        let (process_name, host_name) = NAMES.get_or_init(|| (process_name(), host_name()));
         Self {
             format_version: FORMAT_VERSION,
             producer: concat!("tickscope ", env!("CARGO_PKG_VERSION")).to_owned(),
             process_id: std::process::id(),
+            process_name: process_name.clone(),
+            host_name: host_name.clone(),
+            start_unix_ns,
         }
     }
+}
+
+/// The file name of this process's executable, or an empty string.
+fn process_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default()
+}
+
+/// The machine's host name where the standard library can read it cheaply (Linux's
+/// `/proc/sys/kernel/hostname`, Windows' `COMPUTERNAME`), or an empty string.
+fn host_name() -> String {
+    let name = if cfg!(windows) {
+        std::env::var("COMPUTERNAME").unwrap_or_default()
+    } else {
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default()
+    };
+    name.trim().to_owned()
 }
 
 /// The clock calibration of a capture: tick/Unix-nanosecond pairs read at start and stop, and
@@ -150,8 +212,9 @@ impl Capture {
                 chunks: t.chunks.into_iter().map(|c| Chunk(Some(c))).collect(),
             })
             .collect();
+        let start_unix_ns = window.start.pairs.first().map_or(0, |&(_, ns)| ns);
         Self {
-            header: Header::this_process(),
+            header: Header::this_process(start_unix_ns),
             clock: ClockPairs {
                 start: window.start,
                 stop: window.stop,
@@ -163,13 +226,14 @@ impl Capture {
             end_tick: window.end_tick,
             memory: window.memory,
             dropped_events: window.dropped_events,
+            warnings: Vec::new(),
         }
     }
 
     /// A capture of a session that never ran.
     pub(crate) fn empty() -> Self {
         Self {
-            header: Header::this_process(),
+            header: Header::this_process(0),
             clock: ClockPairs {
                 start: Calibration::default(),
                 stop: Calibration::default(),
@@ -181,6 +245,7 @@ impl Capture {
             end_tick: 0,
             memory: false,
             dropped_events: 0,
+            warnings: Vec::new(),
         }
     }
 
@@ -197,6 +262,24 @@ impl Capture {
     /// The id of the process that recorded it.
     pub fn process_id(&self) -> u32 {
         self.header.process_id
+    }
+
+    /// The file name of the executable that recorded it (empty when unknown).
+    pub fn process_name(&self) -> &str {
+        &self.header.process_name
+    }
+
+    /// The host name of the machine that recorded it (empty when unknown).
+    pub fn host_name(&self) -> &str {
+        &self.header.host_name
+    }
+
+    /// Problems met while reading the capture from a file that did not stop the reading: an
+    /// unknown chunk type or version skipped, a truncated last chunk salvaged, a session
+    /// without its footer, more than one session where one was asked for, and the like. Each
+    /// names the byte offset it is about. Empty for a live capture.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Threads in the capture's thread table (also those with no record in the window).

@@ -60,12 +60,13 @@ impl<'a> MemoryPairing<'a> {
         if let Some((index, _)) = innermost {
             let (stats, _, peak) = &mut self.spans[index as usize];
             if alloc {
+                // Saturating: a forged capture file may hold any size.
                 stats.self_allocs += 1;
-                stats.self_alloc_bytes += block.size;
+                stats.self_alloc_bytes = stats.self_alloc_bytes.saturating_add(block.size);
                 *peak = (*peak).max(self.net);
             } else {
                 stats.self_frees += 1;
-                stats.self_freed_bytes += block.size;
+                stats.self_freed_bytes = stats.self_freed_bytes.saturating_add(block.size);
             }
         }
         self.events.push(RawMemory {
@@ -88,7 +89,7 @@ impl<'a> MemoryPairing<'a> {
         let (stats, base, peak) = &mut self.spans[index as usize];
         let own = stats.own();
         stats.add_totals(own);
-        stats.peak_bytes = u64::try_from(*peak - *base).unwrap_or(0);
+        stats.peak_bytes = u64::try_from(peak.saturating_sub(*base)).unwrap_or(0);
         let (child, child_peak) = (stats.totals(), *peak);
         if let Some(parent) = parent {
             let (stats, _, peak) = &mut self.spans[parent as usize];

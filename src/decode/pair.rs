@@ -207,7 +207,8 @@ impl<'a> Pairing<'a> {
             let span = &mut self.spans[at as usize];
             let until = if open { end } else { end.min(span.end_ns) };
             if until > covered {
-                span.children_ns += until - covered;
+                // Saturating: forged ticks (a capture file) may overlap anyhow.
+                span.children_ns = span.children_ns.saturating_add(until - covered);
                 covered = until;
             }
             if open {

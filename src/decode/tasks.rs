@@ -60,8 +60,9 @@ pub(super) fn match_async(
                 };
                 let record = &mut records[r];
                 record.polls += 1;
-                record.busy_ns += span.duration_ns();
-                record.self_ns += span.self_ns();
+                // Saturating: forged ticks (a capture file) may overlap anyhow.
+                record.busy_ns = record.busy_ns.saturating_add(span.duration_ns());
+                record.self_ns = record.self_ns.saturating_add(span.self_ns());
             }
             (MarkKind::End, Some(r)) => {
                 open.remove(&mark.span);

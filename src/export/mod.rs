@@ -106,3 +106,12 @@ pub fn write_file(
 ) -> io::Result<()> {
     file::atomic_write(path.as_ref(), |out| format.write(trace, out))
 }
+
+/// Writes the file at `path` through `write` as [`write_file`] does (gzipped for `.gz`,
+/// atomically for regular files; see [Files](self#files)), for output that is not a trace.
+pub(crate) fn write_file_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+) -> io::Result<()> {
+    file::atomic_write(path, write)
+}

@@ -110,13 +110,54 @@ pub(crate) fn by_id(id: u32) -> Option<&'static Callsite> {
     lookup(&crate::record::sync::recover(TABLE.read()), id)
 }
 
-/// The callsite with id `id` in `table`, a snapshot of the id table (see [`table`]).
+/// The callsite with id `id` in `table`, a snapshot of the id table (see [`table`]) or a
+/// capture's table; `None` for an id the table does not hold or marks [`UNDECLARED`].
 #[inline]
 pub(crate) fn lookup(table: &[&'static Callsite], id: u32) -> Option<&'static Callsite> {
     (id as usize)
         .checked_sub(1)
         .and_then(|i| table.get(i))
         .copied()
+        .filter(|c| !std::ptr::eq(*c, &UNDECLARED))
+}
+
+/// Fills the ids of a capture's callsite table that its file does not declare (ids may be
+/// sparse): [`lookup`] finds nothing there.
+pub(crate) static UNDECLARED: Callsite = Callsite::new("<undeclared callsite>", "", 0, "");
+
+/// Callsites read from capture files, by name, file, line and module path.
+type FileCallsites = HashMap<(&'static str, &'static str, u32, &'static str), &'static Callsite>;
+
+/// Callsites read from capture files so far, process-wide.
+static FROM_FILES: Mutex<Option<FileCallsites>> = Mutex::new(None);
+
+/// The callsite for `name`, `file`, `line` and `module_path` as read from a capture file:
+/// leaked once per distinct quadruple in the process and returned again for the same one, so
+/// reading a file twice costs no more memory than reading it once. A dynamic name (file
+/// `"<dynamic>"`, line 0, no module) is the same callsite as [`intern`] gives that name.
+pub(crate) fn intern_callsite(
+    name: &str,
+    file: &str,
+    line: u32,
+    module_path: &str,
+) -> &'static Callsite {
+    let _untracked = crate::record::registry::Untracked::enter();
+    if file == DYNAMIC_FILE && line == 0 && module_path.is_empty() {
+        return dynamic(name);
+    }
+    let mut map = crate::record::sync::lock(&FROM_FILES);
+    let map = map.get_or_insert_with(HashMap::new);
+    // The map's keys are `'static`; a shared view of it with shorter keys can look up ours.
+    let view: &HashMap<(&str, &str, u32, &str), &'static Callsite> = map;
+    if let Some(&callsite) = view.get(&(name, file, line, module_path)) {
+        return callsite;
+    }
+    let leak = |s: &str| -> &'static str { Box::leak(s.into()) };
+    let (name, file, module_path) = (leak(name), leak(file), leak(module_path));
+    let callsite: &'static Callsite =
+        Box::leak(Box::new(Callsite::new(name, file, line, module_path)));
+    map.insert((name, file, line, module_path), callsite);
+    callsite
 }
 
 /// Interns a run-time name and returns its callsite id.
@@ -141,19 +182,24 @@ pub fn intern(name: &str) -> u32 {
 #[cold]
 fn intern_global(name: &str) -> u32 {
     let _untracked = crate::record::registry::Untracked::enter();
-    let callsite = {
-        let mut map = crate::record::sync::lock(&DYNAMIC);
-        let map = map.get_or_insert_with(HashMap::new);
-        match map.get(name) {
-            Some(&callsite) => callsite,
-            None => {
-                let name: &'static str = Box::leak(name.into());
-                let callsite: &'static Callsite =
-                    Box::leak(Box::new(Callsite::new(name, "<dynamic>", 0, "")));
-                map.insert(name, callsite);
-                callsite
-            }
+    dynamic(name).id()
+}
+
+/// The file of the callsites of dynamic names.
+const DYNAMIC_FILE: &str = "<dynamic>";
+
+/// The callsite of the dynamic name `name`, leaked the first time in the process.
+fn dynamic(name: &str) -> &'static Callsite {
+    let mut map = crate::record::sync::lock(&DYNAMIC);
+    let map = map.get_or_insert_with(HashMap::new);
+    match map.get(name) {
+        Some(&callsite) => callsite,
+        None => {
+            let name: &'static str = Box::leak(name.into());
+            let callsite: &'static Callsite =
+                Box::leak(Box::new(Callsite::new(name, DYNAMIC_FILE, 0, "")));
+            map.insert(name, callsite);
+            callsite
         }
-    };
-    callsite.id()
+    }
 }

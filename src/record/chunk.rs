@@ -29,8 +29,8 @@ pub const EVENT_CHUNK: u16 = 5;
 pub const EVENT_CHUNK_VERSION: u16 = 1;
 /// Bytes of an event chunk's content before its records: the thread id and 8 reserved bytes.
 pub const EVENT_PREFIX: u64 = 16;
-/// Bytes per record.
-const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
+/// Bytes per record: tick (`u64`), id (`u32`), kind (`u32`).
+pub const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
 
 /// Chunks allocated and not yet freed, wherever they are (a buffer, a capture, the pool).
 static LIVE: LiveCount = LiveCount::new(0);
@@ -346,6 +346,34 @@ impl SharedChunk {
         // SAFETY: `len` was published (seen with `Acquire`) when the hold was taken, and the
         // hold keeps the chunk alive and unrecycled.
         unsafe { self.chunk().records(self.len) }
+    }
+
+    /// The held part of the chunk as a capture file's event chunk holds it after its header:
+    /// the thread id, 8 reserved bytes and the held records, [`EVENT_PREFIX`] + 16 bytes per
+    /// record, in this machine's byte order (the file's, little-endian, on little-endian
+    /// machines).
+    ///
+    /// The header itself is not included: its length is the writer's, which may have grown
+    /// past this hold (a thread still recording for another session), and reading it here
+    /// would race with the writer's store.
+    #[cfg(not(loom))]
+    pub(crate) fn content_bytes(&self) -> &[u8] {
+        let len = EVENT_PREFIX as usize + self.len * RECORD as usize;
+        debug_assert!(self.len <= CHUNK_EVENTS);
+        let chunk: *const Chunk = self.chunk();
+        // SAFETY: the pointer comes from a reference to the whole chunk, and the bytes from
+        // `thread` on are `thread`, `reserved` and the slots, contiguous (the layout is
+        // asserted above) and inside the chunk (`self.len <= CHUNK_EVENTS`). `thread` and
+        // `reserved` are only written while the chunk has a single owner, so not while this
+        // hold exists; the first `self.len` slots were published (seen with `Acquire`) when
+        // the hold was taken and are never written again while it exists. Every byte of them
+        // is initialised: a `RawEvent` is a `u64`, a `u32` and a 4-byte kind, 16 bytes with
+        // no padding. The slice lives as long as `&self`, which keeps the chunk alive and
+        // unrecycled.
+        unsafe {
+            let start = chunk.cast::<u8>().add(std::mem::offset_of!(Chunk, thread));
+            std::slice::from_raw_parts(start, len)
+        }
     }
 
     /// The id of the thread that wrote the chunk.

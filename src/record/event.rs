@@ -62,6 +62,30 @@ pub enum RawKind {
 }
 
 impl RawKind {
+    /// The kind whose discriminant is `raw`, if there is one (reading captures).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) const fn from_u32(raw: u32) -> Option<Self> {
+        Some(match raw {
+            1 => Self::Begin,
+            2 => Self::End,
+            3 => Self::AsyncBegin,
+            4 => Self::AsyncEnd,
+            5 => Self::PollBegin,
+            6 => Self::Payload,
+            7 => Self::Alloc,
+            8 => Self::Free,
+            9 => Self::Link,
+            10 => Self::BeginFollows,
+            11 => Self::ArgI64,
+            12 => Self::Bytes,
+            13 => Self::ArgU64,
+            14 => Self::ArgF64,
+            15 => Self::ArgBool,
+            16 => Self::ArgStr,
+            _ => return None,
+        })
+    }
+
     /// True for the kinds whose `tick` field holds data rather than a tick; they are published
     /// together with the event they belong to, whose tick counts for them.
     #[inline(always)]
@@ -174,5 +198,23 @@ impl RawEvent {
             id,
             kind: RawKind::Payload,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RawKind;
+
+    #[test]
+    fn every_kind_reads_back_from_its_discriminant() {
+        let mut kinds = 0;
+        for raw in 0..=20 {
+            if let Some(kind) = RawKind::from_u32(raw) {
+                assert_eq!(kind as u32, raw);
+                kinds += 1;
+            }
+        }
+        assert_eq!(kinds, 16);
+        assert_eq!(RawKind::from_u32(u32::MAX), None);
     }
 }

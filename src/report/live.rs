@@ -33,7 +33,8 @@ impl LiveAtStop {
         for alloc in memory.live_at_stop() {
             let entry = by_scope.entry(alloc.scope_name()).or_default();
             entry.0 += 1;
-            entry.1 += alloc.size;
+            // Saturating: a forged capture file may hold any size.
+            entry.1 = entry.1.saturating_add(alloc.size);
         }
         let mut live: Vec<LiveAtStop> = by_scope
             .into_iter()

@@ -231,7 +231,8 @@ impl Report {
             };
             let acc = &mut groups[group].1;
             acc.durations.push(duration);
-            acc.self_ns += self_ns;
+            // Saturating, as every sum here: a forged capture file may hold any duration.
+            acc.self_ns = acc.self_ns.saturating_add(self_ns);
             acc.open += u64::from(open);
             acc.memory.add(memory);
         };
@@ -273,7 +274,7 @@ impl Report {
             .into_iter()
             .map(|((thread, name, label), mut acc)| {
                 let d = &mut acc.durations;
-                let total: u64 = d.iter().sum();
+                let total = d.iter().fold(0u64, |sum, &x| sum.saturating_add(x));
                 let (min, max) = d
                     .iter()
                     .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));

@@ -154,10 +154,10 @@ impl MemoryStats {
     pub fn add(&mut self, other: &Self) {
         self.add_totals(other.totals());
         let [allocs, alloc_bytes, frees, freed_bytes] = other.own();
-        self.self_allocs += allocs;
-        self.self_alloc_bytes += alloc_bytes;
-        self.self_frees += frees;
-        self.self_freed_bytes += freed_bytes;
+        self.self_allocs = self.self_allocs.saturating_add(allocs);
+        self.self_alloc_bytes = self.self_alloc_bytes.saturating_add(alloc_bytes);
+        self.self_frees = self.self_frees.saturating_add(frees);
+        self.self_freed_bytes = self.self_freed_bytes.saturating_add(freed_bytes);
         self.peak_bytes = self.peak_bytes.max(other.peak_bytes);
     }
 
@@ -177,10 +177,11 @@ impl MemoryStats {
     }
 
     pub(crate) fn add_totals(&mut self, [allocs, alloc_bytes, frees, freed_bytes]: [u64; 4]) {
-        self.allocs += allocs;
-        self.alloc_bytes += alloc_bytes;
-        self.frees += frees;
-        self.freed_bytes += freed_bytes;
+        // Saturating: a forged capture file may hold any size.
+        self.allocs = self.allocs.saturating_add(allocs);
+        self.alloc_bytes = self.alloc_bytes.saturating_add(alloc_bytes);
+        self.frees = self.frees.saturating_add(frees);
+        self.freed_bytes = self.freed_bytes.saturating_add(freed_bytes);
     }
 }
 
@@ -239,7 +240,7 @@ impl MemoryTrace {
             .iter()
             .map(|e| {
                 match (e.kind, e.matched) {
-                    (MemoryKind::Alloc, _) => live += e.size,
+                    (MemoryKind::Alloc, _) => live = live.saturating_add(e.size),
                     (MemoryKind::Free, Some(alloc)) => {
                         live = live.saturating_sub(self.events[alloc as usize].size);
                     }

@@ -1,0 +1,116 @@
+//! The capture file format: chunk types, versions and the sizes of their fixed parts.
+//!
+//! A capture file is a sequence of chunks (IREE's instrumentation files are the model), all
+//! little-endian. Each chunk is a 16-byte header, [`CHUNK_MAGIC`] (`TSCP`), the chunk type
+//! (`u16`), its version (`u16`) and the length of its content in bytes (`u64`, padding not
+//! counted), then the content, then zero bytes up to the next multiple of [`ALIGN`]. A
+//! session is a [`SESSION_HEADER`] chunk, the chunks of its tables and events, and a
+//! [`SESSION_FOOTER`]; files concatenate (`cat a.tscope b.tscope > both.tscope` holds both
+//! sessions). A reader skips chunk types and versions it does not know, with a warning.
+//!
+//! | type | chunk | content (version 1) |
+//! | ---: | --- | --- |
+//! | 1 | [`SESSION_HEADER`] | format version, process id, start time, producer, process and host names |
+//! | 2 | [`CLOCK`] | calibration pairs `(tick, unix_ns)` at start and stop, the tick rate |
+//! | 3 | [`STRINGS`] | NUL-terminated UTF-8 strings; ids count from 0, valid until the next table |
+//! | 4 | [`CALLSITES`] | [`CALLSITE_ENTRY`]-byte entries: id, name, file, line, module path |
+//! | 5 | [`EVENT_CHUNK`] | thread id, 8 reserved bytes, 16-byte records as recorded |
+//! | 6 | [`THREADS`] | [`THREAD_ENTRY`]-byte entries: id, first tick, name |
+//! | 7 | [`SESSION_FOOTER`] | the window's ticks, record count, dropped events, flags |
+//!
+//! The repository's `docs/FORMAT.md` gives every field with its offset.
+
+pub use crate::record::chunk::{
+    CHUNK_MAGIC, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, RECORD,
+};
+
+/// Version of the capture layout (chunk types, record kinds and their meaning), written in
+/// every session header. Sessions of another version are not read as if they were this one.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// Bytes of a chunk header: magic, type, version, content length.
+pub const CHUNK_HEADER: usize = 16;
+/// Chunks start at multiples of this many bytes: content is padded with zeros up to it.
+pub const ALIGN: usize = 16;
+
+/// Chunk type that starts a session: who recorded it, where and when.
+pub const SESSION_HEADER: u16 = 1;
+/// Version of the [`SESSION_HEADER`] chunk.
+pub const SESSION_HEADER_VERSION: u16 = 1;
+/// Bytes of the session header's fixed part, before its three strings.
+pub const SESSION_HEADER_FIXED: usize = 16;
+
+/// Chunk type of the clock calibration.
+pub const CLOCK: u16 = 2;
+/// Version of the [`CLOCK`] chunk.
+pub const CLOCK_VERSION: u16 = 1;
+/// Bytes of the clock chunk's fixed part, before its pairs.
+pub const CLOCK_FIXED: usize = 32;
+/// Clock flag: ticks are nanoseconds already (a mock clock); the tick rate is not used.
+pub const CLOCK_IDENTITY: u32 = 1;
+
+/// Chunk type of a string table.
+pub const STRINGS: u16 = 3;
+/// Version of the [`STRINGS`] chunk.
+pub const STRINGS_VERSION: u16 = 1;
+/// A string id that names no string (a thread without a name).
+pub const NO_STRING: u32 = u32::MAX;
+
+/// Chunk type of a callsite table.
+pub const CALLSITES: u16 = 4;
+/// Version of the [`CALLSITES`] chunk.
+pub const CALLSITES_VERSION: u16 = 1;
+/// Bytes of one callsite entry.
+pub const CALLSITE_ENTRY: usize = 24;
+
+/// Chunk type of a thread table.
+pub const THREADS: u16 = 6;
+/// Version of the [`THREADS`] chunk.
+pub const THREADS_VERSION: u16 = 1;
+/// Bytes of one thread entry.
+pub const THREAD_ENTRY: usize = 24;
+
+/// Chunk type that ends a session.
+pub const SESSION_FOOTER: u16 = 7;
+/// Version of the [`SESSION_FOOTER`] chunk.
+pub const SESSION_FOOTER_VERSION: u16 = 1;
+/// Bytes of the session footer's content.
+pub const SESSION_FOOTER_LEN: usize = 40;
+/// Footer flag: the session recorded allocations and frees.
+pub const FOOTER_MEMORY: u32 = 1;
+
+/// `len` rounded up to a multiple of [`ALIGN`] (saturating).
+pub const fn padded(len: u64) -> u64 {
+    match len.checked_next_multiple_of(ALIGN as u64) {
+        Some(padded) => padded,
+        None => u64::MAX,
+    }
+}
+
+/// The name of chunk type `kind`, for messages; `None` for a type this build does not know.
+pub const fn chunk_name(kind: u16) -> Option<&'static str> {
+    Some(match kind {
+        SESSION_HEADER => "session header",
+        CLOCK => "clock",
+        STRINGS => "string table",
+        CALLSITES => "callsite table",
+        EVENT_CHUNK => "events",
+        THREADS => "thread table",
+        SESSION_FOOTER => "session footer",
+        _ => return None,
+    })
+}
+
+/// The version of chunk type `kind` this build reads and writes; `None` for an unknown type.
+pub const fn chunk_version(kind: u16) -> Option<u16> {
+    Some(match kind {
+        SESSION_HEADER => SESSION_HEADER_VERSION,
+        CLOCK => CLOCK_VERSION,
+        STRINGS => STRINGS_VERSION,
+        CALLSITES => CALLSITES_VERSION,
+        EVENT_CHUNK => EVENT_CHUNK_VERSION,
+        THREADS => THREADS_VERSION,
+        SESSION_FOOTER => SESSION_FOOTER_VERSION,
+        _ => return None,
+    })
+}

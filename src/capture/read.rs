@@ -1,0 +1,913 @@
+//! Reading capture files back into [`Capture`]s: every session of a file, each checked chunk
+//! by chunk.
+//!
+//! Reading never trusts a length: every one is checked against the input left before it is
+//! used, and what is allocated is bounded by the input's size. What cannot be read is an
+//! error that names the byte offset ([`ReadError`]); what can be read past (an unknown chunk
+//! type or version, a last chunk cut short, a session without footer) is read past with a
+//! warning ([`Capture::warnings`]).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use crate::record::callsite::{self, Callsite};
+use crate::record::chunk::{CHUNK_EVENTS, SharedChunk};
+use crate::record::clock::Calibration;
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::registry::Untracked;
+
+use super::format::{
+    ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
+    CLOCK_IDENTITY, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FORMAT_VERSION,
+    NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
+    SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
+};
+use super::{Capture, CaptureThread, Chunk, ClockPairs, Header};
+
+/// Bytes of an event chunk's prefix and of a record, as `usize`.
+const PREFIX: usize = EVENT_PREFIX as usize;
+const RECORD_LEN: usize = RECORD as usize;
+
+/// Why a capture could not be read: the file could not be read, or its bytes are not a
+/// capture this build can read. Its message names the file (when read from a path), the byte
+/// offset and what is wrong there, as in
+/// `run.tscope: at byte 4128: no chunk starts here: found [00, 00, 00, 00], expected the magic "TSCP"`.
+#[derive(Debug)]
+pub struct ReadError {
+    path: Option<PathBuf>,
+    offset: Option<u64>,
+    what: String,
+    io: Option<io::Error>,
+}
+
+impl ReadError {
+    /// A problem with the bytes at `offset`.
+    fn at(offset: usize, what: impl Into<String>) -> Self {
+        Self {
+            path: None,
+            offset: Some(offset as u64),
+            what: what.into(),
+            io: None,
+        }
+    }
+
+    /// The file at `path` could not be read (or decompressed).
+    fn io(path: Option<&Path>, what: &str, e: io::Error) -> Self {
+        Self {
+            path: path.map(Path::to_path_buf),
+            offset: None,
+            what: what.to_owned(),
+            io: Some(e),
+        }
+    }
+
+    /// The file the capture was read from; `None` for [`Capture::from_bytes`].
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The byte offset of the problem in the file (in the decompressed data for a gzipped
+    /// one); `None` when the file could not be read at all.
+    pub fn offset(&self) -> Option<u64> {
+        self.offset
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(e) = &self.io {
+            return match &self.path {
+                Some(path) => write!(f, "{} {}: {e}", self.what, path.display()),
+                None => write!(f, "{}: {e}", self.what),
+            };
+        }
+        if let Some(path) = &self.path {
+            write!(f, "{}: ", path.display())?;
+        }
+        if let Some(offset) = self.offset {
+            write!(f, "at byte {offset}: ")?;
+        }
+        f.write_str(&self.what)
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io.as_ref().map(|e| e as _)
+    }
+}
+
+impl Capture {
+    /// Reads the capture file at `path`: the first session it holds (a file written by
+    /// [`Profiler::write_capture`](crate::Profiler::write_capture) holds one; for a file of
+    /// several, see [`Capture::read_all`], and the capture's [`warnings`](Capture::warnings)
+    /// say how many there were). A gzipped file (such as one written to a `.gz` path) is
+    /// decompressed first.
+    ///
+    /// What can be read past is, with a warning: a chunk type or version this build does not
+    /// know is skipped, a last chunk cut short keeps the records it holds, a session without
+    /// footer (its process stopped abruptly) ends at its last record. Anything else is a
+    /// [`ReadError`] naming the file, the byte offset and the problem. Reading never panics,
+    /// and allocates no more than the file's size asks for, whatever its lengths say.
+    ///
+    /// Callsites read from a file are interned for the rest of the process (once per distinct
+    /// name, file, line and module, so reading a file again costs nothing more).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let prof = tickscope::Profiler::builder().current_thread().start();
+    /// {
+    ///     let _g = tickscope::scope!("load", bytes = 4096);
+    /// }
+    /// prof.stop();
+    /// let path = std::env::temp_dir().join(format!("read-{}.tscope", std::process::id()));
+    /// prof.write_capture(&path)?;
+    ///
+    /// let capture = tickscope::Capture::read(&path)?;
+    /// let report = tickscope::report::Report::new(&capture.decode());
+    /// assert_eq!(report.get("load").unwrap().calls, 1);
+    ///
+    /// std::fs::write(&path, b"not a capture")?;
+    /// let error = tickscope::Capture::read(&path).unwrap_err();
+    /// assert_eq!(error.offset(), Some(0));
+    /// assert!(error.to_string().contains("at byte 0"));
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read(path: impl AsRef<Path>) -> Result<Capture, ReadError> {
+        let mut sessions = Self::read_all(path)?;
+        let count = sessions.len();
+        sessions.truncate(1);
+        let Some(mut first) = sessions.pop() else {
+            // `parse` gives at least one session or an error.
+            return Err(ReadError::at(0, "no session"));
+        };
+        if count > 1 {
+            first.warnings.push(format!(
+                "the file holds {count} sessions: this is the first (Capture::read_all reads \
+                 them all)"
+            ));
+        }
+        Ok(first)
+    }
+
+    /// Reads every session of the capture file at `path`, in file order: a file made by
+    /// concatenating capture files (`cat a.tscope b.tscope > both.tscope`) gives both
+    /// sessions. See [`Capture::read`] for what is an error and what a warning.
+    pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| ReadError::io(Some(path), "cannot read", e))?;
+        parse(&bytes, Some(path))
+    }
+
+    /// Reads every session of a capture file held in memory, as [`Capture::read_all`] (errors
+    /// then name no file). Gzipped bytes are decompressed first.
+    ///
+    /// ```
+    /// let prof = tickscope::Profiler::builder().current_thread().start();
+    /// prof.stop();
+    /// let mut both = Vec::new();
+    /// prof.capture().write_to(&mut both)?;
+    /// prof.capture().write_to(&mut both)?; // files concatenate
+    /// assert_eq!(tickscope::Capture::from_bytes(&both).unwrap().len(), 2);
+    ///
+    /// let error = tickscope::Capture::from_bytes(&both[..20]).unwrap_err();
+    /// assert_eq!(error.offset(), Some(0)); // the session header is cut short
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Result<Vec<Capture>, ReadError> {
+        parse(bytes, None)
+    }
+}
+
+/// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.
+fn parse(bytes: &[u8], path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
+    // Reading allocates: the profiler's work, not the program's.
+    let _untracked = Untracked::enter();
+    let unzipped;
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
+        unzipped = out;
+        &unzipped
+    } else {
+        bytes
+    };
+    Parser {
+        sessions: Vec::new(),
+        session: None,
+    }
+    .run(bytes)
+    .map_err(|mut e| {
+        e.path = path.map(Path::to_path_buf);
+        e
+    })
+}
+
+/// Reads chunk after chunk, gathering sessions.
+struct Parser<'a> {
+    sessions: Vec<Capture>,
+    /// The session being read: its header was read, its footer not yet.
+    session: Option<Session<'a>>,
+}
+
+impl<'a> Parser<'a> {
+    fn run(mut self, bytes: &'a [u8]) -> Result<Vec<Capture>, ReadError> {
+        if bytes.is_empty() {
+            return Err(ReadError::at(
+                0,
+                "the input is empty: a capture starts with a session header chunk",
+            ));
+        }
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let rest = &bytes[pos..];
+            if rest.len() < CHUNK_HEADER {
+                if pos == 0 {
+                    return Err(ReadError::at(
+                        0,
+                        format!(
+                            "{} bytes are too few for a chunk header ({CHUNK_HEADER} bytes): \
+                             not a capture",
+                            rest.len()
+                        ),
+                    ));
+                }
+                self.warn(format!(
+                    "byte {pos}: the last {} bytes are too few for a chunk header \
+                     ({CHUNK_HEADER} bytes): ignored (the file was cut short?)",
+                    rest.len()
+                ));
+                break;
+            }
+            if u32_at(rest, 0) != CHUNK_MAGIC {
+                return Err(ReadError::at(
+                    pos,
+                    format!(
+                        "no chunk starts here: found {:02x?}, expected the magic \"TSCP\"",
+                        &rest[..4]
+                    ),
+                ));
+            }
+            let (kind, version, len) = (u16_at(rest, 4), u16_at(rest, 6), u64_at(rest, 8));
+            if pos == 0 && kind != SESSION_HEADER {
+                return Err(ReadError::at(
+                    0,
+                    format!(
+                        "a capture starts with a session header chunk (type {SESSION_HEADER}), \
+                         not {}",
+                        describe(kind)
+                    ),
+                ));
+            }
+            let body = &rest[CHUNK_HEADER..];
+            let Some(len) = usize::try_from(len).ok().filter(|&len| len <= body.len()) else {
+                self.cut_short(pos, kind, version, len, body)?;
+                break;
+            };
+            let next = CHUNK_HEADER + len.next_multiple_of(ALIGN);
+            if next > rest.len() {
+                self.warn(format!(
+                    "byte {pos}: the {} chunk misses {} bytes of padding at the end of the \
+                     input (the file was cut short?)",
+                    describe(kind),
+                    next - rest.len()
+                ));
+            }
+            self.chunk(pos, kind, version, &body[..len])?;
+            pos += next.min(rest.len());
+        }
+        self.end_session(None, bytes.len());
+        Ok(self.sessions)
+    }
+
+    /// A warning for the session being read, or the last one read.
+    fn warn(&mut self, warning: String) {
+        if let Some(session) = &mut self.session {
+            session.warnings.push(warning);
+        } else if let Some(last) = self.sessions.last_mut() {
+            last.warnings.push(warning);
+        }
+    }
+
+    /// One whole chunk at `pos`.
+    fn chunk(
+        &mut self,
+        pos: usize,
+        kind: u16,
+        version: u16,
+        content: &'a [u8],
+    ) -> Result<(), ReadError> {
+        if kind == SESSION_HEADER {
+            self.end_session(None, pos);
+            if version != SESSION_HEADER_VERSION {
+                return Err(ReadError::at(
+                    pos,
+                    format!(
+                        "session header chunk version {version} is not supported (this build \
+                         reads version {SESSION_HEADER_VERSION})"
+                    ),
+                ));
+            }
+            self.session = Some(Session::new(pos, header(pos, content)?));
+            return Ok(());
+        }
+        let Some(name) = chunk_name(kind) else {
+            self.warn(format!(
+                "byte {pos}: unknown chunk type {kind} (version {version}, {} bytes): skipped",
+                content.len()
+            ));
+            return Ok(());
+        };
+        if let Some(known) = chunk_version(kind).filter(|&known| known != version) {
+            self.warn(format!(
+                "byte {pos}: {name} chunk version {version} is not supported (this build reads \
+                 version {known}): skipped"
+            ));
+            return Ok(());
+        }
+        let Some(session) = &mut self.session else {
+            self.warn(format!(
+                "byte {pos}: a {name} chunk outside any session (after a footer, before the \
+                 next header): skipped"
+            ));
+            return Ok(());
+        };
+        match kind {
+            CLOCK => session.clock(pos, content)?,
+            STRINGS => session.strings(pos, content),
+            CALLSITES => session.callsites(pos, content)?,
+            THREADS => session.threads(pos, content)?,
+            EVENT_CHUNK => {
+                session.events(pos, content, false)?;
+            }
+            SESSION_FOOTER => {
+                let footer = footer(pos, content)?;
+                self.end_session(Some(footer), pos);
+            }
+            // `chunk_name` knows no other type.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The chunk at `pos` announces `len` bytes of content where only `body` is left: a
+    /// file cut short. An event chunk keeps its whole records; other chunks are lost.
+    fn cut_short(
+        &mut self,
+        pos: usize,
+        kind: u16,
+        version: u16,
+        len: u64,
+        body: &'a [u8],
+    ) -> Result<(), ReadError> {
+        if kind == SESSION_HEADER {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "the session header chunk announces {len} bytes of content, but only {} \
+                     are left",
+                    body.len()
+                ),
+            ));
+        }
+        let salvaged = match &mut self.session {
+            Some(session)
+                if kind == EVENT_CHUNK
+                    && version == EVENT_CHUNK_VERSION
+                    && body.len() >= PREFIX =>
+            {
+                let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;
+                session.events(pos, &body[..whole], true)?
+            }
+            _ => 0,
+        };
+        self.warn(format!(
+            "byte {pos}: the {} chunk is cut short by the end of the input: salvaged {salvaged} \
+             of {len} bytes",
+            describe(kind)
+        ));
+        Ok(())
+    }
+
+    /// Ends the session being read, if any, at `pos`: with its footer, or salvaged without.
+    fn end_session(&mut self, footer: Option<Footer>, pos: usize) {
+        if let Some(session) = self.session.take() {
+            self.sessions.push(session.finish(footer, pos));
+        }
+    }
+}
+
+/// "type N" or the type's name, for messages.
+fn describe(kind: u16) -> Cow<'static, str> {
+    match chunk_name(kind) {
+        Some(name) => Cow::Borrowed(name),
+        None => Cow::Owned(format!("type {kind}")),
+    }
+}
+
+/// The session header chunk's content, at `pos`.
+fn header(pos: usize, content: &[u8]) -> Result<Header, ReadError> {
+    if content.len() < SESSION_HEADER_FIXED {
+        return Err(ReadError::at(
+            pos,
+            format!(
+                "the session header holds {} bytes, fewer than its fixed {SESSION_HEADER_FIXED}",
+                content.len()
+            ),
+        ));
+    }
+    let format_version = u16_at(content, 0);
+    if format_version != FORMAT_VERSION {
+        return Err(ReadError::at(
+            pos + CHUNK_HEADER,
+            format!(
+                "capture format version {format_version} is not supported (this build reads \
+                 version {FORMAT_VERSION})"
+            ),
+        ));
+    }
+    let mut strings = content[SESSION_HEADER_FIXED..].split(|&b| b == 0);
+    let mut next = || {
+        strings
+            .next()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+    };
+    let (producer, process_name, host_name) = (next(), next(), next());
+    // `split` gives one piece more than there are NULs: three strings need a fourth piece.
+    let (Some(producer), Some(process_name), Some(host_name), Some(_)) =
+        (producer, process_name, host_name, next())
+    else {
+        return Err(ReadError::at(
+            pos + CHUNK_HEADER + SESSION_HEADER_FIXED,
+            "the session header's producer, process name and host name are not three \
+             NUL-terminated strings",
+        ));
+    };
+    Ok(Header {
+        format_version,
+        producer,
+        process_id: u32_at(content, 4),
+        process_name,
+        host_name,
+        start_unix_ns: u64_at(content, 8),
+    })
+}
+
+/// What a session footer says.
+struct Footer {
+    start_tick: u64,
+    end_tick: u64,
+    records: u64,
+    dropped_events: u64,
+    memory: bool,
+}
+
+/// The session footer chunk's content, at `pos`.
+fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
+    if content.len() < SESSION_FOOTER_LEN {
+        return Err(ReadError::at(
+            pos,
+            format!(
+                "the session footer holds {} bytes, fewer than its {SESSION_FOOTER_LEN}",
+                content.len()
+            ),
+        ));
+    }
+    Ok(Footer {
+        start_tick: u64_at(content, 0),
+        end_tick: u64_at(content, 8),
+        records: u64_at(content, 16),
+        dropped_events: u64_at(content, 24),
+        memory: u32_at(content, 32) & FOOTER_MEMORY != 0,
+    })
+}
+
+/// A session being read.
+struct Session<'a> {
+    /// Where its header starts.
+    offset: usize,
+    header: Header,
+    clock: Option<ClockPairs>,
+    /// The current string table: id `n` at index `n`.
+    strings: Vec<&'a [u8]>,
+    /// `(id, offset of the entry, callsite)`, as declared.
+    callsites: Vec<(u32, usize, &'static Callsite)>,
+    threads: Vec<ThreadBuild>,
+    /// Index in `threads` by thread id.
+    thread_index: HashMap<u64, usize>,
+    records: u64,
+    warnings: Vec<String>,
+}
+
+/// A thread of a session being read: its records go into chunks as they come.
+struct ThreadBuild {
+    id: u64,
+    name: Option<String>,
+    from_tick: u64,
+    chunks: Vec<SharedChunk>,
+    /// Records not yet in a chunk: fewer than [`CHUNK_EVENTS`].
+    pending: Vec<RawEvent>,
+    /// The tick of the last record that is not data, for a session without footer.
+    last_tick: Option<u64>,
+    /// An allocation or a free was seen, for a session without footer.
+    memory: bool,
+}
+
+impl ThreadBuild {
+    fn push(&mut self, record: RawEvent) {
+        if !record.kind.carries_data() {
+            self.last_tick = Some(record.tick);
+        }
+        self.memory |= matches!(record.kind, RawKind::Alloc | RawKind::Free);
+        self.pending.push(record);
+        if self.pending.len() >= CHUNK_EVENTS {
+            self.flush();
+        }
+    }
+
+    /// Puts the pending records into a chunk.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        for records in self.pending.chunks(CHUNK_EVENTS) {
+            self.chunks
+                .extend(SharedChunk::from_records(self.id, records));
+        }
+        self.pending.clear();
+    }
+}
+
+impl<'a> Session<'a> {
+    fn new(offset: usize, header: Header) -> Self {
+        Self {
+            offset,
+            header,
+            clock: None,
+            strings: Vec::new(),
+            callsites: Vec::new(),
+            threads: Vec::new(),
+            thread_index: HashMap::new(),
+            records: 0,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The clock chunk at `pos`.
+    fn clock(&mut self, pos: usize, content: &[u8]) -> Result<(), ReadError> {
+        if content.len() < CLOCK_FIXED {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "the clock chunk holds {} bytes, fewer than its fixed {CLOCK_FIXED}",
+                    content.len()
+                ),
+            ));
+        }
+        let flags = u32_at(content, 0);
+        let (starts, stops) = (u32_at(content, 4) as usize, u32_at(content, 8) as usize);
+        // At most 2 × u32::MAX pairs of 16 bytes: no overflow in 64 bits.
+        let need = CLOCK_FIXED as u64 + 16 * (starts as u64 + stops as u64);
+        if need > content.len() as u64 {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "the clock chunk announces {starts} start and {stops} stop pairs ({need} \
+                     bytes), but holds {} bytes",
+                    content.len()
+                ),
+            ));
+        }
+        let pairs = |from: usize, n: usize| Calibration {
+            pairs: content[from..from + 16 * n]
+                .chunks_exact(16)
+                .map(|p| (u64_at(p, 0), u64_at(p, 8)))
+                .collect(),
+        };
+        let clock = ClockPairs {
+            start: pairs(CLOCK_FIXED, starts),
+            stop: pairs(CLOCK_FIXED + 16 * starts, stops),
+            ns_per_tick: (flags & CLOCK_IDENTITY == 0).then(|| f64::from_bits(u64_at(content, 16))),
+        };
+        if self.clock.replace(clock).is_some() {
+            self.warnings.push(format!(
+                "byte {pos}: a second clock chunk in the session replaces the first"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The string table at `pos`: it replaces the one before.
+    fn strings(&mut self, pos: usize, content: &'a [u8]) {
+        let content = match content.split_last() {
+            Some((0, strings)) => strings,
+            Some(_) => {
+                self.warnings.push(format!(
+                    "byte {pos}: the string table does not end with a NUL: its last string is \
+                     taken as it is"
+                ));
+                content
+            }
+            None => {
+                self.strings.clear();
+                return;
+            }
+        };
+        self.strings = content.split(|&b| b == 0).collect();
+        let bad = self
+            .strings
+            .iter()
+            .filter(|s| std::str::from_utf8(s).is_err())
+            .count();
+        if bad > 0 {
+            self.warnings.push(format!(
+                "byte {pos}: {bad} strings of the string table are not UTF-8: their bad bytes \
+                 read as U+FFFD"
+            ));
+        }
+    }
+
+    /// String `id` of the current table, which entry `what` at `at` names.
+    fn string(
+        &self,
+        at: usize,
+        what: &dyn fmt::Display,
+        id: u32,
+    ) -> Result<Cow<'a, str>, ReadError> {
+        match self.strings.get(id as usize) {
+            Some(s) => Ok(String::from_utf8_lossy(s)),
+            None => Err(ReadError::at(
+                at,
+                format!(
+                    "{what} names string {id}, but the session's string table holds {} strings",
+                    self.strings.len()
+                ),
+            )),
+        }
+    }
+
+    /// The callsite table at `pos`.
+    fn callsites(&mut self, pos: usize, content: &[u8]) -> Result<(), ReadError> {
+        if !content.len().is_multiple_of(CALLSITE_ENTRY) {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "a callsite table holds {CALLSITE_ENTRY}-byte entries: {} bytes are not a \
+                     whole number of them",
+                    content.len()
+                ),
+            ));
+        }
+        self.callsites.reserve(content.len() / CALLSITE_ENTRY);
+        for (i, entry) in content.chunks_exact(CALLSITE_ENTRY).enumerate() {
+            let at = pos + CHUNK_HEADER + i * CALLSITE_ENTRY;
+            let id = u32_at(entry, 0);
+            let field = |what: &str, offset: usize| -> Result<Cow<'a, str>, ReadError> {
+                self.string(
+                    at,
+                    &format_args!("callsite {id}'s {what}"),
+                    u32_at(entry, offset),
+                )
+            };
+            let (name, file, module_path) = (
+                field("name", 4)?,
+                field("file", 8)?,
+                field("module path", 16)?,
+            );
+            let site = callsite::intern_callsite(&name, &file, u32_at(entry, 12), &module_path);
+            self.callsites.push((id, at, site));
+        }
+        Ok(())
+    }
+
+    /// The thread table at `pos`.
+    fn threads(&mut self, pos: usize, content: &[u8]) -> Result<(), ReadError> {
+        if !content.len().is_multiple_of(THREAD_ENTRY) {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "a thread table holds {THREAD_ENTRY}-byte entries: {} bytes are not a whole \
+                     number of them",
+                    content.len()
+                ),
+            ));
+        }
+        for (i, entry) in content.chunks_exact(THREAD_ENTRY).enumerate() {
+            let at = pos + CHUNK_HEADER + i * THREAD_ENTRY;
+            let id = u64_at(entry, 0);
+            let name = match u32_at(entry, 16) {
+                NO_STRING => None,
+                string => Some(
+                    self.string(at, &format_args!("thread {id}'s name"), string)?
+                        .into_owned(),
+                ),
+            };
+            if self.thread_index.contains_key(&id) {
+                self.warnings.push(format!(
+                    "byte {at}: thread {id} is declared again: the first entry is kept"
+                ));
+                continue;
+            }
+            self.thread_index.insert(id, self.threads.len());
+            self.threads.push(ThreadBuild {
+                id,
+                name,
+                from_tick: u64_at(entry, 8),
+                chunks: Vec::new(),
+                pending: Vec::new(),
+                last_tick: None,
+                memory: false,
+            });
+        }
+        Ok(())
+    }
+
+    /// The event chunk at `pos` with `content` (whole records); returns the bytes read.
+    /// `salvage` (a chunk cut short) keeps the records before a bad one instead of failing.
+    fn events(&mut self, pos: usize, content: &[u8], salvage: bool) -> Result<usize, ReadError> {
+        if content.len() < PREFIX || !(content.len() - PREFIX).is_multiple_of(RECORD_LEN) {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "an events chunk holds {PREFIX} bytes (thread id, reserved) and then \
+                     {RECORD_LEN}-byte records: {} bytes are not that",
+                    content.len()
+                ),
+            ));
+        }
+        let id = u64_at(content, 0);
+        let Some(&index) = self.thread_index.get(&id) else {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "an events chunk of thread {id}, which no thread table of the session \
+                     declares"
+                ),
+            ));
+        };
+        let thread = &mut self.threads[index];
+        let records = &content[PREFIX..];
+        thread
+            .pending
+            .reserve((records.len() / RECORD_LEN).min(CHUNK_EVENTS - thread.pending.len()));
+        for (i, record) in records.chunks_exact(RECORD_LEN).enumerate() {
+            let kind = u32_at(record, 12);
+            let Some(kind) = RawKind::from_u32(kind) else {
+                if salvage {
+                    return Ok(PREFIX + i * RECORD_LEN);
+                }
+                return Err(ReadError::at(
+                    pos + CHUNK_HEADER + PREFIX + i * RECORD_LEN,
+                    format!("record {i} of the events chunk at byte {pos} has unknown kind {kind}"),
+                ));
+            };
+            thread.push(RawEvent::new(kind, u32_at(record, 8), u64_at(record, 0)));
+            self.records += 1;
+        }
+        Ok(content.len())
+    }
+
+    /// The capture of the session, which ends at `end` (its footer, or where the next session
+    /// or the input begins).
+    fn finish(mut self, footer: Option<Footer>, end: usize) -> Capture {
+        let callsites = self.callsite_table();
+        let clock = self.clock.take().unwrap_or_else(|| {
+            self.warnings.push(format!(
+                "the session at byte {} has no clock chunk: its ticks are taken as nanoseconds",
+                self.offset
+            ));
+            ClockPairs {
+                start: Calibration::default(),
+                stop: Calibration::default(),
+                ns_per_tick: None,
+            }
+        });
+        for thread in &mut self.threads {
+            thread.flush();
+        }
+        let (start_tick, end_tick, dropped_events, memory) = match footer {
+            Some(footer) => {
+                if footer.records != self.records {
+                    self.warnings.push(format!(
+                        "byte {end}: the footer counts {} records, the session holds {}",
+                        footer.records, self.records
+                    ));
+                }
+                (
+                    footer.start_tick,
+                    footer.end_tick,
+                    footer.dropped_events,
+                    footer.memory,
+                )
+            }
+            None => {
+                let start = self
+                    .threads
+                    .iter()
+                    .map(|t| t.from_tick)
+                    .min()
+                    .or_else(|| clock.start.pairs.first().map(|p| p.0))
+                    .unwrap_or(0);
+                let end_tick = self
+                    .threads
+                    .iter()
+                    .filter_map(|t| t.last_tick)
+                    .max()
+                    .unwrap_or(start);
+                self.warnings.push(format!(
+                    "the session at byte {} has no footer (it ends at byte {end}; its process \
+                     may have stopped abruptly): salvaged, its window ending at its last \
+                     record's tick, {end_tick}",
+                    self.offset
+                ));
+                let memory = self.threads.iter().any(|t| t.memory);
+                (start, end_tick, 0, memory)
+            }
+        };
+        let threads = self
+            .threads
+            .into_iter()
+            .map(|t| CaptureThread {
+                id: t.id,
+                name: t.name,
+                from_tick: t.from_tick,
+                chunks: t.chunks.into_iter().map(|c| Chunk(Some(c))).collect(),
+            })
+            .collect();
+        Capture {
+            header: self.header,
+            clock,
+            callsites,
+            threads,
+            start_tick,
+            end_tick,
+            memory,
+            dropped_events,
+            warnings: self.warnings,
+        }
+    }
+
+    /// The callsite table by id (id `n` at index `n - 1`). Ids run from 1 to the number of
+    /// entries the session declares, so a forged id allocates nothing: entries outside that
+    /// range are skipped, ids no entry declares are [`callsite::UNDECLARED`].
+    fn callsite_table(&mut self) -> Vec<&'static Callsite> {
+        let declared = self.callsites.len();
+        let in_range = |id: u32| (1..=declared).contains(&(id as usize));
+        let len = self
+            .callsites
+            .iter()
+            .map(|&(id, ..)| id)
+            .filter(|&id| in_range(id))
+            .max()
+            .unwrap_or(0) as usize;
+        let mut table = vec![&callsite::UNDECLARED; len];
+        for &(id, at, site) in &self.callsites {
+            if !in_range(id) {
+                self.warnings.push(format!(
+                    "byte {at}: callsite id {id} is out of range (the session declares {declared} \
+                     callsites, numbered from 1): skipped"
+                ));
+                continue;
+            }
+            let slot = &mut table[id as usize - 1];
+            if std::ptr::eq(*slot, &callsite::UNDECLARED) {
+                *slot = site;
+            } else if !std::ptr::eq(*slot, site) {
+                self.warnings.push(format!(
+                    "byte {at}: callsite {id} is declared again, differently: the first entry is \
+                     kept"
+                ));
+            }
+        }
+        table
+    }
+}
+
+/// The little-endian `u16` at `at` of `bytes`, which the caller checked holds it.
+fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(array(bytes, at))
+}
+
+/// The little-endian `u32` at `at` of `bytes`, which the caller checked holds it.
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(array(bytes, at))
+}
+
+/// The little-endian `u64` at `at` of `bytes`, which the caller checked holds it.
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(array(bytes, at))
+}
+
+/// The `N` bytes at `at`; zeros past the end (callers check lengths first, so never).
+fn array<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    let field = bytes.get(at..).and_then(|b| b.first_chunk::<N>());
+    debug_assert!(field.is_some(), "{N} bytes at {at} of {}", bytes.len());
+    field.copied().unwrap_or([0; N])
+}

@@ -1,0 +1,273 @@
+//! Writing a [`Capture`] as a capture file: one session, its tables built here, its event
+//! chunks copied from memory as they are.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use crate::record::callsite::{self, Callsite};
+use crate::record::chunk::SharedChunk;
+use crate::record::registry::Untracked;
+
+use super::Capture;
+use super::format::{
+    ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
+    CLOCK_IDENTITY, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FORMAT_VERSION,
+    NO_STRING, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
+    SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS,
+    THREADS_VERSION,
+};
+
+impl Capture {
+    /// Writes the capture to `out` as one session of a capture file and returns the bytes
+    /// written. `out` is not flushed.
+    ///
+    /// The session is a header, the clock calibration, a string table, the callsite and
+    /// thread tables, one event chunk per chunk of records, and a footer (see
+    /// [`format`](super::format)). Event chunks are the recorded memory itself: a 16-byte
+    /// header and then one write of the chunk's bytes, nothing encoded per record, so a
+    /// capture costs 16 bytes per record plus about 32 bytes per 4096 records and its tables.
+    /// Writes to a [`Vec`] or a buffered file run at memory speed; `out` should be buffered
+    /// (the chunk headers are small writes).
+    ///
+    /// Files concatenate: the output of several `write_to` calls, one after the other, is a
+    /// file of several sessions ([`Capture::read_all`]). A name holding a NUL character (which
+    /// ends a string in the file) is written with U+FFFD in its place.
+    ///
+    /// ```
+    /// let prof = tickscope::Profiler::builder().current_thread().start();
+    /// for _ in 0..1000 {
+    ///     let _g = tickscope::scope!("step");
+    /// }
+    /// prof.stop();
+    /// let capture = prof.capture();
+    /// let mut file = Vec::new();
+    /// let written = capture.write_to(&mut file)?;
+    /// assert_eq!(written, file.len() as u64);
+    /// // 2000 records of 16 bytes, plus the tables.
+    /// assert!(file.len() > 2000 * 16);
+    ///
+    /// let back = tickscope::Capture::from_bytes(&file).unwrap();
+    /// assert_eq!(back.len(), 1);
+    /// assert_eq!(back[0].record_count(), capture.record_count());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<u64> {
+        // The tables are built in memory: the profiler's work, not the program's.
+        let _untracked = Untracked::enter();
+        let mut w = Writer { out, written: 0 };
+        w.chunk(
+            SESSION_HEADER,
+            SESSION_HEADER_VERSION,
+            &self.header_content(),
+        )?;
+        w.chunk(CLOCK, CLOCK_VERSION, &self.clock_content())?;
+        let mut strings = Strings::default();
+        let callsites = self.callsite_content(&mut strings);
+        let threads = self.thread_content(&mut strings);
+        w.chunk(STRINGS, STRINGS_VERSION, &strings.bytes)?;
+        w.chunk(CALLSITES, CALLSITES_VERSION, &callsites)?;
+        w.chunk(THREADS, THREADS_VERSION, &threads)?;
+        for thread in &self.threads {
+            for chunk in &thread.chunks {
+                if let Some(shared) = &chunk.0 {
+                    debug_assert_eq!(shared.thread(), thread.id);
+                    w.events(shared)?;
+                }
+            }
+        }
+        w.chunk(
+            SESSION_FOOTER,
+            SESSION_FOOTER_VERSION,
+            &self.footer_content(),
+        )?;
+        Ok(w.written)
+    }
+
+    /// The session header: format version, process id, start time, producer, process name
+    /// and host name.
+    fn header_content(&self) -> Vec<u8> {
+        let header = &self.header;
+        let mut out = Vec::with_capacity(SESSION_HEADER_FIXED + 64);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&header.process_id.to_le_bytes());
+        out.extend_from_slice(&header.start_unix_ns.to_le_bytes());
+        debug_assert_eq!(out.len(), SESSION_HEADER_FIXED);
+        for s in [&header.producer, &header.process_name, &header.host_name] {
+            push_cstr(&mut out, s);
+        }
+        out
+    }
+
+    /// The clock calibration: flags, pair counts, tick rate, then the start and stop pairs.
+    fn clock_content(&self) -> Vec<u8> {
+        let clock = &self.clock;
+        let (start, stop) = (&clock.start.pairs, &clock.stop.pairs);
+        let mut out = Vec::with_capacity(CLOCK_FIXED + 16 * (start.len() + stop.len()));
+        let flags = if clock.ns_per_tick.is_none() {
+            CLOCK_IDENTITY
+        } else {
+            0
+        };
+        out.extend_from_slice(&flags.to_le_bytes());
+        out.extend_from_slice(&count(start.len()).to_le_bytes());
+        out.extend_from_slice(&count(stop.len()).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&clock.ns_per_tick.unwrap_or(0.0).to_bits().to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        debug_assert_eq!(out.len(), CLOCK_FIXED);
+        let start = start.iter().take(count(start.len()) as usize);
+        let stop = stop.iter().take(count(stop.len()) as usize);
+        for &(tick, ns) in start.chain(stop) {
+            out.extend_from_slice(&tick.to_le_bytes());
+            out.extend_from_slice(&ns.to_le_bytes());
+        }
+        out
+    }
+
+    /// The callsite table (ids the capture does not declare are left out), adding its strings
+    /// to `strings`.
+    fn callsite_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(CALLSITE_ENTRY * self.callsites.len());
+        for (index, &site) in self.callsites.iter().enumerate() {
+            if std::ptr::eq(site, &callsite::UNDECLARED) {
+                continue;
+            }
+            let Ok(id) = u32::try_from(index + 1) else {
+                break;
+            };
+            let site: &'static Callsite = site;
+            for field in [
+                id,
+                strings.id(site.name()),
+                strings.id(site.file()),
+                site.line(),
+                strings.id(site.module_path()),
+                0,
+            ] {
+                out.extend_from_slice(&field.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// The thread table, adding the threads' names to `strings`.
+    fn thread_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(THREAD_ENTRY * self.threads.len());
+        for thread in &self.threads {
+            let name = thread.name.as_deref().map_or(NO_STRING, |n| strings.id(n));
+            out.extend_from_slice(&thread.id.to_le_bytes());
+            out.extend_from_slice(&thread.from_tick.to_le_bytes());
+            out.extend_from_slice(&name.to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
+        }
+        out
+    }
+
+    /// The session footer: the window, the record count, the dropped events and the flags.
+    fn footer_content(&self) -> [u8; SESSION_FOOTER_LEN] {
+        let mut out = [0u8; SESSION_FOOTER_LEN];
+        let flags = if self.memory { FOOTER_MEMORY } else { 0 };
+        out[0..8].copy_from_slice(&self.start_tick.to_le_bytes());
+        out[8..16].copy_from_slice(&self.end_tick.to_le_bytes());
+        out[16..24].copy_from_slice(&self.record_count().to_le_bytes());
+        out[24..32].copy_from_slice(&self.dropped_events.to_le_bytes());
+        out[32..36].copy_from_slice(&flags.to_le_bytes());
+        out
+    }
+}
+
+/// Writes chunks to `out`, counting the bytes.
+struct Writer<'o> {
+    out: &'o mut dyn Write,
+    written: u64,
+}
+
+impl Writer<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// A chunk header announcing `len` bytes of content.
+    fn header(&mut self, kind: u16, version: u16, len: u64) -> io::Result<()> {
+        let mut header = [0u8; 16];
+        header[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+        header[4..6].copy_from_slice(&kind.to_le_bytes());
+        header[6..8].copy_from_slice(&version.to_le_bytes());
+        header[8..16].copy_from_slice(&len.to_le_bytes());
+        self.write(&header)
+    }
+
+    /// A whole chunk: header, `content`, padding.
+    fn chunk(&mut self, kind: u16, version: u16, content: &[u8]) -> io::Result<()> {
+        self.header(kind, version, content.len() as u64)?;
+        self.write(content)?;
+        self.pad(content.len())
+    }
+
+    /// Zeros after `len` bytes of content, up to the next chunk's alignment.
+    fn pad(&mut self, len: usize) -> io::Result<()> {
+        const ZEROS: [u8; ALIGN] = [0; ALIGN];
+        self.write(&ZEROS[..len.next_multiple_of(ALIGN) - len])
+    }
+
+    /// An event chunk: a header for the held length (the chunk's own header may have grown
+    /// since), then the chunk's memory as it is, in one write (16 + 16 bytes per record: no
+    /// padding).
+    fn events(&mut self, chunk: &SharedChunk) -> io::Result<()> {
+        let content = chunk.content_bytes();
+        self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
+        #[cfg(target_endian = "little")]
+        self.write(content)?;
+        #[cfg(target_endian = "big")]
+        {
+            // Memory holds big-endian fields: encode them one by one.
+            let mut le = Vec::with_capacity(content.len());
+            le.extend_from_slice(&chunk.thread().to_le_bytes());
+            le.extend_from_slice(&0u64.to_le_bytes());
+            for record in chunk.records() {
+                le.extend_from_slice(&record.tick.to_le_bytes());
+                le.extend_from_slice(&record.id.to_le_bytes());
+                le.extend_from_slice(&(record.kind as u32).to_le_bytes());
+            }
+            self.write(&le)?;
+        }
+        debug_assert_eq!(content.len() % ALIGN, 0);
+        Ok(())
+    }
+}
+
+/// A string table being built: each distinct string once, NUL-terminated, ids from 0.
+#[derive(Default)]
+struct Strings<'a> {
+    ids: HashMap<&'a str, u32>,
+    bytes: Vec<u8>,
+}
+
+impl<'a> Strings<'a> {
+    /// The id of `s`, added on first use.
+    fn id(&mut self, s: &'a str) -> u32 {
+        let next = self.ids.len() as u32;
+        *self.ids.entry(s).or_insert_with(|| {
+            push_cstr(&mut self.bytes, s);
+            next
+        })
+    }
+}
+
+/// Appends `s` and a NUL; a NUL inside `s` becomes U+FFFD.
+fn push_cstr(out: &mut Vec<u8>, s: &str) {
+    if s.contains('\0') {
+        out.extend_from_slice(s.replace('\0', "\u{FFFD}").as_bytes());
+    } else {
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.push(0);
+}
+
+/// A count as the `u32` the format holds (a calibration has a few dozen pairs).
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

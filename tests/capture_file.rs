@@ -1,0 +1,943 @@
+//! Capture files: a live session and the same session read back from its file decode to the
+//! same trace (byte-identical Chrome JSON, identical reports); size on disk; concatenated
+//! files; every malformed input read as an error or a warning with its byte offset; and
+//! mutated files (bit flips, truncations, forged lengths and fields) that must not panic the
+//! reader or the decoder.
+#![cfg(feature = "enabled")]
+
+use std::path::PathBuf;
+
+use tickscope::__private::{RawEvent, RawKind};
+use tickscope::capture::format::{
+    CALLSITES, CLOCK, CLOCK_IDENTITY, EVENT_CHUNK, FOOTER_MEMORY, NO_STRING, SESSION_FOOTER,
+    SESSION_HEADER, STRINGS, THREADS,
+};
+use tickscope::export::chrome;
+use tickscope::report::Report;
+use tickscope::trace::Trace;
+use tickscope::{Capture, Profiler, profile, scope};
+
+/// A fresh path in the temporary directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tickscope-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn chrome_json(trace: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    chrome::write(trace, &mut out).unwrap();
+    out
+}
+
+#[profile]
+async fn fetch(n: u32) -> u32 {
+    tokio::task::yield_now().await;
+    let _g = scope!("parse", n = n);
+    n * 2
+}
+
+/// A stopped session with nested scopes, arguments of every type, a dynamic name, a link to
+/// another thread, async calls on a current-thread tokio runtime and a scope open at stop.
+fn rich_session() -> Profiler {
+    let prof = Profiler::builder().current_thread().start();
+    let _open = scope!("open at stop");
+    {
+        let _outer = scope!(
+            "request",
+            route = "/api/items/with/a/rather/long/path",
+            id = 42u64,
+            delta = -7i64,
+            ratio = 0.5f64,
+            ok = true,
+            peer = %"10.0.0.7"
+        );
+        for i in 0..3u32 {
+            let _step = scope!("step", i = i);
+            let _leaf = scope!("leaf");
+        }
+        let _dynamic = scope!(name = format!("dynamic {}", 7));
+        let link = tickscope::link();
+        let worker = prof.clone();
+        std::thread::Builder::new()
+            .name("worker".into())
+            .spawn(move || {
+                worker.join_current_thread();
+                let _g = scope!("serve", follows = link, bytes = 512u32);
+                let _inner = scope!("write");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (a, b) = runtime.block_on(async { tokio::join!(fetch(1), fetch(2)) });
+        assert_eq!((a, b), (2, 4));
+    }
+    prof.stop();
+    prof
+}
+
+#[test]
+fn a_session_read_back_from_its_file_decodes_as_the_live_one() {
+    let prof = rich_session();
+    let path = scratch("round_trip.tscope");
+    prof.write_capture(&path).unwrap();
+    let capture = Capture::read(&path).unwrap();
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+
+    let live = prof.trace();
+    let file = capture.decode();
+    assert_eq!(chrome_json(&live), chrome_json(&file));
+    assert_eq!(Report::new(&live), Report::new(&file));
+    assert_eq!(Report::by_thread(&live), Report::by_thread(&file));
+    assert_eq!(Report::by_origin(&live), Report::by_origin(&file));
+    assert_eq!(Report::by_arg(&live, "i"), Report::by_arg(&file, "i"));
+    // The session has what it should, so the comparison means something.
+    assert_eq!(file.threads.len(), 2);
+    assert_eq!(file.async_spans.len(), 2);
+    assert_eq!(file.links.len(), 1);
+    let report = Report::new(&file);
+    assert_eq!(report.get("step").unwrap().calls, 3);
+    assert_eq!(report.get("dynamic 7").unwrap().calls, 1);
+    assert_eq!(report.get("fetch").unwrap().calls, 2);
+    assert!(
+        file.threads
+            .iter()
+            .any(|t| t.name.as_deref() == Some("worker"))
+    );
+    assert!(
+        file.threads
+            .iter()
+            .flat_map(|t| &t.spans)
+            .any(|s| s.open_at_stop)
+    );
+    let json = String::from_utf8(chrome_json(&file)).unwrap();
+    assert!(
+        json.contains("/api/items/with/a/rather/long/path"),
+        "{json}"
+    );
+
+    let live_capture = prof.capture();
+    assert_eq!(capture.record_count(), live_capture.record_count());
+    assert_eq!(capture.thread_count(), live_capture.thread_count());
+    assert_eq!(capture.format_version(), tickscope::capture::FORMAT_VERSION);
+    assert_eq!(capture.producer(), live_capture.producer());
+    assert_eq!(capture.process_id(), std::process::id());
+    let exe = std::env::current_exe().unwrap();
+    assert_eq!(
+        capture.process_name(),
+        exe.file_name().unwrap().to_string_lossy()
+    );
+    assert_eq!(capture.host_name(), live_capture.host_name());
+    assert_eq!(capture.tracks_memory(), live_capture.tracks_memory());
+    assert_eq!(capture.dropped_events(), live_capture.dropped_events());
+
+    // Writing what was read gives the same file, but for the chunking of the records.
+    let mut again = Vec::new();
+    capture.write_to(&mut again).unwrap();
+    let again = &Capture::from_bytes(&again).unwrap()[0];
+    assert_eq!(chrome_json(&again.decode()), chrome_json(&live));
+}
+
+#[test]
+fn reading_a_file_twice_gives_the_same_callsites() {
+    let prof = Profiler::builder().current_thread().start();
+    {
+        let _g = scope!("twice");
+    }
+    prof.stop();
+    let path = scratch("twice.tscope");
+    prof.write_capture(&path).unwrap();
+    let first = Capture::read(&path).unwrap().decode();
+    let second = Capture::read(&path).unwrap().decode();
+    let (a, b) = (
+        first.threads[0].spans[0].callsite,
+        second.threads[0].spans[0].callsite,
+    );
+    assert_eq!(a.name(), "twice");
+    assert!(std::ptr::eq(a, b), "interned once");
+    assert_eq!(a.file(), file!());
+}
+
+#[test]
+fn gzipped_files_read_back_the_same() {
+    let prof = rich_session();
+    let (plain, gz) = (scratch("plain.tscope"), scratch("packed.tscope.gz"));
+    prof.write_capture(&plain).unwrap();
+    prof.write_capture(&gz).unwrap();
+    let bytes = std::fs::read(&gz).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b]);
+    let (a, b) = (Capture::read(&plain).unwrap(), Capture::read(&gz).unwrap());
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+    assert_eq!(chrome_json(&a.decode()), chrome_json(&b.decode()));
+}
+
+#[test]
+fn a_capture_takes_sixteen_bytes_and_a_bit_per_event() {
+    const SCOPES: usize = 100_000;
+    let prof = Profiler::builder().current_thread().start();
+    for _ in 0..SCOPES {
+        let _g = scope!("tight");
+    }
+    prof.stop();
+    let capture = prof.capture();
+    let mut out = Vec::new();
+    let written = capture.write_to(&mut out).unwrap();
+    assert_eq!(written, out.len() as u64);
+    let events = capture.record_count();
+    assert_eq!(events, 2 * SCOPES as u64);
+    let per_event = written as f64 / events as f64;
+    println!("{written} bytes for {events} events: {per_event:.3} bytes/event");
+    assert!(per_event <= 16.5, "{per_event} bytes/event");
+
+    let path = scratch("size.tscope");
+    prof.write_capture(&path).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), written);
+    let back = Capture::read(&path).unwrap();
+    assert_eq!(Report::new(&back.decode()), prof.report());
+}
+
+#[test]
+fn concatenated_files_hold_every_session_in_order() {
+    let session = |name: &'static str, calls: usize| {
+        let prof = Profiler::builder().current_thread().start();
+        for _ in 0..calls {
+            let _g = scope!(name = name);
+        }
+        prof.stop();
+        prof
+    };
+    let (a, b) = (session("first", 2), session("second", 3));
+    let (pa, pb, both) = (
+        scratch("a.tscope"),
+        scratch("b.tscope"),
+        scratch("both.tscope"),
+    );
+    a.write_capture(&pa).unwrap();
+    b.write_capture(&pb).unwrap();
+    let mut joined = std::fs::read(&pa).unwrap();
+    joined.extend(std::fs::read(&pb).unwrap());
+    std::fs::write(&both, &joined).unwrap();
+
+    let all = Capture::read_all(&both).unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|c| c.warnings().is_empty()));
+    let (ra, rb) = (Report::new(&all[0].decode()), Report::new(&all[1].decode()));
+    assert_eq!(ra.get("first").unwrap().calls, 2);
+    assert!(ra.get("second").is_none());
+    assert_eq!(rb.get("second").unwrap().calls, 3);
+    assert!(rb.get("first").is_none());
+    assert_eq!(ra, a.report());
+    assert_eq!(rb, b.report());
+
+    let first = Capture::read(&both).unwrap();
+    assert_eq!(Report::new(&first.decode()), ra);
+    assert_eq!(first.warnings().len(), 1);
+    assert!(
+        first.warnings()[0].contains("holds 2 sessions"),
+        "{:?}",
+        first.warnings()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files made by hand.
+
+fn chunk(kind: u16, version: u16, content: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"TSCP");
+    out.extend_from_slice(&kind.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(content.len() as u64).to_le_bytes());
+    out.extend_from_slice(content);
+    out.resize(out.len().next_multiple_of(16), 0);
+    out
+}
+
+fn words(fields: &[u32]) -> Vec<u8> {
+    fields.iter().flat_map(|f| f.to_le_bytes()).collect()
+}
+
+fn header(format_version: u16) -> Vec<u8> {
+    let mut c = Vec::new();
+    c.extend_from_slice(&format_version.to_le_bytes());
+    c.extend_from_slice(&0u16.to_le_bytes());
+    c.extend_from_slice(&7u32.to_le_bytes());
+    c.extend_from_slice(&1000u64.to_le_bytes());
+    c.extend_from_slice(b"crafted\0proc\0host\0");
+    chunk(SESSION_HEADER, 1, &c)
+}
+
+/// A clock whose ticks are nanoseconds.
+fn clock() -> Vec<u8> {
+    let mut c = words(&[CLOCK_IDENTITY, 0, 0, 0]);
+    c.extend_from_slice(&[0; 16]);
+    chunk(CLOCK, 1, &c)
+}
+
+fn strings(strings: &[&str]) -> Vec<u8> {
+    let mut c = Vec::new();
+    for s in strings {
+        c.extend_from_slice(s.as_bytes());
+        c.push(0);
+    }
+    chunk(STRINGS, 1, &c)
+}
+
+/// `(id, name, file, line, module)` entries, names as string ids.
+fn callsites(entries: &[[u32; 5]]) -> Vec<u8> {
+    let c: Vec<u32> = entries
+        .iter()
+        .flat_map(|e| [e[0], e[1], e[2], e[3], e[4], 0])
+        .collect();
+    chunk(CALLSITES, 1, &words(&c))
+}
+
+/// `(id, from tick, name)` entries.
+fn threads(entries: &[(u64, u64, u32)]) -> Vec<u8> {
+    let mut c = Vec::new();
+    for &(id, from, name) in entries {
+        c.extend_from_slice(&id.to_le_bytes());
+        c.extend_from_slice(&from.to_le_bytes());
+        c.extend_from_slice(&words(&[name, 0]));
+    }
+    chunk(THREADS, 1, &c)
+}
+
+fn events(thread: u64, records: &[RawEvent]) -> Vec<u8> {
+    let mut c = Vec::new();
+    c.extend_from_slice(&thread.to_le_bytes());
+    c.extend_from_slice(&0u64.to_le_bytes());
+    for r in records {
+        c.extend_from_slice(&r.tick.to_le_bytes());
+        c.extend_from_slice(&r.id.to_le_bytes());
+        c.extend_from_slice(&(r.kind as u32).to_le_bytes());
+    }
+    chunk(EVENT_CHUNK, 1, &c)
+}
+
+fn footer(start: u64, end: u64, records: u64, flags: u32) -> Vec<u8> {
+    let mut c = Vec::new();
+    for v in [start, end, records, 0] {
+        c.extend_from_slice(&v.to_le_bytes());
+    }
+    c.extend_from_slice(&words(&[flags, 0]));
+    chunk(SESSION_FOOTER, 1, &c)
+}
+
+/// "outer" (1) from 100 to 150 around "inner" (2) from 110 to 120, on thread 1 ("main").
+fn scope_records() -> Vec<RawEvent> {
+    vec![
+        RawEvent::begin(1, 100),
+        RawEvent::begin(2, 110),
+        RawEvent::end(RawEvent::end_key(2, 110), 120),
+        RawEvent::end(RawEvent::end_key(1, 100), 150),
+    ]
+}
+
+/// The chunks of a valid hand-made session, by name.
+struct Parts {
+    header: Vec<u8>,
+    clock: Vec<u8>,
+    strings: Vec<u8>,
+    callsites: Vec<u8>,
+    threads: Vec<u8>,
+    events: Vec<u8>,
+    footer: Vec<u8>,
+}
+
+impl Parts {
+    fn new() -> Self {
+        Self {
+            header: header(1),
+            clock: clock(),
+            strings: strings(&["outer", "inner", "t.rs", "m", "main"]),
+            callsites: callsites(&[[1, 0, 2, 10, 3], [2, 1, 2, 11, 3]]),
+            threads: threads(&[(1, 0, 4)]),
+            events: events(1, &scope_records()),
+            footer: footer(0, 200, 4, 0),
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        [
+            &self.header[..],
+            &self.clock,
+            &self.strings,
+            &self.callsites,
+            &self.threads,
+            &self.events,
+            &self.footer,
+        ]
+        .concat()
+    }
+
+    /// Where the event chunk starts.
+    fn events_at(&self) -> usize {
+        self.header.len()
+            + self.clock.len()
+            + self.strings.len()
+            + self.callsites.len()
+            + self.threads.len()
+    }
+}
+
+fn one(bytes: &[u8]) -> Capture {
+    let mut all = Capture::from_bytes(bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(all.len(), 1);
+    all.pop().unwrap()
+}
+
+/// (name, start, end, open at stop) of each span of the only thread.
+fn spans(capture: &Capture) -> Vec<(&'static str, u64, u64, bool)> {
+    let trace = capture.decode();
+    assert_eq!(trace.threads.len(), 1);
+    trace.threads[0]
+        .spans
+        .iter()
+        .map(|s| (s.callsite.name(), s.start_ns, s.end_ns, s.open_at_stop))
+        .collect()
+}
+
+fn has(warnings: &[String], text: &str) -> bool {
+    warnings.iter().any(|w| w.contains(text))
+}
+
+#[test]
+fn a_hand_made_file_reads_exactly() {
+    let capture = one(&Parts::new().bytes());
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+    assert_eq!(capture.producer(), "crafted");
+    assert_eq!(capture.process_name(), "proc");
+    assert_eq!(capture.host_name(), "host");
+    assert_eq!(capture.process_id(), 7);
+    assert_eq!(
+        spans(&capture),
+        [("outer", 100, 150, false), ("inner", 110, 120, false)]
+    );
+    let trace = capture.decode();
+    assert_eq!((trace.start_ns, trace.end_ns), (0, 200));
+    assert_eq!(trace.threads[0].name.as_deref(), Some("main"));
+}
+
+#[track_caller]
+fn error(bytes: &[u8], offset: usize, text: &str) {
+    match Capture::from_bytes(bytes) {
+        Ok(c) => panic!("read {} sessions, expected an error", c.len()),
+        Err(e) => {
+            assert_eq!(e.offset(), Some(offset as u64), "{e}");
+            let message = e.to_string();
+            assert!(
+                message.starts_with(&format!("at byte {offset}: ")),
+                "{message}"
+            );
+            assert!(message.contains(text), "{message}");
+            assert!(e.path().is_none());
+        }
+    }
+}
+
+#[test]
+fn empty_and_short_inputs_are_errors() {
+    error(&[], 0, "empty");
+    error(&[0x54, 0x53], 0, "too few for a chunk header");
+    error(&[0; 64], 0, "expected the magic \"TSCP\"");
+}
+
+#[test]
+fn a_wrong_magic_is_an_error_at_its_offset() {
+    let parts = Parts::new();
+    let mut bytes = parts.bytes();
+    let at = parts.events_at();
+    bytes[at..at + 4].copy_from_slice(b"TSCQ");
+    error(&bytes, at, "no chunk starts here");
+}
+
+#[test]
+fn a_capture_starts_with_a_session_header() {
+    let parts = Parts::new();
+    error(&parts.clock, 0, "starts with a session header chunk");
+}
+
+#[test]
+fn an_unknown_format_version_is_an_error() {
+    let mut parts = Parts::new();
+    parts.header = header(2);
+    error(&parts.bytes(), 16, "format version 2 is not supported");
+    let mut bytes = Parts::new().bytes();
+    bytes[6] = 9; // the header chunk's own version
+    error(&bytes, 0, "session header chunk version 9");
+}
+
+#[test]
+fn a_session_header_cut_short_is_an_error() {
+    let bytes = Parts::new().bytes();
+    error(
+        &bytes[..30],
+        0,
+        "announces 34 bytes of content, but only 14 are left",
+    );
+    let mut forged = bytes.clone();
+    forged[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    error(&forged, 0, "announces 18446744073709551615 bytes");
+}
+
+#[test]
+fn a_truncated_event_chunk_is_salvaged() {
+    let parts = Parts::new();
+    let bytes = parts.bytes();
+    // The header, the prefix, two whole records and 5 bytes of the third.
+    let cut = parts.events_at() + 16 + 16 + 2 * 16 + 5;
+    let capture = one(&bytes[..cut]);
+    let w = capture.warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        has(
+            w,
+            &format!(
+                "byte {}: the events chunk is cut short by the end of the input: salvaged 48 of 80 bytes",
+                parts.events_at()
+            )
+        ),
+        "{w:?}"
+    );
+    assert!(has(w, "has no footer"), "{w:?}");
+    // Both scopes are open at the last record's tick, which ends the window.
+    assert_eq!(
+        spans(&capture),
+        [("outer", 100, 110, true), ("inner", 110, 110, true)]
+    );
+    assert_eq!(capture.decode().end_ns, 110);
+}
+
+#[test]
+fn a_forged_event_chunk_length_keeps_the_whole_records() {
+    let parts = Parts::new();
+    let mut bytes = parts.bytes();
+    let at = parts.events_at();
+    bytes[at + 8..at + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    // The chunk now runs to the end of the input: its own records are kept, and the footer's
+    // header, read as a record, has no valid kind and ends the salvage.
+    let capture = one(&bytes);
+    let w = capture.warnings();
+    assert!(has(w, "salvaged 80 of 18446744073709551615 bytes"), "{w:?}");
+    assert!(has(w, "has no footer"), "{w:?}");
+    assert_eq!(
+        spans(&capture),
+        [("outer", 100, 150, false), ("inner", 110, 120, false)]
+    );
+}
+
+#[test]
+fn a_session_without_footer_ends_at_its_last_record() {
+    let mut parts = Parts::new();
+    parts.footer.clear();
+    let events_end = parts.events_at() + parts.events.len();
+    let capture = one(&parts.bytes());
+    let w = capture.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        has(
+            w,
+            &format!("the session at byte 0 has no footer (it ends at byte {events_end}")
+        ),
+        "{w:?}"
+    );
+    assert!(has(w, "its last record's tick, 150"), "{w:?}");
+    assert_eq!(
+        spans(&capture),
+        [("outer", 100, 150, false), ("inner", 110, 120, false)]
+    );
+    let trace = capture.decode();
+    assert_eq!((trace.start_ns, trace.end_ns), (0, 150));
+}
+
+#[test]
+fn unknown_chunk_types_and_versions_are_skipped_with_a_warning() {
+    let parts = Parts::new();
+    let mut bytes = parts.bytes();
+    let at = bytes.len() - parts.footer.len();
+    let unknown = chunk(99, 1, b"from a later version");
+    let newer = chunk(CALLSITES, 2, &[0xff; 24]);
+    let inserted = [unknown.clone(), newer].concat();
+    bytes.splice(at..at, inserted);
+    let capture = one(&bytes);
+    let w = capture.warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        has(
+            w,
+            &format!("byte {at}: unknown chunk type 99 (version 1, 20 bytes): skipped")
+        ),
+        "{w:?}"
+    );
+    assert!(
+        has(
+            w,
+            &format!(
+                "byte {}: callsite table chunk version 2 is not supported (this build reads version 1): skipped",
+                at + unknown.len()
+            )
+        ),
+        "{w:?}"
+    );
+    assert_eq!(spans(&capture), spans(&one(&parts.bytes())));
+}
+
+#[test]
+fn an_event_chunk_of_an_undeclared_thread_is_an_error() {
+    let mut parts = Parts::new();
+    parts.events = events(9, &scope_records());
+    error(
+        &parts.bytes(),
+        parts.events_at(),
+        "an events chunk of thread 9, which no thread table of the session declares",
+    );
+}
+
+#[test]
+fn a_callsite_naming_an_undeclared_string_is_an_error() {
+    let mut parts = Parts::new();
+    parts.callsites = callsites(&[[1, 0, 2, 10, 3], [2, 99, 2, 11, 3]]);
+    let entry = parts.header.len() + parts.clock.len() + parts.strings.len() + 16 + 24;
+    error(
+        &parts.bytes(),
+        entry,
+        "callsite 2's name names string 99, but the session's string table holds 5 strings",
+    );
+    let mut parts = Parts::new();
+    parts.threads = threads(&[(1, 0, 5)]);
+    error(
+        &parts.bytes(),
+        parts.events_at() - parts.threads.len() + 16,
+        "thread 1's name names string 5",
+    );
+}
+
+#[test]
+fn an_unknown_record_kind_is_an_error_at_the_record() {
+    let parts = Parts::new();
+    let mut bytes = parts.bytes();
+    let record = parts.events_at() + 16 + 16 + 16;
+    bytes[record + 12..record + 16].copy_from_slice(&77u32.to_le_bytes());
+    error(&bytes, record, "record 1 of the events chunk");
+}
+
+#[test]
+fn forged_callsite_ids_allocate_nothing() {
+    let mut parts = Parts::new();
+    // Three entries: ids 1, 3 (2 is not declared) and u32::MAX (out of range).
+    parts.callsites = callsites(&[[1, 0, 2, 10, 3], [3, 1, 2, 11, 3], [u32::MAX, 1, 2, 12, 3]]);
+    let capture = one(&parts.bytes());
+    let w = capture.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        has(
+            w,
+            "callsite id 4294967295 is out of range (the session declares 3 callsites"
+        ),
+        "{w:?}"
+    );
+    // Callsite 2 is not declared: its scope is not decoded.
+    assert_eq!(spans(&capture), [("outer", 100, 150, false)]);
+}
+
+#[test]
+fn leftovers_after_a_session_are_warnings() {
+    let bytes = Parts::new().bytes();
+    // A stray table after the footer, then a few bytes.
+    let mut more = [bytes.clone(), strings(&["stray"]), vec![b'T', b'S', b'C']].concat();
+    let capture = one(&more);
+    let w = capture.warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(has(w, "a string table chunk outside any session"), "{w:?}");
+    assert!(
+        has(w, "the last 3 bytes are too few for a chunk header"),
+        "{w:?}"
+    );
+    // A chunk cut short outside a session.
+    more.truncate(bytes.len() + 20);
+    let capture = one(&more);
+    assert!(
+        has(capture.warnings(), "salvaged 0 of 6 bytes"),
+        "{:?}",
+        capture.warnings()
+    );
+}
+
+#[test]
+fn errors_from_files_name_the_file() {
+    let path = scratch("garbage.tscope");
+    std::fs::write(&path, b"this is no capture file at all").unwrap();
+    let e = Capture::read(&path).unwrap_err();
+    assert_eq!(e.path(), Some(path.as_path()));
+    let message = e.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "{}: at byte 0: no chunk starts here",
+            path.display()
+        )),
+        "{message}"
+    );
+    let missing = scratch("missing.tscope");
+    let e = Capture::read_all(&missing).unwrap_err();
+    assert_eq!(e.offset(), None);
+    assert!(
+        e.to_string()
+            .starts_with(&format!("cannot read {}: ", missing.display())),
+        "{e}"
+    );
+    assert!(std::error::Error::source(&e).is_some());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mutations: nothing read from any input may panic, nor may decoding what was read.
+
+/// xorshift64: a fixed sequence for a fixed seed, no dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Reads `bytes` and decodes whatever sessions it holds.
+fn exercise(bytes: &[u8]) -> usize {
+    match Capture::from_bytes(bytes) {
+        Ok(captures) => {
+            for capture in &captures {
+                let trace = capture.decode();
+                std::hint::black_box(Report::new(&trace));
+                std::hint::black_box(chrome_json(&trace));
+            }
+            captures.len()
+        }
+        Err(e) => {
+            assert!(e.offset().is_some_and(|o| o <= bytes.len() as u64), "{e}");
+            0
+        }
+    }
+}
+
+/// A richer hand-made session to mutate: two threads, arguments, async marks, links,
+/// allocations (memory tracked), then a second session.
+fn base() -> Vec<u8> {
+    let mut records = scope_records();
+    let str_bytes = u64::from_le_bytes(*b"abcdefgh");
+    records.extend([
+        RawEvent::begin(1, 160),
+        RawEvent::new(RawKind::ArgU64, 3, 42),
+        RawEvent::new(RawKind::ArgStr, 3, 14),
+        RawEvent::new(RawKind::Bytes, 0x6b6a_6968, str_bytes),
+        RawEvent::new(RawKind::Bytes, 0x6e6d, 0x6c6b),
+        RawEvent::new(RawKind::Link, 0, 165),
+        RawEvent::memory(RawKind::Alloc, 64, 0x1000, 166)[0],
+        RawEvent::memory(RawKind::Alloc, 64, 0x1000, 166)[1],
+        RawEvent::memory(RawKind::Alloc, 32, 0x2000, 166)[0],
+        RawEvent::memory(RawKind::Alloc, 32, 0x2000, 166)[1],
+        RawEvent::memory(RawKind::Free, 32, 0x2000, 166)[0],
+        RawEvent::memory(RawKind::Free, 32, 0x2000, 166)[1],
+        RawEvent::new(RawKind::AsyncBegin, 2, 167),
+        RawEvent::payload(5, 0),
+        RawEvent::new(RawKind::PollBegin, 2, 168),
+        RawEvent::payload(5, 0),
+        RawEvent::end(RawEvent::end_key(2, 168), 169),
+        RawEvent::new(RawKind::AsyncEnd, 2, 170),
+        RawEvent::payload(5, 0),
+        RawEvent::end(RawEvent::end_key(1, 160), 180),
+    ]);
+    let other = [
+        RawEvent::begin_follows(2, 170, 1, 0)[0],
+        RawEvent::begin_follows(2, 170, 1, 0)[1],
+        RawEvent::memory(RawKind::Free, 64, 0x1000, 171)[0],
+        RawEvent::memory(RawKind::Free, 64, 0x1000, 171)[1],
+        RawEvent::end(RawEvent::end_key(2, 170), 175),
+    ];
+    let mut clock = words(&[0, 2, 2, 0]);
+    clock.extend_from_slice(&0.4f64.to_bits().to_le_bytes());
+    clock.extend_from_slice(&[0; 8]);
+    for (tick, ns) in [(90u64, 1_000u64), (91, 1_001), (400, 1_124), (401, 1_124)] {
+        clock.extend_from_slice(&tick.to_le_bytes());
+        clock.extend_from_slice(&ns.to_le_bytes());
+    }
+    let session = [
+        header(1),
+        chunk(CLOCK, 1, &clock),
+        strings(&["outer", "inner", "t.rs", "m", "main", "key"]),
+        callsites(&[[1, 0, 2, 10, 3], [2, 1, 2, 11, 3], [3, 5, 2, 12, 3]]),
+        threads(&[(1, 0, 4), (2, 50, NO_STRING)]),
+        events(1, &records),
+        events(2, &other),
+        footer(0, 300, (records.len() + other.len()) as u64, FOOTER_MEMORY),
+    ]
+    .concat();
+    [session.clone(), session].concat()
+}
+
+/// Offsets, content lengths and types of the chunks of a valid `bytes`.
+fn chunk_offsets(bytes: &[u8]) -> Vec<(usize, u64, u16)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + 16 <= bytes.len() {
+        let kind = u16::from_le_bytes([bytes[pos + 4], bytes[pos + 5]]);
+        let len = u64::from_le_bytes(bytes[pos + 8..pos + 16].try_into().unwrap());
+        out.push((pos, len, kind));
+        pos += 16 + (len as usize).next_multiple_of(16);
+    }
+    out
+}
+
+/// Every mutation of `base`; returns how many inputs were read.
+fn mutate(base: &[u8], seed: u64, flips: usize) -> usize {
+    let mut inputs = 0;
+    let mut rng = XorShift(seed);
+    // Bit flips: one to four bits anywhere.
+    for _ in 0..flips {
+        let mut bytes = base.to_vec();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(bytes.len());
+            bytes[at] ^= 1 << rng.below(8);
+        }
+        exercise(&bytes);
+        inputs += 1;
+    }
+    // Truncation at every 97th offset.
+    for cut in (0..base.len()).step_by(97) {
+        exercise(&base[..cut]);
+        inputs += 1;
+    }
+    // Forged chunk lengths: huge, near the end of the input, near the chunk's own length.
+    for (pos, len, _) in chunk_offsets(base) {
+        let rest = (base.len() - pos - 16) as u64;
+        let values = [
+            u64::MAX,
+            u64::MAX - 15,
+            u64::MAX - 16,
+            1 << 63,
+            u64::from(u32::MAX),
+            u64::from(u32::MAX) + 1,
+            rest.wrapping_sub(16),
+            rest - 1,
+            rest,
+            rest + 1,
+            rest + 16,
+            0,
+            1,
+            15,
+            16,
+            17,
+            len.wrapping_sub(16),
+            len.wrapping_sub(1),
+            len + 1,
+            len + 16,
+        ];
+        for value in values {
+            let mut bytes = base.to_vec();
+            bytes[pos + 8..pos + 16].copy_from_slice(&value.to_le_bytes());
+            exercise(&bytes);
+            inputs += 1;
+        }
+    }
+    // Forged fields: every aligned word of the first 4 KiB set to extremes.
+    for at in (0..base.len().min(4096)).step_by(4) {
+        for value in [u32::MAX, 0, 1 << 31, 1] {
+            let mut bytes = base.to_vec();
+            bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            exercise(&bytes);
+            inputs += 1;
+        }
+        if at % 8 == 0 && at + 8 <= base.len() {
+            let mut bytes = base.to_vec();
+            bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+            exercise(&bytes);
+            inputs += 1;
+        }
+    }
+    inputs
+}
+
+#[test]
+fn mutated_hand_made_files_never_panic() {
+    let base = base();
+    assert_eq!(exercise(&base), 2);
+    for capture in Capture::from_bytes(&base).unwrap() {
+        assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+        let trace = capture.decode();
+        assert_eq!(trace.threads.len(), 2);
+        assert_eq!(trace.links.len(), 1);
+        assert_eq!(trace.async_spans.len(), 1);
+        assert!(trace.memory.is_some());
+    }
+    let inputs = mutate(&base, 0x9E37_79B9_7F4A_7C15, 4000);
+    assert!(inputs > 4000);
+}
+
+#[test]
+fn mutated_live_files_never_panic() {
+    let prof = rich_session();
+    let mut base = Vec::new();
+    prof.capture().write_to(&mut base).unwrap();
+    assert_eq!(exercise(&base), 1);
+    mutate(&base, 0x2545_F491_4F6C_DD1D, 1000);
+}
+
+/// Records no recorder writes but a forged file can hold: ticks out of order and at the ends
+/// of the range, allocation sizes that overflow any sum.
+#[test]
+fn extreme_records_decode_without_overflow() {
+    const MAX: u64 = u64::MAX;
+    let key = RawEvent::end_key;
+    let alloc = |kind, tick| RawEvent::memory(kind, MAX, 0x10, tick);
+    let mut records = vec![RawEvent::begin(1, 0), RawEvent::begin(2, 0)];
+    for _ in 0..3 {
+        records.extend(alloc(RawKind::Alloc, 1));
+    }
+    for _ in 0..3 {
+        records.extend(alloc(RawKind::Free, 2));
+    }
+    records.extend([
+        RawEvent::end(key(2, 0), MAX),
+        RawEvent::begin(2, 0),
+        RawEvent::end(key(2, 0), MAX),
+        RawEvent::begin(2, 0),
+        RawEvent::end(key(2, 0), MAX),
+        RawEvent::end(key(1, 0), MAX),
+        RawEvent::new(RawKind::AsyncBegin, 2, MAX),
+        RawEvent::payload(9, 0),
+    ]);
+    for _ in 0..3 {
+        records.extend([
+            RawEvent::new(RawKind::PollBegin, 2, 0),
+            RawEvent::payload(9, 0),
+            RawEvent::end(key(2, 0), MAX),
+        ]);
+    }
+    records.extend([
+        RawEvent::new(RawKind::AsyncEnd, 2, 0),
+        RawEvent::payload(9, 0),
+    ]);
+    let mut parts = Parts::new();
+    parts.events = events(1, &records);
+    parts.footer = footer(0, MAX, records.len() as u64, FOOTER_MEMORY);
+    let capture = one(&parts.bytes());
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+    let trace = capture.decode();
+    assert_eq!(trace.threads[0].spans.len(), 7);
+    let report = Report::new(&trace);
+    assert_eq!(report.get("inner").unwrap().calls, 3 + 1);
+    chrome_json(&trace);
+}
