@@ -1,0 +1,123 @@
+//! `tickscope convert`: a capture file to a trace viewer's format, chosen by the output's
+//! extension and written atomically by [`tickscope::export::write_file`].
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use tickscope::export::chrome::{self, TimeOrigin};
+use tickscope::export::{Format, flamegraph, folded, kineto, write_file};
+
+use crate::{Context, Failure, input};
+
+/// Converts a capture to the format its output's extension names: `.json` Chrome Trace
+/// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
+/// `.svg` a flame graph. Each may end in `.gz` to be gzipped. The output appears only when
+/// complete.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The capture file.
+    file: PathBuf,
+    /// The output file: .json, .json.gz, .folded, .svg (each also with .gz).
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// JSON in the PyTorch profiler's (Kineto's) dialect, for HolisticTraceAnalysis.
+    #[arg(long)]
+    kineto: bool,
+    /// Chrome JSON timestamps from the Unix epoch instead of the session start, to line up
+    /// traces of several processes.
+    #[arg(long, conflicts_with = "kineto")]
+    unix_time: bool,
+    /// Folded stacks and flame graphs: one tower per thread.
+    #[arg(long)]
+    by_thread: bool,
+    /// Which session of a file that holds several (1 is the first).
+    #[arg(long, value_name = "N")]
+    session: Option<usize>,
+}
+
+/// The output formats, by extension (before an optional `.gz`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Json,
+    Folded,
+    Svg,
+}
+
+const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz";
+
+impl Kind {
+    /// The format `path`'s extension names, `.gz` aside.
+    fn of(path: &Path) -> Option<Self> {
+        let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        match Path::new(name).extension()?.to_str()? {
+            "json" => Some(Self::Json),
+            "folded" => Some(Self::Folded),
+            "svg" => Some(Self::Svg),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
+    let out = &args.output;
+    let Some(kind) = Kind::of(out) else {
+        return Err(Failure::about(
+            out,
+            format!("unknown output extension; known: {KNOWN}"),
+        ));
+    };
+    if kind != Kind::Json && (args.kineto || args.unix_time) {
+        let flag = if args.kineto {
+            "--kineto"
+        } else {
+            "--unix-time"
+        };
+        return Err(Failure::about(
+            out,
+            format!("{flag} applies to JSON output only (.json or .json.gz)"),
+        ));
+    }
+    if kind == Kind::Json && args.by_thread {
+        return Err(Failure::about(
+            out,
+            "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
+        ));
+    }
+    let format: Box<dyn Format> = match kind {
+        Kind::Json if args.kineto => Box::new(kineto::Options::new(0, 1)),
+        Kind::Json => {
+            let origin = if args.unix_time {
+                TimeOrigin::UnixEpoch
+            } else {
+                TimeOrigin::SessionStart
+            };
+            Box::new(chrome::Options::new().time_origin(origin))
+        }
+        Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
+        Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
+    };
+    let trace = input::trace(cx, &args.file, args.session)?;
+    let progress = input::Progress::new(cx, input::size(&args.file));
+    progress.step(format!("writing {}", out.display()));
+    write_file(&trace, out, format.as_ref()).map_err(|e| Failure::about(out, e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kind;
+    use std::path::Path;
+
+    #[test]
+    fn kinds() {
+        let kind = |p: &str| Kind::of(Path::new(p));
+        assert_eq!(kind("a/t.json"), Some(Kind::Json));
+        assert_eq!(kind("t.JSON.gz"), Some(Kind::Json));
+        assert_eq!(kind("t.folded"), Some(Kind::Folded));
+        assert_eq!(kind("t.svg.gz"), Some(Kind::Svg));
+        assert_eq!(kind("t.gz"), None);
+        assert_eq!(kind("t.txt"), None);
+        assert_eq!(kind("json"), None);
+    }
+}

@@ -1,0 +1,111 @@
+//! Reading capture files: errors that name the file, warnings on stderr, and a progress
+//! spinner for large inputs.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tickscope::Capture;
+use tickscope::trace::Trace;
+
+use crate::{Context, Failure};
+
+/// Inputs from this size on get a progress spinner (when stderr is a terminal).
+const LARGE_INPUT: u64 = 16 << 20;
+
+/// A spinner on stderr naming the step in progress, shown only for large inputs on a terminal
+/// and without `--quiet`; otherwise it draws nothing. The library reads and decodes a capture
+/// in one call each, so it shows the step and the time spent, not a fraction done.
+pub(crate) struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    /// A spinner for work on `bytes` bytes of input.
+    pub(crate) fn new(cx: &Context, bytes: u64) -> Self {
+        if cx.quiet || bytes < LARGE_INPUT || !std::io::stderr().is_terminal() {
+            return Self(None);
+        }
+        let bar = ProgressBar::new_spinner();
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Self(Some(bar))
+    }
+
+    /// Shows `step` as what is being done now.
+    pub(crate) fn step(&self, step: impl Into<String>) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(step.into());
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The size of the file at `path`, 0 when it cannot be read (reading it will say why).
+pub(crate) fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Prints the warnings met while reading `path` on stderr, unless `--quiet`.
+pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture) {
+    if cx.quiet {
+        return;
+    }
+    let mut stderr = std::io::stderr().lock();
+    for warning in capture.warnings() {
+        let _ = writeln!(stderr, "warning: {}: {warning}", path.display());
+    }
+}
+
+/// Session `session` (1-based) of the file at `path`, or its first session when `None`.
+pub(crate) fn capture(
+    cx: &Context,
+    path: &Path,
+    session: Option<usize>,
+    progress: &Progress,
+) -> Result<Capture, Failure> {
+    progress.step(format!("reading {}", path.display()));
+    let capture = match session {
+        None => Capture::read(path).map_err(|e| Failure::about(path, e))?,
+        Some(n) => {
+            let mut all = Capture::read_all(path).map_err(|e| Failure::about(path, e))?;
+            let count = all.len();
+            if n == 0 || n > count {
+                let sessions = if count == 1 { "session" } else { "sessions" };
+                return Err(Failure::about(
+                    path,
+                    format!("no session {n}: the file has {count} {sessions}"),
+                ));
+            }
+            all.swap_remove(n - 1)
+        }
+    };
+    warn(cx, path, &capture);
+    Ok(capture)
+}
+
+/// Every session of the file at `path`.
+pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
+    progress.step(format!("reading {}", path.display()));
+    let captures = Capture::read_all(path).map_err(|e| Failure::about(path, e))?;
+    for capture in &captures {
+        warn(cx, path, capture);
+    }
+    Ok(captures)
+}
+
+/// The trace of session `session` (the first when `None`) of the file at `path`, decoded.
+pub(crate) fn trace(cx: &Context, path: &Path, session: Option<usize>) -> Result<Trace, Failure> {
+    let progress = Progress::new(cx, size(path));
+    let capture = capture(cx, path, session, &progress)?;
+    progress.step(format!("decoding {}", path.display()));
+    Ok(capture.decode())
+}

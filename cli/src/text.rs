@@ -1,0 +1,114 @@
+//! Text output: stdout that tolerates a closed pipe, aligned columns, signed changes.
+
+use std::io::{self, Write};
+
+use tickscope::table::format_ns;
+
+use crate::Failure;
+
+/// Writes `text` to stdout. A reader that went away (`tickscope table f | head`) is not an
+/// error; any other write error is.
+pub(crate) fn print(text: &str) -> Result<(), Failure> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(Failure(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `rows` under `headers` in columns two spaces apart, with a rule under the headers; the
+/// first `left` columns are aligned left, the others right.
+pub(crate) fn columns(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, (cell, &width)) in cells.zip(&widths).enumerate() {
+            let sep = if i == 0 { "" } else { "  " };
+            if i < left {
+                text.push_str(&format!("{sep}{cell:<width$}"));
+            } else {
+                text.push_str(&format!("{sep}{cell:>width$}"));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut headers.iter().copied());
+    let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    line(&mut std::iter::once("-".repeat(total).as_str()));
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// A change of a duration: `+1.50 µs`, `-3.00 ms`, `0 ns`.
+pub(crate) fn signed_ns(base: u64, new: u64) -> String {
+    match new.cmp(&base) {
+        std::cmp::Ordering::Greater => format!("+{}", format_ns(new - base)),
+        std::cmp::Ordering::Less => format!("-{}", format_ns(base - new)),
+        std::cmp::Ordering::Equal => "0 ns".to_owned(),
+    }
+}
+
+/// A change of a count: `+2`, `-1`, `0`.
+pub(crate) fn signed_count(base: u64, new: u64) -> String {
+    match new.cmp(&base) {
+        std::cmp::Ordering::Greater => format!("+{}", new - base),
+        std::cmp::Ordering::Less => format!("-{}", base - new),
+        std::cmp::Ordering::Equal => "0".to_owned(),
+    }
+}
+
+/// A relative change with one decimal (`+12.5%`), or `-` when there is no base to compare
+/// with.
+pub(crate) fn percent_change(base: u64, new: u64) -> String {
+    if base == 0 {
+        return if new == 0 { "+0.0%" } else { "-" }.to_owned();
+    }
+    let change = (new as f64 - base as f64) * 100.0 / base as f64;
+    format!("{change:+.1}%")
+}
+
+/// Seconds with three decimals, from nanoseconds.
+pub(crate) fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes() {
+        assert_eq!(signed_ns(1_000, 2_500), "+1.50 µs");
+        assert_eq!(signed_ns(2_500, 1_000), "-1.50 µs");
+        assert_eq!(signed_ns(7, 7), "0 ns");
+        assert_eq!(signed_count(3, 1), "-2");
+        assert_eq!(percent_change(200, 300), "+50.0%");
+        assert_eq!(percent_change(200, 100), "-50.0%");
+        assert_eq!(percent_change(0, 5), "-");
+        assert_eq!(seconds(3_000_000), "0.003 s");
+    }
+
+    #[test]
+    fn aligned_columns() {
+        let rows = vec![
+            vec!["a".to_owned(), "1".to_owned()],
+            vec!["long".to_owned(), "22".to_owned()],
+        ];
+        let text = columns(&["Name", "N"], &rows, 1);
+        assert_eq!(text, "Name   N\n--------\na      1\nlong  22\n");
+    }
+}

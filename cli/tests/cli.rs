@@ -1,0 +1,580 @@
+//! The `tickscope` binary run as a process on capture files made here by real sessions.
+//!
+//! Sessions use the mock clock (ticks are nanoseconds), installed before the first one; the
+//! clock is process-wide, so recording takes `SERIAL`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use tickscope::export::{self, chrome, folded};
+use tickscope::table::SortBy;
+use tickscope::{Capture, Profiler, scope};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs `work` in a session of this thread (and the threads that join it) under the mock
+/// clock; `work` gets a function that advances the clock by that many nanoseconds.
+fn record(work: impl FnOnce(&Profiler, &(dyn Fn(u64) + Sync))) -> Profiler {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mock = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let advance = move |ns: u64| mock.increment(ns);
+    let prof = Profiler::builder().current_thread().start();
+    work(&prof, &advance);
+    prof.stop();
+    prof
+}
+
+/// The workload every test records: `main { parse { tokenize } ×3, hash }` on this thread
+/// (with `extra` inside `main` when asked) and `io` on a second thread, 3 ms in all.
+fn workload(tokenize_ns: u64, hash_ns: u64, extra: bool) -> Profiler {
+    record(|prof, advance| {
+        advance(1_000);
+        let main = scope!("main");
+        for _ in 0..3 {
+            let _parse = scope!("parse");
+            advance(200);
+            let _tokenize = scope!("tokenize");
+            advance(tokenize_ns);
+        }
+        {
+            let _hash = scope!("hash");
+            advance(hash_ns);
+        }
+        if extra {
+            let _extra = scope!("extra");
+            advance(5);
+        }
+        drop(main);
+        let prof = prof.clone();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                prof.join_current_thread();
+                let _io = scope!("io");
+                advance(300);
+            });
+        });
+        let used = 1_000 + 3 * (200 + tokenize_ns) + hash_ns + 5 * u64::from(extra) + 300;
+        advance(3_000_000 - used);
+    })
+}
+
+/// A fresh, empty folder for one test.
+fn folder(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-tests")
+        .join(test);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `prof`'s capture written to `dir/name`.
+fn capture_file(prof: &Profiler, dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    prof.write_capture(&path).unwrap();
+    path
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn tickscope(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope"))
+        .args(args)
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The run failed with exit code 2 and one line on stderr that names `file`.
+fn assert_input_error(run: &Run, file: &Path) {
+    assert_eq!(run.code, 2, "stderr: {}", run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.starts_with("error: "), "{}", run.stderr);
+    assert!(run.stderr.contains(s(file)), "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn table_prints_what_the_profiler_prints() {
+    let prof = workload(100, 50, false);
+    let dir = folder("table");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let cases: [(&[&str], tickscope::table::Table); 7] = [
+        (&[], prof.table()),
+        (
+            &["--sort", "calls", "--limit", "2"],
+            prof.table().sort_by(SortBy::Calls).limit(2),
+        ),
+        (&["--sort", "self"], prof.table().sort_by(SortBy::SelfTime)),
+        (&["--sort", "name"], prof.table().sort_by(SortBy::Name)),
+        (&["--by-thread"], prof.table().by_thread(true)),
+        (&["--tree"], prof.table().tree(true)),
+        (
+            &["--tree", "--by-thread", "--limit", "3", "--sort", "p99"],
+            prof.table()
+                .tree(true)
+                .by_thread(true)
+                .limit(3)
+                .sort_by(SortBy::P99),
+        ),
+    ];
+    for (options, expected) in cases {
+        let mut args = vec!["table", s(&file)];
+        args.extend(options);
+        let run = tickscope(&args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stdout, expected.to_string(), "{args:?}");
+        assert_eq!(run.stderr, "");
+    }
+    // The numbers themselves, for one row.
+    let run = tickscope(&["table", s(&file), "--sort", "name"]);
+    let tokenize = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("tokenize"))
+        .unwrap();
+    let cells: Vec<&str> = tokenize.split("  ").filter(|c| !c.is_empty()).collect();
+    assert_eq!(cells[1].trim(), "3");
+    assert_eq!(cells[2].trim(), "300 ns");
+}
+
+#[test]
+fn table_selects_a_session() {
+    let (a, b) = (workload(100, 50, false), workload(100, 50, true));
+    let dir = folder("table_session");
+    let (fa, fb) = (
+        capture_file(&a, &dir, "a.tsc"),
+        capture_file(&b, &dir, "b.tsc"),
+    );
+    let both = dir.join("both.tsc");
+    assert_eq!(
+        tickscope(&["merge", s(&fa), s(&fb), "-o", s(&both)]).code,
+        0
+    );
+    let run = tickscope(&["table", s(&both), "--session", "2"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, b.table().to_string());
+    let run = tickscope(&["table", s(&both)]);
+    assert_eq!(run.stdout, a.table().to_string());
+    let run = tickscope(&["table", s(&both), "--session", "3"]);
+    assert_input_error(&run, &both);
+    assert!(run.stderr.contains("2 sessions"), "{}", run.stderr);
+}
+
+/// `doc` without what the exporter takes from the process that writes it (its id and
+/// executable name) rather than from the trace.
+fn without_process(mut doc: serde_json::Value) -> serde_json::Value {
+    for event in doc["traceEvents"].as_array_mut().unwrap() {
+        let event = event.as_object_mut().unwrap();
+        event.remove("pid");
+        if event["name"] == "process_name" {
+            event.remove("args");
+        }
+    }
+    doc
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+}
+
+fn events_with(doc: &serde_json::Value, key: &str, value: &str) -> usize {
+    doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e[key] == value)
+        .count()
+}
+
+#[test]
+fn convert_writes_each_format() {
+    let prof = workload(100, 50, false);
+    let dir = folder("convert");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let scopes = 9; // main, 3 parse, 3 tokenize, hash, io
+    let convert = |out: &Path, flags: &[&str]| {
+        let mut args = vec!["convert", s(&file), "-o", s(out)];
+        args.extend(flags);
+        let run = tickscope(&args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stdout, "");
+    };
+
+    let out = dir.join("trace.json");
+    convert(&out, &[]);
+    assert_eq!(events_with(&json(&out), "ph", "X"), scopes);
+    let expected = dir.join("expected.json");
+    export::write_file(&prof.trace(), &expected, &chrome::Options::new()).unwrap();
+    assert_eq!(
+        without_process(json(&out)),
+        without_process(json(&expected))
+    );
+
+    let out = dir.join("unix.json");
+    convert(&out, &["--unix-time"]);
+    let doc = json(&out);
+    assert_eq!(events_with(&doc, "ph", "B"), scopes);
+    assert_eq!(events_with(&doc, "ph", "E"), scopes);
+
+    let out = dir.join("kineto.json");
+    convert(&out, &["--kineto"]);
+    let doc = json(&out);
+    assert_eq!(events_with(&doc, "cat", "cpu_op"), scopes);
+    assert_eq!(doc["distributedInfo"]["rank"], 0);
+
+    let out = dir.join("trace.json.gz");
+    convert(&out, &[]);
+    assert_eq!(fs::read(&out).unwrap()[..2], [0x1f, 0x8b]);
+
+    let out = dir.join("stacks.folded");
+    convert(&out, &[]);
+    let text = fs::read_to_string(&out).unwrap();
+    let expected = dir.join("expected.folded");
+    export::write_file(&prof.trace(), &expected, &folded::Options::new()).unwrap();
+    assert_eq!(text, fs::read_to_string(&expected).unwrap());
+    let stacks: Vec<&str> = text
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().0)
+        .collect();
+    assert_eq!(
+        stacks,
+        [
+            "io",
+            "main",
+            "main;hash",
+            "main;parse",
+            "main;parse;tokenize"
+        ]
+    );
+
+    let out = dir.join("threads.folded");
+    convert(&out, &["--by-thread"]);
+    assert_eq!(fs::read_to_string(&out).unwrap().lines().count(), 5);
+
+    let out = dir.join("flame.svg");
+    convert(&out, &[]);
+    let svg = fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("tokenize"), "{svg}");
+}
+
+#[test]
+fn convert_refuses_what_it_cannot_write() {
+    let prof = workload(100, 50, false);
+    let dir = folder("convert_refuses");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let out = dir.join("trace.txt");
+    let run = tickscope(&["convert", s(&file), "-o", s(&out)]);
+    assert_input_error(&run, &out);
+    for ext in [".json", ".json.gz", ".folded", ".svg"] {
+        assert!(run.stderr.contains(ext), "{}", run.stderr);
+    }
+    let out = dir.join("stacks.folded");
+    let run = tickscope(&["convert", s(&file), "-o", s(&out), "--kineto"]);
+    assert_input_error(&run, &out);
+    // A usage error, reported by the argument parser.
+    let out = dir.join("t.json");
+    let run = tickscope(&[
+        "convert",
+        s(&file),
+        "-o",
+        s(&out),
+        "--kineto",
+        "--unix-time",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(!out.exists());
+    let names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["run.tsc"], "nothing else written");
+}
+
+/// `key  value` lines of `tickscope info`, under `session N`.
+fn info_fields(stdout: &str, session: usize) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .skip_while(|l| *l != format!("session {session}"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.trim().split_once("  "))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+#[test]
+fn info_describes_the_file() {
+    let prof = workload(100, 50, false);
+    let dir = folder("info");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let run = tickscope(&["info", s(&file)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, "");
+    assert_eq!(
+        run.stdout.lines().next().unwrap(),
+        format!("{}: 1 session", s(&file))
+    );
+    let capture = prof.capture();
+    let expected = [
+        ("format version", capture.format_version().to_string()),
+        ("producer", capture.producer().to_owned()),
+        ("process id", std::process::id().to_string()),
+        ("threads", capture.thread_count().to_string()),
+        ("chunks", capture.chunk_count().to_string()),
+        ("records", capture.record_count().to_string()),
+        ("dropped events", "0".to_owned()),
+        ("memory tracked", "no".to_owned()),
+        ("time span", "0.003 s".to_owned()),
+        ("warnings", "0".to_owned()),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(info_fields(&run.stdout, 1), expected);
+    assert_eq!(capture.thread_count(), 2);
+    assert_eq!(capture.record_count(), 18);
+    assert!(capture.producer().starts_with("tickscope "));
+}
+
+#[test]
+fn merge_concatenates_sessions() {
+    let (a, b) = (workload(100, 50, false), workload(200, 40, true));
+    let dir = folder("merge");
+    let (fa, fb) = (
+        capture_file(&a, &dir, "a.tsc"),
+        capture_file(&b, &dir, "b.tsc"),
+    );
+    let out = dir.join("both.tsc");
+    let run = tickscope(&["merge", s(&fa), s(&fb), "-o", s(&out)]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "", "")
+    );
+    let sessions = Capture::read_all(&out).unwrap();
+    assert_eq!(sessions.len(), 2);
+    for (session, prof) in sessions.into_iter().zip([a, b]) {
+        let table = tickscope::table::Table::new(Arc::new(session.decode()));
+        assert_eq!(
+            table.tree(true).to_string(),
+            prof.table().tree(true).to_string()
+        );
+    }
+    let run = tickscope(&["info", s(&out)]);
+    assert!(
+        run.stdout
+            .starts_with(&format!("{}: 2 sessions\n", s(&out)))
+    );
+    assert_eq!(info_fields(&run.stdout, 2).len(), 10);
+    // Merging a merged file keeps every session.
+    let out3 = dir.join("three.tsc");
+    assert_eq!(
+        tickscope(&["merge", s(&out), s(&fa), "-o", s(&out3)]).code,
+        0
+    );
+    assert_eq!(Capture::read_all(&out3).unwrap().len(), 3);
+}
+
+#[test]
+fn merge_writes_nothing_when_an_input_is_bad() {
+    let prof = workload(100, 50, false);
+    let dir = folder("merge_bad");
+    let good = capture_file(&prof, &dir, "good.tsc");
+    let bad = dir.join("bad.tsc");
+    fs::write(&bad, b"definitely not a capture").unwrap();
+    let out = dir.join("out.tsc");
+    let run = tickscope(&["merge", s(&good), s(&bad), "-o", s(&out)]);
+    assert_input_error(&run, &bad);
+    assert!(!out.exists());
+    // An existing output stays as it was.
+    fs::write(&out, b"old").unwrap();
+    let missing = dir.join("missing.tsc");
+    let run = tickscope(&["merge", s(&good), s(&missing), "-o", s(&out)]);
+    assert_input_error(&run, &missing);
+    assert_eq!(fs::read(&out).unwrap(), b"old");
+    assert_eq!(
+        fs::read_dir(&dir).unwrap().count(),
+        3,
+        "no temporary file left"
+    );
+}
+
+/// The names of the data rows of `tickscope diff`, in order.
+fn diff_names(stdout: &str) -> Vec<&str> {
+    let rows: Vec<&str> = stdout.lines().skip(2).collect();
+    rows[..rows.len() - 1]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect()
+}
+
+/// The row of `name` in `tickscope diff`'s output.
+fn diff_row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap();
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn diff_exit_codes_follow_the_threshold() {
+    let base = workload(100, 50, false);
+    let same = workload(100, 50, false);
+    let slower = workload(200, 40, true); // tokenize +100%, parse +33%, hash -20%
+    let dir = folder("diff");
+    let base = capture_file(&base, &dir, "base.tsc");
+    let same = capture_file(&same, &dir, "same.tsc");
+    let slower = capture_file(&slower, &dir, "slower.tsc");
+
+    let run = tickscope(&["diff", s(&base), s(&same)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(!run.stdout.contains("regressed  "), "{}", run.stdout);
+
+    let run = tickscope(&["diff", s(&base), s(&slower)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stderr, "");
+    // Largest change of total time first (ties by name).
+    assert_eq!(
+        diff_names(&run.stdout),
+        ["parse", "tokenize", "main", "hash", "extra", "io"]
+    );
+    assert_eq!(
+        diff_row(&run.stdout, "tokenize"),
+        [
+            "tokenize",
+            "regressed",
+            "3",
+            "0",
+            "600 ns",
+            "+300 ns",
+            "+100.0%",
+            "600 ns",
+            "+300 ns",
+            "+100.0%",
+            "+100 ns",
+            "+100 ns"
+        ]
+    );
+    assert_eq!(diff_row(&run.stdout, "hash")[1], "improved");
+    assert_eq!(diff_row(&run.stdout, "extra")[1], "added");
+    assert_eq!(
+        diff_row(&run.stdout, "io").len(),
+        11,
+        "no status: unchanged"
+    );
+    assert!(
+        run.stdout.ends_with(
+            "3 regressed, 1 improved, 1 added, 0 removed (threshold: total time +5.0%)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+
+    // parse grew by a third, tokenize doubled.
+    for (threshold, code) in [("200%", 0), ("0.5", 1), ("50%", 1), ("1", 0), ("0.34", 1)] {
+        let run = tickscope(&["diff", s(&base), s(&slower), "--threshold", threshold]);
+        assert_eq!(run.code, code, "--threshold {threshold}: {}", run.stdout);
+    }
+    let run = tickscope(&["diff", s(&base), s(&slower), "--metric", "self"]);
+    assert_eq!(run.code, 1);
+    // The other way round: hash grew by a quarter, the rest shrank or went away.
+    let run = tickscope(&["diff", s(&slower), s(&base)]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(diff_row(&run.stdout, "extra")[1], "removed");
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "improved");
+    assert_eq!(diff_row(&run.stdout, "hash")[1], "regressed");
+    let run = tickscope(&["diff", s(&slower), s(&base), "--threshold", "30%"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    // A threshold that is no threshold is a usage error.
+    let run = tickscope(&["diff", s(&base), s(&slower), "--threshold=-5%"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("-5%"), "{}", run.stderr);
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_the_file() {
+    let prof = workload(100, 50, false);
+    let dir = folder("bad_inputs");
+    let good = capture_file(&prof, &dir, "good.tsc");
+    let missing = dir.join("missing.tsc");
+    let empty = dir.join("empty.tsc");
+    fs::write(&empty, b"").unwrap();
+    let garbage = dir.join("garbage.tsc");
+    let bytes: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    fs::write(&garbage, bytes).unwrap();
+    let out = dir.join("out.json");
+    for bad in [&missing, &empty, &garbage] {
+        let b = s(bad);
+        let g = s(&good);
+        let o = s(&out);
+        for args in [
+            vec!["table", b],
+            vec!["table", b, "--tree"],
+            vec!["info", b],
+            vec!["convert", b, "-o", o],
+            vec!["merge", g, b, "-o", o],
+            vec!["diff", b, g],
+            vec!["diff", g, b],
+        ] {
+            let run = tickscope(&args);
+            assert_input_error(&run, bad);
+        }
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn help_and_usage() {
+    for command in ["table", "convert", "info", "merge", "diff"] {
+        let run = tickscope(&[command, "--help"]);
+        assert_eq!(run.code, 0);
+        assert!(run.stdout.contains("Usage: tickscope"), "{}", run.stdout);
+    }
+    let run = tickscope(&["--help"]);
+    assert_eq!(run.code, 0);
+    for command in ["table", "convert", "info", "merge", "diff"] {
+        assert!(run.stdout.contains(command), "{}", run.stdout);
+    }
+    assert_eq!(tickscope(&["--version"]).code, 0);
+    assert_eq!(tickscope(&[]).code, 2);
+    assert_eq!(tickscope(&["table"]).code, 2);
+    assert_eq!(tickscope(&["table", "x.tsc", "--sort", "colour"]).code, 2);
+    assert_eq!(tickscope(&["merge", "-o", "out.tsc"]).code, 2);
+    assert_eq!(tickscope(&["frobnicate"]).code, 2);
+}
+
+#[test]
+fn quiet_changes_nothing_on_success() {
+    let prof = workload(100, 50, false);
+    let dir = folder("quiet");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let loud = tickscope(&["table", s(&file)]);
+    let quiet = tickscope(&["--quiet", "table", s(&file)]);
+    let quiet_after = tickscope(&["table", s(&file), "-q"]);
+    assert_eq!(quiet.code, 0);
+    assert_eq!(loud.stdout, quiet.stdout);
+    assert_eq!(loud.stdout, quiet_after.stdout);
+    assert_eq!(quiet.stderr, "");
+}
