@@ -19,7 +19,7 @@ use crate::capture::Capture;
 use crate::record::callsite::Callsite;
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
-use crate::trace::{ThreadTrace, Trace};
+use crate::trace::{Process, ThreadTrace, Trace};
 
 use self::convert::Converter;
 use self::links::Links;
@@ -70,7 +70,11 @@ impl Trace {
                 }
             });
         }
-        builder.finish(capture.start_tick, capture.dropped_events)
+        let process = Process {
+            id: capture.header.process_id,
+            name: capture.header.process_name.clone(),
+        };
+        builder.finish(capture.start_tick, capture.dropped_events, process)
     }
 }
 
@@ -164,7 +168,7 @@ impl<'c> Builder<'c> {
     }
 
     /// The trace of the window that starts at `start_tick`.
-    fn finish(mut self, start_tick: u64, dropped_events: u64) -> Trace {
+    fn finish(mut self, start_tick: u64, dropped_events: u64, process: Process) -> Trace {
         let end_ns = self.end_ns;
         let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
         Trace {
@@ -176,6 +180,7 @@ impl<'c> Builder<'c> {
             event_count: self.event_count,
             memory: self.memory.map(memory::match_memory),
             links: self.links.matched(),
+            process,
         }
     }
 }

@@ -58,7 +58,7 @@ pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io
         out,
         buf: Vec::with_capacity(BLOCK + 512),
         names: FxHashMap::default(),
-        pid: std::process::id(),
+        pid: trace.process.id,
         dialect,
         events: 0,
         link_args: link_args(trace),
@@ -148,10 +148,10 @@ impl Writer<'_> {
     /// The dialect's header and the `process_name` metadata.
     fn header(&mut self, trace: &Trace) -> io::Result<()> {
         self.buf.extend_from_slice(&self.dialect.header);
-        let process = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "tickscope".to_owned());
+        let process = match trace.process.name.as_str() {
+            "" => "tickscope",
+            name => name,
+        };
         write!(
             self.buf,
             "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"ts\":",
@@ -160,7 +160,7 @@ impl Writer<'_> {
         self.ts(trace.start_ns);
         self.buf
             .extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":");
-        json::push_str(&mut self.buf, &process);
+        json::push_str(&mut self.buf, process);
         self.buf.extend_from_slice(b"}}");
         Ok(())
     }

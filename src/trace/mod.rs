@@ -302,6 +302,15 @@ pub struct Flow {
     pub follower: SpanRef,
 }
 
+/// The process a trace was recorded in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Its process id.
+    pub id: u32,
+    /// The file name of its executable (empty when unknown).
+    pub name: String,
+}
+
 /// Everything a session recorded in one window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
@@ -324,6 +333,9 @@ pub struct Trace {
     /// Scopes that followed from a [`Link`](crate::Link), in the order of their threads and
     /// entry.
     pub links: Vec<Flow>,
+    /// The process that recorded it (from the capture: a trace read from a file names the
+    /// recording process, not the reader).
+    pub process: Process,
 }
 
 impl Trace {
@@ -338,6 +350,10 @@ impl Trace {
             event_count: 0,
             memory: None,
             links: Vec::new(),
+            process: Process {
+                id: std::process::id(),
+                name: String::new(),
+            },
         }
     }
 
