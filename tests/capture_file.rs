@@ -941,3 +941,62 @@ fn extreme_records_decode_without_overflow() {
     assert_eq!(report.get("inner").unwrap().calls, 3 + 1);
     chrome_json(&trace);
 }
+
+/// A capture read from a file with a gap in its callsite ids is written back with the gap
+/// declared (dense ids), so the ids after it survive: reading, writing and reading again (as
+/// `tickscope merge` does) keeps every span.
+#[test]
+fn callsite_ids_with_gaps_survive_a_rewrite() {
+    let mut parts = Parts::new();
+    // Id 1 is declared by nobody; id 2 twice (the first counts).
+    parts.callsites = callsites(&[[2, 0, 2, 10, 3], [2, 1, 2, 11, 3]]);
+    parts.events = events(
+        1,
+        &[
+            RawEvent::begin(2, 100),
+            RawEvent::end(RawEvent::end_key(2, 100), 150),
+        ],
+    );
+    parts.footer = footer(0, 200, 2, 0);
+    let first = one(&parts.bytes());
+    assert_eq!(spans(&first), [("outer", 100, 150, false)]);
+    let mut rewritten = Vec::new();
+    first.write_to(&mut rewritten).unwrap();
+    let second = one(&rewritten);
+    assert_eq!(spans(&second), [("outer", 100, 150, false)]);
+    let mut again = Vec::new();
+    second.write_to(&mut again).unwrap();
+    assert_eq!(again, rewritten);
+    assert_eq!(spans(&one(&again)), [("outer", 100, 150, false)]);
+}
+
+/// Many callsites naming one long string share it: the string is interned once, and each
+/// callsite costs a fixed size, not a copy of its strings.
+#[test]
+fn callsites_share_the_strings_they_name() {
+    let long = "n".repeat(64 * 1024);
+    let mut parts = Parts::new();
+    parts.strings = strings(&[&long, "inner", "t.rs", "m", "main"]);
+    let entries: Vec<[u32; 5]> = (1..=200).map(|id| [id, 0, 2, id, 3]).collect();
+    parts.callsites = callsites(&entries);
+    parts.events = events(
+        1,
+        &[
+            RawEvent::begin(1, 100),
+            RawEvent::end(RawEvent::end_key(1, 100), 110),
+            RawEvent::begin(200, 120),
+            RawEvent::end(RawEvent::end_key(200, 120), 130),
+        ],
+    );
+    let capture = one(&parts.bytes());
+    let trace = capture.decode();
+    let spans = &trace.threads[0].spans;
+    assert_eq!(spans.len(), 2);
+    let (a, b) = (spans[0].callsite, spans[1].callsite);
+    assert_eq!((a.line(), b.line()), (1, 200));
+    assert!(
+        std::ptr::eq(a.name(), b.name()),
+        "the name is one interned string"
+    );
+    assert_eq!(a.name().len(), 64 * 1024);
+}

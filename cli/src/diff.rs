@@ -12,8 +12,8 @@ use tickscope::table::format_ns;
 use crate::{Context, Failure, input, text};
 
 /// Compares two captures scope by scope (the first session of each): the change in calls,
-/// total, self, p50 and p99 time, largest change of total time first. Scopes found in one
-/// run only are shown as added or removed.
+/// total, self, p50 and p99 time, largest change first (of total time, or of self time with
+/// --metric self). Scopes found in one run only are shown as added or removed.
 ///
 /// Exits with 1 when a scope's total time (or self time, with --metric self) grew by more than
 /// the threshold, 0 otherwise, 2 on an error. Scopes present in one run only never fail the
@@ -25,7 +25,7 @@ pub(crate) struct Args {
     /// The capture to compare with it.
     new: PathBuf,
     /// Growth past which a scope counts as regressed: a percentage (`5%`) or a fraction
-    /// (`0.05`).
+    /// (`0.05`). A bare number above 1 is refused as ambiguous: write `5%` for 5 percent.
     #[arg(long, value_name = "CHANGE", default_value = "5%", value_parser = threshold)]
     threshold: f64,
     /// The time that decides a regression.
@@ -62,14 +62,21 @@ impl Metric {
     }
 }
 
-/// Parses `5%` (a percentage) or `0.05` (a fraction) into a fraction.
+/// Parses `5%` (a percentage) or `0.05` (a fraction) into a fraction. A bare number above 1
+/// is refused: `5` could mean 5% as well as 500%.
 fn threshold(s: &str) -> Result<f64, String> {
-    let (number, scale) = match s.trim().strip_suffix('%') {
-        Some(percent) => (percent, 100.0),
-        None => (s.trim(), 1.0),
+    let (number, percent) = match s.trim().strip_suffix('%') {
+        Some(number) => (number.trim(), true),
+        None => (s.trim(), false),
     };
-    match number.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x / scale),
+    match number.parse::<f64>() {
+        Ok(x) if percent && x.is_finite() && x >= 0.0 => Ok(x / 100.0),
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        Ok(x) if !percent && x.is_finite() && x > 1.0 => Err(format!(
+            "`{s}` is ambiguous: write `{number}%` for {number} percent, or a fraction \
+             (`{}` is {number}%)",
+            x / 100.0
+        )),
         _ => Err(format!(
             "`{s}` is not a threshold: give a percentage (5%) or a fraction (0.05), not negative"
         )),
@@ -127,8 +134,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let mut changes: Vec<_> = names
         .into_iter()
         .map(|(name, (b, n))| {
-            let total = |r: Option<&ScopeStats>| r.map_or(0, |r| r.total_ns);
-            let impact = total(b).abs_diff(total(n));
+            let time = |r: Option<&ScopeStats>| r.map_or(0, |r| args.metric.of(r));
+            let impact = time(b).abs_diff(time(n));
             (impact, name, b, n, status(b, n))
         })
         .collect();
@@ -221,6 +228,13 @@ mod tests {
         assert_eq!(threshold("0.05"), Ok(0.05));
         assert_eq!(threshold(" 12.5 % "), Ok(0.125));
         assert_eq!(threshold("0"), Ok(0.0));
+        assert_eq!(threshold("1"), Ok(1.0));
+        assert_eq!(threshold("500%"), Ok(5.0));
+        assert_eq!(
+            threshold("5"),
+            Err("`5` is ambiguous: write `5%` for 5 percent, or a fraction (`0.05` is 5%)".into())
+        );
+        assert!(threshold("1.5").is_err());
         assert!(threshold("-5%").is_err());
         assert!(threshold("five").is_err());
         assert!(threshold("inf").is_err());

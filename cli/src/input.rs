@@ -39,6 +39,15 @@ impl Progress {
             bar.set_message(step.into());
         }
     }
+
+    /// Runs `f` with the spinner cleared from the terminal, redrawing it afterwards, so that
+    /// what `f` prints on stderr is not mixed with it.
+    pub(crate) fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.0 {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
 }
 
 impl Drop for Progress {
@@ -54,15 +63,18 @@ pub(crate) fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-/// Prints the warnings met while reading `path` on stderr, unless `--quiet`.
-pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture) {
-    if cx.quiet {
+/// Prints the warnings met while reading `path` on stderr, unless `--quiet`, with the
+/// spinner out of the way.
+pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture, progress: &Progress) {
+    if cx.quiet || capture.warnings().is_empty() {
         return;
     }
-    let mut stderr = std::io::stderr().lock();
-    for warning in capture.warnings() {
-        let _ = writeln!(stderr, "warning: {}: {warning}", path.display());
-    }
+    progress.suspend(|| {
+        let mut stderr = std::io::stderr().lock();
+        for warning in capture.warnings() {
+            let _ = writeln!(stderr, "warning: {}: {warning}", path.display());
+        }
+    });
 }
 
 /// Session `session` (1-based) of the file at `path`, or its first session when `None`.
@@ -88,18 +100,23 @@ pub(crate) fn capture(
             all.swap_remove(n - 1)
         }
     };
-    warn(cx, path, &capture);
+    warn(cx, path, &capture, progress);
     Ok(capture)
 }
 
-/// Every session of the file at `path`.
+/// Every session of the file at `path`, its warnings printed.
 pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
-    progress.step(format!("reading {}", path.display()));
-    let captures = Capture::read_all(path).map_err(|e| Failure::about(path, e))?;
+    let captures = all_unchecked(path, progress)?;
     for capture in &captures {
-        warn(cx, path, capture);
+        warn(cx, path, capture, progress);
     }
     Ok(captures)
+}
+
+/// Every session of the file at `path`, its warnings left to the caller.
+pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
+    progress.step(format!("reading {}", path.display()));
+    Capture::read_all(path).map_err(|e| Failure::about(path, e))
 }
 
 /// The trace of session `session` (the first when `None`) of the file at `path`, decoded.

@@ -409,6 +409,117 @@ fn merge_writes_nothing_when_an_input_is_bad() {
     );
 }
 
+#[test]
+fn merge_refuses_salvaged_input() {
+    let (a, b) = (workload(100, 50, false), workload(200, 40, true));
+    let dir = folder("merge_salvaged");
+    let good = capture_file(&a, &dir, "good.tsc");
+    let whole = capture_file(&b, &dir, "whole.tsc");
+    let cut = dir.join("cut.tsc");
+    let bytes = fs::read(&whole).unwrap();
+    fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let sessions = Capture::read_all(&cut).expect("a cut capture is salvaged, not refused");
+    let warnings: Vec<String> = sessions
+        .iter()
+        .flat_map(|c| c.warnings().iter().cloned())
+        .collect();
+    assert!(!warnings.is_empty());
+    let out = dir.join("out.tsc");
+
+    let run = tickscope(&["merge", s(&good), s(&cut), "-o", s(&out)]);
+    assert_input_error(&run, &cut);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: {}: read with warnings, refusing to merge it as if whole \
+             (--allow-salvaged merges it anyway): {}\n",
+            s(&cut),
+            warnings[0]
+        )
+    );
+    assert!(!out.exists());
+    // --quiet silences warnings, not this error.
+    let run = tickscope(&["--quiet", "merge", s(&cut), "-o", s(&out)]);
+    assert_input_error(&run, &cut);
+    assert!(!out.exists());
+
+    let run = tickscope(&[
+        "merge",
+        s(&good),
+        s(&cut),
+        "-o",
+        s(&out),
+        "--allow-salvaged",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    let expected: String = warnings
+        .iter()
+        .map(|w| format!("warning: {}: {w}\n", s(&cut)))
+        .collect();
+    assert_eq!(run.stderr, expected);
+    let merged = Capture::read_all(&out).unwrap();
+    assert_eq!(merged.len(), 1 + sessions.len());
+    // What the merged file no longer says, and why merging it needs to be asked for.
+    assert!(merged.iter().all(|c| c.warnings().is_empty()));
+
+    fs::remove_file(&out).unwrap();
+    let run = tickscope(&[
+        "merge",
+        s(&good),
+        s(&cut),
+        "-o",
+        s(&out),
+        "--allow-salvaged",
+        "-q",
+    ]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    assert_eq!(Capture::read_all(&out).unwrap().len(), 1 + sessions.len());
+}
+
+#[cfg(unix)]
+#[test]
+fn merge_writes_through_a_symlink() {
+    let (a, b) = (workload(100, 50, false), workload(200, 40, true));
+    let dir = folder("merge_symlink");
+    let (fa, fb) = (
+        capture_file(&a, &dir, "a.tsc"),
+        capture_file(&b, &dir, "b.tsc"),
+    );
+    let real = dir.join("real.tsc");
+    fs::write(&real, b"old").unwrap();
+    let link = dir.join("link.tsc");
+    std::os::unix::fs::symlink("real.tsc", &link).unwrap();
+    let run = tickscope(&["merge", s(&fa), s(&fb), "-o", s(&link)]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "", "")
+    );
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(fs::read_link(&link).unwrap(), Path::new("real.tsc"));
+    assert_eq!(Capture::read_all(&real).unwrap().len(), 2);
+    let mut names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a.tsc", "b.tsc", "link.tsc", "real.tsc"]);
+
+    // A `.gz` output is gzipped, and reads back.
+    let gz = dir.join("both.tsc.gz");
+    assert_eq!(tickscope(&["merge", s(&fa), s(&fb), "-o", s(&gz)]).code, 0);
+    assert_eq!(fs::read(&gz).unwrap()[..2], [0x1f, 0x8b]);
+    assert_eq!(Capture::read_all(&gz).unwrap().len(), 2);
+    // A device is written directly.
+    let run = tickscope(&["merge", s(&fa), "-o", "/dev/null"]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+}
+
 /// The names of the data rows of `tickscope diff`, in order.
 fn diff_names(stdout: &str) -> Vec<&str> {
     let rows: Vec<&str> = stdout.lines().skip(2).collect();
@@ -491,6 +602,18 @@ fn diff_exit_codes_follow_the_threshold() {
     }
     let run = tickscope(&["diff", s(&base), s(&slower), "--metric", "self"]);
     assert_eq!(run.code, 1);
+    // Largest change of self time first: parse and main only grew through their children.
+    assert_eq!(
+        diff_names(&run.stdout),
+        ["tokenize", "hash", "extra", "io", "main", "parse"]
+    );
+    assert!(
+        run.stdout.ends_with(
+            "1 regressed, 1 improved, 1 added, 0 removed (threshold: self time +5.0%)\n"
+        ),
+        "{}",
+        run.stdout
+    );
     // The other way round: hash grew by a quarter, the rest shrank or went away.
     let run = tickscope(&["diff", s(&slower), s(&base)]);
     assert_eq!(run.code, 1, "{}", run.stdout);
@@ -503,6 +626,43 @@ fn diff_exit_codes_follow_the_threshold() {
     let run = tickscope(&["diff", s(&base), s(&slower), "--threshold=-5%"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("-5%"), "{}", run.stderr);
+}
+
+#[test]
+fn diff_refuses_an_ambiguous_threshold() {
+    let base = workload(100, 50, false);
+    let slower = workload(200, 40, true); // parse +33%, tokenize +100%
+    let dir = folder("diff_threshold");
+    let base = capture_file(&base, &dir, "base.tsc");
+    let slower = capture_file(&slower, &dir, "slower.tsc");
+    for bare in ["5", "50", "1.5"] {
+        let run = tickscope(&["diff", s(&base), s(&slower), "--threshold", bare]);
+        assert_eq!(run.code, 2, "--threshold {bare}: {}", run.stdout);
+        assert_eq!(run.stdout, "");
+        assert!(
+            run.stderr
+                .contains(&format!("`{bare}` is ambiguous: write `{bare}%`")),
+            "{}",
+            run.stderr
+        );
+    }
+    let run = tickscope(&["diff", s(&base), s(&slower), "--threshold", "5"]);
+    assert!(
+        run.stderr
+            .contains("`5` is ambiguous: write `5%` for 5 percent, or a fraction (`0.05` is 5%)"),
+        "{}",
+        run.stderr
+    );
+    // 5% and 0.05 are the same threshold, and 40% lets parse (+33%) pass but not tokenize.
+    let five = tickscope(&["diff", s(&base), s(&slower), "--threshold", "5%"]);
+    let fraction = tickscope(&["diff", s(&base), s(&slower), "--threshold", "0.05"]);
+    assert_eq!((five.code, fraction.code), (1, 1));
+    assert_eq!(five.stdout, fraction.stdout);
+    assert!(five.stdout.ends_with("(threshold: total time +5.0%)\n"));
+    let forty = tickscope(&["diff", s(&base), s(&slower), "--threshold", "40%"]);
+    assert_eq!(forty.code, 1);
+    let summary = "1 regressed, 0 improved, 1 added, 0 removed (threshold: total time +40.0%)\n";
+    assert!(forty.stdout.ends_with(summary), "{}", forty.stdout);
 }
 
 #[test]

@@ -162,22 +162,35 @@ impl CaptureThread {
     }
 }
 
-/// A chunk held by a capture; it goes back to the pool when the last holder lets go.
+/// A capture's records of one thread, oldest first.
 #[derive(Debug)]
-pub(crate) struct Chunk(Option<SharedChunk>);
+pub(crate) enum Chunk {
+    /// A recorded chunk, held (always `Some` until dropped): it goes back to the pool when
+    /// the last holder lets go.
+    Held(Option<SharedChunk>),
+    /// Records read from a file (or made by hand), owned: as many as there are, in a
+    /// vector of their size (a pooled chunk would cost 64 KiB however few they are).
+    Owned(Vec<RawEvent>),
+}
 
 impl Chunk {
     pub(crate) fn records(&self) -> &[RawEvent] {
-        self.0.as_ref().map_or(&[], SharedChunk::records)
+        match self {
+            Self::Held(held) => held.as_ref().map_or(&[], SharedChunk::records),
+            Self::Owned(records) => records,
+        }
     }
 }
 
 impl Drop for Chunk {
     fn drop(&mut self) {
-        // Freeing a chunk the pool cannot keep is the profiler's own work, not the program's.
-        let _untracked = Untracked::enter();
-        if let Some(free) = self.0.take().and_then(SharedChunk::release) {
-            pool::give(free);
+        if let Self::Held(held) = self {
+            // Freeing a chunk the pool cannot keep is the profiler's own work, not the
+            // program's.
+            let _untracked = Untracked::enter();
+            if let Some(free) = held.take().and_then(SharedChunk::release) {
+                pool::give(free);
+            }
         }
     }
 }
@@ -209,7 +222,7 @@ impl Capture {
                 id: t.id,
                 name: t.name,
                 from_tick: t.from_tick,
-                chunks: t.chunks.into_iter().map(|c| Chunk(Some(c))).collect(),
+                chunks: t.chunks.into_iter().map(|c| Chunk::Held(Some(c))).collect(),
             })
             .collect();
         let start_unix_ns = window.start.pairs.first().map_or(0, |&(_, ns)| ns);
@@ -323,16 +336,13 @@ impl Capture {
                 crate::record::event::RawKind::Alloc | crate::record::event::RawKind::Free
             )
         });
-        let threads = threads
+        let owned: Vec<CaptureThread> = threads
             .into_iter()
-            .map(|(id, records)| Handover {
+            .map(|(id, records)| CaptureThread {
                 id,
                 name: None,
                 from_tick: 0,
-                chunks: records
-                    .chunks(crate::record::chunk::CHUNK_EVENTS)
-                    .map(|c| SharedChunk::from_records(id, c).expect("fits one chunk"))
-                    .collect(),
+                chunks: vec![Chunk::Owned(records)],
             })
             .collect();
         let mut capture = Self::new(
@@ -344,8 +354,9 @@ impl Capture {
                 memory,
                 dropped_events: 0,
             },
-            threads,
+            Vec::new(),
         );
+        capture.threads = owned;
         capture.clock.ns_per_tick = None;
         capture
     }

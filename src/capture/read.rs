@@ -2,7 +2,7 @@
 //! by chunk.
 //!
 //! Reading never trusts a length: every one is checked against the input left before it is
-//! used, and what is allocated is bounded by the input's size. What cannot be read is an
+//! used, and what is allocated is proportional to the input's size. What cannot be read is an
 //! error that names the byte offset ([`ReadError`]); what can be read past (an unknown chunk
 //! type or version, a last chunk cut short, a session without footer) is read past with a
 //! warning ([`Capture::warnings`]).
@@ -14,7 +14,6 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::record::callsite::{self, Callsite};
-use crate::record::chunk::{CHUNK_EVENTS, SharedChunk};
 use crate::record::clock::Calibration;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
@@ -497,6 +496,9 @@ struct Session<'a> {
     clock: Option<ClockPairs>,
     /// The current string table: id `n` at index `n`.
     strings: Vec<&'a [u8]>,
+    /// The strings of the current table interned (see `callsite::intern_str`), as callsites
+    /// ask for them: each string is hashed and leaked once, however many callsites name it.
+    interned: Vec<Option<&'static str>>,
     /// `(id, offset of the entry, callsite)`, as declared.
     callsites: Vec<(u32, usize, &'static Callsite)>,
     threads: Vec<ThreadBuild>,
@@ -511,9 +513,8 @@ struct ThreadBuild {
     id: u64,
     name: Option<String>,
     from_tick: u64,
-    chunks: Vec<SharedChunk>,
-    /// Records not yet in a chunk: fewer than [`CHUNK_EVENTS`].
-    pending: Vec<RawEvent>,
+    /// The thread's records so far, in file order.
+    records: Vec<RawEvent>,
     /// The tick of the last record that is not data, for a session without footer.
     last_tick: Option<u64>,
     /// An allocation or a free was seen, for a session without footer.
@@ -526,22 +527,7 @@ impl ThreadBuild {
             self.last_tick = Some(record.tick);
         }
         self.memory |= matches!(record.kind, RawKind::Alloc | RawKind::Free);
-        self.pending.push(record);
-        if self.pending.len() >= CHUNK_EVENTS {
-            self.flush();
-        }
-    }
-
-    /// Puts the pending records into a chunk.
-    fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        for records in self.pending.chunks(CHUNK_EVENTS) {
-            self.chunks
-                .extend(SharedChunk::from_records(self.id, records));
-        }
-        self.pending.clear();
+        self.records.push(record);
     }
 }
 
@@ -552,6 +538,7 @@ impl<'a> Session<'a> {
             header,
             clock: None,
             strings: Vec::new(),
+            interned: Vec::new(),
             callsites: Vec::new(),
             threads: Vec::new(),
             thread_index: HashMap::new(),
@@ -617,10 +604,13 @@ impl<'a> Session<'a> {
             }
             None => {
                 self.strings.clear();
+                self.interned.clear();
                 return;
             }
         };
         self.strings = content.split(|&b| b == 0).collect();
+        self.interned.clear();
+        self.interned.resize(self.strings.len(), None);
         let bad = self
             .strings
             .iter()
@@ -653,6 +643,18 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// String `id` of the current table (which exists: checked with [`Session::string`]),
+    /// interned.
+    fn interned_string(&mut self, id: u32) -> &'static str {
+        let index = id as usize;
+        if let Some(Some(interned)) = self.interned.get(index) {
+            return interned;
+        }
+        let interned = callsite::intern_str(&String::from_utf8_lossy(self.strings[index]));
+        self.interned[index] = Some(interned);
+        interned
+    }
+
     /// The callsite table at `pos`.
     fn callsites(&mut self, pos: usize, content: &[u8]) -> Result<(), ReadError> {
         if !content.len().is_multiple_of(CALLSITE_ENTRY) {
@@ -676,12 +678,19 @@ impl<'a> Session<'a> {
                     u32_at(entry, offset),
                 )
             };
-            let (name, file, module_path) = (
-                field("name", 4)?,
-                field("file", 8)?,
-                field("module path", 16)?,
-            );
-            let site = callsite::intern_callsite(&name, &file, u32_at(entry, 12), &module_path);
+            if u32_at(entry, 4) == NO_STRING {
+                // Declared without a name: an id the writer's table held but knew nothing of.
+                self.callsites.push((id, at, &callsite::UNDECLARED));
+                continue;
+            }
+            // Check every field before interning any.
+            field("name", 4)?;
+            field("file", 8)?;
+            field("module path", 16)?;
+            let name = self.interned_string(u32_at(entry, 4));
+            let file = self.interned_string(u32_at(entry, 8));
+            let module_path = self.interned_string(u32_at(entry, 16));
+            let site = callsite::intern_callsite(name, file, u32_at(entry, 12), module_path);
             self.callsites.push((id, at, site));
         }
         Ok(())
@@ -720,8 +729,7 @@ impl<'a> Session<'a> {
                 id,
                 name,
                 from_tick: u64_at(entry, 8),
-                chunks: Vec::new(),
-                pending: Vec::new(),
+                records: Vec::new(),
                 last_tick: None,
                 memory: false,
             });
@@ -754,9 +762,8 @@ impl<'a> Session<'a> {
         };
         let thread = &mut self.threads[index];
         let records = &content[PREFIX..];
-        thread
-            .pending
-            .reserve((records.len() / RECORD_LEN).min(CHUNK_EVENTS - thread.pending.len()));
+        // Bounded by the chunk's bytes, which are in the input.
+        thread.records.reserve(records.len() / RECORD_LEN);
         for (i, record) in records.chunks_exact(RECORD_LEN).enumerate() {
             let kind = u32_at(record, 12);
             let Some(kind) = RawKind::from_u32(kind) else {
@@ -789,9 +796,6 @@ impl<'a> Session<'a> {
                 ns_per_tick: None,
             }
         });
-        for thread in &mut self.threads {
-            thread.flush();
-        }
         let (start_tick, end_tick, dropped_events, memory) = match footer {
             Some(footer) => {
                 if footer.records != self.records {
@@ -838,7 +842,11 @@ impl<'a> Session<'a> {
                 id: t.id,
                 name: t.name,
                 from_tick: t.from_tick,
-                chunks: t.chunks.into_iter().map(|c| Chunk(Some(c))).collect(),
+                chunks: if t.records.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Chunk::Owned(t.records)]
+                },
             })
             .collect();
         Capture {

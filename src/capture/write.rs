@@ -6,9 +6,10 @@ use std::io::{self, Write};
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
+use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
 
-use super::Capture;
+use super::{Capture, Chunk};
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
     CLOCK_IDENTITY, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FORMAT_VERSION,
@@ -69,9 +70,13 @@ impl Capture {
         w.chunk(THREADS, THREADS_VERSION, &threads)?;
         for thread in &self.threads {
             for chunk in &thread.chunks {
-                if let Some(shared) = &chunk.0 {
-                    debug_assert_eq!(shared.thread(), thread.id);
-                    w.events(shared)?;
+                match chunk {
+                    Chunk::Held(Some(shared)) => {
+                        debug_assert_eq!(shared.thread(), thread.id);
+                        w.events(shared)?;
+                    }
+                    Chunk::Held(None) => {}
+                    Chunk::Owned(records) => w.owned_events(thread.id, records)?,
                 }
             }
         }
@@ -130,12 +135,17 @@ impl Capture {
     fn callsite_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
         let mut out = Vec::with_capacity(CALLSITE_ENTRY * self.callsites.len());
         for (index, &site) in self.callsites.iter().enumerate() {
-            if std::ptr::eq(site, &callsite::UNDECLARED) {
-                continue;
-            }
             let Ok(id) = u32::try_from(index + 1) else {
                 break;
             };
+            if std::ptr::eq(site, &callsite::UNDECLARED) {
+                // Ids stay dense, so that a reader's bound (ids up to the number of entries)
+                // keeps every id: this one is declared without a name.
+                for field in [id, NO_STRING, NO_STRING, 0, NO_STRING, 0] {
+                    out.extend_from_slice(&field.to_le_bytes());
+                }
+                continue;
+            }
             let site: &'static Callsite = site;
             for field in [
                 id,
@@ -211,6 +221,21 @@ impl Writer<'_> {
     fn pad(&mut self, len: usize) -> io::Result<()> {
         const ZEROS: [u8; ALIGN] = [0; ALIGN];
         self.write(&ZEROS[..len.next_multiple_of(ALIGN) - len])
+    }
+
+    /// An event chunk of records owned by the capture (read from a file, or made by hand):
+    /// header, thread id, reserved bytes and the records, encoded field by field.
+    fn owned_events(&mut self, thread: u64, records: &[RawEvent]) -> io::Result<()> {
+        let mut content = Vec::with_capacity(16 + 16 * records.len());
+        content.extend_from_slice(&thread.to_le_bytes());
+        content.extend_from_slice(&0u64.to_le_bytes());
+        for record in records {
+            content.extend_from_slice(&record.tick.to_le_bytes());
+            content.extend_from_slice(&record.id.to_le_bytes());
+            content.extend_from_slice(&(record.kind as u32).to_le_bytes());
+        }
+        self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
+        self.write(&content)
     }
 
     /// An event chunk: a header for the held length (the chunk's own header may have grown

@@ -107,6 +107,32 @@ pub fn write_file(
     file::atomic_write(path.as_ref(), |out| format.write(trace, out))
 }
 
+/// Writes `captures` to the file at `path` as one capture file: each one's
+/// [`Capture::write_to`](crate::Capture::write_to) output in order, so that
+/// [`Capture::read_all`](crate::Capture::read_all) gives them back session by session. The
+/// file is put in place as [`write_file`] puts a trace: gzipped when the path ends in `.gz`,
+/// through a temporary file renamed into place for a regular file, through a symbolic link to
+/// its target, straight into a device or FIFO; see [Files](self#files). The first error
+/// stops the writing, and names the path and the step that failed.
+///
+/// ```no_run
+/// use tickscope::Capture;
+///
+/// let a = Capture::read_all("a.tscope")?;
+/// let b = Capture::read_all("b.tscope")?;
+/// let both: Vec<&Capture> = a.iter().chain(&b).collect();
+/// tickscope::export::write_captures("both.tscope.gz", &both)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_captures(path: impl AsRef<Path>, captures: &[&crate::Capture]) -> io::Result<()> {
+    file::atomic_write(path.as_ref(), |out| {
+        for capture in captures {
+            capture.write_to(out)?;
+        }
+        Ok(())
+    })
+}
+
 /// Writes the file at `path` through `write` as [`write_file`] does (gzipped for `.gz`,
 /// atomically for regular files; see [Files](self#files)), for output that is not a trace.
 pub(crate) fn write_file_with(

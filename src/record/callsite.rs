@@ -1,7 +1,7 @@
 //! Static per-call-site metadata and the id table that maps ids back to it.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -125,38 +125,56 @@ pub(crate) fn lookup(table: &[&'static Callsite], id: u32) -> Option<&'static Ca
 /// sparse): [`lookup`] finds nothing there.
 pub(crate) static UNDECLARED: Callsite = Callsite::new("<undeclared callsite>", "", 0, "");
 
-/// Callsites read from capture files, by name, file, line and module path.
-type FileCallsites = HashMap<(&'static str, &'static str, u32, &'static str), &'static Callsite>;
+/// Callsites read from capture files, by their interned strings' addresses and line.
+type FileCallsites = HashMap<(usize, usize, u32, usize), &'static Callsite>;
 
 /// Callsites read from capture files so far, process-wide.
 static FROM_FILES: Mutex<Option<FileCallsites>> = Mutex::new(None);
 
-/// The callsite for `name`, `file`, `line` and `module_path` as read from a capture file:
-/// leaked once per distinct quadruple in the process and returned again for the same one, so
-/// reading a file twice costs no more memory than reading it once. A dynamic name (file
-/// `"<dynamic>"`, line 0, no module) is the same callsite as [`intern`] gives that name.
+/// Strings of callsites read from capture files so far, process-wide.
+static FILE_STRINGS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+/// `s` as a `'static` string: leaked once per distinct string in the process and returned
+/// again for the same one, so that reading a file twice, or one string named by many
+/// callsites, costs its memory once.
+pub(crate) fn intern_str(s: &str) -> &'static str {
+    let _untracked = crate::record::registry::Untracked::enter();
+    let mut set = crate::record::sync::lock(&FILE_STRINGS);
+    let set = set.get_or_insert_with(HashSet::new);
+    if let Some(&interned) = set.get(s) {
+        return interned;
+    }
+    let leaked: &'static str = Box::leak(s.into());
+    set.insert(leaked);
+    leaked
+}
+
+/// The callsite for `name`, `file`, `line` and `module_path` as read from a capture file, its
+/// strings interned with [`intern_str`]: leaked once per distinct quadruple in the process and
+/// returned again for the same one (a small, fixed size each: the strings are shared). A
+/// dynamic name (file `"<dynamic>"`, line 0, no module) is the same callsite as [`intern`]
+/// gives that name.
 pub(crate) fn intern_callsite(
-    name: &str,
-    file: &str,
+    name: &'static str,
+    file: &'static str,
     line: u32,
-    module_path: &str,
+    module_path: &'static str,
 ) -> &'static Callsite {
     let _untracked = crate::record::registry::Untracked::enter();
     if file == DYNAMIC_FILE && line == 0 && module_path.is_empty() {
         return dynamic(name);
     }
+    let key = (
+        name.as_ptr() as usize,
+        file.as_ptr() as usize,
+        line,
+        module_path.as_ptr() as usize,
+    );
     let mut map = crate::record::sync::lock(&FROM_FILES);
     let map = map.get_or_insert_with(HashMap::new);
-    // The map's keys are `'static`; a shared view of it with shorter keys can look up ours.
-    let view: &HashMap<(&str, &str, u32, &str), &'static Callsite> = map;
-    if let Some(&callsite) = view.get(&(name, file, line, module_path)) {
-        return callsite;
-    }
-    let leak = |s: &str| -> &'static str { Box::leak(s.into()) };
-    let (name, file, module_path) = (leak(name), leak(file), leak(module_path));
-    let callsite: &'static Callsite =
-        Box::leak(Box::new(Callsite::new(name, file, line, module_path)));
-    map.insert((name, file, line, module_path), callsite);
+    let callsite: &'static Callsite = map
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(Callsite::new(name, file, line, module_path))));
     callsite
 }
 

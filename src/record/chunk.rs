@@ -321,21 +321,6 @@ impl SharedChunk {
         Self { chunk: ptr, len }
     }
 
-    /// A chunk of `records`, held by this handle alone (for captures made from records, not
-    /// recorded by a thread). `None` when they do not fit one chunk.
-    pub fn from_records(thread: u64, records: &[RawEvent]) -> Option<Self> {
-        if records.len() > CHUNK_EVENTS {
-            return None;
-        }
-        let mut chunk = ChunkBox::alloc();
-        // SAFETY: we own the chunk alone, nothing is published, and the records fit.
-        unsafe { chunk.get_mut().write_all(0, records) };
-        Some(Self {
-            chunk: chunk.into_held(thread),
-            len: records.len(),
-        })
-    }
-
     fn chunk(&self) -> &Chunk {
         // SAFETY: this handle's hold keeps the chunk alive.
         unsafe { self.chunk.get() }
