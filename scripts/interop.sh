@@ -71,6 +71,26 @@ assert all(r["category"] == "cpu_op" for r in kineto), kineto
 print(f"interop: chrome_trace variants agree: {strip(plain)}")
 PY
 
+# A capture file converted offline by the tickscope CLI is accepted, with the calls the
+# example's table (printed from the same file) counts.
+cargo run --quiet --release --example capture -- "$out" > "$out/capture.txt"
+for f in capture.json capture.folded; do
+    cargo run --quiet --release -p tickscope-cli -- convert "$out/run.tscope" -o "$out/$f"
+    "$V/check_trace.sh" "$out/$f"
+done
+python3 - "$(by_name "$out/capture.json")" "$out/capture.txt" <<'PY'
+import json, re, sys
+rows = json.loads(sys.argv[1])
+got = {r["name"]: r["n"] for r in rows}
+table = {}
+for line in open(sys.argv[2]):
+    m = re.match(r"^(\S+)\s+(\d+)\s", line)
+    if m and m.group(1) != "Name":
+        table[m.group(1)] = int(m.group(2))
+assert got == table == {"checksum": 300, "main": 1, "worker": 1}, (got, table)
+print(f"interop: capture converted by the CLI agrees with the table: {got}")
+PY
+
 # Async calls: Perfetto's async slices per name plus plain scopes equal the table's calls;
 # polls are slices of their own category.
 cargo run --quiet --release --example profile_attr -- "$out" > "$out/profile_attr.txt"
