@@ -4,7 +4,9 @@
 //! and one with an observer registered.
 //!
 //! `cargo bench --bench scope`. Enabled runs restart the session every 32 Ki scopes (outside
-//! the timed part) so chunks are recycled and the figure is the steady state, not page faults.
+//! the timed part) so chunks are recycled and the figure is the steady state, not page faults;
+//! `enabled_streaming` runs one streaming session (`Config::stream_to`) for all its
+//! repetitions, its chunks written out (to `/dev/null`) as they fill.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -49,6 +51,42 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
+    // One streaming session for every repetition, never restarted: its threads record into
+    // the stream's fixed pool, which its writer hands back as it writes the chunks out. The
+    // file is /dev/null where there is one, so that the figure is the hot path's and not the
+    // disk's (a disk slower than the scopes makes them wait: see the stats printed).
+    let path = std::path::PathBuf::from("/dev/null");
+    let path = if path.exists() {
+        path
+    } else {
+        std::env::temp_dir().join(format!("tickscope-bench-{}.tscope", std::process::id()))
+    };
+    let streaming = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .try_start()
+        .expect("the bench's stream file");
+    g.bench_function("enabled_streaming", |b| {
+        b.iter(|| {
+            let _g = scope!("streamed");
+        })
+    });
+    streaming.stop();
+    if let Some(stats) = streaming.stream_stats() {
+        eprintln!(
+            "streaming: {} records written ({:.1} MiB), {} dropped, {} waits ({:?}), pool {} KiB",
+            stats.records_written,
+            stats.bytes_written as f64 / (1 << 20) as f64,
+            stats.dropped_events,
+            stats.waits,
+            stats.waited,
+            stats.pool_bytes >> 10,
+        );
+    }
+    drop(streaming);
+    if path.is_file() {
+        let _ = std::fs::remove_file(&path);
+    }
     g.bench_function("enabled_dynamic_name", |b| {
         b.iter_custom(|iters| {
             in_sessions(iters, || {

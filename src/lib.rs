@@ -192,6 +192,7 @@ not_under_loom! {
     pub use record::link::{Link, link};
     pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
     pub use record::scope::ScopeGuard;
+    pub use record::pool::SlowWriter;
     pub use session::{Config, Profiler, Threads};
 }
 

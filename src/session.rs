@@ -4,9 +4,10 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use crate::capture::{self, Capture, Handover};
+use crate::capture::stream::{self, Stream, StreamOptions};
+use crate::capture::{self, Capture, Handover, StreamStats};
 use crate::record::clock::{self, Calibration};
-use crate::record::pool;
+use crate::record::pool::{self, SlowWriter};
 use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
 use crate::record::thread;
@@ -32,6 +33,7 @@ pub enum Threads {
 pub struct Config {
     threads: Threads,
     memory: bool,
+    stream: Option<StreamOptions>,
 }
 
 impl Config {
@@ -65,9 +67,88 @@ impl Config {
         self.threads(Threads::Joined)
     }
 
-    /// Starts a session with these options.
+    /// Streams the session to the capture file at `path` as it records: a background
+    /// writer appends the chunks the threads fill, so the session holds a fixed amount of
+    /// memory ([`Config::stream_memory`], 16 MiB by default) however long it runs, and a
+    /// process that dies mid-session leaves a file that reads up to its last write (every
+    /// few milliseconds; a panic writes everything up to it). Read the file with
+    /// [`Capture::read`] or the `tickscope` command; the session's own
+    /// [`report`](Profiler::report), [`trace`](Profiler::trace) and
+    /// [`capture`](Profiler::capture) read it back too.
+    ///
+    /// The file is created (or truncated) at start; each restart appends a new session to it
+    /// (a capture file holds sessions one after the other). One streaming session runs at a
+    /// time. Memory stays bounded while streaming sessions are the only ones recording: a
+    /// session that keeps its window in memory beside it keeps what it records, as always.
+    /// When the disk is slower than the program, [`Config::on_slow_disk`] says what happens.
+    /// [`Profiler::stream_stats`] tells what was written, waited for and dropped.
+    ///
+    /// ```no_run
+    /// let prof = tickscope::Profiler::builder().stream_to("run.tscope").start();
+    /// // ... hours of work ...
+    /// prof.stop();
+    /// println!("{}", prof.table());
+    /// ```
+    pub fn stream_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        let options = self.stream.get_or_insert_with(|| StreamOptions {
+            path: std::path::PathBuf::new(),
+            memory: capture::DEFAULT_STREAM_MEMORY,
+            policy: SlowWriter::default(),
+        });
+        options.path = path.into();
+        self
+    }
+
+    /// The memory a streaming session records into, in bytes: a pool of 64 KiB chunks,
+    /// prepared (touched) at start and reused as the writer writes them out. 16 MiB by
+    /// default ([`DEFAULT_STREAM_MEMORY`](crate::capture::DEFAULT_STREAM_MEMORY)); at least one
+    /// chunk. Give each recording thread a few chunks. Only for [`Config::stream_to`].
+    pub fn stream_memory(mut self, bytes: usize) -> Self {
+        if let Some(options) = &mut self.stream {
+            options.memory = bytes;
+        }
+        self
+    }
+
+    /// What threads do when a streaming session's writer falls behind and no chunk is free:
+    /// wait for it ([`SlowWriter::Block`], the default: nothing is lost) or record nothing
+    /// until a chunk is free ([`SlowWriter::Drop`]: every event not recorded is counted in
+    /// the session's dropped events, the table's footer and [`StreamStats::dropped_events`]).
+    /// Only for [`Config::stream_to`].
+    pub fn on_slow_disk(mut self, policy: SlowWriter) -> Self {
+        if let Some(options) = &mut self.stream {
+            options.policy = policy;
+        }
+        self
+    }
+
+    /// Starts a session with these options. A streaming session whose file cannot be
+    /// written records in memory instead, and [`Profiler::stream_stats`] says why; use
+    /// [`Config::try_start`] to get the error instead.
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
+        let profiler = self.session();
+        let _ = profiler.try_restart();
+        profiler
+    }
+
+    /// Starts a session with these options, or fails when a streaming session's file cannot
+    /// be opened or written, or another streaming session runs.
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir().join("no-such-dir-for-tickscope");
+    /// let err = tickscope::Profiler::builder()
+    ///     .stream_to(dir.join("run.tscope"))
+    ///     .try_start()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("run.tscope"));
+    /// ```
+    pub fn try_start(self) -> std::io::Result<Profiler> {
+        let profiler = self.session();
+        profiler.try_restart().map(|()| profiler)
+    }
+
+    fn session(self) -> Profiler {
         let inner = Arc::new(Inner {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             config: self,
@@ -76,11 +157,11 @@ impl Config {
                 members: None,
                 stopped: None,
                 observer_panics: 0,
+                streamed_before: false,
+                stream_error: None,
             }),
         });
-        let profiler = Profiler { inner };
-        profiler.restart();
-        profiler
+        Profiler { inner }
     }
 }
 
@@ -129,12 +210,29 @@ struct State {
     stopped: Option<Stopped>,
     /// Observer callbacks that panicked in the last stop's window, on the threads it recorded.
     observer_panics: u64,
+    /// A window of this streaming session wrote its file: the next one appends to it.
+    streamed_before: bool,
+    /// Why the last window could not stream (it recorded in memory instead).
+    stream_error: Option<String>,
 }
 
 #[derive(Debug)]
 struct Stopped {
-    capture: Arc<Capture>,
+    /// The window's capture: handed over at stop, or read back from a streaming session's
+    /// file on first use.
+    capture: OnceLock<Arc<Capture>>,
+    /// The streaming session's file and figures.
+    streamed: Option<StreamStats>,
     trace: OnceLock<Arc<Trace>>,
+}
+
+impl Stopped {
+    fn capture(&self) -> &Arc<Capture> {
+        self.capture.get_or_init(|| {
+            let path = self.streamed.as_ref().map(|s| s.path.as_path());
+            Arc::new(path.map_or_else(Capture::empty, stream::read_back))
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -142,6 +240,8 @@ struct Window {
     start_tick: u64,
     calibration: Calibration,
     dropped_at_start: u64,
+    /// The writer of a streaming session.
+    stream: Option<Stream>,
 }
 
 impl Inner {
@@ -173,11 +273,27 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// The running window's capture up to now: its chunks in memory, or what a streaming
+    /// session has written, read back.
+    fn snapshot(&self, window: &Window) -> Capture {
+        match &window.stream {
+            Some(stream) => stream.snapshot(),
+            None => self.capture(window, clock::now(), Calibration::sample()),
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
-        let running = self.state.get_mut().map_or(true, |s| s.window.is_some());
-        if running {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(window) = state.window.take() {
             registry::stop_recording(self.id);
+            // A streaming session's file gets its end: everything recorded, and the footer.
+            if let Some(stream) = window.stream {
+                let dropped = registry::dropped_events() - window.dropped_at_start;
+                stream.finish(clock::now(), &Calibration::sample(), dropped);
+            }
             registry::finish_session(self.id);
         }
     }
@@ -213,11 +329,19 @@ impl Profiler {
     }
 
     /// Starts a new window: the data of the previous stop is kept until the next stop
-    /// replaces it. Does nothing if the session is running.
+    /// replaces it. Does nothing if the session is running. A streaming session appends the
+    /// new window to its file as a new session (it records in memory if the file cannot be
+    /// written: see [`Profiler::stream_stats`]).
     pub fn restart(&self) {
+        let _ = self.try_restart();
+    }
+
+    /// [`Profiler::restart`], failing when a streaming session's file cannot be written (the
+    /// window then records in memory).
+    fn try_restart(&self) -> std::io::Result<()> {
         let mut state = self.inner.state();
         if state.window.is_some() {
-            return;
+            return Ok(());
         }
         let _untracked = registry::Untracked::enter();
         // Nothing reads the previous stop while the session runs (snapshots are taken
@@ -237,14 +361,36 @@ impl Profiler {
         let calibration = Calibration::sample();
         let dropped_at_start = registry::dropped_events();
         let start_tick = clock::now();
-        registry::add_session(self.inner.id, start_tick, members, self.inner.config.memory);
+        let memory = self.inner.config.memory;
+        let (stream, result) = match &self.inner.config.stream {
+            None => (None, Ok(())),
+            Some(options) => {
+                let append = state.streamed_before;
+                match Stream::start(
+                    options,
+                    append,
+                    self.inner.id,
+                    start_tick,
+                    &calibration,
+                    memory,
+                ) {
+                    Ok(stream) => (Some(stream), Ok(())),
+                    Err(e) => (None, Err(e)),
+                }
+            }
+        };
+        state.streamed_before |= stream.is_some();
+        state.stream_error = result.as_ref().err().map(ToString::to_string);
+        registry::add_session(self.inner.id, start_tick, members, memory, stream.is_some());
         state.window = Some(Window {
             start_tick,
             calibration,
             dropped_at_start,
+            stream,
         });
         drop(state);
         self.push_on_stack();
+        result
     }
 
     fn push_on_stack(&self) {
@@ -257,23 +403,68 @@ impl Profiler {
         });
     }
 
-    /// Stops recording and collects the window's events. Does nothing if already stopped.
+    /// Stops recording and collects the window's events. Does nothing if already stopped. A
+    /// streaming session writes what is left and the file's footer.
     pub fn stop(&self) {
         let _untracked = registry::Untracked::enter();
         let mut state = self.inner.state();
-        let Some(window) = state.window.take() else {
+        let Some(mut window) = state.window.take() else {
             return;
         };
         let end_tick = clock::now();
         let calibration = Calibration::sample();
         registry::stop_recording(self.inner.id);
-        let capture = self.inner.capture(&window, end_tick, calibration);
+        let stopped = match window.stream.take() {
+            Some(stream) => {
+                let dropped = registry::dropped_events() - window.dropped_at_start;
+                let stats = stream.finish(end_tick, &calibration, dropped);
+                Stopped {
+                    capture: OnceLock::new(),
+                    streamed: Some(stats),
+                    trace: OnceLock::new(),
+                }
+            }
+            None => Stopped {
+                capture: OnceLock::from(Arc::new(self.inner.capture(
+                    &window,
+                    end_tick,
+                    calibration,
+                ))),
+                streamed: None,
+                trace: OnceLock::new(),
+            },
+        };
         state.observer_panics = registry::observer_panics(self.inner.id);
         state.members = registry::finish_session(self.inner.id);
-        state.stopped = Some(Stopped {
-            capture: Arc::new(capture),
-            trace: OnceLock::new(),
-        });
+        state.stopped = Some(stopped);
+    }
+
+    /// What a streaming session ([`Config::stream_to`]) has written so far (while it runs)
+    /// or in its last window (once stopped): bytes, chunks and records written, events
+    /// dropped and time waited for a slow disk, the first write error. `None` for a session
+    /// that does not stream; a [`StreamStats::error`] and nothing written when the window
+    /// could not stream and recorded in memory instead.
+    pub fn stream_stats(&self) -> Option<StreamStats> {
+        let state = self.inner.state();
+        let options = self.inner.config.stream.as_ref()?;
+        match (&state.window, &state.stopped) {
+            (Some(window), _) => {
+                if let Some(stream) = &window.stream {
+                    return Some(stream.stats());
+                }
+            }
+            (None, Some(stopped)) => {
+                if let Some(stats) = &stopped.streamed {
+                    return Some(stats.clone());
+                }
+            }
+            (None, None) => {}
+        }
+        Some(StreamStats {
+            path: options.path.clone(),
+            error: state.stream_error.clone(),
+            ..StreamStats::default()
+        })
     }
 
     /// True between start (or restart) and stop.
@@ -301,12 +492,8 @@ impl Profiler {
         let _untracked = registry::Untracked::enter();
         let state = self.inner.state();
         match (&state.window, &state.stopped) {
-            (Some(window), _) => Arc::new(self.inner.capture(
-                window,
-                clock::now(),
-                Calibration::sample(),
-            )),
-            (None, Some(stopped)) => stopped.capture.clone(),
+            (Some(window), _) => Arc::new(self.inner.snapshot(window)),
+            (None, Some(stopped)) => stopped.capture().clone(),
             (None, None) => Arc::new(Capture::empty()),
         }
     }
@@ -325,16 +512,14 @@ impl Profiler {
         let state = self.inner.state();
         match (&state.window, &state.stopped) {
             (Some(window), _) => {
-                let capture = self
-                    .inner
-                    .capture(window, clock::now(), Calibration::sample());
+                let capture = self.inner.snapshot(window);
                 let panics = registry::observer_panics(self.inner.id);
                 (Arc::new(capture.decode()), panics)
             }
             (None, Some(stopped)) => {
                 let trace = stopped
                     .trace
-                    .get_or_init(|| Arc::new(stopped.capture.decode()));
+                    .get_or_init(|| Arc::new(stopped.capture().decode()));
                 (trace.clone(), state.observer_panics)
             }
             (None, None) => (Arc::new(Trace::empty()), state.observer_panics),

@@ -65,7 +65,7 @@ fn a_capture_sees_a_prefix_in_order() {
         assert_eq!(ticks(&shared), [1, 2, 3, 4]);
         assert!(shared.iter().all(|c| c.thread() == 7));
         drop(shared);
-        buffer.reclaim(None, drop);
+        buffer.reclaim(None, None, drop);
         assert!(buffer.is_drained());
     });
 }
@@ -77,7 +77,7 @@ fn reclaim_never_takes_the_live_chunk() {
         let writer = spawn_writer(&buffer, |buffer| write(buffer, 5));
         // Reclaim chunks whose events are all older than tick 4, while the writer writes.
         let mut reclaimed = Vec::new();
-        buffer.reclaim(Some(4), |c| reclaimed.push(c));
+        buffer.reclaim(Some(4), None, |c| reclaimed.push(c));
         writer.join().unwrap();
         let left = ticks(&buffer.share(0));
         // Only the full first chunk (ticks 1..=3) may have gone; the rest is intact, in order.
@@ -87,7 +87,7 @@ fn reclaim_never_takes_the_live_chunk() {
             n => panic!("reclaimed {n} chunks"),
         }
         buffer.retire();
-        buffer.reclaim(None, drop);
+        buffer.reclaim(None, None, drop);
     });
 }
 
@@ -104,10 +104,10 @@ fn a_held_chunk_outlives_its_unlinking() {
         let held = buffer.share(0);
         let before = ticks(&held);
         let mut reclaimed = Vec::new();
-        buffer.reclaim(Some(u64::MAX), |c| reclaimed.push(c));
+        buffer.reclaim(Some(u64::MAX), None, |c| reclaimed.push(c));
         writer.join().unwrap();
         let mut after_reclaim = Vec::new();
-        buffer.reclaim(None, |c| after_reclaim.push(c));
+        buffer.reclaim(None, None, |c| after_reclaim.push(c));
         assert!(buffer.is_drained());
         // Whatever was unlinked while held did not come back yet, and the records held read
         // the same.
@@ -143,7 +143,7 @@ fn records_pushed_together_are_seen_together() {
             .collect();
         assert!(kinds.len() % 2 == 0, "{kinds:?}");
         let mut reclaimed = Vec::new();
-        buffer.reclaim(Some(2), |c| reclaimed.push(c));
+        buffer.reclaim(Some(2), None, |c| reclaimed.push(c));
         writer.join().unwrap();
         // Three slots per chunk: each pair takes a chunk of its own. Only the first (tick 1)
         // may go at horizon 2.
@@ -158,6 +158,44 @@ fn records_pushed_together_are_seen_together() {
             1 => assert_eq!(left, second),
             n => panic!("reclaimed {n} chunks"),
         }
-        buffer.reclaim(None, drop);
+        buffer.reclaim(None, None, drop);
+    });
+}
+
+/// A streaming session's writer: it takes what it has not written yet (chunks by index, the
+/// part of a chunk it has not written) while the thread records, gives back what it wrote,
+/// and in the end has written every record exactly once, in order.
+#[test]
+fn a_stream_writes_every_record_once() {
+    loom::model(|| {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let writer = spawn_writer(&buffer, |buffer| {
+            write(buffer, 5);
+            buffer.retire();
+        });
+        let mut written = Vec::new();
+        // (index of the next chunk to write, records of it already written)
+        let mut cursor = (0u64, 0usize);
+        let mut pass = |tail: bool, written: &mut Vec<u64>| {
+            for held in buffer.share_from(0, cursor.0, tail) {
+                let from = if held.index == cursor.0 { cursor.1 } else { 0 };
+                let records = held.chunk.records();
+                written.extend(records[from..].iter().map(|e| e.tick));
+                cursor = if held.complete {
+                    (held.index + 1, 0)
+                } else {
+                    (held.index, records.len())
+                };
+            }
+            buffer.reclaim(None, Some(cursor.0), drop);
+        };
+        pass(true, &mut written);
+        writer.join().unwrap();
+        pass(false, &mut written);
+        pass(true, &mut written);
+        assert_eq!(written, [1, 2, 3, 4, 5]);
+        assert_eq!(cursor, (2, 0));
+        assert_eq!(buffer.next_index(), (2, true));
+        assert!(buffer.is_drained());
     });
 }

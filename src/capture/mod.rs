@@ -33,6 +33,7 @@
 
 pub mod format;
 mod read;
+pub(crate) mod stream;
 mod write;
 
 use std::sync::OnceLock;
@@ -46,6 +47,7 @@ use crate::record::registry::Untracked;
 
 pub use format::FORMAT_VERSION;
 pub use read::ReadError;
+pub use stream::{DEFAULT_STREAM_MEMORY, StreamStats};
 
 /// The complete raw result of one session window: header, clock calibration, callsite table,
 /// thread table, every thread's chunks of raw records, and the count of dropped events.

@@ -583,7 +583,15 @@ impl<'a> Session<'a> {
             stop: pairs(CLOCK_FIXED + 16 * starts, stops),
             ns_per_tick: (flags & CLOCK_IDENTITY == 0).then(|| f64::from_bits(u64_at(content, 16))),
         };
-        if self.clock.replace(clock).is_some() {
+        let previous = self.clock.replace(clock);
+        // A streaming session writes its start calibration first, and again with the stop
+        // pairs at its end: that one completes the first.
+        let completes = |first: &ClockPairs| {
+            self.clock.as_ref().is_some_and(|now| {
+                now.start == first.start && now.ns_per_tick == first.ns_per_tick
+            }) && first.stop.pairs.is_empty()
+        };
+        if previous.as_ref().is_some_and(|first| !completes(first)) {
             self.warnings.push(format!(
                 "byte {pos}: a second clock chunk in the session replaces the first"
             ));
@@ -826,7 +834,7 @@ impl<'a> Session<'a> {
                     .max()
                     .unwrap_or(start);
                 self.warnings.push(format!(
-                    "the session at byte {} has no footer (it ends at byte {end}; its process \
+                    "the session at byte {} {NO_FOOTER} (it ends at byte {end}; its process \
                      may have stopped abruptly): salvaged, its window ending at its last \
                      record's tick, {end_tick}",
                     self.offset
@@ -897,6 +905,9 @@ impl<'a> Session<'a> {
         table
     }
 }
+
+/// What a session without footer is said to have, in its warning.
+pub(super) const NO_FOOTER: &str = "has no footer";
 
 /// The little-endian `u16` at `at` of `bytes`, which the caller checked holds it.
 fn u16_at(bytes: &[u8], at: usize) -> u16 {

@@ -9,7 +9,8 @@ use crate::record::chunk::SharedChunk;
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
 
-use super::{Capture, Chunk};
+use super::{Capture, Chunk, ClockPairs, Header};
+use crate::record::chunk::{EVENT_PREFIX, RECORD};
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
     CLOCK_IDENTITY, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FORMAT_VERSION,
@@ -59,9 +60,9 @@ impl Capture {
         w.chunk(
             SESSION_HEADER,
             SESSION_HEADER_VERSION,
-            &self.header_content(),
+            &header_content(&self.header),
         )?;
-        w.chunk(CLOCK, CLOCK_VERSION, &self.clock_content())?;
+        w.chunk(CLOCK, CLOCK_VERSION, &clock_content(&self.clock))?;
         let mut strings = Strings::default();
         let callsites = self.callsite_content(&mut strings);
         let threads = self.thread_content(&mut strings);
@@ -80,18 +81,38 @@ impl Capture {
                 }
             }
         }
-        w.chunk(
-            SESSION_FOOTER,
-            SESSION_FOOTER_VERSION,
-            &self.footer_content(),
-        )?;
+        let footer = Footer {
+            start_tick: self.start_tick,
+            end_tick: self.end_tick,
+            records: self.record_count(),
+            dropped_events: self.dropped_events,
+            memory: self.memory,
+        };
+        w.chunk(SESSION_FOOTER, SESSION_FOOTER_VERSION, &footer.content())?;
         Ok(w.written)
     }
 
-    /// The session header: format version, process id, start time, producer, process name
-    /// and host name.
-    fn header_content(&self) -> Vec<u8> {
-        let header = &self.header;
+    /// The callsite table (ids the capture does not declare are left out), adding its strings
+    /// to `strings`.
+    fn callsite_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
+        let sites = self.callsites.iter().enumerate();
+        callsite_entries(sites.map(|(index, &site)| (index + 1, site)), strings)
+    }
+
+    /// The thread table, adding the threads' names to `strings`.
+    fn thread_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(THREAD_ENTRY * self.threads.len());
+        for thread in &self.threads {
+            thread_entry(&mut out, thread.id, thread.from_tick, thread.name.as_deref(), strings);
+        }
+        out
+    }
+}
+
+/// The session header: format version, process id, start time, producer, process name and
+/// host name.
+pub(super) fn header_content(header: &Header) -> Vec<u8> {
+    {
         let mut out = Vec::with_capacity(SESSION_HEADER_FIXED + 64);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
@@ -104,9 +125,11 @@ impl Capture {
         out
     }
 
-    /// The clock calibration: flags, pair counts, tick rate, then the start and stop pairs.
-    fn clock_content(&self) -> Vec<u8> {
-        let clock = &self.clock;
+}
+
+/// The clock calibration: flags, pair counts, tick rate, then the start and stop pairs.
+pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
+    {
         let (start, stop) = (&clock.start.pairs, &clock.stop.pairs);
         let mut out = Vec::with_capacity(CLOCK_FIXED + 16 * (start.len() + stop.len()));
         let flags = if clock.ns_per_tick.is_none() {
@@ -130,57 +153,73 @@ impl Capture {
         out
     }
 
-    /// The callsite table (ids the capture does not declare are left out), adding its strings
-    /// to `strings`.
-    fn callsite_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
-        let mut out = Vec::with_capacity(CALLSITE_ENTRY * self.callsites.len());
-        for (index, &site) in self.callsites.iter().enumerate() {
-            let Ok(id) = u32::try_from(index + 1) else {
-                break;
-            };
-            if std::ptr::eq(site, &callsite::UNDECLARED) {
-                // Ids stay dense, so that a reader's bound (ids up to the number of entries)
-                // keeps every id: this one is declared without a name.
-                for field in [id, NO_STRING, NO_STRING, 0, NO_STRING, 0] {
-                    out.extend_from_slice(&field.to_le_bytes());
-                }
-                continue;
-            }
-            let site: &'static Callsite = site;
-            for field in [
-                id,
-                strings.id(site.name()),
-                strings.id(site.file()),
-                site.line(),
-                strings.id(site.module_path()),
-                0,
-            ] {
+}
+
+/// Callsite table entries for `sites` (`(id, callsite)`), adding their strings to `strings`.
+pub(super) fn callsite_entries(
+    sites: impl ExactSizeIterator<Item = (usize, &'static Callsite)>,
+    strings: &mut Strings<'_>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(CALLSITE_ENTRY * sites.len());
+    for (id, site) in sites {
+        let Ok(id) = u32::try_from(id) else {
+            break;
+        };
+        if std::ptr::eq(site, &callsite::UNDECLARED) {
+            // Ids stay dense, so that a reader's bound (ids up to the number of entries)
+            // keeps every id: this one is declared without a name.
+            for field in [id, NO_STRING, NO_STRING, 0, NO_STRING, 0] {
                 out.extend_from_slice(&field.to_le_bytes());
             }
+            continue;
         }
-        out
-    }
-
-    /// The thread table, adding the threads' names to `strings`.
-    fn thread_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
-        let mut out = Vec::with_capacity(THREAD_ENTRY * self.threads.len());
-        for thread in &self.threads {
-            let name = thread.name.as_deref().map_or(NO_STRING, |n| strings.id(n));
-            out.extend_from_slice(&thread.id.to_le_bytes());
-            out.extend_from_slice(&thread.from_tick.to_le_bytes());
-            out.extend_from_slice(&name.to_le_bytes());
-            out.extend_from_slice(&0u32.to_le_bytes());
+        for field in [
+            id,
+            strings.id(site.name()),
+            strings.id(site.file()),
+            site.line(),
+            strings.id(site.module_path()),
+            0,
+        ] {
+            out.extend_from_slice(&field.to_le_bytes());
         }
-        out
     }
+    out
+}
 
-    /// The session footer: the window, the record count, the dropped events and the flags.
-    fn footer_content(&self) -> [u8; SESSION_FOOTER_LEN] {
+/// A thread table entry, adding the thread's name to `strings`.
+pub(super) fn thread_entry<'c>(
+    out: &mut Vec<u8>,
+    id: u64,
+    from_tick: u64,
+    name: Option<&'c str>,
+    strings: &mut Strings<'c>,
+) {
+    let name = name.map_or(NO_STRING, |n| strings.id(n));
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&from_tick.to_le_bytes());
+    out.extend_from_slice(&name.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+}
+
+/// What a session footer says.
+pub(super) struct Footer {
+    pub(super) start_tick: u64,
+    pub(super) end_tick: u64,
+    pub(super) records: u64,
+    pub(super) dropped_events: u64,
+    pub(super) memory: bool,
+}
+
+impl Footer {
+    /// The footer chunk's content: the window, the record count, the dropped events and the
+    /// flags.
+    pub(super) fn content(&self) -> [u8; SESSION_FOOTER_LEN] {
         let mut out = [0u8; SESSION_FOOTER_LEN];
         let flags = if self.memory { FOOTER_MEMORY } else { 0 };
         out[0..8].copy_from_slice(&self.start_tick.to_le_bytes());
         out[8..16].copy_from_slice(&self.end_tick.to_le_bytes());
-        out[16..24].copy_from_slice(&self.record_count().to_le_bytes());
+        out[16..24].copy_from_slice(&self.records.to_le_bytes());
         out[24..32].copy_from_slice(&self.dropped_events.to_le_bytes());
         out[32..36].copy_from_slice(&flags.to_le_bytes());
         out
@@ -188,9 +227,9 @@ impl Capture {
 }
 
 /// Writes chunks to `out`, counting the bytes.
-struct Writer<'o> {
-    out: &'o mut dyn Write,
-    written: u64,
+pub(super) struct Writer<'o> {
+    pub(super) out: &'o mut dyn Write,
+    pub(super) written: u64,
 }
 
 impl Writer<'_> {
@@ -211,7 +250,7 @@ impl Writer<'_> {
     }
 
     /// A whole chunk: header, `content`, padding.
-    fn chunk(&mut self, kind: u16, version: u16, content: &[u8]) -> io::Result<()> {
+    pub(super) fn chunk(&mut self, kind: u16, version: u16, content: &[u8]) -> io::Result<()> {
         self.header(kind, version, content.len() as u64)?;
         self.write(content)?;
         self.pad(content.len())
@@ -241,7 +280,37 @@ impl Writer<'_> {
     /// An event chunk: a header for the held length (the chunk's own header may have grown
     /// since), then the chunk's memory as it is, in one write (16 + 16 bytes per record: no
     /// padding).
-    fn events(&mut self, chunk: &SharedChunk) -> io::Result<()> {
+    pub(super) fn events(&mut self, chunk: &SharedChunk) -> io::Result<()> {
+        self.events_from(chunk, 0)
+    }
+
+    /// An event chunk of the records of `chunk` from the `from`-th on (a streaming session
+    /// writes a chunk still being filled in parts); nothing when there are none.
+    pub(super) fn events_from(&mut self, chunk: &SharedChunk, from: usize) -> io::Result<()> {
+        let held = chunk.records().len();
+        if from >= held {
+            return Ok(());
+        }
+        if from > 0 {
+            let content = chunk.content_bytes();
+            let records = &content[(EVENT_PREFIX + RECORD * from as u64) as usize..];
+            let len = EVENT_PREFIX + records.len() as u64;
+            self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, len)?;
+            let mut prefix = [0u8; EVENT_PREFIX as usize];
+            prefix[..8].copy_from_slice(&chunk.thread().to_le_bytes());
+            self.write(&prefix)?;
+            #[cfg(target_endian = "little")]
+            return self.write(records);
+            #[cfg(target_endian = "big")]
+            {
+                for record in &chunk.records()[from..] {
+                    self.write(&record.tick.to_le_bytes())?;
+                    self.write(&record.id.to_le_bytes())?;
+                    self.write(&(record.kind as u32).to_le_bytes())?;
+                }
+                return Ok(());
+            }
+        }
         let content = chunk.content_bytes();
         self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
         #[cfg(target_endian = "little")]
@@ -266,14 +335,14 @@ impl Writer<'_> {
 
 /// A string table being built: each distinct string once, NUL-terminated, ids from 0.
 #[derive(Default)]
-struct Strings<'a> {
+pub(super) struct Strings<'a> {
     ids: HashMap<&'a str, u32>,
-    bytes: Vec<u8>,
+    pub(super) bytes: Vec<u8>,
 }
 
 impl<'a> Strings<'a> {
     /// The id of `s`, added on first use.
-    fn id(&mut self, s: &'a str) -> u32 {
+    pub(super) fn id(&mut self, s: &'a str) -> u32 {
         let next = self.ids.len() as u32;
         *self.ids.entry(s).or_insert_with(|| {
             push_cstr(&mut self.bytes, s);

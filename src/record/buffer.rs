@@ -28,8 +28,22 @@ struct ChunkList {
     head: Option<ChunkPtr>,
     tail: Option<ChunkPtr>,
     chunks: usize,
+    /// The index of `head` among every chunk ever linked into this buffer (0 for the first):
+    /// the count of chunks unlinked so far. A streaming session names chunks by index.
+    first_index: u64,
     /// The writer has gone (its thread exited): the tail may be unlinked too.
     retired: bool,
+}
+
+/// A chunk held for a streaming session's writer (see [`ThreadBuffer::share_from`]).
+#[derive(Debug)]
+pub struct StreamedChunk {
+    /// Its index among the chunks ever linked into its buffer.
+    pub index: u64,
+    /// The writer no longer fills it: once written, the stream is done with it.
+    pub complete: bool,
+    /// The hold, with the records published when it was taken.
+    pub chunk: SharedChunk,
 }
 
 /// The chunks of one thread's events, oldest first.
@@ -105,13 +119,59 @@ impl ThreadBuffer {
         shared
     }
 
+    /// Holds the linked chunks from index `from_index` on (see [`ThreadBuffer::share`] for
+    /// `from`), with their indexes and whether they are complete (the writer no longer fills
+    /// them): every complete chunk, and the tail too when `tail` is true. A streaming session
+    /// takes what it has not written yet this way.
+    pub fn share_from(&self, from: u64, from_index: u64, tail: bool) -> Vec<StreamedChunk> {
+        let list = self.lock();
+        let mut shared = Vec::new();
+        let mut cursor = list.head;
+        let mut index = list.first_index;
+        while let Some(ptr) = cursor {
+            // SAFETY: the list holds every linked chunk; we hold the mutex.
+            let chunk = unsafe { ptr.get() };
+            let filling = list.tail == Some(ptr) && !list.retired;
+            if filling && !tail {
+                break;
+            }
+            let len = chunk.published();
+            let newer = chunk.last_tick().is_some_and(|t| t >= from);
+            if index >= from_index && len > 0 && newer {
+                shared.push(StreamedChunk {
+                    index,
+                    complete: !filling,
+                    // SAFETY: the list holds the chunk, and `len` records are published.
+                    chunk: unsafe { SharedChunk::new(ptr, len) },
+                });
+            }
+            // SAFETY: `next` is only accessed under the mutex, which we hold.
+            cursor = chunk.next.with(|n| unsafe { *n });
+            index += 1;
+        }
+        shared
+    }
+
+    /// The index the next linked chunk gets, and whether the writer has retired: a streaming
+    /// session that has written every chunk below this index of a retired buffer is done with
+    /// it.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub fn next_index(&self) -> (u64, bool) {
+        let list = self.lock();
+        (list.first_index + list.chunks as u64, list.retired)
+    }
+
     /// Unlinks the oldest chunks whose events all have ticks below `horizon` (every chunk the
-    /// writer no longer writes when `horizon` is `None`) and hands those no capture holds to
-    /// `sink`; the others go back when their last capture lets go.
-    pub fn reclaim(&self, horizon: Option<u64>, mut sink: impl FnMut(ChunkBox)) {
+    /// writer no longer writes when `horizon` is `None`), and only those of an index below
+    /// `keep` when it is given (a streaming session has written them), and hands those no
+    /// capture holds to `sink`; the others go back when their last capture lets go.
+    pub fn reclaim(&self, horizon: Option<u64>, keep: Option<u64>, mut sink: impl FnMut(ChunkBox)) {
         let mut list = self.lock();
         while let Some(head) = list.head {
             if list.tail == Some(head) && !list.retired {
+                break;
+            }
+            if keep.is_some_and(|keep| list.first_index >= keep) {
                 break;
             }
             // SAFETY: the list holds its chunks; we hold the mutex.
@@ -127,6 +187,7 @@ impl ThreadBuffer {
                 list.tail = None;
             }
             list.chunks -= 1;
+            list.first_index += 1;
             // SAFETY: the list held `head` and has just unlinked it.
             if let Some(free) = unsafe { release(head) } {
                 sink(free);

@@ -1,11 +1,14 @@
 //! Recycled chunks: reclaimed chunks wait here, already touched, for the next thread that fills
 //! one, so steady-state recording writes into warm memory and allocates nothing.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
 use crate::record::chunk::{Chunk, ChunkBox};
+use crate::record::sync::{lock, recover};
 
 /// Chunks kept for reuse: 1024 × 64 KiB = 64 MiB at most, and only as many as sessions have
 /// used. Recording into fresh memory costs a page fault per 4 KiB (on a VM about 14 ns per
@@ -29,6 +32,13 @@ pub(crate) fn take() -> ChunkBox {
 /// Takes back a chunk that nobody holds any more; it is freed when the pool is full.
 pub(crate) fn give(mut chunk: ChunkBox) {
     chunk.reset();
+    // A running stream's pool first: its threads take from nowhere else.
+    if let Some(stream) = stream() {
+        match stream.give_back(chunk) {
+            Ok(()) => return,
+            Err(back) => chunk = back,
+        }
+    }
     // A full pool hands the chunk back, and dropping it frees it.
     drop(ready().push(chunk));
 }
@@ -52,4 +62,228 @@ pub(crate) fn release() -> usize {
         freed += std::mem::size_of::<Chunk>();
     }
     freed
+}
+
+/// The chunks a streaming session lends its threads: a fixed number, prepared (touched) when
+/// the session starts and given back by its writer once written, so that a session that never
+/// stops holds a bounded amount of memory, all of it warm.
+///
+/// Threads take from it only while every recording session streams ([`set_streaming_only`]):
+/// a session that keeps its window in memory keeps chunks that the writer cannot give back.
+/// When the pool is empty (the writer is behind), a thread either waits for the writer
+/// ([`SlowWriter::Block`]) or records nothing until a chunk comes back, counting each event it
+/// could not record ([`SlowWriter::Drop`]).
+#[derive(Debug)]
+pub(crate) struct StreamPool {
+    chunks: ArrayQueue<ChunkBox>,
+    policy: SlowWriter,
+    /// Events not recorded because the pool was empty ([`SlowWriter::Drop`]).
+    refused: AtomicU64,
+    /// Times a thread waited for a chunk, and nanoseconds waited ([`SlowWriter::Block`]).
+    waits: AtomicU64,
+    waited_ns: AtomicU64,
+    /// Chunks allocated beyond the pool after a thread waited [`MAX_WAIT`] in vain.
+    overflow: AtomicU64,
+    closed: AtomicBool,
+    /// Threads waiting for a chunk wait here; the writer's giving back wakes them.
+    gate: Mutex<()>,
+    returned: Condvar,
+    /// The writer waits here for work; a thread that runs out of chunks wakes it.
+    work: Mutex<bool>,
+    /// A wake-up is asked for and not yet seen by the writer: threads that run out of chunks
+    /// one after the other take the writer's lock once.
+    wake_pending: AtomicBool,
+    wake: Condvar,
+}
+
+/// What a thread does when a streaming session's writer is behind and no chunk is free.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlowWriter {
+    /// Wait until the writer gives a chunk back (the default): nothing is lost, the program
+    /// is slowed down to the speed of the disk.
+    #[default]
+    Block,
+    /// Record nothing until a chunk is free, and count every event not recorded (the
+    /// session's [`dropped_events`](crate::Capture::dropped_events) and the table's footer
+    /// show them): the program runs at full speed, the file has gaps.
+    Drop,
+}
+
+/// How long a thread waits for a chunk before it takes one beyond the pool: the writer is
+/// then stuck (a pool smaller than the threads' tails, or a file that does not take writes),
+/// and a profiler must not hang the program.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// While only streaming sessions record, threads take their chunks from the stream's pool.
+static STREAMING_ONLY: AtomicBool = AtomicBool::new(false);
+
+static STREAM: RwLock<Option<Arc<StreamPool>>> = RwLock::new(None);
+
+/// Called by the registry whenever the set of recording sessions changes.
+pub(crate) fn set_streaming_only(on: bool) {
+    STREAMING_ONLY.store(on, Ordering::Release);
+}
+
+fn stream() -> Option<Arc<StreamPool>> {
+    recover(STREAM.read()).clone()
+}
+
+/// A chunk for a thread whose tail filled up: the stream's while only streaming sessions
+/// record, else a recycled or new one. `None` when the stream's pool is empty and its policy
+/// is [`SlowWriter::Drop`].
+pub(crate) fn take_for_thread() -> Option<ChunkBox> {
+    if STREAMING_ONLY.load(Ordering::Acquire)
+        && let Some(stream) = stream()
+    {
+        return stream.take();
+    }
+    Some(take())
+}
+
+/// Counts `events` that a thread could not record because the stream's pool was empty.
+pub(crate) fn refused(events: u64) {
+    if let Some(stream) = stream() {
+        stream.refused.fetch_add(events, Ordering::Relaxed);
+    }
+}
+
+impl StreamPool {
+    /// Installs a pool of `chunks` prepared chunks for the streaming session about to start;
+    /// `None` when another streaming session already has one.
+    pub(crate) fn install(chunks: usize, policy: SlowWriter) -> Option<Arc<Self>> {
+        let mut slot = recover(STREAM.write());
+        if slot.is_some() {
+            return None;
+        }
+        let chunks = chunks.max(1);
+        let queue = ArrayQueue::new(chunks);
+        for _ in 0..chunks {
+            let chunk = ready().pop().unwrap_or_else(|| {
+                let mut chunk = ChunkBox::alloc();
+                chunk.touch();
+                chunk
+            });
+            drop(queue.push(chunk));
+        }
+        let pool = Arc::new(Self {
+            chunks: queue,
+            policy,
+            refused: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            waited_ns: AtomicU64::new(0),
+            overflow: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            gate: Mutex::new(()),
+            returned: Condvar::new(),
+            work: Mutex::new(false),
+            wake_pending: AtomicBool::new(false),
+            wake: Condvar::new(),
+        });
+        *slot = Some(pool.clone());
+        Some(pool)
+    }
+
+    /// Takes the pool out of service: threads take chunks as without a stream again, and
+    /// the pool's chunks go to the recycling pool.
+    pub(crate) fn uninstall(&self) {
+        self.closed.store(true, Ordering::Release);
+        {
+            let mut slot = recover(STREAM.write());
+            if slot.as_ref().is_some_and(|s| std::ptr::eq(&**s, self)) {
+                *slot = None;
+            }
+        }
+        drop(lock(&self.gate));
+        self.returned.notify_all();
+        while let Some(chunk) = self.chunks.pop() {
+            give(chunk);
+        }
+    }
+
+    /// A chunk for a thread, waiting for the writer when the policy says so.
+    fn take(&self) -> Option<ChunkBox> {
+        if let Some(chunk) = self.chunks.pop() {
+            return Some(chunk);
+        }
+        if self.policy == SlowWriter::Drop {
+            self.wake_writer();
+            return None;
+        }
+        let started = Instant::now();
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        let mut gate = lock(&self.gate);
+        let chunk = loop {
+            if let Some(chunk) = self.chunks.pop() {
+                break chunk;
+            }
+            if self.closed.load(Ordering::Acquire) || !STREAMING_ONLY.load(Ordering::Acquire) {
+                break take();
+            }
+            if started.elapsed() >= MAX_WAIT {
+                self.overflow.fetch_add(1, Ordering::Relaxed);
+                break take();
+            }
+            self.wake_writer();
+            gate = recover(self.returned.wait_timeout(gate, Duration::from_millis(1))).0;
+        };
+        drop(gate);
+        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.waited_ns.fetch_add(waited, Ordering::Relaxed);
+        Some(chunk)
+    }
+
+    /// Takes back a chunk the writer is done with; `Err` gives it back when the pool is full.
+    fn give_back(&self, chunk: ChunkBox) -> Result<(), ChunkBox> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(chunk);
+        }
+        self.chunks.push(chunk)?;
+        if self.policy == SlowWriter::Block {
+            drop(lock(&self.gate));
+            self.returned.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Asks the writer to run now.
+    pub(crate) fn wake_writer(&self) {
+        if self.wake_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        *lock(&self.work) = true;
+        self.wake.notify_one();
+    }
+
+    /// The writer's wait for work: returns when woken or after `timeout`.
+    pub(crate) fn wait_for_work(&self, timeout: Duration) {
+        let mut work = lock(&self.work);
+        if !*work {
+            work = recover(self.wake.wait_timeout(work, timeout)).0;
+        }
+        *work = false;
+        self.wake_pending.store(false, Ordering::Release);
+    }
+
+    /// The pool's size in chunks.
+    pub(crate) fn capacity(&self) -> usize {
+        self.chunks.capacity()
+    }
+
+    /// Events refused so far ([`SlowWriter::Drop`]).
+    pub(crate) fn refused_events(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Times a thread waited for a chunk, and the nanoseconds waited ([`SlowWriter::Block`]).
+    pub(crate) fn waits(&self) -> (u64, u64) {
+        (
+            self.waits.load(Ordering::Relaxed),
+            self.waited_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Chunks taken beyond the pool after a wait of [`MAX_WAIT`].
+    pub(crate) fn overflow_chunks(&self) -> u64 {
+        self.overflow.load(Ordering::Relaxed)
+    }
 }

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::record::buffer::ThreadBuffer;
+use crate::record::buffer::{StreamedChunk, ThreadBuffer};
 use crate::record::chunk::SharedChunk;
 use crate::record::pool;
 use crate::record::sync::lock;
@@ -66,6 +66,9 @@ struct SessionEntry {
     memory: bool,
     /// Observer callbacks that panicked on the threads it records while it recorded.
     observer_panics: u64,
+    /// A streaming session: per thread, the index of its first chunk the session's writer has
+    /// not finished writing (chunks below it are written and need not be kept for it).
+    streamed: Option<Vec<(u64, u64)>>,
 }
 
 impl SessionEntry {
@@ -96,6 +99,12 @@ impl Registry {
         let memory = self.sessions.iter().any(|s| !s.collecting && s.memory);
         let generation = |on: bool| if on { self.generation } else { 0 };
         let active = recording || observers_exist();
+        let streaming_only = recording
+            && self
+                .sessions
+                .iter()
+                .all(|s| s.collecting || s.streamed.is_some());
+        pool::set_streaming_only(streaming_only);
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
@@ -257,8 +266,15 @@ pub(crate) fn dropped_events() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
-/// Registers a running session.
-pub(crate) fn add_session(id: u64, start_tick: u64, members: Members, memory: bool) {
+/// Registers a running session; a `streaming` one keeps only what its writer has not written
+/// (see [`stream_share`] and [`streamed`]).
+pub(crate) fn add_session(
+    id: u64,
+    start_tick: u64,
+    members: Members,
+    memory: bool,
+    streaming: bool,
+) {
     let mut reg = registry();
     reg.sessions.retain(|s| s.id != id);
     reg.sessions.push(SessionEntry {
@@ -268,6 +284,7 @@ pub(crate) fn add_session(id: u64, start_tick: u64, members: Members, memory: bo
         collecting: false,
         memory,
         observer_panics: 0,
+        streamed: streaming.then(Vec::new),
     });
     reg.bump();
 }
@@ -335,6 +352,68 @@ pub(crate) fn take_chunks(id: u64) -> Vec<ThreadChunks> {
         .collect()
 }
 
+/// One thread's chunks that a streaming session's writer has not written yet.
+pub(crate) struct StreamThread {
+    /// tickscope's id of the thread.
+    pub(crate) id: u64,
+    pub(crate) name: Option<String>,
+    /// The tick from which the session wants the thread's records.
+    pub(crate) from_tick: u64,
+    /// Its chunks from the writer's cursor on, oldest first.
+    pub(crate) chunks: Vec<StreamedChunk>,
+}
+
+/// Holds, for every thread streaming session `id` records, its chunks from index
+/// `cursor(thread)` on: the complete ones, and the tails too when `tails` is true.
+pub(crate) fn stream_share(
+    id: u64,
+    tails: bool,
+    cursor: impl Fn(u64) -> u64,
+) -> Vec<StreamThread> {
+    let threads: Vec<(Arc<ThreadEntry>, u64)> = {
+        let reg = registry();
+        let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
+            return Vec::new();
+        };
+        reg.threads
+            .iter()
+            .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
+            .collect()
+    };
+    threads
+        .into_iter()
+        .map(|(thread, from_tick)| StreamThread {
+            id: thread.id,
+            name: thread.name.clone(),
+            from_tick,
+            chunks: thread.buffer.share_from(from_tick, cursor(thread.id), tails),
+        })
+        .collect()
+}
+
+/// Streaming session `id` has written every chunk of thread `thread` below index `keep`:
+/// gives back those no other session needs, and forgets the thread once it has exited and
+/// nothing of it is left.
+pub(crate) fn streamed(id: u64, thread: u64, keep: u64) {
+    let mut reg = registry();
+    let Some(session) = reg.sessions.iter_mut().find(|s| s.id == id) else {
+        return;
+    };
+    if let Some(streamed) = &mut session.streamed {
+        match streamed.iter_mut().find(|(t, _)| *t == thread) {
+            Some((_, at)) => *at = keep,
+            None => streamed.push((thread, keep)),
+        }
+    }
+    let Registry {
+        threads, sessions, ..
+    } = &mut *reg;
+    if let Some(entry) = threads.iter().find(|t| t.id == thread) {
+        reclaim_thread(sessions, entry);
+    }
+    threads.retain(|t| !t.buffer.is_drained());
+}
+
 /// Forgets session `id`, gives back every chunk no remaining session needs, and returns the
 /// session's members.
 pub(crate) fn finish_session(id: u64) -> Option<Members> {
@@ -359,13 +438,27 @@ fn reclaim(reg: &mut Registry) {
 }
 
 /// Gives back the chunks of `thread` older than every window of `sessions` that wants it (all
-/// the chunks its writer no longer fills when none does). Called with the registry locked.
+/// the chunks its writer no longer fills when none does), and that every streaming session
+/// that wants it has written. Called with the registry locked.
 fn reclaim_thread(sessions: &[SessionEntry], thread: &ThreadEntry) {
-    let horizon = sessions
-        .iter()
-        .filter_map(|s| s.window_start(thread.id))
-        .min();
-    thread.buffer.reclaim(horizon, pool::give);
+    let mut horizon = None::<u64>;
+    let mut keep = None::<u64>;
+    for session in sessions {
+        let Some(start) = session.window_start(thread.id) else {
+            continue;
+        };
+        match &session.streamed {
+            Some(streamed) => {
+                let written = streamed
+                    .iter()
+                    .find(|(t, _)| *t == thread.id)
+                    .map_or(0, |&(_, at)| at);
+                keep = Some(keep.map_or(written, |k| k.min(written)));
+            }
+            None => horizon = Some(horizon.map_or(start, |h| h.min(start))),
+        }
+    }
+    thread.buffer.reclaim(horizon, keep, pool::give);
 }
 
 /// Counts an observer callback that panicked on thread `thread` for every recording session

@@ -286,7 +286,7 @@ pub(crate) fn push_begin(id: u32) -> u64 {
 #[cold]
 #[inline(never)]
 fn push_slow(hot: &HotState, event: RawEvent) -> bool {
-    next_chunk(hot) && hot.writer.try_push(event)
+    next_chunk(hot, 1) && hot.writer.try_push(event)
 }
 
 /// [`push_begin`] after its chunk filled up: the entry is stamped again after the switch so
@@ -294,7 +294,7 @@ fn push_slow(hot: &HotState, event: RawEvent) -> bool {
 #[cold]
 #[inline(never)]
 fn push_begin_slow(hot: &HotState, id: u32) -> Option<u64> {
-    if !next_chunk(hot) {
+    if !next_chunk(hot, 1) {
         return None;
     }
     let tick = clock::now();
@@ -307,22 +307,27 @@ fn push_begin_slow(hot: &HotState, id: u32) -> Option<u64> {
 #[cold]
 #[inline(never)]
 fn push_all_slow(hot: &HotState, events: &[RawEvent]) -> bool {
-    next_chunk(hot) && hot.writer.try_push_all(events)
+    next_chunk(hot, events.len() as u64) && hot.writer.try_push_all(events)
 }
 
 /// Links a fresh chunk as this thread's tail; `false` if the thread is not registered or is
-/// tearing down.
-fn next_chunk(hot: &HotState) -> bool {
+/// tearing down, or if a streaming session's pool has no chunk for the `events` about to be
+/// pushed (they are then counted as refused by the stream; the caller counts them dropped).
+fn next_chunk(hot: &HotState, events: u64) -> bool {
     let _untracked = Untracked::enter();
     REGISTRATION
         .try_with(|local| {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
+            let Some(fresh) = pool::take_for_thread() else {
+                pool::refused(events);
+                return false;
+            };
             // SAFETY: this thread's writer is the only one that fills its own buffer, and the
             // buffer (held by `REGISTRATION`) is retired only in `Registration::drop`, which
             // detaches the writer first.
-            unsafe { hot.writer.switch_to(&entry.buffer, pool::take(), entry.id) };
+            unsafe { hot.writer.switch_to(&entry.buffer, fresh, entry.id) };
             true
         })
         .unwrap_or(false)

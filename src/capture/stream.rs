@@ -1,0 +1,534 @@
+//! Streaming sessions: a background writer appends a session's chunks to its capture file as
+//! its threads fill them, so a session that never stops holds a bounded amount of memory.
+//!
+//! The file is an ordinary capture file, written as the session goes: a session header and
+//! the start calibration first; then, pass after pass, a string table with the callsite and
+//! thread table entries that are new since the last pass, and the event chunks the threads
+//! completed; at stop the remaining records, a clock chunk with the stop calibration too
+//! (it replaces the first), and the footer. Every chunk is complete when it reaches the file,
+//! and each pass is flushed: a process killed mid-session leaves a file that reads up to its
+//! last pass (a reader salvages a session without footer, and says so).
+//!
+//! Threads take their chunks from a fixed pool ([`StreamPool`]) while only streaming
+//! sessions record; the writer gives each chunk back once written. When the writer falls
+//! behind (a disk slower than the program), threads wait for it or drop events, as the
+//! session's [`SlowWriter`] policy says; both are counted ([`StreamStats`]).
+//!
+//! A panic hook, installed with the first streaming session and chained to the hook before it,
+//! writes what every streaming session has recorded when a thread panics: a panic that ends
+//! the program leaves everything up to it in the file.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::record::callsite;
+use crate::record::chunk::{CHUNK_EVENTS, RECORD};
+use crate::record::clock::{self, Calibration};
+use crate::record::pool::{SlowWriter, StreamPool};
+use crate::record::registry::{self, Untracked};
+use crate::record::sync::lock;
+
+use super::format::{
+    CALLSITES, CALLSITES_VERSION, CLOCK, CLOCK_VERSION, SESSION_FOOTER, SESSION_FOOTER_VERSION,
+    SESSION_HEADER, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREADS, THREADS_VERSION,
+};
+use super::write::{
+    Footer, Strings, Writer, callsite_entries, clock_content, header_content, thread_entry,
+};
+use super::read::NO_FOOTER;
+use super::{Capture, ClockPairs, Header};
+
+/// The default size of a streaming session's chunk pool: 16 MiB (256 chunks of 64 KiB).
+pub const DEFAULT_STREAM_MEMORY: usize = 16 << 20;
+
+/// How often the writer looks for chunks that the threads completed.
+const POLL: Duration = Duration::from_millis(2);
+
+/// How often the writer also writes the records of chunks still being filled, so that a
+/// process killed mid-session loses at most this much of a thread that records slowly.
+const TAIL_EVERY: Duration = Duration::from_millis(250);
+
+/// What a streaming session has written, and what it cost; see
+/// [`Profiler::stream_stats`](crate::Profiler::stream_stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamStats {
+    /// The file written.
+    pub path: PathBuf,
+    /// Bytes written to it so far, by this window.
+    pub bytes_written: u64,
+    /// Event chunks written (a chunk written in parts counts each part).
+    pub chunks_written: u64,
+    /// Raw 16-byte records written.
+    pub records_written: u64,
+    /// Events the threads could not record because no chunk was free
+    /// ([`SlowWriter::Drop`]); they are also in the session's dropped events.
+    pub dropped_events: u64,
+    /// Times a thread waited for the writer ([`SlowWriter::Block`]), and how long in all.
+    pub waits: u64,
+    /// Total time threads waited for the writer.
+    pub waited: Duration,
+    /// Chunks taken beyond the pool because the writer gave none back for a second.
+    pub overflow_chunks: u64,
+    /// The pool's size in bytes: the memory the session's chunks take (64 KiB of records
+    /// and 48 bytes of header each).
+    pub pool_bytes: usize,
+    /// The first write error: the writer then stops writing (and counts what it could not
+    /// write in [`StreamStats::records_lost`]) but keeps giving chunks back.
+    pub error: Option<String>,
+    /// Records recorded but not written because of [`StreamStats::error`].
+    pub records_lost: u64,
+}
+
+/// The options of a streaming session.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamOptions {
+    pub(crate) path: PathBuf,
+    pub(crate) memory: usize,
+    pub(crate) policy: SlowWriter,
+}
+
+/// A streaming session's writer: the background thread and what it shares with the session.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    session: u64,
+    pool: Arc<StreamPool>,
+    stop: AtomicBool,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    path: PathBuf,
+    /// `None` once finished, or after a write error.
+    out: Option<BufWriter<File>>,
+    start_tick: u64,
+    start: Calibration,
+    memory: bool,
+    /// Per thread: the index of the first chunk not completely written, and how many of its
+    /// records are.
+    cursors: HashMap<u64, (u64, usize)>,
+    /// Callsite ids `1..=callsites` are declared in the file.
+    callsites: usize,
+    stats: StreamStats,
+    finished: bool,
+}
+
+/// Streaming sessions alive, for the panic hook.
+static STREAMS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+static HOOK: Once = Once::new();
+
+impl Stream {
+    /// Creates (or, with `append`, extends) the file and starts the writer of session
+    /// `session`, whose window starts at `start_tick` with calibration `start`. Fails when
+    /// the file cannot be opened or written, or when another streaming session runs.
+    pub(crate) fn start(
+        options: &StreamOptions,
+        append: bool,
+        session: u64,
+        start_tick: u64,
+        start: &Calibration,
+        memory: bool,
+    ) -> io::Result<Self> {
+        let _untracked = Untracked::enter();
+        // Chunks of 64 KiB of records (each with 48 bytes of header on top).
+        let chunks = options.memory / (CHUNK_EVENTS * RECORD as usize);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&options.path)
+            .map_err(|e| annotate(&options.path, "cannot open", e))?;
+        let pool = StreamPool::install(chunks, options.policy).ok_or_else(|| {
+            io::Error::other(format!(
+                "{}: another streaming session is running (one at a time)",
+                options.path.display()
+            ))
+        })?;
+        let mut out = BufWriter::with_capacity(64 << 10, file);
+        let head = first_chunks(start, &mut out).and_then(|n| out.flush().map(|()| n));
+        let bytes = match head {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                pool.uninstall();
+                return Err(annotate(&options.path, "cannot write", e));
+            }
+        };
+        let state = State {
+            path: options.path.clone(),
+            out: Some(out),
+            start_tick,
+            start: start.clone(),
+            memory,
+            cursors: HashMap::new(),
+            callsites: 0,
+            stats: StreamStats {
+                path: options.path.clone(),
+                bytes_written: bytes,
+                pool_bytes: pool.capacity() * std::mem::size_of::<crate::record::chunk::Chunk>(),
+                ..StreamStats::default()
+            },
+            finished: false,
+        };
+        let shared = Arc::new(Shared {
+            session,
+            pool,
+            stop: AtomicBool::new(false),
+            state: Mutex::new(state),
+        });
+        install_hook();
+        {
+            let mut streams = lock(&STREAMS);
+            streams.retain(|s| s.strong_count() > 0);
+            streams.push(Arc::downgrade(&shared));
+        }
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("tickscope-stream".into())
+            .spawn(move || worker.run());
+        match thread {
+            Ok(thread) => Ok(Self {
+                shared,
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                shared.pool.uninstall();
+                Err(e)
+            }
+        }
+    }
+
+    /// The stream's figures so far.
+    pub(crate) fn stats(&self) -> StreamStats {
+        self.shared.stats(&lock(&self.shared.state))
+    }
+
+    /// The window so far: everything recorded is written (chunks still being filled too),
+    /// and the file's last session read back as it stands.
+    pub(crate) fn snapshot(&self) -> Capture {
+        let _untracked = Untracked::enter();
+        let mut state = lock(&self.shared.state);
+        self.shared.pass(&mut state, true);
+        let mut capture = read_back(&state.path);
+        // It has no footer yet: that is no problem of the file's.
+        capture.warnings.retain(|w| !w.contains(NO_FOOTER));
+        capture
+    }
+
+    /// Ends the stream when its session stops: stops the writer, writes what is left, the
+    /// stop calibration and the footer (`end_tick`, `dropped_events`), and hands the pool's
+    /// chunks back. Call it after the session stopped recording and before it is finished in
+    /// the registry.
+    pub(crate) fn finish(
+        mut self,
+        end_tick: u64,
+        stop: &Calibration,
+        dropped_events: u64,
+    ) -> StreamStats {
+        let _untracked = Untracked::enter();
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.pool.wake_writer();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut state = lock(&self.shared.state);
+        self.shared.pass(&mut state, true);
+        let clock = ClockPairs {
+            start: state.start.clone(),
+            stop: stop.clone(),
+            ns_per_tick: clock::tick_rate(),
+        };
+        let footer = Footer {
+            start_tick: state.start_tick,
+            end_tick,
+            records: state.stats.records_written,
+            dropped_events,
+            memory: state.memory,
+        };
+        let result = state.out.as_mut().map(|out| {
+            let mut w = Writer { out, written: 0 };
+            w.chunk(CLOCK, CLOCK_VERSION, &clock_content(&clock))?;
+            w.chunk(SESSION_FOOTER, SESSION_FOOTER_VERSION, &footer.content())?;
+            let written = w.written;
+            out.flush().map(|()| written)
+        });
+        match result {
+            Some(Ok(written)) => state.stats.bytes_written += written,
+            Some(Err(e)) => state.fail(&e),
+            None => {}
+        }
+        state.out = None;
+        state.finished = true;
+        self.shared.pool.uninstall();
+        self.shared.stats(&state)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // A stream dropped without `finish` (its session never stopped cleanly): stop the
+        // writer; the file ends at its last pass, as after a crash.
+        if let Some(thread) = self.thread.take() {
+            self.shared.stop.store(true, Ordering::Release);
+            self.shared.pool.wake_writer();
+            let _ = thread.join();
+            self.shared.pool.uninstall();
+        }
+    }
+}
+
+/// The last session of the capture file at `path` (a streaming session appends its windows
+/// to its file); an empty capture whose warning says why when it cannot be read.
+pub(crate) fn read_back(path: &Path) -> Capture {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        // A FIFO or a device: what was written is the reader's, not ours to read again.
+        let mut capture = Capture::empty();
+        capture.warnings.push(format!(
+            "{}: not a regular file: the stream cannot be read back",
+            path.display()
+        ));
+        return capture;
+    }
+    match Capture::read_all(path) {
+        Ok(mut sessions) => sessions.pop().unwrap_or_else(Capture::empty),
+        Err(e) => {
+            let mut capture = Capture::empty();
+            capture.warnings.push(e.to_string());
+            capture
+        }
+    }
+}
+
+impl Shared {
+    /// The writer thread: a pass whenever woken or every [`POLL`], the records of chunks
+    /// being filled every [`TAIL_EVERY`], until the session stops.
+    fn run(&self) {
+        let _untracked = Untracked::enter();
+        let mut tails_at = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            self.pool.wait_for_work(POLL);
+            let tails = tails_at.elapsed() >= TAIL_EVERY;
+            if tails {
+                tails_at = Instant::now();
+            }
+            let mut state = lock(&self.state);
+            if state.finished {
+                return;
+            }
+            self.pass(&mut state, tails);
+        }
+    }
+
+    /// Writes every record of the session not written yet (of complete chunks only, unless
+    /// `tails`), declares the callsites and threads they need first, flushes, and gives back
+    /// the chunks written.
+    fn pass(&self, state: &mut State, tails: bool) {
+        if state.finished {
+            return;
+        }
+        let threads = registry::stream_share(self.session, tails, |thread| {
+            state.cursors.get(&thread).map_or(0, |c| c.0)
+        });
+        let mut written = Vec::with_capacity(threads.len());
+        let result = state.write_pass(&threads, &mut written);
+        if let Err(e) = result {
+            state.fail(&e);
+        }
+        // Let go of the holds first, so that giving a chunk back hands it to the pool.
+        let done: Vec<(u64, u64)> = threads
+            .iter()
+            .map(|t| (t.id, state.cursors.get(&t.id).map_or(0, |c| c.0)))
+            .collect();
+        drop(threads);
+        for (thread, keep) in done {
+            registry::streamed(self.session, thread, keep);
+        }
+    }
+
+    fn stats(&self, state: &State) -> StreamStats {
+        let (waits, waited_ns) = self.pool.waits();
+        StreamStats {
+            dropped_events: self.pool.refused_events(),
+            waits,
+            waited: Duration::from_nanos(waited_ns),
+            overflow_chunks: self.pool.overflow_chunks(),
+            ..state.stats.clone()
+        }
+    }
+}
+
+impl State {
+    /// Writes the tables and event chunks of one pass, advancing the cursors of what it
+    /// wrote (or, after an error, of what it could not write, counted as lost).
+    fn write_pass(
+        &mut self,
+        threads: &[registry::StreamThread],
+        written: &mut Vec<u64>,
+    ) -> io::Result<()> {
+        // Everything the records about to be written name: callsites registered so far (a
+        // record's callsite is registered before the record is made), and new threads.
+        let table = callsite::table();
+        let mut strings = Strings::default();
+        let new_sites = &table[self.callsites.min(table.len())..];
+        let sites = callsite_entries(
+            new_sites
+                .iter()
+                .enumerate()
+                .map(|(i, &site)| (self.callsites + i + 1, site)),
+            &mut strings,
+        );
+        let mut thread_table = Vec::new();
+        for thread in threads {
+            if !self.cursors.contains_key(&thread.id) {
+                thread_entry(
+                    &mut thread_table,
+                    thread.id,
+                    thread.from_tick,
+                    thread.name.as_deref(),
+                    &mut strings,
+                );
+            }
+        }
+        let Some(out) = self.out.as_mut() else {
+            // The file failed: count what cannot be written, and move on so that the chunks
+            // go back.
+            for thread in threads {
+                let cursor = self.cursors.entry(thread.id).or_insert((0, 0));
+                for held in &thread.chunks {
+                    let from = if held.index == cursor.0 { cursor.1 } else { 0 };
+                    let records = held.chunk.records().len();
+                    self.stats.records_lost += records.saturating_sub(from) as u64;
+                    *cursor = advance(held, records);
+                }
+            }
+            return Ok(());
+        };
+        let mut w = Writer { out, written: 0 };
+        let result = (|| {
+            if !sites.is_empty() || !thread_table.is_empty() {
+                w.chunk(STRINGS, STRINGS_VERSION, &strings.bytes)?;
+                if !sites.is_empty() {
+                    w.chunk(CALLSITES, CALLSITES_VERSION, &sites)?;
+                }
+                if !thread_table.is_empty() {
+                    w.chunk(THREADS, THREADS_VERSION, &thread_table)?;
+                }
+            }
+            self.callsites = table.len();
+            for thread in threads {
+                let cursor = self.cursors.entry(thread.id).or_insert((0, 0));
+                for held in &thread.chunks {
+                    let from = if held.index == cursor.0 { cursor.1 } else { 0 };
+                    let records = held.chunk.records().len();
+                    if records > from {
+                        w.events_from(&held.chunk, from)?;
+                        self.stats.chunks_written += 1;
+                        self.stats.records_written += (records - from) as u64;
+                    }
+                    *cursor = advance(held, records);
+                }
+                written.push(thread.id);
+            }
+            w.out.flush()
+        })();
+        self.stats.bytes_written += w.written;
+        result
+    }
+
+    /// Keeps the first write error and stops writing.
+    fn fail(&mut self, error: &io::Error) {
+        if self.stats.error.is_none() {
+            self.stats.error = Some(format!("{}: cannot write: {error}", self.path.display()));
+        }
+        self.out = None;
+    }
+}
+
+/// The cursor after writing the first `records` records of `held`.
+fn advance(held: &crate::record::buffer::StreamedChunk, records: usize) -> (u64, usize) {
+    if held.complete {
+        (held.index + 1, 0)
+    } else {
+        (held.index, records)
+    }
+}
+
+/// Writes the session header and the start calibration; returns the bytes written.
+fn first_chunks(start: &Calibration, out: &mut dyn Write) -> io::Result<u64> {
+    let start_unix_ns = start.pairs.first().map_or(0, |&(_, ns)| ns);
+    let clock = ClockPairs {
+        start: start.clone(),
+        stop: Calibration::default(),
+        ns_per_tick: clock::tick_rate(),
+    };
+    let mut w = Writer { out, written: 0 };
+    w.chunk(
+        SESSION_HEADER,
+        SESSION_HEADER_VERSION,
+        &header_content(&Header::this_process(start_unix_ns)),
+    )?;
+    w.chunk(CLOCK, CLOCK_VERSION, &clock_content(&clock))?;
+    Ok(w.written)
+}
+
+/// `error`, its message prefixed with the path and what failed.
+fn annotate(path: &Path, what: &str, error: io::Error) -> io::Error {
+    io::Error::new(error.kind(), format!("{}: {what}: {error}", path.display()))
+}
+
+/// Installs the panic hook (once per process), chained to the hook in place before it.
+fn install_hook() {
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            flush_all();
+            previous(info);
+        }));
+    });
+}
+
+/// Writes what every running streaming session has recorded, from the panic hook. A stream
+/// whose lock another thread holds (its writer mid-pass, which flushes by itself) is given a
+/// moment, then skipped: a panic hook must not hang.
+fn flush_all() {
+    let _untracked = Untracked::enter();
+    let streams: Vec<Arc<Shared>> = match STREAMS.try_lock() {
+        Ok(streams) => streams.iter().filter_map(Weak::upgrade).collect(),
+        Err(std::sync::TryLockError::Poisoned(p)) => {
+            p.into_inner().iter().filter_map(Weak::upgrade).collect()
+        }
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    for stream in streams {
+        let deadline = Instant::now() + Duration::from_millis(200);
+        loop {
+            match stream.state.try_lock() {
+                Ok(mut state) => {
+                    stream.pass(&mut state, true);
+                    break;
+                }
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    stream.pass(&mut p.into_inner(), true);
+                    break;
+                }
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => break,
+            }
+        }
+    }
+}

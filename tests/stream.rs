@@ -1,0 +1,436 @@
+//! Streaming sessions (`Config::stream_to`): the file holds every record, memory stays within
+//! the pool however much is recorded, a slow disk blocks or drops with exact counts, and a
+//! process that panics or is killed leaves a file that reads up to its last write.
+//!
+//! One streaming session runs at a time in a process, so these tests take turns.
+#![cfg(all(feature = "enabled", unix))]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tickscope::__private::live_chunks;
+use tickscope::{Capture, Profiler, SlowWriter, scope};
+
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A fresh path in the temporary directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tickscope-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+const CHUNK: usize = 64 << 10;
+
+#[test]
+fn a_streamed_session_reads_back_whole() {
+    let _turn = turn();
+    let path = scratch("whole.tscope");
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .try_start()
+        .unwrap();
+    for i in 0..50_000u64 {
+        let _outer = scope!("outer");
+        let _inner = scope!("inner", i = i);
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    assert_eq!(stats.error, None);
+    assert_eq!(stats.dropped_events, 0);
+    // An entry and an exit per scope, and the argument of each inner scope.
+    assert_eq!(stats.records_written, 50_000 * 5);
+    assert_eq!(stats.bytes_written, std::fs::metadata(&path).unwrap().len());
+
+    let capture = Capture::read(&path).unwrap();
+    assert_eq!(capture.warnings(), &[] as &[String]);
+    assert_eq!(capture.record_count(), 50_000 * 5);
+    let report = capture.decode();
+    let report = tickscope::report::Report::new(&report);
+    assert_eq!(report.get("outer").unwrap().calls, 50_000);
+    assert_eq!(report.get("inner").unwrap().calls, 50_000);
+    // The session's own report reads the file back.
+    let own = prof.report();
+    assert_eq!(own.get("outer").unwrap().calls, 50_000);
+    assert_eq!(own.get("inner").unwrap().calls, 50_000);
+    assert_eq!(
+        own.get("inner").unwrap().total_ns,
+        report.get("inner").unwrap().total_ns
+    );
+    // 16 bytes per record, and a little for the tables and chunk headers.
+    let per_record = stats.bytes_written as f64 / stats.records_written as f64;
+    assert!(per_record < 16.5, "{per_record} bytes per record");
+}
+
+#[test]
+fn a_restarted_stream_appends_a_session() {
+    let _turn = turn();
+    let path = scratch("restart.tscope");
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .start();
+    for _ in 0..3 {
+        let _g = scope!("first");
+    }
+    prof.stop();
+    prof.restart();
+    for _ in 0..5 {
+        let _g = scope!("second");
+    }
+    // A snapshot while running reads what the stream has written.
+    assert_eq!(prof.report().get("second").unwrap().calls, 5);
+    prof.stop();
+    let sessions = Capture::read_all(&path).unwrap();
+    assert_eq!(sessions.len(), 2);
+    let names = |c: &Capture| {
+        let report = tickscope::report::Report::new(&c.decode());
+        (
+            report.get("first").map(|s| s.calls),
+            report.get("second").map(|s| s.calls),
+        )
+    };
+    assert_eq!(names(&sessions[0]), (Some(3), None));
+    assert_eq!(names(&sessions[1]), (None, Some(5)));
+    assert!(sessions.iter().all(|s| s.warnings().is_empty()));
+    // The session reports its last window.
+    assert_eq!(prof.report().get("second").unwrap().calls, 5);
+    assert_eq!(prof.report().get("first"), None);
+}
+
+#[test]
+fn memory_stays_within_the_pool() {
+    let _turn = turn();
+    let path = scratch("bounded.tscope");
+    let before = live_chunks();
+    let pool = 16 * CHUNK;
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(pool)
+        .on_slow_disk(SlowWriter::Block)
+        .try_start()
+        .unwrap();
+    let mut most = 0;
+    // 4 M records, 64 MiB: 256 times the pool.
+    for round in 0..200 {
+        for _ in 0..10_000 {
+            let _g = scope!("work");
+        }
+        if round % 10 == 0 {
+            most = most.max(live_chunks());
+        }
+    }
+    prof.stop();
+    most = most.max(live_chunks());
+    let stats = prof.stream_stats().unwrap();
+    assert_eq!(stats.records_written, 4_000_000);
+    assert_eq!(stats.dropped_events, 0);
+    assert_eq!(stats.overflow_chunks, 0);
+    // 16 chunks of 64 KiB of records, and their headers.
+    assert_eq!(stats.pool_bytes, 16 * (CHUNK + 48));
+    // The pool's chunks (taken from the recycling pool or allocated), and this thread's tail,
+    // which it may have had before.
+    assert!(
+        most <= before + 16 + 1,
+        "{most} chunks alive, {before} before: more than the pool's 16"
+    );
+    assert_eq!(prof.report().get("work").unwrap().calls, 2_000_000);
+}
+
+/// A FIFO at `path` and a reader that drains it slowly into memory, as a slow disk would
+/// take writes.
+fn slow_disk(path: &Path, pause: Duration) -> std::thread::JoinHandle<Vec<u8>> {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let mut fifo = std::fs::File::open(&path).unwrap();
+        let mut bytes = Vec::new();
+        let mut buf = vec![0; 16 << 10];
+        loop {
+            match fifo.read(&mut buf).unwrap() {
+                0 => return bytes,
+                n => bytes.extend_from_slice(&buf[..n]),
+            }
+            std::thread::sleep(pause);
+        }
+    })
+}
+
+#[test]
+fn a_slow_disk_with_the_drop_policy_counts_every_event_lost() {
+    let _turn = turn();
+    let path = scratch("drop.fifo");
+    let reader = slow_disk(&path, Duration::from_millis(2));
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(2 * CHUNK)
+        .on_slow_disk(SlowWriter::Drop)
+        .try_start()
+        .unwrap();
+    const SCOPES: u64 = 300_000;
+    for _ in 0..SCOPES {
+        let _g = scope!("fast");
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    let bytes = reader.join().unwrap();
+    assert!(stats.dropped_events > 0, "{stats:?}");
+    assert_eq!(stats.waits, 0);
+    // Every event is either in the file or counted as dropped.
+    assert_eq!(stats.records_written + stats.dropped_events, 2 * SCOPES);
+    assert_eq!(bytes.len() as u64, stats.bytes_written);
+    let sessions = Capture::from_bytes(&bytes).unwrap();
+    assert_eq!(sessions.len(), 1);
+    let capture = &sessions[0];
+    assert_eq!(capture.warnings(), &[] as &[String]);
+    assert_eq!(capture.record_count(), stats.records_written);
+    assert!(capture.dropped_events() >= stats.dropped_events);
+    let table = tickscope::table::Table::new(std::sync::Arc::new(capture.decode())).to_string();
+    assert!(table.contains("dropped event"), "{table}");
+    // A FIFO cannot be read back: the session says so instead of hanging.
+    let own = prof.capture();
+    assert_eq!(own.record_count(), 0);
+    assert!(
+        own.warnings()[0].contains("not a regular file"),
+        "{:?}",
+        own.warnings()
+    );
+}
+
+#[test]
+fn a_slow_disk_with_the_block_policy_loses_nothing() {
+    let _turn = turn();
+    let path = scratch("block.fifo");
+    let reader = slow_disk(&path, Duration::from_millis(1));
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(2 * CHUNK)
+        .on_slow_disk(SlowWriter::Block)
+        .try_start()
+        .unwrap();
+    const SCOPES: u64 = 40_000;
+    for _ in 0..SCOPES {
+        let _g = scope!("patient");
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    let bytes = reader.join().unwrap();
+    assert_eq!(stats.dropped_events, 0);
+    assert!(stats.waits > 0, "{stats:?}");
+    assert_eq!(stats.records_written, 2 * SCOPES);
+    let sessions = Capture::from_bytes(&bytes).unwrap();
+    let report = tickscope::report::Report::new(&sessions[0].decode());
+    assert_eq!(report.get("patient").unwrap().calls, SCOPES);
+    assert_eq!(sessions[0].dropped_events(), 0);
+}
+
+#[test]
+fn a_file_that_cannot_be_written_is_an_error_or_an_in_memory_session() {
+    let _turn = turn();
+    let path = scratch("no-such-dir").join("run.tscope");
+    let err = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .try_start()
+        .unwrap_err();
+    assert!(err.to_string().contains("run.tscope"), "{err}");
+    assert!(err.to_string().contains("cannot open"), "{err}");
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .start();
+    for _ in 0..4 {
+        let _g = scope!("kept");
+    }
+    prof.stop();
+    assert_eq!(prof.report().get("kept").unwrap().calls, 4);
+    let stats = prof.stream_stats().unwrap();
+    assert!(stats.error.unwrap().contains("cannot open"));
+    assert_eq!(stats.records_written, 0);
+}
+
+#[test]
+fn one_streaming_session_at_a_time() {
+    let _turn = turn();
+    let first = Profiler::builder()
+        .current_thread()
+        .stream_to(scratch("one.tscope"))
+        .try_start()
+        .unwrap();
+    let err = Profiler::builder()
+        .current_thread()
+        .stream_to(scratch("two.tscope"))
+        .try_start()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("another streaming session"),
+        "{err}"
+    );
+    first.stop();
+    let again = Profiler::builder()
+        .current_thread()
+        .stream_to(scratch("two.tscope"))
+        .try_start();
+    assert!(again.is_ok());
+}
+
+/// Runs this test binary's ignored test `name` as a child process, with `path` in its
+/// environment.
+fn child(name: &str, path: &Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TICKSCOPE_STREAM_CHILD", path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn child_path() -> Option<PathBuf> {
+    std::env::var_os("TICKSCOPE_STREAM_CHILD").map(PathBuf::from)
+}
+
+/// The child of [`a_panic_writes_what_was_recorded`]: records, panics in a thread with a scope
+/// open, and exits at once, without running any destructor.
+#[test]
+#[ignore = "run as a child process by a_panic_writes_what_was_recorded"]
+fn child_that_panics() {
+    let Some(path) = child_path() else {
+        return;
+    };
+    let prof = Profiler::builder().stream_to(&path).start();
+    let worker = std::thread::spawn(|| {
+        for _ in 0..1000 {
+            let _g = scope!("before_panic");
+        }
+        let _open = scope!("open_at_panic");
+        panic!("the end");
+    });
+    assert!(worker.join().is_err());
+    std::mem::forget(prof);
+    std::process::exit(3);
+}
+
+#[test]
+fn a_panic_writes_what_was_recorded() {
+    let path = scratch("panic.tscope");
+    let status = child("child_that_panics", &path).wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    let capture = Capture::read(&path).unwrap();
+    assert!(
+        capture
+            .warnings()
+            .iter()
+            .any(|w| w.contains("has no footer")),
+        "{:?}",
+        capture.warnings()
+    );
+    let report = tickscope::report::Report::new(&capture.decode());
+    assert_eq!(report.get("before_panic").unwrap().calls, 1000);
+    assert_eq!(report.get("open_at_panic").unwrap().calls, 1);
+}
+
+/// The child of [`kill_9_leaves_a_file_that_reads_to_its_last_chunk`]: records on two threads
+/// until it is killed.
+#[test]
+#[ignore = "run as a child process by kill_9_leaves_a_file_that_reads_to_its_last_chunk"]
+fn child_that_is_killed() {
+    let Some(path) = child_path() else {
+        return;
+    };
+    let _prof = Profiler::builder().stream_to(&path).start();
+    let worker = || loop {
+        let _outer = scope!("outer");
+        for _ in 0..10 {
+            let _g = scope!("inner");
+        }
+    };
+    std::thread::spawn(worker);
+    worker();
+}
+
+#[test]
+fn kill_9_leaves_a_file_that_reads_to_its_last_chunk() {
+    let path = scratch("killed.tscope");
+    let mut child = child("child_that_is_killed", &path);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&path).map_or(0, |m| m.len()) < 4 << 20 {
+        assert!(Instant::now() < deadline, "the child wrote too little");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let capture = Capture::read(&path).unwrap();
+    assert!(
+        capture
+            .warnings()
+            .iter()
+            .any(|w| w.contains("has no footer")),
+        "{:?}",
+        capture.warnings()
+    );
+    // Everything but the chunk being written when the process died, if any.
+    let records = capture.record_count();
+    assert!(records * 16 <= size);
+    assert!(
+        records * 16 + 2 * CHUNK as u64 >= size - 4096,
+        "{records} records in {size} bytes"
+    );
+    let report = tickscope::report::Report::new(&capture.decode());
+    let outer = report.get("outer").unwrap().calls;
+    let inner = report.get("inner").unwrap().calls;
+    assert!(
+        outer > 1000 && inner >= 9 * outer,
+        "{outer} outer, {inner} inner"
+    );
+}
+
+#[test]
+fn a_session_in_memory_beside_a_stream_keeps_its_window() {
+    let _turn = turn();
+    let path = scratch("beside.tscope");
+    let memory = Profiler::builder().current_thread().start();
+    let streamed = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(2 * CHUNK)
+        .try_start()
+        .unwrap();
+    // Many chunks: the stream writes them, the session in memory still needs them all.
+    for _ in 0..100_000 {
+        let _g = scope!("both");
+    }
+    streamed.stop();
+    let _after = scope!("memory_only");
+    drop(_after);
+    memory.stop();
+    let stats = streamed.stream_stats().unwrap();
+    assert_eq!(stats.records_written, 200_000);
+    assert_eq!(stats.waits, 0);
+    assert_eq!(streamed.report().get("both").unwrap().calls, 100_000);
+    assert_eq!(streamed.report().get("memory_only"), None);
+    let report = memory.report();
+    assert_eq!(report.get("both").unwrap().calls, 100_000);
+    assert_eq!(report.get("memory_only").unwrap().calls, 1);
+}
