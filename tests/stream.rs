@@ -20,13 +20,34 @@ fn turn() -> MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A fresh path in the temporary directory for one test.
-fn scratch(name: &str) -> PathBuf {
+/// A fresh path in the temporary directory for one test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("tickscope-stream-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
-    path
+    Scratch(path)
 }
 
 const CHUNK: usize = 64 << 10;
@@ -37,7 +58,7 @@ fn a_streamed_session_reads_back_whole() {
     let path = scratch("whole.tscope");
     let prof = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .try_start()
         .unwrap();
     for i in 0..50_000u64 {
@@ -78,7 +99,7 @@ fn a_restarted_stream_appends_a_session() {
     let path = scratch("restart.tscope");
     let prof = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .start();
     for _ in 0..3 {
         let _g = scope!("first");
@@ -116,7 +137,7 @@ fn memory_stays_within_the_pool() {
     let pool = 16 * CHUNK;
     let prof = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .stream_memory(pool)
         .on_slow_disk(SlowWriter::Block)
         .try_start()
@@ -175,7 +196,7 @@ fn a_slow_disk_with_the_drop_policy_counts_every_event_lost() {
     let reader = slow_disk(&path, Duration::from_millis(2));
     let prof = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .stream_memory(2 * CHUNK)
         .on_slow_disk(SlowWriter::Drop)
         .try_start()
@@ -217,7 +238,7 @@ fn a_slow_disk_with_the_block_policy_loses_nothing() {
     let reader = slow_disk(&path, Duration::from_millis(1));
     let prof = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .stream_memory(2 * CHUNK)
         .on_slow_disk(SlowWriter::Block)
         .try_start()
@@ -244,14 +265,14 @@ fn a_file_that_cannot_be_written_is_an_error_or_an_in_memory_session() {
     let path = scratch("no-such-dir").join("run.tscope");
     let err = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .try_start()
         .unwrap_err();
     assert!(err.to_string().contains("run.tscope"), "{err}");
     assert!(err.to_string().contains("cannot open"), "{err}");
     let prof = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .start();
     for _ in 0..4 {
         let _g = scope!("kept");
@@ -268,12 +289,12 @@ fn one_streaming_session_at_a_time() {
     let _turn = turn();
     let first = Profiler::builder()
         .current_thread()
-        .stream_to(scratch("one.tscope"))
+        .stream_to(&*scratch("one.tscope"))
         .try_start()
         .unwrap();
     let err = Profiler::builder()
         .current_thread()
-        .stream_to(scratch("two.tscope"))
+        .stream_to(&*scratch("two.tscope"))
         .try_start()
         .unwrap_err();
     assert!(
@@ -283,7 +304,7 @@ fn one_streaming_session_at_a_time() {
     first.stop();
     let again = Profiler::builder()
         .current_thread()
-        .stream_to(scratch("two.tscope"))
+        .stream_to(&*scratch("two.tscope"))
         .try_start();
     assert!(again.is_ok());
 }
@@ -318,7 +339,7 @@ fn child_that_panics() {
     let Some(path) = child_path() else {
         return;
     };
-    let prof = Profiler::builder().stream_to(&path).start();
+    let prof = Profiler::builder().stream_to(&*path).start();
     let worker = std::thread::spawn(|| {
         for _ in 0..1000 {
             let _g = scope!("before_panic");
@@ -358,7 +379,7 @@ fn child_that_is_killed() {
     let Some(path) = child_path() else {
         return;
     };
-    let _prof = Profiler::builder().stream_to(&path).start();
+    let _prof = Profiler::builder().stream_to(&*path).start();
     let worker = || loop {
         let _outer = scope!("outer");
         for _ in 0..10 {
@@ -413,7 +434,7 @@ fn a_session_in_memory_beside_a_stream_keeps_its_window() {
     let memory = Profiler::builder().current_thread().start();
     let streamed = Profiler::builder()
         .current_thread()
-        .stream_to(&path)
+        .stream_to(&*path)
         .stream_memory(2 * CHUNK)
         .try_start()
         .unwrap();

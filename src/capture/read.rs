@@ -835,9 +835,12 @@ impl<'a> Session<'a> {
                     .unwrap_or(start);
                 self.warnings.push(format!(
                     "the session at byte {} {NO_FOOTER} (it ends at byte {end}; its process \
-                     may have stopped abruptly): salvaged, its window ending at its last \
-                     record's tick, {end_tick}",
-                    self.offset
+                     may have stopped abruptly): salvaged {} records of {} threads, {} bytes, \
+                     its window ending at its last record's tick, {end_tick}",
+                    self.offset,
+                    self.records,
+                    self.threads.len(),
+                    end - self.offset,
                 ));
                 let memory = self.threads.iter().any(|t| t.memory);
                 (start, end_tick, 0, memory)
