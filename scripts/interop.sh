@@ -91,6 +91,54 @@ assert got == table == {"checksum": 300, "main": 1, "worker": 1}, (got, table)
 print(f"interop: capture converted by the CLI agrees with the table: {got}")
 PY
 
+# Two processes in one file (`cat`): the CLI converts them into one trace that Perfetto reads
+# as two processes, each under its own pid with the calls its own table counts, on one time
+# line: every process's slices sit at the Unix times they have when its file is converted alone.
+mkdir -p "$out/second"
+cargo run --quiet --release --example capture -- "$out/second" > "$out/second.txt"
+cat "$out/run.tscope" "$out/second/run.tscope" > "$out/two.tscope"
+cargo run --quiet --release -p tickscope-cli -- convert "$out/two.tscope" -o "$out/two.json"
+cargo run --quiet --release -p tickscope-cli -- convert "$out/two.tscope" -o "$out/two.unix.json" --unix-time
+for f in run.tscope second/run.tscope; do
+    cargo run --quiet --release -p tickscope-cli -- convert "$out/$f" -o "$out/$f.unix.json" --unix-time
+done
+for f in two.json two.unix.json; do
+    "$V/check_trace.sh" "$out/$f"
+done
+by_process() {
+    python3 "$V/validate_perfetto.py" "$1" --json \
+        --sql "select p.pid as pid, p.name as name, count(*) as n, min(s.ts) as first from slice s join thread_track tt on s.track_id = tt.id join thread t using (utid) join process p using (upid) group by p.pid, p.name order by p.pid" |
+        python3 -c 'import json,sys; d,_=json.JSONDecoder().raw_decode(sys.stdin.read()); print(json.dumps(d["extra"][0]["rows"]))'
+}
+python3 - "$(by_process "$out/two.json")" "$(by_process "$out/two.unix.json")" \
+    "$(by_process "$out/run.tscope.unix.json")" "$(by_process "$out/second/run.tscope.unix.json")" \
+    "$out/two.json" "$out/capture.txt" "$out/second.txt" <<'PY'
+import json, re, sys
+two, unix, alone_a, alone_b = (json.loads(a) for a in sys.argv[1:5])
+start = json.load(open(sys.argv[5]))["otherData"]["start_unix_ns"]
+def calls(path):
+    total = 0
+    for line in open(path):
+        m = re.match(r"^(\S+)\s+(\d+)\s", line)
+        if m and m.group(1) != "Name":
+            total += int(m.group(2))
+    return total
+expected = [calls(sys.argv[6]), calls(sys.argv[7])]
+alone = {r["pid"]: r for r in alone_a + alone_b}
+assert len(two) == 2 and len({r["pid"] for r in two}) == 2, two
+assert all(r["name"] == "capture" for r in two), two
+assert sorted(r["n"] for r in two) == sorted(expected), (two, expected)
+for plain, absolute in zip(two, unix):
+    assert plain["pid"] == absolute["pid"] and plain["n"] == absolute["n"] == alone[plain["pid"]]["n"]
+    # One origin: the earliest start; the Unix-time variant is the same trace moved by it.
+    assert abs(absolute["first"] - plain["first"] - start) < 1000, (plain, absolute, start)
+    # Where the process's slices are when its own file is converted alone.
+    assert absolute["first"] == alone[plain["pid"]]["first"], (absolute, alone)
+gap = abs(two[1]["first"] - two[0]["first"])
+print(f"interop: two processes in one file: pids {[r['pid'] for r in two]}, slices {[r['n'] for r in two]} "
+      f"as their tables count, on one time line ({gap} ns apart, each at its own Unix time)")
+PY
+
 # Async calls: Perfetto's async slices per name plus plain scopes equal the table's calls;
 # polls are slices of their own category.
 cargo run --quiet --release --example profile_attr -- "$out" > "$out/profile_attr.txt"

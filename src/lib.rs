@@ -56,7 +56,8 @@
 //! - **decode**: [`Capture::decode`] (or [`trace::Trace::from_capture`]) pairs entries and
 //!   exits, nests them, reads arguments, converts ticks to Unix nanoseconds with a converter
 //!   calibrated at start and stop, and matches async spans, links and allocations across
-//!   threads.
+//!   threads. [`trace::Trace::from_captures`] decodes several captures, of one process or of
+//!   many processes and hosts (a concatenated capture file), into one trace on Unix time.
 //! - **trace**: [`trace::Trace`], the model every later stage reads.
 //! - **report** ([`report::Report`]) aggregates it; **table** ([`table::Table`]) prints a
 //!   report; **export** writes traces ([`export`]). [`Profiler`] (`session.rs`) is the façade

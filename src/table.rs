@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::report::tree::CallTree;
-use crate::report::{LiveAtStop, Report, ScopeStats, Split};
+use crate::report::{LiveAtStop, Report, ScopeStats, Split, ThreadKey};
 use crate::trace::Trace;
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
@@ -73,6 +73,10 @@ impl SortBy {
 /// The footer gives the wall time, threads, scopes and dropped events, and for a table made
 /// by [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
 /// window ([`Report::observer_panics`]) if there were any.
+///
+/// A trace of several processes ([`Trace::from_captures`]) sums each name over every process;
+/// split by thread, a thread is named after its process
+/// ([`Trace::process_label`]: `server 4242/main`), and the footer counts the processes too.
 ///
 /// Rows split one way at a time: by thread ([`Table::by_thread`]), else by origin
 /// ([`Table::by_origin`]), else by an argument ([`Table::by_arg`]); the call tree
@@ -190,9 +194,22 @@ impl Table {
         }
     }
 
-    fn thread_name(&self, id: Option<u64>) -> String {
-        let thread = id.and_then(|id| self.trace.threads.iter().find(|t| t.id == id));
-        thread.map_or_else(String::new, |t| t.display_name())
+    /// The thread's name; in a trace of several processes, after its process's label.
+    fn thread_name(&self, key: Option<ThreadKey>) -> String {
+        let Some((process, id)) = key else {
+            return String::new();
+        };
+        let trace = &self.trace;
+        let thread = trace
+            .threads
+            .iter()
+            .find(|t| (t.process, t.id) == (process, id));
+        let name = thread.map_or_else(String::new, |t| t.display_name());
+        if trace.processes.len() > 1 {
+            format!("{}/{name}", trace.process_label(process))
+        } else {
+            name
+        }
     }
 
     /// The rows of the report, sorted and limited.
@@ -202,11 +219,11 @@ impl Table {
         let mut rows: Vec<&ScopeStats> = report.rows().iter().collect();
         let sort = self.sort;
         rows.sort_by(|a, b| a.cmp_by(b, |row| sort.key(row)));
-        let mut shown: HashMap<Option<u64>, usize> = HashMap::new();
+        let mut shown: HashMap<Option<ThreadKey>, usize> = HashMap::new();
         let mut out = Vec::new();
         let mut open = 0;
         for row in rows {
-            let n = shown.entry(row.thread).or_default();
+            let n = shown.entry(row.process_thread()).or_default();
             if self.limit.is_some_and(|limit| *n >= limit) {
                 continue;
             }
@@ -214,7 +231,7 @@ impl Table {
             open += row.open_at_stop;
             let mut cells = Vec::with_capacity(17);
             if self.by_thread {
-                cells.push(self.thread_name(row.thread));
+                cells.push(self.thread_name(row.process_thread()));
             }
             cells.push(name_cell(row.name, 0, false, row.open_at_stop));
             match split {
@@ -346,12 +363,17 @@ impl fmt::Display for Table {
         }
         let trace = &self.trace;
         let scopes: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
+        write!(f, "{} wall, ", format_ns(trace.wall_ns()))?;
+        let processes = trace.processes.len();
+        if processes > 1 {
+            write!(f, "{processes} processes, ")?;
+        }
+        let threads = trace.thread_count();
         write!(
             f,
-            "{} wall, {} thread{}, {} scope{}, {} dropped event{}",
-            format_ns(trace.wall_ns()),
-            trace.threads.len(),
-            plural(trace.threads.len() as u64),
+            "{} thread{}, {} scope{}, {} dropped event{}",
+            threads,
+            plural(threads as u64),
             scopes,
             plural(scopes as u64),
             trace.dropped_events,

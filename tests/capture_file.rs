@@ -1,6 +1,6 @@
 //! Capture files: a live session and the same session read back from its file decode to the
 //! same trace (byte-identical Chrome JSON, identical reports); size on disk; concatenated
-//! files; every malformed input read as an error or a warning with its byte offset; and
+//! files, and their sessions of several processes decoded into one trace; every malformed input read as an error or a warning with its byte offset; and
 //! mutated files (bit flips, truncations, forged lengths and fields) that must not panic the
 //! reader or the decoder.
 #![cfg(feature = "enabled")]
@@ -724,6 +724,10 @@ fn exercise(bytes: &[u8]) -> usize {
                 std::hint::black_box(Report::new(&trace));
                 std::hint::black_box(chrome_json(&trace));
             }
+            // And all of them on one time line.
+            let trace = Trace::from_captures(&captures);
+            std::hint::black_box(Report::by_thread(&trace));
+            std::hint::black_box(chrome_json(&trace));
             captures.len()
         }
         Err(e) => {
@@ -999,4 +1003,385 @@ fn callsites_share_the_strings_they_name() {
         "the name is one interned string"
     );
     assert_eq!(a.name().len(), 64 * 1024);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions of several processes, concatenated, decoded into one trace.
+
+/// Unix nanoseconds at the start of the first session.
+const T0: u64 = 1_763_780_000_000_000_000;
+/// How much later the second session starts.
+const D: u64 = 2_500_123;
+
+/// A session of process `pid` (`name` on `host`) whose ticks are Unix nanoseconds (the
+/// identity clock), its window from `start` for 1 ms: thread 1 ("main") runs "outer"
+/// (`start` + 100 to + 150) around "inner" (+ 110 to + 120), which allocates 64 bytes at + 112
+/// and frees them at + 118; with `worker`, thread 2 ("worker") runs "outer" (+ 200 to + 300).
+fn session_of(pid: u32, name: &str, host: &str, start: u64, worker: bool) -> Vec<u8> {
+    let mut head = Vec::new();
+    head.extend_from_slice(&1u16.to_le_bytes());
+    head.extend_from_slice(&0u16.to_le_bytes());
+    head.extend_from_slice(&pid.to_le_bytes());
+    head.extend_from_slice(&start.to_le_bytes());
+    head.extend_from_slice(format!("crafted\0{name}\0{host}\0").as_bytes());
+    let main: Vec<RawEvent> = [
+        vec![
+            RawEvent::begin(1, start + 100),
+            RawEvent::begin(2, start + 110),
+        ],
+        RawEvent::memory(RawKind::Alloc, 64, 0x1000, start + 112).to_vec(),
+        RawEvent::memory(RawKind::Free, 64, 0x1000, start + 118).to_vec(),
+        vec![
+            RawEvent::end(RawEvent::end_key(2, start + 110), start + 120),
+            RawEvent::end(RawEvent::end_key(1, start + 100), start + 150),
+        ],
+    ]
+    .concat();
+    let mut table = vec![(1, 0, 4)];
+    let mut chunks = events(1, &main);
+    let mut records = main.len() as u64;
+    if worker {
+        let work = [
+            RawEvent::begin(1, start + 200),
+            RawEvent::end(RawEvent::end_key(1, start + 200), start + 300),
+        ];
+        table.push((2, 0, 5));
+        chunks.extend(events(2, &work));
+        records += 2;
+    }
+    [
+        chunk(SESSION_HEADER, 1, &head),
+        clock(),
+        strings(&["outer", "inner", "t.rs", "m", "main", "worker"]),
+        callsites(&[[1, 0, 2, 10, 3], [2, 1, 2, 11, 3]]),
+        threads(&table),
+        chunks,
+        footer(start, start + 1_000_000, records, FOOTER_MEMORY),
+    ]
+    .concat()
+}
+
+fn json_of(trace: &Trace, options: &chrome::Options) -> serde_json::Value {
+    let mut out = Vec::new();
+    chrome::write_with(trace, &mut out, options).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// The events of phase `ph`.
+fn phase<'a>(doc: &'a serde_json::Value, ph: &str) -> Vec<&'a serde_json::Value> {
+    let events = doc["traceEvents"].as_array().unwrap();
+    events.iter().filter(|e| e["ph"] == ph).collect()
+}
+
+/// `(pid, name)` of each `process_name` metadata event.
+fn process_names(doc: &serde_json::Value) -> Vec<(u64, String)> {
+    phase(doc, "M")
+        .into_iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["args"]["name"].to_string()))
+        .collect()
+}
+
+/// `(pid, tid, name)` of each `thread_name` metadata event.
+fn thread_names(doc: &serde_json::Value) -> Vec<(u64, u64, String)> {
+    phase(doc, "M")
+        .into_iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| {
+            let (pid, tid) = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            (pid, tid, e["args"]["name"].to_string())
+        })
+        .collect()
+}
+
+/// `(pid, tid, name, ts)` of each complete event.
+fn slices(doc: &serde_json::Value) -> Vec<(u64, u64, String, f64)> {
+    phase(doc, "X")
+        .into_iter()
+        .map(|e| {
+            let (pid, tid) = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            (pid, tid, e["name"].to_string(), e["ts"].as_f64().unwrap())
+        })
+        .collect()
+}
+
+/// Microseconds from `T0` (as the Chrome trace writes them) of `T0 + ns`.
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+#[test]
+fn concatenated_sessions_of_two_processes_decode_into_one_trace() {
+    let both = [
+        session_of(100, "server", "node-a", T0, true),
+        session_of(200, "client", "node-a", T0 + D, false),
+    ]
+    .concat();
+    let path = scratch("two_processes.tscope");
+    std::fs::write(&path, &both).unwrap();
+    let captures = Capture::read_all(&path).unwrap();
+    assert_eq!(captures.len(), 2);
+    assert!(captures.iter().all(|c| c.warnings().is_empty()));
+    let trace = Trace::from_captures(&captures);
+
+    let processes: Vec<(u32, &str, &str)> = trace
+        .processes
+        .iter()
+        .map(|p| (p.id, p.name.as_str(), p.host.as_str()))
+        .collect();
+    assert_eq!(
+        processes,
+        [(100, "server", "node-a"), (200, "client", "node-a")]
+    );
+    let threads: Vec<(u32, u64, Option<&str>, usize)> = trace
+        .threads
+        .iter()
+        .map(|t| (t.process, t.id, t.name.as_deref(), t.spans.len()))
+        .collect();
+    assert_eq!(
+        threads,
+        [
+            (0, 1, Some("main"), 2),
+            (0, 2, Some("worker"), 1),
+            (1, 1, Some("main"), 2)
+        ]
+    );
+    assert_eq!(trace.thread_count(), 3);
+    // One time line: each session's Unix times, the window from the first start to the last end.
+    assert_eq!((trace.start_ns, trace.end_ns), (T0, T0 + D + 1_000_000));
+    let (a, b) = (&trace.threads[0].spans[0], &trace.threads[2].spans[0]);
+    assert_eq!((a.name(), b.name()), ("outer", "outer"));
+    assert_eq!((a.start_ns, b.start_ns), (T0 + 100, T0 + D + 100));
+    assert_eq!(b.start_ns - a.start_ns, D);
+    assert_eq!(trace.event_count, 8 + 2 + 8);
+    assert_eq!(
+        trace.memory.as_ref().unwrap().live_bytes(),
+        [64, 0, 64, 0],
+        "each process counts its own live bytes"
+    );
+
+    // Chrome JSON: a process each, under its own pid, threads under their process, times on
+    // the one origin (the first session's start).
+    let doc = json_of(&trace, &chrome::Options::new());
+    assert_eq!(
+        process_names(&doc),
+        [(100, "\"server\"".into()), (200, "\"client\"".into())]
+    );
+    assert_eq!(
+        thread_names(&doc),
+        [
+            (100, 1, "\"main\"".into()),
+            (100, 2, "\"worker\"".into()),
+            (200, 1, "\"main\"".into())
+        ]
+    );
+    assert_eq!(
+        slices(&doc),
+        [
+            (100, 1, "\"outer\"".into(), us(100)),
+            (100, 1, "\"inner\"".into(), us(110)),
+            (100, 2, "\"outer\"".into(), us(200)),
+            (200, 1, "\"outer\"".into(), us(D + 100)),
+            (200, 1, "\"inner\"".into(), us(D + 110)),
+        ]
+    );
+    assert_eq!(doc["otherData"]["start_unix_ns"], T0);
+    assert_eq!(doc["otherData"]["end_unix_ns"], T0 + D + 1_000_000);
+    // A memory counter per process.
+    let counters: Vec<(u64, f64, u64)> = phase(&doc, "C")
+        .into_iter()
+        .map(|e| {
+            let bytes = e["args"]["live_bytes"].as_u64().unwrap();
+            (e["pid"].as_u64().unwrap(), e["ts"].as_f64().unwrap(), bytes)
+        })
+        .collect();
+    assert_eq!(
+        counters,
+        [
+            (100, 0.0, 0),
+            (200, 0.0, 0),
+            (100, us(112), 64),
+            (100, us(118), 0),
+            (200, us(D + 112), 64),
+            (200, us(D + 118), 0),
+        ]
+    );
+    // Absolute times put each slice at its Unix time.
+    let unix = json_of(
+        &trace,
+        &chrome::Options::new().time_origin(chrome::TimeOrigin::UnixEpoch),
+    );
+    let begins: Vec<(u64, f64)> = phase(&unix, "B")
+        .into_iter()
+        .filter(|e| e["name"] == "outer")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["ts"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(
+        begins,
+        [
+            (100, (T0 + 100) as f64 / 1000.0),
+            (100, (T0 + 200) as f64 / 1000.0),
+            (200, (T0 + D + 100) as f64 / 1000.0)
+        ]
+    );
+    // The Kineto dialect: the same processes, on the first session's base time.
+    let mut out = Vec::new();
+    tickscope::export::kineto::write(&trace, &mut out, &Default::default()).unwrap();
+    let kineto: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(kineto["baseTimeNanoseconds"], T0);
+    assert_eq!(process_names(&kineto), process_names(&doc));
+    let pids: Vec<u64> = slices(&kineto).iter().map(|s| s.0).collect();
+    assert_eq!(pids, [100, 100, 100, 200, 200]);
+    assert_eq!(kineto_ts(&kineto, 200, "outer"), us(D + 100).round());
+
+    // The report sums each name over the processes; by thread, a row per thread of each.
+    let report = Report::new(&trace);
+    let calls: Vec<(&str, u64, u64)> = report
+        .rows()
+        .iter()
+        .map(|r| (r.name, r.calls, r.total_ns))
+        .collect();
+    assert_eq!(calls, [("outer", 3, 50 + 100 + 50), ("inner", 2, 20)]);
+    assert_eq!(report.threads, 3);
+    let by_thread: Vec<(Option<u32>, Option<u64>, &str, u64)> = Report::by_thread(&trace)
+        .rows()
+        .iter()
+        .map(|r| (r.process, r.thread, r.name, r.calls))
+        .collect();
+    assert_eq!(
+        by_thread,
+        [
+            (Some(0), Some(1), "outer", 1),
+            (Some(0), Some(1), "inner", 1),
+            (Some(0), Some(2), "outer", 1),
+            (Some(1), Some(1), "outer", 1),
+            (Some(1), Some(1), "inner", 1),
+        ]
+    );
+    let table = tickscope::table::Table::new(std::sync::Arc::new(trace.clone()));
+    let text = table.clone().by_thread(true).to_string();
+    let threads: Vec<&str> = text.lines().skip(2).map(|l| &l[..17]).collect();
+    assert_eq!(
+        &threads[..5],
+        [
+            "server 100/main  ",
+            "server 100/main  ",
+            "server 100/worker",
+            "client 200/main  ",
+            "client 200/main  "
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("3.50 ms wall, 2 processes, 3 threads, 5 scopes, 0 dropped events"),
+        "{text}"
+    );
+    let text = table.to_string();
+    let first: Vec<&str> = text.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!(first[..2], ["outer", "3"], "{text}");
+
+    // Folded stacks: merged by name, or a tower per process and thread.
+    let folded = |by_thread| {
+        let mut out = Vec::new();
+        tickscope::export::folded::write(
+            &trace,
+            &mut out,
+            tickscope::export::folded::Options::new().by_thread(by_thread),
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(folded(false), "outer 180\nouter;inner 20\n");
+    assert_eq!(
+        folded(true),
+        "client 200;main;outer 40\nclient 200;main;outer;inner 10\n\
+         server 100;main;outer 40\nserver 100;main;outer;inner 10\nserver 100;worker;outer 100\n"
+    );
+}
+
+/// The `ts` of the complete event `name` on `pid`.
+fn kineto_ts(doc: &serde_json::Value, pid: u64, name: &str) -> f64 {
+    phase(doc, "X")
+        .into_iter()
+        .find(|e| e["pid"] == pid && e["name"] == name)
+        .unwrap()["ts"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn processes_that_share_a_pid_stay_apart() {
+    // The same program as pid 7 on two hosts (containers), at the same time.
+    let both = [
+        session_of(7, "proc", "node-a", T0, false),
+        session_of(7, "proc", "node-b", T0, false),
+    ]
+    .concat();
+    let trace = Trace::from_captures(&Capture::from_bytes(&both).unwrap());
+    assert_eq!(trace.processes.len(), 2);
+    assert_eq!(trace.process_label(0), "node-a/proc 7");
+    assert_eq!(trace.process_label(1), "node-b/proc 7");
+    let doc = json_of(&trace, &chrome::Options::new());
+    // The second is written with a pid past every process id of the trace, and says its own.
+    assert_eq!(
+        process_names(&doc),
+        [
+            (7, "\"node-a/proc\"".into()),
+            (8, "\"node-b/proc (pid 7)\"".into())
+        ]
+    );
+    let tracks: Vec<(u64, u64)> = slices(&doc).iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(tracks, [(7, 1), (7, 1), (8, 1), (8, 1)]);
+    let text = tickscope::table::Table::new(std::sync::Arc::new(trace))
+        .by_thread(true)
+        .to_string();
+    assert!(text.contains("\nnode-a/proc 7/main  outer "), "{text}");
+    assert!(text.contains("\nnode-b/proc 7/main  outer "), "{text}");
+}
+
+#[test]
+fn two_sessions_of_one_process_are_one_process() {
+    // A program that stopped, wrote its capture, restarted and wrote another.
+    let both = [
+        session_of(7, "proc", "host", T0, false),
+        session_of(7, "proc", "host", T0 + D, false),
+    ]
+    .concat();
+    let captures = Capture::from_bytes(&both).unwrap();
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.processes, captures[0].decode().processes);
+    let threads: Vec<(u32, u64)> = trace.threads.iter().map(|t| (t.process, t.id)).collect();
+    assert_eq!(threads, [(0, 1), (0, 1)]);
+    assert_eq!(trace.thread_count(), 1);
+    let doc = json_of(&trace, &chrome::Options::new());
+    // One process, one track for its thread, each session's scopes at their time.
+    assert_eq!(process_names(&doc), [(7, "\"proc\"".into())]);
+    assert_eq!(thread_names(&doc), [(7, 1, "\"main\"".into())]);
+    let ts: Vec<(u64, u64, f64)> = slices(&doc).iter().map(|s| (s.0, s.1, s.3)).collect();
+    assert_eq!(
+        ts,
+        [
+            (7, 1, us(100)),
+            (7, 1, us(110)),
+            (7, 1, us(D + 100)),
+            (7, 1, us(D + 110))
+        ]
+    );
+    let table = tickscope::table::Table::new(std::sync::Arc::new(trace));
+    let text = table.by_thread(true).to_string();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(2)
+        .take(2)
+        .map(|l| l.split_whitespace().take(3).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [["main", "outer", "2"], ["main", "inner", "2"]],
+        "{text}"
+    );
+    assert!(
+        text.contains("3.50 ms wall, 1 thread, 4 scopes, 0 dropped events"),
+        "{text}"
+    );
 }

@@ -9,14 +9,20 @@ use tickscope::export::{Format, flamegraph, folded, kineto, write_file};
 
 use crate::{Context, Failure, input};
 
-/// Converts a capture to the format its output's extension names: `.json` Chrome Trace
+/// Converts captures to the format the output's extension names: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
 /// `.svg` a flame graph. Each may end in `.gz` to be gzipped. The output appears only when
 /// complete.
+///
+/// Every session of every file goes into the one trace, lined up on Unix time: each process
+/// under its own pid with its threads, so files of several processes or hosts (or a file of
+/// several sessions, `cat a.tscope b.tscope > both.tscope`) make one timeline. --session
+/// picks one session.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The capture file.
-    file: PathBuf,
+    /// The capture files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
     /// The output file: .json, .json.gz, .folded, .svg (each also with .gz).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
@@ -30,7 +36,8 @@ pub(crate) struct Args {
     /// Folded stacks and flame graphs: one tower per thread.
     #[arg(long)]
     by_thread: bool,
-    /// Which session of a file that holds several (1 is the first).
+    /// Only this session (1 is the first), counting the sessions of the files in order;
+    /// by default every session.
     #[arg(long, value_name = "N")]
     session: Option<usize>,
 }
@@ -97,8 +104,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
     };
-    let trace = input::trace(cx, &args.file, args.session)?;
-    let progress = input::Progress::new(cx, input::size(&args.file));
+    let trace = input::trace(cx, &args.files, args.session)?;
+    let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     progress.step(format!("writing {}", out.display()));
     write_file(&trace, out, format.as_ref()).map_err(|e| Failure::about(out, e))?;
     Ok(ExitCode::SUCCESS)

@@ -11,9 +11,9 @@ use tickscope::table::format_ns;
 
 use crate::{Context, Failure, input, text};
 
-/// Compares two captures scope by scope (the first session of each): the change in calls,
-/// total, self, p50 and p99 time, largest change first (of total time, or of self time with
-/// --metric self). Scopes found in one run only are shown as added or removed.
+/// Compares two captures scope by scope (every session of each, as `table` counts them): the
+/// change in calls, total, self, p50 and p99 time, largest change first (of total time, or of
+/// self time with --metric self). Scopes found in one run only are shown as added or removed.
 ///
 /// Exits with 1 when a scope's total time (or self time, with --metric self) grew by more than
 /// the threshold, 0 otherwise, 2 on an error. Scopes present in one run only never fail the
@@ -106,8 +106,8 @@ impl Status {
 }
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
-    let base_trace = input::trace(cx, &args.base, None)?;
-    let new_trace = input::trace(cx, &args.new, None)?;
+    let base_trace = input::trace(cx, std::slice::from_ref(&args.base), None)?;
+    let new_trace = input::trace(cx, std::slice::from_ref(&args.new), None)?;
     let (base, new) = (Report::new(&base_trace), Report::new(&new_trace));
     let mut names: BTreeMap<&str, (Option<&ScopeStats>, Option<&ScopeStats>)> = BTreeMap::new();
     for row in base.rows() {

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use crate::{Context, Failure, input, text};
 
-/// Describes every session of a capture file: format version, producer, process id, threads,
-/// chunks, records, dropped events, whether memory was tracked, the time span, and the
-/// warnings met while reading it (listed here rather than on stderr).
+/// Describes every session of a capture file: format version, producer, process id, name and
+/// host, threads, chunks, records, dropped events, whether memory was tracked, the time span,
+/// and the warnings met while reading it (listed here rather than on stderr).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture file.
@@ -36,6 +36,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             ("format version", capture.format_version().to_string()),
             ("producer", capture.producer().to_owned()),
             ("process id", capture.process_id().to_string()),
+            ("process name", known(capture.process_name())),
+            ("host name", known(capture.host_name())),
             ("threads", capture.thread_count().to_string()),
             ("chunks", capture.chunk_count().to_string()),
             ("records", capture.record_count().to_string()),
@@ -59,4 +61,13 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     drop(progress);
     text::print(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `name`, or `(unknown)` when empty.
+fn known(name: &str) -> String {
+    if name.is_empty() {
+        "(unknown)".to_owned()
+    } else {
+        name.to_owned()
+    }
 }

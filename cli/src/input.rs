@@ -2,7 +2,7 @@
 //! spinner for large inputs.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -77,33 +77,6 @@ pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture, progress: &Prog
     });
 }
 
-/// Session `session` (1-based) of the file at `path`, or its first session when `None`.
-pub(crate) fn capture(
-    cx: &Context,
-    path: &Path,
-    session: Option<usize>,
-    progress: &Progress,
-) -> Result<Capture, Failure> {
-    progress.step(format!("reading {}", path.display()));
-    let capture = match session {
-        None => Capture::read(path).map_err(|e| Failure::about(path, e))?,
-        Some(n) => {
-            let mut all = Capture::read_all(path).map_err(|e| Failure::about(path, e))?;
-            let count = all.len();
-            if n == 0 || n > count {
-                let sessions = if count == 1 { "session" } else { "sessions" };
-                return Err(Failure::about(
-                    path,
-                    format!("no session {n}: the file has {count} {sessions}"),
-                ));
-            }
-            all.swap_remove(n - 1)
-        }
-    };
-    warn(cx, path, &capture, progress);
-    Ok(capture)
-}
-
 /// Every session of the file at `path`, its warnings printed.
 pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
     let captures = all_unchecked(path, progress)?;
@@ -119,10 +92,34 @@ pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capt
     Capture::read_all(path).map_err(|e| Failure::about(path, e))
 }
 
-/// The trace of session `session` (the first when `None`) of the file at `path`, decoded.
-pub(crate) fn trace(cx: &Context, path: &Path, session: Option<usize>) -> Result<Trace, Failure> {
-    let progress = Progress::new(cx, size(path));
-    let capture = capture(cx, path, session, &progress)?;
-    progress.step(format!("decoding {}", path.display()));
-    Ok(capture.decode())
+/// The trace of the files at `paths`: every session of every file on one time line
+/// ([`Trace::from_captures`]), or only session `session` (1-based, counted across the files in
+/// order, as `tickscope merge` would write them) when asked. Warnings are printed.
+pub(crate) fn trace(
+    cx: &Context,
+    paths: &[PathBuf],
+    session: Option<usize>,
+) -> Result<Trace, Failure> {
+    let progress = Progress::new(cx, paths.iter().map(|p| size(p)).sum());
+    let mut captures = Vec::new();
+    for path in paths {
+        captures.extend(all(cx, path, &progress)?);
+    }
+    if let Some(n) = session {
+        let count = captures.len();
+        if n == 0 || n > count {
+            let sessions = if count == 1 { "session" } else { "sessions" };
+            let message = format!("no session {n}: ");
+            return Err(match paths {
+                [path] => Failure::about(path, format!("{message}the file has {count} {sessions}")),
+                _ => Failure(format!("{message}the files hold {count} {sessions}")),
+            });
+        }
+        captures = vec![captures.swap_remove(n - 1)];
+    }
+    progress.step(match paths {
+        [path] => format!("decoding {}", path.display()),
+        _ => format!("decoding {} files", paths.len()),
+    });
+    Ok(Trace::from_captures(&captures))
 }

@@ -4,6 +4,7 @@
 //! ```text
 //! tickscope table run.tsc --sort self --limit 20     the table Profiler::table() prints
 //! tickscope convert run.tsc -o run.json.gz           Chrome/Kineto JSON, folded stacks, SVG
+//! tickscope convert a.tsc b.tsc -o both.json         several processes on one timeline
 //! tickscope info run.tsc                             what the file holds
 //! tickscope merge a.tsc b.tsc -o both.tsc            validated concatenation
 //! tickscope diff base.tsc new.tsc --threshold 5%     what changed; exit 1 on a regression

@@ -13,10 +13,15 @@ use crate::{Context, Failure, input, text};
 /// Prints the per-name table of a capture: calls, total, self, avg, min, max, p50, p99, % of
 /// the session (and memory columns when the session tracked memory), exactly as
 /// `Profiler::table()` prints it.
+///
+/// Every session of every file counts, as one trace: a name's row sums its calls in every
+/// process, and --by-thread names each thread's process when there are several. --session
+/// picks one session.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The capture file.
-    file: PathBuf,
+    /// The capture files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
     /// The column to sort by (names ascending, everything else descending).
     #[arg(long, value_enum, default_value_t = Sort::Total)]
     sort: Sort,
@@ -35,7 +40,8 @@ pub(crate) struct Args {
     /// The call tree instead of the flat table.
     #[arg(long)]
     tree: bool,
-    /// Which session of a file that holds several (1 is the first).
+    /// Only this session (1 is the first), counting the sessions of the files in order;
+    /// by default every session.
     #[arg(long, value_name = "N")]
     session: Option<usize>,
 }
@@ -90,7 +96,7 @@ impl From<Sort> for SortBy {
 }
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
-    let trace = input::trace(cx, &args.file, args.session)?;
+    let trace = input::trace(cx, &args.files, args.session)?;
     let mut table = Table::new(Arc::new(trace))
         .sort_by(args.sort.into())
         .by_thread(args.by_thread)

@@ -9,7 +9,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use tickscope::export::{self, chrome, folded};
-use tickscope::table::SortBy;
+use tickscope::table::{SortBy, Table};
+use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -169,11 +170,144 @@ fn table_selects_a_session() {
     let run = tickscope(&["table", s(&both), "--session", "2"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, b.table().to_string());
-    let run = tickscope(&["table", s(&both)]);
+    let run = tickscope(&["table", s(&both), "--session", "1"]);
     assert_eq!(run.stdout, a.table().to_string());
+    // By default, every session: two of this process, one trace.
+    let run = tickscope(&["table", s(&both)]);
+    let all = Trace::from_captures(&Capture::read_all(&both).unwrap());
+    assert_eq!(all.processes.len(), 1);
+    assert_eq!(run.stdout, Table::new(Arc::new(all)).to_string());
+    assert_eq!(row(&run.stdout, "main")[1], "2", "{}", run.stdout);
     let run = tickscope(&["table", s(&both), "--session", "3"]);
     assert_input_error(&run, &both);
     assert!(run.stderr.contains("2 sessions"), "{}", run.stderr);
+    // Counted across several files.
+    let run = tickscope(&["table", s(&fa), s(&fb), "--session", "2"]);
+    assert_eq!(run.stdout, b.table().to_string());
+    let run = tickscope(&["table", s(&fa), s(&fb), "--session", "3"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "error: no session 3: the files hold 2 sessions\n"
+    );
+}
+
+/// The cells of the table row named `name` (its first cell).
+fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    let cells = |l: &'a str| l.split_whitespace().collect::<Vec<_>>();
+    let found = table.lines().map(cells).find(|c| c.first() == Some(&name));
+    found.unwrap_or_else(|| panic!("no row {name} in\n{table}"))
+}
+
+/// The bytes of the capture file at `path` as if process `pid` had written it: its session
+/// header's process id, after the 16-byte chunk header, the format version (2 bytes) and 2
+/// reserved bytes.
+fn as_process(path: &Path, pid: u32) -> Vec<u8> {
+    let mut bytes = fs::read(path).unwrap();
+    assert_eq!(&bytes[..4], b"TSCP");
+    bytes[20..24].copy_from_slice(&pid.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn a_file_of_two_processes_converts_into_one_trace() {
+    let (a, b) = (workload(100, 50, false), workload(100, 50, true));
+    let dir = folder("two_processes");
+    let fa = capture_file(&a, &dir, "a.tsc");
+    let pid = std::process::id();
+    let other = pid + 1;
+    let fb = dir.join("b.tsc");
+    fs::write(&fb, as_process(&capture_file(&b, &dir, "b0.tsc"), other)).unwrap();
+    let both = dir.join("both.tsc");
+    fs::write(
+        &both,
+        [fs::read(&fa).unwrap(), fs::read(&fb).unwrap()].concat(),
+    )
+    .unwrap();
+    let trace = Trace::from_captures(&Capture::read_all(&both).unwrap());
+    let pids: Vec<u32> = trace.processes.iter().map(|p| p.id).collect();
+    assert_eq!(pids, [pid, other]);
+
+    // The table sums the processes: each name's calls in both.
+    let run = tickscope(&["table", s(&both)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, Table::new(Arc::new(trace.clone())).to_string());
+    for (name, calls) in [
+        ("main", "2"),
+        ("parse", "6"),
+        ("tokenize", "6"),
+        ("io", "2"),
+    ] {
+        assert_eq!(row(&run.stdout, name)[1], calls, "{}", run.stdout);
+    }
+    assert_eq!(row(&run.stdout, "extra")[1], "1", "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains(" wall, 2 processes, 4 threads, 19 scopes, "),
+        "{}",
+        run.stdout
+    );
+    // By thread, each thread is named after its process.
+    let run = tickscope(&["table", s(&both), "--by-thread"]);
+    let expected = Table::new(Arc::new(trace.clone())).by_thread(true);
+    assert_eq!(run.stdout, expected.to_string());
+    let exe = &trace.processes[0].name;
+    for process in [pid, other] {
+        let label = format!("{exe} {process}/");
+        let rows = run.stdout.lines().filter(|l| l.starts_with(&label)).count();
+        assert_eq!(rows, if process == pid { 5 } else { 6 }, "{}", run.stdout);
+    }
+
+    // Chrome JSON: both processes, under their pids, on one time line.
+    let out = dir.join("both.json");
+    let run = tickscope(&["convert", s(&both), "-o", s(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&out);
+    let events = doc["traceEvents"].as_array().unwrap();
+    let names: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [(pid.into(), exe.as_str()), (other.into(), exe.as_str())]
+    );
+    let mains: Vec<(u64, f64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "main")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["ts"].as_f64().unwrap()))
+        .collect();
+    let starts: Vec<(u64, f64)> = trace
+        .threads
+        .iter()
+        .flat_map(|t| t.spans.iter().map(move |s| (t, s)))
+        .filter(|(_, s)| s.name() == "main")
+        .map(|(t, s)| {
+            let pid = trace.process_of(t).id;
+            (pid.into(), (s.start_ns - trace.start_ns) as f64 / 1000.0)
+        })
+        .collect();
+    assert_eq!(mains, starts);
+    // The second process's session ran after the first: its scopes after the first's.
+    assert!(mains[1].1 >= 3_000.0, "{mains:?}");
+    assert_eq!(events_with(&doc, "ph", "X"), 19);
+
+    // Several files convert as their concatenation.
+    let out2 = dir.join("files.json");
+    let run = tickscope(&["convert", s(&fa), s(&fb), "-o", s(&out2)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(fs::read(&out2).unwrap(), fs::read(&out).unwrap());
+    // And one session is what it was.
+    let out3 = dir.join("second.json");
+    let run = tickscope(&["convert", s(&both), "--session", "2", "-o", s(&out3)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(events_with(&json(&out3), "ph", "X"), 10);
 }
 
 fn json(path: &Path) -> serde_json::Value {
@@ -312,6 +446,11 @@ fn info_fields(stdout: &str, session: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `name`, or `(unknown)` as `info` shows an empty one.
+fn known(name: &str) -> String {
+    if name.is_empty() { "(unknown)" } else { name }.to_owned()
+}
+
 #[test]
 fn info_describes_the_file() {
     let prof = workload(100, 50, false);
@@ -329,6 +468,8 @@ fn info_describes_the_file() {
         ("format version", capture.format_version().to_string()),
         ("producer", capture.producer().to_owned()),
         ("process id", std::process::id().to_string()),
+        ("process name", capture.process_name().to_owned()),
+        ("host name", known(capture.host_name())),
         ("threads", capture.thread_count().to_string()),
         ("chunks", capture.chunk_count().to_string()),
         ("records", capture.record_count().to_string()),
@@ -375,7 +516,7 @@ fn merge_concatenates_sessions() {
         run.stdout
             .starts_with(&format!("{}: 2 sessions\n", s(&out)))
     );
-    assert_eq!(info_fields(&run.stdout, 2).len(), 10);
+    assert_eq!(info_fields(&run.stdout, 2).len(), 12);
     // Merging a merged file keeps every session.
     let out3 = dir.join("three.tsc");
     assert_eq!(

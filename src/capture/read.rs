@@ -156,7 +156,9 @@ impl Capture {
 
     /// Reads every session of the capture file at `path`, in file order: a file made by
     /// concatenating capture files (`cat a.tscope b.tscope > both.tscope`) gives both
-    /// sessions. See [`Capture::read`] for what is an error and what a warning.
+    /// sessions, which [`Trace::from_captures`](crate::trace::Trace::from_captures) decodes
+    /// into one trace, each process with its threads, on Unix time. See [`Capture::read`] for
+    /// what is an error and what a warning.
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| ReadError::io(Some(path), "cannot read", e))?;

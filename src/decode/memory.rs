@@ -73,6 +73,7 @@ impl<'a> MemoryPairing<'a> {
             tick: block.tick,
             event: MemoryEvent {
                 ns: block.ns,
+                process: 0,
                 thread: block.thread,
                 span: innermost,
                 kind: block.kind,

@@ -10,6 +10,7 @@
 pub(crate) mod convert;
 mod links;
 mod memory;
+mod merge;
 mod pair;
 mod tasks;
 
@@ -73,8 +74,59 @@ impl Trace {
         let process = Process {
             id: capture.header.process_id,
             name: capture.header.process_name.clone(),
+            host: capture.header.host_name.clone(),
         };
         builder.finish(capture.start_tick, capture.dropped_events, process)
+    }
+}
+
+impl Trace {
+    /// Decodes several captures into one trace on one time line: the sessions of a file of
+    /// several ([`Capture::read_all`]; `cat a.tscope b.tscope > both.tscope`), of several
+    /// files, of one process or of many processes and hosts.
+    ///
+    /// Each capture is decoded as [`Trace::from_capture`] does, its ticks converted to Unix
+    /// nanoseconds with its own clock calibration, so scopes that ran at the same Unix
+    /// instant in two processes have the same times, and the trace's window runs from the
+    /// earliest start to the latest end. Each thread, async call and allocation names its
+    /// process ([`ThreadTrace::process`], an index in [`Trace::processes`]), so threads of two
+    /// processes that share an id stay apart; links and allocations are matched within their
+    /// capture only. The async calls, and the allocations and frees, are put in time order
+    /// across processes.
+    ///
+    /// Sessions of one process (same process id, executable name and host name: a program
+    /// that stopped and wrote a capture twice) are one process of the trace, and a thread
+    /// they both recorded (tickscope's thread ids are never reused in a process) has an entry
+    /// per session in [`Trace::threads`], which the report, the table and the exports count
+    /// as one thread. Sessions that overlap in time, such as nested sessions, recorded the
+    /// same scopes twice, and the trace holds both.
+    ///
+    /// One capture gives what [`Trace::from_capture`] gives; none gives [`Trace::empty`].
+    ///
+    /// ```
+    /// use tickscope::Capture;
+    /// use tickscope::trace::Trace;
+    ///
+    /// let session = |name: &'static str| {
+    ///     let prof = tickscope::Profiler::builder().current_thread().start();
+    ///     drop(tickscope::scope!(name = name));
+    ///     prof.stop();
+    ///     let mut file = Vec::new();
+    ///     prof.capture().write_to(&mut file).unwrap();
+    ///     file
+    /// };
+    /// // Two captures written one after the other: what `cat a.tscope b.tscope` gives.
+    /// let both = [session("first"), session("second")].concat();
+    /// let captures = Capture::from_bytes(&both)?;
+    /// let trace = Trace::from_captures(&captures);
+    /// assert_eq!(trace.processes.len(), 1); // two sessions of this process
+    /// assert_eq!(trace.threads.len(), 2); // this thread, once per session
+    /// assert_eq!(trace.thread_count(), 1);
+    /// # Ok::<(), tickscope::capture::ReadError>(())
+    /// ```
+    pub fn from_captures<'c>(captures: impl IntoIterator<Item = &'c Capture>) -> Self {
+        let traces = captures.into_iter().map(Self::from_capture).collect();
+        merge::merge(traces)
     }
 }
 
@@ -158,6 +210,7 @@ impl<'c> Builder<'c> {
         self.event_count += events;
         if events > 0 {
             self.threads.push(ThreadTrace {
+                process: 0,
                 id,
                 name: name.clone(),
                 spans,
@@ -180,7 +233,7 @@ impl<'c> Builder<'c> {
             event_count: self.event_count,
             memory: self.memory.map(memory::match_memory),
             links: self.links.matched(),
-            process,
+            processes: vec![process],
         }
     }
 }

@@ -45,6 +45,7 @@ pub(super) fn match_async(
                     callsite: mark.callsite,
                     start_ns: mark.ns,
                     end_ns: mark.ns,
+                    process: 0,
                     thread: threads[mark.thread].id,
                     end_thread: None,
                     polls: 0,

@@ -1,7 +1,7 @@
 use super::*;
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
-use crate::trace::{MemoryKind, SpanKind};
+use crate::trace::{MemoryKind, SpanKind, SpanRef};
 
 static CALL: Callsite = Callsite::new("call", file!(), line!(), module_path!());
 static STEP: Callsite = Callsite::new("step", file!(), line!(), module_path!());
@@ -174,4 +174,152 @@ fn string_arguments_are_read_by_the_shared_reader() {
         .map(|a| format!("{}={}", a.key, a.value))
         .collect();
     assert_eq!(args, ["call=42", "call=hello, world!", "call=cut short ab"]);
+}
+
+/// Two processes (pids 100 and 200), both with a thread 1: process A's thread 1 captures a
+/// link that its thread 2 follows, runs an async call at 1200 and allocates at 1300; process
+/// B's thread 1 runs an async call at 1150, allocates at the same address at 1250, and
+/// follows a link (thread 1, sequence 0) that B never captured.
+fn two_processes() -> (Capture, Capture) {
+    const X: u64 = 0x7f00_0000_2000;
+    let (call, step) = (CALL.id(), STEP.id());
+    let async_call = |span: u32, tick: u64| {
+        vec![
+            ev(RawKind::AsyncBegin, call, tick),
+            RawEvent::payload(span, 0),
+            ev(RawKind::PollBegin, call, tick),
+            RawEvent::payload(span, 0),
+            RawEvent::end(RawEvent::end_key(call, tick), tick + 10),
+            ev(RawKind::AsyncEnd, call, tick + 10),
+            RawEvent::payload(span, 0),
+        ]
+    };
+    let a1 = [
+        vec![
+            RawEvent::begin(step, 1100),
+            ev(RawKind::Link, 0, 1110),
+            RawEvent::end(RawEvent::end_key(step, 1100), 1120),
+        ],
+        async_call(5, 1200),
+        RawEvent::memory(RawKind::Alloc, 8, X, 1300).to_vec(),
+        RawEvent::memory(RawKind::Free, 8, X, 1700).to_vec(),
+    ]
+    .concat();
+    let a2 = [
+        RawEvent::begin_follows(step, 1150, 1, 0).to_vec(),
+        vec![RawEvent::end(RawEvent::end_key(step, 1150), 1160)],
+    ]
+    .concat();
+    let b1 = [
+        async_call(5, 1150),
+        RawEvent::memory(RawKind::Alloc, 16, X, 1250).to_vec(),
+        RawEvent::begin_follows(step, 1400, 1, 0).to_vec(),
+        vec![RawEvent::end(RawEvent::end_key(step, 1400), 1410)],
+        RawEvent::memory(RawKind::Free, 16, X, 1800).to_vec(),
+    ]
+    .concat();
+    let mut a = Capture::from_records(vec![(1, a1), (2, a2)], 1000, 5000);
+    a.header.process_id = 100;
+    let mut b = Capture::from_records(vec![(1, b1)], 900, 6000);
+    b.header.process_id = 200;
+    (a, b)
+}
+
+#[test]
+fn captures_of_two_processes_decode_into_one_trace() {
+    let (a, b) = two_processes();
+    let (ta, tb) = (a.decode(), b.decode());
+    let trace = Trace::from_captures([&a, &b]);
+    let ids: Vec<u32> = trace.processes.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [100, 200]);
+    assert_eq!(trace.process().id, 100);
+    assert_eq!((trace.start_ns, trace.end_ns), (900, 6000));
+    assert_eq!(trace.event_count, ta.event_count + tb.event_count);
+    // Threads stay with their process: both have a thread 1.
+    let threads: Vec<(u32, u64)> = trace.threads.iter().map(|t| (t.process, t.id)).collect();
+    assert_eq!(threads, [(0, 1), (0, 2), (1, 1)]);
+    assert_eq!(trace.thread_count(), 3);
+    assert_eq!(trace.threads[0].spans[0], ta.threads[0].spans[0]);
+    // Async calls in order of their first poll, across processes; polls point to theirs.
+    let calls: Vec<(u32, u64, u64)> = trace
+        .async_spans
+        .iter()
+        .map(|c| (c.process, c.thread, c.start_ns))
+        .collect();
+    assert_eq!(calls, [(1, 1, 1150), (0, 1, 1200)]);
+    let poll = |thread: usize| {
+        let spans = &trace.threads[thread].spans;
+        spans.iter().find(|s| s.name() == "call").unwrap().kind
+    };
+    assert_eq!(poll(0), SpanKind::Poll { task: Some(1) });
+    assert_eq!(poll(2), SpanKind::Poll { task: Some(0) });
+    // Links are matched within their process: B's follower found nothing of A's.
+    let links: Vec<_> = trace
+        .links
+        .iter()
+        .map(|l| (l.follower, l.origin, l.origin_ns))
+        .collect();
+    let at = |thread, span| SpanRef { thread, span };
+    assert_eq!(
+        links,
+        [
+            (at(1, 0), Some(at(0, 0)), Some(1110)),
+            (at(2, 1), None, None)
+        ]
+    );
+    // Allocations in time order across processes, frees matched within their process, live
+    // bytes per process.
+    let memory = trace.memory.as_ref().unwrap();
+    let events: Vec<_> = memory
+        .events
+        .iter()
+        .map(|e| (e.ns, e.process, e.kind, e.size, e.matched))
+        .collect();
+    use MemoryKind::{Alloc, Free};
+    assert_eq!(
+        events,
+        [
+            (1250, 1, Alloc, 16, Some(3)),
+            (1300, 0, Alloc, 8, Some(2)),
+            (1700, 0, Free, 8, Some(1)),
+            (1800, 1, Free, 16, Some(0)),
+        ]
+    );
+    assert_eq!(memory.live_bytes(), [16, 8, 0, 0]);
+    // The order of the captures decides the order of processes and threads only.
+    let reversed = Trace::from_captures([&b, &a]);
+    let ids: Vec<u32> = reversed.processes.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [200, 100]);
+    assert_eq!(reversed.async_spans[0].process, 0);
+    assert_eq!(reversed.memory.unwrap().live_bytes(), [16, 8, 0, 0]);
+}
+
+#[test]
+fn sessions_of_one_process_are_one_process() {
+    let (a, _) = two_processes();
+    let trace = Trace::from_captures([&a, &a]);
+    assert_eq!(trace.processes, a.decode().processes);
+    let threads: Vec<(u32, u64)> = trace.threads.iter().map(|t| (t.process, t.id)).collect();
+    assert_eq!(threads, [(0, 1), (0, 2), (0, 1), (0, 2)]);
+    assert_eq!(trace.thread_count(), 2);
+    // Each session's link stays within it.
+    let followers: Vec<_> = trace.links.iter().map(|l| (l.follower, l.origin)).collect();
+    let at = |thread, span| SpanRef { thread, span };
+    assert_eq!(
+        followers,
+        [(at(1, 0), Some(at(0, 0))), (at(3, 0), Some(at(2, 0)))]
+    );
+}
+
+#[test]
+fn one_capture_decodes_as_it_does_alone_and_none_as_an_empty_trace() {
+    let (a, b) = two_processes();
+    assert_eq!(Trace::from_captures([&a]), a.decode());
+    assert_eq!(Trace::from_captures(std::slice::from_ref(&b)), b.decode());
+    assert_eq!(Trace::from_captures(&[]), Trace::empty());
+    // A session that never ran has no window: it adds its process, not the epoch.
+    let never = Capture::empty();
+    let trace = Trace::from_captures([&a, &never]);
+    assert_eq!((trace.start_ns, trace.end_ns), (1000, 5000));
+    assert_eq!(trace.processes.len(), 2);
 }

@@ -2,6 +2,11 @@
 //!
 //! Each scope is one complete event (`"ph":"X"`; a poll of an async call has `"cat":"poll"`);
 //! threads get `thread_name` and `thread_sort_index` metadata, the process a `process_name`.
+//! A trace of several processes ([`Trace::from_captures`]) has each under a `pid` of its own
+//! (its process id, or for a second process with the same id, as on two hosts, a number past
+//! every id of the trace, its name then saying `(pid N)`), with its `process_name` (its host's
+//! name in front, `node-a/server`, when the processes ran on several hosts), its threads, flows,
+//! async calls and memory counter, all on one origin.
 //! Each `#[profile] async fn` call is a nestable async span (`"ph":"b"` / `"e"`, category
 //! `async`, one id per call) from its first poll to its end, which viewers show on an async
 //! track of its own.
@@ -22,9 +27,11 @@
 //! category `memory`) on its thread with its size, address and scope in `args`.
 //!
 //! Timestamps are microseconds with three decimals (nanosecond precision). By default they
-//! count from the session start, whose Unix time is in `otherData.start_unix_ns`: viewers read
-//! `ts` as a double, and small values keep every nanosecond. [`TimeOrigin::UnixEpoch`] writes
-//! absolute times instead, to merge traces of several processes; a double then resolves only
+//! count from the session start (of several sessions: the earliest), whose Unix time is in
+//! `otherData.start_unix_ns`: viewers read `ts` as a double, and small values keep every
+//! nanosecond. [`TimeOrigin::UnixEpoch`] writes absolute times instead, to line up files of
+//! several processes written separately (decoding their captures into one trace with
+//! [`Trace::from_captures`] lines them up in one file); a double then resolves only
 //! about 0.25 µs at today's epoch, so viewers round sub-µs detail, and scopes are written as
 //! `B`/`E` pairs so that nesting survives the rounding.
 //!

@@ -12,7 +12,10 @@ use crate::trace::Trace;
 #[must_use]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
-    /// Starts every stack with the thread's name, giving one tower per thread.
+    /// Starts every stack with the thread's name, giving one tower per thread; in a trace of
+    /// several processes, with the process's label
+    /// ([`Trace::process_label`](crate::trace::Trace::process_label)) and then the thread's
+    /// name, giving one tower per process with one per thread in it.
     pub by_thread: bool,
 }
 
@@ -47,8 +50,16 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: Options) -> io::Resul
 /// Every distinct stack (`outer;inner;leaf`) with the self time of its leaf, in ns.
 pub(crate) fn stacks(trace: &Trace, options: Options) -> BTreeMap<String, u64> {
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    let processes = trace.processes.len() > 1;
     for thread in &trace.threads {
-        let root = options.by_thread.then(|| clean(&thread.display_name()));
+        let root = options.by_thread.then(|| {
+            let name = clean(&thread.display_name());
+            if processes {
+                format!("{};{name}", clean(&trace.process_label(thread.process)))
+            } else {
+                name
+            }
+        });
         let mut paths: Vec<String> = Vec::with_capacity(thread.spans.len());
         for span in &thread.spans {
             let prefix = match span.parent {

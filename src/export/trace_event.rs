@@ -7,14 +7,22 @@
 //! Events are formatted by hand into a buffer flushed in 64 KiB blocks, so memory use does not
 //! depend on the trace size, except for a few words per span of one thread at a time where the
 //! dialect moves times ([`Dialect::times`]) or the thread's scopes were dropped out of order.
+//!
+//! A trace of several processes ([`Trace::from_captures`]) is written process by process under
+//! one `pid` each ([`pids`]), with its own `process_name`, its threads (a thread is known by
+//! its process and id: two processes may both have thread 1), flows, async calls and memory
+//! counter; every time counts from the one origin, so the processes line up.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use super::json;
 use super::lanes::{Edge, Lanes};
 use crate::record::callsite::Callsite;
-use crate::trace::{AsyncSpan, MemoryKind, MemoryTrace, Span, SpanArg, SpanKind, SpanRef, Trace};
+use crate::trace::{
+    AsyncSpan, MemoryKind, MemoryTrace, Process, Span, SpanArg, SpanKind, SpanRef, Trace,
+};
 
 /// Bytes buffered before they are written out.
 const BLOCK: usize = 64 * 1024;
@@ -58,7 +66,8 @@ pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io
         out,
         buf: Vec::with_capacity(BLOCK + 512),
         names: FxHashMap::default(),
-        pid: trace.process.id,
+        pids: pids(&trace.processes),
+        named: FxHashSet::default(),
         dialect,
         events: 0,
         link_args: link_args(trace),
@@ -87,7 +96,7 @@ pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io
         }
     }
     if let Some(memory) = trace.memory.as_ref().filter(|_| dialect.memory) {
-        w.memory(trace.start_ns, memory, dialect.allocation_instants)?;
+        w.memory(trace, memory, dialect.allocation_instants)?;
     }
     w.finish(trace)
 }
@@ -103,9 +112,33 @@ struct Tracks {
 /// Where a slice that took part in a link was written.
 #[derive(Clone, Copy)]
 struct Slice {
+    pid: u32,
     tid: u64,
     start_ns: u64,
     end_ns: u64,
+}
+
+/// The `pid` each process of `processes` is written with: its process id, unless an earlier
+/// process has that id (processes of two hosts, or two programs that had one id at different
+/// times), then a number past every process id of the trace, so that no two processes share
+/// one.
+fn pids(processes: &[Process]) -> Vec<u32> {
+    let mut used: FxHashSet<u32> = FxHashSet::default();
+    let mut next = processes.iter().map(|p| p.id).max().unwrap_or(0);
+    processes
+        .iter()
+        .map(|p| {
+            if used.insert(p.id) {
+                return p.id;
+            }
+            loop {
+                next = next.wrapping_add(1);
+                if used.insert(next) {
+                    return next;
+                }
+            }
+        })
+        .collect()
 }
 
 /// `ns` on the whole microsecond nearest to it, counting from `origin`.
@@ -119,7 +152,11 @@ struct Writer<'a> {
     buf: Vec<u8>,
     /// Each name escaped once per trace.
     names: FxHashMap<*const Callsite, Vec<u8>>,
-    pid: u32,
+    /// The `pid` of each process ([`pids`]).
+    pids: Vec<u32>,
+    /// The threads (process and id) whose metadata is written: a thread that two sessions of
+    /// one process recorded is one track.
+    named: FxHashSet<(u32, u64)>,
     dialect: &'a Dialect,
     /// Complete events written, for Kineto's ids.
     events: u64,
@@ -145,23 +182,41 @@ fn link_args(trace: &Trace) -> FxHashMap<SpanRef, Vec<u8>> {
 }
 
 impl Writer<'_> {
-    /// The dialect's header and the `process_name` metadata.
+    /// The `pid` of process `process` (an index in [`Trace::processes`]).
+    fn pid(&self, process: u32) -> u32 {
+        let pid = self.pids.get(process as usize).or(self.pids.first());
+        pid.copied().unwrap_or(0)
+    }
+
+    /// The dialect's header and the `process_name` metadata of each process: its executable's
+    /// name (`tickscope` when unknown), after its host's name and a `/` when the processes ran
+    /// on more than one host, and followed by ` (pid N)` when it is written with another
+    /// `pid` than its own.
     fn header(&mut self, trace: &Trace) -> io::Result<()> {
         self.buf.extend_from_slice(&self.dialect.header);
-        let process = match trace.process.name.as_str() {
-            "" => "tickscope",
-            name => name,
-        };
-        write!(
-            self.buf,
-            "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"ts\":",
-            self.pid
-        )?;
-        self.ts(trace.start_ns);
-        self.buf
-            .extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":");
-        json::push_str(&mut self.buf, process);
-        self.buf.extend_from_slice(b"}}");
+        let hosts_differ = trace.hosts_differ();
+        for (index, process) in (0..).zip(&trace.processes) {
+            let mut name = match process.name.as_str() {
+                "" => "tickscope".to_owned(),
+                name => name.to_owned(),
+            };
+            if hosts_differ && !process.host.is_empty() {
+                name = format!("{}/{name}", process.host);
+            }
+            let pid = self.pid(index);
+            if pid != process.id {
+                name = format!("{name} (pid {})", process.id);
+            }
+            if index > 0 {
+                self.buf.extend_from_slice(b",\n");
+            }
+            write!(self.buf, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"ts\":")?;
+            self.ts(trace.start_ns);
+            self.buf
+                .extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":");
+            json::push_str(&mut self.buf, &name);
+            self.buf.extend_from_slice(b"}}");
+        }
         Ok(())
     }
 
@@ -178,20 +233,23 @@ impl Writer<'_> {
         let spans = &thread.spans;
         let lanes = Lanes::assign(spans);
         let name = thread.display_name();
+        let pid = self.pid(thread.process);
         let mut tids = vec![thread.id];
-        self.thread_metadata(thread.id, &name, tracks.sort_index)?;
-        tracks.sort_index += 1;
+        if self.named.insert((thread.process, thread.id)) {
+            self.thread_metadata(pid, thread.id, &name, tracks.sort_index)?;
+            tracks.sort_index += 1;
+        }
         for lane in 1..lanes.count() {
             let tid = tracks.next_tid;
             tracks.next_tid = tracks.next_tid.saturating_add(1);
             let lane_name = format!("{name} (overlapping scopes {lane})");
-            self.thread_metadata(tid, &lane_name, tracks.sort_index)?;
+            self.thread_metadata(pid, tid, &lane_name, tracks.sort_index)?;
             tracks.sort_index += 1;
             tids.push(tid);
         }
         let heads: Vec<String> = tids
             .iter()
-            .map(|tid| format!(",\"pid\":{},\"tid\":{tid},\"ts\":", self.pid))
+            .map(|tid| format!(",\"pid\":{pid},\"tid\":{tid},\"ts\":"))
             .collect();
         let at = |span: u32| SpanRef {
             thread: index as u32,
@@ -213,6 +271,7 @@ impl Writer<'_> {
                     flow_slices.insert(
                         at(i),
                         Slice {
+                            pid,
                             tid,
                             start_ns,
                             end_ns,
@@ -256,8 +315,7 @@ impl Writer<'_> {
         Ok(())
     }
 
-    fn thread_metadata(&mut self, tid: u64, name: &str, index: usize) -> io::Result<()> {
-        let pid = self.pid;
+    fn thread_metadata(&mut self, pid: u32, tid: u64, name: &str, index: usize) -> io::Result<()> {
         write!(
             self.buf,
             ",\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":"
@@ -414,18 +472,17 @@ impl Writer<'_> {
             let ends = [
                 (
                     "s",
-                    from.tid,
+                    from,
                     origin_ns.clamp(from.start_ns, from.end_ns.max(from.start_ns)),
                     "",
                 ),
-                ("f", to.tid, to.start_ns, ",\"bp\":\"e\""),
+                ("f", to, to.start_ns, ",\"bp\":\"e\""),
             ];
-            for (ph, tid, ns, bp) in ends {
+            for (ph, Slice { pid, tid, .. }, ns, bp) in ends {
                 write!(
                     self.buf,
-                    ",\n{{\"ph\":\"{ph}\"{bp},\"cat\":\"{flow}\",\"name\":\"{flow}\",\"id\":{},\"pid\":{},\"tid\":{tid},\"ts\":",
+                    ",\n{{\"ph\":\"{ph}\"{bp},\"cat\":\"{flow}\",\"name\":\"{flow}\",\"id\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":",
                     id + 1,
-                    self.pid
                 )?;
                 self.ts(ns);
                 self.buf.push(b'}');
@@ -448,7 +505,7 @@ impl Writer<'_> {
                 self.buf,
                 ",\"id\":\"0x{:x}\",\"pid\":{},\"tid\":{},\"ts\":",
                 id + 1,
-                self.pid,
+                self.pid(call.process),
                 call.thread
             )?;
             self.ts(if begin { call.start_ns } else { call.end_ns });
@@ -471,12 +528,12 @@ impl Writer<'_> {
         self.spill()
     }
 
-    /// The `memory` counter (`live_bytes`) from `start_ns` on, and with `instants` one instant
-    /// per event.
-    fn memory(&mut self, start_ns: u64, memory: &MemoryTrace, instants: bool) -> io::Result<()> {
+    /// The `memory` counter (`live_bytes`) of each process from the trace's start on, and with
+    /// `instants` one instant per event. A process gets a counter when it has events (the
+    /// process of a trace of one always does).
+    fn memory(&mut self, trace: &Trace, memory: &MemoryTrace, instants: bool) -> io::Result<()> {
         let live = memory.live_bytes();
-        let pid = self.pid;
-        let counter = |w: &mut Self, ns: u64, bytes: u64| {
+        let counter = |w: &mut Self, pid: u32, ns: u64, bytes: u64| {
             write!(
                 w.buf,
                 ",\n{{\"ph\":\"C\",\"name\":\"memory\",\"pid\":{pid},\"tid\":0,\"ts\":"
@@ -487,15 +544,23 @@ impl Writer<'_> {
             w.buf.extend_from_slice(b"}}");
             w.spill()
         };
-        counter(self, start_ns, 0)?;
+        // One sample per process and timestamp: the value after its last event there.
+        let mut sample = vec![false; memory.events.len()];
+        let mut next: FxHashMap<u32, u64> = FxHashMap::default();
+        for (i, event) in memory.events.iter().enumerate().rev() {
+            sample[i] = next.insert(event.process, event.ns) != Some(event.ns);
+        }
+        let mut counted: BTreeSet<u32> = memory.events.iter().map(|e| e.process).collect();
+        if trace.processes.len() == 1 {
+            counted.insert(0);
+        }
+        for process in counted {
+            counter(self, self.pid(process), trace.start_ns, 0)?;
+        }
         for (i, (event, &bytes)) in memory.events.iter().zip(&live).enumerate() {
-            // One sample per timestamp: the value after its last event.
-            if memory
-                .events
-                .get(i + 1)
-                .is_none_or(|next| next.ns != event.ns)
-            {
-                counter(self, event.ns, bytes)?;
+            let pid = self.pid(event.process);
+            if sample[i] {
+                counter(self, pid, event.ns, bytes)?;
             }
             if instants {
                 let name = match event.kind {

@@ -17,6 +17,9 @@ pub use live::LiveAtStop;
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
 ///
+/// In a trace of several processes ([`Trace::from_captures`]) a row sums the scopes of its
+/// name in every process; a per-thread row is one thread of one process.
+///
 /// A call of a `#[profile] async fn` counts once, with its wall time from first poll to
 /// completion as its duration and the time its own polls ran (minus the scopes they opened) as
 /// its self time; in a per-thread report it belongs to the thread of its first poll.
@@ -26,6 +29,10 @@ pub struct ScopeStats {
     pub name: &'static str,
     /// The thread, in a per-thread report ([`Report::by_thread`]); `None` otherwise.
     pub thread: Option<u64>,
+    /// The thread's process, in a per-thread report: its index in
+    /// [`Trace::processes`](crate::trace::Trace::processes) (0 in a trace of one process);
+    /// `None` otherwise.
+    pub process: Option<u32>,
     /// In a report split by origin ([`Report::by_origin`]): the name of the scope where the
     /// link these calls followed from was captured. `None` for calls that followed from no
     /// link (or from one whose capture the trace does not hold), and in other reports.
@@ -63,19 +70,32 @@ impl ScopeStats {
         self.total_ns.checked_div(self.calls).unwrap_or(0)
     }
 
-    /// The order of rows: by thread, then by `key` (largest first), then by name, originating
-    /// scope and argument value. Reports sort by total time, tables by the column asked for.
+    /// The process and thread of a per-thread row.
+    pub(crate) fn process_thread(&self) -> Option<ThreadKey> {
+        self.process.zip(self.thread)
+    }
+
+    /// The order of rows: by process and thread, then by `key` (largest first), then by name,
+    /// originating scope and argument value. Reports sort by total time, tables by the column
+    /// asked for.
     pub(crate) fn cmp_by(&self, other: &Self, key: impl Fn(&Self) -> u64) -> Ordering {
-        rank(self.thread, key(self), self.name)
-            .cmp(&rank(other.thread, key(other), other.name))
+        rank(self.process_thread(), key(self), self.name)
+            .cmp(&rank(other.process_thread(), key(other), other.name))
             .then_with(|| self.caused_by.cmp(&other.caused_by))
             .then_with(|| self.arg.cmp(&other.arg))
     }
 }
 
-/// Where a row goes among rows sorted by thread, then by `key` (largest first), then by name:
-/// the order of report rows and of call tree siblings.
-pub(crate) fn rank(thread: Option<u64>, key: u64, name: &str) -> (Option<u64>, Reverse<u64>, &str) {
+/// A thread of a trace: its process (index in [`Trace::processes`]) and id.
+pub(crate) type ThreadKey = (u32, u64);
+
+/// Where a row goes among rows sorted by process and thread, then by `key` (largest first),
+/// then by name: the order of report rows and of call tree siblings.
+pub(crate) fn rank(
+    thread: Option<ThreadKey>,
+    key: u64,
+    name: &str,
+) -> (Option<ThreadKey>, Reverse<u64>, &str) {
     (thread, Reverse(key), name)
 }
 
@@ -94,7 +114,8 @@ pub struct Report {
     rows: Vec<ScopeStats>,
     /// Wall time of the window.
     pub wall_ns: u64,
-    /// Threads with events in the window.
+    /// Threads with events in the window ([`Trace::thread_count`]: a thread of one process
+    /// that several sessions recorded counts once).
     pub threads: usize,
     /// Events that could not be recorded (see [`Trace::dropped_events`]).
     pub dropped_events: u64,
@@ -134,7 +155,8 @@ impl Report {
         Self::build(trace, false, Split::None)
     }
 
-    /// One row per (thread, name), sorted by thread then total time.
+    /// One row per (thread, name), sorted by thread then total time. In a trace of several
+    /// processes a thread is one thread of one process ([`ScopeStats::process`]).
     #[must_use]
     pub fn by_thread(trace: &Trace) -> Self {
         Self::build(trace, true, Split::None)
@@ -199,14 +221,14 @@ impl Report {
         };
         // Rows are per name, spans carry callsites: each (thread, callsite, label) is looked
         // up by pointer and resolved to its row by name once.
-        type Key = (Option<u64>, &'static str, Option<Label>);
-        type Site = (Option<u64>, usize, Option<Label>);
+        type Key = (Option<ThreadKey>, &'static str, Option<Label>);
+        type Site = (Option<ThreadKey>, usize, Option<Label>);
         let mut groups: Vec<(Key, Acc)> = Vec::new();
         let mut by_name: HashMap<Key, usize> = HashMap::new();
         let mut by_site: FxHashMap<Site, usize> = FxHashMap::default();
         // Consecutive spans often share a callsite: the last lookup is kept.
         let mut last: Option<(Site, usize)> = None;
-        let mut add = |thread: u64,
+        let mut add = |thread: ThreadKey,
                        callsite: &'static Callsite,
                        label: Option<Label>,
                        duration,
@@ -246,7 +268,7 @@ impl Report {
                         span: i as u32,
                     };
                     add(
-                        thread.id,
+                        (thread.process, thread.id),
                         span.callsite,
                         label(thread, at),
                         duration,
@@ -260,7 +282,7 @@ impl Report {
         for (call, memory) in trace.async_spans.iter().zip(&calls_memory) {
             let (duration, self_ns) = (call.duration_ns(), call.self_ns);
             add(
-                call.thread,
+                (call.process, call.thread),
                 call.callsite,
                 None,
                 duration,
@@ -285,7 +307,8 @@ impl Report {
                 };
                 ScopeStats {
                     name,
-                    thread,
+                    thread: thread.map(|(_, id)| id),
+                    process: thread.map(|(process, _)| process),
                     caused_by,
                     arg,
                     calls: d.len() as u64,
@@ -305,7 +328,7 @@ impl Report {
         Self {
             rows,
             wall_ns: wall,
-            threads: trace.threads.len(),
+            threads: trace.thread_count(),
             dropped_events: trace.dropped_events,
             observer_panics: 0,
             live_at_stop: LiveAtStop::of(trace),
@@ -317,7 +340,8 @@ impl Report {
         self.rows.iter().find(|r| r.name == name)
     }
 
-    /// The row for `name` on `thread`, in a per-thread report.
+    /// The row for `name` on `thread`, in a per-thread report (of a trace of several
+    /// processes: on that thread of the first process that has one).
     pub fn get_on_thread(&self, name: &str, thread: u64) -> Option<&ScopeStats> {
         self.rows
             .iter()

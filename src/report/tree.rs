@@ -2,15 +2,15 @@
 
 use std::collections::HashMap;
 
-use super::{percent_of_wall, rank};
+use super::{ThreadKey, percent_of_wall, rank};
 use crate::trace::{SpanKind, Trace};
 
 /// One call path: the spans of one name under one parent node (and, split by thread, on one
 /// thread).
 pub(crate) struct Node {
     pub(crate) name: &'static str,
-    /// The thread, when the tree is split by thread.
-    pub(crate) thread: Option<u64>,
+    /// The thread (process and id), when the tree is split by thread.
+    pub(crate) thread: Option<ThreadKey>,
     /// Spans merged here: calls, or polls when `poll`.
     pub(crate) calls: u64,
     pub(crate) total_ns: u64,
@@ -41,11 +41,11 @@ impl CallTree {
             roots: Vec::new(),
         };
         // (parent node, thread, name, is a poll) -> node
-        type Key = (Option<usize>, Option<u64>, &'static str, bool);
+        type Key = (Option<usize>, Option<ThreadKey>, &'static str, bool);
         let mut index: HashMap<Key, usize> = HashMap::new();
         let mut children_ns: Vec<u64> = Vec::new();
         for thread in &trace.threads {
-            let thread_key = split_threads.then_some(thread.id);
+            let thread_key = split_threads.then_some((thread.process, thread.id));
             let mut node_of_span: Vec<usize> = Vec::with_capacity(thread.spans.len());
             for span in &thread.spans {
                 let parent = span.parent.map(|p| node_of_span[p as usize]);

@@ -1,7 +1,8 @@
 //! The model: every span of a session window, paired, nested and in nanoseconds.
 //!
 //! A [`Trace`] is what decoding a [`Capture`](crate::capture::Capture) gives
-//! ([`Trace::from_capture`]); reports, the table and every export read it. This module holds
+//! ([`Trace::from_capture`]), or decoding several, of one process or many, into one
+//! ([`Trace::from_captures`]); reports, the table and every export read it. This module holds
 //! data types only.
 
 use crate::record::callsite::Callsite;
@@ -51,7 +52,9 @@ pub struct AsyncSpan {
     pub start_ns: u64,
     /// Completion or drop, ns since the Unix epoch (the session's end when `open_at_stop`).
     pub end_ns: u64,
-    /// The thread of the first poll.
+    /// The process it ran in: its index in [`Trace::processes`].
+    pub process: u32,
+    /// The thread of the first poll (a thread id of that process).
     pub thread: u64,
     /// The thread where the call completed or was dropped; `None` when `open_at_stop`.
     pub end_thread: Option<u64>,
@@ -97,7 +100,11 @@ impl Span {
 /// One thread's scopes, in order of entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadTrace {
-    /// tickscope's id for the thread: unique in the process, never reused.
+    /// The process the thread belongs to: its index in [`Trace::processes`] (0 in a trace of
+    /// one process).
+    pub process: u32,
+    /// tickscope's id for the thread: unique in its process, never reused. Threads of two
+    /// processes may share an id; a thread is known by its process and id.
     pub id: u64,
     /// The thread's name, if it had one.
     pub name: Option<String>,
@@ -199,7 +206,9 @@ pub enum MemoryKind {
 pub struct MemoryEvent {
     /// When, ns since the Unix epoch.
     pub ns: u64,
-    /// The thread it happened on.
+    /// The process it happened in: its index in [`Trace::processes`].
+    pub process: u32,
+    /// The thread it happened on (a thread id of that process).
     pub thread: u64,
     /// The innermost open scope at the time: its index in the thread's spans, and its callsite.
     pub span: Option<(u32, &'static Callsite)>,
@@ -223,7 +232,7 @@ impl MemoryEvent {
     }
 }
 
-/// Every allocation and free of the window, all threads, in time order.
+/// Every allocation and free of the window, all threads (of every process), in time order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MemoryTrace {
     /// Allocations and frees in time order (frees are stamped before the memory goes back to
@@ -233,20 +242,27 @@ pub struct MemoryTrace {
 
 impl MemoryTrace {
     /// Process-wide live bytes after each event (same indices as `events`): bytes allocated
-    /// in the window and not yet freed, wherever they are freed.
+    /// in the window and not yet freed, wherever they are freed, by the event's process (in a
+    /// trace of several processes, each counts its own).
     pub fn live_bytes(&self) -> Vec<u64> {
-        let mut live = 0u64;
+        // Per process: a trace of one process has one counter.
+        let mut live: Vec<u64> = Vec::new();
         self.events
             .iter()
             .map(|e| {
+                let p = e.process as usize;
+                if p >= live.len() {
+                    live.resize(p + 1, 0);
+                }
+                let live = &mut live[p];
                 match (e.kind, e.matched) {
-                    (MemoryKind::Alloc, _) => live = live.saturating_add(e.size),
+                    (MemoryKind::Alloc, _) => *live = live.saturating_add(e.size),
                     (MemoryKind::Free, Some(alloc)) => {
-                        live = live.saturating_sub(self.events[alloc as usize].size);
+                        *live = live.saturating_sub(self.events[alloc as usize].size);
                     }
                     (MemoryKind::Free, None) => {}
                 }
-                live
+                *live
             })
             .collect()
     }
@@ -286,12 +302,14 @@ pub struct SpanRef {
 }
 
 /// A scope that followed from a [`Link`](crate::Link) (`scope!("name", follows = link)`),
-/// matched to where the link was captured by (sequence number, thread id).
+/// matched to where the link was captured by (sequence number, thread id), in the follower's
+/// process (links do not cross processes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flow {
     /// The link's sequence number on its thread.
     pub seq: u32,
-    /// tickscope's id of the thread that captured the link (PyTorch's forward thread id).
+    /// tickscope's id of the thread that captured the link (PyTorch's forward thread id), in
+    /// the follower's process.
     pub origin_thread: u64,
     /// The innermost scope open where the link was captured; `None` when the capture was not
     /// in the window (before it, or on a thread the session did not record) or in no scope.
@@ -302,40 +320,55 @@ pub struct Flow {
     pub follower: SpanRef,
 }
 
-/// The process a trace was recorded in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A process a trace was recorded in.
+///
+/// A process is known by its id, executable name and host name: sessions that agree on all
+/// three are one process of a trace decoded from several captures
+/// ([`Trace::from_captures`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Process {
     /// Its process id.
     pub id: u32,
     /// The file name of its executable (empty when unknown).
     pub name: String,
+    /// The name of the machine it ran on (empty when unknown).
+    pub host: String,
 }
 
-/// Everything a session recorded in one window.
+/// Everything one session recorded in its window, or several sessions (of one process or
+/// many) in theirs, on one time line.
+///
+/// Times are nanoseconds since the Unix epoch, each session's ticks converted with its own
+/// clock calibration, so that sessions of several processes (or hosts) line up: a scope that
+/// began at the same Unix instant in two processes has the same `start_ns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
-    /// Window start, ns since the Unix epoch.
+    /// Window start, ns since the Unix epoch (of several sessions: the earliest start).
     pub start_ns: u64,
-    /// Window end, ns since the Unix epoch.
+    /// Window end, ns since the Unix epoch (of several sessions: the latest end).
     pub end_ns: u64,
-    /// Threads with at least one event in the window.
+    /// Threads with at least one event in the window, process by process. A thread that two
+    /// sessions of one process recorded has an entry per session, with the same process and
+    /// id.
     pub threads: Vec<ThreadTrace>,
-    /// Calls of `#[profile] async fn`s, in order of their first poll.
+    /// Calls of `#[profile] async fn`s, in order of their first poll (all processes).
     pub async_spans: Vec<AsyncSpan>,
-    /// Events that could not be recorded (threads tearing down) during the window. Always
-    /// reported; 0 in a healthy run.
+    /// Events that could not be recorded (threads tearing down) during the window, summed
+    /// over sessions. Always reported; 0 in a healthy run.
     pub dropped_events: u64,
     /// Raw events post-processed into this trace.
     pub event_count: u64,
-    /// Allocations and frees, when the session tracked memory
+    /// Allocations and frees, when the session (or one of the sessions) tracked memory
     /// ([`Config::track_memory`](crate::Config::track_memory)).
     pub memory: Option<MemoryTrace>,
     /// Scopes that followed from a [`Link`](crate::Link), in the order of their threads and
     /// entry.
     pub links: Vec<Flow>,
-    /// The process that recorded it (from the capture: a trace read from a file names the
-    /// recording process, not the reader).
-    pub process: Process,
+    /// The processes that recorded it, never empty: one for a trace of one capture (from the
+    /// capture: a trace read from a file names the recording process, not the reader), one per
+    /// distinct process for several ([`Trace::from_captures`]), in the order they first
+    /// appear. [`ThreadTrace::process`] and the other `process` fields index it.
+    pub processes: Vec<Process>,
 }
 
 impl Trace {
@@ -350,11 +383,66 @@ impl Trace {
             event_count: 0,
             memory: None,
             links: Vec::new(),
-            process: Process {
+            processes: vec![Process {
                 id: std::process::id(),
                 name: String::new(),
-            },
+                host: String::new(),
+            }],
         }
+    }
+
+    /// The process that recorded the trace: the first of [`Trace::processes`], the only one
+    /// in a trace of one capture.
+    ///
+    /// # Panics
+    /// When `processes` is empty, which no decoded trace is.
+    pub fn process(&self) -> &Process {
+        &self.processes[0]
+    }
+
+    /// The process of `thread`, a thread of this trace.
+    ///
+    /// # Panics
+    /// When the thread's process is not in [`Trace::processes`].
+    pub fn process_of(&self, thread: &ThreadTrace) -> &Process {
+        &self.processes[thread.process as usize]
+    }
+
+    /// Distinct threads: pairs of process and thread id (a thread that two sessions of one
+    /// process recorded counts once).
+    pub fn thread_count(&self) -> usize {
+        let mut seen: Vec<(u32, u64)> = self.threads.iter().map(|t| (t.process, t.id)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len()
+    }
+
+    /// A name for process `process` (an index in [`Trace::processes`]) among the trace's
+    /// processes: its executable's name and id (`server 4242`, or `pid 4242` without a name),
+    /// after its host's name and a `/` when the trace's processes ran on more than one host
+    /// (`node-a/server 4242`).
+    ///
+    /// # Panics
+    /// When `process` is not an index of [`Trace::processes`].
+    pub fn process_label(&self, process: u32) -> String {
+        let p = &self.processes[process as usize];
+        let name = if p.name.is_empty() {
+            format!("pid {}", p.id)
+        } else {
+            format!("{} {}", p.name, p.id)
+        };
+        if self.hosts_differ() && !p.host.is_empty() {
+            format!("{}/{name}", p.host)
+        } else {
+            name
+        }
+    }
+
+    /// True when the trace's processes ran on more than one host.
+    pub(crate) fn hosts_differ(&self) -> bool {
+        self.processes
+            .iter()
+            .any(|p| p.host != self.processes[0].host)
     }
 
     /// Length of the window.
