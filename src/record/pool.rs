@@ -75,7 +75,10 @@ pub(crate) fn release() -> usize {
 /// could not record ([`SlowWriter::Drop`]).
 #[derive(Debug)]
 pub(crate) struct StreamPool {
-    chunks: ArrayQueue<ChunkBox>,
+    /// The free chunks, a stack: the chunk written out last (still in cache) is the next
+    /// one taken, so a writer that keeps up keeps the threads on a few warm chunks.
+    chunks: Mutex<Vec<ChunkBox>>,
+    capacity: usize,
     policy: SlowWriter,
     /// Events not recorded because the pool was empty ([`SlowWriter::Drop`]).
     refused: AtomicU64,
@@ -156,17 +159,18 @@ impl StreamPool {
             return None;
         }
         let chunks = chunks.max(1);
-        let queue = ArrayQueue::new(chunks);
+        let mut free = Vec::with_capacity(chunks);
         for _ in 0..chunks {
             let chunk = ready().pop().unwrap_or_else(|| {
                 let mut chunk = ChunkBox::alloc();
                 chunk.touch();
                 chunk
             });
-            drop(queue.push(chunk));
+            free.push(chunk);
         }
         let pool = Arc::new(Self {
-            chunks: queue,
+            chunks: Mutex::new(free),
+            capacity: chunks,
             policy,
             refused: AtomicU64::new(0),
             waits: AtomicU64::new(0),
@@ -195,14 +199,15 @@ impl StreamPool {
         }
         drop(lock(&self.gate));
         self.returned.notify_all();
-        while let Some(chunk) = self.chunks.pop() {
+        let free = std::mem::take(&mut *lock(&self.chunks));
+        for chunk in free {
             give(chunk);
         }
     }
 
     /// A chunk for a thread, waiting for the writer when the policy says so.
     fn take(&self) -> Option<ChunkBox> {
-        if let Some(chunk) = self.chunks.pop() {
+        if let Some(chunk) = self.pop() {
             return Some(chunk);
         }
         if self.policy == SlowWriter::Drop {
@@ -213,7 +218,7 @@ impl StreamPool {
         self.waits.fetch_add(1, Ordering::Relaxed);
         let mut gate = lock(&self.gate);
         let chunk = loop {
-            if let Some(chunk) = self.chunks.pop() {
+            if let Some(chunk) = self.pop() {
                 break chunk;
             }
             if self.closed.load(Ordering::Acquire) || !STREAMING_ONLY.load(Ordering::Acquire) {
@@ -232,12 +237,31 @@ impl StreamPool {
         Some(chunk)
     }
 
+    /// The chunk given back last, if any; wakes the writer when half the pool is in use, so
+    /// that it writes out what is complete before the threads run out.
+    fn pop(&self) -> Option<ChunkBox> {
+        let (chunk, left) = {
+            let mut free = lock(&self.chunks);
+            (free.pop(), free.len())
+        };
+        if left < self.capacity / 2 {
+            self.wake_writer();
+        }
+        chunk
+    }
+
     /// Takes back a chunk the writer is done with; `Err` gives it back when the pool is full.
     fn give_back(&self, chunk: ChunkBox) -> Result<(), ChunkBox> {
         if self.closed.load(Ordering::Acquire) {
             return Err(chunk);
         }
-        self.chunks.push(chunk)?;
+        {
+            let mut free = lock(&self.chunks);
+            if free.len() >= self.capacity {
+                return Err(chunk);
+            }
+            free.push(chunk);
+        }
         if self.policy == SlowWriter::Block {
             drop(lock(&self.gate));
             self.returned.notify_all();
@@ -266,7 +290,7 @@ impl StreamPool {
 
     /// The pool's size in chunks.
     pub(crate) fn capacity(&self) -> usize {
-        self.chunks.capacity()
+        self.capacity
     }
 
     /// Events refused so far ([`SlowWriter::Drop`]).
