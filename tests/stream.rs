@@ -189,30 +189,48 @@ fn slow_disk(path: &Path, pause: Duration) -> std::thread::JoinHandle<Vec<u8>> {
     })
 }
 
-#[test]
-fn a_slow_disk_with_the_drop_policy_counts_every_event_lost() {
-    let _turn = turn();
-    let path = scratch("drop.fifo");
-    let reader = slow_disk(&path, Duration::from_millis(2));
+/// Records `scopes` scopes on this thread in a session streaming to a FIFO that a reader
+/// drains slowly (pausing `pause` per 16 KiB), with a pool of two chunks and `policy`; returns
+/// the session, its figures and the bytes the reader got.
+fn through_a_slow_disk(
+    name: &str,
+    pause: Duration,
+    policy: SlowWriter,
+    scopes: u64,
+) -> (Profiler, tickscope::capture::StreamStats, Vec<u8>) {
+    let path = scratch(name);
+    let reader = slow_disk(&path, pause);
     let prof = Profiler::builder()
         .current_thread()
         .stream_to(&*path)
         .stream_memory(2 * CHUNK)
-        .on_slow_disk(SlowWriter::Drop)
+        .on_slow_disk(policy)
         .try_start()
         .unwrap();
-    const SCOPES: u64 = 300_000;
-    for _ in 0..SCOPES {
-        let _g = scope!("fast");
+    for _ in 0..scopes {
+        let _g = scope!("slow_disk");
     }
     prof.stop();
     let stats = prof.stream_stats().unwrap();
     let bytes = reader.join().unwrap();
+    assert_eq!(bytes.len() as u64, stats.bytes_written);
+    (prof, stats, bytes)
+}
+
+#[test]
+fn a_slow_disk_with_the_drop_policy_counts_every_event_lost() {
+    let _turn = turn();
+    const SCOPES: u64 = 300_000;
+    let (prof, stats, bytes) = through_a_slow_disk(
+        "drop.fifo",
+        Duration::from_millis(2),
+        SlowWriter::Drop,
+        SCOPES,
+    );
     assert!(stats.dropped_events > 0, "{stats:?}");
     assert_eq!(stats.waits, 0);
     // Every event is either in the file or counted as dropped.
     assert_eq!(stats.records_written + stats.dropped_events, 2 * SCOPES);
-    assert_eq!(bytes.len() as u64, stats.bytes_written);
     let sessions = Capture::from_bytes(&bytes).unwrap();
     assert_eq!(sessions.len(), 1);
     let capture = &sessions[0];
@@ -234,28 +252,19 @@ fn a_slow_disk_with_the_drop_policy_counts_every_event_lost() {
 #[test]
 fn a_slow_disk_with_the_block_policy_loses_nothing() {
     let _turn = turn();
-    let path = scratch("block.fifo");
-    let reader = slow_disk(&path, Duration::from_millis(1));
-    let prof = Profiler::builder()
-        .current_thread()
-        .stream_to(&*path)
-        .stream_memory(2 * CHUNK)
-        .on_slow_disk(SlowWriter::Block)
-        .try_start()
-        .unwrap();
     const SCOPES: u64 = 40_000;
-    for _ in 0..SCOPES {
-        let _g = scope!("patient");
-    }
-    prof.stop();
-    let stats = prof.stream_stats().unwrap();
-    let bytes = reader.join().unwrap();
+    let (_prof, stats, bytes) = through_a_slow_disk(
+        "block.fifo",
+        Duration::from_millis(1),
+        SlowWriter::Block,
+        SCOPES,
+    );
     assert_eq!(stats.dropped_events, 0);
     assert!(stats.waits > 0, "{stats:?}");
     assert_eq!(stats.records_written, 2 * SCOPES);
     let sessions = Capture::from_bytes(&bytes).unwrap();
     let report = tickscope::report::Report::new(&sessions[0].decode());
-    assert_eq!(report.get("patient").unwrap().calls, SCOPES);
+    assert_eq!(report.get("slow_disk").unwrap().calls, SCOPES);
     assert_eq!(sessions[0].dropped_events(), 0);
 }
 

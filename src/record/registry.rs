@@ -327,21 +327,23 @@ pub(crate) struct ThreadChunks {
     pub(crate) chunks: Vec<SharedChunk>,
 }
 
+/// Every thread session `id` records, with the tick from which it wants its records.
+fn members(id: u64) -> Vec<(Arc<ThreadEntry>, u64)> {
+    let reg = registry();
+    let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
+        return Vec::new();
+    };
+    reg.threads
+        .iter()
+        .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
+        .collect()
+}
+
 /// Holds the chunks of every thread session `id` records, with what is published so far: no
 /// copy, no decoding. Works while the session records (a snapshot) and after
 /// `stop_recording`; the chunks stay allocated until the returned holds let go.
 pub(crate) fn take_chunks(id: u64) -> Vec<ThreadChunks> {
-    let threads: Vec<(Arc<ThreadEntry>, u64)> = {
-        let reg = registry();
-        let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
-            return Vec::new();
-        };
-        reg.threads
-            .iter()
-            .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
-            .collect()
-    };
-    threads
+    members(id)
         .into_iter()
         .map(|(thread, from_tick)| ThreadChunks {
             id: thread.id,
@@ -370,17 +372,7 @@ pub(crate) fn stream_share(
     tails: bool,
     cursor: impl Fn(u64) -> u64,
 ) -> Vec<StreamThread> {
-    let threads: Vec<(Arc<ThreadEntry>, u64)> = {
-        let reg = registry();
-        let Some(session) = reg.sessions.iter().find(|s| s.id == id) else {
-            return Vec::new();
-        };
-        reg.threads
-            .iter()
-            .filter_map(|t| Some((t.clone(), session.window_start(t.id)?)))
-            .collect()
-    };
-    threads
+    members(id)
         .into_iter()
         .map(|(thread, from_tick)| StreamThread {
             id: thread.id,
