@@ -427,6 +427,11 @@ fn kill_9_leaves_a_file_that_reads_to_its_last_chunk() {
         records * 16 + 2 * CHUNK as u64 >= size - 4096,
         "{records} records in {size} bytes"
     );
+    eprintln!(
+        "killed at {size} bytes: {records} records salvaged ({} bytes of records), {:?}",
+        records * 16,
+        capture.warnings()
+    );
     let report = tickscope::report::Report::new(&capture.decode());
     let outer = report.get("outer").unwrap().calls;
     let inner = report.get("inner").unwrap().calls;
