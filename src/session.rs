@@ -33,7 +33,9 @@ pub enum Threads {
 pub struct Config {
     threads: Threads,
     memory: bool,
-    stream: Option<StreamOptions>,
+    stream: Option<std::path::PathBuf>,
+    stream_memory: Option<usize>,
+    slow_disk: SlowWriter,
 }
 
 impl Config {
@@ -90,12 +92,7 @@ impl Config {
     /// println!("{}", prof.table());
     /// ```
     pub fn stream_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        let options = self.stream.get_or_insert_with(|| StreamOptions {
-            path: std::path::PathBuf::new(),
-            memory: capture::DEFAULT_STREAM_MEMORY,
-            policy: SlowWriter::default(),
-        });
-        options.path = path.into();
+        self.stream = Some(path.into());
         self
     }
 
@@ -104,9 +101,7 @@ impl Config {
     /// default ([`DEFAULT_STREAM_MEMORY`](crate::capture::DEFAULT_STREAM_MEMORY)); at least one
     /// chunk. Give each recording thread a few chunks. Only for [`Config::stream_to`].
     pub fn stream_memory(mut self, bytes: usize) -> Self {
-        if let Some(options) = &mut self.stream {
-            options.memory = bytes;
-        }
+        self.stream_memory = Some(bytes);
         self
     }
 
@@ -116,10 +111,17 @@ impl Config {
     /// the session's dropped events, the table's footer and [`StreamStats::dropped_events`]).
     /// Only for [`Config::stream_to`].
     pub fn on_slow_disk(mut self, policy: SlowWriter) -> Self {
-        if let Some(options) = &mut self.stream {
-            options.policy = policy;
-        }
+        self.slow_disk = policy;
         self
+    }
+
+    /// The options of a streaming session, if this is one.
+    fn stream_options(&self) -> Option<StreamOptions> {
+        Some(StreamOptions {
+            path: self.stream.clone()?,
+            memory: self.stream_memory.unwrap_or(capture::DEFAULT_STREAM_MEMORY),
+            policy: self.slow_disk,
+        })
     }
 
     /// Starts a session with these options. A streaming session whose file cannot be
@@ -229,8 +231,23 @@ struct Stopped {
 impl Stopped {
     fn capture(&self) -> &Arc<Capture> {
         self.capture.get_or_init(|| {
-            let path = self.streamed.as_ref().map(|s| s.path.as_path());
-            Arc::new(path.map_or_else(Capture::empty, stream::read_back))
+            let Some(stats) = &self.streamed else {
+                return Arc::new(Capture::empty());
+            };
+            let mut capture = stream::read_back(&stats.path, None);
+            if let Some(error) = &stats.error {
+                // The file ends where the writing failed, without its footer: what it lacks
+                // counts as dropped, and the capture says why.
+                capture.dropped_events = capture
+                    .dropped_events
+                    .max(stats.dropped_events)
+                    .saturating_add(stats.records_lost);
+                capture.warnings.push(format!(
+                    "{error}: {} records recorded after that are not in the file",
+                    stats.records_lost
+                ));
+            }
+            Arc::new(capture)
         })
     }
 }
@@ -362,12 +379,12 @@ impl Profiler {
         let dropped_at_start = registry::dropped_events();
         let start_tick = clock::now();
         let memory = self.inner.config.memory;
-        let (stream, result) = match &self.inner.config.stream {
+        let (stream, result) = match self.inner.config.stream_options() {
             None => (None, Ok(())),
             Some(options) => {
                 let append = state.streamed_before;
                 match Stream::start(
-                    options,
+                    &options,
                     append,
                     self.inner.id,
                     start_tick,
@@ -446,7 +463,7 @@ impl Profiler {
     /// could not stream and recorded in memory instead.
     pub fn stream_stats(&self) -> Option<StreamStats> {
         let state = self.inner.state();
-        let options = self.inner.config.stream.as_ref()?;
+        let path = self.inner.config.stream.clone()?;
         match (&state.window, &state.stopped) {
             (Some(window), _) => {
                 if let Some(stream) = &window.stream {
@@ -461,7 +478,7 @@ impl Profiler {
             (None, None) => {}
         }
         Some(StreamStats {
-            path: options.path.clone(),
+            path,
             error: state.stream_error.clone(),
             ..StreamStats::default()
         })

@@ -296,14 +296,19 @@ fn a_file_that_cannot_be_written_is_an_error_or_an_in_memory_session() {
 #[test]
 fn one_streaming_session_at_a_time() {
     let _turn = turn();
+    let one = scratch("one.tscope");
     let first = Profiler::builder()
         .current_thread()
-        .stream_to(&*scratch("one.tscope"))
+        .stream_to(&*one)
         .try_start()
         .unwrap();
+    {
+        let _g = scope!("first");
+    }
+    // Refused, and the file it names is left alone: here, the running stream's own.
     let err = Profiler::builder()
         .current_thread()
-        .stream_to(&*scratch("two.tscope"))
+        .stream_to(&*one)
         .try_start()
         .unwrap_err();
     assert!(
@@ -311,6 +316,8 @@ fn one_streaming_session_at_a_time() {
         "{err}"
     );
     first.stop();
+    let report = tickscope::report::Report::new(&Capture::read(&one).unwrap().decode());
+    assert_eq!(report.get("first").unwrap().calls, 1);
     let again = Profiler::builder()
         .current_thread()
         .stream_to(&*scratch("two.tscope"))
@@ -468,4 +475,47 @@ fn a_session_in_memory_beside_a_stream_keeps_its_window() {
     let report = memory.report();
     assert_eq!(report.get("both").unwrap().calls, 100_000);
     assert_eq!(report.get("memory_only").unwrap().calls, 1);
+}
+
+#[test]
+fn a_pool_of_one_chunk_keeps_recording_with_the_drop_policy() {
+    let _turn = turn();
+    let path = scratch("one-chunk.tscope");
+    let prof = Profiler::builder()
+        .current_thread()
+        .on_slow_disk(SlowWriter::Drop)
+        .stream_memory(CHUNK)
+        .stream_to(&*path)
+        .try_start()
+        .unwrap();
+    const SCOPES: u64 = 1_000_000;
+    for _ in 0..SCOPES {
+        let _g = scope!("one_chunk");
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    // The options hold whatever their order.
+    assert_eq!(stats.pool_bytes, CHUNK + 48);
+    assert_eq!(stats.records_written + stats.dropped_events, 2 * SCOPES);
+    // A full chunk is written and given back while it is still the thread's last one: the
+    // thread records on, more than its one chunk.
+    assert!(stats.records_written >= 3 * 4096, "{stats:?}");
+    assert_eq!(
+        Capture::read(&path).unwrap().record_count(),
+        stats.records_written
+    );
+}
+
+#[test]
+fn a_pool_too_large_is_an_error() {
+    let _turn = turn();
+    let path = scratch("huge.tscope");
+    let err = Profiler::builder()
+        .stream_to(&*path)
+        .stream_memory(usize::MAX)
+        .try_start()
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("bytes allowed"), "{err}");
+    assert!(!path.exists());
 }

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, Once, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::record::buffer::StreamedChunk;
 use crate::record::callsite;
 use crate::record::chunk::{CHUNK_EVENTS, RECORD};
 use crate::record::clock::{self, Calibration};
@@ -46,6 +47,9 @@ use super::{Capture, ClockPairs, Header};
 
 /// The default size of a streaming session's chunk pool: 16 MiB (256 chunks of 64 KiB).
 pub const DEFAULT_STREAM_MEMORY: usize = 16 << 20;
+
+/// The most a stream's pool may hold: 2²⁰ chunks, 64 GiB.
+const MAX_STREAM_CHUNKS: usize = 1 << 20;
 
 /// How often the writer looks for chunks that the threads completed.
 const POLL: Duration = Duration::from_millis(2);
@@ -145,19 +149,37 @@ impl Stream {
         let _untracked = Untracked::enter();
         // Chunks of 64 KiB of records (each with 48 bytes of header on top).
         let chunks = options.memory / (CHUNK_EVENTS * RECORD as usize);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(append)
-            .truncate(!append)
-            .open(&options.path)
-            .map_err(|e| annotate(&options.path, "cannot open", e))?;
+        if chunks > MAX_STREAM_CHUNKS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: a stream's memory of {} bytes is more than the {} bytes allowed",
+                    options.path.display(),
+                    options.memory,
+                    MAX_STREAM_CHUNKS * CHUNK_EVENTS * RECORD as usize
+                ),
+            ));
+        }
+        // The pool first: a session refused for another's stream must not touch any file.
         let pool = StreamPool::install(chunks, options.policy).ok_or_else(|| {
             io::Error::other(format!(
                 "{}: another streaming session is running (one at a time)",
                 options.path.display()
             ))
         })?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&options.path);
+        let file = match file {
+            Ok(file) => file,
+            Err(e) => {
+                pool.uninstall();
+                return Err(annotate(&options.path, "cannot open", e));
+            }
+        };
         let mut out = BufWriter::with_capacity(64 << 10, file);
         let head = first_chunks(start, &mut out).and_then(|n| out.flush().map(|()| n));
         let bytes = match head {
@@ -220,9 +242,15 @@ impl Stream {
     /// and the file's last session read back as it stands.
     pub(crate) fn snapshot(&self) -> Capture {
         let _untracked = Untracked::enter();
-        let mut state = lock(&self.shared.state);
-        self.shared.pass(&mut state, true);
-        let mut capture = read_back(&state.path);
+        // Write under the lock, read without it: the writer goes on meanwhile, and the bytes
+        // up to the length seen here are whole chunks.
+        let (path, len) = {
+            let mut state = lock(&self.shared.state);
+            self.shared.pass(&mut state, true);
+            let len = state.out.as_ref().and_then(|o| o.get_ref().metadata().ok());
+            (state.path.clone(), len.map(|m| m.len()))
+        };
+        let mut capture = read_back(&path, len);
         // It has no footer yet: that is no problem of the file's.
         capture.warnings.retain(|w| !w.contains(NO_FOOTER));
         capture
@@ -291,24 +319,34 @@ impl Drop for Stream {
 }
 
 /// The last session of the capture file at `path` (a streaming session appends its windows
-/// to its file); an empty capture whose warning says why when it cannot be read.
-pub(crate) fn read_back(path: &Path) -> Capture {
+/// to its file), of its first `len` bytes when given; an empty capture whose warning says why
+/// when it cannot be read.
+pub(crate) fn read_back(path: &Path, len: Option<u64>) -> Capture {
+    let unreadable = |why: String| {
+        let mut capture = Capture::empty();
+        capture.warnings.push(why);
+        capture
+    };
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         // A FIFO or a device: what was written is the reader's, not ours to read again.
-        let mut capture = Capture::empty();
-        capture.warnings.push(format!(
+        return unreadable(format!(
             "{}: not a regular file: the stream cannot be read back",
             path.display()
         ));
-        return capture;
     }
-    match Capture::read_all(path) {
+    let sessions = match len {
+        None => Capture::read_all(path),
+        Some(len) => match std::fs::read(path) {
+            Ok(mut bytes) => {
+                bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+                Capture::from_bytes(&bytes)
+            }
+            Err(e) => return unreadable(format!("{}: {e}", path.display())),
+        },
+    };
+    match sessions {
         Ok(mut sessions) => sessions.pop().unwrap_or_else(Capture::empty),
-        Err(e) => {
-            let mut capture = Capture::empty();
-            capture.warnings.push(e.to_string());
-            capture
-        }
+        Err(e) => unreadable(e.to_string()),
     }
 }
 
@@ -342,19 +380,26 @@ impl Shared {
         let threads = registry::stream_share(self.session, tails, |thread| {
             state.cursors.get(&thread).map_or(0, |c| c.0)
         });
-        let mut written = Vec::with_capacity(threads.len());
-        let result = state.write_pass(&threads, &mut written);
-        if let Err(e) = result {
+        if let Err(e) = state.declare(&threads) {
             state.fail(&e);
         }
-        // Let go of the holds first, so that giving a chunk back hands it to the pool.
-        let done: Vec<(u64, u64)> = threads
-            .iter()
-            .map(|t| (t.id, state.cursors.get(&t.id).map_or(0, |c| c.0)))
-            .collect();
-        drop(threads);
-        for (thread, keep) in done {
-            registry::streamed(self.session, thread, keep);
+        for thread in threads {
+            for held in thread.chunks {
+                let done = state.cursors.get(&thread.id).map_or(0, |c| c.0);
+                if let Err(e) = state.write_chunk(thread.id, &held) {
+                    state.fail(&e);
+                }
+                // Let go of the hold first, so that giving the chunk back hands it to the
+                // pool, at once: the threads waiting for one need not wait for the pass.
+                drop(held);
+                let written = state.cursors.get(&thread.id).map_or(0, |c| c.0);
+                if written > done {
+                    registry::streamed(self.session, thread.id, written);
+                }
+            }
+        }
+        if let Some(Err(e)) = state.out.as_mut().map(Write::flush) {
+            state.fail(&e);
         }
     }
 
@@ -371,18 +416,11 @@ impl Shared {
 }
 
 impl State {
-    /// Writes the tables and event chunks of one pass, advancing the cursors of what it
-    /// wrote (or, after an error, of what it could not write, counted as lost).
-    fn write_pass(
-        &mut self,
-        threads: &[registry::StreamThread],
-        written: &mut Vec<u64>,
-    ) -> io::Result<()> {
-        // Everything the records about to be written name: callsites registered so far (a
-        // record's callsite is registered before the record is made), and new threads.
-        let table = callsite::table();
+    /// Declares what the records about to be written name: the callsites registered so far
+    /// (a record's callsite is registered before the record is made), and new threads.
+    fn declare(&mut self, threads: &[registry::StreamThread]) -> io::Result<()> {
+        let new_sites = callsite::table_from(self.callsites);
         let mut strings = Strings::default();
-        let new_sites = &table[self.callsites.min(table.len())..];
         let sites = callsite_entries(
             new_sites
                 .iter()
@@ -392,7 +430,9 @@ impl State {
         );
         let mut thread_table = Vec::new();
         for thread in threads {
-            if !self.cursors.contains_key(&thread.id) {
+            if let std::collections::hash_map::Entry::Vacant(new) = self.cursors.entry(thread.id)
+            {
+                new.insert((0, 0));
                 thread_entry(
                     &mut thread_table,
                     thread.id,
@@ -402,50 +442,61 @@ impl State {
                 );
             }
         }
+        self.callsites += new_sites.len();
         let Some(out) = self.out.as_mut() else {
-            // The file failed: count what cannot be written, and move on so that the chunks
-            // go back.
-            for thread in threads {
-                let cursor = self.cursors.entry(thread.id).or_insert((0, 0));
-                for held in &thread.chunks {
-                    let from = if held.index == cursor.0 { cursor.1 } else { 0 };
-                    let records = held.chunk.records().len();
-                    self.stats.records_lost += records.saturating_sub(from) as u64;
-                    *cursor = advance(held, records);
-                }
-            }
             return Ok(());
         };
+        if sites.is_empty() && thread_table.is_empty() {
+            return Ok(());
+        }
         let mut w = Writer { out, written: 0 };
         let result = (|| {
-            if !sites.is_empty() || !thread_table.is_empty() {
-                w.chunk(STRINGS, STRINGS_VERSION, &strings.bytes)?;
-                if !sites.is_empty() {
-                    w.chunk(CALLSITES, CALLSITES_VERSION, &sites)?;
-                }
-                if !thread_table.is_empty() {
-                    w.chunk(THREADS, THREADS_VERSION, &thread_table)?;
-                }
+            w.chunk(STRINGS, STRINGS_VERSION, &strings.bytes)?;
+            if !sites.is_empty() {
+                w.chunk(CALLSITES, CALLSITES_VERSION, &sites)?;
             }
-            self.callsites = table.len();
-            for thread in threads {
-                let cursor = self.cursors.entry(thread.id).or_insert((0, 0));
-                for held in &thread.chunks {
-                    let from = if held.index == cursor.0 { cursor.1 } else { 0 };
-                    let records = held.chunk.records().len();
-                    if records > from {
-                        w.events_from(&held.chunk, from)?;
-                        self.stats.chunks_written += 1;
-                        self.stats.records_written += (records - from) as u64;
-                    }
-                    *cursor = advance(held, records);
-                }
-                written.push(thread.id);
+            if !thread_table.is_empty() {
+                w.chunk(THREADS, THREADS_VERSION, &thread_table)?;
             }
-            w.out.flush()
+            Ok(())
         })();
         self.stats.bytes_written += w.written;
         result
+    }
+
+    /// Writes the records of `held` that are not written yet and advances thread `thread`'s
+    /// cursor past them; once the file has failed, counts them as lost instead.
+    fn write_chunk(&mut self, thread: u64, held: &StreamedChunk) -> io::Result<()> {
+        let cursor = self.cursors.entry(thread).or_insert((0, 0));
+        let from = if held.index == cursor.0 { cursor.1 } else { 0 };
+        let records = held.chunk.records().len();
+        *cursor = if held.complete {
+            (held.index + 1, 0)
+        } else {
+            (held.index, records)
+        };
+        let new = records.saturating_sub(from) as u64;
+        if new == 0 {
+            return Ok(());
+        }
+        let Some(out) = self.out.as_mut() else {
+            self.stats.records_lost += new;
+            return Ok(());
+        };
+        let mut w = Writer { out, written: 0 };
+        let result = w.events_from(&held.chunk, from);
+        self.stats.bytes_written += w.written;
+        match result {
+            Ok(()) => {
+                self.stats.chunks_written += 1;
+                self.stats.records_written += new;
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.records_lost += new;
+                Err(e)
+            }
+        }
     }
 
     /// Keeps the first write error and stops writing.
@@ -454,15 +505,6 @@ impl State {
             self.stats.error = Some(format!("{}: cannot write: {error}", self.path.display()));
         }
         self.out = None;
-    }
-}
-
-/// The cursor after writing the first `records` records of `held`.
-fn advance(held: &crate::record::buffer::StreamedChunk, records: usize) -> (u64, usize) {
-    if held.complete {
-        (held.index + 1, 0)
-    } else {
-        (held.index, records)
     }
 }
 

@@ -11,7 +11,9 @@
 //!   buffer's mutex: the writer takes it once per chunk, never per event.
 //! - A chunk is shared by counting its holders: the list while the chunk is linked, and every
 //!   [`SharedChunk`] (a capture's view of it). Only chunks that the writer no longer writes (not
-//!   the tail, or any chunk once the writer has retired) are unlinked, under the mutex; the
+//!   the tail, a full tail, or any chunk once the writer has retired) are unlinked, under the
+//!   mutex. (The writer of a full tail never touches it again: its cursor is at the end, and its
+//!   next push links a new chunk, under the mutex, after a tail that may have gone.) The
 //!   last holder to let go gets the chunk back as a [`ChunkBox`], to recycle or free.
 //!
 //! This module is model-checked by loom (`tests/loom.rs`, `--cfg loom`).
@@ -131,11 +133,11 @@ impl ThreadBuffer {
         while let Some(ptr) = cursor {
             // SAFETY: the list holds every linked chunk; we hold the mutex.
             let chunk = unsafe { ptr.get() };
-            let filling = list.tail == Some(ptr) && !list.retired;
+            let len = chunk.published();
+            let filling = list.tail == Some(ptr) && !list.retired && len < CHUNK_EVENTS;
             if filling && !tail {
                 break;
             }
-            let len = chunk.published();
             let newer = chunk.last_tick().is_some_and(|t| t >= from);
             if index >= from_index && len > 0 && newer {
                 shared.push(StreamedChunk {
@@ -168,7 +170,9 @@ impl ThreadBuffer {
     pub fn reclaim(&self, horizon: Option<u64>, keep: Option<u64>, mut sink: impl FnMut(ChunkBox)) {
         let mut list = self.lock();
         while let Some(head) = list.head {
-            if list.tail == Some(head) && !list.retired {
+            // SAFETY: the list holds its chunks; we hold the mutex.
+            let full = unsafe { head.get() }.published() == CHUNK_EVENTS;
+            if list.tail == Some(head) && !list.retired && !full {
                 break;
             }
             if keep.is_some_and(|keep| list.first_index >= keep) {

@@ -105,6 +105,13 @@ pub(crate) fn table() -> Vec<&'static Callsite> {
     crate::record::sync::recover(TABLE.read()).clone()
 }
 
+/// The callsites with ids from `known + 1` on, in id order (a streaming session declares
+/// the new ones since it last looked).
+pub(crate) fn table_from(known: usize) -> Vec<&'static Callsite> {
+    let table = crate::record::sync::recover(TABLE.read());
+    table.get(known..).map_or_else(Vec::new, <[_]>::to_vec)
+}
+
 /// The callsite with id `id`.
 pub(crate) fn by_id(id: u32) -> Option<&'static Callsite> {
     lookup(&crate::record::sync::recover(TABLE.read()), id)

@@ -87,6 +87,8 @@ pub(crate) struct StreamPool {
     waited_ns: AtomicU64,
     /// Chunks allocated beyond the pool after a thread waited [`MAX_WAIT`] in vain.
     overflow: AtomicU64,
+    /// Chunks given back so far: a waiting thread gives up only when this stands still.
+    progress: AtomicU64,
     closed: AtomicBool,
     /// Threads waiting for a chunk wait here; the writer's giving back wakes them.
     gate: Mutex<()>,
@@ -112,9 +114,9 @@ pub enum SlowWriter {
     Drop,
 }
 
-/// How long a thread waits for a chunk before it takes one beyond the pool: the writer is
-/// then stuck (a pool smaller than the threads' tails, or a file that does not take writes),
-/// and a profiler must not hang the program.
+/// How long a thread waits for a chunk while the writer gives none back before it takes one
+/// beyond the pool: the writer is then stuck (a pool smaller than the threads' tails, or a
+/// file that does not take writes), and a profiler must not hang the program.
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// While only streaming sessions record, threads take their chunks from the stream's pool.
@@ -176,6 +178,7 @@ impl StreamPool {
             waits: AtomicU64::new(0),
             waited_ns: AtomicU64::new(0),
             overflow: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             gate: Mutex::new(()),
             returned: Condvar::new(),
@@ -216,6 +219,8 @@ impl StreamPool {
         }
         let started = Instant::now();
         self.waits.fetch_add(1, Ordering::Relaxed);
+        let mut progress = self.progress.load(Ordering::Acquire);
+        let mut since = started;
         let mut gate = lock(&self.gate);
         let chunk = loop {
             if let Some(chunk) = self.pop() {
@@ -224,7 +229,12 @@ impl StreamPool {
             if self.closed.load(Ordering::Acquire) || !STREAMING_ONLY.load(Ordering::Acquire) {
                 break take();
             }
-            if started.elapsed() >= MAX_WAIT {
+            let now = self.progress.load(Ordering::Acquire);
+            if now != progress {
+                // The writer gave chunks back (to other threads): it is not stuck.
+                (progress, since) = (now, Instant::now());
+            }
+            if since.elapsed() >= MAX_WAIT {
                 self.overflow.fetch_add(1, Ordering::Relaxed);
                 break take();
             }
@@ -262,6 +272,7 @@ impl StreamPool {
             }
             free.push(chunk);
         }
+        self.progress.fetch_add(1, Ordering::Release);
         if self.policy == SlowWriter::Block {
             drop(lock(&self.gate));
             self.returned.notify_all();

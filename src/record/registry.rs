@@ -400,10 +400,12 @@ pub(crate) fn streamed(id: u64, thread: u64, keep: u64) {
     let Registry {
         threads, sessions, ..
     } = &mut *reg;
-    if let Some(entry) = threads.iter().find(|t| t.id == thread) {
-        reclaim_thread(sessions, entry);
+    if let Some(at) = threads.iter().position(|t| t.id == thread) {
+        reclaim_thread(sessions, &threads[at]);
+        if threads[at].buffer.is_drained() {
+            threads.remove(at);
+        }
     }
-    threads.retain(|t| !t.buffer.is_drained());
 }
 
 /// Forgets session `id`, gives back every chunk no remaining session needs, and returns the
