@@ -6,12 +6,16 @@
 //! error that names the byte offset ([`ReadError`]); what can be read past (an unknown chunk
 //! type or version, a last chunk cut short, a session without footer) is read past with a
 //! warning ([`Capture::warnings`]).
+//!
+//! Records are not copied: the captures keep the input's bytes and use each event chunk's
+//! records where they lie ([`FileRecords`]), once their kinds are checked.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::clock::Calibration;
@@ -24,7 +28,7 @@ use super::format::{
     NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
-use super::{Capture, CaptureThread, Chunk, ClockPairs, Header};
+use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
 
 /// Bytes of an event chunk's prefix and of a record, as `usize`.
 const PREFIX: usize = EVENT_PREFIX as usize;
@@ -160,7 +164,7 @@ impl Capture {
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| ReadError::io(Some(path), "cannot read", e))?;
-        parse(&bytes, Some(path))
+        parse(bytes, Some(path))
     }
 
     /// Reads every session of a capture file held in memory, as [`Capture::read_all`] (errors
@@ -179,38 +183,92 @@ impl Capture {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Vec<Capture>, ReadError> {
+        let _untracked = Untracked::enter();
+        let owned = if is_gzip(bytes) {
+            gunzip(bytes, None)?
+        } else {
+            bytes.to_vec()
+        };
+        parse(owned, None)
+    }
+
+    /// Reads every session of a capture file held in memory, as [`Capture::from_bytes`], but
+    /// keeps `bytes` instead of copying them: the captures hold the records where they lie in
+    /// `bytes` (what [`Capture::read_all`] does with the file it reads). For a caller that
+    /// reads the file itself, say in pieces to show progress.
+    ///
+    /// ```
+    /// let prof = tickscope::Profiler::builder().current_thread().start();
+    /// {
+    ///     let _g = tickscope::scope!("step");
+    /// }
+    /// prof.stop();
+    /// let mut file = Vec::new();
+    /// prof.capture().write_to(&mut file)?;
+    /// let captures = tickscope::Capture::from_vec(file).unwrap();
+    /// assert_eq!(captures[0].record_count(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Vec<Capture>, ReadError> {
         parse(bytes, None)
     }
 }
 
+/// True when `bytes` start with the gzip magic.
+fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
+}
+
+/// `gz` decompressed (every gzip member, one after the other).
+fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<Vec<u8>, ReadError> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(gz)
+        .read_to_end(&mut out)
+        .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
+    Ok(out)
+}
+
 /// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.
-fn parse(bytes: &[u8], path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
+fn parse(bytes: Vec<u8>, path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
+    parse_with(bytes, path, true)
+}
+
+/// [`parse`], reading records in place when `in_place` (and the machine allows it).
+fn parse_with(bytes: Vec<u8>, path: Option<&Path>, in_place: bool) -> Result<Vec<Capture>, ReadError> {
     // Reading allocates: the profiler's work, not the program's.
     let _untracked = Untracked::enter();
-    let unzipped;
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(bytes)
-            .read_to_end(&mut out)
-            .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
-        unzipped = out;
-        &unzipped
+    let bytes = if is_gzip(&bytes) {
+        gunzip(&bytes, path)?
     } else {
         bytes
     };
+    let bytes = Arc::new(bytes);
     Parser {
+        input: Input {
+            bytes: &bytes,
+            in_place,
+        },
         sessions: Vec::new(),
         session: None,
     }
-    .run(bytes)
+    .run(&bytes)
     .map_err(|mut e| {
         e.path = path.map(Path::to_path_buf);
         e
     })
 }
 
+/// The bytes being read, which the captures read share.
+struct Input<'a> {
+    bytes: &'a Arc<Vec<u8>>,
+    /// Records are read where they lie in `bytes` when the machine allows it
+    /// ([`FileRecords::scan`]); copied otherwise.
+    in_place: bool,
+}
+
 /// Reads chunk after chunk, gathering sessions.
 struct Parser<'a> {
+    input: Input<'a>,
     sessions: Vec<Capture>,
     /// The session being read: its header was read, its footer not yet.
     session: Option<Session<'a>>,
@@ -344,7 +402,7 @@ impl<'a> Parser<'a> {
             CALLSITES => session.callsites(pos, content)?,
             THREADS => session.threads(pos, content)?,
             EVENT_CHUNK => {
-                session.events(pos, content, false)?;
+                session.events(&self.input, pos, content, false)?;
             }
             SESSION_FOOTER => {
                 let footer = footer(pos, content)?;
@@ -383,7 +441,7 @@ impl<'a> Parser<'a> {
                     && body.len() >= PREFIX =>
             {
                 let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;
-                session.events(pos, &body[..whole], true)?
+                session.events(&self.input, pos, &body[..whole], true)?
             }
             _ => 0,
         };
@@ -513,8 +571,9 @@ struct ThreadBuild {
     id: u64,
     name: Option<String>,
     from_tick: u64,
-    /// The thread's records so far, in file order.
-    records: Vec<RawEvent>,
+    /// The thread's records so far, in file order: one chunk per event chunk of the file
+    /// that holds any.
+    chunks: Vec<Chunk>,
     /// The tick of the last record that is not data, for a session without footer.
     last_tick: Option<u64>,
     /// An allocation or a free was seen, for a session without footer.
@@ -522,12 +581,17 @@ struct ThreadBuild {
 }
 
 impl ThreadBuild {
-    fn push(&mut self, record: RawEvent) {
-        if !record.kind.carries_data() {
-            self.last_tick = Some(record.tick);
+    /// Adds the records of an event chunk; `memory`: an allocation or a free is among them.
+    fn push(&mut self, chunk: Chunk, memory: bool) {
+        let records = chunk.records();
+        if records.is_empty() {
+            return;
         }
-        self.memory |= matches!(record.kind, RawKind::Alloc | RawKind::Free);
-        self.records.push(record);
+        if let Some(last) = records.iter().rev().find(|r| !r.kind.carries_data()) {
+            self.last_tick = Some(last.tick);
+        }
+        self.memory |= memory;
+        self.chunks.push(chunk);
     }
 }
 
@@ -729,7 +793,7 @@ impl<'a> Session<'a> {
                 id,
                 name,
                 from_tick: u64_at(entry, 8),
-                records: Vec::new(),
+                chunks: Vec::new(),
                 last_tick: None,
                 memory: false,
             });
@@ -737,9 +801,16 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The event chunk at `pos` with `content` (whole records); returns the bytes read.
-    /// `salvage` (a chunk cut short) keeps the records before a bad one instead of failing.
-    fn events(&mut self, pos: usize, content: &[u8], salvage: bool) -> Result<usize, ReadError> {
+    /// The event chunk at `pos` of `input` with `content` (whole records); returns the bytes
+    /// read. `salvage` (a chunk cut short) keeps the records before a bad one instead of
+    /// failing.
+    fn events(
+        &mut self,
+        input: &Input<'_>,
+        pos: usize,
+        content: &[u8],
+        salvage: bool,
+    ) -> Result<usize, ReadError> {
         if content.len() < PREFIX || !(content.len() - PREFIX).is_multiple_of(RECORD_LEN) {
             return Err(ReadError::at(
                 pos,
@@ -760,23 +831,44 @@ impl<'a> Session<'a> {
                 ),
             ));
         };
-        let thread = &mut self.threads[index];
         let records = &content[PREFIX..];
-        // Bounded by the chunk's bytes, which are in the input.
-        thread.records.reserve(records.len() / RECORD_LEN);
-        for (i, record) in records.chunks_exact(RECORD_LEN).enumerate() {
-            let kind = u32_at(record, 12);
-            let Some(kind) = RawKind::from_u32(kind) else {
-                if salvage {
-                    return Ok(PREFIX + i * RECORD_LEN);
+        let count = records.len() / RECORD_LEN;
+        let start = pos + CHUNK_HEADER + PREFIX;
+        let in_place = input
+            .in_place
+            .then(|| FileRecords::scan(input.bytes, start, count))
+            .flatten();
+        let (chunk, taken, memory) = match in_place {
+            Some(scanned) => {
+                let taken = scanned.records.records().len();
+                (Chunk::File(scanned.records), taken, scanned.memory)
+            }
+            None => {
+                // Bounded by the chunk's bytes, which are in the input.
+                let mut owned = Vec::with_capacity(count);
+                let mut memory = false;
+                for record in records.chunks_exact(RECORD_LEN) {
+                    let Some(kind) = RawKind::from_u32(u32_at(record, 12)) else {
+                        break;
+                    };
+                    memory |= matches!(kind, RawKind::Alloc | RawKind::Free);
+                    owned.push(RawEvent::new(kind, u32_at(record, 8), u64_at(record, 0)));
                 }
-                return Err(ReadError::at(
-                    pos + CHUNK_HEADER + PREFIX + i * RECORD_LEN,
-                    format!("record {i} of the events chunk at byte {pos} has unknown kind {kind}"),
-                ));
-            };
-            thread.push(RawEvent::new(kind, u32_at(record, 8), u64_at(record, 0)));
-            self.records += 1;
+                let taken = owned.len();
+                (Chunk::Owned(owned), taken, memory)
+            }
+        };
+        self.threads[index].push(chunk, memory);
+        self.records += taken as u64;
+        if taken < count {
+            if salvage {
+                return Ok(PREFIX + taken * RECORD_LEN);
+            }
+            let kind = u32_at(records, taken * RECORD_LEN + 12);
+            return Err(ReadError::at(
+                start + taken * RECORD_LEN,
+                format!("record {taken} of the events chunk at byte {pos} has unknown kind {kind}"),
+            ));
         }
         Ok(content.len())
     }
@@ -842,11 +934,7 @@ impl<'a> Session<'a> {
                 id: t.id,
                 name: t.name,
                 from_tick: t.from_tick,
-                chunks: if t.records.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![Chunk::Owned(t.records)]
-                },
+                chunks: t.chunks,
             })
             .collect();
         Capture {
@@ -918,4 +1006,98 @@ fn array<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
     let field = bytes.get(at..).and_then(|b| b.first_chunk::<N>());
     debug_assert!(field.is_some(), "{N} bytes at {at} of {}", bytes.len());
     field.copied().unwrap_or([0; N])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReadError, parse_with};
+    use crate::capture::{Capture, Chunk};
+    use crate::record::callsite::Callsite;
+    use crate::record::event::{RawEvent, RawKind};
+
+    static STEP: Callsite = Callsite::new("step", "read.rs", 1, "tests");
+
+    /// A capture file of one thread: two scopes, an allocation and its free.
+    fn file() -> Vec<u8> {
+        let id = STEP.id();
+        let mut records = vec![RawEvent::begin(id, 10)];
+        records.extend(RawEvent::memory(RawKind::Alloc, 64, 0x1000, 11));
+        records.extend(RawEvent::memory(RawKind::Free, 64, 0x1000, 12));
+        records.extend([
+            RawEvent::end(RawEvent::end_key(id, 10), 20),
+            RawEvent::begin(id, 30),
+            RawEvent::end(RawEvent::end_key(id, 30), 40),
+        ]);
+        let mut bytes = Vec::new();
+        Capture::from_records(vec![(1, records)], 0, 100)
+            .write_to(&mut bytes)
+            .unwrap();
+        bytes
+    }
+
+    fn read(bytes: Vec<u8>, in_place: bool) -> Result<Capture, ReadError> {
+        parse_with(bytes, None, in_place).map(|mut sessions| sessions.remove(0))
+    }
+
+    /// Records read where they lie in the file and records copied out of it read the same,
+    /// decode the same and write the same bytes back.
+    #[test]
+    fn records_read_in_place_or_copied_are_the_same() {
+        let bytes = file();
+        let in_place = read(bytes.clone(), true).unwrap();
+        let copied = read(bytes.clone(), false).unwrap();
+        let chunk = |c: &Capture| match &c.threads[0].chunks[..] {
+            [Chunk::File(_)] => "file",
+            [Chunk::Owned(_)] => "owned",
+            _ => "other",
+        };
+        let expected = if cfg!(target_endian = "little") {
+            "file"
+        } else {
+            "owned"
+        };
+        assert_eq!(chunk(&in_place), expected);
+        assert_eq!(chunk(&copied), "owned");
+        assert_eq!(
+            in_place.threads[0].chunks[0].records(),
+            copied.threads[0].chunks[0].records()
+        );
+        assert_eq!(in_place.record_count(), 8);
+        assert!(in_place.tracks_memory() && copied.tracks_memory());
+        assert_eq!(in_place.decode(), copied.decode());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        in_place.write_to(&mut a).unwrap();
+        copied.write_to(&mut b).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, bytes);
+    }
+
+    /// A record of unknown kind is the same error either way, and a chunk cut short keeps
+    /// the same records.
+    #[test]
+    fn bad_records_read_the_same_in_place_or_copied() {
+        let bytes = file();
+        // The event chunk is the last before the footer (48 bytes with its header): its
+        // records end 64 bytes before the end of the file. Record 5 of 8 gets kind 99.
+        let records_end = bytes.len() - 64;
+        let bad_at = records_end - 3 * 16;
+        let mut bad = bytes.clone();
+        bad[bad_at + 12..bad_at + 16].copy_from_slice(&99u32.to_le_bytes());
+        for in_place in [true, false] {
+            let e = read(bad.clone(), in_place).unwrap_err();
+            assert_eq!(e.offset(), Some(bad_at as u64), "{e}");
+            assert!(e.to_string().contains("record 5 of the events chunk"), "{e}");
+        }
+        // Cut in the middle of the last record: seven whole records are kept, the footer is
+        // lost.
+        let cut = &bad[..records_end - 8];
+        let mut fixed = cut.to_vec();
+        fixed[bad_at + 12..bad_at + 16].copy_from_slice(&(RawKind::End as u32).to_le_bytes());
+        for in_place in [true, false] {
+            let capture = read(fixed.clone(), in_place).unwrap();
+            assert_eq!(capture.record_count(), 7);
+            let salvaged = read(cut.to_vec(), in_place).unwrap();
+            assert_eq!(salvaged.record_count(), 5, "up to the record of unknown kind");
+        }
+    }
 }
