@@ -13,7 +13,7 @@ use std::io::BufWriter;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use tickscope::Capture;
 use tickscope::export::chrome;
 use tickscope::table::Table;
@@ -94,8 +94,10 @@ fn cli(c: &mut Criterion) {
     );
 
     let mut g = c.benchmark_group("cli_10m");
+    // A second or so an iteration: ten samples of one or two iterations each.
+    g.sampling_mode(SamplingMode::Flat);
     g.sample_size(10);
-    g.measurement_time(Duration::from_secs(20));
+    g.measurement_time(Duration::from_secs(15));
     // `tickscope table FILE`: read, decode, aggregate and format (the output is a few lines).
     g.throughput(Throughput::Elements(events));
     g.bench_function("table", |b| {
