@@ -2,9 +2,12 @@
 //! same trace (byte-identical Chrome JSON, identical reports); size on disk; concatenated
 //! files; every malformed input read as an error or a warning with its byte offset; and
 //! mutated files (bit flips, truncations, forged lengths and fields) that must not panic the
-//! reader or the decoder.
+//! reader or the decoder, nor make them allocate more than a few times the input's size
+//! (measured by a counting global allocator).
 #![cfg(feature = "enabled")]
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::PathBuf;
 
 use tickscope::__private::{RawEvent, RawKind};
@@ -16,6 +19,90 @@ use tickscope::export::chrome;
 use tickscope::report::Report;
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, profile, scope};
+
+// ---------------------------------------------------------------------------------------------
+// What reading and decoding allocate, per thread (tests run on several threads at once).
+
+/// Counts the bytes each thread holds allocated, and their peak.
+struct Counting;
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+thread_local! {
+    /// Bytes this thread allocated minus those it freed (negative when it frees what another
+    /// thread allocated).
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    /// The most `LIVE` was since [`allocated_peak`] reset it.
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Adds `delta` bytes to this thread's count.
+fn count(delta: isize) {
+    // `try_with`: nothing to count while the thread's locals are torn down.
+    let _ = LIVE.try_with(|live| {
+        let now = live.get() + delta;
+        live.set(now);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+    });
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments and returns its
+// result; counting touches only this thread's two cells (const-initialised, no destructor,
+// no allocation).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) };
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            // The old block and the new one may be held at once while it copies.
+            count(new_size as isize);
+            count(-(layout.size() as isize));
+        }
+        new
+    }
+}
+
+/// What `f` returns, and the most bytes this thread held allocated while it ran beyond what
+/// it held before (what it returns included).
+fn allocated_peak<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|peak| peak.set(base));
+    let result = f();
+    let peak = PEAK.with(Cell::get);
+    (result, (peak - base).max(0) as usize)
+}
+
+/// The most that reading, or decoding what was read, may allocate for `input` bytes: a few
+/// times the input, plus room for fixed costs (the first tables of a session, the
+/// process-wide callsite interner growing by doubling, which other tests fill too).
+fn allocation_bound(input: usize) -> usize {
+    8 * input + (256 << 10)
+}
 
 /// A fresh path in the temporary directory for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -646,6 +733,65 @@ fn forged_callsite_ids_allocate_nothing() {
     assert_eq!(spans(&capture), [("outer", 100, 150, false)]);
 }
 
+/// Thread entries that all name one long string: each thread's name is a string of its own,
+/// so reading copies the names only up to the size of the input, and cuts the rest short
+/// (with a warning) rather than allocating thousands of times the input.
+#[test]
+fn thread_names_cost_no_more_than_the_input() {
+    let long = "w".repeat(16 << 10);
+    let mut parts = Parts::new();
+    parts.strings = strings(&["outer", "inner", "t.rs", "m", &long]);
+    let entries: Vec<(u64, u64, u32)> = (1..=4000).map(|id| (id, 0, 4)).collect();
+    parts.threads = threads(&entries);
+    parts.footer = footer(0, 200, 4, 0);
+    let bytes = parts.bytes();
+    let ((capture, trace), peak) = allocated_peak(|| {
+        let capture = one(&bytes);
+        let trace = capture.decode();
+        (capture, trace)
+    });
+    let bound = allocation_bound(bytes.len());
+    assert!(
+        peak <= bound,
+        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
+        bytes.len()
+    );
+    assert_eq!(capture.thread_count(), 4000);
+    assert!(
+        has(capture.warnings(), "thread names are cut short past"),
+        "{:?}",
+        capture.warnings()
+    );
+    // The first threads keep their whole name, thread 1 (the one with records) among them.
+    assert_eq!(trace.threads.len(), 1);
+    assert_eq!(trace.threads[0].name.as_deref(), Some(long.as_str()));
+}
+
+/// A string table of empty strings (nothing but NULs) costs a few bytes a string, not the
+/// two slices and a cache slot a string it once did (32 bytes for each byte of input).
+#[test]
+fn empty_strings_cost_little() {
+    let mut parts = Parts::new();
+    let mut names = vec![""; 256 << 10];
+    names.extend(["outer", "inner", "t.rs", "m", "main"]);
+    parts.strings = strings(&names);
+    let n = 256 << 10;
+    parts.callsites = callsites(&[[1, n, n + 2, 10, n + 3], [2, n + 1, n + 2, 11, n + 3]]);
+    parts.threads = threads(&[(1, 0, n + 4)]);
+    let bytes = parts.bytes();
+    let (capture, peak) = allocated_peak(|| one(&bytes));
+    let bound = allocation_bound(bytes.len());
+    assert!(
+        peak <= bound,
+        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
+        bytes.len()
+    );
+    assert_eq!(
+        spans(&capture),
+        [("outer", 100, 150, false), ("inner", 110, 120, false)]
+    );
+}
+
 #[test]
 fn leftovers_after_a_session_are_warnings() {
     let bytes = Parts::new().bytes();
@@ -715,12 +861,25 @@ impl XorShift {
     }
 }
 
-/// Reads `bytes` and decodes whatever sessions it holds.
+/// Reads `bytes` and decodes whatever sessions it holds, checking that neither allocates more
+/// than [`allocation_bound`] allows.
 fn exercise(bytes: &[u8]) -> usize {
-    match Capture::from_bytes(bytes) {
+    let bound = allocation_bound(bytes.len());
+    let (read, peak) = allocated_peak(|| Capture::from_bytes(bytes));
+    assert!(
+        peak <= bound,
+        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
+        bytes.len()
+    );
+    match read {
         Ok(captures) => {
             for capture in &captures {
-                let trace = capture.decode();
+                let (trace, peak) = allocated_peak(|| capture.decode());
+                assert!(
+                    peak <= bound,
+                    "decoding {} bytes allocated {peak} bytes at once (bound {bound})",
+                    bytes.len()
+                );
                 std::hint::black_box(Report::new(&trace));
                 std::hint::black_box(chrome_json(&trace));
             }

@@ -12,6 +12,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -248,6 +250,7 @@ fn parse_with(bytes: Vec<u8>, path: Option<&Path>, in_place: bool) -> Result<Vec
             bytes: &bytes,
             in_place,
         },
+        names_left: bytes.len(),
         sessions: Vec::new(),
         session: None,
     }
@@ -269,6 +272,10 @@ struct Input<'a> {
 /// Reads chunk after chunk, gathering sessions.
 struct Parser<'a> {
     input: Input<'a>,
+    /// Bytes of thread names that may still be copied: each thread holds its name as a string
+    /// of its own, so that many thread entries naming one long string would cost far more
+    /// than the input; names are copied up to the input's size in all, and cut short past it.
+    names_left: usize,
     sessions: Vec<Capture>,
     /// The session being read: its header was read, its footer not yet.
     session: Option<Session<'a>>,
@@ -400,7 +407,7 @@ impl<'a> Parser<'a> {
             CLOCK => session.clock(pos, content)?,
             STRINGS => session.strings(pos, content),
             CALLSITES => session.callsites(pos, content)?,
-            THREADS => session.threads(pos, content)?,
+            THREADS => session.threads(pos, content, &mut self.names_left)?,
             EVENT_CHUNK => {
                 session.events(&self.input, pos, content, false)?;
             }
@@ -517,6 +524,49 @@ fn header(pos: usize, content: &[u8]) -> Result<Header, ReadError> {
     })
 }
 
+/// A string table: its bytes (the last NUL left out) and where each string starts, 4 bytes a
+/// string however short it is. String `n` ends at the NUL before string `n + 1`, the last one
+/// at the end of the bytes.
+#[derive(Default)]
+struct StringTable<'a> {
+    bytes: &'a [u8],
+    starts: Vec<u32>,
+}
+
+impl<'a> StringTable<'a> {
+    /// The strings of `bytes`, NUL-separated; `None` past 4 GiB.
+    fn new(bytes: &'a [u8]) -> Option<Self> {
+        u32::try_from(bytes.len()).ok()?;
+        let mut starts = Vec::with_capacity(1 + bytes.iter().filter(|&&b| b == 0).count());
+        starts.push(0);
+        // Each start is at most the length, which fits.
+        starts.extend(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == 0)
+                .map(|(at, _)| at as u32 + 1),
+        );
+        Some(Self { bytes, starts })
+    }
+
+    /// Strings in the table.
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// String `id`, without its NUL.
+    fn get(&self, id: u32) -> Option<&'a [u8]> {
+        let index = id as usize;
+        let start = *self.starts.get(index)? as usize;
+        let end = self
+            .starts
+            .get(index + 1)
+            .map_or(self.bytes.len(), |&next| next as usize - 1);
+        self.bytes.get(start..end)
+    }
+}
+
 /// What a session footer says.
 struct Footer {
     start_tick: u64,
@@ -552,11 +602,12 @@ struct Session<'a> {
     offset: usize,
     header: Header,
     clock: Option<ClockPairs>,
-    /// The current string table: id `n` at index `n`.
-    strings: Vec<&'a [u8]>,
-    /// The strings of the current table interned (see `callsite::intern_str`), as callsites
-    /// ask for them: each string is hashed and leaked once, however many callsites name it.
-    interned: Vec<Option<&'static str>>,
+    /// The current string table.
+    strings: StringTable<'a>,
+    /// The strings of the current table interned (see `callsite::intern_str`) by id, as
+    /// callsites ask for them: each string is hashed and leaked once, however many callsites
+    /// name it.
+    interned: FxHashMap<u32, &'static str>,
     /// `(id, offset of the entry, callsite)`, as declared.
     callsites: Vec<(u32, usize, &'static Callsite)>,
     threads: Vec<ThreadBuild>,
@@ -564,6 +615,8 @@ struct Session<'a> {
     thread_index: HashMap<u64, usize>,
     records: u64,
     warnings: Vec<String>,
+    /// A thread name was cut short (warned once).
+    names_cut: bool,
 }
 
 /// A thread of a session being read: its records go into chunks as they come.
@@ -601,13 +654,14 @@ impl<'a> Session<'a> {
             offset,
             header,
             clock: None,
-            strings: Vec::new(),
-            interned: Vec::new(),
+            strings: StringTable::default(),
+            interned: FxHashMap::default(),
             callsites: Vec::new(),
             threads: Vec::new(),
             thread_index: HashMap::new(),
             records: 0,
             warnings: Vec::new(),
+            names_cut: false,
         }
     }
 
@@ -667,17 +721,24 @@ impl<'a> Session<'a> {
                 content
             }
             None => {
-                self.strings.clear();
+                self.strings = StringTable::default();
                 self.interned.clear();
                 return;
             }
         };
-        self.strings = content.split(|&b| b == 0).collect();
         self.interned.clear();
-        self.interned.resize(self.strings.len(), None);
-        let bad = self
-            .strings
-            .iter()
+        let Some(table) = StringTable::new(content) else {
+            self.strings = StringTable::default();
+            self.warnings.push(format!(
+                "byte {pos}: a string table of {} bytes (4 GiB or more) is not read: it holds no \
+                 strings",
+                content.len()
+            ));
+            return;
+        };
+        self.strings = table;
+        let bad = content
+            .split(|&b| b == 0)
             .filter(|s| std::str::from_utf8(s).is_err())
             .count();
         if bad > 0 {
@@ -695,7 +756,7 @@ impl<'a> Session<'a> {
         what: &dyn fmt::Display,
         id: u32,
     ) -> Result<Cow<'a, str>, ReadError> {
-        match self.strings.get(id as usize) {
+        match self.strings.get(id) {
             Some(s) => Ok(String::from_utf8_lossy(s)),
             None => Err(ReadError::at(
                 at,
@@ -710,13 +771,11 @@ impl<'a> Session<'a> {
     /// String `id` of the current table (which exists: checked with [`Session::string`]),
     /// interned.
     fn interned_string(&mut self, id: u32) -> &'static str {
-        let index = id as usize;
-        if let Some(Some(interned)) = self.interned.get(index) {
-            return interned;
-        }
-        let interned = callsite::intern_str(&String::from_utf8_lossy(self.strings[index]));
-        self.interned[index] = Some(interned);
-        interned
+        let strings = &self.strings;
+        self.interned.entry(id).or_insert_with(|| {
+            let string = strings.get(id).unwrap_or_default();
+            callsite::intern_str(&String::from_utf8_lossy(string))
+        })
     }
 
     /// The callsite table at `pos`.
@@ -760,8 +819,13 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The thread table at `pos`.
-    fn threads(&mut self, pos: usize, content: &[u8]) -> Result<(), ReadError> {
+    /// The thread table at `pos`; thread names are copied while `names_left` allows.
+    fn threads(
+        &mut self,
+        pos: usize,
+        content: &[u8],
+        names_left: &mut usize,
+    ) -> Result<(), ReadError> {
         if !content.len().is_multiple_of(THREAD_ENTRY) {
             return Err(ReadError::at(
                 pos,
@@ -777,10 +841,7 @@ impl<'a> Session<'a> {
             let id = u64_at(entry, 0);
             let name = match u32_at(entry, 16) {
                 NO_STRING => None,
-                string => Some(
-                    self.string(at, &format_args!("thread {id}'s name"), string)?
-                        .into_owned(),
-                ),
+                string => Some(self.string(at, &format_args!("thread {id}'s name"), string)?),
             };
             if self.thread_index.contains_key(&id) {
                 self.warnings.push(format!(
@@ -788,6 +849,19 @@ impl<'a> Session<'a> {
                 ));
                 continue;
             }
+            let name = name.map(|name| {
+                let kept = name.floor_char_boundary(*names_left);
+                *names_left -= kept;
+                if kept < name.len() && !std::mem::replace(&mut self.names_cut, true) {
+                    self.warnings.push(format!(
+                        "byte {at}: thread names are cut short past the input's size in all: \
+                         thread {id}'s name of {} bytes keeps {kept} (and the names after it, \
+                         what is left)",
+                        name.len()
+                    ));
+                }
+                name[..kept].to_owned()
+            });
             self.thread_index.insert(id, self.threads.len());
             self.threads.push(ThreadBuild {
                 id,
