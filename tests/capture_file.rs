@@ -9,14 +9,16 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tickscope::__private::{RawEvent, RawKind};
 use tickscope::capture::format::{
     CALLSITES, CLOCK, CLOCK_IDENTITY, EVENT_CHUNK, FOOTER_MEMORY, NO_STRING, SESSION_FOOTER,
     SESSION_HEADER, STRINGS, THREADS,
 };
-use tickscope::export::chrome;
+use tickscope::export::{Format, chrome, folded, kineto};
 use tickscope::report::Report;
+use tickscope::table::Table;
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, profile, scope};
 
@@ -117,6 +119,20 @@ fn chrome_json(trace: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
     chrome::write(trace, &mut out).unwrap();
     out
+}
+
+/// The other text exports of `trace`: Kineto JSON and folded stacks, by thread or not.
+fn other_exports(trace: &Trace) -> Vec<Vec<u8>> {
+    let mut kineto = Vec::new();
+    kineto::Options::new(0, 1)
+        .write(trace, &mut kineto)
+        .unwrap();
+    let folded = |by_thread| {
+        let mut out = Vec::new();
+        folded::write(trace, &mut out, folded::Options::new().by_thread(by_thread)).unwrap();
+        out
+    };
+    vec![kineto, folded(false), folded(true)]
 }
 
 #[profile]
@@ -882,6 +898,8 @@ fn exercise(bytes: &[u8]) -> usize {
                 );
                 std::hint::black_box(Report::new(&trace));
                 std::hint::black_box(chrome_json(&trace));
+                std::hint::black_box(other_exports(&trace));
+                std::hint::black_box(tables(trace));
             }
             captures.len()
         }
@@ -1054,6 +1072,70 @@ fn mutated_live_files_never_panic() {
     mutate(&base, 0x2545_F491_4F6C_DD1D, 1000);
 }
 
+/// The seeds of the `read_capture` fuzz target (`fuzz/`), by file name: the hand-made files
+/// the tests above mutate, gzipped, and cut short.
+fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use std::io::Write;
+
+    let base = base();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&base).unwrap();
+    let gz = gz.finish().unwrap();
+    // Callsite ids with a gap, no footer, the last event chunk cut short.
+    let mut gaps = Parts::new();
+    gaps.callsites = callsites(&[[2, 0, 2, 10, 3], [3, 1, 2, 11, 3]]);
+    let mut salvaged = gaps.bytes();
+    salvaged.truncate(gaps.events_at() + 16 + 16 + 3 * 16 + 5);
+    vec![
+        ("hand_made.tscope", Parts::new().bytes()),
+        ("two_sessions.tscope", base),
+        ("two_sessions.tscope.gz", gz),
+        ("salvaged.tscope", salvaged),
+    ]
+}
+
+/// Writes the fuzz seeds into `fuzz/corpus/read_capture`:
+/// `cargo test --test capture_file -- --ignored write_fuzz_seeds`.
+#[test]
+#[ignore = "writes the fuzz seeds into the source tree"]
+fn write_fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/read_capture");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in fuzz_seeds() {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
+
+/// The fuzz seeds in the source tree are the ones [`fuzz_seeds`] makes (gzipped ones once
+/// decompressed: compressors differ), and read.
+#[test]
+fn fuzz_seeds_are_current_and_read() {
+    use std::io::Read;
+
+    let gunzip = |bytes: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/read_capture");
+    for (name, bytes) in fuzz_seeds() {
+        assert!(exercise(&bytes) > 0, "{name}");
+        if let Ok(mut committed) = std::fs::read(dir.join(name)) {
+            let mut bytes = bytes;
+            if name.ends_with(".gz") {
+                (committed, bytes) = (gunzip(&committed), gunzip(&bytes));
+            }
+            assert!(
+                committed == bytes,
+                "fuzz/corpus/read_capture/{name} is out of date: run `cargo test --test \
+                 capture_file -- --ignored write_fuzz_seeds`"
+            );
+        }
+    }
+}
+
 /// Records no recorder writes but a forged file can hold: ticks out of order and at the ends
 /// of the range, allocation sizes that overflow any sum.
 #[test]
@@ -1099,6 +1181,24 @@ fn extreme_records_decode_without_overflow() {
     let report = Report::new(&trace);
     assert_eq!(report.get("inner").unwrap().calls, 3 + 1);
     chrome_json(&trace);
+    // Folded stacks and every table: their sums saturate as the report's do (the call
+    // tree's overflowed, found by fuzzing; the folded stacks' likewise).
+    other_exports(&trace);
+    let tables = tables(trace);
+    assert!(tables[2].contains("outer"), "{}", tables[2]);
+}
+
+/// Every table of `trace` the `tickscope table` command prints: flat, by thread, call tree,
+/// call tree by thread.
+fn tables(trace: Trace) -> Vec<String> {
+    let trace = Arc::new(trace);
+    let table = || Table::new(Arc::clone(&trace));
+    vec![
+        table().to_string(),
+        table().by_thread(true).to_string(),
+        table().tree(true).to_string(),
+        table().tree(true).by_thread(true).to_string(),
+    ]
 }
 
 /// A capture read from a file with a gap in its callsite ids is written back with the gap
