@@ -27,7 +27,7 @@ use crate::record::registry::Untracked;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
     CLOCK_IDENTITY, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FORMAT_VERSION,
-    NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
+    GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
 use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
@@ -110,7 +110,9 @@ impl Capture {
     /// [`Profiler::write_capture`](crate::Profiler::write_capture) holds one; for a file of
     /// several, see [`Capture::read_all`], and the capture's [`warnings`](Capture::warnings)
     /// say how many there were). A gzipped file (such as one written to a `.gz` path) is
-    /// decompressed first.
+    /// decompressed first, to at most [`GZIP_MAX_RATIO`] times its size plus
+    /// [`GZIP_ALLOWANCE`] (64 × + 64 MiB): a file that decompresses past that is an error (a
+    /// gzip bomb).
     ///
     /// What can be read past is, with a warning: a chunk type or version this build does not
     /// know is skipped, a last chunk cut short keeps the records it holds, a session without
@@ -221,12 +223,37 @@ fn is_gzip(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0x1f, 0x8b])
 }
 
-/// `gz` decompressed (every gzip member, one after the other).
+/// The most bytes a gzipped input of `compressed` bytes may decompress to:
+/// [`GZIP_MAX_RATIO`] times its size plus [`GZIP_ALLOWANCE`].
+fn gzip_limit(compressed: usize) -> u64 {
+    (compressed as u64)
+        .saturating_mul(GZIP_MAX_RATIO)
+        .saturating_add(GZIP_ALLOWANCE)
+}
+
+/// `gz` decompressed (every gzip member, one after the other), unless it decompresses to more
+/// than [`gzip_limit`] allows: an error then, once that much is decompressed (not more).
 fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<Vec<u8>, ReadError> {
+    let limit = gzip_limit(gz.len());
     let mut out = Vec::new();
     flate2::read::MultiGzDecoder::new(gz)
+        .take(limit.saturating_add(1))
         .read_to_end(&mut out)
         .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
+    if out.len() as u64 > limit {
+        return Err(ReadError {
+            path: path.map(Path::to_path_buf),
+            offset: None,
+            what: format!(
+                "gzipped, it decompresses to more than {limit} bytes ({GZIP_MAX_RATIO} times its \
+                 {} bytes plus {} MiB): not read, as no capture compresses that well (a gzip \
+                 bomb?)",
+                gz.len(),
+                GZIP_ALLOWANCE >> 20
+            ),
+            io: None,
+        });
+    }
     Ok(out)
 }
 
