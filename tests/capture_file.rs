@@ -1233,6 +1233,43 @@ fn extreme_records_decode_without_overflow() {
     assert!(tables[2].contains("outer"), "{}", tables[2]);
 }
 
+/// A link captured in the last nanoseconds of the clock's range: Kineto JSON moves its
+/// arrow's start to a whole microsecond, which rounded past `u64::MAX` (an overflow, found by
+/// fuzzing); it now stays at the last one.
+#[test]
+fn a_link_at_the_end_of_time_exports_without_overflow() {
+    const MAX: u64 = u64::MAX;
+    let key = RawEvent::end_key;
+    let origin = [
+        RawEvent::begin(1, MAX - 10),
+        RawEvent::new(RawKind::Link, 0, MAX - 1),
+        RawEvent::end(key(1, MAX - 10), MAX),
+    ];
+    let follower = [
+        RawEvent::begin_follows(2, MAX - 5, 1, 0)[0],
+        RawEvent::begin_follows(2, MAX - 5, 1, 0)[1],
+        RawEvent::end(key(2, MAX - 5), MAX),
+    ];
+    let mut parts = Parts::new();
+    parts.threads = threads(&[(1, 0, 4), (2, 0, NO_STRING)]);
+    parts.events = [events(1, &origin), events(2, &follower)].concat();
+    // The window starts at 1 ms: Kineto's times count from there.
+    parts.footer = footer(1_000_000, MAX, 6, 0);
+    let capture = one(&parts.bytes());
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+    let trace = capture.decode();
+    assert_eq!(trace.links.len(), 1);
+    assert_eq!(trace.links[0].origin_ns, Some(MAX - 1));
+    let kineto = &other_exports(&trace)[0];
+    let kineto = String::from_utf8_lossy(kineto);
+    assert!(kineto.contains("\"ph\":\"s\""), "{kineto}");
+    assert!(
+        String::from_utf8(chrome_json(&trace))
+            .unwrap()
+            .contains("\"ph\":\"f\"")
+    );
+}
+
 /// Every table of `trace` the `tickscope table` command prints: flat, by thread, call tree,
 /// call tree by thread.
 fn tables(trace: Trace) -> Vec<String> {

@@ -471,7 +471,8 @@ impl Writer<'_> {
                 continue;
             };
             let origin_ns = if self.dialect.times.is_some() {
-                origin + nearest_micros(origin_ns, origin) * 1000
+                // Saturating: rounding a time in the last microsecond of the range up.
+                origin.saturating_add(nearest_micros(origin_ns, origin).saturating_mul(1000))
             } else {
                 origin_ns
             };
