@@ -1,30 +1,36 @@
 //! Capture file speed and size: a 1 M-scope capture written to memory and to a file, and read
-//! back and decoded.
+//! back and decoded; then what the `tickscope` command does with a 10 M-event capture file.
 //!
 //! `cargo bench --bench capture`; prints bytes per event once, criterion reports bytes per
-//! second (of the capture file) for each step.
+//! second (of the capture file) for each step of the `capture` group. The `cli_10m` group
+//! reads a file of 10 M records (5 M scopes of a small server, ten nested scopes a request, on
+//! four threads) the way the command does, from the file to the output, and reports events
+//! per second for `tickscope table` (read, decode, aggregate, format) and scopes per second
+//! for `tickscope convert` to Chrome JSON (read, decode, write).
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use tickscope::{Capture, Profiler, scope};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use tickscope::Capture;
+use tickscope::export::chrome;
+use tickscope::table::Table;
+
+mod common;
 
 const OUTER: usize = 250_000;
 
+/// Records in the capture of the `cli_10m` group, and the threads that recorded them.
+const CLI_EVENTS: u64 = 10_000_000;
+const CLI_THREADS: u64 = 4;
+
 fn bench(c: &mut Criterion) {
     // 250 000 × (outer + 3 inner) = 1 M scopes, 2 M records, on one thread.
-    let prof = Profiler::builder().current_thread().start();
-    for _ in 0..OUTER {
-        let _o = scope!("request");
-        for _ in 0..3 {
-            let _i = scope!("step");
-        }
-    }
-    prof.stop();
+    let prof = common::requests_and_steps(OUTER);
     let capture = prof.capture();
-    let path = std::env::temp_dir().join(format!("tickscope-bench-{}.tscope", std::process::id()));
+    let path = scratch("tscope");
 
     let mut memory = Vec::new();
     let size = capture.write_to(&mut memory).unwrap();
@@ -70,9 +76,73 @@ fn bench(c: &mut Criterion) {
     let _ = std::fs::remove_file(&path);
 }
 
+/// What `tickscope table` and `tickscope convert` do with a 10 M-event capture file, from the
+/// file to their output.
+fn cli(c: &mut Criterion) {
+    let (prof, events) = common::server_session(CLI_THREADS, CLI_EVENTS);
+    let path = scratch("10m.tscope");
+    prof.write_capture(&path).unwrap();
+    drop(prof);
+    let json = scratch("10m.json");
+    let trace = Capture::read(&path).unwrap().decode();
+    let scopes = trace.threads.iter().map(|t| t.spans.len()).sum::<usize>() as u64;
+    let rows = Table::new(Arc::new(trace)).to_string().lines().count();
+    println!(
+        "cli capture: {} bytes, {events} events, {scopes} scopes on {CLI_THREADS} threads, \
+         table of {rows} lines",
+        std::fs::metadata(&path).unwrap().len()
+    );
+
+    let mut g = c.benchmark_group("cli_10m");
+    // A second or so an iteration: ten samples of one or two iterations each.
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(15));
+    // `tickscope table FILE`: read, decode, aggregate and format (the output is a few lines).
+    g.throughput(Throughput::Elements(events));
+    g.bench_function("table", |b| {
+        b.iter(|| {
+            let trace = Capture::read(&path).unwrap().decode();
+            Table::new(Arc::new(trace)).to_string()
+        })
+    });
+    // `tickscope convert FILE -o OUT.json`: read, decode, Chrome JSON into a buffered file
+    // (a fresh one each time; removing the previous one is not timed), and into a sink, to
+    // tell the file system's share.
+    g.throughput(Throughput::Elements(scopes));
+    g.bench_function("convert_json_to_file", |b| {
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(&json);
+            },
+            |()| {
+                let trace = Capture::read(&path).unwrap().decode();
+                let mut out = BufWriter::with_capacity(1 << 16, File::create(&json).unwrap());
+                chrome::write(&trace, &mut out).unwrap();
+                out.into_inner().unwrap()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("convert_json_to_sink", |b| {
+        b.iter(|| {
+            let trace = Capture::read(&path).unwrap().decode();
+            chrome::write(&trace, &mut std::io::sink()).unwrap()
+        })
+    });
+    g.finish();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&json);
+}
+
+/// A path in the temporary directory, unique to this process.
+fn scratch(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tickscope-bench-{}-{name}", std::process::id()))
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
-    targets = bench
+    targets = bench, cli
 }
 criterion_main!(benches);

@@ -9,22 +9,17 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use tickscope::__private::{RawEvent, capture_from_records};
+use tickscope::Callsite;
 use tickscope::export::{chrome, folded};
 use tickscope::report::Report;
-use tickscope::{Callsite, Profiler, scope};
+
+mod common;
 
 const OUTER: usize = 250_000;
 
 fn bench(c: &mut Criterion) {
     // 250 000 × (outer + 3 inner) = 1 M scopes on one thread.
-    let prof = Profiler::builder().current_thread().start();
-    for _ in 0..OUTER {
-        let _o = scope!("request");
-        for _ in 0..3 {
-            let _i = scope!("step");
-        }
-    }
-    prof.stop();
+    let prof = common::requests_and_steps(OUTER);
     let trace = prof.trace();
     let scopes = trace.threads.iter().map(|t| t.spans.len()).sum::<usize>() as u64;
     let path = std::env::temp_dir().join(format!("tickscope-bench-{}.json", std::process::id()));

@@ -2,20 +2,117 @@
 //! same trace (byte-identical Chrome JSON, identical reports); size on disk; concatenated
 //! files, and their sessions of several processes decoded into one trace; every malformed input read as an error or a warning with its byte offset; and
 //! mutated files (bit flips, truncations, forged lengths and fields) that must not panic the
-//! reader or the decoder.
+//! reader or the decoder, nor make them allocate more than a few times the input's size
+//! (measured by a counting global allocator).
 #![cfg(feature = "enabled")]
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tickscope::__private::{RawEvent, RawKind};
 use tickscope::capture::format::{
     CALLSITES, CLOCK, CLOCK_IDENTITY, EVENT_CHUNK, FOOTER_MEMORY, NO_STRING, SESSION_FOOTER,
     SESSION_HEADER, STRINGS, THREADS,
 };
-use tickscope::export::chrome;
+use tickscope::export::{Format, chrome, folded, kineto};
 use tickscope::report::Report;
+use tickscope::table::Table;
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, profile, scope};
+
+// ---------------------------------------------------------------------------------------------
+// What reading and decoding allocate, per thread (tests run on several threads at once).
+
+/// Counts the bytes each thread holds allocated, and their peak.
+struct Counting;
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+thread_local! {
+    /// Bytes this thread allocated minus those it freed (negative when it frees what another
+    /// thread allocated).
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    /// The most `LIVE` was since [`allocated_peak`] reset it.
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Adds `delta` bytes to this thread's count.
+fn count(delta: isize) {
+    // `try_with`: nothing to count while the thread's locals are torn down.
+    let _ = LIVE.try_with(|live| {
+        let now = live.get() + delta;
+        live.set(now);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+    });
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments and returns its
+// result; counting touches only this thread's two cells (const-initialised, no destructor,
+// no allocation).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) };
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            // The old block and the new one may be held at once while it copies.
+            count(new_size as isize);
+            count(-(layout.size() as isize));
+        }
+        new
+    }
+}
+
+/// What `f` returns, and the most bytes this thread held allocated while it ran beyond what
+/// it held before (what it returns included).
+fn allocated_peak<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|peak| peak.set(base));
+    let result = f();
+    let peak = PEAK.with(Cell::get);
+    (result, (peak - base).max(0) as usize)
+}
+
+/// What `f` returns the second time it runs, and the most bytes this thread held allocated
+/// while it did (see [`allocated_peak`]). The first run interns the callsites and strings the
+/// input names in process-wide tables, which grow by doubling as the whole test binary fills
+/// them: that is not the input's cost, and the second run does not pay it again.
+fn second_run_peak<R>(f: impl Fn() -> R) -> (R, usize) {
+    drop(f());
+    allocated_peak(f)
+}
+
+/// The most that reading, or decoding what was read, may allocate for `input` bytes: a few
+/// times the input, plus room for fixed costs (the first tables of a session).
+fn allocation_bound(input: usize) -> usize {
+    8 * input + (256 << 10)
+}
 
 /// A fresh path in the temporary directory for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -30,6 +127,20 @@ fn chrome_json(trace: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
     chrome::write(trace, &mut out).unwrap();
     out
+}
+
+/// The other text exports of `trace`: Kineto JSON and folded stacks, by thread or not.
+fn other_exports(trace: &Trace) -> Vec<Vec<u8>> {
+    let mut kineto = Vec::new();
+    kineto::Options::new(0, 1)
+        .write(trace, &mut kineto)
+        .unwrap();
+    let folded = |by_thread| {
+        let mut out = Vec::new();
+        folded::write(trace, &mut out, folded::Options::new().by_thread(by_thread)).unwrap();
+        out
+    };
+    vec![kineto, folded(false), folded(true)]
 }
 
 #[profile]
@@ -174,6 +285,43 @@ fn gzipped_files_read_back_the_same() {
     let (a, b) = (Capture::read(&plain).unwrap(), Capture::read(&gz).unwrap());
     assert!(b.warnings().is_empty(), "{:?}", b.warnings());
     assert_eq!(chrome_json(&a.decode()), chrome_json(&b.decode()));
+}
+
+/// A gzip bomb (members of 1 MiB of zeros, 1 KiB each, one after the other) is an error
+/// once it decompresses past 64 times its size plus 64 MiB, not read into memory whole.
+#[test]
+fn a_gzip_bomb_is_an_error() {
+    use std::io::Write;
+
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&vec![0u8; 1 << 20]).unwrap();
+    let bomb = gz.finish().unwrap().repeat(100);
+    let limit = 64 * bomb.len() + (64 << 20);
+    assert!(limit < 100 << 20, "{} bytes compressed", bomb.len());
+    let (read, peak) = allocated_peak(|| Capture::from_bytes(&bomb));
+    let e = read.unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "gzipped, it decompresses to more than {} bytes (64 times its {} bytes plus 64 MiB): \
+             not read",
+            limit,
+            bomb.len()
+        )),
+        "{e}"
+    );
+    assert_eq!(e.offset(), None);
+    // What was decompressed up to the limit, in a vector grown by doubling.
+    assert!(peak <= 3 * limit, "{peak} bytes allocated at once");
+    // Read from a file, the error names it.
+    let path = scratch("bomb.tscope.gz");
+    std::fs::write(&path, &bomb).unwrap();
+    let e = Capture::read(&path).unwrap_err();
+    assert_eq!(e.path(), Some(path.as_path()));
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}: gzipped, it decompresses", path.display())),
+        "{e}"
+    );
 }
 
 #[test]
@@ -646,6 +794,65 @@ fn forged_callsite_ids_allocate_nothing() {
     assert_eq!(spans(&capture), [("outer", 100, 150, false)]);
 }
 
+/// Thread entries that all name one long string: each thread's name is a string of its own,
+/// so reading copies the names only up to the size of the input, and cuts the rest short
+/// (with a warning) rather than allocating thousands of times the input.
+#[test]
+fn thread_names_cost_no_more_than_the_input() {
+    let long = "w".repeat(16 << 10);
+    let mut parts = Parts::new();
+    parts.strings = strings(&["outer", "inner", "t.rs", "m", &long]);
+    let entries: Vec<(u64, u64, u32)> = (1..=4000).map(|id| (id, 0, 4)).collect();
+    parts.threads = threads(&entries);
+    parts.footer = footer(0, 200, 4, 0);
+    let bytes = parts.bytes();
+    let ((capture, trace), peak) = second_run_peak(|| {
+        let capture = one(&bytes);
+        let trace = capture.decode();
+        (capture, trace)
+    });
+    let bound = allocation_bound(bytes.len());
+    assert!(
+        peak <= bound,
+        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
+        bytes.len()
+    );
+    assert_eq!(capture.thread_count(), 4000);
+    assert!(
+        has(capture.warnings(), "thread names are cut short past"),
+        "{:?}",
+        capture.warnings()
+    );
+    // The first threads keep their whole name, thread 1 (the one with records) among them.
+    assert_eq!(trace.threads.len(), 1);
+    assert_eq!(trace.threads[0].name.as_deref(), Some(long.as_str()));
+}
+
+/// A string table of empty strings (nothing but NULs) costs a few bytes a string, not the
+/// two slices and a cache slot a string it once did (32 bytes for each byte of input).
+#[test]
+fn empty_strings_cost_little() {
+    let mut parts = Parts::new();
+    let mut names = vec![""; 256 << 10];
+    names.extend(["outer", "inner", "t.rs", "m", "main"]);
+    parts.strings = strings(&names);
+    let n = 256 << 10;
+    parts.callsites = callsites(&[[1, n, n + 2, 10, n + 3], [2, n + 1, n + 2, 11, n + 3]]);
+    parts.threads = threads(&[(1, 0, n + 4)]);
+    let bytes = parts.bytes();
+    let (capture, peak) = second_run_peak(|| one(&bytes));
+    let bound = allocation_bound(bytes.len());
+    assert!(
+        peak <= bound,
+        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
+        bytes.len()
+    );
+    assert_eq!(
+        spans(&capture),
+        [("outer", 100, 150, false), ("inner", 110, 120, false)]
+    );
+}
+
 #[test]
 fn leftovers_after_a_session_are_warnings() {
     let bytes = Parts::new().bytes();
@@ -715,14 +922,29 @@ impl XorShift {
     }
 }
 
-/// Reads `bytes` and decodes whatever sessions it holds.
+/// Reads `bytes` and decodes whatever sessions it holds, checking that neither allocates more
+/// than [`allocation_bound`] allows.
 fn exercise(bytes: &[u8]) -> usize {
-    match Capture::from_bytes(bytes) {
+    let bound = allocation_bound(bytes.len());
+    let (read, peak) = second_run_peak(|| Capture::from_bytes(bytes));
+    assert!(
+        peak <= bound,
+        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
+        bytes.len()
+    );
+    match read {
         Ok(captures) => {
             for capture in &captures {
-                let trace = capture.decode();
+                let (trace, peak) = allocated_peak(|| capture.decode());
+                assert!(
+                    peak <= bound,
+                    "decoding {} bytes allocated {peak} bytes at once (bound {bound})",
+                    bytes.len()
+                );
                 std::hint::black_box(Report::new(&trace));
                 std::hint::black_box(chrome_json(&trace));
+                std::hint::black_box(other_exports(&trace));
+                std::hint::black_box(tables(trace));
             }
             // And all of them on one time line.
             let trace = Trace::from_captures(&captures);
@@ -899,6 +1121,70 @@ fn mutated_live_files_never_panic() {
     mutate(&base, 0x2545_F491_4F6C_DD1D, 1000);
 }
 
+/// The seeds of the `read_capture` fuzz target (`fuzz/`), by file name: the hand-made files
+/// the tests above mutate, gzipped, and cut short.
+fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use std::io::Write;
+
+    let base = base();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&base).unwrap();
+    let gz = gz.finish().unwrap();
+    // Callsite ids with a gap, no footer, the last event chunk cut short.
+    let mut gaps = Parts::new();
+    gaps.callsites = callsites(&[[2, 0, 2, 10, 3], [3, 1, 2, 11, 3]]);
+    let mut salvaged = gaps.bytes();
+    salvaged.truncate(gaps.events_at() + 16 + 16 + 3 * 16 + 5);
+    vec![
+        ("hand_made.tscope", Parts::new().bytes()),
+        ("two_sessions.tscope", base),
+        ("two_sessions.tscope.gz", gz),
+        ("salvaged.tscope", salvaged),
+    ]
+}
+
+/// Writes the fuzz seeds into `fuzz/corpus/read_capture`:
+/// `cargo test --test capture_file -- --ignored write_fuzz_seeds`.
+#[test]
+#[ignore = "writes the fuzz seeds into the source tree"]
+fn write_fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/read_capture");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in fuzz_seeds() {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
+
+/// The fuzz seeds in the source tree are the ones [`fuzz_seeds`] makes (gzipped ones once
+/// decompressed: compressors differ), and read.
+#[test]
+fn fuzz_seeds_are_current_and_read() {
+    use std::io::Read;
+
+    let gunzip = |bytes: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/read_capture");
+    for (name, bytes) in fuzz_seeds() {
+        assert!(exercise(&bytes) > 0, "{name}");
+        if let Ok(mut committed) = std::fs::read(dir.join(name)) {
+            let mut bytes = bytes;
+            if name.ends_with(".gz") {
+                (committed, bytes) = (gunzip(&committed), gunzip(&bytes));
+            }
+            assert!(
+                committed == bytes,
+                "fuzz/corpus/read_capture/{name} is out of date: run `cargo test --test \
+                 capture_file -- --ignored write_fuzz_seeds`"
+            );
+        }
+    }
+}
+
 /// Records no recorder writes but a forged file can hold: ticks out of order and at the ends
 /// of the range, allocation sizes that overflow any sum.
 #[test]
@@ -944,6 +1230,61 @@ fn extreme_records_decode_without_overflow() {
     let report = Report::new(&trace);
     assert_eq!(report.get("inner").unwrap().calls, 3 + 1);
     chrome_json(&trace);
+    // Folded stacks and every table: their sums saturate as the report's do (the call
+    // tree's overflowed, found by fuzzing; the folded stacks' likewise).
+    other_exports(&trace);
+    let tables = tables(trace);
+    assert!(tables[2].contains("outer"), "{}", tables[2]);
+}
+
+/// A link captured in the last nanoseconds of the clock's range: Kineto JSON moves its
+/// arrow's start to a whole microsecond, which rounded past `u64::MAX` (an overflow, found by
+/// fuzzing); it now stays at the last one.
+#[test]
+fn a_link_at_the_end_of_time_exports_without_overflow() {
+    const MAX: u64 = u64::MAX;
+    let key = RawEvent::end_key;
+    let origin = [
+        RawEvent::begin(1, MAX - 10),
+        RawEvent::new(RawKind::Link, 0, MAX - 1),
+        RawEvent::end(key(1, MAX - 10), MAX),
+    ];
+    let follower = [
+        RawEvent::begin_follows(2, MAX - 5, 1, 0)[0],
+        RawEvent::begin_follows(2, MAX - 5, 1, 0)[1],
+        RawEvent::end(key(2, MAX - 5), MAX),
+    ];
+    let mut parts = Parts::new();
+    parts.threads = threads(&[(1, 0, 4), (2, 0, NO_STRING)]);
+    parts.events = [events(1, &origin), events(2, &follower)].concat();
+    // The window starts at 1 ms: Kineto's times count from there.
+    parts.footer = footer(1_000_000, MAX, 6, 0);
+    let capture = one(&parts.bytes());
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+    let trace = capture.decode();
+    assert_eq!(trace.links.len(), 1);
+    assert_eq!(trace.links[0].origin_ns, Some(MAX - 1));
+    let kineto = &other_exports(&trace)[0];
+    let kineto = String::from_utf8_lossy(kineto);
+    assert!(kineto.contains("\"ph\":\"s\""), "{kineto}");
+    assert!(
+        String::from_utf8(chrome_json(&trace))
+            .unwrap()
+            .contains("\"ph\":\"f\"")
+    );
+}
+
+/// Every table of `trace` the `tickscope table` command prints: flat, by thread, call tree,
+/// call tree by thread.
+fn tables(trace: Trace) -> Vec<String> {
+    let trace = Arc::new(trace);
+    let table = || Table::new(Arc::clone(&trace));
+    vec![
+        table().to_string(),
+        table().by_thread(true).to_string(),
+        table().tree(true).to_string(),
+        table().tree(true).by_thread(true).to_string(),
+    ]
 }
 
 /// A capture read from a file with a gap in its callsite ids is written back with the gap

@@ -18,8 +18,8 @@ pub(crate) struct Args {
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let path = &args.file;
     let progress = input::Progress::new(cx, input::size(path));
-    progress.step(format!("reading {}", path.display()));
-    let captures = tickscope::Capture::read_all(path).map_err(|e| Failure::about(path, e))?;
+    // Warnings are listed below rather than on stderr.
+    let captures = input::all_unchecked(path, &progress)?;
     let mut out = String::new();
     let plural = if captures.len() == 1 { "" } else { "s" };
     let _ = writeln!(

@@ -1,7 +1,10 @@
-//! Reading capture files: errors that name the file, warnings on stderr, and a progress
-//! spinner for large inputs.
+//! Reading capture files: errors that name the file, warnings on stderr, and progress for
+//! large inputs: a bar of the bytes read while a file is read (in pieces, so the bar moves),
+//! then a spinner naming the step in progress for the steps the library does in one call
+//! (checking the records read, decoding, writing).
 
-use std::io::{IsTerminal, Write};
+use std::fs::File;
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,37 +14,71 @@ use tickscope::trace::Trace;
 
 use crate::{Context, Failure};
 
-/// Inputs from this size on get a progress spinner (when stderr is a terminal).
+/// Inputs from this size on get a progress display (when stderr is a terminal).
 const LARGE_INPUT: u64 = 16 << 20;
 
-/// A spinner on stderr naming the step in progress, shown only for large inputs on a terminal
-/// and without `--quiet`; otherwise it draws nothing. The library reads and decodes a capture
-/// in one call each, so it shows the step and the time spent, not a fraction done.
+/// Bytes read at a time, between two updates of the bar.
+const PIECE: u64 = 4 << 20;
+
+/// Progress on stderr, shown only for large inputs on a terminal and without `--quiet`;
+/// otherwise it draws nothing. While a file is read it is a bar of the bytes read out of the
+/// file's size; for the steps after (each one call of the library, which reports no
+/// fraction) a spinner naming the step and the time spent.
 pub(crate) struct Progress(Option<ProgressBar>);
 
 impl Progress {
-    /// A spinner for work on `bytes` bytes of input.
+    /// Progress for work on `bytes` bytes of input.
     pub(crate) fn new(cx: &Context, bytes: u64) -> Self {
         if cx.quiet || bytes < LARGE_INPUT || !std::io::stderr().is_terminal() {
             return Self(None);
         }
         let bar = ProgressBar::new_spinner();
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
-            bar.set_style(style);
-        }
         bar.enable_steady_tick(Duration::from_millis(100));
-        Self(Some(bar))
+        let progress = Self(Some(bar));
+        progress.spinner();
+        progress
     }
 
-    /// Shows `step` as what is being done now.
+    /// Shows `step` as what is being done now, with a spinner.
     pub(crate) fn step(&self, step: impl Into<String>) {
         if let Some(bar) = &self.0 {
+            self.spinner();
             bar.set_message(step.into());
         }
     }
 
-    /// Runs `f` with the spinner cleared from the terminal, redrawing it afterwards, so that
-    /// what `f` prints on stderr is not mixed with it.
+    fn spinner(&self) {
+        if let (Some(bar), Ok(style)) = (
+            &self.0,
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed})"),
+        ) {
+            bar.set_style(style);
+        }
+    }
+
+    /// Shows a bar for reading `path`, of `size` bytes.
+    fn reading(&self, path: &Path, size: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(format!("reading {}", path.display()));
+            bar.set_length(size);
+            bar.set_position(0);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} ({elapsed})",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+        }
+    }
+
+    /// `read` bytes of the file are read.
+    fn read(&self, read: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_position(read);
+        }
+    }
+
+    /// Runs `f` with the progress display cleared from the terminal, redrawing it afterwards,
+    /// so that what `f` prints on stderr is not mixed with it.
     pub(crate) fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.0 {
             Some(bar) => bar.suspend(f),
@@ -64,7 +101,7 @@ pub(crate) fn size(path: &Path) -> u64 {
 }
 
 /// Prints the warnings met while reading `path` on stderr, unless `--quiet`, with the
-/// spinner out of the way.
+/// progress display out of the way.
 pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture, progress: &Progress) {
     if cx.quiet || capture.warnings().is_empty() {
         return;
@@ -77,6 +114,35 @@ pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture, progress: &Prog
     });
 }
 
+/// The bytes of the file at `path`, read in pieces so that `progress` shows how far it got.
+fn read_file(path: &Path, progress: &Progress) -> Result<Vec<u8>, Failure> {
+    let cannot = |e: std::io::Error| Failure(format!("cannot read {}: {e}", path.display()));
+    let mut file = File::open(path).map_err(cannot)?;
+    let size = file.metadata().map_or(0, |m| m.len());
+    progress.reading(path, size);
+    // The size is a hint: a file that grows meanwhile is read to its end.
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    loop {
+        let read = (&mut file)
+            .take(PIECE)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        if read == 0 {
+            break;
+        }
+        progress.read(bytes.len() as u64);
+    }
+    Ok(bytes)
+}
+
+/// Every session of the file at `path`, its warnings left to the caller.
+pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
+    let bytes = read_file(path, progress)?;
+    progress.step(format!("checking {}", path.display()));
+    // The captures keep the bytes read and use the records where they lie.
+    Capture::from_vec(bytes).map_err(|e| Failure::about(path, e))
+}
+
 /// Every session of the file at `path`, its warnings printed.
 pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
     let captures = all_unchecked(path, progress)?;
@@ -84,12 +150,6 @@ pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<
         warn(cx, path, capture, progress);
     }
     Ok(captures)
-}
-
-/// Every session of the file at `path`, its warnings left to the caller.
-pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
-    progress.step(format!("reading {}", path.display()));
-    Capture::read_all(path).map_err(|e| Failure::about(path, e))
 }
 
 /// The trace of the files at `paths`: every session of every file on one time line

@@ -1,11 +1,13 @@
 //! `tickscope table`: the table [`Profiler::table`](tickscope::Profiler::table) prints, for a
 //! capture file.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::ValueEnum;
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
 use tickscope::table::{SortBy, Table};
 
 use crate::{Context, Failure, input, text};
@@ -23,8 +25,8 @@ pub(crate) struct Args {
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// The column to sort by (names ascending, everything else descending).
-    #[arg(long, value_enum, default_value_t = Sort::Total)]
-    sort: Sort,
+    #[arg(long, value_name = "KEY", value_parser = SortParser, default_value_t = SortBy::Total)]
+    sort: SortBy,
     /// At most this many rows (per thread with --by-thread; nodes with --tree).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -46,59 +48,42 @@ pub(crate) struct Args {
     session: Option<usize>,
 }
 
-/// The columns of `tickscope::table::SortBy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Sort {
-    /// Scope name.
-    Name,
-    /// Number of calls.
-    Calls,
-    /// Total time.
-    Total,
-    /// Self time.
-    #[value(name = "self")]
-    SelfTime,
-    /// Mean duration.
-    Avg,
-    /// Shortest call.
-    Min,
-    /// Longest call.
-    Max,
-    /// Median duration.
-    P50,
-    /// 99th-percentile duration.
-    P99,
-    /// Bytes allocated, child scopes included.
-    Alloc,
-    /// Bytes allocated by the scope itself.
-    SelfAlloc,
-    /// Peak live bytes of a call.
-    Peak,
-}
+/// Parses `--sort` with [`SortBy`]'s own `FromStr` (its error lists the valid keys), and
+/// lists the keys in `--help` from [`SortBy::ALL`].
+#[derive(Clone, Copy, Debug)]
+struct SortParser;
 
-impl From<Sort> for SortBy {
-    fn from(sort: Sort) -> Self {
-        match sort {
-            Sort::Name => Self::Name,
-            Sort::Calls => Self::Calls,
-            Sort::Total => Self::Total,
-            Sort::SelfTime => Self::SelfTime,
-            Sort::Avg => Self::Avg,
-            Sort::Min => Self::Min,
-            Sort::Max => Self::Max,
-            Sort::P50 => Self::P50,
-            Sort::P99 => Self::P99,
-            Sort::Alloc => Self::Alloc,
-            Sort::SelfAlloc => Self::SelfAlloc,
-            Sort::Peak => Self::Peak,
-        }
+impl TypedValueParser for SortParser {
+    type Value = SortBy;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<SortBy, clap::Error> {
+        let key = value.to_string_lossy();
+        key.parse::<SortBy>().map_err(|e| {
+            let arg = arg.map_or_else(|| "--sort".to_owned(), ToString::to_string);
+            clap::Error::raw(
+                ErrorKind::InvalidValue,
+                format!("invalid value for '{arg}': {e}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(SortBy::ALL.into_iter().map(|column| {
+            PossibleValue::new(column.key_name()).help(column.description())
+        })))
     }
 }
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let trace = input::trace(cx, &args.files, args.session)?;
     let mut table = Table::new(Arc::new(trace))
-        .sort_by(args.sort.into())
+        .sort_by(args.sort)
         .by_thread(args.by_thread)
         .by_origin(args.by_origin)
         .tree(args.tree);

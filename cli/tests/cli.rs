@@ -524,6 +524,15 @@ fn merge_concatenates_sessions() {
         0
     );
     assert_eq!(Capture::read_all(&out3).unwrap().len(), 3);
+    // A table of a file of several sessions is of all of them, without a warning; one
+    // session is asked for with --session.
+    let run = tickscope(&["table", s(&out3)]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stderr, "");
+    assert_ne!(
+        run.stdout,
+        tickscope(&["table", s(&out3), "--session", "1"]).stdout
+    );
 }
 
 #[test]
@@ -855,7 +864,31 @@ fn help_and_usage() {
     assert_eq!(tickscope(&["--version"]).code, 0);
     assert_eq!(tickscope(&[]).code, 2);
     assert_eq!(tickscope(&["table"]).code, 2);
-    assert_eq!(tickscope(&["table", "x.tsc", "--sort", "colour"]).code, 2);
+    // Sort keys are the library's (`SortBy`'s `FromStr`), listed when one is wrong and in
+    // the help.
+    let run = tickscope(&["table", "x.tsc", "--sort", "colour"]);
+    assert_eq!(run.code, 2);
+    let keys: Vec<&str> = SortBy::ALL.iter().map(|c| c.key_name()).collect();
+    assert!(
+        run.stderr.contains(&format!(
+            "unknown sort key \"colour\": valid keys are {}",
+            keys.join(", ")
+        )),
+        "{}",
+        run.stderr
+    );
+    let help = tickscope(&["table", "--help"]).stdout;
+    for column in SortBy::ALL {
+        let line = format!("- {}:", column.key_name());
+        assert!(help.contains(&line), "{line} in {help}");
+    }
+    // A valid key gets as far as the file.
+    let run = tickscope(&["table", "x.tsc", "--sort", "self-alloc"]);
+    assert!(
+        run.stderr.starts_with("error: cannot read x.tsc"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(tickscope(&["merge", "-o", "out.tsc"]).code, 2);
     assert_eq!(tickscope(&["frobnicate"]).code, 2);
 }

@@ -79,6 +79,14 @@ pub const SESSION_FOOTER_LEN: usize = 40;
 /// Footer flag: the session recorded allocations and frees.
 pub const FOOTER_MEMORY: u32 = 1;
 
+/// A gzipped capture may decompress to at most this many times its size, plus
+/// [`GZIP_ALLOWANCE`]: a capture's records hold clock ticks, which compress a few times at
+/// best, so anything past that is refused as a gzip bomb rather than read into memory.
+pub const GZIP_MAX_RATIO: u64 = 64;
+/// Bytes a gzipped capture may decompress to beyond [`GZIP_MAX_RATIO`] times its size: small
+/// captures of repetitive records (a mock clock) compress better than large real ones.
+pub const GZIP_ALLOWANCE: u64 = 64 << 20;
+
 /// `len` rounded up to a multiple of [`ALIGN`] (saturating).
 pub const fn padded(len: u64) -> u64 {
     match len.checked_next_multiple_of(ALIGN as u64) {

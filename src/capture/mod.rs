@@ -36,12 +36,12 @@ mod read;
 pub(crate) mod stream;
 mod write;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
 use crate::record::clock::{self, Calibration};
-use crate::record::event::RawEvent;
+use crate::record::event::{RawEvent, RawKind};
 use crate::record::pool;
 use crate::record::registry::Untracked;
 
@@ -170,8 +170,11 @@ pub(crate) enum Chunk {
     /// A recorded chunk, held (always `Some` until dropped): it goes back to the pool when
     /// the last holder lets go.
     Held(Option<SharedChunk>),
-    /// Records read from a file (or made by hand), owned: as many as there are, in a
-    /// vector of their size (a pooled chunk would cost 64 KiB however few they are).
+    /// The records of one event chunk of a file, where they lie in the file's bytes.
+    File(FileRecords),
+    /// Records made by hand, or read from a file whose bytes cannot be read in place, owned:
+    /// as many as there are, in a vector of their size (a pooled chunk would cost 64 KiB
+    /// however few they are).
     Owned(Vec<RawEvent>),
 }
 
@@ -179,10 +182,90 @@ impl Chunk {
     pub(crate) fn records(&self) -> &[RawEvent] {
         match self {
             Self::Held(held) => held.as_ref().map_or(&[], SharedChunk::records),
+            Self::File(records) => records.records(),
             Self::Owned(records) => records,
         }
     }
 }
+
+/// Records of a capture file read in place: `len` records from byte `start` of the file's
+/// bytes, which every chunk read from the file shares. A file's records have the layout of
+/// [`RawEvent`] in memory on a little-endian machine, so reading a file copies nothing per
+/// record: [`FileRecords::scan`] checks them once, and they are used where they lie.
+#[derive(Debug)]
+pub(crate) struct FileRecords {
+    bytes: Arc<Vec<u8>>,
+    start: usize,
+    len: usize,
+}
+
+/// What [`FileRecords::scan`] found.
+pub(crate) struct Scanned {
+    /// The records up to the first of unknown kind (all of them when every kind is known).
+    pub(crate) records: FileRecords,
+    /// An allocation or a free is among the records taken.
+    pub(crate) memory: bool,
+}
+
+impl FileRecords {
+    /// The records of `bytes` from byte `start` on, at most `count` of them (`count` × 16
+    /// bytes, which `bytes` must hold), up to the first of unknown kind; `None` when they
+    /// cannot be read in place (a big-endian machine, or records not aligned in memory as
+    /// [`RawEvent`]s are: the caller then copies them).
+    pub(crate) fn scan(bytes: &Arc<Vec<u8>>, start: usize, count: usize) -> Option<Scanned> {
+        if cfg!(target_endian = "big") {
+            return None;
+        }
+        let end = count
+            .checked_mul(RECORD_LEN)
+            .and_then(|len| start.checked_add(len))?;
+        let region = bytes.get(start..end)?;
+        if !region
+            .as_ptr()
+            .cast::<RawEvent>()
+            .is_aligned()
+        {
+            return None;
+        }
+        let mut memory = false;
+        let mut len = 0;
+        for record in region.chunks_exact(RECORD_LEN) {
+            let kind = u32::from_le_bytes([record[12], record[13], record[14], record[15]]);
+            if RawKind::from_u32(kind).is_none() {
+                break;
+            }
+            memory |= kind == RawKind::Alloc as u32 || kind == RawKind::Free as u32;
+            len += 1;
+        }
+        Some(Scanned {
+            records: Self {
+                bytes: Arc::clone(bytes),
+                start,
+                len,
+            },
+            memory,
+        })
+    }
+
+    pub(crate) fn records(&self) -> &[RawEvent] {
+        let bytes = &self.bytes[self.start..self.start + self.len * RECORD_LEN];
+        // SAFETY: `scan` made these bytes: `len` records of 16 bytes, aligned as `RawEvent`,
+        // on a little-endian machine, so each is a `RawEvent`'s fields as `repr(C)` lays
+        // them out (tick, id, kind: no padding) with the bytes of a valid `RawKind` (checked
+        // by `scan`) in its kind. The bytes are shared and never written again (no `&mut`
+        // to them exists: the `Vec` is behind an `Arc` from the start), and the slice
+        // borrows `self`, which holds them.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<RawEvent>(), self.len) }
+    }
+
+    /// The file's bytes of the records (their content in an event chunk, as written).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len * RECORD_LEN]
+    }
+}
+
+/// Bytes of a record.
+const RECORD_LEN: usize = std::mem::size_of::<RawEvent>();
 
 impl Drop for Chunk {
     fn drop(&mut self) {
@@ -332,12 +415,10 @@ impl Capture {
         start_tick: u64,
         end_tick: u64,
     ) -> Self {
-        let memory = threads.iter().flat_map(|(_, r)| r).any(|r| {
-            matches!(
-                r.kind,
-                crate::record::event::RawKind::Alloc | crate::record::event::RawKind::Free
-            )
-        });
+        let memory = threads
+            .iter()
+            .flat_map(|(_, r)| r)
+            .any(|r| matches!(r.kind, RawKind::Alloc | RawKind::Free));
         let owned: Vec<CaptureThread> = threads
             .into_iter()
             .map(|(id, records)| CaptureThread {

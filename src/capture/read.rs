@@ -6,12 +6,18 @@
 //! error that names the byte offset ([`ReadError`]); what can be read past (an unknown chunk
 //! type or version, a last chunk cut short, a session without footer) is read past with a
 //! warning ([`Capture::warnings`]).
+//!
+//! Records are not copied: the captures keep the input's bytes and use each event chunk's
+//! records where they lie ([`FileRecords`]), once their kinds are checked.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::clock::Calibration;
@@ -21,10 +27,10 @@ use crate::record::registry::Untracked;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
     CLOCK_IDENTITY, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FORMAT_VERSION,
-    NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
+    GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
-use super::{Capture, CaptureThread, Chunk, ClockPairs, Header};
+use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
 
 /// Bytes of an event chunk's prefix and of a record, as `usize`.
 const PREFIX: usize = EVENT_PREFIX as usize;
@@ -104,7 +110,9 @@ impl Capture {
     /// [`Profiler::write_capture`](crate::Profiler::write_capture) holds one; for a file of
     /// several, see [`Capture::read_all`], and the capture's [`warnings`](Capture::warnings)
     /// say how many there were). A gzipped file (such as one written to a `.gz` path) is
-    /// decompressed first.
+    /// decompressed first, to at most [`GZIP_MAX_RATIO`] times its size plus
+    /// [`GZIP_ALLOWANCE`] (64 × + 64 MiB): a file that decompresses past that is an error (a
+    /// gzip bomb).
     ///
     /// What can be read past is, with a warning: a chunk type or version this build does not
     /// know is skipped, a last chunk cut short keeps the records it holds, a session without
@@ -162,7 +170,7 @@ impl Capture {
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| ReadError::io(Some(path), "cannot read", e))?;
-        parse(&bytes, Some(path))
+        parse(bytes, Some(path))
     }
 
     /// Reads every session of a capture file held in memory, as [`Capture::read_all`] (errors
@@ -181,38 +189,122 @@ impl Capture {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Vec<Capture>, ReadError> {
+        let _untracked = Untracked::enter();
+        let owned = if is_gzip(bytes) {
+            gunzip(bytes, None)?
+        } else {
+            bytes.to_vec()
+        };
+        parse(owned, None)
+    }
+
+    /// Reads every session of a capture file held in memory, as [`Capture::from_bytes`], but
+    /// keeps `bytes` instead of copying them: the captures hold the records where they lie in
+    /// `bytes` (what [`Capture::read_all`] does with the file it reads). For a caller that
+    /// reads the file itself, say in pieces to show progress.
+    ///
+    /// ```
+    /// let prof = tickscope::Profiler::builder().current_thread().start();
+    /// {
+    ///     let _g = tickscope::scope!("step");
+    /// }
+    /// prof.stop();
+    /// let mut file = Vec::new();
+    /// prof.capture().write_to(&mut file)?;
+    /// let captures = tickscope::Capture::from_vec(file).unwrap();
+    /// assert_eq!(captures[0].record_count(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Vec<Capture>, ReadError> {
         parse(bytes, None)
     }
 }
 
+/// True when `bytes` start with the gzip magic.
+fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
+}
+
+/// The most bytes a gzipped input of `compressed` bytes may decompress to:
+/// [`GZIP_MAX_RATIO`] times its size plus [`GZIP_ALLOWANCE`].
+fn gzip_limit(compressed: usize) -> u64 {
+    (compressed as u64)
+        .saturating_mul(GZIP_MAX_RATIO)
+        .saturating_add(GZIP_ALLOWANCE)
+}
+
+/// `gz` decompressed (every gzip member, one after the other), unless it decompresses to more
+/// than [`gzip_limit`] allows: an error then, once that much is decompressed (not more).
+fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<Vec<u8>, ReadError> {
+    let limit = gzip_limit(gz.len());
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(gz)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
+    if out.len() as u64 > limit {
+        return Err(ReadError {
+            path: path.map(Path::to_path_buf),
+            offset: None,
+            what: format!(
+                "gzipped, it decompresses to more than {limit} bytes ({GZIP_MAX_RATIO} times its \
+                 {} bytes plus {} MiB): not read, as no capture compresses that well (a gzip \
+                 bomb?)",
+                gz.len(),
+                GZIP_ALLOWANCE >> 20
+            ),
+            io: None,
+        });
+    }
+    Ok(out)
+}
+
 /// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.
-fn parse(bytes: &[u8], path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
+fn parse(bytes: Vec<u8>, path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
+    parse_with(bytes, path, true)
+}
+
+/// [`parse`], reading records in place when `in_place` (and the machine allows it).
+fn parse_with(bytes: Vec<u8>, path: Option<&Path>, in_place: bool) -> Result<Vec<Capture>, ReadError> {
     // Reading allocates: the profiler's work, not the program's.
     let _untracked = Untracked::enter();
-    let unzipped;
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(bytes)
-            .read_to_end(&mut out)
-            .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
-        unzipped = out;
-        &unzipped
+    let bytes = if is_gzip(&bytes) {
+        gunzip(&bytes, path)?
     } else {
         bytes
     };
+    let bytes = Arc::new(bytes);
     Parser {
+        input: Input {
+            bytes: &bytes,
+            in_place,
+        },
+        names_left: bytes.len(),
         sessions: Vec::new(),
         session: None,
     }
-    .run(bytes)
+    .run(&bytes)
     .map_err(|mut e| {
         e.path = path.map(Path::to_path_buf);
         e
     })
 }
 
+/// The bytes being read, which the captures read share.
+struct Input<'a> {
+    bytes: &'a Arc<Vec<u8>>,
+    /// Records are read where they lie in `bytes` when the machine allows it
+    /// ([`FileRecords::scan`]); copied otherwise.
+    in_place: bool,
+}
+
 /// Reads chunk after chunk, gathering sessions.
 struct Parser<'a> {
+    input: Input<'a>,
+    /// Bytes of thread names that may still be copied: each thread holds its name as a string
+    /// of its own, so that many thread entries naming one long string would cost far more
+    /// than the input; names are copied up to the input's size in all, and cut short past it.
+    names_left: usize,
     sessions: Vec<Capture>,
     /// The session being read: its header was read, its footer not yet.
     session: Option<Session<'a>>,
@@ -344,9 +436,9 @@ impl<'a> Parser<'a> {
             CLOCK => session.clock(pos, content)?,
             STRINGS => session.strings(pos, content),
             CALLSITES => session.callsites(pos, content)?,
-            THREADS => session.threads(pos, content)?,
+            THREADS => session.threads(pos, content, &mut self.names_left)?,
             EVENT_CHUNK => {
-                session.events(pos, content, false)?;
+                session.events(&self.input, pos, content, false)?;
             }
             SESSION_FOOTER => {
                 let footer = footer(pos, content)?;
@@ -385,7 +477,7 @@ impl<'a> Parser<'a> {
                     && body.len() >= PREFIX =>
             {
                 let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;
-                session.events(pos, &body[..whole], true)?
+                session.events(&self.input, pos, &body[..whole], true)?
             }
             _ => 0,
         };
@@ -461,6 +553,49 @@ fn header(pos: usize, content: &[u8]) -> Result<Header, ReadError> {
     })
 }
 
+/// A string table: its bytes (the last NUL left out) and where each string starts, 4 bytes a
+/// string however short it is. String `n` ends at the NUL before string `n + 1`, the last one
+/// at the end of the bytes.
+#[derive(Default)]
+struct StringTable<'a> {
+    bytes: &'a [u8],
+    starts: Vec<u32>,
+}
+
+impl<'a> StringTable<'a> {
+    /// The strings of `bytes`, NUL-separated; `None` past 4 GiB.
+    fn new(bytes: &'a [u8]) -> Option<Self> {
+        u32::try_from(bytes.len()).ok()?;
+        let mut starts = Vec::with_capacity(1 + bytes.iter().filter(|&&b| b == 0).count());
+        starts.push(0);
+        // Each start is at most the length, which fits.
+        starts.extend(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == 0)
+                .map(|(at, _)| at as u32 + 1),
+        );
+        Some(Self { bytes, starts })
+    }
+
+    /// Strings in the table.
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// String `id`, without its NUL.
+    fn get(&self, id: u32) -> Option<&'a [u8]> {
+        let index = id as usize;
+        let start = *self.starts.get(index)? as usize;
+        let end = self
+            .starts
+            .get(index + 1)
+            .map_or(self.bytes.len(), |&next| next as usize - 1);
+        self.bytes.get(start..end)
+    }
+}
+
 /// What a session footer says.
 struct Footer {
     start_tick: u64,
@@ -496,11 +631,12 @@ struct Session<'a> {
     offset: usize,
     header: Header,
     clock: Option<ClockPairs>,
-    /// The current string table: id `n` at index `n`.
-    strings: Vec<&'a [u8]>,
-    /// The strings of the current table interned (see `callsite::intern_str`), as callsites
-    /// ask for them: each string is hashed and leaked once, however many callsites name it.
-    interned: Vec<Option<&'static str>>,
+    /// The current string table.
+    strings: StringTable<'a>,
+    /// The strings of the current table interned (see `callsite::intern_str`) by id, as
+    /// callsites ask for them: each string is hashed and leaked once, however many callsites
+    /// name it.
+    interned: FxHashMap<u32, &'static str>,
     /// `(id, offset of the entry, callsite)`, as declared.
     callsites: Vec<(u32, usize, &'static Callsite)>,
     threads: Vec<ThreadBuild>,
@@ -508,6 +644,8 @@ struct Session<'a> {
     thread_index: HashMap<u64, usize>,
     records: u64,
     warnings: Vec<String>,
+    /// A thread name was cut short (warned once).
+    names_cut: bool,
 }
 
 /// A thread of a session being read: its records go into chunks as they come.
@@ -515,8 +653,9 @@ struct ThreadBuild {
     id: u64,
     name: Option<String>,
     from_tick: u64,
-    /// The thread's records so far, in file order.
-    records: Vec<RawEvent>,
+    /// The thread's records so far, in file order: one chunk per event chunk of the file
+    /// that holds any.
+    chunks: Vec<Chunk>,
     /// The tick of the last record that is not data, for a session without footer.
     last_tick: Option<u64>,
     /// An allocation or a free was seen, for a session without footer.
@@ -524,12 +663,17 @@ struct ThreadBuild {
 }
 
 impl ThreadBuild {
-    fn push(&mut self, record: RawEvent) {
-        if !record.kind.carries_data() {
-            self.last_tick = Some(record.tick);
+    /// Adds the records of an event chunk; `memory`: an allocation or a free is among them.
+    fn push(&mut self, chunk: Chunk, memory: bool) {
+        let records = chunk.records();
+        if records.is_empty() {
+            return;
         }
-        self.memory |= matches!(record.kind, RawKind::Alloc | RawKind::Free);
-        self.records.push(record);
+        if let Some(last) = records.iter().rev().find(|r| !r.kind.carries_data()) {
+            self.last_tick = Some(last.tick);
+        }
+        self.memory |= memory;
+        self.chunks.push(chunk);
     }
 }
 
@@ -539,13 +683,14 @@ impl<'a> Session<'a> {
             offset,
             header,
             clock: None,
-            strings: Vec::new(),
-            interned: Vec::new(),
+            strings: StringTable::default(),
+            interned: FxHashMap::default(),
             callsites: Vec::new(),
             threads: Vec::new(),
             thread_index: HashMap::new(),
             records: 0,
             warnings: Vec::new(),
+            names_cut: false,
         }
     }
 
@@ -613,17 +758,24 @@ impl<'a> Session<'a> {
                 content
             }
             None => {
-                self.strings.clear();
+                self.strings = StringTable::default();
                 self.interned.clear();
                 return;
             }
         };
-        self.strings = content.split(|&b| b == 0).collect();
         self.interned.clear();
-        self.interned.resize(self.strings.len(), None);
-        let bad = self
-            .strings
-            .iter()
+        let Some(table) = StringTable::new(content) else {
+            self.strings = StringTable::default();
+            self.warnings.push(format!(
+                "byte {pos}: a string table of {} bytes (4 GiB or more) is not read: it holds no \
+                 strings",
+                content.len()
+            ));
+            return;
+        };
+        self.strings = table;
+        let bad = content
+            .split(|&b| b == 0)
             .filter(|s| std::str::from_utf8(s).is_err())
             .count();
         if bad > 0 {
@@ -641,7 +793,7 @@ impl<'a> Session<'a> {
         what: &dyn fmt::Display,
         id: u32,
     ) -> Result<Cow<'a, str>, ReadError> {
-        match self.strings.get(id as usize) {
+        match self.strings.get(id) {
             Some(s) => Ok(String::from_utf8_lossy(s)),
             None => Err(ReadError::at(
                 at,
@@ -656,13 +808,11 @@ impl<'a> Session<'a> {
     /// String `id` of the current table (which exists: checked with [`Session::string`]),
     /// interned.
     fn interned_string(&mut self, id: u32) -> &'static str {
-        let index = id as usize;
-        if let Some(Some(interned)) = self.interned.get(index) {
-            return interned;
-        }
-        let interned = callsite::intern_str(&String::from_utf8_lossy(self.strings[index]));
-        self.interned[index] = Some(interned);
-        interned
+        let strings = &self.strings;
+        self.interned.entry(id).or_insert_with(|| {
+            let string = strings.get(id).unwrap_or_default();
+            callsite::intern_str(&String::from_utf8_lossy(string))
+        })
     }
 
     /// The callsite table at `pos`.
@@ -706,8 +856,13 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The thread table at `pos`.
-    fn threads(&mut self, pos: usize, content: &[u8]) -> Result<(), ReadError> {
+    /// The thread table at `pos`; thread names are copied while `names_left` allows.
+    fn threads(
+        &mut self,
+        pos: usize,
+        content: &[u8],
+        names_left: &mut usize,
+    ) -> Result<(), ReadError> {
         if !content.len().is_multiple_of(THREAD_ENTRY) {
             return Err(ReadError::at(
                 pos,
@@ -723,10 +878,7 @@ impl<'a> Session<'a> {
             let id = u64_at(entry, 0);
             let name = match u32_at(entry, 16) {
                 NO_STRING => None,
-                string => Some(
-                    self.string(at, &format_args!("thread {id}'s name"), string)?
-                        .into_owned(),
-                ),
+                string => Some(self.string(at, &format_args!("thread {id}'s name"), string)?),
             };
             if self.thread_index.contains_key(&id) {
                 self.warnings.push(format!(
@@ -734,12 +886,25 @@ impl<'a> Session<'a> {
                 ));
                 continue;
             }
+            let name = name.map(|name| {
+                let kept = name.floor_char_boundary(*names_left);
+                *names_left -= kept;
+                if kept < name.len() && !std::mem::replace(&mut self.names_cut, true) {
+                    self.warnings.push(format!(
+                        "byte {at}: thread names are cut short past the input's size in all: \
+                         thread {id}'s name of {} bytes keeps {kept} (and the names after it, \
+                         what is left)",
+                        name.len()
+                    ));
+                }
+                name[..kept].to_owned()
+            });
             self.thread_index.insert(id, self.threads.len());
             self.threads.push(ThreadBuild {
                 id,
                 name,
                 from_tick: u64_at(entry, 8),
-                records: Vec::new(),
+                chunks: Vec::new(),
                 last_tick: None,
                 memory: false,
             });
@@ -747,9 +912,16 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The event chunk at `pos` with `content` (whole records); returns the bytes read.
-    /// `salvage` (a chunk cut short) keeps the records before a bad one instead of failing.
-    fn events(&mut self, pos: usize, content: &[u8], salvage: bool) -> Result<usize, ReadError> {
+    /// The event chunk at `pos` of `input` with `content` (whole records); returns the bytes
+    /// read. `salvage` (a chunk cut short) keeps the records before a bad one instead of
+    /// failing.
+    fn events(
+        &mut self,
+        input: &Input<'_>,
+        pos: usize,
+        content: &[u8],
+        salvage: bool,
+    ) -> Result<usize, ReadError> {
         if content.len() < PREFIX || !(content.len() - PREFIX).is_multiple_of(RECORD_LEN) {
             return Err(ReadError::at(
                 pos,
@@ -770,23 +942,44 @@ impl<'a> Session<'a> {
                 ),
             ));
         };
-        let thread = &mut self.threads[index];
         let records = &content[PREFIX..];
-        // Bounded by the chunk's bytes, which are in the input.
-        thread.records.reserve(records.len() / RECORD_LEN);
-        for (i, record) in records.chunks_exact(RECORD_LEN).enumerate() {
-            let kind = u32_at(record, 12);
-            let Some(kind) = RawKind::from_u32(kind) else {
-                if salvage {
-                    return Ok(PREFIX + i * RECORD_LEN);
+        let count = records.len() / RECORD_LEN;
+        let start = pos + CHUNK_HEADER + PREFIX;
+        let in_place = input
+            .in_place
+            .then(|| FileRecords::scan(input.bytes, start, count))
+            .flatten();
+        let (chunk, taken, memory) = match in_place {
+            Some(scanned) => {
+                let taken = scanned.records.records().len();
+                (Chunk::File(scanned.records), taken, scanned.memory)
+            }
+            None => {
+                // Bounded by the chunk's bytes, which are in the input.
+                let mut owned = Vec::with_capacity(count);
+                let mut memory = false;
+                for record in records.chunks_exact(RECORD_LEN) {
+                    let Some(kind) = RawKind::from_u32(u32_at(record, 12)) else {
+                        break;
+                    };
+                    memory |= matches!(kind, RawKind::Alloc | RawKind::Free);
+                    owned.push(RawEvent::new(kind, u32_at(record, 8), u64_at(record, 0)));
                 }
-                return Err(ReadError::at(
-                    pos + CHUNK_HEADER + PREFIX + i * RECORD_LEN,
-                    format!("record {i} of the events chunk at byte {pos} has unknown kind {kind}"),
-                ));
-            };
-            thread.push(RawEvent::new(kind, u32_at(record, 8), u64_at(record, 0)));
-            self.records += 1;
+                let taken = owned.len();
+                (Chunk::Owned(owned), taken, memory)
+            }
+        };
+        self.threads[index].push(chunk, memory);
+        self.records += taken as u64;
+        if taken < count {
+            if salvage {
+                return Ok(PREFIX + taken * RECORD_LEN);
+            }
+            let kind = u32_at(records, taken * RECORD_LEN + 12);
+            return Err(ReadError::at(
+                start + taken * RECORD_LEN,
+                format!("record {taken} of the events chunk at byte {pos} has unknown kind {kind}"),
+            ));
         }
         Ok(content.len())
     }
@@ -855,11 +1048,7 @@ impl<'a> Session<'a> {
                 id: t.id,
                 name: t.name,
                 from_tick: t.from_tick,
-                chunks: if t.records.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![Chunk::Owned(t.records)]
-                },
+                chunks: t.chunks,
             })
             .collect();
         Capture {
@@ -934,4 +1123,98 @@ fn array<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
     let field = bytes.get(at..).and_then(|b| b.first_chunk::<N>());
     debug_assert!(field.is_some(), "{N} bytes at {at} of {}", bytes.len());
     field.copied().unwrap_or([0; N])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReadError, parse_with};
+    use crate::capture::{Capture, Chunk};
+    use crate::record::callsite::Callsite;
+    use crate::record::event::{RawEvent, RawKind};
+
+    static STEP: Callsite = Callsite::new("step", "read.rs", 1, "tests");
+
+    /// A capture file of one thread: two scopes, an allocation and its free.
+    fn file() -> Vec<u8> {
+        let id = STEP.id();
+        let mut records = vec![RawEvent::begin(id, 10)];
+        records.extend(RawEvent::memory(RawKind::Alloc, 64, 0x1000, 11));
+        records.extend(RawEvent::memory(RawKind::Free, 64, 0x1000, 12));
+        records.extend([
+            RawEvent::end(RawEvent::end_key(id, 10), 20),
+            RawEvent::begin(id, 30),
+            RawEvent::end(RawEvent::end_key(id, 30), 40),
+        ]);
+        let mut bytes = Vec::new();
+        Capture::from_records(vec![(1, records)], 0, 100)
+            .write_to(&mut bytes)
+            .unwrap();
+        bytes
+    }
+
+    fn read(bytes: Vec<u8>, in_place: bool) -> Result<Capture, ReadError> {
+        parse_with(bytes, None, in_place).map(|mut sessions| sessions.remove(0))
+    }
+
+    /// Records read where they lie in the file and records copied out of it read the same,
+    /// decode the same and write the same bytes back.
+    #[test]
+    fn records_read_in_place_or_copied_are_the_same() {
+        let bytes = file();
+        let in_place = read(bytes.clone(), true).unwrap();
+        let copied = read(bytes.clone(), false).unwrap();
+        let chunk = |c: &Capture| match &c.threads[0].chunks[..] {
+            [Chunk::File(_)] => "file",
+            [Chunk::Owned(_)] => "owned",
+            _ => "other",
+        };
+        let expected = if cfg!(target_endian = "little") {
+            "file"
+        } else {
+            "owned"
+        };
+        assert_eq!(chunk(&in_place), expected);
+        assert_eq!(chunk(&copied), "owned");
+        assert_eq!(
+            in_place.threads[0].chunks[0].records(),
+            copied.threads[0].chunks[0].records()
+        );
+        assert_eq!(in_place.record_count(), 8);
+        assert!(in_place.tracks_memory() && copied.tracks_memory());
+        assert_eq!(in_place.decode(), copied.decode());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        in_place.write_to(&mut a).unwrap();
+        copied.write_to(&mut b).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, bytes);
+    }
+
+    /// A record of unknown kind is the same error either way, and a chunk cut short keeps
+    /// the same records.
+    #[test]
+    fn bad_records_read_the_same_in_place_or_copied() {
+        let bytes = file();
+        // The event chunk is the last before the footer (48 bytes with its header): its
+        // records end 64 bytes before the end of the file. Record 5 of 8 gets kind 99.
+        let records_end = bytes.len() - 64;
+        let bad_at = records_end - 3 * 16;
+        let mut bad = bytes.clone();
+        bad[bad_at + 12..bad_at + 16].copy_from_slice(&99u32.to_le_bytes());
+        for in_place in [true, false] {
+            let e = read(bad.clone(), in_place).unwrap_err();
+            assert_eq!(e.offset(), Some(bad_at as u64), "{e}");
+            assert!(e.to_string().contains("record 5 of the events chunk"), "{e}");
+        }
+        // Cut in the middle of the last record: seven whole records are kept, the footer is
+        // lost.
+        let cut = &bad[..records_end - 8];
+        let mut fixed = cut.to_vec();
+        fixed[bad_at + 12..bad_at + 16].copy_from_slice(&(RawKind::End as u32).to_le_bytes());
+        for in_place in [true, false] {
+            let capture = read(fixed.clone(), in_place).unwrap();
+            assert_eq!(capture.record_count(), 7);
+            let salvaged = read(cut.to_vec(), in_place).unwrap();
+            assert_eq!(salvaged.record_count(), 5, "up to the record of unknown kind");
+        }
+    }
 }

@@ -77,6 +77,7 @@ impl Capture {
                         w.events(shared)?;
                     }
                     Chunk::Held(None) => {}
+                    Chunk::File(records) => w.file_events(thread.id, records.bytes())?,
                     Chunk::Owned(records) => w.owned_events(thread.id, records)?,
                 }
             }
@@ -262,7 +263,8 @@ impl Writer<'_> {
         self.write(&ZEROS[..len.next_multiple_of(ALIGN) - len])
     }
 
-    /// An event chunk of records owned by the capture (read from a file, or made by hand):
+    /// An event chunk of records owned by the capture (made by hand, or read from a file that
+    /// could not be read in place):
     /// header, thread id, reserved bytes and the records, encoded field by field.
     fn owned_events(&mut self, thread: u64, records: &[RawEvent]) -> io::Result<()> {
         let mut content = Vec::with_capacity(16 + 16 * records.len());
@@ -275,6 +277,16 @@ impl Writer<'_> {
         }
         self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
         self.write(&content)
+    }
+
+    /// An event chunk of records read from a file, in place: header, thread id, reserved
+    /// bytes, and the records as the file held them (`records`: 16 bytes each, no padding).
+    fn file_events(&mut self, thread: u64, records: &[u8]) -> io::Result<()> {
+        let mut prefix = [0u8; 16];
+        prefix[..8].copy_from_slice(&thread.to_le_bytes());
+        self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, 16 + records.len() as u64)?;
+        self.write(&prefix)?;
+        self.write(records)
     }
 
     /// An event chunk: a header for the held length (the chunk's own header may have grown

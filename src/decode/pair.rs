@@ -238,7 +238,12 @@ impl<'a> Pairing<'a> {
             // out of order. An end whose entry was outside the window closes nothing.
             let key = event.id;
             if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
-                let index = self.open.remove(position).index;
+                // The top one but for guards dropped out of order: a pop, not a shift.
+                let index = if position + 1 == self.open.len() {
+                    self.open.pop().map_or(0, |o| o.index)
+                } else {
+                    self.open.remove(position).index
+                };
                 let ns = self.converter.to_unix_ns(event.tick);
                 self.close(index, ns, false);
             }

@@ -71,7 +71,9 @@ pub(crate) fn stacks(trace: &Trace, options: Options) -> BTreeMap<String, u64> {
                 Some(prefix) => format!("{prefix};{name}"),
                 None => name,
             };
-            *stacks.entry(path.clone()).or_default() += span.self_ns();
+            // Saturating: a forged capture file may hold any duration.
+            let self_ns = stacks.entry(path.clone()).or_default();
+            *self_ns = self_ns.saturating_add(span.self_ns());
             paths.push(path);
         }
     }

@@ -33,17 +33,40 @@ pub(crate) fn push_str(buf: &mut Vec<u8>, s: &str) {
     buf.push(b'"');
 }
 
+/// The decimal digits of 0 to 99, two each.
+const PAIRS: [u8; 200] = {
+    let mut pairs = [0; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// The two digits of `v` (below 100).
+fn pair(v: u64) -> [u8; 2] {
+    let i = 2 * (v % 100) as usize;
+    [PAIRS[i], PAIRS[i + 1]]
+}
+
 /// Appends `v` in decimal.
 pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
+    // Two digits a division.
+    while v >= 100 {
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&pair(v));
+        v /= 100;
+    }
+    if v >= 10 {
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&pair(v));
+    } else {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[i] = b'0' + v as u8;
     }
     buf.extend_from_slice(&digits[i..]);
 }
@@ -52,12 +75,8 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
 pub(crate) fn push_micros(buf: &mut Vec<u8>, ns: u64) {
     push_u64(buf, ns / 1000);
     let frac = ns % 1000;
-    buf.extend_from_slice(&[
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
+    let [tens, units] = pair(frac);
+    buf.extend_from_slice(&[b'.', b'0' + (frac / 100) as u8, tens, units]);
 }
 
 /// Appends a scope argument's value: numbers and booleans as themselves, strings and the
@@ -90,11 +109,34 @@ mod tests {
     }
 
     #[test]
+    fn integers() {
+        for v in [
+            0,
+            7,
+            10,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            12_345,
+            1_000_000,
+            u64::from(u32::MAX),
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            assert_eq!(text(|buf| push_u64(buf, v)), v.to_string());
+        }
+    }
+
+    #[test]
     fn micros_have_three_decimals() {
         for (ns, want) in [
             (0, "0.000"),
             (7, "0.007"),
             (1_250, "1.250"),
+            (1_005, "1.005"),
+            (99_999, "99.999"),
             (u64::MAX, "18446744073709551.615"),
         ] {
             assert_eq!(text(|buf| push_micros(buf, ns)), want);

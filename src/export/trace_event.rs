@@ -68,6 +68,9 @@ pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io
         names: FxHashMap::default(),
         pids: pids(&trace.processes),
         named: FxHashSet::default(),
+        prefixes: std::iter::repeat_with(Prefix::default)
+            .take(PREFIXES)
+            .collect(),
         dialect,
         events: 0,
         link_args: link_args(trace),
@@ -146,6 +149,17 @@ pub(crate) fn nearest_micros(ns: u64, origin: u64) -> u64 {
     ns.saturating_sub(origin).saturating_add(500) / 1000
 }
 
+/// Slots of [`Writer::prefixes`].
+const PREFIXES: usize = 64;
+
+/// The start of a span's event, `,\n{"ph":"<ph>","cat":"<cat>","name":<name>,"pid":..,"tid":..,"ts":`,
+/// and what it is made of: phase, callsite (by address), poll or scope, and lane.
+#[derive(Default)]
+struct Prefix {
+    key: Option<(u8, usize, bool, u32)>,
+    bytes: Vec<u8>,
+}
+
 struct Writer<'a> {
     out: &'a mut dyn Write,
     /// Events are formatted here by hand (no `fmt` machinery) and flushed in 64 KiB blocks.
@@ -157,11 +171,21 @@ struct Writer<'a> {
     /// The threads (process and id) whose metadata is written: a thread that two sessions of
     /// one process recorded is one track.
     named: FxHashSet<(u32, u64)>,
+    /// The starts of recent span events of the current thread (see [`Prefix`]), at slots
+    /// given by what they are made of: most events copy theirs in one piece.
+    prefixes: Vec<Prefix>,
     dialect: &'a Dialect,
     /// Complete events written, for Kineto's ids.
     events: u64,
     /// Args of the slices that took part in a link, rendered.
     link_args: FxHashMap<SpanRef, Vec<u8>>,
+}
+
+/// The callsite's name as a JSON string.
+fn escape(callsite: &Callsite) -> Vec<u8> {
+    let mut name = Vec::new();
+    json::push_str(&mut name, callsite.name());
+    name
 }
 
 /// PyTorch's link args per slice: `"Sequence number":S` on an origin, plus
@@ -239,6 +263,10 @@ impl Writer<'_> {
             self.thread_metadata(pid, thread.id, &name, tracks.sort_index)?;
             tracks.sort_index += 1;
         }
+        // The prefixes of this thread's events name its own tracks.
+        for prefix in &mut self.prefixes {
+            prefix.key = None;
+        }
         for lane in 1..lanes.count() {
             let tid = tracks.next_tid;
             tracks.next_tid = tracks.next_tid.saturating_add(1);
@@ -295,11 +323,17 @@ impl Writer<'_> {
                     Edge::End(i) => (i, false),
                 };
                 let span = &spans[i as usize];
-                let head = &heads[lanes.lane(i) as usize];
+                let lane = lanes.lane(i);
+                let head = &heads[lane as usize];
                 if begin {
-                    self.edge(span, head, span.start_ns, Some((at(i), thread.args_of(i))));
+                    self.edge(
+                        span,
+                        (lane, head),
+                        span.start_ns,
+                        Some((at(i), thread.args_of(i))),
+                    );
                 } else {
-                    self.edge(span, head, span.end_ns, None);
+                    self.edge(span, (lane, head), span.end_ns, None);
                 }
                 result = self.spill();
             });
@@ -308,8 +342,16 @@ impl Writer<'_> {
         for i in 0..spans.len() as u32 {
             let span = &spans[i as usize];
             let (start_ns, end_ns) = times(i);
-            let head = &heads[lanes.lane(i) as usize];
-            self.complete(span, head, start_ns, end_ns, at(i), thread.args_of(i));
+            let lane = lanes.lane(i);
+            let head = &heads[lane as usize];
+            self.complete(
+                span,
+                (lane, head),
+                start_ns,
+                end_ns,
+                at(i),
+                thread.args_of(i),
+            );
             self.spill()?;
         }
         Ok(())
@@ -337,36 +379,60 @@ impl Writer<'_> {
         let name = self
             .names
             .entry(callsite as *const Callsite)
-            .or_insert_with(|| {
-                let mut name = Vec::new();
-                json::push_str(&mut name, callsite.name());
-                name
-            });
+            .or_insert_with(|| escape(callsite));
         self.buf.extend_from_slice(name);
     }
 
-    /// The category and name of an event for `span`, after `"ph":"<ph>`.
-    fn cat_and_name(&mut self, span: &Span) {
-        let cat = match span.kind {
-            SpanKind::Poll { .. } => self.dialect.poll_category,
-            SpanKind::Scope => self.dialect.scope_category,
-        };
-        self.buf.extend_from_slice(b"\",\"cat\":\"");
-        self.buf.extend_from_slice(cat.as_bytes());
-        self.buf.extend_from_slice(b"\",\"name\":");
-        self.name(span.callsite);
+    /// `,\n{"ph":"<ph>","cat":"<cat>","name":<name>` for `span`, then `head`
+    /// (`,"pid":..,"tid":..,"ts":` of its track, `lane`), from the cache when it holds them.
+    fn prefix(&mut self, ph: u8, span: &Span, (lane, head): (u32, &str)) {
+        let address = std::ptr::from_ref(span.callsite) as usize;
+        let poll = matches!(span.kind, SpanKind::Poll { .. });
+        let key = (ph, address, poll, lane);
+        let mixed = (address as u64 ^ u64::from(ph) << 56 ^ u64::from(poll) << 55)
+            .wrapping_add(u64::from(lane).wrapping_mul(0x9E37_79B9))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = (mixed >> 58) as usize % PREFIXES;
+        if self.prefixes[slot].key != Some(key) {
+            let mut bytes = std::mem::take(&mut self.prefixes[slot].bytes);
+            bytes.clear();
+            bytes.extend_from_slice(b",\n{\"ph\":\"");
+            bytes.push(ph);
+            bytes.extend_from_slice(b"\",\"cat\":\"");
+            let cat = if poll {
+                self.dialect.poll_category
+            } else {
+                self.dialect.scope_category
+            };
+            bytes.extend_from_slice(cat.as_bytes());
+            bytes.extend_from_slice(b"\",\"name\":");
+            bytes.extend_from_slice(self.escaped_name(span.callsite));
+            bytes.extend_from_slice(head.as_bytes());
+            self.prefixes[slot] = Prefix {
+                key: Some(key),
+                bytes,
+            };
+        }
+        self.buf.extend_from_slice(&self.prefixes[slot].bytes);
     }
 
-    /// A `B` event of the span at `begin`, or an `E` event, of `span` at `ns`; `head` is
-    /// `,"pid":..,"tid":..,"ts":`.
-    fn edge(&mut self, span: &Span, head: &str, ns: u64, begin: Option<(SpanRef, &[SpanArg])>) {
-        self.buf.extend_from_slice(if begin.is_some() {
-            b",\n{\"ph\":\"B"
-        } else {
-            b",\n{\"ph\":\"E"
-        });
-        self.cat_and_name(span);
-        self.buf.extend_from_slice(head.as_bytes());
+    /// The callsite's name as a JSON string, escaped once per trace.
+    fn escaped_name(&mut self, callsite: &'static Callsite) -> &[u8] {
+        self.names
+            .entry(callsite as *const Callsite)
+            .or_insert_with(|| escape(callsite))
+    }
+
+    /// A `B` event of the span at `begin`, or an `E` event, of `span` at `ns`, on the track
+    /// of `lane` whose `head` is `,"pid":..,"tid":..,"ts":`.
+    fn edge(
+        &mut self,
+        span: &Span,
+        lane: (u32, &str),
+        ns: u64,
+        begin: Option<(SpanRef, &[SpanArg])>,
+    ) {
+        self.prefix(if begin.is_some() { b'B' } else { b'E' }, span, lane);
         self.ts(ns);
         if let Some((at, args)) = begin {
             self.args(at, args, span.open_at_stop, None);
@@ -374,20 +440,18 @@ impl Writer<'_> {
         self.buf.push(b'}');
     }
 
-    /// One `X` event from `start_ns` to `end_ns` for the span at `at`; `head` is
-    /// `,"pid":..,"tid":..,"ts":`.
+    /// One `X` event from `start_ns` to `end_ns` for the span at `at`, on the track of
+    /// `lane` whose `head` is `,"pid":..,"tid":..,"ts":`.
     fn complete(
         &mut self,
         span: &Span,
-        head: &str,
+        lane: (u32, &str),
         start_ns: u64,
         end_ns: u64,
         at: SpanRef,
         args: &[SpanArg],
     ) {
-        self.buf.extend_from_slice(b",\n{\"ph\":\"X");
-        self.cat_and_name(span);
-        self.buf.extend_from_slice(head.as_bytes());
+        self.prefix(b'X', span, lane);
         self.ts(start_ns);
         self.buf.extend_from_slice(b",\"dur\":");
         json::push_micros(&mut self.buf, end_ns.saturating_sub(start_ns));
@@ -465,7 +529,8 @@ impl Writer<'_> {
                 continue;
             };
             let origin_ns = if self.dialect.times.is_some() {
-                origin + nearest_micros(origin_ns, origin) * 1000
+                // Saturating: rounding a time in the last microsecond of the range up.
+                origin.saturating_add(nearest_micros(origin_ns, origin).saturating_mul(1000))
             } else {
                 origin_ns
             };

@@ -180,13 +180,6 @@ impl Report {
 
     /// The rows of `trace` split by thread when `split_threads`, and by `split`.
     pub(crate) fn build(trace: &Trace, split_threads: bool, split: Split<'_>) -> Self {
-        #[derive(Default)]
-        struct Acc {
-            durations: Vec<u64>,
-            self_ns: u64,
-            open: u64,
-            memory: MemoryStats,
-        }
         let tracked = trace.memory.is_some();
         let none = MemoryStats::default();
         // The polls of each async call, summed.
@@ -219,60 +212,28 @@ impl Report {
                 .find(|a| a.key == key)
                 .map(|a| Label::Arg(a.value.to_string().into())),
         };
-        // Rows are per name, spans carry callsites: each (thread, callsite, label) is looked
-        // up by pointer and resolved to its row by name once.
-        type Key = (Option<ThreadKey>, &'static str, Option<Label>);
-        type Site = (Option<ThreadKey>, usize, Option<Label>);
-        let mut groups: Vec<(Key, Acc)> = Vec::new();
-        let mut by_name: HashMap<Key, usize> = HashMap::new();
-        let mut by_site: FxHashMap<Site, usize> = FxHashMap::default();
-        // Consecutive spans often share a callsite: the last lookup is kept.
-        let mut last: Option<(Site, usize)> = None;
-        let mut add = |thread: ThreadKey,
-                       callsite: &'static Callsite,
-                       label: Option<Label>,
-                       duration,
-                       self_ns,
-                       open,
-                       memory: &MemoryStats| {
-            let thread = split_threads.then_some(thread);
-            let site = (thread, std::ptr::from_ref(callsite) as usize, label);
-            let group = match &last {
-                Some((s, group)) if *s == site => *group,
-                _ => {
-                    let group = *by_site.entry(site.clone()).or_insert_with(|| {
-                        let key = (thread, callsite.name(), site.2.clone());
-                        *by_name.entry(key.clone()).or_insert_with(|| {
-                            groups.push((key, Acc::default()));
-                            groups.len() - 1
-                        })
-                    });
-                    last = Some((site, group));
-                    group
-                }
-            };
-            let acc = &mut groups[group].1;
-            acc.durations.push(duration);
-            // Saturating, as every sum here: a forged capture file may hold any duration.
-            acc.self_ns = acc.self_ns.saturating_add(self_ns);
-            acc.open += u64::from(open);
-            acc.memory.add(memory);
-        };
+        let mut groups = Groups::new(split_threads, tracked);
         for (t, thread) in trace.threads.iter().enumerate() {
+            // The cache holds rows of this thread's (or, not split by thread, any thread's)
+            // callsites.
+            if split_threads {
+                groups.cache = [(0, 0); CACHE];
+            }
             for (i, span) in thread.spans.iter().enumerate() {
                 // A poll is part of its async call, counted below.
                 if span.kind == SpanKind::Scope {
-                    let (duration, self_ns) = (span.duration_ns(), span.self_ns());
                     let at = SpanRef {
                         thread: t as u32,
                         span: i as u32,
                     };
-                    add(
-                        (thread.process, thread.id),
-                        span.callsite,
-                        label(thread, at),
-                        duration,
-                        self_ns,
+                    let group = match label(thread, at) {
+                        None => groups.unlabelled((thread.process, thread.id), span.callsite),
+                        label => groups.group((thread.process, thread.id), span.callsite, label),
+                    };
+                    groups.add(
+                        group,
+                        span.duration_ns(),
+                        span.self_ns(),
                         span.open_at_stop,
                         thread.memory.get(i).unwrap_or(&none),
                     );
@@ -280,19 +241,18 @@ impl Report {
             }
         }
         for (call, memory) in trace.async_spans.iter().zip(&calls_memory) {
-            let (duration, self_ns) = (call.duration_ns(), call.self_ns);
-            add(
-                (call.process, call.thread),
-                call.callsite,
-                None,
-                duration,
-                self_ns,
+            let group = groups.group((call.process, call.thread), call.callsite, None);
+            groups.add(
+                group,
+                call.duration_ns(),
+                call.self_ns,
                 call.open_at_stop,
                 memory,
             );
         }
         let wall = trace.wall_ns();
         let mut rows: Vec<ScopeStats> = groups
+            .groups
             .into_iter()
             .map(|((thread, name, label), mut acc)| {
                 let d = &mut acc.durations;
@@ -382,6 +342,107 @@ impl Report {
     /// Total calls over all rows.
     pub fn total_calls(&self) -> u64 {
         self.rows.iter().map(|r| r.calls).sum()
+    }
+}
+
+/// What a row adds up while a report is built.
+#[derive(Default)]
+struct Acc {
+    durations: Vec<u64>,
+    self_ns: u64,
+    open: u64,
+    memory: MemoryStats,
+}
+
+/// Rows by what they group: (thread when split by thread, name, label).
+type Key = (Option<ThreadKey>, &'static str, Option<Label>);
+/// Calls by where they come from: (thread when split by thread, callsite address, label).
+type Site = (Option<ThreadKey>, usize, Option<Label>);
+
+/// Entries of [`Groups::cache`].
+const CACHE: usize = 64;
+
+/// The rows of a report being built. Rows are per name, spans carry callsites: each (thread,
+/// callsite, label) is looked up by address and resolved to its row by name once.
+struct Groups {
+    split_threads: bool,
+    tracked: bool,
+    groups: Vec<(Key, Acc)>,
+    by_name: HashMap<Key, usize>,
+    by_site: FxHashMap<Site, usize>,
+    /// The last site looked up and its row: consecutive spans often share a callsite.
+    last: Option<(Site, usize)>,
+    /// (callsite address, row) of unlabelled rows of the current thread (or of any thread,
+    /// when not split by thread), at a slot given by the address: most spans find their row
+    /// here without a hash map (0: an empty slot).
+    cache: [(usize, usize); CACHE],
+}
+
+impl Groups {
+    fn new(split_threads: bool, tracked: bool) -> Self {
+        Self {
+            split_threads,
+            tracked,
+            groups: Vec::new(),
+            by_name: HashMap::new(),
+            by_site: FxHashMap::default(),
+            last: None,
+            cache: [(0, 0); CACHE],
+        }
+    }
+
+    /// The row of an unlabelled call of `callsite` on `thread`, whose rows the cache holds.
+    #[inline]
+    fn unlabelled(&mut self, thread: ThreadKey, callsite: &'static Callsite) -> usize {
+        let address = std::ptr::from_ref(callsite) as usize;
+        let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
+        match self.cache[slot] {
+            (cached, group) if cached == address => group,
+            _ => {
+                let group = self.group(thread, callsite, None);
+                self.cache[slot] = (address, group);
+                group
+            }
+        }
+    }
+
+    /// The row of a call of `callsite` on `thread` with `label`, added when new.
+    fn group(
+        &mut self,
+        thread: ThreadKey,
+        callsite: &'static Callsite,
+        label: Option<Label>,
+    ) -> usize {
+        let thread = self.split_threads.then_some(thread);
+        let site = (thread, std::ptr::from_ref(callsite) as usize, label);
+        if let Some((last, group)) = &self.last
+            && *last == site
+        {
+            return *group;
+        }
+        let (groups, by_name) = (&mut self.groups, &mut self.by_name);
+        let group = *self.by_site.entry(site.clone()).or_insert_with(|| {
+            let key = (thread, callsite.name(), site.2.clone());
+            *by_name.entry(key.clone()).or_insert_with(|| {
+                groups.push((key, Acc::default()));
+                groups.len() - 1
+            })
+        });
+        self.last = Some((site, group));
+        group
+    }
+
+    /// Adds a call to row `group`.
+    #[inline]
+    fn add(&mut self, group: usize, duration: u64, self_ns: u64, open: bool, memory: &MemoryStats) {
+        let acc = &mut self.groups[group].1;
+        acc.durations.push(duration);
+        // Saturating, as every sum here: a forged capture file may hold any duration.
+        acc.self_ns = acc.self_ns.saturating_add(self_ns);
+        acc.open += u64::from(open);
+        if self.tracked {
+            acc.memory.add(memory);
+        }
     }
 }
 

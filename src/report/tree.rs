@@ -73,9 +73,11 @@ impl CallTree {
                 });
                 let n = &mut tree.nodes[node];
                 n.calls += 1;
-                n.total_ns += span.duration_ns();
+                // Saturating, as the report's sums: a forged capture file may hold any
+                // duration.
+                n.total_ns = n.total_ns.saturating_add(span.duration_ns());
                 n.open += u64::from(span.open_at_stop);
-                children_ns[node] += span.children_ns;
+                children_ns[node] = children_ns[node].saturating_add(span.children_ns);
                 node_of_span.push(node);
             }
         }
