@@ -3,8 +3,7 @@
 //! then a spinner naming the step in progress for the steps the library does in one call
 //! (checking the records read, decoding, writing).
 
-use std::fs::File;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,9 +15,6 @@ use crate::{Context, Failure};
 
 /// Inputs from this size on get a progress display (when stderr is a terminal).
 const LARGE_INPUT: u64 = 16 << 20;
-
-/// Bytes read at a time, between two updates of the bar.
-const PIECE: u64 = 4 << 20;
 
 /// Progress on stderr, shown only for large inputs on a terminal and without `--quiet`;
 /// otherwise it draws nothing. While a file is read it is a bar of the bytes read out of the
@@ -114,25 +110,12 @@ pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture, progress: &Prog
     });
 }
 
-/// The bytes of the file at `path`, read in pieces so that `progress` shows how far it got.
+/// The bytes of the file at `path` ([`tickscope::capture::read_file`]: in parallel pieces
+/// when large), with `progress` showing how far it got.
 fn read_file(path: &Path, progress: &Progress) -> Result<Vec<u8>, Failure> {
-    let cannot = |e: std::io::Error| Failure(format!("cannot read {}: {e}", path.display()));
-    let mut file = File::open(path).map_err(cannot)?;
-    let size = file.metadata().map_or(0, |m| m.len());
-    progress.reading(path, size);
-    // The size is a hint: a file that grows meanwhile is read to its end.
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    loop {
-        let read = (&mut file)
-            .take(PIECE)
-            .read_to_end(&mut bytes)
-            .map_err(cannot)?;
-        if read == 0 {
-            break;
-        }
-        progress.read(bytes.len() as u64);
-    }
-    Ok(bytes)
+    progress.reading(path, size(path));
+    tickscope::capture::read_file(path, &|read| progress.read(read))
+        .map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
 }
 
 /// Every session of the file at `path`, its warnings left to the caller.

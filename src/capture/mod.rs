@@ -31,6 +31,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod file;
 pub mod format;
 mod read;
 pub(crate) mod stream;
@@ -45,6 +46,7 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::pool;
 use crate::record::registry::Untracked;
 
+pub use file::read_file;
 pub use format::FORMAT_VERSION;
 pub use read::ReadError;
 pub use stream::{DEFAULT_STREAM_MEMORY, StreamStats};

@@ -169,7 +169,8 @@ impl Capture {
     /// what is an error and what a warning.
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| ReadError::io(Some(path), "cannot read", e))?;
+        let bytes = super::read_file(path, &|_| {})
+            .map_err(|e| ReadError::io(Some(path), "cannot read", e))?;
         parse(bytes, Some(path))
     }
 

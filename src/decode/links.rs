@@ -15,6 +15,12 @@ pub(super) struct Links {
 }
 
 impl Links {
+    /// Adds the links another thread saw, after this one's.
+    pub(super) fn extend(&mut self, other: Self) {
+        self.origins.extend(other.origins);
+        self.followers.extend(other.followers);
+    }
+
     pub(super) fn matched(self) -> Vec<Flow> {
         let Links { origins, followers } = self;
         followers

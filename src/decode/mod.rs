@@ -12,11 +12,12 @@ mod links;
 mod memory;
 mod merge;
 mod pair;
+pub(crate) mod parallel;
 mod tasks;
 
 use std::ops::RangeInclusive;
 
-use crate::capture::Capture;
+use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
@@ -41,43 +42,48 @@ impl Trace {
     /// latest async span with its id that began before it. Threads with no record in the
     /// window are left out.
     pub fn from_capture(capture: &Capture) -> Self {
-        // Decoding allocates; that is the profiler's work, not the program's.
-        let _untracked = Untracked::enter();
-        let clock = &capture.clock;
-        let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
-        let end_tick = capture.end_tick;
-        let mut builder = Builder::new(&capture.callsites, converter, end_tick, capture.memory);
-        for thread in &capture.threads {
-            let window = thread.from_tick..=end_tick;
-            builder.thread(thread.id, &thread.name, thread.record_bound(), |pairing| {
-                // A record that carries data goes with the record before it.
-                let mut keep = false;
-                for chunk in &thread.chunks {
-                    let records = chunk.records();
-                    if within(records, &window) {
-                        // The usual case: the whole chunk is in the window.
-                        records.iter().for_each(|&record| pairing.push(record));
-                        keep = true;
-                        continue;
-                    }
-                    for &record in records {
-                        if !record.kind.carries_data() {
-                            keep = window.contains(&record.tick);
-                        }
-                        if keep {
-                            pairing.push(record);
-                        }
-                    }
-                }
-            });
-        }
-        let process = Process {
-            id: capture.header.process_id,
-            name: capture.header.process_name.clone(),
-            host: capture.header.host_name.clone(),
-        };
-        builder.finish(capture.start_tick, capture.dropped_events, process)
+        decode(capture, parallel::PARALLEL_FROM)
     }
+}
+
+/// [`Trace::from_capture`], on several cores when the capture holds at least `parallel_from`
+/// records (threads decode apart; the trace is the same either way).
+fn decode(capture: &Capture, parallel_from: usize) -> Trace {
+    // Decoding allocates; that is the profiler's work, not the program's.
+    let _untracked = Untracked::enter();
+    let clock = &capture.clock;
+    let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
+    let end_tick = capture.end_tick;
+    let shared = Shared {
+        callsites: &capture.callsites,
+        converter,
+        end_ns: converter.to_unix_ns(end_tick),
+        end_tick,
+        memory: capture.memory,
+    };
+    // Threads with no record in the window are left out; the others keep their order, and
+    // their index in the trace is known before any is decoded, so threads decode apart.
+    let threads: Vec<&CaptureThread> = capture
+        .threads
+        .iter()
+        .filter(|t| shared.has_records(t))
+        .collect();
+    let decoded = parallel::map(
+        &threads,
+        parallel_from,
+        |thread| thread.record_bound(),
+        |index, thread| shared.thread(index, thread),
+    );
+    let mut builder = Builder::new(shared.end_ns, capture.memory);
+    for thread in decoded {
+        builder.add(thread);
+    }
+    let process = Process {
+        id: capture.header.process_id,
+        name: capture.header.process_name.clone(),
+        host: capture.header.host_name.clone(),
+    };
+    builder.finish(&converter, capture.start_tick, capture.dropped_events, process)
 }
 
 impl Trace {
@@ -152,11 +158,102 @@ fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
     }
 }
 
-/// Builds a [`Trace`] thread by thread, pairing records as they are fed.
-struct Builder<'c> {
+/// What decoding any thread of a capture reads: its callsites, clock and window.
+struct Shared<'c> {
     callsites: &'c [&'static Callsite],
     converter: Converter,
     /// The window's end: scopes still open there are closed at it.
+    end_ns: u64,
+    end_tick: u64,
+    /// Allocations and frees are kept (they are skipped otherwise).
+    memory: bool,
+}
+
+/// One thread decoded on its own, with what it saw of the others: async records, links and
+/// allocations, matched across threads once every thread is in.
+struct Decoded {
+    thread: ThreadTrace,
+    events: u64,
+    marks: Vec<Mark>,
+    links: Links,
+    memory: Option<Vec<RawMemory>>,
+}
+
+impl Shared<'_> {
+    /// The records of `thread` that count: from the tick its window starts at to the
+    /// capture's end. A record that carries data goes with the record before it.
+    fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
+        let window = thread.from_tick..=self.end_tick;
+        let mut keep = false;
+        for chunk in &thread.chunks {
+            let records = chunk.records();
+            if within(records, &window) {
+                // The usual case: the whole chunk is in the window.
+                records.iter().for_each(|&record| f(record));
+                keep = true;
+                continue;
+            }
+            for &record in records {
+                if !record.kind.carries_data() {
+                    keep = window.contains(&record.tick);
+                }
+                if keep {
+                    f(record);
+                }
+            }
+        }
+    }
+
+    /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
+    /// record that is not a payload is in the window (ticks only grow, so it is usually the
+    /// first).
+    fn has_records(&self, thread: &CaptureThread) -> bool {
+        let window = thread.from_tick..=self.end_tick;
+        thread.chunks.iter().any(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .any(|r| !r.kind.carries_data() && window.contains(&r.tick))
+        })
+    }
+
+    /// Pairs the records of `thread`, at `index` in the trace.
+    fn thread(&self, index: usize, thread: &CaptureThread) -> Decoded {
+        // Decoding allocates, on whichever thread it runs.
+        let _untracked = Untracked::enter();
+        let mut marks = Vec::new();
+        let mut links = Links::default();
+        let mut memory = self.memory.then(Vec::new);
+        let mut pairing = Pairing::new(
+            self.callsites,
+            &self.converter,
+            (index, thread.id),
+            &mut marks,
+            &mut links,
+            memory.as_mut(),
+            thread.record_bound(),
+        );
+        self.for_each_record(thread, |record| pairing.push(record));
+        let (events, spans, stats, args) = pairing.finish(self.end_ns);
+        Decoded {
+            thread: ThreadTrace {
+                process: 0,
+                id: thread.id,
+                name: thread.name.clone(),
+                spans,
+                memory: stats,
+                args,
+            },
+            events,
+            marks,
+            links,
+            memory,
+        }
+    }
+}
+
+/// Builds a [`Trace`] from its threads, decoded apart and added in order.
+struct Builder {
     end_ns: u64,
     event_count: u64,
     marks: Vec<Mark>,
@@ -166,19 +263,11 @@ struct Builder<'c> {
     threads: Vec<ThreadTrace>,
 }
 
-impl<'c> Builder<'c> {
-    /// A builder over `callsites` (id `n` at index `n - 1`) for a window that ends at
-    /// `end_tick`; `memory` keeps allocations and frees (they are skipped otherwise).
-    fn new(
-        callsites: &'c [&'static Callsite],
-        converter: Converter,
-        end_tick: u64,
-        memory: bool,
-    ) -> Self {
+impl Builder {
+    /// A builder for a window that ends at `end_ns`; `memory` keeps allocations and frees.
+    fn new(end_ns: u64, memory: bool) -> Self {
         Self {
-            callsites,
-            converter,
-            end_ns: converter.to_unix_ns(end_tick),
+            end_ns,
             event_count: 0,
             marks: Vec::new(),
             memory: memory.then(Vec::new),
@@ -187,45 +276,38 @@ impl<'c> Builder<'c> {
         }
     }
 
-    /// Adds one thread whose records `fill` pushes in recorded order; `records_hint` is an upper
-    /// bound on their number, used to size the span list. A thread given no records is left out.
-    fn thread(
-        &mut self,
-        id: u64,
-        name: &Option<String>,
-        records_hint: usize,
-        fill: impl FnOnce(&mut Pairing<'_>),
-    ) {
-        let mut pairing = Pairing::new(
-            self.callsites,
-            &self.converter,
-            (self.threads.len(), id),
-            &mut self.marks,
-            &mut self.links,
-            self.memory.as_mut(),
-            records_hint,
-        );
-        fill(&mut pairing);
-        let (events, spans, memory, args) = pairing.finish(self.end_ns);
+    /// Adds the next thread: what it gives is what pairing the threads one after the other,
+    /// in this order, would have given.
+    fn add(&mut self, decoded: Decoded) {
+        let Decoded {
+            thread,
+            events,
+            marks,
+            links,
+            memory,
+        } = decoded;
+        debug_assert!(events > 0, "a thread with records in the window");
         self.event_count += events;
-        if events > 0 {
-            self.threads.push(ThreadTrace {
-                process: 0,
-                id,
-                name: name.clone(),
-                spans,
-                memory,
-                args,
-            });
+        self.marks.extend(marks);
+        self.links.extend(links);
+        if let (Some(all), Some(memory)) = (self.memory.as_mut(), memory) {
+            all.extend(memory);
         }
+        self.threads.push(thread);
     }
 
     /// The trace of the window that starts at `start_tick`.
-    fn finish(mut self, start_tick: u64, dropped_events: u64, process: Process) -> Trace {
+    fn finish(
+        mut self,
+        converter: &Converter,
+        start_tick: u64,
+        dropped_events: u64,
+        process: Process,
+    ) -> Trace {
         let end_ns = self.end_ns;
         let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
         Trace {
-            start_ns: self.converter.to_unix_ns(start_tick),
+            start_ns: converter.to_unix_ns(start_tick),
             end_ns,
             threads: self.threads,
             async_spans,

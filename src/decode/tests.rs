@@ -323,3 +323,59 @@ fn one_capture_decodes_as_it_does_alone_and_none_as_an_empty_trace() {
     assert_eq!((trace.start_ns, trace.end_ns), (1000, 5000));
     assert_eq!(trace.processes.len(), 2);
 }
+
+#[test]
+fn threads_decoded_in_parallel_give_the_trace_decoded_in_turn() {
+    let (call, step) = (CALL.id(), STEP.id());
+    const N: u32 = 300;
+    let (mut one, mut three) = (Vec::new(), Vec::new());
+    for i in 0..N {
+        let t = 10_000 + u64::from(i) * 100;
+        // Thread 1: a step that captures link `i`, an async call it begins and polls once,
+        // an allocation that thread 3 frees.
+        one.push(RawEvent::begin(step, t));
+        one.push(ev(RawKind::Link, i, t + 1));
+        one.push(RawEvent::end(RawEvent::end_key(step, t), t + 2));
+        one.extend([ev(RawKind::AsyncBegin, call, t + 3), RawEvent::payload(i + 1, 0)]);
+        one.extend([ev(RawKind::PollBegin, call, t + 3), RawEvent::payload(i + 1, 0)]);
+        one.push(RawEvent::end(RawEvent::end_key(call, t + 3), t + 4));
+        one.extend(RawEvent::memory(RawKind::Alloc, 64, 0x1000 + u64::from(i), t + 5));
+        // Thread 3: a step that follows from link `i`, a nested step, the call's second poll
+        // and its end, and the free.
+        three.extend(RawEvent::begin_follows(step, t + 10, 1, i));
+        three.push(RawEvent::begin(step, t + 11));
+        three.push(RawEvent::end(RawEvent::end_key(step, t + 11), t + 12));
+        three.push(RawEvent::end(RawEvent::end_key(step, t + 10), t + 13));
+        three.extend([ev(RawKind::PollBegin, call, t + 20), RawEvent::payload(i + 1, 0)]);
+        three.push(RawEvent::end(RawEvent::end_key(call, t + 20), t + 21));
+        three.extend([ev(RawKind::AsyncEnd, call, t + 21), RawEvent::payload(i + 1, 0)]);
+        three.extend(RawEvent::memory(RawKind::Free, 64, 0x1000 + u64::from(i), t + 22));
+    }
+    let end_tick = 10_000 + u64::from(N) * 100;
+    // Thread 2 recorded only after the window: it is left out, and threads 3 and 4 take the
+    // indices after thread 1's.
+    let two = vec![
+        RawEvent::begin(step, end_tick + 1),
+        RawEvent::end(RawEvent::end_key(step, end_tick + 1), end_tick + 2),
+    ];
+    let four = vec![RawEvent::begin(step, 10_050)];
+    let capture = Capture::from_records(
+        vec![(1, one), (2, two), (3, three), (4, four)],
+        0,
+        end_tick,
+    );
+    let in_turn = decode(&capture, usize::MAX);
+    let parallel = decode(&capture, 0);
+    assert!(in_turn == parallel, "the decodes differ");
+    let ids: Vec<u64> = parallel.threads.iter().map(|t| t.id).collect();
+    assert_eq!(ids, [1, 3, 4]);
+    assert_eq!(parallel.links.len(), N as usize);
+    assert!(parallel.links.iter().all(|l| l.origin.is_some_and(|o| o.thread == 0)
+        && l.follower.thread == 1));
+    assert_eq!(parallel.async_spans.len(), N as usize);
+    assert!(parallel.async_spans.iter().all(|c| c.polls == 2 && c.end_thread == Some(3)));
+    let memory = parallel.memory.as_ref().unwrap();
+    assert_eq!(memory.events.len(), 2 * N as usize);
+    assert!(memory.events.iter().all(|e| e.matched.is_some()));
+    assert!(parallel.threads[2].spans[0].open_at_stop);
+}

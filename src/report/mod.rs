@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
+use crate::decode::parallel;
 use crate::record::callsite::Callsite;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 
@@ -180,6 +181,17 @@ impl Report {
 
     /// The rows of `trace` split by thread when `split_threads`, and by `split`.
     pub(crate) fn build(trace: &Trace, split_threads: bool, split: Split<'_>) -> Self {
+        Self::build_with(trace, split_threads, split, parallel::PARALLEL_FROM)
+    }
+
+    /// [`Report::build`], on several cores when the trace holds `parallel_from` spans or more
+    /// (the report is the same either way).
+    fn build_with(
+        trace: &Trace,
+        split_threads: bool,
+        split: Split<'_>,
+        parallel_from: usize,
+    ) -> Self {
         let tracked = trace.memory.is_some();
         let none = MemoryStats::default();
         // The polls of each async call, summed.
@@ -212,13 +224,10 @@ impl Report {
                 .find(|a| a.key == key)
                 .map(|a| Label::Arg(a.value.to_string().into())),
         };
-        let mut groups = Groups::new(split_threads, tracked);
-        for (t, thread) in trace.threads.iter().enumerate() {
-            // The cache holds rows of this thread's (or, not split by thread, any thread's)
-            // callsites.
-            if split_threads {
-                groups.cache = [(0, 0); CACHE];
-            }
+        // Each thread's rows apart (on several cores for a large trace), then merged in thread
+        // order: what the rows add up does not depend on the order calls are added in.
+        let thread_groups = |t: usize, thread: &ThreadTrace| {
+            let mut groups = Groups::new(split_threads, tracked);
             for (i, span) in thread.spans.iter().enumerate() {
                 // A poll is part of its async call, counted below.
                 if span.kind == SpanKind::Scope {
@@ -239,6 +248,16 @@ impl Report {
                     );
                 }
             }
+            groups
+        };
+        let mut groups = Groups::new(split_threads, tracked);
+        for part in parallel::map(
+            &trace.threads,
+            parallel_from,
+            |thread| thread.spans.len(),
+            thread_groups,
+        ) {
+            groups.merge(part);
         }
         for (call, memory) in trace.async_spans.iter().zip(&calls_memory) {
             let group = groups.group((call.process, call.thread), call.callsite, None);
@@ -432,6 +451,26 @@ impl Groups {
         group
     }
 
+    /// Adds the rows of `other` (built over other threads) to these.
+    fn merge(&mut self, other: Self) {
+        for (key, acc) in other.groups {
+            let (groups, by_name) = (&mut self.groups, &mut self.by_name);
+            let group = *by_name.entry(key).or_insert_with_key(|key| {
+                groups.push((key.clone(), Acc::default()));
+                groups.len() - 1
+            });
+            let mine = &mut groups[group].1;
+            if mine.durations.is_empty() {
+                mine.durations = acc.durations;
+            } else {
+                mine.durations.extend(acc.durations);
+            }
+            mine.self_ns = mine.self_ns.saturating_add(acc.self_ns);
+            mine.open += acc.open;
+            mine.memory.add(&acc.memory);
+        }
+    }
+
     /// Adds a call to row `group`.
     #[inline]
     fn add(&mut self, group: usize, duration: u64, self_ns: u64, open: bool, memory: &MemoryStats) {
@@ -455,7 +494,59 @@ fn nearest_rank(values: &mut [u64], pct: usize) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::nearest_rank;
+    use super::{Report, Split, nearest_rank};
+    use crate::capture::Capture;
+    use crate::record::callsite::Callsite;
+    use crate::record::event::{RawEvent, RawKind};
+
+    static OUTER: Callsite = Callsite::new("outer", file!(), line!(), module_path!());
+    static INNER: Callsite = Callsite::new("inner", file!(), line!(), module_path!());
+    static KEY: Callsite = Callsite::new("key", file!(), line!(), module_path!());
+
+    #[test]
+    fn rows_summed_on_several_cores_are_the_rows_summed_in_turn() {
+        let (outer, inner, key) = (OUTER.id(), INNER.id(), KEY.id());
+        let threads = (1..=5u64)
+            .map(|thread| {
+                let mut records = Vec::new();
+                for i in 0..200 * thread {
+                    let t = i * 100 + thread;
+                    if thread == 1 {
+                        records.push(RawEvent::begin(outer, t));
+                        records.push(RawEvent::new(RawKind::Link, i as u32, t + 1));
+                    } else {
+                        records.extend(RawEvent::begin_follows(outer, t, 1, i as u32));
+                    }
+                    records.push(RawEvent::new(RawKind::ArgU64, key, i % 3));
+                    records.push(RawEvent::begin(inner, t + 2));
+                    records.push(RawEvent::end(RawEvent::end_key(inner, t + 2), t + 2 + i % 7));
+                    records.push(RawEvent::end(RawEvent::end_key(outer, t), t + 50 + thread));
+                }
+                (thread, records)
+            })
+            .collect();
+        let trace = Capture::from_records(threads, 0, 1_000_000).decode();
+        for split_threads in [false, true] {
+            for split in [Split::None, Split::Origin, Split::Arg("key")] {
+                let in_turn = Report::build_with(&trace, split_threads, split, usize::MAX);
+                let parallel = Report::build_with(&trace, split_threads, split, 0);
+                assert!(in_turn == parallel, "the reports differ");
+                let outer_calls: u64 = parallel
+                    .rows()
+                    .iter()
+                    .filter(|r| r.name == "outer")
+                    .map(|r| r.calls)
+                    .sum();
+                assert_eq!(outer_calls, 200 * (1 + 2 + 3 + 4 + 5));
+            }
+        }
+        let by_arg = Report::build_with(&trace, false, Split::Arg("key"), 0);
+        // i % 3 == 0 for i below 200, 400, …, 1000: 67 + 134 + 200 + 267 + 334 calls.
+        assert_eq!(by_arg.get_with_arg("outer", Some("0")).unwrap().calls, 1002);
+        let by_thread = Report::build_with(&trace, true, Split::None, 0);
+        assert_eq!(by_thread.get_on_thread("inner", 4).unwrap().calls, 800);
+        assert_eq!(by_thread.len(), 10);
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
