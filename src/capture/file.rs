@@ -6,6 +6,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::record::pages::prefer_huge_pages_for;
+
 /// Files from this size on are read by several threads at once.
 const PARALLEL_FROM: u64 = 32 << 20;
 
@@ -40,6 +42,7 @@ pub fn read_file(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> io::Result<Vec<
         && let Ok(len) = usize::try_from(size)
     {
         bytes = vec![0; len];
+        prefer_huge_pages_for(&bytes);
         if read_parts(&file, &mut bytes, cores, on_read).is_err() {
             // The file shrank under us (or a part failed): once more, plainly.
             bytes.clear();
@@ -50,6 +53,7 @@ pub fn read_file(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> io::Result<Vec<
     }
     if bytes.is_empty() {
         bytes.reserve(usize::try_from(size).unwrap_or(0));
+        prefer_huge_pages_for(&bytes);
     }
     // What is left (all of a small file; what a growing file added): in pieces.
     loop {

@@ -3,6 +3,7 @@
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::pages::prefer_huge_pages_for;
 use crate::record::value::{ArgReader, Value};
 use crate::trace::{MemoryKind, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
 
@@ -73,6 +74,9 @@ impl<'a> Pairing<'a> {
         memory: Option<&'a mut Vec<RawMemory>>,
         records_hint: usize,
     ) -> Self {
+        // Spans of a large thread fill fresh memory: fewer, larger pages fault in faster.
+        let spans = Vec::with_capacity(records_hint / 2);
+        prefer_huge_pages_for(&spans);
         Self {
             callsites,
             converter,
@@ -80,7 +84,7 @@ impl<'a> Pairing<'a> {
             thread_id,
             marks,
             links,
-            spans: Vec::with_capacity(records_hint / 2),
+            spans,
             open: Vec::new(),
             pending: None,
             events: 0,

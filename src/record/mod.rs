@@ -18,6 +18,7 @@ not_under_loom! {
     pub(crate) mod follows;
     pub(crate) mod link;
     pub(crate) mod observe;
+    pub(crate) mod pages;
     pub(crate) mod pool;
     pub(crate) mod registry;
     pub(crate) mod scope;

@@ -12,6 +12,7 @@ use rustc_hash::FxHashMap;
 
 use crate::decode::parallel;
 use crate::record::callsite::Callsite;
+use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 
 pub use live::LiveAtStop;
@@ -475,7 +476,12 @@ impl Groups {
     #[inline]
     fn add(&mut self, group: usize, duration: u64, self_ns: u64, open: bool, memory: &MemoryStats) {
         let acc = &mut self.groups[group].1;
+        let full = acc.durations.len() == acc.durations.capacity();
         acc.durations.push(duration);
+        if full {
+            // Grown: a large list of durations is fresh memory, best in large pages.
+            prefer_huge_pages_for(&acc.durations);
+        }
         // Saturating, as every sum here: a forged capture file may hold any duration.
         acc.self_ns = acc.self_ns.saturating_add(self_ns);
         acc.open += u64::from(open);
