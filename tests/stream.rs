@@ -130,6 +130,45 @@ fn a_restarted_stream_appends_a_session() {
 }
 
 #[test]
+fn a_restart_appends_after_the_last_whole_chunk() {
+    let _turn = turn();
+    let path = scratch("restart-after-cut.tscope");
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&*path)
+        .start();
+    for _ in 0..3 {
+        let _g = scope!("first");
+    }
+    prof.stop();
+    // The first window's footer cut short, as a write error (a full disk) leaves it.
+    let whole = std::fs::metadata(&*path).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&*path).unwrap();
+    file.set_len(whole - 7).unwrap();
+    drop(file);
+    prof.restart();
+    for _ in 0..5 {
+        let _g = scope!("second");
+    }
+    prof.stop();
+    let sessions = Capture::read_all(&path).unwrap();
+    assert_eq!(sessions.len(), 2);
+    // The first window lost only its footer: its records are all there, and it says so.
+    let calls = |c: &Capture, name: &str| {
+        tickscope::report::Report::new(&c.decode())
+            .get(name)
+            .map(|s| s.calls)
+    };
+    assert_eq!(calls(&sessions[0], "first"), Some(3));
+    assert_eq!(sessions[0].warnings().len(), 1, "{:?}", sessions[0].warnings());
+    assert!(sessions[0].warnings()[0].contains("has no footer"));
+    // The second reads whole, after the first's whole chunks.
+    assert_eq!(calls(&sessions[1], "second"), Some(5));
+    assert!(sessions[1].warnings().is_empty(), "{:?}", sessions[1].warnings());
+    assert_eq!(prof.report().get("second").unwrap().calls, 5);
+}
+
+#[test]
 fn memory_stays_within_the_pool() {
     let _turn = turn();
     let path = scratch("bounded.tscope");

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, Weak};
@@ -29,14 +29,14 @@ use std::time::{Duration, Instant};
 
 use crate::record::buffer::StreamedChunk;
 use crate::record::callsite;
-use crate::record::chunk::{CHUNK_EVENTS, RECORD};
+use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, RECORD};
 use crate::record::clock::{self, Calibration};
 use crate::record::pool::{SlowWriter, StreamPool};
 use crate::record::registry::{self, Untracked};
 use crate::record::sync::lock;
 
 use super::format::{
-    CALLSITES, CALLSITES_VERSION, CLOCK, CLOCK_VERSION, SESSION_FOOTER, SESSION_FOOTER_VERSION,
+    CHUNK_HEADER, padded, CALLSITES, CALLSITES_VERSION, CLOCK, CLOCK_VERSION, SESSION_FOOTER, SESSION_FOOTER_VERSION,
     SESSION_HEADER, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREADS, THREADS_VERSION,
 };
 use super::write::{
@@ -169,15 +169,24 @@ impl Stream {
         })?;
         let file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .write(true)
-            .append(append)
             .truncate(!append)
-            .open(&options.path);
+            .open(&options.path)
+            .map_err(|e| annotate(&options.path, "cannot open", e))
+            // A restart appends after the whole chunks of the file: a chunk cut short (the
+            // earlier window's write error) would otherwise swallow the new session.
+            .and_then(|mut file| match append {
+                true => trim_to_whole_chunks(&mut file)
+                    .map(|_| file)
+                    .map_err(|e| annotate(&options.path, "cannot append to", e)),
+                false => Ok(file),
+            });
         let file = match file {
             Ok(file) => file,
             Err(e) => {
                 pool.uninstall();
-                return Err(annotate(&options.path, "cannot open", e));
+                return Err(e);
             }
         };
         let mut out = BufWriter::with_capacity(64 << 10, file);
@@ -524,6 +533,34 @@ fn first_chunks(start: &Calibration, out: &mut dyn Write) -> io::Result<u64> {
     )?;
     w.chunk(CLOCK, CLOCK_VERSION, &clock_content(&clock))?;
     Ok(w.written)
+}
+
+/// Cuts `file` after its last whole chunk (a chunk whose header has the magic and whose
+/// content, padded, ends within the file), leaving it positioned at its new end; returns the
+/// bytes cut. A file of whole chunks is left as it is.
+fn trim_to_whole_chunks(file: &mut File) -> io::Result<u64> {
+    let len = file.metadata()?.len();
+    let mut whole = 0u64;
+    let mut header = [0u8; CHUNK_HEADER];
+    while len - whole >= CHUNK_HEADER as u64 {
+        file.seek(SeekFrom::Start(whole))?;
+        file.read_exact(&mut header)?;
+        let magic = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let mut content = [0u8; 8];
+        content.copy_from_slice(&header[8..]);
+        let next = (CHUNK_HEADER as u64)
+            .checked_add(padded(u64::from_le_bytes(content)))
+            .and_then(|n| whole.checked_add(n));
+        match next {
+            Some(next) if magic == CHUNK_MAGIC && next <= len => whole = next,
+            _ => break,
+        }
+    }
+    if whole < len {
+        file.set_len(whole)?;
+    }
+    file.seek(SeekFrom::Start(whole))?;
+    Ok(len - whole)
 }
 
 /// `error`, its message prefixed with the path and what failed.
