@@ -183,6 +183,8 @@ not_under_loom! {
     mod session;
     pub mod table;
     pub mod trace;
+    #[cfg(feature = "tracing")]
+    pub mod tracing;
 
     pub use capture::Capture;
     pub use record::alloc::TrackingAlloc;

@@ -42,6 +42,7 @@ const STAGES: &[(&str, u32)] = &[
     ("table", 5),   // src/table.rs
     ("export", 5),  // src/export/**
     ("session", 6), // src/session.rs
+    ("tracing", 6), // src/tracing.rs: the `tracing` bridge, a front end over record/ like session
 ];
 
 fn rank(stage: &str) -> Option<u32> {

@@ -143,7 +143,10 @@ fn a_restart_appends_after_the_last_whole_chunk() {
     prof.stop();
     // The first window's footer cut short, as a write error (a full disk) leaves it.
     let whole = std::fs::metadata(&*path).unwrap().len();
-    let file = std::fs::OpenOptions::new().write(true).open(&*path).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&*path)
+        .unwrap();
     file.set_len(whole - 7).unwrap();
     drop(file);
     prof.restart();
@@ -160,11 +163,20 @@ fn a_restart_appends_after_the_last_whole_chunk() {
             .map(|s| s.calls)
     };
     assert_eq!(calls(&sessions[0], "first"), Some(3));
-    assert_eq!(sessions[0].warnings().len(), 1, "{:?}", sessions[0].warnings());
+    assert_eq!(
+        sessions[0].warnings().len(),
+        1,
+        "{:?}",
+        sessions[0].warnings()
+    );
     assert!(sessions[0].warnings()[0].contains("has no footer"));
     // The second reads whole, after the first's whole chunks.
     assert_eq!(calls(&sessions[1], "second"), Some(5));
-    assert!(sessions[1].warnings().is_empty(), "{:?}", sessions[1].warnings());
+    assert!(
+        sessions[1].warnings().is_empty(),
+        "{:?}",
+        sessions[1].warnings()
+    );
     assert_eq!(prof.report().get("second").unwrap().calls, 5);
 }
 

@@ -122,7 +122,7 @@ impl<'a> Pairing<'a> {
             self.pending = Some(event);
         } else if event.kind != RawKind::Payload {
             // (A payload whose lead record was outside the window is skipped.)
-            self.apply(event, None);
+            self.apply(event, None, 0);
         }
     }
 
@@ -155,7 +155,7 @@ impl<'a> Pairing<'a> {
             }
             RawKind::BeginFollows => {
                 let span = self.spans.len() as u32;
-                self.apply(RawEvent::begin(lead.id, lead.tick), None);
+                self.apply(RawEvent::begin(lead.id, lead.tick), None, 0);
                 if let (Some(link), true) = (payload, self.spans.len() as u32 > span) {
                     let at = SpanRef {
                         thread: self.thread as u32,
@@ -164,7 +164,14 @@ impl<'a> Pairing<'a> {
                     self.links.followers.push((at, link.tick, link.id));
                 }
             }
-            _ => self.apply(lead, payload.map(|p| p.id)),
+            // An async begin's payload may hold, in its 64 bits, the tick of the plain scope
+            // of the same callsite that is the call's first slice (see `Mark::adopts`).
+            _ => {
+                let adopts = payload
+                    .filter(|p| lead.kind == RawKind::AsyncBegin && p.tick != 0)
+                    .map_or(0, |p| self.converter.to_unix_ns(p.tick));
+                self.apply(lead, payload.map(|p| p.id), adopts)
+            }
         }
     }
 
@@ -225,7 +232,7 @@ impl<'a> Pairing<'a> {
         }
     }
 
-    fn apply(&mut self, event: RawEvent, span_id: Option<u32>) {
+    fn apply(&mut self, event: RawEvent, span_id: Option<u32>, adopts: u64) {
         if event.kind == RawKind::Link {
             let span = self.open.last().map(|o| SpanRef {
                 thread: self.thread as u32,
@@ -265,11 +272,14 @@ impl<'a> Pairing<'a> {
         };
         if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
             self.marks.push(Mark {
-                ns,
+                // A begin that adopts a first slice takes its place in time, before any poll
+                // another thread recorded while this begin was being recorded.
+                ns: if adopts != 0 { adopts } else { ns },
                 what,
                 callsite,
                 span,
                 thread: self.thread,
+                adopts,
             });
         }
         if matches!(event.kind, RawKind::Begin | RawKind::PollBegin) {

@@ -379,3 +379,46 @@ fn threads_decoded_in_parallel_give_the_trace_decoded_in_turn() {
     assert!(memory.events.iter().all(|e| e.matched.is_some()));
     assert!(parallel.threads[2].spans[0].open_at_stop);
 }
+
+#[test]
+fn an_async_begin_adopts_the_plain_scope_of_its_first_slice() {
+    let call = CALL.id();
+    let trace = build(
+        vec![
+            // The tracing bridge: a first enter as a plain scope, then at the second enter an
+            // async begin that names the first enter's tick.
+            RawEvent::begin(call, 10),
+            RawEvent::end(RawEvent::end_key(call, 10), 14),
+            ev(RawKind::AsyncBegin, call, 20),
+            RawEvent::payload(5, 10),
+            ev(RawKind::PollBegin, call, 20),
+            RawEvent::payload(5, 0),
+            RawEvent::end(RawEvent::end_key(call, 20), 23),
+            ev(RawKind::AsyncEnd, call, 30),
+            RawEvent::payload(5, 0),
+        ],
+        100,
+    );
+    let spans = &trace.threads[0].spans;
+    assert_eq!(spans.len(), 2);
+    assert!(spans.iter().all(|s| s.kind == SpanKind::Poll { task: Some(0) }));
+    let calls = &trace.async_spans;
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].start_ns, calls[0].end_ns), (10, 30));
+    assert_eq!((calls[0].polls, calls[0].busy_ns), (2, 7));
+    // Without a tick in its payload the begin adopts nothing.
+    let trace = build(
+        vec![
+            RawEvent::begin(call, 10),
+            RawEvent::end(RawEvent::end_key(call, 10), 14),
+            ev(RawKind::AsyncBegin, call, 10),
+            RawEvent::payload(5, 0),
+            ev(RawKind::AsyncEnd, call, 30),
+            RawEvent::payload(5, 0),
+        ],
+        100,
+    );
+    assert_eq!(trace.threads[0].spans[0].kind, SpanKind::Scope);
+    assert_eq!(trace.async_spans[0].polls, 0);
+    assert_eq!(trace.async_spans[0].start_ns, 10);
+}

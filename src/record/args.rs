@@ -69,7 +69,7 @@ impl Args {
     }
 
     /// The argument records (from slot [`Args::LEAD`] on).
-    fn arguments(&self) -> &[RawEvent] {
+    pub(crate) fn arguments(&self) -> &[RawEvent] {
         // SAFETY: every slot from `LEAD` to `len` was written by `put`.
         unsafe { self.written(Self::LEAD) }
     }

@@ -37,6 +37,26 @@ const CASES: &[(&str, &str)] = &[
     ("fastrace_trace", "fastrace #[trace] fn, local parent"),
     ("tracing_registry", "tracing span, Registry"),
     ("tracing_chrome", "tracing span, tracing-chrome"),
+    (
+        "tracing_tickscope",
+        "tracing span, Registry + tickscope layer, recording",
+    ),
+    (
+        "tracing_registry_scoped",
+        "tracing span, Registry, per-thread subscriber (as the e2e cases)",
+    ),
+    (
+        "tickscope_e2e",
+        "tickscope scope!, recorded + Chrome file written",
+    ),
+    (
+        "tracing_tickscope_e2e",
+        "tracing span, tickscope layer, recorded + Chrome file written",
+    ),
+    (
+        "tracing_chrome_e2e",
+        "tracing span, tracing-chrome, recorded + file written",
+    ),
     ("tracy", "tracy-client span!, no viewer"),
     ("firestorm", "firestorm profile_section!"),
     ("perfetto_recorder", "perfetto-recorder scope!"),
@@ -62,6 +82,11 @@ trait Case: Sync {
     /// After each repetition, on the main thread, untimed: checks and drops what was
     /// recorded. Returns post-processing throughput in events per second where measured.
     fn end(&self, _expected_scopes: u64) -> Option<f64> {
+        None
+    }
+    /// After each repetition, on the main thread, before [`Case::end`], timed: what an end to
+    /// end case does to write its trace file (the time counts in the figure per scope).
+    fn write(&self) -> Option<Duration> {
         None
     }
 }
@@ -234,6 +259,139 @@ impl Case for Tracing {
     }
 }
 
+/// A tracing span (`info_span!("x").entered()`) through the tickscope layer, recording: the
+/// subscriber is the process's global default, as in `tracing_registry`.
+struct TracingTickscope {
+    session: Mutex<Option<tickscope::Profiler>>,
+}
+
+impl Case for TracingTickscope {
+    fn begin(&self) {
+        *self.session.lock().unwrap() = Some(tickscope::Profiler::start());
+    }
+
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        Tracing.run(n, hold)
+    }
+
+    fn end(&self, expected: u64) -> Option<f64> {
+        let prof = self.session.lock().unwrap().take()?;
+        prof.stop();
+        let calls = prof.report().get("x").map_or(0, |s| s.calls);
+        assert_eq!(calls, expected, "the tickscope layer lost spans");
+        None
+    }
+}
+
+/// The file an end to end case writes (removed after the check).
+fn trace_file(case: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "tickscope-peers-{case}-{}.json",
+        std::process::id()
+    ))
+}
+
+/// End to end: scopes recorded, then the session stopped and its Chrome trace written to a
+/// file, all timed. `tracing` selects tracing spans through the tickscope layer (a subscriber
+/// set on each worker thread, as `tracing_chrome_e2e` does) rather than `scope!`.
+struct TickscopeE2e {
+    tracing: Option<tracing::Dispatch>,
+    session: Mutex<Option<tickscope::Profiler>>,
+}
+
+impl Case for TickscopeE2e {
+    fn begin(&self) {
+        *self.session.lock().unwrap() = Some(tickscope::Profiler::start());
+    }
+
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        match &self.tracing {
+            Some(dispatch) => {
+                let _d = tracing::dispatcher::set_default(dispatch);
+                Tracing.run(n, hold)
+            }
+            None => {
+                let d = time(n, || {
+                    let _g = tickscope::scope!("x");
+                });
+                hold();
+                d
+            }
+        }
+    }
+
+    fn write(&self) -> Option<Duration> {
+        let session = self.session.lock().unwrap();
+        let prof = session.as_ref()?;
+        let start = Instant::now();
+        prof.stop();
+        prof.write_chrome_trace(trace_file("tickscope"))
+            .expect("chrome trace written");
+        Some(start.elapsed())
+    }
+
+    fn end(&self, expected: u64) -> Option<f64> {
+        let prof = self.session.lock().unwrap().take()?;
+        let calls = prof.report().get("x").map_or(0, |s| s.calls);
+        assert_eq!(calls, expected, "tickscope lost scopes");
+        let _ = std::fs::remove_file(trace_file("tickscope"));
+        None
+    }
+}
+
+/// End to end: tracing spans recorded by tracing-chrome into a file, timed until its writer
+/// thread has written the whole file (the guard's drop joins it). A new layer and file per
+/// repetition, set as the default subscriber of each worker thread.
+struct TracingChromeE2e {
+    current: Mutex<Option<(tracing::Dispatch, tracing_chrome::FlushGuard)>>,
+}
+
+impl Case for TracingChromeE2e {
+    fn begin(&self) {
+        use tracing_subscriber::layer::SubscriberExt;
+        let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+            .file(trace_file("tracing-chrome"))
+            .build();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        *self.current.lock().unwrap() = Some((dispatch, guard));
+    }
+
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let dispatch = self.current.lock().unwrap().as_ref().unwrap().0.clone();
+        let _d = tracing::dispatcher::set_default(&dispatch);
+        Tracing.run(n, hold)
+    }
+
+    fn write(&self) -> Option<Duration> {
+        let (dispatch, guard) = self.current.lock().unwrap().take()?;
+        let start = Instant::now();
+        drop(guard);
+        drop(dispatch);
+        Some(start.elapsed())
+    }
+
+    fn end(&self, expected: u64) -> Option<f64> {
+        let path = trace_file("tracing-chrome");
+        let text = std::fs::read_to_string(&path).expect("tracing-chrome wrote its file");
+        // One begin and one end per span.
+        let begins = text.matches(r#""ph":"B""#).count() as u64;
+        assert_eq!(begins, expected, "tracing-chrome lost spans");
+        let _ = std::fs::remove_file(path);
+        None
+    }
+}
+
+/// A tracing span with the registry alone set as each worker thread's default subscriber,
+/// the way the end to end tracing cases set theirs: tracing's own cost there.
+struct TracingScoped(tracing::Dispatch);
+
+impl Case for TracingScoped {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let _d = tracing::dispatcher::set_default(&self.0);
+        Tracing.run(n, hold)
+    }
+}
+
 struct Tracy;
 
 impl Case for Tracy {
@@ -319,6 +477,40 @@ fn make_case(name: &str) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
             tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
                 .expect("subscriber");
             (Box::new(Tracing), Box::new(guard))
+        }
+        "tracing_tickscope" => {
+            use tracing_subscriber::layer::SubscriberExt;
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(tickscope::tracing::layer()),
+            )
+            .expect("subscriber");
+            let case = TracingTickscope {
+                session: Mutex::new(None),
+            };
+            (Box::new(case), none)
+        }
+        "tickscope_e2e" | "tracing_tickscope_e2e" => {
+            use tracing_subscriber::layer::SubscriberExt;
+            let tracing = (name == "tracing_tickscope_e2e").then(|| {
+                tracing::Dispatch::new(
+                    tracing_subscriber::registry().with(tickscope::tracing::layer()),
+                )
+            });
+            let case = TickscopeE2e {
+                tracing,
+                session: Mutex::new(None),
+            };
+            (Box::new(case), none)
+        }
+        "tracing_registry_scoped" => {
+            let dispatch = tracing::Dispatch::new(tracing_subscriber::registry());
+            (Box::new(TracingScoped(dispatch)), none)
+        }
+        "tracing_chrome_e2e" => {
+            let case = TracingChromeE2e {
+                current: Mutex::new(None),
+            };
+            (Box::new(case), none)
         }
         "tracy" => {
             let client = tracy_client::Client::start();
@@ -423,7 +615,10 @@ fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
     let mut mem = 0;
     let mut post = Vec::new();
     for rep in 0..opts.reps {
-        let (per_scope, grown) = repetition(case.as_ref(), threads, opts.scopes);
+        let (mut per_scope, grown) = repetition(case.as_ref(), threads, opts.scopes);
+        if let Some(written) = case.write() {
+            per_scope += written.as_secs_f64() * 1e9 / (opts.scopes * threads as u64) as f64;
+        }
         if rep == 0 {
             mem = grown;
         }
@@ -564,6 +759,16 @@ fn parent(opts: &Opts) -> Result<(), String> {
             line.push_str(&format!(" {:.2} | {:.2} |", g.median, g.median / f.median));
         }
         println!("{line}");
+    }
+    let ratio_of = |a: &str, b: &str| Some(base(a)? / base(b)?);
+    if let Some(r) = ratio_of("tracing_tickscope", "tracing_registry") {
+        println!("\ntracing bridge: Registry + tickscope layer = {r:.2} × Registry alone per span");
+    }
+    if let Some(r) = ratio_of("tracing_chrome_e2e", "tracing_tickscope_e2e") {
+        println!("end to end: tracing-chrome = {r:.2} × tracing through the tickscope layer");
+    }
+    if let Some(r) = ratio_of("tracing_chrome_e2e", "tickscope_e2e") {
+        println!("end to end: tracing-chrome = {r:.2} × tickscope scope!");
     }
     if let Some(post) = rows
         .iter()
