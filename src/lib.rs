@@ -180,6 +180,7 @@ not_under_loom! {
     mod decode;
     pub mod export;
     pub mod report;
+    pub mod schedule;
     mod session;
     pub mod table;
     pub mod trace;

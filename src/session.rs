@@ -11,7 +11,9 @@ use crate::record::pool::{self, SlowWriter};
 use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
 use crate::record::thread;
+use crate::record::scope::ScopeGuard;
 use crate::report::Report;
+use crate::schedule::{Action, Callback, Schedule, ScheduledWindow};
 use crate::table::Table;
 use crate::trace::Trace;
 
@@ -36,6 +38,8 @@ pub struct Config {
     stream: Option<std::path::PathBuf>,
     stream_memory: Option<usize>,
     slow_disk: SlowWriter,
+    schedule: Option<Schedule>,
+    on_trace_ready: Option<Callback>,
 }
 
 impl Config {
@@ -115,6 +119,28 @@ impl Config {
         self
     }
 
+    /// Records only the steps `schedule` picks ([`Profiler::step`] counts them): the session
+    /// starts recording at the first warmup or active step, throws the warmup away when the
+    /// active steps begin, and hands each window of active steps to
+    /// [`Config::on_trace_ready`] when it ends. See [`schedule`](crate::schedule).
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+
+    /// What a scheduled session does with each window of active steps, when it ends (in the
+    /// [`Profiler::step`] that ends it, or at stop for a window cut short): on the thread that
+    /// calls `step`, with the window's trace, report and capture. What it returns is returned
+    /// by that `step` ([`Profiler::try_stop`] at stop). [`schedule::chrome_trace_handler`](crate::schedule::chrome_trace_handler) and
+    /// [`schedule::capture_handler`](crate::schedule::capture_handler) write each window to a file.
+    pub fn on_trace_ready(
+        mut self,
+        callback: impl Fn(&ScheduledWindow) -> std::io::Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_trace_ready = Some(Callback(Arc::new(callback)));
+        self
+    }
+
     /// The options of a streaming session, if this is one.
     fn stream_options(&self) -> Option<StreamOptions> {
         Some(StreamOptions {
@@ -130,7 +156,7 @@ impl Config {
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
         let profiler = self.session();
-        let _ = profiler.try_restart();
+        let _ = profiler.begin();
         profiler
     }
 
@@ -147,7 +173,7 @@ impl Config {
     /// ```
     pub fn try_start(self) -> std::io::Result<Profiler> {
         let profiler = self.session();
-        profiler.try_restart().map(|()| profiler)
+        profiler.begin().map(|()| profiler)
     }
 
     fn session(self) -> Profiler {
@@ -161,6 +187,7 @@ impl Config {
                 observer_panics: 0,
                 streamed_before: false,
                 stream_error: None,
+                steps: Steps::default(),
             }),
         });
         Profiler { inner }
@@ -216,6 +243,26 @@ struct State {
     streamed_before: bool,
     /// Why the last window could not stream (it recorded in memory instead).
     stream_error: Option<String>,
+    /// Where a scheduled session is in its steps.
+    steps: Steps,
+}
+
+/// The steps of a session ([`Profiler::step`]).
+#[derive(Debug, Default)]
+struct Steps {
+    /// The step in progress (the first is 0).
+    current: u64,
+    /// The first step of the window of active steps being recorded.
+    first_active: u64,
+    /// Windows handed to [`Config::on_trace_ready`] so far.
+    handed: u64,
+    /// Stopped by the user: later steps record nothing.
+    ended: bool,
+}
+
+thread_local! {
+    /// The `ProfilerStep#N` scope open on this thread, by session id.
+    static STEP_SCOPES: RefCell<Vec<(u64, ScopeGuard)>> = const { RefCell::new(Vec::new()) };
 }
 
 #[derive(Debug)]
@@ -421,8 +468,142 @@ impl Profiler {
     }
 
     /// Stops recording and collects the window's events. Does nothing if already stopped. A
-    /// streaming session writes what is left and the file's footer.
+    /// streaming session writes what is left and the file's footer. A scheduled session
+    /// ([`Config::schedule`]) hands a window of active steps cut short by the stop to
+    /// [`Config::on_trace_ready`] (use [`Profiler::try_stop`] for what that returns), and
+    /// records nothing in later steps.
     pub fn stop(&self) {
+        let _ = self.try_stop();
+    }
+
+    /// [`Profiler::stop`], returning what [`Config::on_trace_ready`] returned for the window
+    /// the stop cut short, if any.
+    pub fn try_stop(&self) -> std::io::Result<()> {
+        // The step in progress ends here.
+        self.close_step_scope();
+        let Some(schedule) = self.inner.config.schedule else {
+            self.stop_window();
+            return Ok(());
+        };
+        let running = self.is_running();
+        self.stop_window();
+        let (current, first) = {
+            let mut state = self.inner.state();
+            state.steps.ended = true;
+            (state.steps.current, state.steps.first_active)
+        };
+        match schedule.action(current) {
+            Action::Record | Action::RecordAndHand if running => self.hand(first..current + 1),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends step N and begins step N + 1 (the first step, 0, begins at start): marks the
+    /// steps in the trace (a `ProfilerStep#N` scope on this thread while the session records)
+    /// and, for a scheduled session ([`Config::schedule`]), starts and stops recording as the
+    /// schedule says, handing each window of active steps to [`Config::on_trace_ready`] as it
+    /// ends. Returns what that callback returned, or why a streaming session's file could
+    /// not be written when recording started again (it then records in memory). Call it from
+    /// one thread.
+    pub fn step(&self) -> std::io::Result<()> {
+        self.close_step_scope();
+        let (done, ended, first) = {
+            let mut state = self.inner.state();
+            let done = state.steps.current;
+            state.steps.current += 1;
+            (done, state.steps.ended, state.steps.first_active)
+        };
+        let step = done + 1;
+        let Some(schedule) = self.inner.config.schedule else {
+            if self.is_running() {
+                self.open_step_scope(step);
+            }
+            return Ok(());
+        };
+        if ended {
+            return Ok(());
+        }
+        let (was, now) = (schedule.action(done), schedule.action(step));
+        let running = self.is_running();
+        let mut result = Ok(());
+        let active = |a: Action| matches!(a, Action::Record | Action::RecordAndHand);
+        match was {
+            Action::RecordAndHand => {
+                self.stop_window();
+                if running {
+                    result = self.hand(first..step);
+                }
+            }
+            Action::Record if !active(now) => {
+                self.stop_window();
+                if running {
+                    result = self.hand(first..step);
+                }
+            }
+            // The warmup is thrown away: the next stop replaces it.
+            Action::Warmup if now != Action::Warmup => self.stop_window(),
+            _ => {}
+        }
+        if active(now) && was != Action::Record {
+            self.inner.state().steps.first_active = step;
+        }
+        if now.records() {
+            if !self.is_running() {
+                result = result.and(self.try_restart());
+            }
+            self.open_step_scope(step);
+        }
+        result
+    }
+
+    /// Starts recording at the session's start: at once, or when its schedule says.
+    fn begin(&self) -> std::io::Result<()> {
+        match self.inner.config.schedule {
+            None => self.try_restart(),
+            Some(schedule) if schedule.action(0).records() => {
+                let result = self.try_restart();
+                self.open_step_scope(0);
+                result
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Hands the window just stopped, of `steps`, to [`Config::on_trace_ready`].
+    fn hand(&self, steps: std::ops::Range<u64>) -> std::io::Result<()> {
+        let index = {
+            let mut state = self.inner.state();
+            state.steps.handed += 1;
+            state.steps.handed - 1
+        };
+        match &self.inner.config.on_trace_ready {
+            Some(Callback(callback)) => {
+                callback(&ScheduledWindow::new(index, steps, self.capture()))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Opens this thread's `ProfilerStep#step` scope for this session.
+    fn open_step_scope(&self, step: u64) {
+        let guard = ScopeGuard::enter_dynamic(&format!("ProfilerStep#{step}"));
+        let _ = STEP_SCOPES.try_with(|scopes| scopes.borrow_mut().push((self.inner.id, guard)));
+    }
+
+    /// Closes this thread's `ProfilerStep#N` scope of this session, if one is open.
+    fn close_step_scope(&self) {
+        let id = self.inner.id;
+        let guard = STEP_SCOPES.try_with(|scopes| {
+            let mut scopes = scopes.borrow_mut();
+            let at = scopes.iter().position(|(session, _)| *session == id)?;
+            Some(scopes.remove(at).1)
+        });
+        // Dropped outside the borrow: closing a scope may call observers.
+        drop(guard);
+    }
+
+    /// Stops recording and collects the window's events; does nothing if already stopped.
+    fn stop_window(&self) {
         let _untracked = registry::Untracked::enter();
         let mut state = self.inner.state();
         let Some(mut window) = state.window.take() else {
