@@ -29,6 +29,10 @@ use std::time::{Duration, Instant};
 const CASES: &[(&str, &str)] = &[
     ("floor", "floor: two raw TSC reads (quanta)"),
     ("tickscope", "tickscope scope!, recording"),
+    (
+        "tickscope_long",
+        "tickscope scope!, one session never stopped (fresh memory)",
+    ),
     ("tickscope_profile", "tickscope #[profile] fn, recording"),
     ("tickscope_disabled", "tickscope scope!, no session"),
     ("empty_loop", "empty loop turn (what no session is held to)"),
@@ -163,6 +167,25 @@ impl Case for Tickscope {
         assert_eq!(calls, expected, "tickscope lost scopes");
         let events = prof.trace().event_count;
         Some(events as f64 / elapsed.as_secs_f64())
+    }
+}
+
+/// One session for every repetition, never stopped: each chunk a thread fills is fresh
+/// memory, as in any session longer than the recycled chunks or the first of a process.
+struct TickscopeLong(tickscope::Profiler);
+
+impl Case for TickscopeLong {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = time(n, || {
+            let _g = tickscope::scope!("x");
+        });
+        hold();
+        d
+    }
+
+    fn end(&self, _expected: u64) -> Option<f64> {
+        assert!(self.0.is_running(), "the long session stopped");
+        None
     }
 }
 
@@ -445,6 +468,7 @@ fn make_case(name: &str) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
         "empty_loop" => (Box::new(EmptyLoop), none),
         "tickscope" => (Box::new(tickscope(true, false)), none),
         "tickscope_profile" => (Box::new(tickscope(true, true)), none),
+        "tickscope_long" => (Box::new(TickscopeLong(tickscope::Profiler::start())), none),
         "tickscope_disabled" => (Box::new(tickscope(false, false)), none),
         "puffin" => {
             puffin::set_scopes_on(true);
