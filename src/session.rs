@@ -767,6 +767,14 @@ impl Profiler {
         self.write(path, &crate::export::chrome::Options::default())
     }
 
+    /// Writes [`Profiler::trace`] as a pprof profile (`go tool pprof`, Grafana Pyroscope,
+    /// speedscope): one sample per distinct stack of scopes, with calls and self time (and
+    /// allocations, with memory tracking); see [`export::pprof`](crate::export::pprof).
+    /// Gzipped when `path` ends in `.gz`, as pprof files usually are (`profile.pb.gz`).
+    pub fn write_pprof(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        self.write(path, &crate::export::pprof::Options::new())
+    }
+
     /// Writes [`Profiler::capture`] to the file at `path` as a capture file (see
     /// [`Capture::write_to`]), to be read back with [`Capture::read`] (by this process, another
     /// one, or the `tickscope` command) and decoded as if live. Gzipped when `path` ends in

@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, flamegraph, folded, kineto, write_file};
+use tickscope::export::{Format, flamegraph, folded, kineto, pprof, write_file};
 
 use crate::{Context, Failure, input};
 
 /// Converts captures to the format the output's extension names: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
-/// `.svg` a flame graph. Each may end in `.gz` to be gzipped. The output appears only when
+/// `.svg` a flame graph, `.pb` a pprof profile (go tool pprof, Pyroscope, speedscope; usually
+/// `.pb.gz`). Each may end in `.gz` to be gzipped. The output appears only when
 /// complete.
 ///
 /// Every session of every file goes into the one trace, lined up on Unix time: each process
@@ -23,7 +24,7 @@ pub(crate) struct Args {
     /// The capture files.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The output file: .json, .json.gz, .folded, .svg (each also with .gz).
+    /// The output file: .json, .json.gz, .folded, .svg, .pb.gz (each also with or without .gz).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// JSON in the PyTorch profiler's (Kineto's) dialect, for HolisticTraceAnalysis.
@@ -48,9 +49,10 @@ enum Kind {
     Json,
     Folded,
     Svg,
+    Pprof,
 }
 
-const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz";
+const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz";
 
 impl Kind {
     /// The format `path`'s extension names, `.gz` aside.
@@ -61,6 +63,7 @@ impl Kind {
             "json" => Some(Self::Json),
             "folded" => Some(Self::Folded),
             "svg" => Some(Self::Svg),
+            "pb" => Some(Self::Pprof),
             _ => None,
         }
     }
@@ -85,7 +88,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             format!("{flag} applies to JSON output only (.json or .json.gz)"),
         ));
     }
-    if kind == Kind::Json && args.by_thread {
+    if matches!(kind, Kind::Json | Kind::Pprof) && args.by_thread {
         return Err(Failure::about(
             out,
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
@@ -103,6 +106,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         }
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
+        Kind::Pprof => Box::new(pprof::Options::new()),
     };
     let trace = input::trace(cx, &args.files, args.session)?;
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
@@ -123,6 +127,7 @@ mod tests {
         assert_eq!(kind("t.JSON.gz"), Some(Kind::Json));
         assert_eq!(kind("t.folded"), Some(Kind::Folded));
         assert_eq!(kind("t.svg.gz"), Some(Kind::Svg));
+        assert_eq!(kind("cpu.pb.gz"), Some(Kind::Pprof));
         assert_eq!(kind("t.gz"), None);
         assert_eq!(kind("t.txt"), None);
         assert_eq!(kind("json"), None);

@@ -399,6 +399,18 @@ fn convert_writes_each_format() {
     convert(&out, &[]);
     let svg = fs::read_to_string(&out).unwrap();
     assert!(svg.contains("<svg") && svg.contains("tokenize"), "{svg}");
+
+    // pprof, gzipped: what the library writes (tests/pprof.rs decodes it).
+    let out = dir.join("profile.pb.gz");
+    convert(&out, &[]);
+    let expected = dir.join("expected.pb");
+    export::write_file(&prof.trace(), &expected, &export::pprof::Options::new()).unwrap();
+    let gz = fs::read(&out).unwrap();
+    assert_eq!(gz[..2], [0x1f, 0x8b]);
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz.as_slice()), &mut plain)
+        .unwrap();
+    assert_eq!(plain, fs::read(&expected).unwrap());
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! | its Kineto (PyTorch profiler) dialect, for HTA | [`kineto`] | [`kineto::Options`] |
 //! | folded stacks (flamegraph.pl, inferno) | [`folded`] | [`folded::Options`] |
 //! | SVG flame graph (cargo feature `flamegraph`) | `flamegraph` | `flamegraph::Options` |
+//! | pprof profile (`go tool pprof`, Pyroscope, speedscope) | [`pprof`] | [`pprof::Options`] |
 //!
 //! ```no_run
 //! use tickscope::export::{self, chrome, folded, kineto};
@@ -52,6 +53,7 @@ pub mod folded;
 mod json;
 pub mod kineto;
 mod lanes;
+pub mod pprof;
 mod trace_event;
 
 use std::io;
