@@ -24,5 +24,6 @@ not_under_loom! {
     pub(crate) mod scope;
     pub(crate) mod task;
     pub(crate) mod thread;
+    pub(crate) mod untracked;
     pub(crate) mod value;
 }

@@ -54,7 +54,7 @@ mod prefaulter {
 
     use super::{HIGH_WATER, ready};
     use crate::record::chunk::ChunkBox;
-    use crate::record::registry::Untracked;
+    use crate::record::untracked::Untracked;
 
     static THREAD: OnceLock<Option<Thread>> = OnceLock::new();
 
