@@ -18,14 +18,15 @@ use std::ops::RangeInclusive;
 
 use crate::capture::Capture;
 use crate::record::callsite::Callsite;
+use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
-use crate::trace::{Process, ThreadTrace, Trace};
+use crate::trace::{Compensation, Process, ThreadTrace, Trace};
 
 use self::convert::Converter;
 use self::links::Links;
 use self::memory::RawMemory;
-use self::pair::Pairing;
+use self::pair::{Pairing, Probe};
 use self::tasks::Mark;
 
 impl Trace {
@@ -47,6 +48,8 @@ impl Trace {
         let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
         let end_tick = capture.end_tick;
         let mut builder = Builder::new(&capture.callsites, converter, end_tick, capture.memory);
+        let (inner, outer) = clock.compensation.ticks();
+        builder.probe = Probe { inner, outer };
         for thread in &capture.threads {
             let window = thread.from_tick..=end_tick;
             builder.thread(thread.id, &thread.name, thread.record_bound(), |pairing| {
@@ -76,7 +79,17 @@ impl Trace {
             name: capture.header.process_name.clone(),
             host: capture.header.host_name.clone(),
         };
-        builder.finish(capture.start_tick, capture.dropped_events, process)
+        let compensation = match clock.compensation {
+            RawCompensation::Unknown => None,
+            RawCompensation::Off => Some(Compensation::Off),
+            RawCompensation::Ticks { inner, outer } => Some(Compensation::Applied {
+                inner_ns: f64::from(inner) / PROBE_UNIT as f64 * converter.ns_per_tick(),
+                outer_ns: f64::from(outer) / PROBE_UNIT as f64 * converter.ns_per_tick(),
+            }),
+        };
+        let mut trace = builder.finish(capture.start_tick, capture.dropped_events, process);
+        trace.compensation = compensation;
+        trace
     }
 }
 
@@ -164,6 +177,8 @@ struct Builder<'c> {
     memory: Option<Vec<RawMemory>>,
     links: Links,
     threads: Vec<ThreadTrace>,
+    /// The probe overhead subtracted from every span.
+    probe: Probe,
 }
 
 impl<'c> Builder<'c> {
@@ -184,6 +199,7 @@ impl<'c> Builder<'c> {
             memory: memory.then(Vec::new),
             links: Links::default(),
             threads: Vec::new(),
+            probe: Probe::default(),
         }
     }
 
@@ -198,7 +214,7 @@ impl<'c> Builder<'c> {
     ) {
         let mut pairing = Pairing::new(
             self.callsites,
-            &self.converter,
+            (&self.converter, self.probe),
             (self.threads.len(), id),
             &mut self.marks,
             &mut self.links,
@@ -234,6 +250,7 @@ impl<'c> Builder<'c> {
             memory: self.memory.map(memory::match_memory),
             links: self.links.matched(),
             processes: vec![process],
+            compensation: None,
         }
     }
 }
