@@ -694,8 +694,9 @@ fn calibrate_overhead() -> Compensation {
             inner: u32::try_from(inner).unwrap_or(u32::MAX),
             outer: u32::try_from(outer).unwrap_or(u32::MAX),
         },
-        // Nothing recorded (a thread tearing down, instrumentation compiled out).
-        None => Compensation::Off,
+        // Nothing recorded (a thread tearing down, instrumentation compiled out): nothing
+        // known, nothing subtracted.
+        None => Compensation::Unknown,
     }
 }
 
