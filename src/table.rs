@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::report::tree::CallTree;
 use crate::report::{LiveAtStop, Report, ScopeStats, Split, ThreadKey};
-use crate::trace::Trace;
+use crate::trace::{Compensation, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -176,7 +176,10 @@ impl std::error::Error for ParseSortByError {}
 ///
 /// The footer gives the wall time, threads, scopes and dropped events, and for a table made
 /// by [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
-/// window ([`Report::observer_panics`]) if there were any.
+/// window ([`Report::observer_panics`]) if there were any. A second line states the overhead
+/// compensation applied ([`Trace::compensation`]: `Overhead compensation: 8.4 ns per scope +
+/// 11.2 ns per child scope subtracted`, or `off`); a trace that says nothing about it (the mock
+/// clock, whose times are exact) has no such line.
 ///
 /// A trace of several processes ([`Trace::from_captures`]) sums each name over every process;
 /// split by thread, a thread is named after its process
@@ -488,6 +491,13 @@ impl fmt::Display for Table {
             write!(f, ", {panics} observer panic{}", plural(panics))?;
         }
         writeln!(f)?;
+        match trace.compensation {
+            Some(Compensation::Off) => {
+                writeln!(f, "Overhead compensation: off (times include the probes)")?;
+            }
+            Some(applied) => writeln!(f, "Overhead compensation: {applied} subtracted")?,
+            None => {}
+        }
         if open > 0 {
             writeln!(
                 f,

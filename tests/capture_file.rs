@@ -202,6 +202,23 @@ fn a_session_read_back_from_its_file_decodes_as_the_live_one() {
 
     let live = prof.trace();
     let file = capture.decode();
+    // The real clock's probe overhead is compensated, and the file says by how much.
+    assert!(
+        matches!(
+            live.compensation,
+            Some(tickscope::trace::Compensation::Applied { .. })
+        ),
+        "{:?}",
+        live.compensation
+    );
+    assert_eq!(live.compensation, file.compensation);
+    let table = tickscope::table::Table::new(std::sync::Arc::new(file.clone())).to_string();
+    assert!(table.contains("\nOverhead compensation: "), "{table}");
+    assert!(
+        String::from_utf8(chrome_json(&file))
+            .unwrap()
+            .contains("\"overhead_compensation\":\"applied\",\"probe_inner_ns\":"),
+    );
     assert_eq!(chrome_json(&live), chrome_json(&file));
     assert_eq!(Report::new(&live), Report::new(&file));
     assert_eq!(Report::by_thread(&live), Report::by_thread(&file));

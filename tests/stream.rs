@@ -77,6 +77,12 @@ fn a_streamed_session_reads_back_whole() {
     assert_eq!(capture.warnings(), &[] as &[String]);
     assert_eq!(capture.record_count(), 50_000 * 5);
     let report = capture.decode();
+    // Both clock chunks of the file state the session's overhead compensation.
+    assert!(matches!(
+        report.compensation,
+        Some(tickscope::trace::Compensation::Applied { .. })
+    ));
+    assert_eq!(report.compensation, prof.trace().compensation);
     let report = tickscope::report::Report::new(&report);
     assert_eq!(report.get("outer").unwrap().calls, 50_000);
     assert_eq!(report.get("inner").unwrap().calls, 50_000);

@@ -48,6 +48,12 @@ pub const CLOCK_VERSION: u16 = 1;
 pub const CLOCK_FIXED: usize = 32;
 /// Clock flag: ticks are nanoseconds already (a mock clock); the tick rate is not used.
 pub const CLOCK_IDENTITY: u32 = 1;
+/// Clock flag: the session compensated its probe overhead; the chunk's bytes 12..16 hold the
+/// ticks of a scope's probe inside its own duration and bytes 24..28 those outside it, which
+/// decoding subtracts (older readers ignore them and decode without compensation).
+pub const CLOCK_COMPENSATED: u32 = 2;
+/// Clock flag: the session was started with overhead compensation switched off.
+pub const CLOCK_UNCOMPENSATED: u32 = 4;
 
 /// Chunk type of a string table.
 pub const STRINGS: u16 = 3;

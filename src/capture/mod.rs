@@ -41,7 +41,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
-use crate::record::clock::{self, Calibration};
+use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::pool;
 use crate::record::registry::Untracked;
@@ -146,6 +146,8 @@ pub(crate) struct ClockPairs {
     pub(crate) start: Calibration,
     pub(crate) stop: Calibration,
     pub(crate) ns_per_tick: Option<f64>,
+    /// The probe overhead decoding subtracts.
+    pub(crate) compensation: Compensation,
 }
 
 /// One thread of a capture: its identity, where its window starts, and its chunks.
@@ -298,6 +300,7 @@ pub(crate) struct Window {
     pub(crate) stop: Calibration,
     pub(crate) memory: bool,
     pub(crate) dropped_events: u64,
+    pub(crate) compensation: Compensation,
 }
 
 impl Capture {
@@ -319,6 +322,7 @@ impl Capture {
                 start: window.start,
                 stop: window.stop,
                 ns_per_tick: clock::tick_rate(),
+                compensation: window.compensation,
             },
             callsites: callsite::table(),
             threads,
@@ -338,6 +342,7 @@ impl Capture {
                 start: Calibration::default(),
                 stop: Calibration::default(),
                 ns_per_tick: None,
+                compensation: Compensation::Unknown,
             },
             callsites: Vec::new(),
             threads: Vec::new(),
@@ -438,6 +443,7 @@ impl Capture {
                 stop: Calibration::default(),
                 memory,
                 dropped_events: 0,
+                compensation: Compensation::Unknown,
             },
             Vec::new(),
         );

@@ -20,13 +20,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::record::callsite::{self, Callsite};
-use crate::record::clock::Calibration;
+use crate::record::clock::{Calibration, Compensation};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_IDENTITY, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FORMAT_VERSION,
+    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FORMAT_VERSION,
     GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
@@ -730,13 +730,25 @@ impl<'a> Session<'a> {
             start: pairs(CLOCK_FIXED, starts),
             stop: pairs(CLOCK_FIXED + 16 * starts, stops),
             ns_per_tick: (flags & CLOCK_IDENTITY == 0).then(|| f64::from_bits(u64_at(content, 16))),
+            compensation: if flags & CLOCK_COMPENSATED != 0 {
+                Compensation::Ticks {
+                    inner: u32_at(content, 12),
+                    outer: u32_at(content, 24),
+                }
+            } else if flags & CLOCK_UNCOMPENSATED != 0 {
+                Compensation::Off
+            } else {
+                Compensation::Unknown
+            },
         };
         let previous = self.clock.replace(clock);
         // A streaming session writes its start calibration first, and again with the stop
         // pairs at its end: that one completes the first.
         let completes = |first: &ClockPairs| {
             self.clock.as_ref().is_some_and(|now| {
-                now.start == first.start && now.ns_per_tick == first.ns_per_tick
+                now.start == first.start
+                    && now.ns_per_tick == first.ns_per_tick
+                    && now.compensation == first.compensation
             }) && first.stop.pairs.is_empty()
         };
         if previous.as_ref().is_some_and(|first| !completes(first)) {
@@ -998,6 +1010,7 @@ impl<'a> Session<'a> {
                 start: Calibration::default(),
                 stop: Calibration::default(),
                 ns_per_tick: None,
+                compensation: Compensation::Unknown,
             }
         });
         let (start_tick, end_tick, dropped_events, memory) = match footer {

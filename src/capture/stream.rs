@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::record::buffer::StreamedChunk;
 use crate::record::callsite;
 use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, RECORD};
-use crate::record::clock::{self, Calibration};
+use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::pool::{SlowWriter, StreamPool};
 use crate::record::registry::{self, Untracked};
 use crate::record::sync::lock;
@@ -96,6 +96,8 @@ pub(crate) struct StreamOptions {
     pub(crate) path: PathBuf,
     pub(crate) memory: usize,
     pub(crate) policy: SlowWriter,
+    /// The probe overhead decoding subtracts, written in the clock chunks.
+    pub(crate) compensation: Compensation,
 }
 
 /// A streaming session's writer: the background thread and what it shares with the session.
@@ -120,6 +122,7 @@ struct State {
     out: Option<BufWriter<File>>,
     start_tick: u64,
     start: Calibration,
+    compensation: Compensation,
     memory: bool,
     /// Per thread: the index of the first chunk not completely written, and how many of its
     /// records are.
@@ -190,7 +193,7 @@ impl Stream {
             }
         };
         let mut out = BufWriter::with_capacity(64 << 10, file);
-        let head = first_chunks(start, &mut out).and_then(|n| out.flush().map(|()| n));
+        let head = first_chunks(start, options.compensation, &mut out).and_then(|n| out.flush().map(|()| n));
         let bytes = match head {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -203,6 +206,7 @@ impl Stream {
             out: Some(out),
             start_tick,
             start: start.clone(),
+            compensation: options.compensation,
             memory,
             cursors: HashMap::new(),
             callsites: 0,
@@ -287,6 +291,7 @@ impl Stream {
             start: state.start.clone(),
             stop: stop.clone(),
             ns_per_tick: clock::tick_rate(),
+            compensation: state.compensation,
         };
         let footer = Footer {
             start_tick: state.start_tick,
@@ -518,12 +523,17 @@ impl State {
 }
 
 /// Writes the session header and the start calibration; returns the bytes written.
-fn first_chunks(start: &Calibration, out: &mut dyn Write) -> io::Result<u64> {
+fn first_chunks(
+    start: &Calibration,
+    compensation: Compensation,
+    out: &mut dyn Write,
+) -> io::Result<u64> {
     let start_unix_ns = start.pairs.first().map_or(0, |&(_, ns)| ns);
     let clock = ClockPairs {
         start: start.clone(),
         stop: Calibration::default(),
         ns_per_tick: clock::tick_rate(),
+        compensation,
     };
     let mut w = Writer { out, written: 0 };
     w.chunk(

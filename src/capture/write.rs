@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
+use crate::record::clock::Compensation;
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
 
@@ -13,7 +14,7 @@ use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_IDENTITY, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FORMAT_VERSION,
+    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FORMAT_VERSION,
     NO_STRING, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
     SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS,
     THREADS_VERSION,
@@ -133,17 +134,23 @@ pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
     {
         let (start, stop) = (&clock.start.pairs, &clock.stop.pairs);
         let mut out = Vec::with_capacity(CLOCK_FIXED + 16 * (start.len() + stop.len()));
-        let flags = if clock.ns_per_tick.is_none() {
+        let identity = if clock.ns_per_tick.is_none() {
             CLOCK_IDENTITY
         } else {
             0
         };
-        out.extend_from_slice(&flags.to_le_bytes());
+        let (compensated, inner, outer) = match clock.compensation {
+            Compensation::Unknown => (0, 0, 0),
+            Compensation::Off => (CLOCK_UNCOMPENSATED, 0, 0),
+            Compensation::Ticks { inner, outer } => (CLOCK_COMPENSATED, inner, outer),
+        };
+        out.extend_from_slice(&(identity | compensated).to_le_bytes());
         out.extend_from_slice(&count(start.len()).to_le_bytes());
         out.extend_from_slice(&count(stop.len()).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&inner.to_le_bytes());
         out.extend_from_slice(&clock.ns_per_tick.unwrap_or(0.0).to_bits().to_le_bytes());
-        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&outer.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
         debug_assert_eq!(out.len(), CLOCK_FIXED);
         let start = start.iter().take(count(start.len()) as usize);
         let stop = stop.iter().take(count(stop.len()) as usize);

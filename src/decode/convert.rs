@@ -127,8 +127,13 @@ impl Converter {
         }
     }
 
+    /// Nanoseconds for a span of `ticks` ticks, rounded to the nearest (saturating).
+    #[inline]
+    pub(crate) fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        self.scaled(ticks)
+    }
+
     /// Nanoseconds per tick.
-    #[cfg(test)]
     pub(crate) fn ns_per_tick(&self) -> f64 {
         self.whole as f64 + self.frac as f64 / TWO_POW_64
     }

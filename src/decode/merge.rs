@@ -47,7 +47,9 @@ fn append(out: &mut Trace, trace: Trace) {
         memory,
         links,
         processes,
+        compensation,
     } = trace;
+    out.compensation = out.compensation.or(compensation);
     // The index in `out` of each process of `trace`.
     let process: Vec<u32> = processes
         .into_iter()

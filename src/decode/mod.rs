@@ -19,14 +19,15 @@ use std::ops::RangeInclusive;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
+use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
-use crate::trace::{Process, ThreadTrace, Trace};
+use crate::trace::{Compensation, Process, ThreadTrace, Trace};
 
 use self::convert::Converter;
 use self::links::Links;
 use self::memory::RawMemory;
-use self::pair::Pairing;
+use self::pair::{Pairing, Probe};
 use self::tasks::Mark;
 
 impl Trace {
@@ -54,9 +55,11 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     let clock = &capture.clock;
     let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
     let end_tick = capture.end_tick;
+    let (inner, outer) = clock.compensation.ticks();
     let shared = Shared {
         callsites: &capture.callsites,
         converter,
+        probe: Probe { inner, outer },
         end_ns: converter.to_unix_ns(end_tick),
         end_tick,
         memory: capture.memory,
@@ -83,7 +86,17 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
         name: capture.header.process_name.clone(),
         host: capture.header.host_name.clone(),
     };
-    builder.finish(&converter, capture.start_tick, capture.dropped_events, process)
+    let compensation = match clock.compensation {
+        RawCompensation::Unknown => None,
+        RawCompensation::Off => Some(Compensation::Off),
+        RawCompensation::Ticks { inner, outer } => Some(Compensation::Applied {
+            inner_ns: f64::from(inner) / PROBE_UNIT as f64 * converter.ns_per_tick(),
+            outer_ns: f64::from(outer) / PROBE_UNIT as f64 * converter.ns_per_tick(),
+        }),
+    };
+    let mut trace = builder.finish(&converter, capture.start_tick, capture.dropped_events, process);
+    trace.compensation = compensation;
+    trace
 }
 
 impl Trace {
@@ -162,6 +175,8 @@ fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
 struct Shared<'c> {
     callsites: &'c [&'static Callsite],
     converter: Converter,
+    /// The probe overhead subtracted from every span.
+    probe: Probe,
     /// The window's end: scopes still open there are closed at it.
     end_ns: u64,
     end_tick: u64,
@@ -226,7 +241,7 @@ impl Shared<'_> {
         let mut memory = self.memory.then(Vec::new);
         let mut pairing = Pairing::new(
             self.callsites,
-            &self.converter,
+            (&self.converter, self.probe),
             (index, thread.id),
             &mut marks,
             &mut links,
@@ -316,6 +331,7 @@ impl Builder {
             memory: self.memory.map(memory::match_memory),
             links: self.links.matched(),
             processes: vec![process],
+            compensation: None,
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::record::value::{ArgReader, Value};
 use crate::trace::{MemoryKind, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
 
 use super::convert::Converter;
+use crate::record::clock::PROBE_UNIT;
 use super::links::Links;
 use super::memory::{Block, MemoryPairing, RawMemory};
 use super::tasks::{Mark, MarkKind};
@@ -30,14 +31,29 @@ pub(super) struct Pairing<'a> {
     memory: Option<MemoryPairing<'a>>,
     args: Vec<SpanArg>,
     reader: ArgReader,
+    /// Overhead compensation in ticks: a scope's own probe inside its duration, and a
+    /// child's probe outside its own (in its parent's).
+    probe: Probe,
 }
 
-/// An open span while pairing: its index, and the key its end carries
-/// ([`RawEvent::end_key`]).
+/// The probe overhead decoding subtracts, in 1/[`PROBE_UNIT`] tick (zeros: nothing is
+/// subtracted).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Probe {
+    /// A scope's own probe between its two ticks.
+    pub(super) inner: u64,
+    /// A child's probe outside its two ticks, in its parent's time.
+    pub(super) outer: u64,
+}
+
+/// An open span while pairing: its index, the key its end carries
+/// ([`RawEvent::end_key`]), and the probe ticks inside it so far (its own inner part, plus
+/// each closed child's probe and what was subtracted from the child).
 #[derive(Clone, Copy)]
 struct Open {
     index: u32,
     key: u32,
+    probe: u64,
 }
 
 /// True for the kinds whose record is followed by a [`Payload`](RawKind::Payload).
@@ -63,11 +79,11 @@ fn takes_payload(kind: RawKind) -> bool {
 }
 
 impl<'a> Pairing<'a> {
-    /// Pairing for the thread at `index` in the trace with id `thread_id`; `records_hint`
-    /// bounds its records.
+    /// Pairing for the thread at `index` in the trace with id `thread_id`, its ticks converted
+    /// by `converter` and `probe` subtracted from its spans; `records_hint` bounds its records.
     pub(super) fn new(
         callsites: &'a [&'static Callsite],
-        converter: &'a Converter,
+        (converter, probe): (&'a Converter, Probe),
         (thread, thread_id): (usize, u64),
         marks: &'a mut Vec<Mark>,
         links: &'a mut Links,
@@ -91,6 +107,7 @@ impl<'a> Pairing<'a> {
             memory: memory.map(MemoryPairing::new),
             args: Vec::new(),
             reader: ArgReader::default(),
+            probe,
         }
     }
 
@@ -198,10 +215,18 @@ impl<'a> Pairing<'a> {
         memory.block(block, innermost);
     }
 
-    fn close(&mut self, index: u32, end: u64, open_at_stop: bool) {
+    fn close(&mut self, closed: Open, end: u64, open_at_stop: bool) {
+        let index = closed.index;
         let span = &mut self.spans[index as usize];
         span.end_ns = end.max(span.start_ns);
         span.open_at_stop = open_at_stop;
+        // Overhead compensation: the probe time inside the span, never more than the time
+        // its children leave (so its self time stays at or above zero, and its duration is
+        // its self time plus its children's durations).
+        let room = (span.end_ns - span.start_ns).saturating_sub(span.children_ns);
+        let probe_ns = self.converter.ticks_to_ns(closed.probe);
+        span.overhead_ns = (probe_ns.saturating_add(PROBE_UNIT / 2) / PROBE_UNIT).min(room);
+        let overhead = span.overhead_ns;
         let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
         // The time this span ran counts as child time of the ancestors it ran inside: all of
         // it for its parent when that is still open (the usual case); when its guard outlived
@@ -214,14 +239,33 @@ impl<'a> Pairing<'a> {
             if covered >= end {
                 break;
             }
-            let open = self.open.iter().rev().any(|o| o.index == at);
+            let open = self.open.iter().rposition(|o| o.index == at);
+            // The usual case, the parent still open: the whole span is inside it, and the
+            // parent's duration leaves out this span's probe and what this span left out.
+            let direct = open.is_some() && ancestor == parent;
+            if let (Some(at), true) = (open, direct) {
+                let probe = &mut self.open[at].probe;
+                *probe = probe
+                    .saturating_add(self.probe.outer)
+                    .saturating_add(closed.probe);
+            }
             let span = &mut self.spans[at as usize];
-            let until = if open { end } else { end.min(span.end_ns) };
+            let until = if open.is_some() {
+                end
+            } else {
+                end.min(span.end_ns)
+            };
             if until > covered {
+                let inside = if direct {
+                    (until - covered).saturating_sub(overhead)
+                } else {
+                    until - covered
+                };
                 // Saturating: forged ticks (a capture file) may overlap anyhow.
-                span.children_ns = span.children_ns.saturating_add(until - covered);
+                span.children_ns = span.children_ns.saturating_add(inside);
                 covered = until;
             }
+            let open = open.is_some();
             if open {
                 break;
             }
@@ -250,13 +294,15 @@ impl<'a> Pairing<'a> {
             let key = event.id;
             if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
                 // The top one but for guards dropped out of order: a pop, not a shift.
-                let index = if position + 1 == self.open.len() {
-                    self.open.pop().map_or(0, |o| o.index)
+                let closed = if position + 1 == self.open.len() {
+                    self.open.pop()
                 } else {
-                    self.open.remove(position).index
+                    Some(self.open.remove(position))
                 };
                 let ns = self.converter.to_unix_ns(event.tick);
-                self.close(index, ns, false);
+                if let Some(closed) = closed {
+                    self.close(closed, ns, false);
+                }
             }
             return;
         }
@@ -292,6 +338,7 @@ impl<'a> Pairing<'a> {
                 depth: parent.map_or(0, |p| self.spans[p as usize].depth + 1),
                 parent,
                 children_ns: 0,
+                overhead_ns: 0,
                 open_at_stop: false,
                 kind: if event.kind == RawKind::Begin {
                     SpanKind::Scope
@@ -305,6 +352,7 @@ impl<'a> Pairing<'a> {
             self.open.push(Open {
                 index,
                 key: RawEvent::end_key(event.id, event.tick),
+                probe: self.probe.inner,
             });
         }
     }
@@ -320,7 +368,7 @@ impl<'a> Pairing<'a> {
         }
         self.end_args();
         while let Some(open) = self.open.pop() {
-            self.close(open.index, end_ns, true);
+            self.close(open, end_ns, true);
         }
         let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
         (self.events, self.spans, memory, self.args)

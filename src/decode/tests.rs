@@ -1,7 +1,8 @@
 use super::*;
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
-use crate::trace::{MemoryKind, SpanKind, SpanRef};
+use crate::record::clock::Compensation as RawCompensation;
+use crate::trace::{Compensation, MemoryKind, SpanKind, SpanRef};
 
 static CALL: Callsite = Callsite::new("call", file!(), line!(), module_path!());
 static STEP: Callsite = Callsite::new("step", file!(), line!(), module_path!());
@@ -421,4 +422,158 @@ fn an_async_begin_adopts_the_plain_scope_of_its_first_slice() {
     assert_eq!(trace.threads[0].spans[0].kind, SpanKind::Scope);
     assert_eq!(trace.async_spans[0].polls, 0);
     assert_eq!(trace.async_spans[0].start_ns, 10);
+}
+
+/// A capture of `events` on one thread whose probes cost `inner` ticks inside a scope and
+/// `outer` outside it (ticks are nanoseconds here).
+fn compensated(events: Vec<RawEvent>, end_tick: u64, inner: u32, outer: u32) -> Capture {
+    let mut capture = Capture::from_records(vec![(7, events)], 0, end_tick);
+    let unit = crate::record::clock::PROBE_UNIT as u32;
+    capture.clock.compensation = RawCompensation::Ticks {
+        inner: inner * unit,
+        outer: outer * unit,
+    };
+    capture
+}
+
+/// `(start, end)` of a scope of `site` as its two records.
+fn scope_records(site: u32, start: u64, end: u64) -> [RawEvent; 2] {
+    [
+        RawEvent::begin(site, start),
+        RawEvent::end(RawEvent::end_key(site, start), end),
+    ]
+}
+
+#[test]
+fn compensation_subtracts_inner_per_scope_and_outer_per_child() {
+    let (call, step) = (CALL.id(), STEP.id());
+    // A parent of 1 000 ns holding four children of 50 ns; probes of 3 ns inside a scope and
+    // 5 ns outside.
+    let mut events = vec![RawEvent::begin(call, 0)];
+    for k in 0..4 {
+        let start = 100 + 200 * k;
+        events.extend(scope_records(step, start, start + 50));
+    }
+    events.push(RawEvent::end(RawEvent::end_key(call, 0), 1_000));
+    let trace = compensated(events, 2_000, 3, 5).decode();
+    assert_eq!(
+        trace.compensation,
+        Some(Compensation::Applied {
+            inner_ns: 3.0,
+            outer_ns: 5.0
+        })
+    );
+    let spans = &trace.threads[0].spans;
+    let parent = &spans[0];
+    // Recorded: 1 000 ns, 800 ns self. Its own 3 ns and, per child, the child's 5 ns outside
+    // and 3 ns inside come off its duration: 1 000 - 3 - 4 × 8.
+    assert_eq!(parent.overhead_ns, 35);
+    assert_eq!(parent.duration_ns(), 965);
+    // Self time loses exactly its own inner part and 4 × the outer part: 800 - 3 - 20.
+    assert_eq!(parent.self_ns(), 777);
+    for child in &spans[1..] {
+        assert_eq!(
+            (child.overhead_ns, child.duration_ns(), child.self_ns()),
+            (3, 47, 47)
+        );
+    }
+    // Totals stay consistent: the parent's duration is its self time plus its children's.
+    assert_eq!(parent.children_ns, 4 * 47);
+    assert_eq!(parent.duration_ns(), parent.self_ns() + parent.children_ns);
+    // The timeline keeps the recorded times.
+    assert_eq!((parent.start_ns, parent.end_ns), (0, 1_000));
+    assert_eq!((spans[1].start_ns, spans[1].end_ns), (100, 150));
+}
+
+#[test]
+fn compensation_carries_up_nested_levels() {
+    let (call, step) = (CALL.id(), STEP.id());
+    // G [0, 500] ⊃ P [10, 400] ⊃ C [20, 120].
+    let events = vec![
+        RawEvent::begin(call, 0),
+        RawEvent::begin(step, 10),
+        RawEvent::begin(call, 20),
+        RawEvent::end(RawEvent::end_key(call, 20), 120),
+        RawEvent::end(RawEvent::end_key(step, 10), 400),
+        RawEvent::end(RawEvent::end_key(call, 0), 500),
+    ];
+    let trace = compensated(events, 1_000, 3, 5).decode();
+    let times: Vec<_> = trace.threads[0]
+        .spans
+        .iter()
+        .map(|s| (s.overhead_ns, s.duration_ns(), s.self_ns()))
+        .collect();
+    // C: 100 - 3. P: 390 - (3 + 5 + 3), self 290 - 3 - 5. G: 500 - (3 + 5 + 11), self
+    // 110 - 3 - 5.
+    assert_eq!(times, [(19, 481, 102), (11, 379, 282), (3, 97, 97)]);
+}
+
+#[test]
+fn compensation_never_goes_below_zero() {
+    let (call, step) = (CALL.id(), STEP.id());
+    // Two children of 2 ns (less than the 3 ns inner probe) in a parent of 12 ns.
+    let mut events = vec![RawEvent::begin(call, 0)];
+    events.extend(scope_records(step, 5, 7));
+    events.extend(scope_records(step, 9, 11));
+    events.push(RawEvent::end(RawEvent::end_key(call, 0), 12));
+    let trace = compensated(events, 100, 3, 5).decode();
+    let times: Vec<_> = trace.threads[0]
+        .spans
+        .iter()
+        .map(|s| (s.overhead_ns, s.duration_ns(), s.self_ns(), s.children_ns))
+        .collect();
+    // The children lose their 2 ns; the parent's 3 + 2 × (5 + 3) = 19 ns of probes are
+    // capped at its 12 ns.
+    assert_eq!(times, [(12, 0, 0, 0), (2, 0, 0, 0), (2, 0, 0, 0)]);
+}
+
+#[test]
+fn compensation_off_and_unknown_subtract_nothing() {
+    let (call, step) = (CALL.id(), STEP.id());
+    let mut events = vec![RawEvent::begin(call, 0)];
+    events.extend(scope_records(step, 10, 20));
+    events.push(RawEvent::end(RawEvent::end_key(call, 0), 40));
+    for (compensation, stated) in [
+        (RawCompensation::Unknown, None),
+        (RawCompensation::Off, Some(Compensation::Off)),
+        (RawCompensation::Ticks { inner: 0, outer: 0 }, None),
+    ] {
+        let mut capture = Capture::from_records(vec![(7, events.clone())], 0, 100);
+        capture.clock.compensation = compensation;
+        let trace = capture.decode();
+        if let Some(stated) = stated {
+            assert_eq!(trace.compensation, Some(stated));
+        }
+        let times: Vec<_> = trace.threads[0]
+            .spans
+            .iter()
+            .map(|s| (s.overhead_ns, s.duration_ns(), s.self_ns()))
+            .collect();
+        assert_eq!(times, [(0, 40, 30), (0, 10, 10)]);
+    }
+}
+
+#[test]
+fn compensation_survives_a_capture_file() {
+    let (call, step) = (CALL.id(), STEP.id());
+    let mut events = vec![RawEvent::begin(call, 0)];
+    events.extend(scope_records(step, 10, 20));
+    events.push(RawEvent::end(RawEvent::end_key(call, 0), 40));
+    let capture = compensated(events, 100, 2, 4);
+    let mut file = Vec::new();
+    capture.write_to(&mut file).unwrap();
+    let read = Capture::from_bytes(&file).unwrap();
+    assert!(read[0].warnings().is_empty());
+    assert_eq!(read[0].clock.compensation, capture.clock.compensation);
+    let (live, from_file) = (capture.decode(), read[0].decode());
+    let times = |trace: &Trace| -> Vec<_> {
+        trace.threads[0]
+            .spans
+            .iter()
+            .map(|s| (s.name(), s.start_ns, s.end_ns, s.overhead_ns, s.self_ns()))
+            .collect()
+    };
+    assert_eq!(times(&live), [("call", 0, 40, 8, 24), ("step", 10, 20, 2, 8)]);
+    assert_eq!(times(&live), times(&from_file));
+    assert_eq!(live.compensation, from_file.compensation);
 }

@@ -318,6 +318,7 @@ mod tests {
                     depth: open.len() as u32 - 1,
                     parent: open.len().checked_sub(2).map(|i| open[i]),
                     children_ns: 0,
+                    overhead_ns: 0,
                     open_at_stop: false,
                     kind: SpanKind::Scope,
                 });

@@ -166,6 +166,7 @@ mod tests {
                 depth,
                 parent,
                 children_ns: 0,
+                overhead_ns: 0,
                 open_at_stop: false,
                 kind: SpanKind::Scope,
             });

@@ -21,7 +21,8 @@ use super::json;
 use super::lanes::{Edge, Lanes};
 use crate::record::callsite::Callsite;
 use crate::trace::{
-    AsyncSpan, MemoryKind, MemoryTrace, Process, Span, SpanArg, SpanKind, SpanRef, Trace,
+    AsyncSpan, Compensation, MemoryKind, MemoryTrace, Process, Span, SpanArg, SpanKind, SpanRef,
+    Trace,
 };
 
 /// Bytes buffered before they are written out.
@@ -668,12 +669,23 @@ impl Writer<'_> {
         self.out.write_all(&self.buf)?;
         write!(
             self.out,
-            "\n],\"otherData\":{{\"producer\":\"tickscope {}\",\"start_unix_ns\":{},\"end_unix_ns\":{},\"dropped_events\":{},\"time_origin_unix_ns\":{}}}}}\n",
+            "\n],\"otherData\":{{\"producer\":\"tickscope {}\",\"start_unix_ns\":{},\"end_unix_ns\":{},\"dropped_events\":{},\"time_origin_unix_ns\":{}",
             env!("CARGO_PKG_VERSION"),
             trace.start_ns,
             trace.end_ns,
             trace.dropped_events,
             self.dialect.origin,
-        )
+        )?;
+        // The probe cost subtracted from durations in the table (the slices keep their
+        // recorded times); absent when the trace says nothing about it (a mock clock).
+        match trace.compensation {
+            Some(Compensation::Off) => write!(self.out, ",\"overhead_compensation\":\"off\"")?,
+            Some(Compensation::Applied { inner_ns, outer_ns }) => write!(
+                self.out,
+                ",\"overhead_compensation\":\"applied\",\"probe_inner_ns\":{inner_ns:.3},\"probe_outer_ns\":{outer_ns:.3}"
+            )?,
+            None => {}
+        }
+        self.out.write_all(b"}}\n")
     }
 }

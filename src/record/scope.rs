@@ -48,6 +48,18 @@ impl ScopeGuard {
         guard.with_observed(observed)
     }
 
+    /// [`ScopeGuard::enter`] without telling observers: the probe a session's overhead
+    /// calibration times (observers must not see its scopes).
+    #[inline(always)]
+    pub(crate) fn enter_unobserved(callsite: &'static Callsite) -> Self {
+        let generation = registry::generation();
+        if generation != 0 && thread::thread_wants_at(generation) {
+            Self::begin(callsite.id())
+        } else {
+            Self::inactive()
+        }
+    }
+
     /// Tells observers, if any, that `callsite`'s scope is being entered; the slot for its
     /// exit.
     #[inline(always)]

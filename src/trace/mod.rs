@@ -21,8 +21,15 @@ pub struct Span {
     pub depth: u32,
     /// Index of the enclosing scope in the same thread's span list.
     pub parent: Option<u32>,
-    /// Total duration of the direct children on the same thread.
+    /// Total duration of the direct children on the same thread (their
+    /// [`duration_ns`](Span::duration_ns), overhead compensation applied).
     pub children_ns: u64,
+    /// The profiler's own probe time inside this span, which [`Span::duration_ns`] leaves out
+    /// (0 without overhead compensation): the part of its own probe between its two ticks,
+    /// and for each direct child the child's probe and what was left out of the child. At
+    /// most the time not covered by children ([`Trace::compensation`];
+    /// [`Config::compensate_overhead`](crate::Config::compensate_overhead)).
+    pub overhead_ns: u64,
     /// The scope was still open when the session stopped and was closed at the stop time.
     pub open_at_stop: bool,
     /// A scope, or one poll of an async call.
@@ -86,9 +93,10 @@ impl Span {
         self.callsite.name()
     }
 
-    /// Wall time from entry to exit.
+    /// Wall time from entry to exit, minus the profiler's own probe time in it
+    /// ([`Span::overhead_ns`]).
     pub fn duration_ns(&self) -> u64 {
-        self.end_ns - self.start_ns
+        (self.end_ns - self.start_ns).saturating_sub(self.overhead_ns)
     }
 
     /// Duration minus the duration of the direct children.
@@ -369,6 +377,43 @@ pub struct Trace {
     /// distinct process for several ([`Trace::from_captures`]), in the order they first
     /// appear. [`ThreadTrace::process`] and the other `process` fields index it.
     pub processes: Vec<Process>,
+    /// The profiler overhead subtracted from the spans' durations and self times
+    /// ([`Config::compensate_overhead`](crate::Config::compensate_overhead)); `None` when
+    /// nothing is known about it (the mock clock, whose times are exact; a capture file
+    /// written before compensation existed; of several captures, the first that says).
+    pub compensation: Option<Compensation>,
+}
+
+/// The profiler overhead a trace's times were compensated for
+/// ([`Config::compensate_overhead`](crate::Config::compensate_overhead)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Compensation {
+    /// Switched off: durations and self times are as recorded, probes included.
+    Off,
+    /// Subtracted ([`Span::overhead_ns`]): from each span's duration, `inner_ns` of its own
+    /// probe; from each parent's, per direct child, `outer_ns` (the child's probe outside its
+    /// recorded duration) on top of what was subtracted from the child. So a span's self time
+    /// loses `inner_ns`, and `outer_ns` per child span.
+    Applied {
+        /// Nanoseconds of a scope's own probe that fall inside its recorded duration.
+        inner_ns: f64,
+        /// Nanoseconds of a child scope's probe that fall outside its recorded duration, in
+        /// its parent's.
+        outer_ns: f64,
+    },
+}
+
+impl std::fmt::Display for Compensation {
+    /// `off`, or `8.4 ns per scope + 11.2 ns per child scope`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Off => f.write_str("off"),
+            Self::Applied { inner_ns, outer_ns } => write!(
+                f,
+                "{inner_ns:.1} ns per scope + {outer_ns:.1} ns per child scope"
+            ),
+        }
+    }
 }
 
 impl Trace {
@@ -388,6 +433,7 @@ impl Trace {
                 name: String::new(),
                 host: String::new(),
             }],
+            compensation: None,
         }
     }
 
