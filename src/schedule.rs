@@ -240,11 +240,9 @@ pub fn chrome_trace_handler(
     dir: impl Into<PathBuf>,
     prefix: &str,
 ) -> impl Fn(&ScheduledWindow) -> io::Result<()> + Send + Sync + 'static {
-    let (dir, prefix) = (dir.into(), prefix.to_owned());
-    move |window| {
-        std::fs::create_dir_all(&dir)?;
-        window.write_chrome_trace(dir.join(format!("{prefix}window-{}.json", window.index)))
-    }
+    per_window(dir.into(), prefix, "json", |window, path| {
+        window.write_chrome_trace(path)
+    })
 }
 
 /// A callback for [`Config::on_trace_ready`](crate::Config::on_trace_ready) that writes each
@@ -254,10 +252,25 @@ pub fn capture_handler(
     dir: impl Into<PathBuf>,
     prefix: &str,
 ) -> impl Fn(&ScheduledWindow) -> io::Result<()> + Send + Sync + 'static {
-    let (dir, prefix) = (dir.into(), prefix.to_owned());
+    per_window(dir.into(), prefix, "tscope", |window, path| {
+        window.write_capture(path)
+    })
+}
+
+/// A callback that writes each window with `write` to `dir/{prefix}window-{index}.{extension}`.
+fn per_window(
+    dir: PathBuf,
+    prefix: &str,
+    extension: &'static str,
+    write: fn(&ScheduledWindow, PathBuf) -> io::Result<()>,
+) -> impl Fn(&ScheduledWindow) -> io::Result<()> + Send + Sync + 'static {
+    let prefix = prefix.to_owned();
     move |window| {
         std::fs::create_dir_all(&dir)?;
-        window.write_capture(dir.join(format!("{prefix}window-{}.tscope", window.index)))
+        write(
+            window,
+            dir.join(format!("{prefix}window-{}.{extension}", window.index)),
+        )
     }
 }
 

@@ -214,3 +214,32 @@ fn steps_without_a_schedule_are_marked() {
     assert_eq!(report.get("ProfilerStep#0"), None);
     assert_eq!(report.get("work").unwrap().calls, 3);
 }
+
+#[test]
+fn the_handlers_write_a_file_per_window() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = mock();
+    let dir = std::env::temp_dir().join(format!("tickscope-schedule-{}", std::process::id()));
+    let chrome = tickscope::schedule::chrome_trace_handler(dir.join("json"), "run-");
+    let capture = tickscope::schedule::capture_handler(dir.join("tscope"), "run-");
+    let prof = Profiler::builder()
+        .current_thread()
+        .schedule(Schedule::new(1, 0, 1).repeat(2))
+        .on_trace_ready(move |window| chrome(window).and_then(|()| capture(window)))
+        .start();
+    run(&m, &prof, 6);
+    prof.stop();
+    for index in 0..2 {
+        let json =
+            std::fs::read_to_string(dir.join(format!("json/run-window-{index}.json"))).unwrap();
+        assert_eq!(json.matches("\"name\":\"work\"").count(), 1, "{json}");
+        let file = dir.join(format!("tscope/run-window-{index}.tscope"));
+        let report =
+            tickscope::report::Report::new(&tickscope::Capture::read(&file).unwrap().decode());
+        assert_eq!(report.get("work").unwrap().calls, 1);
+        // Window 0 is step 1, window 1 step 3: a work call of step n lasts n + 1 ns.
+        assert_eq!(report.get("work").unwrap().total_ns, 2 * index + 2);
+    }
+    assert!(!dir.join("json/run-window-2.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
