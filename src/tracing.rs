@@ -58,7 +58,7 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
@@ -95,6 +95,10 @@ struct Site {
 
 /// Interned sites by the address of their `tracing` metadata.
 static SITES: RwLock<Option<FxHashMap<usize, &'static Site>>> = RwLock::new(None);
+
+/// Spans whose async call began (entered twice) and that are not closed yet: while there are
+/// none, closing a span needs no lookup of its state.
+static ASYNC_OPEN: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// This thread's cache of [`SITES`], so that an event costs no lock.
@@ -338,6 +342,8 @@ where
                     .compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed);
                 call = won.map_or_else(|other| other, |_| fresh);
                 if won.is_ok() {
+                    // Before anything that can close the span: its close sees the count.
+                    ASYNC_OPEN.fetch_add(1, Ordering::Release);
                     // Stamped now (the first enter may precede this thread's window), naming
                     // the first enter's tick.
                     let first_tick = state.first.load(Ordering::Relaxed);
@@ -375,7 +381,8 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        if !thread::thread_wants() {
+        // Most spans are entered once: a plain scope, nothing to end here.
+        if ASYNC_OPEN.load(Ordering::Acquire) == 0 {
             return;
         }
         let Some(span) = ctx.span(&id) else {
@@ -386,12 +393,18 @@ where
             return;
         };
         let call = state.call.load(Ordering::Relaxed);
-        if call != 0 {
-            thread::push_all(&[
-                RawEvent::new(RawKind::AsyncEnd, state.site.callsite.id(), clock::now()),
-                RawEvent::payload(call, 0),
-            ]);
+        if call == 0 {
+            return;
         }
+        ASYNC_OPEN.fetch_sub(1, Ordering::Relaxed);
+        if !thread::thread_wants() {
+            return;
+        }
+        let cid = state.site.callsite.id();
+        thread::push_all(&[
+            RawEvent::new(RawKind::AsyncEnd, cid, clock::now()),
+            RawEvent::payload(call, 0),
+        ]);
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
