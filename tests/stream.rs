@@ -99,22 +99,27 @@ fn a_streamed_session_reads_back_whole() {
     assert!(per_record < 16.5, "{per_record} bytes per record");
 }
 
-#[test]
-fn a_restarted_stream_appends_a_session() {
-    let _turn = turn();
-    let path = scratch("restart.tscope");
-    let prof = Profiler::builder()
-        .current_thread()
-        .stream_to(&*path)
-        .start();
+/// A streaming session to `path` with two windows: three `first` scopes, a stop, `between`,
+/// a restart and five `second` scopes; returned still running.
+fn two_windows(path: &Path, between: impl FnOnce()) -> Profiler {
+    let prof = Profiler::builder().current_thread().stream_to(path).start();
     for _ in 0..3 {
         let _g = scope!("first");
     }
     prof.stop();
+    between();
     prof.restart();
     for _ in 0..5 {
         let _g = scope!("second");
     }
+    prof
+}
+
+#[test]
+fn a_restarted_stream_appends_a_session() {
+    let _turn = turn();
+    let path = scratch("restart.tscope");
+    let prof = two_windows(&path, || {});
     // A snapshot while running reads what the stream has written.
     assert_eq!(prof.report().get("second").unwrap().calls, 5);
     prof.stop();
@@ -139,26 +144,15 @@ fn a_restarted_stream_appends_a_session() {
 fn a_restart_appends_after_the_last_whole_chunk() {
     let _turn = turn();
     let path = scratch("restart-after-cut.tscope");
-    let prof = Profiler::builder()
-        .current_thread()
-        .stream_to(&*path)
-        .start();
-    for _ in 0..3 {
-        let _g = scope!("first");
-    }
-    prof.stop();
-    // The first window's footer cut short, as a write error (a full disk) leaves it.
-    let whole = std::fs::metadata(&*path).unwrap().len();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&*path)
-        .unwrap();
-    file.set_len(whole - 7).unwrap();
-    drop(file);
-    prof.restart();
-    for _ in 0..5 {
-        let _g = scope!("second");
-    }
+    let prof = two_windows(&path, || {
+        // The first window's footer cut short, as a write error (a full disk) leaves it.
+        let whole = std::fs::metadata(&*path).unwrap().len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&*path)
+            .unwrap();
+        file.set_len(whole - 7).unwrap();
+    });
     prof.stop();
     let sessions = Capture::read_all(&path).unwrap();
     assert_eq!(sessions.len(), 2);
