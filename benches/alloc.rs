@@ -1,5 +1,6 @@
 //! Cost of a 64-byte allocation plus its free through `TrackingAlloc`: with no session
-//! tracking memory, with one tracking it, and straight through `System`, in one run.
+//! tracking memory, with one recording its timeline (`tracking_on`), with one counting it
+//! (`tracking_counts`, `MemoryMode::Counts`), and straight through `System`, in one run.
 //!
 //! `cargo bench --bench alloc`. The tracking case restarts its session every 32 Ki pairs
 //! (outside the timed part) so that buffers are recycled and the figure is the steady state.
@@ -8,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use tickscope::{Profiler, TrackingAlloc};
+use tickscope::{MemoryMode, Profiler, TrackingAlloc};
 
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(System);
@@ -34,6 +35,14 @@ fn bench(c: &mut Criterion) {
     g.bench_function("tracking_on", |b| {
         b.iter_custom(|iters| {
             let config = Profiler::builder().current_thread().track_memory(true);
+            common::in_sessions(config, iters, || pair(&ALLOC))
+        })
+    });
+    g.bench_function("tracking_counts", |b| {
+        b.iter_custom(|iters| {
+            let config = Profiler::builder()
+                .current_thread()
+                .track_memory(MemoryMode::Counts);
             common::in_sessions(config, iters, || pair(&ALLOC))
         })
     });

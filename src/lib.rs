@@ -194,6 +194,7 @@ not_under_loom! {
     pub use record::clock;
     pub use record::follows::SeqGuard;
     pub use record::link::{Link, link};
+    pub use record::memory::MemoryMode;
     pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
     pub use record::scope::ScopeGuard;
     pub use record::pool::SlowWriter;

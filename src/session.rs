@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use crate::capture::stream::{self, Stream, StreamOptions};
 use crate::capture::{self, Capture, Handover, StreamStats};
 use crate::record::clock::{self, Calibration, Compensation};
+use crate::record::memory::MemoryMode;
 use crate::record::pool::{self, SlowWriter};
 use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
@@ -34,7 +35,7 @@ pub enum Threads {
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     threads: Threads,
-    memory: bool,
+    memory: MemoryMode,
     stream: Option<std::path::PathBuf>,
     stream_memory: Option<usize>,
     slow_disk: SlowWriter,
@@ -64,8 +65,34 @@ impl Config {
     ///
     /// Frees are matched to allocations by address across the recorded threads: a block
     /// freed by a thread the session does not record stays live in its view.
-    pub fn track_memory(mut self, on: bool) -> Self {
-        self.memory = on;
+    ///
+    /// Takes a [`MemoryMode`] or a `bool`: `true` is [`MemoryMode::Timeline`], every
+    /// allocation with its time and address (two records and a clock read each);
+    /// [`MemoryMode::Counts`] keeps only the per-scope figures (bytes and counts, self and
+    /// total, peak), at one record and no clock read per allocation, cheap enough to leave on.
+    ///
+    /// ```
+    /// use tickscope::{MemoryMode, Profiler, TrackingAlloc};
+    ///
+    /// #[global_allocator]
+    /// static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
+    ///
+    /// let prof = Profiler::builder()
+    ///     .current_thread()
+    ///     .track_memory(MemoryMode::Counts)
+    ///     .start();
+    /// {
+    ///     let _g = tickscope::scope!("fill");
+    ///     let v: Vec<u8> = Vec::with_capacity(1000);
+    ///     drop(v);
+    /// }
+    /// prof.stop();
+    /// let fill = prof.report().get("fill").unwrap().memory.unwrap();
+    /// assert_eq!((fill.allocs, fill.alloc_bytes, fill.peak_bytes), (1, 1000, 1000));
+    /// assert!(prof.trace().memory.as_ref().unwrap().events.is_empty()); // no timeline
+    /// ```
+    pub fn track_memory(mut self, mode: impl Into<MemoryMode>) -> Self {
+        self.memory = mode.into();
         self
     }
 

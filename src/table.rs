@@ -10,6 +10,8 @@ use std::sync::Arc;
 use crate::report::tree::CallTree;
 use crate::report::{LiveAtStop, Report, ScopeStats, Split, ThreadKey};
 use crate::trace::{Compensation, Trace};
+use crate::record::clock::ClockSource;
+use crate::record::memory::MemoryMode;
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -179,7 +181,10 @@ impl std::error::Error for ParseSortByError {}
 /// window ([`Report::observer_panics`]) if there were any. A second line states the overhead
 /// compensation applied ([`Trace::compensation`]: `Overhead compensation: 8.4 ns per scope +
 /// 11.2 ns per child scope subtracted`, or `off`); a trace that says nothing about it (the mock
-/// clock, whose times are exact) has no such line.
+/// clock, whose times are exact) has no such line. With memory tracked, a line says which
+/// [`MemoryMode`] produced the memory columns (`Memory: counted per scope …` or
+/// `Memory: timeline …`). A clock other than the CPU's invariant counter is named
+/// (`Clock: OS monotonic clock …`, see [`ClockSource`]).
 ///
 /// A trace of several processes ([`Trace::from_captures`]) sums each name over every process;
 /// split by thread, a thread is named after its process
@@ -498,6 +503,23 @@ impl fmt::Display for Table {
             Some(applied) => writeln!(f, "Overhead compensation: {applied} subtracted")?,
             None => {}
         }
+        if let Some(source @ (ClockSource::Monotonic | ClockSource::CpuUnverified)) =
+            trace.clock_source
+        {
+            writeln!(f, "Clock: {source}")?;
+        }
+        match trace.memory.as_ref().map(|m| m.mode) {
+            Some(MemoryMode::Counts) => writeln!(
+                f,
+                "Memory: counted per scope (no timeline: nothing matched across threads, \
+                 no live-at-stop list)"
+            )?,
+            Some(MemoryMode::Timeline) => writeln!(
+                f,
+                "Memory: timeline (every allocation and free with its time and address)"
+            )?,
+            Some(MemoryMode::Off) | None => {}
+        }
         if open > 0 {
             writeln!(
                 f,
@@ -585,5 +607,48 @@ mod tests {
         assert_eq!(format_ns(1_500), "1.50 µs");
         assert_eq!(format_ns(2_345_678), "2.35 ms");
         assert_eq!(format_ns(3_000_000_000), "3.000 s");
+    }
+
+    /// The clock's source goes through a capture file as it was, and the table names a
+    /// doubtful one.
+    #[test]
+    fn the_clock_source_is_kept_and_a_doubtful_one_is_named() {
+        use std::sync::Arc;
+
+        use crate::capture::Capture;
+        use crate::record::callsite::Callsite;
+        use crate::record::clock::ClockSource;
+        use crate::record::event::RawEvent;
+
+        static STEP: Callsite = Callsite::new("step", "table.rs", 1, "tests");
+        let records = vec![
+            RawEvent::begin(STEP.id(), 10),
+            RawEvent::end(RawEvent::end_key(STEP.id(), 10), 20),
+        ];
+        let through_a_file = |capture: &Capture| {
+            let mut bytes = Vec::new();
+            capture.write_to(&mut bytes).unwrap();
+            Capture::from_bytes(&bytes).unwrap().remove(0)
+        };
+        for source in [
+            ClockSource::Cpu,
+            ClockSource::CpuUnverified,
+            ClockSource::Monotonic,
+        ] {
+            let mut capture = Capture::from_records(vec![(1, records.clone())], 0, 100);
+            capture.clock.ns_per_tick = Some(1.0);
+            capture.clock.source = Some(source);
+            let back = through_a_file(&capture);
+            assert_eq!(back.clock.source, Some(source));
+            let trace = back.decode();
+            assert_eq!(trace.clock_source, Some(source));
+            let table = super::Table::new(Arc::new(trace)).to_string();
+            let named = table.contains(&format!("\nClock: {source}\n"));
+            assert_eq!(named, source != ClockSource::Cpu, "{table}");
+        }
+        // Ticks that are nanoseconds (a mock clock) read as the mock's.
+        let mut capture = Capture::from_records(vec![(1, records)], 0, 100);
+        capture.clock.ns_per_tick = None;
+        assert_eq!(through_a_file(&capture).clock.source, Some(ClockSource::Mock));
     }
 }

@@ -54,6 +54,18 @@ pub const CLOCK_IDENTITY: u32 = 1;
 pub const CLOCK_COMPENSATED: u32 = 2;
 /// Clock flag: the session was started with overhead compensation switched off.
 pub const CLOCK_UNCOMPENSATED: u32 = 4;
+/// Clock flags, bits 3 and 4: where the ticks came from
+/// ([`ClockSource`](crate::clock::ClockSource)): 0 not said (a file written before this field
+/// existed), [`CLOCK_SOURCE_CPU`], [`CLOCK_SOURCE_CPU_UNVERIFIED`] or
+/// [`CLOCK_SOURCE_MONOTONIC`] (a mock clock is [`CLOCK_IDENTITY`]).
+pub const CLOCK_SOURCE_MASK: u32 = 3 << 3;
+/// [`CLOCK_SOURCE_MASK`] value: the CPU's invariant counter.
+pub const CLOCK_SOURCE_CPU: u32 = 1 << 3;
+/// [`CLOCK_SOURCE_MASK`] value: the CPU's counter, not confirmed constant and non-stop by the
+/// OS.
+pub const CLOCK_SOURCE_CPU_UNVERIFIED: u32 = 2 << 3;
+/// [`CLOCK_SOURCE_MASK`] value: the OS monotonic clock.
+pub const CLOCK_SOURCE_MONOTONIC: u32 = 3 << 3;
 
 /// Chunk type of a string table.
 pub const STRINGS: u16 = 3;
@@ -84,6 +96,9 @@ pub const SESSION_FOOTER_VERSION: u16 = 1;
 pub const SESSION_FOOTER_LEN: usize = 40;
 /// Footer flag: the session recorded allocations and frees.
 pub const FOOTER_MEMORY: u32 = 1;
+/// Session footer flag, with [`FOOTER_MEMORY`]: allocations were only counted
+/// ([`MemoryMode::Counts`](crate::MemoryMode::Counts): size records without time or address).
+pub const FOOTER_MEMORY_COUNTS: u32 = 2;
 
 /// A gzipped capture may decompress to at most this many times its size, plus
 /// [`GZIP_ALLOWANCE`]: a capture's records hold clock ticks, which compress a few times at

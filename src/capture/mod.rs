@@ -41,8 +41,9 @@ use std::sync::{Arc, OnceLock};
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
-use crate::record::clock::{self, Calibration, Compensation};
+use crate::record::clock::{self, Calibration, ClockSource, Compensation};
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::memory::MemoryMode;
 use crate::record::pool;
 use crate::record::registry::Untracked;
 
@@ -81,8 +82,8 @@ pub struct Capture {
     /// The window: records from `start_tick` to `end_tick` (inclusive) belong to it.
     pub(crate) start_tick: u64,
     pub(crate) end_tick: u64,
-    /// The session recorded allocations.
-    pub(crate) memory: bool,
+    /// What the session recorded of allocations.
+    pub(crate) memory: MemoryMode,
     pub(crate) dropped_events: u64,
     /// Problems met while reading it from a file; empty for a live capture.
     pub(crate) warnings: Vec<String>,
@@ -148,6 +149,8 @@ pub(crate) struct ClockPairs {
     pub(crate) ns_per_tick: Option<f64>,
     /// The probe overhead decoding subtracts.
     pub(crate) compensation: Compensation,
+    /// Where the ticks came from; `None` when the file does not say.
+    pub(crate) source: Option<ClockSource>,
 }
 
 /// One thread of a capture: its identity, where its window starts, and its chunks.
@@ -207,8 +210,9 @@ pub(crate) struct FileRecords {
 pub(crate) struct Scanned {
     /// The records up to the first of unknown kind (all of them when every kind is known).
     pub(crate) records: FileRecords,
-    /// An allocation or a free is among the records taken.
-    pub(crate) memory: bool,
+    /// The most an allocation or a free among the records taken says of the session's memory
+    /// mode.
+    pub(crate) memory: MemoryMode,
 }
 
 impl FileRecords {
@@ -231,14 +235,14 @@ impl FileRecords {
         {
             return None;
         }
-        let mut memory = false;
+        let mut memory = MemoryMode::Off;
         let mut len = 0;
         for record in region.chunks_exact(RECORD_LEN) {
             let kind = u32::from_le_bytes([record[12], record[13], record[14], record[15]]);
             if RawKind::from_u32(kind).is_none() {
                 break;
             }
-            memory |= kind == RawKind::Alloc as u32 || kind == RawKind::Free as u32;
+            memory = memory.max(MemoryMode::of_kind(kind));
             len += 1;
         }
         Some(Scanned {
@@ -298,7 +302,7 @@ pub(crate) struct Window {
     pub(crate) end_tick: u64,
     pub(crate) start: Calibration,
     pub(crate) stop: Calibration,
-    pub(crate) memory: bool,
+    pub(crate) memory: MemoryMode,
     pub(crate) dropped_events: u64,
     pub(crate) compensation: Compensation,
 }
@@ -323,6 +327,7 @@ impl Capture {
                 stop: window.stop,
                 ns_per_tick: clock::tick_rate(),
                 compensation: window.compensation,
+                source: Some(clock::source()),
             },
             callsites: callsite::table(),
             threads,
@@ -343,12 +348,13 @@ impl Capture {
                 stop: Calibration::default(),
                 ns_per_tick: None,
                 compensation: Compensation::Unknown,
+                source: None,
             },
             callsites: Vec::new(),
             threads: Vec::new(),
             start_tick: 0,
             end_tick: 0,
-            memory: false,
+            memory: MemoryMode::Off,
             dropped_events: 0,
             warnings: Vec::new(),
         }
@@ -410,6 +416,11 @@ impl Capture {
 
     /// True when the session recorded allocations and frees.
     pub fn tracks_memory(&self) -> bool {
+        self.memory.is_on()
+    }
+
+    /// What the session recorded of allocations and frees.
+    pub fn memory_mode(&self) -> MemoryMode {
         self.memory
     }
 }
@@ -425,7 +436,9 @@ impl Capture {
         let memory = threads
             .iter()
             .flat_map(|(_, r)| r)
-            .any(|r| matches!(r.kind, RawKind::Alloc | RawKind::Free));
+            .map(|r| MemoryMode::of_kind(r.kind as u32))
+            .max()
+            .unwrap_or_default();
         let owned: Vec<CaptureThread> = threads
             .into_iter()
             .map(|(id, records)| CaptureThread {

@@ -20,13 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::record::callsite::{self, Callsite};
-use crate::record::clock::{Calibration, Compensation};
+use crate::record::clock::{Calibration, ClockSource, Compensation};
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FORMAT_VERSION,
+    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK, CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION,
     GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
@@ -603,7 +604,7 @@ struct Footer {
     end_tick: u64,
     records: u64,
     dropped_events: u64,
-    memory: bool,
+    memory: MemoryMode,
 }
 
 /// The session footer chunk's content, at `pos`.
@@ -622,7 +623,11 @@ fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
         end_tick: u64_at(content, 8),
         records: u64_at(content, 16),
         dropped_events: u64_at(content, 24),
-        memory: u32_at(content, 32) & FOOTER_MEMORY != 0,
+        memory: match u32_at(content, 32) {
+            flags if flags & FOOTER_MEMORY == 0 => MemoryMode::Off,
+            flags if flags & FOOTER_MEMORY_COUNTS != 0 => MemoryMode::Counts,
+            _ => MemoryMode::Timeline,
+        },
     })
 }
 
@@ -659,13 +664,14 @@ struct ThreadBuild {
     chunks: Vec<Chunk>,
     /// The tick of the last record that is not data, for a session without footer.
     last_tick: Option<u64>,
-    /// An allocation or a free was seen, for a session without footer.
-    memory: bool,
+    /// The most the allocations and frees seen say of the memory mode, for a session without
+    /// footer.
+    memory: MemoryMode,
 }
 
 impl ThreadBuild {
     /// Adds the records of an event chunk; `memory`: an allocation or a free is among them.
-    fn push(&mut self, chunk: Chunk, memory: bool) {
+    fn push(&mut self, chunk: Chunk, memory: MemoryMode) {
         let records = chunk.records();
         if records.is_empty() {
             return;
@@ -673,7 +679,7 @@ impl ThreadBuild {
         if let Some(last) = records.iter().rev().find(|r| !r.kind.carries_data()) {
             self.last_tick = Some(last.tick);
         }
-        self.memory |= memory;
+        self.memory = self.memory.max(memory);
         self.chunks.push(chunk);
     }
 }
@@ -739,6 +745,13 @@ impl<'a> Session<'a> {
                 Compensation::Off
             } else {
                 Compensation::Unknown
+            },
+            source: match flags & CLOCK_SOURCE_MASK {
+                _ if flags & CLOCK_IDENTITY != 0 => Some(ClockSource::Mock),
+                CLOCK_SOURCE_CPU => Some(ClockSource::Cpu),
+                CLOCK_SOURCE_CPU_UNVERIFIED => Some(ClockSource::CpuUnverified),
+                CLOCK_SOURCE_MONOTONIC => Some(ClockSource::Monotonic),
+                _ => None,
             },
         };
         let previous = self.clock.replace(clock);
@@ -919,7 +932,7 @@ impl<'a> Session<'a> {
                 from_tick: u64_at(entry, 8),
                 chunks: Vec::new(),
                 last_tick: None,
-                memory: false,
+                memory: MemoryMode::Off,
             });
         }
         Ok(())
@@ -970,12 +983,12 @@ impl<'a> Session<'a> {
             None => {
                 // Bounded by the chunk's bytes, which are in the input.
                 let mut owned = Vec::with_capacity(count);
-                let mut memory = false;
+                let mut memory = MemoryMode::Off;
                 for record in records.chunks_exact(RECORD_LEN) {
                     let Some(kind) = RawKind::from_u32(u32_at(record, 12)) else {
                         break;
                     };
-                    memory |= matches!(kind, RawKind::Alloc | RawKind::Free);
+                    memory = memory.max(MemoryMode::of_kind(kind as u32));
                     owned.push(RawEvent::new(kind, u32_at(record, 8), u64_at(record, 0)));
                 }
                 let taken = owned.len();
@@ -1011,6 +1024,7 @@ impl<'a> Session<'a> {
                 stop: Calibration::default(),
                 ns_per_tick: None,
                 compensation: Compensation::Unknown,
+                source: None,
             }
         });
         let (start_tick, end_tick, dropped_events, memory) = match footer {
@@ -1051,7 +1065,12 @@ impl<'a> Session<'a> {
                     self.threads.len(),
                     end - self.offset,
                 ));
-                let memory = self.threads.iter().any(|t| t.memory);
+                let memory = self
+                    .threads
+                    .iter()
+                    .map(|t| t.memory)
+                    .max()
+                    .unwrap_or_default();
                 (start, end_tick, 0, memory)
             }
         };

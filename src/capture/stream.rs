@@ -31,6 +31,7 @@ use crate::record::buffer::StreamedChunk;
 use crate::record::callsite;
 use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, RECORD};
 use crate::record::clock::{self, Calibration, Compensation};
+use crate::record::memory::MemoryMode;
 use crate::record::pool::{SlowWriter, StreamPool};
 use crate::record::registry::{self, Untracked};
 use crate::record::sync::lock;
@@ -123,7 +124,7 @@ struct State {
     start_tick: u64,
     start: Calibration,
     compensation: Compensation,
-    memory: bool,
+    memory: MemoryMode,
     /// Per thread: the index of the first chunk not completely written, and how many of its
     /// records are.
     cursors: HashMap<u64, (u64, usize)>,
@@ -147,7 +148,7 @@ impl Stream {
         session: u64,
         start_tick: u64,
         start: &Calibration,
-        memory: bool,
+        memory: MemoryMode,
     ) -> io::Result<Self> {
         let _untracked = Untracked::enter();
         // Chunks of 64 KiB of records (each with 48 bytes of header on top).
@@ -292,6 +293,7 @@ impl Stream {
             stop: stop.clone(),
             ns_per_tick: clock::tick_rate(),
             compensation: state.compensation,
+            source: Some(clock::source()),
         };
         let footer = Footer {
             start_tick: state.start_tick,
@@ -534,6 +536,7 @@ fn first_chunks(
         stop: Calibration::default(),
         ns_per_tick: clock::tick_rate(),
         compensation,
+        source: Some(clock::source()),
     };
     let mut w = Writer { out, written: 0 };
     w.chunk(

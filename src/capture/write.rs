@@ -6,15 +6,16 @@ use std::io::{self, Write};
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
-use crate::record::clock::Compensation;
+use crate::record::clock::{ClockSource, Compensation};
 use crate::record::event::RawEvent;
+use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
 use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FORMAT_VERSION,
+    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION,
     NO_STRING, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
     SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS,
     THREADS_VERSION,
@@ -144,7 +145,13 @@ pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
             Compensation::Off => (CLOCK_UNCOMPENSATED, 0, 0),
             Compensation::Ticks { inner, outer } => (CLOCK_COMPENSATED, inner, outer),
         };
-        out.extend_from_slice(&(identity | compensated).to_le_bytes());
+        let source = match clock.source {
+            Some(ClockSource::Cpu) => CLOCK_SOURCE_CPU,
+            Some(ClockSource::CpuUnverified) => CLOCK_SOURCE_CPU_UNVERIFIED,
+            Some(ClockSource::Monotonic) => CLOCK_SOURCE_MONOTONIC,
+            Some(ClockSource::Mock) | None => 0,
+        };
+        out.extend_from_slice(&(identity | compensated | source).to_le_bytes());
         out.extend_from_slice(&count(start.len()).to_le_bytes());
         out.extend_from_slice(&count(stop.len()).to_le_bytes());
         out.extend_from_slice(&inner.to_le_bytes());
@@ -216,7 +223,7 @@ pub(super) struct Footer {
     pub(super) end_tick: u64,
     pub(super) records: u64,
     pub(super) dropped_events: u64,
-    pub(super) memory: bool,
+    pub(super) memory: MemoryMode,
 }
 
 impl Footer {
@@ -224,7 +231,11 @@ impl Footer {
     /// flags.
     pub(super) fn content(&self) -> [u8; SESSION_FOOTER_LEN] {
         let mut out = [0u8; SESSION_FOOTER_LEN];
-        let flags = if self.memory { FOOTER_MEMORY } else { 0 };
+        let flags = match self.memory {
+            MemoryMode::Off => 0,
+            MemoryMode::Counts => FOOTER_MEMORY | FOOTER_MEMORY_COUNTS,
+            MemoryMode::Timeline => FOOTER_MEMORY,
+        };
         out[0..8].copy_from_slice(&self.start_tick.to_le_bytes());
         out[8..16].copy_from_slice(&self.end_tick.to_le_bytes());
         out[16..24].copy_from_slice(&self.records.to_le_bytes());

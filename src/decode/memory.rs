@@ -4,6 +4,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::record::callsite::Callsite;
+use crate::record::memory::MemoryMode;
 use crate::trace::{MemoryEvent, MemoryKind, MemoryStats, MemoryTrace};
 
 /// An allocation or free as paired, before the threads are merged.
@@ -50,25 +51,7 @@ impl<'a> MemoryPairing<'a> {
 
     /// Counts `block` for the innermost open span, if any (its index and callsite).
     pub(super) fn block(&mut self, block: Block, innermost: Option<(u32, &'static Callsite)>) {
-        let alloc = block.kind == MemoryKind::Alloc;
-        let delta = i64::try_from(block.size).unwrap_or(i64::MAX);
-        self.net = if alloc {
-            self.net.saturating_add(delta)
-        } else {
-            self.net.saturating_sub(delta)
-        };
-        if let Some((index, _)) = innermost {
-            let (stats, _, peak) = &mut self.spans[index as usize];
-            if alloc {
-                // Saturating: a forged capture file may hold any size.
-                stats.self_allocs += 1;
-                stats.self_alloc_bytes = stats.self_alloc_bytes.saturating_add(block.size);
-                *peak = (*peak).max(self.net);
-            } else {
-                stats.self_frees += 1;
-                stats.self_freed_bytes = stats.self_freed_bytes.saturating_add(block.size);
-            }
-        }
+        self.count(block.kind, block.size, innermost.map(|(index, _)| index));
         self.events.push(RawMemory {
             tick: block.tick,
             event: MemoryEvent {
@@ -82,6 +65,30 @@ impl<'a> MemoryPairing<'a> {
                 matched: None,
             },
         });
+    }
+
+    /// Counts an allocation or free of `size` bytes for the innermost open span `innermost`,
+    /// if any, without an event of its own (also [`MemoryMode::Counts`]' whole record).
+    pub(super) fn count(&mut self, kind: MemoryKind, size: u64, innermost: Option<u32>) {
+        let alloc = kind == MemoryKind::Alloc;
+        let delta = i64::try_from(size).unwrap_or(i64::MAX);
+        self.net = if alloc {
+            self.net.saturating_add(delta)
+        } else {
+            self.net.saturating_sub(delta)
+        };
+        if let Some(index) = innermost {
+            let (stats, _, peak) = &mut self.spans[index as usize];
+            if alloc {
+                // Saturating: a forged capture file may hold any size.
+                stats.self_allocs += 1;
+                stats.self_alloc_bytes = stats.self_alloc_bytes.saturating_add(size);
+                *peak = (*peak).max(self.net);
+            } else {
+                stats.self_frees += 1;
+                stats.self_freed_bytes = stats.self_freed_bytes.saturating_add(size);
+            }
+        }
     }
 
     /// Span `index` closed: its totals take its own figures, and its parent's take its totals.
@@ -106,9 +113,17 @@ impl<'a> MemoryPairing<'a> {
 }
 
 /// Puts the allocations and frees of all threads in time order and matches each free to the
-/// allocation it released, by address. Ties keep thread order, and within a thread the
+/// allocation it released, by address (none for a session that only counted them). Ties keep thread order, and within a thread the
 /// recorded order.
-pub(super) fn match_memory(mut raw: Vec<RawMemory>) -> MemoryTrace {
+pub(super) fn match_memory(mut raw: Vec<RawMemory>, mode: MemoryMode) -> MemoryTrace {
+    if mode == MemoryMode::Counts {
+        // A session that counts keeps no timeline, even where a thread it shared with a
+        // timeline session recorded one.
+        return MemoryTrace {
+            events: Vec::new(),
+            mode,
+        };
+    }
     raw.sort_by_key(|m| m.tick);
     let mut events: Vec<MemoryEvent> = raw.into_iter().map(|m| m.event).collect();
     let mut live: FxHashMap<u64, u32> = FxHashMap::default();
@@ -129,5 +144,5 @@ pub(super) fn match_memory(mut raw: Vec<RawMemory>) -> MemoryTrace {
             }
         }
     }
-    MemoryTrace { events }
+    MemoryTrace { events, mode }
 }

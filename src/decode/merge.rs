@@ -6,6 +6,7 @@
 //! what points across a trace (processes, threads, async calls, allocations) and puts the
 //! async calls and allocations of all of them in time order.
 
+use crate::record::clock::ClockSource;
 use crate::trace::{SpanKind, Trace};
 
 /// The traces of `traces` as one trace: a trace alone is returned as it is, none gives
@@ -48,8 +49,19 @@ fn append(out: &mut Trace, trace: Trace) {
         links,
         processes,
         compensation,
+        clock_source,
     } = trace;
     out.compensation = out.compensation.or(compensation);
+    // The least trustworthy clock that says.
+    let doubt = |source: &Option<ClockSource>| match source {
+        Some(ClockSource::Monotonic) => 3,
+        Some(ClockSource::CpuUnverified) => 2,
+        Some(_) => 1,
+        None => 0,
+    };
+    if doubt(&clock_source) > doubt(&out.clock_source) {
+        out.clock_source = clock_source;
+    }
     // The index in `out` of each process of `trace`.
     let process: Vec<u32> = processes
         .into_iter()
@@ -84,7 +96,9 @@ fn append(out: &mut Trace, trace: Trace) {
         link
     }));
     if let Some(memory) = memory {
-        let events = &mut out.memory.get_or_insert_with(Default::default).events;
+        let all = out.memory.get_or_insert_with(Default::default);
+        all.mode = all.mode.max(memory.mode);
+        let events = &mut all.events;
         let base = events.len() as u32;
         events.extend(memory.events.into_iter().map(|mut event| {
             event.process = process[event.process as usize];

@@ -27,6 +27,7 @@ use crate::trace::{Compensation, Process, ThreadTrace, Trace};
 use self::convert::Converter;
 use self::links::Links;
 use self::memory::RawMemory;
+use crate::record::memory::MemoryMode;
 use self::pair::{Pairing, Probe};
 use self::tasks::Mark;
 
@@ -62,7 +63,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
         probe: Probe { inner, outer },
         end_ns: converter.to_unix_ns(end_tick),
         end_tick,
-        memory: capture.memory,
+        memory: capture.memory.is_on(),
     };
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
@@ -96,6 +97,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     };
     let mut trace = builder.finish(&converter, capture.start_tick, capture.dropped_events, process);
     trace.compensation = compensation;
+    trace.clock_source = clock.source;
     trace
 }
 
@@ -274,18 +276,20 @@ struct Builder {
     marks: Vec<Mark>,
     /// `Some` when memory is tracked: every allocation and free, thread by thread.
     memory: Option<Vec<RawMemory>>,
+    memory_mode: MemoryMode,
     links: Links,
     threads: Vec<ThreadTrace>,
 }
 
 impl Builder {
     /// A builder for a window that ends at `end_ns`; `memory` keeps allocations and frees.
-    fn new(end_ns: u64, memory: bool) -> Self {
+    fn new(end_ns: u64, memory: MemoryMode) -> Self {
         Self {
             end_ns,
             event_count: 0,
             marks: Vec::new(),
-            memory: memory.then(Vec::new),
+            memory: memory.is_on().then(Vec::new),
+            memory_mode: memory,
             links: Links::default(),
             threads: Vec::new(),
         }
@@ -328,10 +332,13 @@ impl Builder {
             async_spans,
             dropped_events,
             event_count: self.event_count,
-            memory: self.memory.map(memory::match_memory),
+            memory: self
+                .memory
+                .map(|raw| memory::match_memory(raw, self.memory_mode)),
             links: self.links.matched(),
             processes: vec![process],
             compensation: None,
+            clock_source: None,
         }
     }
 }

@@ -74,7 +74,9 @@ fn takes_payload(kind: RawKind) -> bool {
         | RawKind::ArgF64
         | RawKind::ArgBool
         | RawKind::ArgStr
-        | RawKind::Bytes => false,
+        | RawKind::Bytes
+        | RawKind::AllocCount
+        | RawKind::FreeCount => false,
     }
 }
 
@@ -127,6 +129,12 @@ impl<'a> Pairing<'a> {
             // Only bad input separates a lead record from its payload (they are published
             // together): the lead counts without it.
             self.lead(lead, None);
+        }
+        if matches!(event.kind, RawKind::AllocCount | RawKind::FreeCount) {
+            // Counted memory belongs where it stands: it neither ends arguments nor closes
+            // anything.
+            self.memory_count(event);
+            return;
         }
         if ArgReader::reads(event.kind) {
             self.arg(&event);
@@ -190,6 +198,19 @@ impl<'a> Pairing<'a> {
                 self.apply(lead, payload.map(|p| p.id), adopts)
             }
         }
+    }
+
+    /// An allocation or free counted without time or address ([`MemoryMode::Counts`]).
+    fn memory_count(&mut self, record: RawEvent) {
+        let Some(memory) = &mut self.memory else {
+            return;
+        };
+        let kind = if record.kind == RawKind::AllocCount {
+            MemoryKind::Alloc
+        } else {
+            MemoryKind::Free
+        };
+        memory.count(kind, record.tick, self.open.last().map(|o| o.index));
     }
 
     fn memory_event(&mut self, lead: RawEvent, size: u64, address: u64) {

@@ -3,6 +3,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 
 use crate::record::event::RawKind;
+#[cfg(doc)]
+use crate::record::memory::MemoryMode;
 use crate::record::{clock, thread};
 
 /// Wraps a [`GlobalAlloc`] (by default [`System`]) and records every allocation and free
@@ -28,7 +30,9 @@ use crate::record::{clock, thread};
 /// ```
 ///
 /// While no session tracks memory, each call costs one relaxed atomic load and a branch on top of
-/// the wrapped allocator. While one does, each allocation and each free writes two 16-byte records,
+/// the wrapped allocator. While one counts memory ([`MemoryMode::Counts`]), each allocation and
+/// each free writes one 16-byte record (its size) and reads no clock. While one records the
+/// timeline ([`MemoryMode::Timeline`]), each allocation and each free writes two 16-byte records,
 /// published together (the size, the address and a raw clock tick), into the thread's buffer, like
 /// a scope: no lock and no allocation. A free is stamped before the memory goes back to the
 /// allocator and an allocation after it returns, so that when one thread frees an address and
@@ -102,8 +106,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
         // The free's tick is read before the old block can go back to the allocator (so that
         // another thread that gets its address again sorts after it), but the free is
         // recorded only once the realloc has succeeded: a failed one leaves the old block
-        // allocated, and records nothing.
-        let freed_at = clock::now();
+        // allocated, and records nothing. Counting needs no tick.
+        let freed_at = if thread::memory_counts_only() {
+            0
+        } else {
+            clock::now()
+        };
         // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
         let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
         if !new.is_null() {

@@ -57,7 +57,7 @@ pub(crate) fn init() {
     }
 }
 
-fn source() -> &'static Source {
+fn installed() -> &'static Source {
     init();
     SOURCE.get().expect("initialised above")
 }
@@ -67,7 +67,7 @@ fn source() -> &'static Source {
 pub(crate) fn now() -> u64 {
     match SOURCE.get() {
         Some(source) => source.clock.raw(),
-        None => source().clock.raw(),
+        None => installed().clock.raw(),
     }
 }
 
@@ -83,7 +83,7 @@ impl Calibration {
 
     /// Reads [`Self::SAMPLES`] pairs now.
     pub(crate) fn sample() -> Self {
-        let source = source();
+        let source = installed();
         if source.mock.is_some() {
             let t = source.clock.raw();
             return Self {
@@ -110,7 +110,7 @@ fn unix_ns(t: SystemTime) -> u64 {
 /// The clock's own rate in nanoseconds per tick (quanta's calibration), or `None` when ticks
 /// already are nanoseconds (a mock clock).
 pub(crate) fn tick_rate() -> Option<f64> {
-    let source = source();
+    let source = installed();
     if source.mock.is_some() {
         return None;
     }
@@ -118,9 +118,102 @@ pub(crate) fn tick_rate() -> Option<f64> {
     Some(source.clock.delta_as_nanos(0, PROBE) as f64 / PROBE as f64)
 }
 
+/// Where this process's ticks come from; see [`source`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClockSource {
+    /// The CPU's invariant counter (the TSC on x86_64, read with `rdtsc`; the generic timer on
+    /// aarch64): a few ns per read, the same rate on every core and in every power state.
+    Cpu,
+    /// The CPU's counter, which the CPU says is invariant but the OS does not vouch for (on
+    /// Linux, `/proc/cpuinfo` lacks `constant_tsc` or `nonstop_tsc`): a virtual machine or a
+    /// firmware that may let it stop in deep sleep or differ between cores, so times of
+    /// different threads may disagree by that skew.
+    CpuUnverified,
+    /// The OS monotonic clock (`clock_gettime(CLOCK_MONOTONIC)`): the fallback where the CPU
+    /// has no invariant counter, correct everywhere but 20 ns or more per read.
+    Monotonic,
+    /// The [mock clock](use_mock_clock): ticks are nanoseconds set by the test.
+    Mock,
+}
+
+impl std::fmt::Display for ClockSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Cpu => "CPU counter (invariant TSC)",
+            Self::CpuUnverified => {
+                "CPU counter not confirmed constant and non-stop by the OS (times of different \
+                 cores may disagree)"
+            }
+            Self::Monotonic => "OS monotonic clock (no invariant CPU counter)",
+            Self::Mock => "mock clock",
+        })
+    }
+}
+
+/// Where this process's ticks come from: the clock quanta chose (it takes the CPU's counter
+/// only where CPUID reports an invariant TSC and `rdtscp`, else the OS monotonic clock), and
+/// on Linux whether the kernel confirms the TSC constant and non-stop.
+///
+/// ```
+/// use tickscope::clock::{self, ClockSource};
+///
+/// let source = clock::source();
+/// assert_ne!(source, ClockSource::Mock); // no test installed the mock clock here
+/// println!("ticks from the {source}");
+/// ```
+pub fn source() -> ClockSource {
+    static DETECTED: OnceLock<ClockSource> = OnceLock::new();
+    if is_mock() {
+        return ClockSource::Mock;
+    }
+    *DETECTED.get_or_init(detect)
+}
+
+/// What quanta does: the CPU counter where it is invariant and readable, else the OS clock.
+fn detect() -> ClockSource {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        // Leaf 0x8000_0007 EDX bit 8: invariant TSC; leaf 0x8000_0001 EDX bit 27: rdtscp.
+        let max_extended = __cpuid(0x8000_0000).eax;
+        let invariant = max_extended >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0;
+        let rdtscp = max_extended >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
+        if !(invariant && rdtscp) {
+            return ClockSource::Monotonic;
+        }
+        match std::fs::read_to_string("/proc/cpuinfo") {
+            Ok(info) if cfg!(target_os = "linux") => {
+                let flags = info
+                    .lines()
+                    .find(|line| line.starts_with("flags"))
+                    .unwrap_or("");
+                let has = |flag: &str| flags.split_whitespace().any(|f| f == flag);
+                if has("constant_tsc") && has("nonstop_tsc") {
+                    ClockSource::Cpu
+                } else {
+                    ClockSource::CpuUnverified
+                }
+            }
+            _ => ClockSource::Cpu,
+        }
+    }
+    #[cfg(all(target_arch = "aarch64", not(target_os = "ios")))]
+    {
+        ClockSource::Cpu
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "aarch64", not(target_os = "ios"))
+    )))]
+    {
+        ClockSource::Monotonic
+    }
+}
+
 /// True when ticks are nanoseconds of a mock clock ([`use_mock_clock`]).
 pub(crate) fn is_mock() -> bool {
-    source().mock.is_some()
+    installed().mock.is_some()
 }
 
 /// What a session says about overhead compensation: the probe cost, in ticks, that decoding

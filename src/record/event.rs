@@ -59,6 +59,14 @@ pub enum RawKind {
     /// A string argument: `id` holds the key's callsite id, `tick` the string's length in
     /// bytes, carried by the [`Bytes`](RawKind::Bytes) records that follow.
     ArgStr = 16,
+    /// Memory was allocated, counted without a time ([`MemoryMode::Counts`](crate::MemoryMode::Counts)):
+    /// `tick` holds the size in bytes (not a tick), `id` is 0. It belongs to the innermost
+    /// scope open at its place in the thread's records, and goes with the record before it for
+    /// windows.
+    AllocCount = 40,
+    /// Memory is being freed, counted without a time; laid out as
+    /// [`AllocCount`](RawKind::AllocCount).
+    FreeCount = 41,
 }
 
 impl RawKind {
@@ -82,6 +90,8 @@ impl RawKind {
             14 => Self::ArgF64,
             15 => Self::ArgBool,
             16 => Self::ArgStr,
+            40 => Self::AllocCount,
+            41 => Self::FreeCount,
             _ => return None,
         })
     }
@@ -99,6 +109,8 @@ impl RawKind {
                 | Self::ArgF64
                 | Self::ArgBool
                 | Self::ArgStr
+                | Self::AllocCount
+                | Self::FreeCount
         )
     }
 }
@@ -170,6 +182,17 @@ impl RawEvent {
                 kind: RawKind::Payload,
             },
         ]
+    }
+
+    /// The record of an allocation (`kind` [`RawKind::AllocCount`]) or a free
+    /// ([`RawKind::FreeCount`]) of `size` bytes, counted without a time.
+    #[inline(always)]
+    pub const fn memory_count(kind: RawKind, size: u64) -> Self {
+        Self {
+            tick: size,
+            id: 0,
+            kind,
+        }
     }
 
     /// The two records of entering callsite `id`'s scope at `tick`, following from the link

@@ -17,6 +17,7 @@ not_under_loom! {
     pub mod clock;
     pub(crate) mod follows;
     pub(crate) mod link;
+    pub(crate) mod memory;
     pub(crate) mod observe;
     pub(crate) mod pages;
     pub(crate) mod pool;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::record::buffer::{StreamedChunk, ThreadBuffer};
 use crate::record::chunk::SharedChunk;
+use crate::record::memory::MemoryMode;
 use crate::record::pool;
 use crate::record::sync::lock;
 
@@ -61,8 +62,8 @@ struct SessionEntry {
     /// Stopped, but its events are still being collected: it wants no new events, and its
     /// window must not be reclaimed yet.
     collecting: bool,
-    /// Records allocations too.
-    memory: bool,
+    /// What it records of allocations.
+    memory: MemoryMode,
     /// Observer callbacks that panicked on the threads it records while it recorded.
     observer_panics: u64,
     /// A streaming session: per thread, the index of its first chunk the session's writer has
@@ -95,7 +96,10 @@ impl Registry {
     fn bump(&mut self) {
         self.generation += 1;
         let recording = self.sessions.iter().any(|s| !s.collecting);
-        let memory = self.sessions.iter().any(|s| !s.collecting && s.memory);
+        let memory = self
+            .sessions
+            .iter()
+            .any(|s| !s.collecting && s.memory.is_on());
         let generation = |on: bool| if on { self.generation } else { 0 };
         let active = recording || observers_exist();
         let streaming_only = recording
@@ -108,14 +112,16 @@ impl Registry {
         MEMORY.store(generation(memory), Ordering::Release);
     }
 
-    /// Whether a recording session wants `thread`'s scopes, and its allocations.
-    fn wants(&self, thread: u64) -> (bool, bool) {
-        let mut wanted = self
+    /// Whether a recording session wants `thread`'s scopes, and what of its allocations: the
+    /// most any of them records (a timeline serves a session that counts too).
+    fn wants(&self, thread: u64) -> (bool, MemoryMode) {
+        let wanted = self
             .sessions
             .iter()
             .filter(|s| !s.collecting && s.window_start(thread).is_some());
         let scopes = wanted.clone().next().is_some();
-        (scopes, wanted.any(|s| s.memory))
+        let memory = wanted.map(|s| s.memory).max().unwrap_or_default();
+        (scopes, memory)
     }
 }
 
@@ -166,11 +172,11 @@ pub(crate) fn register_thread(name: Option<String>) -> Arc<ThreadEntry> {
 
 /// Whether a recording session wants thread `thread`'s scopes, and its allocations, as of the
 /// returned generation.
-pub(crate) fn wants(thread: u64) -> (u64, bool, bool) {
+pub(crate) fn wants(thread: u64) -> (u64, bool, MemoryMode) {
     let reg = registry();
     let now = GENERATION.load(Ordering::Relaxed);
     if now == 0 {
-        return (now, false, false);
+        return (now, false, MemoryMode::Off);
     }
     let (scopes, memory) = reg.wants(thread);
     (now, scopes, memory)
@@ -243,7 +249,7 @@ pub(crate) fn add_session(
     id: u64,
     start_tick: u64,
     members: Members,
-    memory: bool,
+    memory: MemoryMode,
     streaming: bool,
 ) {
     let mut reg = registry();

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::record::buffer::Writer;
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::memory::MemoryMode;
 use crate::record::registry::{self, ThreadEntry, Untracked};
 use crate::record::{clock, pool};
 
@@ -27,6 +28,9 @@ struct HotState {
     /// Equal to the [memory generation](registry::memory_generation) while this thread
     /// records allocations.
     memory_at: Cell<u64>,
+    /// While `memory_at` is set: allocations are only counted ([`MemoryMode::Counts`]): one
+    /// record each, no tick.
+    memory_counts: Cell<bool>,
     /// The generation for which `scopes_at` and `memory_at` were last computed.
     checked_at: Cell<u64>,
     /// This thread's registry id, once it has been looked up.
@@ -64,6 +68,7 @@ thread_local! {
         HotState {
             scopes_at: Cell::new(0),
             memory_at: Cell::new(0),
+            memory_counts: Cell::new(false),
             checked_at: Cell::new(0),
             thread_id: Cell::new(0),
             last_seq: Cell::new(0),
@@ -116,7 +121,8 @@ fn refresh(hot: &HotState) -> bool {
     let (now, scopes, memory) = registry::wants(entry.id);
     hot.checked_at.set(now);
     hot.scopes_at.set(if scopes { now } else { 0 });
-    hot.memory_at.set(if memory { now } else { 0 });
+    hot.memory_at.set(if memory.is_on() { now } else { 0 });
+    hot.memory_counts.set(memory == MemoryMode::Counts);
     true
 }
 
@@ -133,11 +139,29 @@ pub(crate) fn memory_on() -> bool {
 #[inline(never)]
 pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
     if_memory_recorded(|hot| {
-        push_all_on(
-            hot,
-            &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
-        );
+        if hot.memory_counts.get() {
+            let kind = match kind {
+                RawKind::Alloc => RawKind::AllocCount,
+                _ => RawKind::FreeCount,
+            };
+            let event = RawEvent::memory_count(kind, size as u64);
+            if !hot.writer.try_push(event) && !push_slow(hot, event) {
+                registry::count_dropped(1);
+            }
+        } else {
+            push_all_on(
+                hot,
+                &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
+            );
+        }
     });
+}
+
+/// True when this thread's allocations are only counted ([`MemoryMode::Counts`]): a
+/// `realloc` then needs no tick for its free.
+pub(crate) fn memory_counts_only() -> bool {
+    HOT.try_with(|hot| hot.memory_counts.get())
+        .unwrap_or(false)
 }
 
 /// Records a `realloc` that succeeded, like [`record_memory`]: the free of the `old_size`
@@ -153,6 +177,18 @@ pub(crate) fn record_realloc(
     new: usize,
 ) {
     if_memory_recorded(|hot| {
+        if hot.memory_counts.get() {
+            push_all_on(
+                hot,
+                &[
+                    RawEvent::memory_count(RawKind::FreeCount, old_size as u64),
+                    RawEvent::memory_count(RawKind::AllocCount, new_size as u64),
+                ],
+            );
+            return;
+        }
+        // (0 when the thread counted allocations as the realloc began: stamp it now.)
+        let freed_at = if freed_at == 0 { clock::now() } else { freed_at };
         let [free, free_at] =
             RawEvent::memory(RawKind::Free, old_size as u64, old as u64, freed_at);
         let [alloc, alloc_at] =

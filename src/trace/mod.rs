@@ -6,6 +6,8 @@
 //! data types only.
 
 use crate::record::callsite::Callsite;
+use crate::record::clock::ClockSource;
+use crate::record::memory::MemoryMode;
 pub use crate::record::value::Value;
 
 /// One scope, closed, with Unix-epoch nanosecond times.
@@ -245,7 +247,12 @@ impl MemoryEvent {
 pub struct MemoryTrace {
     /// Allocations and frees in time order (frees are stamped before the memory goes back to
     /// the allocator, allocations after they return, so reuse of an address orders right).
+    /// Empty when memory was only counted ([`MemoryMode::Counts`]).
     pub events: Vec<MemoryEvent>,
+    /// What the session recorded: [`MemoryMode::Timeline`] (every event above) or
+    /// [`MemoryMode::Counts`] (per-scope figures in [`ThreadTrace::memory`] only). In a trace
+    /// of several processes, the most any of them recorded.
+    pub mode: MemoryMode,
 }
 
 impl MemoryTrace {
@@ -382,6 +389,11 @@ pub struct Trace {
     /// nothing is known about it (the mock clock, whose times are exact; a capture file
     /// written before compensation existed; of several captures, the first that says).
     pub compensation: Option<Compensation>,
+    /// Where the ticks came from ([`clock::source`](crate::clock::source)); `None` when nothing
+    /// says (a capture file written before the field existed). Of several captures, the least
+    /// trustworthy that says: the OS monotonic clock, then a CPU counter the OS does not
+    /// vouch for.
+    pub clock_source: Option<ClockSource>,
 }
 
 /// The profiler overhead a trace's times were compensated for
@@ -434,6 +446,7 @@ impl Trace {
                 host: String::new(),
             }],
             compensation: None,
+            clock_source: None,
         }
     }
 
