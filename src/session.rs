@@ -898,6 +898,23 @@ fn probe_overhead() -> Compensation {
 /// work on the core only adds time. The part outside includes the switches to a fresh chunk
 /// (one per 2 048 scopes), shared among the scopes. About 33 000 scopes, under a millisecond.
 fn calibrate_overhead() -> Compensation {
+    // On a thread of its own that sessions of all threads leave out: the calibration's scopes
+    // are the profiler's, not the program's.
+    std::thread::Builder::new()
+        .name("tickscope-calibrate".into())
+        .spawn(|| {
+            if let Some(entry) = thread::current_entry() {
+                registry::make_private(entry.id);
+            }
+            calibrate_here()
+        })
+        .ok()
+        .and_then(|handle| handle.join().ok())
+        .unwrap_or(Compensation::Unknown)
+}
+
+/// [`calibrate_overhead`] on the calling thread.
+fn calibrate_here() -> Compensation {
     let mut least: Option<(u64, u64)> = None;
     for _ in 0..ROUNDS {
         if let Some((inner, outer)) = calibration_round() {

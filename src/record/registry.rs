@@ -27,6 +27,20 @@ static MEMORY: AtomicU64 = AtomicU64::new(0);
 /// Registered observers (see `observe`).
 static OBSERVERS: AtomicUsize = AtomicUsize::new(0);
 
+/// The id of the profiler's own thread that sessions of all threads leave out (the one that
+/// calibrates the probe overhead: its scopes are the profiler's, not the program's); 0 for
+/// none.
+static PRIVATE: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the calling thread the profiler's own ([`PRIVATE`]): sessions of all threads leave
+/// it out from now on; a session of selected threads that it joins still records it. Called
+/// before the thread records anything.
+pub(crate) fn make_private(thread: u64) {
+    let mut reg = registry();
+    PRIVATE.store(thread, Ordering::Relaxed);
+    reg.bump();
+}
+
 /// Events that could not be recorded because their thread was tearing down.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
@@ -75,7 +89,7 @@ impl SessionEntry {
     /// The tick from which this session wants `thread`'s events, if it wants them at all.
     fn window_start(&self, thread: u64) -> Option<u64> {
         match &self.members {
-            Members::All => Some(self.start_tick),
+            Members::All => (PRIVATE.load(Ordering::Relaxed) != thread).then_some(self.start_tick),
             Members::Threads(list) => list
                 .iter()
                 .find(|(id, _)| *id == thread)
