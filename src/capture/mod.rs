@@ -151,6 +151,9 @@ pub(crate) struct ClockPairs {
     pub(crate) compensation: Compensation,
     /// Where the ticks came from; `None` when the file does not say.
     pub(crate) source: Option<ClockSource>,
+    /// `(tick, unix_ns)` pairs taken while the window ran, between its start and stop,
+    /// ascending (see [`clock::checkpoint`]): decoding interpolates between them.
+    pub(crate) checkpoints: Vec<(u64, u64)>,
 }
 
 /// One thread of a capture: its identity, where its window starts, and its chunks.
@@ -320,6 +323,9 @@ impl Capture {
             })
             .collect();
         let start_unix_ns = window.start.pairs.first().map_or(0, |&(_, ns)| ns);
+        // A snapshot or a stop is a moment to read the clocks too.
+        clock::checkpoint();
+        let checkpoints = clock::checkpoints_between(window.start_tick, window.end_tick);
         Self {
             header: Header::this_process(start_unix_ns),
             clock: ClockPairs {
@@ -328,6 +334,7 @@ impl Capture {
                 ns_per_tick: clock::tick_rate(),
                 compensation: window.compensation,
                 source: Some(clock::source()),
+                checkpoints,
             },
             callsites: callsite::table(),
             threads,
@@ -349,6 +356,7 @@ impl Capture {
                 ns_per_tick: None,
                 compensation: Compensation::Unknown,
                 source: None,
+                checkpoints: Vec::new(),
             },
             callsites: Vec::new(),
             threads: Vec::new(),

@@ -714,14 +714,15 @@ impl<'a> Session<'a> {
         }
         let flags = u32_at(content, 0);
         let (starts, stops) = (u32_at(content, 4) as usize, u32_at(content, 8) as usize);
-        // At most 2 × u32::MAX pairs of 16 bytes: no overflow in 64 bits.
-        let need = CLOCK_FIXED as u64 + 16 * (starts as u64 + stops as u64);
+        let middles = u32_at(content, 28) as usize;
+        // At most 3 × u32::MAX pairs of 16 bytes: no overflow in 64 bits.
+        let need = CLOCK_FIXED as u64 + 16 * (starts as u64 + stops as u64 + middles as u64);
         if need > content.len() as u64 {
             return Err(ReadError::at(
                 pos,
                 format!(
-                    "the clock chunk announces {starts} start and {stops} stop pairs ({need} \
-                     bytes), but holds {} bytes",
+                    "the clock chunk announces {starts} start, {stops} stop and {middles} \
+                     checkpoint pairs ({need} bytes), but holds {} bytes",
                     content.len()
                 ),
             ));
@@ -735,6 +736,7 @@ impl<'a> Session<'a> {
         let clock = ClockPairs {
             start: pairs(CLOCK_FIXED, starts),
             stop: pairs(CLOCK_FIXED + 16 * starts, stops),
+            checkpoints: pairs(CLOCK_FIXED + 16 * (starts + stops), middles).pairs,
             ns_per_tick: (flags & CLOCK_IDENTITY == 0).then(|| f64::from_bits(u64_at(content, 16))),
             compensation: if flags & CLOCK_COMPENSATED != 0 {
                 Compensation::Ticks {
@@ -1025,6 +1027,7 @@ impl<'a> Session<'a> {
                 ns_per_tick: None,
                 compensation: Compensation::Unknown,
                 source: None,
+                checkpoints: Vec::new(),
             }
         });
         let (start_tick, end_tick, dropped_events, memory) = match footer {
@@ -1249,5 +1252,33 @@ mod tests {
             let salvaged = read(cut.to_vec(), in_place).unwrap();
             assert_eq!(salvaged.record_count(), 5, "up to the record of unknown kind");
         }
+    }
+
+    /// Clock checkpoints go through a file as they were; a file that announces more than it
+    /// holds is refused with the counts named.
+    #[test]
+    fn clock_checkpoints_are_kept() {
+        let mut capture = read(file(), true).unwrap();
+        capture.clock.ns_per_tick = Some(0.5);
+        capture.clock.checkpoints = vec![(20, 1_000), (60, 2_000)];
+        let mut bytes = Vec::new();
+        capture.write_to(&mut bytes).unwrap();
+        let back = read(bytes.clone(), true).unwrap();
+        assert_eq!(back.clock.checkpoints, [(20, 1_000), (60, 2_000)]);
+        // The clock chunk follows the session header: its checkpoint count at byte 28 of
+        // its content.
+        let clock = bytes
+            .windows(4)
+            .position(|w| w == b"TSCP")
+            .and_then(|first| {
+                bytes[first + 4..]
+                    .windows(4)
+                    .position(|w| w == b"TSCP")
+                    .map(|at| first + 4 + at)
+            })
+            .unwrap();
+        bytes[clock + 16 + 28] = 200;
+        let error = read(bytes, true).unwrap_err().to_string();
+        assert!(error.contains("200 checkpoint pairs"), "{error}");
     }
 }

@@ -294,6 +294,7 @@ impl Stream {
             ns_per_tick: clock::tick_rate(),
             compensation: state.compensation,
             source: Some(clock::source()),
+            checkpoints: clock::checkpoints_between(state.start_tick, end_tick),
         };
         let footer = Footer {
             start_tick: state.start_tick,
@@ -377,6 +378,8 @@ impl Shared {
             let tails = tails_at.elapsed() >= TAIL_EVERY;
             if tails {
                 tails_at = Instant::now();
+                // Off the recording threads: a clock checkpoint, at most one a second.
+                clock::checkpoint();
             }
             let mut state = lock(&self.state);
             if state.finished {
@@ -537,6 +540,7 @@ fn first_chunks(
         ns_per_tick: clock::tick_rate(),
         compensation,
         source: Some(clock::source()),
+        checkpoints: Vec::new(),
     };
     let mut w = Writer { out, written: 0 };
     w.chunk(

@@ -130,11 +130,14 @@ pub(super) fn header_content(header: &Header) -> Vec<u8> {
 
 }
 
-/// The clock calibration: flags, pair counts, tick rate, then the start and stop pairs.
+/// The clock calibration: flags, pair counts, tick rate, then the start and stop pairs and the
+/// checkpoints.
 pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
     {
         let (start, stop) = (&clock.start.pairs, &clock.stop.pairs);
-        let mut out = Vec::with_capacity(CLOCK_FIXED + 16 * (start.len() + stop.len()));
+        let middle = &clock.checkpoints;
+        let mut out =
+            Vec::with_capacity(CLOCK_FIXED + 16 * (start.len() + stop.len() + middle.len()));
         let identity = if clock.ns_per_tick.is_none() {
             CLOCK_IDENTITY
         } else {
@@ -146,6 +149,8 @@ pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
             Compensation::Ticks { inner, outer } => (CLOCK_COMPENSATED, inner, outer),
         };
         let source = match clock.source {
+            // Ticks that are nanoseconds say it with `CLOCK_IDENTITY`.
+            _ if identity != 0 => 0,
             Some(ClockSource::Cpu) => CLOCK_SOURCE_CPU,
             Some(ClockSource::CpuUnverified) => CLOCK_SOURCE_CPU_UNVERIFIED,
             Some(ClockSource::Monotonic) => CLOCK_SOURCE_MONOTONIC,
@@ -157,11 +162,12 @@ pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
         out.extend_from_slice(&inner.to_le_bytes());
         out.extend_from_slice(&clock.ns_per_tick.unwrap_or(0.0).to_bits().to_le_bytes());
         out.extend_from_slice(&outer.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&count(middle.len()).to_le_bytes());
         debug_assert_eq!(out.len(), CLOCK_FIXED);
         let start = start.iter().take(count(start.len()) as usize);
         let stop = stop.iter().take(count(stop.len()) as usize);
-        for &(tick, ns) in start.chain(stop) {
+        let middle = middle.iter().take(count(middle.len()) as usize);
+        for &(tick, ns) in start.chain(stop).chain(middle) {
             out.extend_from_slice(&tick.to_le_bytes());
             out.extend_from_slice(&ns.to_le_bytes());
         }

@@ -54,14 +54,19 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     // Decoding allocates; that is the profiler's work, not the program's.
     let _untracked = Untracked::enter();
     let clock = &capture.clock;
-    let converter = Converter::calibrated(&clock.start, &clock.stop, clock.ns_per_tick);
+    let converter = Converter::new(
+        &clock.start,
+        &clock.stop,
+        clock.ns_per_tick,
+        &clock.checkpoints,
+    );
     let end_tick = capture.end_tick;
     let (inner, outer) = clock.compensation.ticks();
     let shared = Shared {
         callsites: &capture.callsites,
+        end_ns: converter.to_unix_ns(end_tick),
         converter,
         probe: Probe { inner, outer },
-        end_ns: converter.to_unix_ns(end_tick),
         end_tick,
         memory: capture.memory.is_on(),
     };
@@ -91,11 +96,11 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
         RawCompensation::Unknown => None,
         RawCompensation::Off => Some(Compensation::Off),
         RawCompensation::Ticks { inner, outer } => Some(Compensation::Applied {
-            inner_ns: f64::from(inner) / PROBE_UNIT as f64 * converter.ns_per_tick(),
-            outer_ns: f64::from(outer) / PROBE_UNIT as f64 * converter.ns_per_tick(),
+            inner_ns: f64::from(inner) / PROBE_UNIT as f64 * shared.converter.ns_per_tick(),
+            outer_ns: f64::from(outer) / PROBE_UNIT as f64 * shared.converter.ns_per_tick(),
         }),
     };
-    let mut trace = builder.finish(&converter, capture.start_tick, capture.dropped_events, process);
+    let mut trace = builder.finish(&shared.converter, capture.start_tick, capture.dropped_events, process);
     trace.compensation = compensation;
     trace.clock_source = clock.source;
     trace

@@ -102,6 +102,66 @@ impl Calibration {
     }
 }
 
+/// Calibration pairs taken while sessions run, at most one per [`CHECKPOINT_EVERY_NS`],
+/// ascending: decoding interpolates between them (see `decode/convert.rs`), so that a long
+/// session follows the system clock's corrections (NTP slews it by up to 500 ppm) instead of
+/// one straight line from start to stop. At most [`MAX_CHECKPOINTS`]; the older half goes when
+/// full.
+static CHECKPOINTS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+/// The tick of the last checkpoint (0: none yet), read without the lock.
+static LAST_CHECKPOINT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// A checkpoint at most this often.
+pub(crate) const CHECKPOINT_EVERY_NS: u64 = 1_000_000_000;
+/// Checkpoints kept: 9 hours at one a second.
+const MAX_CHECKPOINTS: usize = 32_768;
+
+/// Takes a checkpoint (a `(tick, unix_ns)` pair, the best of a few back-to-back reads) if the
+/// last one is [`CHECKPOINT_EVERY_NS`] old; nothing with the mock clock. Called off the hot
+/// path: by the prefaulter, a stream's writer and snapshots.
+pub(crate) fn checkpoint() {
+    use std::sync::atomic::Ordering;
+    let source = installed();
+    if source.mock.is_some() {
+        return;
+    }
+    let now = source.clock.raw();
+    let last = LAST_CHECKPOINT.load(Ordering::Relaxed);
+    let every = tick_rate().map_or(CHECKPOINT_EVERY_NS, |rate| {
+        (CHECKPOINT_EVERY_NS as f64 / rate.max(f64::MIN_POSITIVE)) as u64
+    });
+    if last != 0 && now.saturating_sub(last) < every {
+        return;
+    }
+    let pair = (0..5)
+        .map(|_| {
+            let t0 = source.clock.raw();
+            let wall = unix_ns(SystemTime::now());
+            let t1 = source.clock.raw();
+            (t1.saturating_sub(t0), (t0 + t1.saturating_sub(t0) / 2, wall))
+        })
+        .min_by_key(|&(gap, _)| gap)
+        .map(|(_, pair)| pair);
+    let Some(pair) = pair else { return };
+    let _untracked = crate::record::untracked::Untracked::enter();
+    let mut points = crate::record::sync::lock(&CHECKPOINTS);
+    if points.last().is_some_and(|&(tick, _)| pair.0 <= tick) {
+        return; // another thread took one just now
+    }
+    if points.len() >= MAX_CHECKPOINTS {
+        points.drain(..MAX_CHECKPOINTS / 2);
+    }
+    points.push(pair);
+    LAST_CHECKPOINT.store(pair.0, Ordering::Relaxed);
+}
+
+/// The checkpoints taken strictly between ticks `from` and `to`.
+pub(crate) fn checkpoints_between(from: u64, to: u64) -> Vec<(u64, u64)> {
+    let points = crate::record::sync::lock(&CHECKPOINTS);
+    let first = points.partition_point(|&(tick, _)| tick <= from);
+    let last = points.partition_point(|&(tick, _)| tick < to);
+    points[first..last.max(first)].to_vec()
+}
+
 fn unix_ns(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

@@ -76,6 +76,8 @@ mod prefaulter {
         // Its allocations are the profiler's, not the program's.
         let _untracked = Untracked::enter();
         loop {
+            // Off the recording threads: a clock checkpoint, at most one a second.
+            crate::record::clock::checkpoint();
             while ready().len() < HIGH_WATER {
                 let mut chunk = ChunkBox::alloc();
                 chunk.touch();
