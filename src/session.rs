@@ -411,7 +411,10 @@ impl Inner {
     fn snapshot(&self, window: &Window) -> Capture {
         match &window.stream {
             Some(stream) => stream.snapshot(),
-            None => self.capture(window, clock::now(), Calibration::sample()),
+            None => {
+                thread::flush_counted_here();
+                self.capture(window, clock::now(), Calibration::sample())
+            }
         }
     }
 }
@@ -684,6 +687,9 @@ impl Profiler {
         let Some(mut window) = state.window.take() else {
             return;
         };
+        // This thread's counted allocations go in before the window ends (see
+        // `MemoryMode::Counts`).
+        thread::flush_counted_here();
         let end_tick = clock::now();
         let calibration = Calibration::sample();
         registry::stop_recording(self.inner.id);

@@ -97,6 +97,52 @@ fn counts_give_the_timeline_figures_without_events() {
     );
 }
 
+/// The stopping thread's counts go in before the window ends: a scope open at stop has them.
+#[test]
+fn a_scope_open_at_stop_has_its_counts() {
+    let prof = session(MemoryMode::Counts);
+    let g = scope!("open");
+    let kept = black_box(Vec::<u8>::with_capacity(100));
+    prof.stop();
+    let open = stats(&prof, "open");
+    assert_eq!(
+        (open.allocs, open.alloc_bytes, open.peak_bytes),
+        (1, 100, 100)
+    );
+    drop((g, kept));
+}
+
+/// A thread's counts go in at its next record: what it allocates between two scopes is its
+/// parent's, whatever the allocation pattern.
+#[test]
+fn counts_between_scopes_belong_to_the_parent() {
+    let prof = session(MemoryMode::Counts);
+    {
+        let _outer = scope!("outer");
+        for i in 0..100usize {
+            let v = black_box(Vec::<u8>::with_capacity(10 + i));
+            {
+                let _inner = scope!("inner");
+                drop(black_box(Vec::<u8>::with_capacity(1)));
+            }
+            drop(v);
+        }
+    }
+    prof.stop();
+    let (outer, inner) = (stats(&prof, "outer"), stats(&prof, "inner"));
+    assert_eq!(
+        (inner.allocs, inner.alloc_bytes, inner.frees),
+        (100, 100, 100)
+    );
+    // 10 + 11 + … + 109 = 5 950 bytes of its own.
+    assert_eq!((outer.self_allocs, outer.self_alloc_bytes), (100, 5_950));
+    assert_eq!((outer.allocs, outer.alloc_bytes), (200, 6_050));
+    assert_eq!(
+        outer.peak_bytes, 110,
+        "the last block (109) and one inner byte"
+    );
+}
+
 #[test]
 fn the_table_names_the_mode() {
     let prof = session(MemoryMode::Counts);

@@ -13,6 +13,17 @@ pub(super) struct RawMemory {
     event: MemoryEvent,
 }
 
+/// Allocations and frees counted together: how many and how many bytes of each, and the most
+/// that bytes allocated minus bytes freed rose above where they started meanwhile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub(super) allocs: u64,
+    pub(super) alloc_bytes: u64,
+    pub(super) frees: u64,
+    pub(super) freed_bytes: u64,
+    pub(super) rise: u64,
+}
+
 /// A thread's allocation bookkeeping while it is paired.
 pub(super) struct MemoryPairing<'a> {
     /// Every allocation and free of the trace so far.
@@ -68,27 +79,41 @@ impl<'a> MemoryPairing<'a> {
     }
 
     /// Counts an allocation or free of `size` bytes for the innermost open span `innermost`,
-    /// if any, without an event of its own (also [`MemoryMode::Counts`]' whole record).
-    pub(super) fn count(&mut self, kind: MemoryKind, size: u64, innermost: Option<u32>) {
-        let alloc = kind == MemoryKind::Alloc;
-        let delta = i64::try_from(size).unwrap_or(i64::MAX);
-        self.net = if alloc {
-            self.net.saturating_add(delta)
-        } else {
-            self.net.saturating_sub(delta)
+    /// if any, without an event of its own.
+    fn count(&mut self, kind: MemoryKind, size: u64, innermost: Option<u32>) {
+        let counts = match kind {
+            MemoryKind::Alloc => Counts {
+                allocs: 1,
+                alloc_bytes: size,
+                rise: size,
+                ..Counts::default()
+            },
+            MemoryKind::Free => Counts {
+                frees: 1,
+                freed_bytes: size,
+                ..Counts::default()
+            },
         };
+        self.counted(counts, innermost);
+    }
+
+    /// Counts allocations and frees that happened while `innermost` (if any) was the innermost
+    /// open span ([`MemoryMode::Counts`] records them so).
+    pub(super) fn counted(&mut self, counts: Counts, innermost: Option<u32>) {
+        let delta = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
         if let Some(index) = innermost {
             let (stats, _, peak) = &mut self.spans[index as usize];
-            if alloc {
-                // Saturating: a forged capture file may hold any size.
-                stats.self_allocs += 1;
-                stats.self_alloc_bytes = stats.self_alloc_bytes.saturating_add(size);
-                *peak = (*peak).max(self.net);
-            } else {
-                stats.self_frees += 1;
-                stats.self_freed_bytes = stats.self_freed_bytes.saturating_add(size);
-            }
+            // Saturating: a forged capture file may hold any size.
+            stats.self_allocs = stats.self_allocs.saturating_add(counts.allocs);
+            stats.self_alloc_bytes = stats.self_alloc_bytes.saturating_add(counts.alloc_bytes);
+            stats.self_frees = stats.self_frees.saturating_add(counts.frees);
+            stats.self_freed_bytes = stats.self_freed_bytes.saturating_add(counts.freed_bytes);
+            *peak = (*peak).max(self.net.saturating_add(delta(counts.rise)));
         }
+        self.net = self
+            .net
+            .saturating_add(delta(counts.alloc_bytes))
+            .saturating_sub(delta(counts.freed_bytes));
     }
 
     /// Span `index` closed: its totals take its own figures, and its parent's take its totals.

@@ -10,7 +10,7 @@ use crate::trace::{MemoryKind, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
 use super::convert::Converter;
 use crate::record::clock::PROBE_UNIT;
 use super::links::Links;
-use super::memory::{Block, MemoryPairing, RawMemory};
+use super::memory::{Block, Counts, MemoryPairing, RawMemory};
 use super::tasks::{Mark, MarkKind};
 
 /// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
@@ -31,6 +31,8 @@ pub(super) struct Pairing<'a> {
     memory: Option<MemoryPairing<'a>>,
     args: Vec<SpanArg>,
     reader: ArgReader,
+    /// Counted allocations being read: the counts so far, and whether their frees came.
+    counts: Option<(Counts, bool)>,
     /// Overhead compensation in ticks: a scope's own probe inside its duration, and a
     /// child's probe outside its own (in its parent's).
     probe: Probe,
@@ -109,6 +111,7 @@ impl<'a> Pairing<'a> {
             memory: memory.map(MemoryPairing::new),
             args: Vec::new(),
             reader: ArgReader::default(),
+            counts: None,
             probe,
         }
     }
@@ -130,10 +133,9 @@ impl<'a> Pairing<'a> {
             // together): the lead counts without it.
             self.lead(lead, None);
         }
-        if matches!(event.kind, RawKind::AllocCount | RawKind::FreeCount) {
+        if self.counted(&event) {
             // Counted memory belongs where it stands: it neither ends arguments nor closes
             // anything.
-            self.memory_count(event);
             return;
         }
         if ArgReader::reads(event.kind) {
@@ -200,17 +202,58 @@ impl<'a> Pairing<'a> {
         }
     }
 
-    /// An allocation or free counted without time or address ([`MemoryMode::Counts`]).
-    fn memory_count(&mut self, record: RawEvent) {
-        let Some(memory) = &mut self.memory else {
+    /// Takes the records of counted allocations ([`MemoryMode::Counts`]: an
+    /// [`AllocCount`](RawKind::AllocCount), a [`FreeCount`](RawKind::FreeCount) and its
+    /// payload); false for any other record. Counts cut short (bad input) count as far as they
+    /// came, their rise taken as all the bytes allocated.
+    fn counted(&mut self, record: &RawEvent) -> bool {
+        match record.kind {
+            RawKind::AllocCount => {
+                self.apply_counts();
+                self.counts = Some((
+                    Counts {
+                        allocs: u64::from(record.id),
+                        alloc_bytes: record.tick,
+                        rise: record.tick,
+                        ..Counts::default()
+                    },
+                    false,
+                ));
+            }
+            RawKind::FreeCount => {
+                let (counts, frees) = self.counts.get_or_insert_default();
+                if *frees {
+                    // A second FreeCount: the first had no payload.
+                    self.apply_counts();
+                    return self.counted(record);
+                }
+                counts.frees = u64::from(record.id);
+                counts.freed_bytes = record.tick;
+                *frees = true;
+            }
+            RawKind::Payload if self.counts.is_some_and(|(_, frees)| frees) => {
+                if let Some((counts, _)) = &mut self.counts {
+                    counts.rise = record.tick;
+                }
+                self.apply_counts();
+            }
+            _ => {
+                self.apply_counts();
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Applies the counts taken so far, if any, to the innermost open span.
+    fn apply_counts(&mut self) {
+        let Some((counts, _)) = self.counts.take() else {
             return;
         };
-        let kind = if record.kind == RawKind::AllocCount {
-            MemoryKind::Alloc
-        } else {
-            MemoryKind::Free
-        };
-        memory.count(kind, record.tick, self.open.last().map(|o| o.index));
+        let innermost = self.open.last().map(|o| o.index);
+        if let Some(memory) = &mut self.memory {
+            memory.counted(counts, innermost);
+        }
     }
 
     fn memory_event(&mut self, lead: RawEvent, size: u64, address: u64) {
@@ -387,6 +430,7 @@ impl<'a> Pairing<'a> {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
         }
+        self.apply_counts();
         self.end_args();
         while let Some(open) = self.open.pop() {
             self.close(open, end_ns, true);

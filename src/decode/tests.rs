@@ -2,6 +2,7 @@ use super::*;
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::clock::Compensation as RawCompensation;
+use crate::record::memory::MemoryMode;
 use crate::trace::{Compensation, MemoryKind, SpanKind, SpanRef};
 
 static CALL: Callsite = Callsite::new("call", file!(), line!(), module_path!());
@@ -576,4 +577,43 @@ fn compensation_survives_a_capture_file() {
     assert_eq!(times(&live), [("call", 0, 40, 8, 24), ("step", 10, 20, 2, 8)]);
     assert_eq!(times(&live), times(&from_file));
     assert_eq!(live.compensation, from_file.compensation);
+}
+
+#[test]
+fn counted_memory_goes_to_the_innermost_scope_with_its_peak() {
+    let (call, step) = (CALL.id(), STEP.id());
+    let trace = build(
+        vec![
+            RawEvent::begin(call, 10),
+            // 2 allocations of 300 bytes in all, 1 free of 100, rising 250 at most.
+            RawEvent::memory_counts((2, 300), (1, 100), 250)[0],
+            RawEvent::memory_counts((2, 300), (1, 100), 250)[1],
+            RawEvent::memory_counts((2, 300), (1, 100), 250)[2],
+            RawEvent::begin(step, 12),
+        ]
+        .into_iter()
+        .chain(RawEvent::memory_counts((1, 1000), (1, 1000), 1000))
+        .chain([
+            RawEvent::end(RawEvent::end_key(step, 12), 15),
+            // Cut short (bad input): an AllocCount with nothing after it counts as it came.
+            RawEvent::memory_counts((1, 7), (0, 0), 7)[0],
+            RawEvent::end(RawEvent::end_key(call, 10), 20),
+        ])
+        .collect(),
+        100,
+    );
+    let memory = &trace.threads[0].memory;
+    let (call_stats, step_stats) = (memory[0], memory[1]);
+    assert_eq!(
+        (step_stats.allocs, step_stats.alloc_bytes, step_stats.frees, step_stats.peak_bytes),
+        (1, 1000, 1, 1000)
+    );
+    assert_eq!(
+        (call_stats.self_allocs, call_stats.self_alloc_bytes, call_stats.self_frees),
+        (3, 307, 1)
+    );
+    assert_eq!((call_stats.allocs, call_stats.alloc_bytes), (4, 1307));
+    // 250 before the child; the child rose 1000 above the 200 left: 1200.
+    assert_eq!(call_stats.peak_bytes, 1200);
+    assert_eq!(trace.memory.as_ref().map(|m| m.mode), Some(MemoryMode::Counts));
 }

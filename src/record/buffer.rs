@@ -240,7 +240,13 @@ impl Drop for ThreadBuffer {
 pub struct Writer {
     chunk: Cell<*const Chunk>,
     pos: Cell<usize>,
+    /// The real `pos` while [`park`](Writer::park)ed (`pos` then reads full, so the next push
+    /// takes the slow path); [`NOT_PARKED`] otherwise.
+    parked: Cell<usize>,
 }
+
+/// [`Writer::parked`] when the writer is not parked.
+const NOT_PARKED: usize = usize::MAX;
 
 impl Default for Writer {
     fn default() -> Self {
@@ -254,6 +260,28 @@ impl Writer {
         Self {
             chunk: Cell::new(std::ptr::null()),
             pos: Cell::new(CHUNK_EVENTS),
+            parked: Cell::new(NOT_PARKED),
+        }
+    }
+
+    /// Makes the next push take the slow path without losing the chunk's room: the caller
+    /// has records to put before whatever comes next (counted allocations), and puts them
+    /// there after [`unpark`](Writer::unpark). Nothing to do when the chunk is full or absent
+    /// (the next push takes the slow path anyway) or when already parked.
+    #[inline(always)]
+    pub fn park(&self) {
+        let pos = self.pos.get();
+        if pos < CHUNK_EVENTS {
+            self.parked.set(pos);
+            self.pos.set(CHUNK_EVENTS);
+        }
+    }
+
+    /// Undoes [`park`](Writer::park): pushes go to the current chunk's room again.
+    pub fn unpark(&self) {
+        let parked = self.parked.replace(NOT_PARKED);
+        if parked != NOT_PARKED {
+            self.pos.set(parked);
         }
     }
 
@@ -300,11 +328,13 @@ impl Writer {
         let ptr = buffer.link(fresh, thread);
         self.chunk.set(ptr.0.as_ptr());
         self.pos.set(0);
+        self.parked.set(NOT_PARKED);
     }
 
     /// Forgets the current chunk; the next push takes the slow path.
     pub fn detach(&self) {
         self.chunk.set(std::ptr::null());
         self.pos.set(CHUNK_EVENTS);
+        self.parked.set(NOT_PARKED);
     }
 }

@@ -59,13 +59,15 @@ pub enum RawKind {
     /// A string argument: `id` holds the key's callsite id, `tick` the string's length in
     /// bytes, carried by the [`Bytes`](RawKind::Bytes) records that follow.
     ArgStr = 16,
-    /// Memory was allocated, counted without a time ([`MemoryMode::Counts`](crate::MemoryMode::Counts)):
-    /// `tick` holds the size in bytes (not a tick), `id` is 0. It belongs to the innermost
-    /// scope open at its place in the thread's records, and goes with the record before it for
-    /// windows.
+    /// Allocations counted without a time ([`MemoryMode::Counts`](crate::MemoryMode::Counts))
+    /// since the thread's record before: `id` holds how many, `tick` their bytes (not a
+    /// tick). A [`FreeCount`](RawKind::FreeCount) follows, published together with it. They
+    /// belong to the innermost scope open at their place in the thread's records, and go with
+    /// the record before them for windows.
     AllocCount = 40,
-    /// Memory is being freed, counted without a time; laid out as
-    /// [`AllocCount`](RawKind::AllocCount).
+    /// The frees counted with the [`AllocCount`](RawKind::AllocCount) before it: `id` how
+    /// many, `tick` their bytes. A [`Payload`](RawKind::Payload) follows whose `tick` holds
+    /// the most that bytes allocated minus bytes freed rose meanwhile (for scopes' peaks).
     FreeCount = 41,
 }
 
@@ -184,15 +186,28 @@ impl RawEvent {
         ]
     }
 
-    /// The record of an allocation (`kind` [`RawKind::AllocCount`]) or a free
-    /// ([`RawKind::FreeCount`]) of `size` bytes, counted without a time.
+    /// The three records of allocations and frees counted without a time
+    /// ([`RawKind::AllocCount`]): `(count, bytes)` allocated, `(count, bytes)` freed, and the
+    /// most that bytes allocated minus bytes freed rose meanwhile.
     #[inline(always)]
-    pub const fn memory_count(kind: RawKind, size: u64) -> Self {
-        Self {
-            tick: size,
-            id: 0,
-            kind,
-        }
+    pub const fn memory_counts(allocs: (u32, u64), frees: (u32, u64), rise: u64) -> [Self; 3] {
+        [
+            Self {
+                tick: allocs.1,
+                id: allocs.0,
+                kind: RawKind::AllocCount,
+            },
+            Self {
+                tick: frees.1,
+                id: frees.0,
+                kind: RawKind::FreeCount,
+            },
+            Self {
+                tick: rise,
+                id: 0,
+                kind: RawKind::Payload,
+            },
+        ]
     }
 
     /// The two records of entering callsite `id`'s scope at `tick`, following from the link

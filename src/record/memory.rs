@@ -18,10 +18,15 @@ pub enum MemoryMode {
     #[default]
     Off,
     /// Bytes and counts per scope (allocated, freed, self and total) and each scope's peak,
-    /// without a time or an address per allocation: one 16-byte record per allocation or free
-    /// and no clock read, attributed to the innermost open scope by its place among the
-    /// thread's records. No memory timeline ([`MemoryTrace::events`](crate::trace::MemoryTrace::events)
-    /// stays empty), so frees are not matched to allocations and nothing is live at stop.
+    /// without a time, an address or a record per allocation: a few thread-local adds each,
+    /// put into the thread's buffer as three 16-byte records at its next record (a scope's
+    /// entry or exit), where they belong to the innermost scope open while they happened. No
+    /// memory timeline ([`MemoryTrace::events`](crate::trace::MemoryTrace::events) stays
+    /// empty), so frees are not matched to allocations and nothing is live at stop.
+    ///
+    /// Counts of a thread go in at its next record, and those of the thread that stops the
+    /// session (or takes a snapshot) when it does: a scope of another thread still open at
+    /// stop misses what that thread allocated since its last record.
     Counts,
     /// Every allocation and free with its time, size and address (two 16-byte records and a
     /// clock read each): the per-scope figures of [`Counts`](MemoryMode::Counts), plus the

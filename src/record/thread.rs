@@ -28,9 +28,11 @@ struct HotState {
     /// Equal to the [memory generation](registry::memory_generation) while this thread
     /// records allocations.
     memory_at: Cell<u64>,
-    /// While `memory_at` is set: allocations are only counted ([`MemoryMode::Counts`]): one
-    /// record each, no tick.
+    /// While `memory_at` is set: allocations are only counted ([`MemoryMode::Counts`]), into
+    /// `counted`, no tick and no record each.
     memory_counts: Cell<bool>,
+    /// Allocations and frees counted since this thread's last record (see [`Counted`]).
+    counted: Counted,
     /// The generation for which `scopes_at` and `memory_at` were last computed.
     checked_at: Cell<u64>,
     /// This thread's registry id, once it has been looked up.
@@ -52,6 +54,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let _ = HOT.try_with(|hot| {
             hot.writer.detach();
+            hot.counted.take();
             hot.scopes_at.set(0);
             hot.memory_at.set(0);
             hot.checked_at.set(u64::MAX);
@@ -69,6 +72,7 @@ thread_local! {
             scopes_at: Cell::new(0),
             memory_at: Cell::new(0),
             memory_counts: Cell::new(false),
+            counted: Counted::new(),
             checked_at: Cell::new(0),
             thread_id: Cell::new(0),
             last_seq: Cell::new(0),
@@ -138,21 +142,128 @@ pub(crate) fn memory_on() -> bool {
 /// thread, linking a fresh chunk) run [`Untracked`], so they are not recorded in turn.
 #[inline(never)]
 pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
-    if_memory_recorded(|hot| {
+    let generation = registry::memory_generation();
+    if generation == 0 || Untracked::active() {
+        return;
+    }
+    let _ = HOT.try_with(|hot| {
+        // Counting, the common case kept short: a few adds.
+        if hot.memory_at.get() == generation && hot.memory_counts.get() {
+            if hot.counted.add(kind == RawKind::Alloc, size as u64) {
+                hot.writer.park();
+            }
+            return;
+        }
+        record_memory_in_full(hot, kind, size, address);
+    });
+}
+
+/// [`record_memory`] but counting: a timeline record, or a thread that must look again
+/// whether it is recorded.
+#[inline(never)]
+fn record_memory_in_full(hot: &HotState, kind: RawKind, size: usize, address: usize) {
+    if_memory_recorded_on(hot, |hot| {
         if hot.memory_counts.get() {
-            let kind = match kind {
-                RawKind::Alloc => RawKind::AllocCount,
-                _ => RawKind::FreeCount,
-            };
-            let event = RawEvent::memory_count(kind, size as u64);
-            if !hot.writer.try_push(event) && !push_slow(hot, event) {
-                registry::count_dropped(1);
+            if hot.counted.add(kind == RawKind::Alloc, size as u64) {
+                hot.writer.park();
             }
         } else {
             push_all_on(
                 hot,
                 &RawEvent::memory(kind, size as u64, address as u64, clock::now()),
             );
+        }
+    });
+}
+
+/// The allocations and frees a thread counted ([`MemoryMode::Counts`]) since its last record:
+/// a few adds per allocation, no tick and no record. The first one parks the writer
+/// ([`Writer::park`](crate::record::buffer::Writer::park)), so that the thread's next record,
+/// whatever it is (a scope's entry or exit, above all), takes the slow path, which puts the
+/// counts in first ([`flush_counted`]): they land before it, in the innermost scope open
+/// while they happened. The scopes' fast path pays nothing for it.
+struct Counted {
+    allocs: Cell<u64>,
+    alloc_bytes: Cell<u64>,
+    frees: Cell<u64>,
+    freed_bytes: Cell<u64>,
+    /// Bytes allocated minus bytes freed so far.
+    net: Cell<i64>,
+    /// The most `net` rose to (never below 0).
+    rise: Cell<u64>,
+    /// Something is counted (and the writer parked).
+    any: Cell<bool>,
+}
+
+impl Counted {
+    const fn new() -> Self {
+        Self {
+            allocs: Cell::new(0),
+            alloc_bytes: Cell::new(0),
+            frees: Cell::new(0),
+            freed_bytes: Cell::new(0),
+            net: Cell::new(0),
+            rise: Cell::new(0),
+            any: Cell::new(false),
+        }
+    }
+
+    /// Counts an allocation (or a free) of `size` bytes; true for the first since the last
+    /// [`take`](Counted::take). Plain adds: 2⁶⁴ bytes or allocations between two records of
+    /// a thread are out of reach (an allocation size is below 2⁶³).
+    #[inline(always)]
+    fn add(&self, alloc: bool, size: u64) -> bool {
+        let delta = size as i64;
+        if alloc {
+            self.allocs.set(self.allocs.get().wrapping_add(1));
+            self.alloc_bytes.set(self.alloc_bytes.get().wrapping_add(size));
+            let net = self.net.get().wrapping_add(delta);
+            self.net.set(net);
+            if net > self.rise.get() as i64 {
+                self.rise.set(net as u64);
+            }
+        } else {
+            self.frees.set(self.frees.get().wrapping_add(1));
+            self.freed_bytes.set(self.freed_bytes.get().wrapping_add(size));
+            self.net.set(self.net.get().wrapping_sub(delta));
+        }
+        !self.any.replace(true)
+    }
+
+    /// The three records of what was counted, and a fresh start; `None` when nothing was.
+    fn take(&self) -> Option<[RawEvent; 3]> {
+        if !self.any.replace(false) {
+            return None;
+        }
+        self.net.set(0);
+        let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        Some(RawEvent::memory_counts(
+            (count(self.allocs.replace(0)), self.alloc_bytes.replace(0)),
+            (count(self.frees.replace(0)), self.freed_bytes.replace(0)),
+            self.rise.replace(0),
+        ))
+    }
+}
+
+/// Puts what the thread counted into its buffer, before the record about to be pushed (see
+/// [`Counted`]); unparks the writer.
+#[cold]
+fn flush_counted(hot: &HotState) {
+    hot.writer.unpark();
+    if let Some(records) = hot.counted.take()
+        && !hot.writer.try_push_all(&records)
+        && !(next_chunk(hot, records.len() as u64) && hot.writer.try_push_all(&records))
+    {
+        registry::count_dropped(records.len() as u64);
+    }
+}
+
+/// Puts what this thread counted into its buffer now (a session stops or takes a snapshot on
+/// it): other threads' counts go in at their next record.
+pub(crate) fn flush_counted_here() {
+    let _ = HOT.try_with(|hot| {
+        if hot.counted.any.get() {
+            flush_counted(hot);
         }
     });
 }
@@ -178,13 +289,11 @@ pub(crate) fn record_realloc(
 ) {
     if_memory_recorded(|hot| {
         if hot.memory_counts.get() {
-            push_all_on(
-                hot,
-                &[
-                    RawEvent::memory_count(RawKind::FreeCount, old_size as u64),
-                    RawEvent::memory_count(RawKind::AllocCount, new_size as u64),
-                ],
-            );
+            let first = hot.counted.add(false, old_size as u64);
+            hot.counted.add(true, new_size as u64);
+            if first {
+                hot.writer.park();
+            }
             return;
         }
         // (0 when the thread counted allocations as the realloc began: stamp it now.)
@@ -205,15 +314,23 @@ fn if_memory_recorded(record: impl FnOnce(&HotState)) {
     if generation == 0 || Untracked::active() {
         return;
     }
-    let _ = HOT.try_with(|hot| {
-        if hot.memory_at.get() != generation {
-            let stale = hot.checked_at.get() != registry::generation();
-            if !stale || !refresh(hot) || hot.memory_at.get() == 0 {
-                return;
-            }
+    let _ = HOT.try_with(|hot| if_memory_recorded_on(hot, record));
+}
+
+/// [`if_memory_recorded`] with this thread's state at hand.
+#[inline(always)]
+fn if_memory_recorded_on(hot: &HotState, record: impl FnOnce(&HotState)) {
+    let generation = registry::memory_generation();
+    if generation == 0 {
+        return;
+    }
+    if hot.memory_at.get() != generation {
+        let stale = hot.checked_at.get() != registry::generation();
+        if !stale || !refresh(hot) || hot.memory_at.get() == 0 {
+            return;
         }
-        record(hot);
-    });
+    }
+    record(hot);
 }
 
 /// A fresh id for an async span: never 0, unique until 2³² spans later (post-processing
@@ -322,7 +439,8 @@ pub(crate) fn push_begin(id: u32) -> u64 {
 #[cold]
 #[inline(never)]
 fn push_slow(hot: &HotState, event: RawEvent) -> bool {
-    next_chunk(hot, 1) && hot.writer.try_push(event)
+    flush_counted(hot);
+    hot.writer.try_push(event) || (next_chunk(hot, 1) && hot.writer.try_push(event))
 }
 
 /// [`push_begin`] after its chunk filled up: the entry is stamped again after the switch so
@@ -330,6 +448,11 @@ fn push_slow(hot: &HotState, event: RawEvent) -> bool {
 #[cold]
 #[inline(never)]
 fn push_begin_slow(hot: &HotState, id: u32) -> Option<u64> {
+    flush_counted(hot);
+    let tick = clock::now();
+    if hot.writer.try_push(RawEvent::begin(id, tick)) {
+        return Some(tick);
+    }
     if !next_chunk(hot, 1) {
         return None;
     }
@@ -343,7 +466,9 @@ fn push_begin_slow(hot: &HotState, id: u32) -> Option<u64> {
 #[cold]
 #[inline(never)]
 fn push_all_slow(hot: &HotState, events: &[RawEvent]) -> bool {
-    next_chunk(hot, events.len() as u64) && hot.writer.try_push_all(events)
+    flush_counted(hot);
+    hot.writer.try_push_all(events)
+        || (next_chunk(hot, events.len() as u64) && hot.writer.try_push_all(events))
 }
 
 /// Links a fresh chunk as this thread's tail; `false` if the thread is not registered or is
