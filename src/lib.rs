@@ -177,6 +177,7 @@ pub(crate) mod record;
 
 not_under_loom! {
     pub mod capture;
+    pub mod collector;
     mod decode;
     pub mod export;
     pub mod report;
