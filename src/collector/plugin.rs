@@ -55,6 +55,9 @@ fn failure(status: &Status) -> Option<String> {
     })
 }
 
+/// A plug-in's start, stop, collect and destroy.
+type Fns = (abi::StartStopFn, abi::StartStopFn, abi::CollectFn, abi::DestroyFn);
+
 /// A loaded plug-in.
 pub(super) struct Plugin {
     name: String,
@@ -118,27 +121,20 @@ impl Plugin {
         if let Some(message) = failure(&status.value) {
             return Err(error(format!("init failed: {message}")));
         }
+        let rejected = |e: CollectorError| {
+            // Initialised but not usable: its destroy, when it gave one, frees what init took.
+            let f = &fns.value;
+            if f.struct_size >= abi::PROFILER_FNS_STRUCT_SIZE_1_0
+                && let Some(destroy) = f.destroy
+            {
+                // SAFETY: the instance its init filled; nothing is called on it afterwards.
+                unsafe { destroy(&profiler.value) };
+            }
+            e
+        };
+        let checked = Self::check(&profiler.value, &fns.value, &error);
+        let (start, stop, collect, destroy) = checked.map_err(rejected)?;
         let p = &profiler.value;
-        if p.struct_size < abi::PROFILER_STRUCT_SIZE_1_0 {
-            return Err(error(format!(
-                "TSP_Profiler.struct_size is {}, smaller than version 1.0's {}",
-                p.struct_size,
-                abi::PROFILER_STRUCT_SIZE_1_0
-            )));
-        }
-        let f = &fns.value;
-        if f.struct_size < abi::PROFILER_FNS_STRUCT_SIZE_1_0 {
-            return Err(error(format!(
-                "TSP_ProfilerFns.struct_size is {}, smaller than version 1.0's {}",
-                f.struct_size,
-                abi::PROFILER_FNS_STRUCT_SIZE_1_0
-            )));
-        }
-        let missing = |what: &str| error(format!("TSP_ProfilerFns.{what} is NULL"));
-        let start = f.start.ok_or_else(|| missing("start"))?;
-        let stop = f.stop.ok_or_else(|| missing("stop"))?;
-        let collect = f.collect.ok_or_else(|| missing("collect"))?;
-        let destroy = f.destroy.ok_or_else(|| missing("destroy"))?;
         // The name, a 1.1 field: only when the plug-in's struct has it.
         let has_name = p.struct_size >= std::mem::offset_of!(abi::Profiler, name) + size_of::<*const c_char>();
         let name = if has_name && !p.name.is_null() {
@@ -158,6 +154,34 @@ impl Plugin {
             destroy,
             _library: library,
         })
+    }
+
+    /// The four functions of a plug-in that passed the version checks.
+    fn check(
+        p: &abi::Profiler,
+        f: &ProfilerFns,
+        error: &dyn Fn(String) -> CollectorError,
+    ) -> Result<Fns, CollectorError> {
+        if p.struct_size < abi::PROFILER_STRUCT_SIZE_1_0 {
+            return Err(error(format!(
+                "TSP_Profiler.struct_size is {}, smaller than version 1.0's {}",
+                p.struct_size,
+                abi::PROFILER_STRUCT_SIZE_1_0
+            )));
+        }
+        if f.struct_size < abi::PROFILER_FNS_STRUCT_SIZE_1_0 {
+            return Err(error(format!(
+                "TSP_ProfilerFns.struct_size is {}, smaller than version 1.0's {}",
+                f.struct_size,
+                abi::PROFILER_FNS_STRUCT_SIZE_1_0
+            )));
+        }
+        let missing = |what: &str| error(format!("TSP_ProfilerFns.{what} is NULL"));
+        let start = f.start.ok_or_else(|| missing("start"))?;
+        let stop = f.stop.ok_or_else(|| missing("stop"))?;
+        let collect = f.collect.ok_or_else(|| missing("collect"))?;
+        let destroy = f.destroy.ok_or_else(|| missing("destroy"))?;
+        Ok((start, stop, collect, destroy))
     }
 
     fn profiler(&self) -> *const abi::Profiler {
