@@ -31,6 +31,10 @@
  * header is used with the fields it knows, a newer one with the fields tickscope knows; a
  * size smaller than version 1.0's (the *_STRUCT_SIZE_1_0 constants) is an error.
  *
+ * A plug-in that tickscope rejects after its init ran (a struct too small, a NULL function)
+ * gets its destroy called when its function table is usable (a 1.0 struct_size at least,
+ * destroy not NULL), else nothing: such a plug-in should hold nothing.
+ *
  * Status: a function that fails sets `code` to a non-zero value and writes a NUL-terminated
  * message into `message`; tickscope reports it, names the plug-in, and the session goes on.
  */
