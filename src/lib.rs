@@ -180,6 +180,8 @@ not_under_loom! {
     pub mod collector;
     mod decode;
     pub mod export;
+    #[cfg(feature = "native")]
+    pub mod native;
     pub mod report;
     pub mod schedule;
     mod session;

@@ -45,6 +45,7 @@ const STAGES: &[(&str, u32)] = &[
     ("schedule", 6),  // src/schedule.rs: what a scheduled session hands over, beside session
     ("tracing", 6),   // src/tracing.rs: the `tracing` bridge, a front end over record/ like session
     ("collector", 6), // src/collector/**: collectors and plug-ins that sessions run
+    ("native", 6),    // src/native.rs: the C functions of the `native` feature, a front end
 ];
 
 fn rank(stage: &str) -> Option<u32> {

@@ -18,7 +18,7 @@ pub trait Collector: Send {
     /// Stops recording.
     fn stop(&mut self) -> Result<(), BoxError>;
     /// Appends what was recorded since the start to `out`, as capture bytes (whole sessions
-    /// of the capture format, see [`SessionWriter`]). What it appended before an error is
+    /// of the capture format, see `SessionWriter`). What it appended before an error is
     /// kept, up to its last well-formed chunk.
     fn collect(&mut self, out: &mut Vec<u8>) -> Result<(), BoxError>;
 }
