@@ -188,6 +188,11 @@ impl Config {
     /// collected at each stop, its events decoded with the session's as processes and tracks
     /// of their own (see [`collector`](crate::collector)). Its failures are reported by
     /// [`Profiler::errors`] and the table's footer; the session goes on without it.
+    ///
+    /// Collectors are collected at stop: a snapshot of a running session
+    /// ([`Profiler::trace`] while it runs) and [`Profiler::capture`] hold the threads' events
+    /// only; the stopped session's trace, report, table, exports and
+    /// [`Profiler::write_capture`] hold the collectors' too.
     pub fn collector(mut self, collector: impl Collector + 'static) -> Self {
         self.collectors.push(Slot::new(Box::new(collector)));
         self
