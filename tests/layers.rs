@@ -34,18 +34,20 @@ use std::path::Path;
 /// The pipeline stages by top-level module of `src/`, with their rank: a file may refer only
 /// to stages of a rank at most its own.
 const STAGES: &[(&str, u32)] = &[
-    ("record", 0),    // src/record/**
-    ("capture", 1),   // src/capture/**
-    ("trace", 2),     // src/trace/**
-    ("decode", 3),    // src/decode/**
-    ("report", 4),    // src/report/**
-    ("table", 5),     // src/table.rs
-    ("export", 5),    // src/export/**
-    ("session", 6),   // src/session.rs
-    ("schedule", 6),  // src/schedule.rs: what a scheduled session hands over, beside session
-    ("tracing", 6),   // src/tracing.rs: the `tracing` bridge, a front end over record/ like session
-    ("collector", 6), // src/collector/**: collectors and plug-ins that sessions run
-    ("native", 6),    // src/native.rs: the C functions of the `native` feature, a front end
+    ("record", 0),   // src/record/**
+    ("capture", 1),  // src/capture/**
+    ("trace", 2),    // src/trace/**
+    ("decode", 3),   // src/decode/**
+    ("report", 4),   // src/report/**
+    ("table", 5),    // src/table.rs
+    ("export", 5),   // src/export/**
+    ("session", 6),  // src/session.rs
+    ("schedule", 6), // src/schedule.rs: what a scheduled session hands over, beside session
+    ("tracing", 6),  // src/tracing.rs: the `tracing` bridge, a front end over record/ like session
+    // src/collector/**: collectors and plug-ins that sessions run.
+    ("collector", 6),
+    // src/native.rs: the C functions of the `native` feature, a front end like session.
+    ("native", 6),
 ];
 
 fn rank(stage: &str) -> Option<u32> {
