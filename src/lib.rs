@@ -177,8 +177,11 @@ pub(crate) mod record;
 
 not_under_loom! {
     pub mod capture;
+    pub mod collector;
     mod decode;
     pub mod export;
+    #[cfg(feature = "native")]
+    pub mod native;
     pub mod report;
     pub mod schedule;
     mod session;

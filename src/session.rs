@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::capture::stream::{self, Stream, StreamOptions};
+use crate::collector::{Collector, CollectorError, Slot};
 use crate::capture::{self, Capture, Handover, StreamStats};
 use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::memory::MemoryMode;
@@ -43,6 +44,10 @@ pub struct Config {
     on_trace_ready: Option<Callback>,
     /// Overhead compensation switched off ([`Config::compensate_overhead`]).
     uncompensated: bool,
+    /// Collectors run beside the threads ([`Config::collector`]).
+    collectors: Vec<Slot>,
+    /// Plug-ins to load at start ([`Config::plugin`]).
+    plugins: Vec<std::path::PathBuf>,
 }
 
 impl Config {
@@ -206,6 +211,30 @@ impl Config {
         self
     }
 
+    /// Runs `collector` beside the session's threads: started at each start, stopped and
+    /// collected at each stop, its events decoded with the session's as processes and tracks
+    /// of their own (see [`collector`](crate::collector)). Its failures are reported by
+    /// [`Profiler::errors`] and the table's footer; the session goes on without it.
+    ///
+    /// Collectors are collected at stop: a snapshot of a running session
+    /// ([`Profiler::trace`] while it runs) and [`Profiler::capture`] hold the threads' events
+    /// only; the stopped session's trace, report, table, exports and
+    /// [`Profiler::write_capture`] hold the collectors' too.
+    pub fn collector(mut self, collector: impl Collector + 'static) -> Self {
+        self.collectors.push(Slot::new(Box::new(collector)));
+        self
+    }
+
+    /// Loads the plug-in (a shared library implementing `include/tickscope_plugin.h`) at
+    /// `path` when the session is created, and runs it as a [`Config::collector`]. The paths in
+    /// the `TICKSCOPE_PLUGINS` environment variable (separated by `:`) are loaded too. A
+    /// plug-in that cannot be loaded is reported by [`Profiler::errors`], naming it; the
+    /// session runs without it.
+    pub fn plugin(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.plugins.push(path.into());
+        self
+    }
+
     /// The options of a streaming session, if this is one.
     fn stream_options(&self) -> Option<StreamOptions> {
         Some(StreamOptions {
@@ -243,9 +272,21 @@ impl Config {
     }
 
     fn session(self) -> Profiler {
+        let mut collectors = self.collectors.clone();
+        let mut load_errors = Vec::new();
+        let from_env = std::env::var_os("TICKSCOPE_PLUGINS").unwrap_or_default();
+        let from_env = std::env::split_paths(&from_env).filter(|p| !p.as_os_str().is_empty());
+        for path in self.plugins.iter().cloned().chain(from_env) {
+            match Slot::plugin(&path) {
+                Ok(slot) => collectors.push(slot),
+                Err(e) => load_errors.push(e),
+            }
+        }
         let inner = Arc::new(Inner {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             config: self,
+            collectors,
+            load_errors,
             state: Mutex::new(State {
                 window: None,
                 members: None,
@@ -254,6 +295,7 @@ impl Config {
                 streamed_before: false,
                 stream_error: None,
                 steps: Steps::default(),
+                collector_errors: Vec::new(),
             }),
         });
         Profiler { inner }
@@ -292,6 +334,10 @@ pub struct Profiler {
 struct Inner {
     id: u64,
     config: Config,
+    /// The collectors and loaded plug-ins.
+    collectors: Vec<Slot>,
+    /// The plug-ins that could not be loaded.
+    load_errors: Vec<CollectorError>,
     state: Mutex<State>,
 }
 
@@ -311,6 +357,8 @@ struct State {
     stream_error: Option<String>,
     /// Where a scheduled session is in its steps.
     steps: Steps,
+    /// The collectors' failures in the last window.
+    collector_errors: Vec<CollectorError>,
 }
 
 /// The steps of a session ([`Profiler::step`]).
@@ -338,6 +386,8 @@ struct Stopped {
     capture: OnceLock<Arc<Capture>>,
     /// The streaming session's file and figures.
     streamed: Option<StreamStats>,
+    /// The collectors' sessions.
+    collected: Vec<Capture>,
     trace: OnceLock<Arc<Trace>>,
 }
 
@@ -373,6 +423,8 @@ struct Window {
     dropped_at_start: u64,
     /// The writer of a streaming session.
     stream: Option<Stream>,
+    /// The collectors that started (by index).
+    started: Vec<usize>,
 }
 
 impl Inner {
@@ -430,6 +482,11 @@ impl Drop for Inner {
                 stream.finish(clock::now(), &Calibration::sample(), dropped);
             }
             registry::finish_session(self.id);
+            // The collectors stop too; what they collected is dropped with the session.
+            let mut errors = Vec::new();
+            for &i in &window.started {
+                drop(self.collectors[i].finish(&mut errors));
+            }
         }
     }
 }
@@ -523,12 +580,21 @@ impl Profiler {
         state.streamed_before |= stream.is_some();
         state.stream_error = result.as_ref().err().map(ToString::to_string);
         registry::add_session(self.inner.id, start_tick, members, memory, stream.is_some());
+        state.collector_errors.clear();
+        let mut started = Vec::new();
+        for (i, slot) in self.inner.collectors.iter().enumerate() {
+            match slot.start() {
+                Ok(()) => started.push(i),
+                Err(e) => state.collector_errors.push(e),
+            }
+        }
         state.window = Some(Window {
             start_tick,
             calibration,
             compensation,
             dropped_at_start,
             stream,
+            started,
         });
         drop(state);
         self.push_on_stack();
@@ -693,6 +759,10 @@ impl Profiler {
         let end_tick = clock::now();
         let calibration = Calibration::sample();
         registry::stop_recording(self.inner.id);
+        let mut collected = Vec::new();
+        for &i in &window.started {
+            collected.extend(self.inner.collectors[i].finish(&mut state.collector_errors));
+        }
         let stopped = match window.stream.take() {
             Some(stream) => {
                 let dropped = registry::dropped_events() - window.dropped_at_start;
@@ -700,6 +770,7 @@ impl Profiler {
                 Stopped {
                     capture: OnceLock::new(),
                     streamed: Some(stats),
+                    collected,
                     trace: OnceLock::new(),
                 }
             }
@@ -710,6 +781,7 @@ impl Profiler {
                     calibration,
                 ))),
                 streamed: None,
+                collected,
                 trace: OnceLock::new(),
             },
         };
@@ -796,9 +868,12 @@ impl Profiler {
                 (Arc::new(capture.decode()), panics)
             }
             (None, Some(stopped)) => {
-                let trace = stopped
-                    .trace
-                    .get_or_init(|| Arc::new(stopped.capture().decode()));
+                let trace = stopped.trace.get_or_init(|| {
+                    let own = stopped.capture();
+                    Arc::new(Trace::from_captures(
+                        std::iter::once(&**own).chain(&stopped.collected),
+                    ))
+                });
                 (trace.clone(), state.observer_panics)
             }
             (None, None) => (Arc::new(Trace::empty()), state.observer_panics),
@@ -872,8 +947,34 @@ impl Profiler {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_capture(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let _untracked = registry::Untracked::enter();
         let capture = self.capture();
-        crate::export::write_file_with(path.as_ref(), |out| capture.write_to(out).map(drop))
+        let state = self.inner.state();
+        let collected = match (&state.window, &state.stopped) {
+            (None, Some(stopped)) => stopped.collected.as_slice(),
+            _ => &[],
+        };
+        crate::export::write_file_with(path.as_ref(), |out| {
+            capture.write_to(out)?;
+            for c in collected {
+                c.write_to(out)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The failures of the session's collectors and plug-ins: those that could not be loaded,
+    /// and those that failed in the last window (at start, stop or collect: an error, a
+    /// panic, bytes that do not read). The session went on without them and kept everything
+    /// else; the table's footer lists them too.
+    pub fn errors(&self) -> Vec<CollectorError> {
+        let state = self.inner.state();
+        self.inner
+            .load_errors
+            .iter()
+            .chain(&state.collector_errors)
+            .cloned()
+            .collect()
     }
 
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
@@ -881,7 +982,10 @@ impl Profiler {
     /// [`observer_panics`](Report::observer_panics), if any.
     pub fn table(&self) -> Table {
         let (trace, observer_panics) = self.observed();
-        Table::new(trace).with_observer_panics(observer_panics)
+        let errors = self.errors().iter().map(ToString::to_string).collect();
+        Table::new(trace)
+            .with_observer_panics(observer_panics)
+            .with_errors(errors)
     }
 }
 

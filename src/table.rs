@@ -206,6 +206,8 @@ pub struct Table {
     tree: bool,
     /// Shown in the footer when not 0.
     observer_panics: u64,
+    /// Collector failures, a footer line each.
+    errors: Vec<String>,
 }
 
 /// A table ready to print.
@@ -231,12 +233,19 @@ impl Table {
             by_arg: None,
             tree: false,
             observer_panics: 0,
+            errors: Vec::new(),
         }
     }
 
     /// Counts `panics` observer callback panics in the footer (when not 0).
     pub(crate) fn with_observer_panics(mut self, panics: u64) -> Self {
         self.observer_panics = panics;
+        self
+    }
+
+    /// Lists `errors` (collector failures) in the footer, a line each.
+    pub(crate) fn with_errors(mut self, errors: Vec<String>) -> Self {
+        self.errors = errors;
         self
     }
 
@@ -496,6 +505,9 @@ impl fmt::Display for Table {
             write!(f, ", {panics} observer panic{}", plural(panics))?;
         }
         writeln!(f)?;
+        for error in &self.errors {
+            writeln!(f, "Error: {error}")?;
+        }
         match trace.compensation {
             Some(Compensation::Off) => {
                 writeln!(f, "Overhead compensation: off (times include the probes)")?;
