@@ -53,6 +53,8 @@ pub mod folded;
 mod json;
 pub mod kineto;
 mod lanes;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod pprof;
 mod trace_event;
 
