@@ -1,7 +1,8 @@
 //! OTLP traces and pprof profiles: a small workload of requests (a parse and a few queries
-//! each, with arguments) written as `otlp.otlp.json` (one OTLP `ExportTraceServiceRequest` per
+//! each, with arguments), its table printed, written as `otlp.otlp.json` (one OTLP `ExportTraceServiceRequest` per
 //! line, for the Collector's `otlpjsonfile` receiver) and `otlp.pb.gz` (a pprof profile) into
-//! the current directory or the one given as first argument; with `--endpoint URL` it also
+//! the current directory or the one given as first argument (with its capture, `otlp.tscope`,
+//! for `tickscope push`); with `--endpoint URL` it also
 //! pushes the trace over OTLP/HTTP to `URL/v1/traces` (an OpenTelemetry Collector at
 //! `http://localhost:4318`, Jaeger, Tempo, or Arize Phoenix at `http://127.0.0.1:6006`).
 //!
@@ -46,6 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     prof.stop();
     std::hint::black_box(sum);
 
+    println!("{}", prof.table());
+    prof.write_capture(out_dir.join("otlp.tscope"))?;
     let trace = prof.trace();
     let otlp = Otlp::new(&trace, &Options::new().service_name("tickscope-example"));
     let json = out_dir.join("otlp.otlp.json");
