@@ -920,14 +920,18 @@ fn quiet_changes_nothing_on_success() {
 }
 
 /// A test OTLP/HTTP server on 127.0.0.1 that answers `status` to `count` requests, one per
-/// connection, and gives back the requests it received, decoded.
+/// connection, and gives back the requests it received: the request line and headers
+/// (lowercase), and the body decoded.
 fn otlp_server(
     count: usize,
     status: u16,
 ) -> (
     String,
     std::thread::JoinHandle<
-        Vec<otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest>,
+        Vec<(
+            String,
+            otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        )>,
     >,
 ) {
     use std::io::{BufRead, BufReader, Read, Write};
@@ -939,6 +943,7 @@ fn otlp_server(
             let (stream, _) = listener.accept().unwrap();
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut length = 0;
+            let mut head = String::new();
             loop {
                 let mut line = String::new();
                 reader.read_line(&mut line).unwrap();
@@ -946,6 +951,8 @@ fn otlp_server(
                 if line.is_empty() {
                     break;
                 }
+                head.push_str(&line);
+                head.push('\n');
                 if let Some(v) = line.strip_prefix("content-length:") {
                     length = v.trim().parse().unwrap();
                 }
@@ -956,7 +963,7 @@ fn otlp_server(
             flate2::read::GzDecoder::new(body.as_slice())
                 .read_to_end(&mut plain)
                 .unwrap();
-            received.push(prost::Message::decode(plain.as_slice()).unwrap());
+            received.push((head, prost::Message::decode(plain.as_slice()).unwrap()));
             let mut stream = stream;
             write!(
                 stream,
@@ -1008,7 +1015,7 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
         run.stdout
     );
     let received = server.join().unwrap();
-    let resources = &received[0].resource_spans;
+    let resources = &received[0].1.resource_spans;
     let pids: Vec<(i64, usize)> = resources
         .iter()
         .map(|r| {
@@ -1069,4 +1076,59 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
         })
         .sum();
     assert_eq!(spans, 36);
+}
+
+#[test]
+fn push_reads_the_otel_environment() {
+    let prof = workload(100, 50, false);
+    let dir = folder("push_env");
+    let file = capture_file(&prof, &dir, "a.tsc");
+    let (endpoint, server) = otlp_server(1, 200);
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope"))
+        .args(["push", s(&file)])
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("{endpoint}/custom/traces"),
+        )
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=a%20b,x-team=core")
+        .env("OTEL_SERVICE_NAME", "from-env")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let received = server.join().unwrap();
+    let (head, request) = &received[0];
+    assert!(head.starts_with("post /custom/traces http/1.1\n"), "{head}");
+    assert!(head.contains("\nx-api-key: a b\n"), "{head}");
+    assert!(head.contains("\nx-team: core\n"), "{head}");
+    assert!(
+        head.contains("\ncontent-type: application/x-protobuf\n"),
+        "{head}"
+    );
+    let attrs = &request.resource_spans[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes;
+    let service = attrs.iter().find(|kv| kv.key == "service.name").unwrap();
+    assert_eq!(
+        service.value.as_ref().unwrap().value,
+        Some(
+            otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+                "from-env".into()
+            )
+        )
+    );
+    // A bad header list is a usage error, before anything is read or sent.
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope"))
+        .args(["push", s(&file), "--endpoint", "http://127.0.0.1:9"])
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "novalue")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: OTEL_EXPORTER_OTLP_HEADERS: `novalue` is not key=value\n"
+    );
 }

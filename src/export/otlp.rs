@@ -2,7 +2,7 @@
 //! Collector, Jaeger, Grafana Tempo, Arize Phoenix, Honeycomb. Cargo feature `otlp`.
 //!
 //! [`Otlp`] builds `ExportTraceServiceRequest`s (the OpenTelemetry project's own message
-//! types, from the `opentelemetry-proto` crate, re-exported as [`proto`]) from a [`Trace`];
+//! types, from the `opentelemetry-proto` crate, re-exported as [`opentelemetry_proto`]) from a [`Trace`];
 //! [`Otlp::write_json`] writes them as an OTLP/JSON file (`.otlp.json`: one request per line,
 //! as the Collector's `otlpjsonfile` receiver reads it) and [`Otlp::push`] sends them over
 //! OTLP/HTTP (protobuf, gzipped, `POST {endpoint}/v1/traces`).
