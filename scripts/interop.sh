@@ -337,3 +337,156 @@ PY
 else
     echo "interop: HolisticTraceAnalysis not installable here: Kineto checks skipped"
 fi
+
+# OTLP (cargo feature otlp). The .otlp.json of examples/otlp.rs is decoded by the official
+# opentelemetry-proto Python package (every field checked against the OTLP schema), and its
+# spans must be the table's: per-name counts and total times, parent links. Then Arize
+# Phoenix (`phoenix serve`, loopback only) takes the same trace over OTLP/HTTP, and its REST
+# API must give back every span with its parent and duration (µs). Failure paths of
+# `tickscope push`: connection refused and Phoenix stopped. Each part skips when its packages
+# cannot be installed. The venv lives in the user cache, not under target/: Phoenix takes
+# minutes to install, and a fresh clone on the same machine then reuses it.
+otlp_venv="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-otlp-venv"
+otlp_py="$otlp_venv/bin/python"
+if ! "$otlp_py" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+    (python3 -m venv "$otlp_venv" && "$otlp_venv/bin/pip" install -q opentelemetry-proto) \
+        >/dev/null 2>&1 || true
+fi
+if ! "$otlp_py" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+    echo "interop: opentelemetry-proto (Python) not installable here: OTLP checks skipped"
+    exit 0
+fi
+if ! "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
+    timeout 900 "$otlp_venv/bin/pip" install -q arize-phoenix >/dev/null 2>&1 || true
+fi
+phoenix_pid=
+if "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
+    mkdir -p "$out/phoenix"
+    PHOENIX_WORKING_DIR="$out/phoenix" PHOENIX_HOST=127.0.0.1 PHOENIX_PORT=6006 \
+        "$otlp_venv/bin/phoenix" serve > "$out/phoenix.log" 2>&1 &
+    phoenix_pid=$!
+    for _ in $(seq 120); do
+        curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1 && break
+        sleep 1
+    done
+    if ! curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1; then
+        tail -20 "$out/phoenix.log"
+        echo "interop: Phoenix did not start: Phoenix checks skipped"
+        kill "$phoenix_pid" 2>/dev/null || true
+        phoenix_pid=
+    fi
+else
+    echo "interop: arize-phoenix not installable here: Phoenix checks skipped"
+fi
+endpoint=()
+[ -n "$phoenix_pid" ] && endpoint=(--endpoint http://127.0.0.1:6006)
+cargo run --quiet --release --features otlp --example otlp -- "$out" "${endpoint[@]}" > "$out/otlp.txt"
+"$otlp_py" - "$out/otlp.txt" "$out/otlp.otlp.json" "${phoenix_pid:+http://127.0.0.1:6006}" <<'PY'
+import base64, collections, datetime, json, re, sys, time, urllib.request
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+table_path, json_path = sys.argv[1], sys.argv[2]
+phoenix = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
+rows = open(table_path).read().split("\n\n")[0].splitlines()[2:]
+calls, total_us = {}, {}
+for row in rows:
+    m = re.match(r"(\S+)\s+(\d+)\s", row)
+    if m:
+        calls[m.group(1)] = int(m.group(2))
+
+def to_proto(line):
+    # OTLP/JSON writes ids in hex; protobuf's JSON mapping wants base64 for bytes.
+    doc = json.loads(line)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key):
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+                for link in span.get("links", []):
+                    for key in ("traceId", "spanId"):
+                        link[key] = base64.b64encode(bytes.fromhex(link[key])).decode()
+    return json_format.ParseDict(doc, ExportTraceServiceRequest())
+
+spans = {}
+for line in open(json_path):
+    request = to_proto(line)
+    # Round trip through the protobuf wire form too.
+    request = ExportTraceServiceRequest.FromString(request.SerializeToString())
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            assert ss.scope.name == "tickscope"
+            for s in ss.spans:
+                spans[s.span_id.hex()] = s
+by_name = collections.Counter(s.name for s in spans.values())
+assert dict(by_name) == calls, f"otlp.json spans {dict(by_name)} != table {calls}"
+for s in spans.values():
+    assert s.end_time_unix_nano >= s.start_time_unix_nano
+    if s.parent_span_id:
+        parent = spans[s.parent_span_id.hex()]
+        assert parent.start_time_unix_nano <= s.start_time_unix_nano and s.end_time_unix_nano <= parent.end_time_unix_nano
+want_parent = {"handle": None, "parse": "handle", "query": "handle"}
+for s in spans.values():
+    got = spans[s.parent_span_id.hex()].name if s.parent_span_id else None
+    assert got == want_parent[s.name], f"{s.name}: parent {got}"
+print(f"interop: opentelemetry-proto decodes otlp.otlp.json: {len(spans)} spans, per name as in the table {dict(sorted(calls.items()))}, parents nest")
+if not phoenix:
+    sys.exit(0)
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+def phoenix_spans():
+    got, cursor = [], None
+    while True:
+        url = f"{phoenix}/v1/projects/default/spans?limit=1000" + (f"&cursor={cursor}" if cursor else "")
+        page = get(url)
+        got.extend(page["data"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return got
+
+deadline = time.time() + 60
+while True:
+    stored = phoenix_spans()
+    if len(stored) >= len(spans) or time.time() > deadline:
+        break
+    time.sleep(1)
+
+def ts(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+assert len(stored) == len(spans), f"Phoenix holds {len(stored)} spans, {len(spans)} sent"
+names = collections.Counter(p["name"] for p in stored)
+assert dict(names) == calls, f"Phoenix spans {dict(names)} != table {calls}"
+worst = 0
+for p in stored:
+    s = spans[p["context"]["span_id"]]
+    parent = p.get("parent_id")
+    assert (parent or None) == (s.parent_span_id.hex() or None), f"{p['name']}: parent {parent}"
+    us = (ts(p["end_time"]) - ts(p["start_time"])) / datetime.timedelta(microseconds=1)
+    want = (s.end_time_unix_nano - s.start_time_unix_nano) / 1000
+    worst = max(worst, abs(us - want))
+    # Phoenix keeps whole microseconds of each end: the difference is under 2 µs.
+    assert abs(us - want) < 2, f"{p['name']}: {us} µs in Phoenix, {want} µs sent"
+print(f"interop: Phoenix round trip: {len(stored)} spans back, per name as in the table "
+      f"{dict(sorted(names.items()))}, every parent link kept, durations within {worst:.3f} µs")
+PY
+cli=(cargo run --quiet --release -p tickscope-cli --)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+set +e
+"${cli[@]}" push "$out/otlp.tscope" --endpoint "http://127.0.0.1:$port" 2> "$out/refused.txt"
+code=$?
+set -e
+[ "$code" = 2 ] && grep -q "^error: cannot connect to http://127.0.0.1:$port/v1/traces" "$out/refused.txt" || {
+    cat "$out/refused.txt"
+    echo "interop: push to a closed port: exit $code, expected 2 and a connect error" >&2
+    exit 1
+}
+echo "interop: push to a closed port: exit 2, $(cat "$out/refused.txt")"
+if [ -n "$phoenix_pid" ]; then
+    kill "$phoenix_pid"
+    wait "$phoenix_pid" 2>/dev/null || true
+fi

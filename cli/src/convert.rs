@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tickscope::export::chrome::{self, TimeOrigin};
+use tickscope::export::otlp::{self, Otlp};
 use tickscope::export::{Format, flamegraph, folded, kineto, pprof, write_file};
 
 use crate::{Context, Failure, input};
@@ -12,7 +13,8 @@ use crate::{Context, Failure, input};
 /// Converts captures to the format the output's extension names: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
 /// `.svg` a flame graph, `.pb` a pprof profile (go tool pprof, Pyroscope, speedscope; usually
-/// `.pb.gz`). Each may end in `.gz` to be gzipped. The output appears only when
+/// `.pb.gz`), `.otlp.json` OpenTelemetry traces (one OTLP request per line, for the
+/// Collector's otlpjsonfile receiver; `tickscope push` sends them over HTTP). Each may end in `.gz` to be gzipped. The output appears only when
 /// complete.
 ///
 /// Every session of every file goes into the one trace, lined up on Unix time: each process
@@ -24,7 +26,8 @@ pub(crate) struct Args {
     /// The capture files.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The output file: .json, .json.gz, .folded, .svg, .pb.gz (each also with or without .gz).
+    /// The output file: .json, .json.gz, .folded, .svg, .pb.gz, .otlp.json (each also with or
+    /// without .gz).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// JSON in the PyTorch profiler's (Kineto's) dialect, for HolisticTraceAnalysis.
@@ -50,15 +53,20 @@ enum Kind {
     Folded,
     Svg,
     Pprof,
+    Otlp,
 }
 
-const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz";
+const KNOWN: &str =
+    ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz, .otlp.json, .otlp.json.gz";
 
 impl Kind {
     /// The format `path`'s extension names, `.gz` aside.
     fn of(path: &Path) -> Option<Self> {
         let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
         let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".otlp.json") {
+            return Some(Self::Otlp);
+        }
         match Path::new(name).extension()?.to_str()? {
             "json" => Some(Self::Json),
             "folded" => Some(Self::Folded),
@@ -88,11 +96,20 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             format!("{flag} applies to JSON output only (.json or .json.gz)"),
         ));
     }
-    if matches!(kind, Kind::Json | Kind::Pprof) && args.by_thread {
+    if matches!(kind, Kind::Json | Kind::Pprof | Kind::Otlp) && args.by_thread {
         return Err(Failure::about(
             out,
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
         ));
+    }
+    if kind == Kind::Otlp {
+        let trace = input::trace(cx, &args.files, args.session)?;
+        let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
+        progress.step(format!("writing {}", out.display()));
+        Otlp::new(&trace, &otlp::Options::new())
+            .write_json(out)
+            .map_err(|e| Failure::about(out, e))?;
+        return Ok(ExitCode::SUCCESS);
     }
     let format: Box<dyn Format> = match kind {
         Kind::Json if args.kineto => Box::new(kineto::Options::new(0, 1)),
@@ -107,6 +124,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
+        Kind::Otlp => unreachable!("written above"),
     };
     let trace = input::trace(cx, &args.files, args.session)?;
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
@@ -128,6 +146,8 @@ mod tests {
         assert_eq!(kind("t.folded"), Some(Kind::Folded));
         assert_eq!(kind("t.svg.gz"), Some(Kind::Svg));
         assert_eq!(kind("cpu.pb.gz"), Some(Kind::Pprof));
+        assert_eq!(kind("t.otlp.json"), Some(Kind::Otlp));
+        assert_eq!(kind("T.OTLP.JSON.gz"), Some(Kind::Otlp));
         assert_eq!(kind("t.gz"), None);
         assert_eq!(kind("t.txt"), None);
         assert_eq!(kind("json"), None);

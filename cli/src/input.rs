@@ -73,6 +73,25 @@ impl Progress {
         }
     }
 
+    /// Shows a bar of `total` spans, named `message`.
+    pub(crate) fn spans(&self, message: String, total: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(message);
+            bar.set_length(total);
+            bar.set_position(0);
+            if let Ok(style) =
+                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} spans ({elapsed})")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+        }
+    }
+
+    /// `n` of the bar's items are done.
+    pub(crate) fn position(&self, n: u64) {
+        self.read(n);
+    }
+
     /// Runs `f` with the progress display cleared from the terminal, redrawing it afterwards,
     /// so that what `f` prints on stderr is not mixed with it.
     pub(crate) fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {

@@ -8,6 +8,7 @@
 //! tickscope info run.tsc                             what the file holds
 //! tickscope merge a.tsc b.tsc -o both.tsc            validated concatenation
 //! tickscope diff base.tsc new.tsc --threshold 5%     what changed; exit 1 on a regression
+//! tickscope push a.tsc b.tsc --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
@@ -19,6 +20,7 @@ mod diff;
 mod info;
 mod input;
 mod merge;
+mod push;
 mod table;
 mod text;
 
@@ -45,6 +47,7 @@ enum Command {
     Info(info::Args),
     Merge(merge::Args),
     Diff(diff::Args),
+    Push(push::Args),
 }
 
 /// Why a command failed: one line for stderr, which names the file concerned. Exit code 2.
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Info(args) => info::run(&cx, args),
         Command::Merge(args) => merge::run(&cx, args),
         Command::Diff(args) => diff::run(&cx, args),
+        Command::Push(args) => push::run(&cx, args),
     };
     match result {
         Ok(code) => code,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use tickscope::export::{self, chrome, folded};
+use tickscope::export::{self, chrome, folded, otlp};
 use tickscope::table::{SortBy, Table};
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, scope};
@@ -917,4 +917,218 @@ fn quiet_changes_nothing_on_success() {
     assert_eq!(loud.stdout, quiet.stdout);
     assert_eq!(loud.stdout, quiet_after.stdout);
     assert_eq!(quiet.stderr, "");
+}
+
+/// A test OTLP/HTTP server on 127.0.0.1 that answers `status` to `count` requests, one per
+/// connection, and gives back the requests it received: the request line and headers
+/// (lowercase), and the body decoded.
+fn otlp_server(
+    count: usize,
+    status: u16,
+) -> (
+    String,
+    std::thread::JoinHandle<
+        Vec<(
+            String,
+            otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        )>,
+    >,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut received = Vec::new();
+        for _ in 0..count {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let line = line.trim_end().to_ascii_lowercase();
+                if line.is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+                head.push('\n');
+                if let Some(v) = line.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(body.as_slice())
+                .read_to_end(&mut plain)
+                .unwrap();
+            received.push((head, prost::Message::decode(plain.as_slice()).unwrap()));
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            .unwrap();
+        }
+        received
+    });
+    (endpoint, handle)
+}
+
+#[test]
+fn push_sends_four_processes_and_convert_writes_otlp_json() {
+    let prof = workload(100, 50, false);
+    let dir = folder("push_four");
+    let first = capture_file(&prof, &dir, "p0.tsc");
+    let mut files = Vec::new();
+    for (i, pid) in [201u32, 202, 203, 204].into_iter().enumerate() {
+        let path = dir.join(format!("p{}.tsc", i + 1));
+        fs::write(&path, as_process(&first, pid)).unwrap();
+        files.push(path);
+    }
+    let (endpoint, server) = otlp_server(1, 200);
+    let mut args = vec!["push"];
+    args.extend(files.iter().map(|f| s(f)));
+    args.extend([
+        "--endpoint",
+        &endpoint,
+        "--service",
+        "svc",
+        "--min-duration",
+        "150ns",
+    ]);
+    let run = tickscope(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // 9 scopes a process; tokenize (100 ns) ×3 and hash (50 ns) fold into their parents.
+    assert!(
+        run.stdout.starts_with(&format!(
+            "pushed 20 spans to {endpoint}/v1/traces in 1 requests ("
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .ends_with("; 16 folded, 0 sampled out; 4 processes\n"),
+        "{}",
+        run.stdout
+    );
+    let received = server.join().unwrap();
+    let resources = &received[0].1.resource_spans;
+    let pids: Vec<(i64, usize)> = resources
+        .iter()
+        .map(|r| {
+            let attrs = &r.resource.as_ref().unwrap().attributes;
+            let pid = attrs.iter().find(|kv| kv.key == "process.pid").unwrap();
+            let pid = match pid.value.as_ref().unwrap().value.as_ref().unwrap() {
+                otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(v) => *v,
+                other => panic!("{other:?}"),
+            };
+            (pid, r.scope_spans[0].spans.len())
+        })
+        .collect();
+    assert_eq!(pids, [(201, 5), (202, 5), (203, 5), (204, 5)]);
+
+    // Nothing listens: a clear error naming the endpoint, exit code 2.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let refused = format!("http://127.0.0.1:{port}");
+    let run = tickscope(&["push", s(&files[0]), "--endpoint", &refused]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with(&format!("error: cannot connect to {refused}/v1/traces: ")),
+        "{}",
+        run.stderr
+    );
+    // A 400: the status in the error.
+    let (endpoint, server) = otlp_server(1, 400);
+    let run = tickscope(&["push", s(&files[0]), "--endpoint", &endpoint]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        format!("error: {endpoint}/v1/traces answered HTTP 400\n")
+    );
+    server.join().unwrap();
+
+    // convert -o .otlp.json: one request per line, every scope of the four processes.
+    let out = dir.join("all.otlp.json");
+    let mut args = vec!["convert"];
+    args.extend(files.iter().map(|f| s(f)));
+    args.extend(["-o", s(&out)]);
+    let run = tickscope(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = fs::read_to_string(&out).unwrap();
+    let spans: usize = text
+        .lines()
+        .map(|line| {
+            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+            doc["resourceSpans"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["scopeSpans"][0]["spans"].as_array().unwrap().len())
+                .sum::<usize>()
+        })
+        .sum();
+    assert_eq!(spans, 36);
+}
+
+#[test]
+fn push_reads_the_otel_environment() {
+    let prof = workload(100, 50, false);
+    let dir = folder("push_env");
+    let file = capture_file(&prof, &dir, "a.tsc");
+    let (endpoint, server) = otlp_server(1, 200);
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope"))
+        .args(["push", s(&file)])
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("{endpoint}/custom/traces"),
+        )
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=a%20b,x-team=core")
+        .env("OTEL_SERVICE_NAME", "from-env")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let received = server.join().unwrap();
+    let (head, request) = &received[0];
+    assert!(head.starts_with("post /custom/traces http/1.1\n"), "{head}");
+    assert!(head.contains("\nx-api-key: a b\n"), "{head}");
+    assert!(head.contains("\nx-team: core\n"), "{head}");
+    assert!(
+        head.contains("\ncontent-type: application/x-protobuf\n"),
+        "{head}"
+    );
+    let attrs = &request.resource_spans[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes;
+    let service = attrs.iter().find(|kv| kv.key == "service.name").unwrap();
+    assert_eq!(
+        service.value.as_ref().unwrap().value,
+        Some(
+            otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+                "from-env".into()
+            )
+        )
+    );
+    // A bad header list is a usage error, before anything is read or sent.
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope"))
+        .args(["push", s(&file), "--endpoint", "http://127.0.0.1:9"])
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "novalue")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: OTEL_EXPORTER_OTLP_HEADERS: `novalue` is not key=value\n"
+    );
 }

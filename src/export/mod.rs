@@ -9,6 +9,7 @@
 //! | folded stacks (flamegraph.pl, inferno) | [`folded`] | [`folded::Options`] |
 //! | SVG flame graph (cargo feature `flamegraph`) | `flamegraph` | `flamegraph::Options` |
 //! | pprof profile (`go tool pprof`, Pyroscope, speedscope) | [`pprof`] | [`pprof::Options`] |
+//! | OpenTelemetry traces, `.otlp.json` or pushed over OTLP/HTTP (cargo feature `otlp`) | `otlp` | none: `otlp::Otlp` |
 //!
 //! ```no_run
 //! use tickscope::export::{self, chrome, folded, kineto};
@@ -53,6 +54,8 @@ pub mod folded;
 mod json;
 pub mod kineto;
 mod lanes;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod pprof;
 mod trace_event;
 

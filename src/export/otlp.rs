@@ -1,0 +1,1238 @@
+//! OpenTelemetry traces (OTLP), for the backends teams already run: an OpenTelemetry
+//! Collector, Jaeger, Grafana Tempo, Arize Phoenix, Honeycomb. Cargo feature `otlp`.
+//!
+//! [`Otlp`] builds `ExportTraceServiceRequest`s (the OpenTelemetry project's own message
+//! types, from the `opentelemetry-proto` crate, re-exported as [`opentelemetry_proto`]) from a [`Trace`];
+//! [`Otlp::write_json`] writes them as an OTLP/JSON file (`.otlp.json`: one request per line,
+//! as the Collector's `otlpjsonfile` receiver reads it) and [`Otlp::push`] sends them over
+//! OTLP/HTTP (protobuf, gzipped, `POST {endpoint}/v1/traces`).
+//!
+//! # Mapping
+//!
+//! | tickscope | OTLP |
+//! | --- | --- |
+//! | a process of the trace | a `ResourceSpans` whose `Resource` has `service.name` ([`Options::service_name`], else `OTEL_SERVICE_NAME`, else the executable's name), `process.pid`, `process.executable.name`, `host.name`, `telemetry.sdk.name` = `tickscope`, `telemetry.sdk.language` = `rust`, `telemetry.sdk.version`; one `ScopeSpans` with instrumentation scope `tickscope` and the crate's version |
+//! | a scope | a span (kind `INTERNAL`): name, `start_time_unix_nano` and `end_time_unix_nano` exactly the trace's Unix ns, a unique `span_id` |
+//! | nesting on a thread | `parent_span_id` |
+//! | a root scope (no parent) | a `trace_id` of its own, shared by everything under it; [`Options::trace_per_process`] gives each process one |
+//! | scope arguments | attributes of their type: int, double, bool, string (a `u64` above `i64::MAX` as its decimal string) |
+//! | its thread | `thread.id` (tickscope's id), `thread.name` when it has one |
+//! | its callsite | `code.function` (the scope's name), `code.namespace` (module path), `code.filepath`, `code.lineno` |
+//! | memory tracking | `tickscope.alloc.bytes`, `tickscope.alloc.count`, `tickscope.free.bytes`, `tickscope.free.count`, `tickscope.peak.bytes` (child scopes included) |
+//! | still open at stop | `tickscope.cut_at_stop` = `true` (its end is the session's stop) |
+//! | overhead compensation | `tickscope.overhead_ns` when the span's probes were subtracted from its duration in the table |
+//! | a `#[profile] async fn` call | one span over the whole call (first poll to completion), `tickscope.async.polls`, `tickscope.async.busy_ns`; its parent is the scope around its first poll |
+//! | each poll of it | a child span of the call's span, named `<fn> poll`, on the polling thread; scopes inside the poll are its children |
+//! | `follows = link` | a span link to the scope where the link was captured (when it was recorded), attributes `tickscope.link.seq` and `tickscope.link.thread` |
+//! | folded scopes ([`Options::min_duration`], [`Options::max_depth`]) | on the span they fold into: `tickscope.folded.count` (scopes folded in, at any depth) and `tickscope.folded.ns` (the wall time of its folded direct children) |
+//!
+//! Instants and counter samples are not part of a [`Trace`], so no span events are written.
+//!
+//! # Volume
+//!
+//! A session may record millions of scopes; [`Options::min_duration`] folds short scopes into
+//! their parent, [`Options::max_depth`] folds deep ones, and [`Options::sample_roots`] keeps one
+//! root call in `n` (with everything under it). A root is never folded (there is nothing to
+//! fold it into). [`Stats`] counts every span: sent, folded, sampled out.
+//!
+//! ```
+//! use tickscope::export::otlp::{Options, Otlp};
+//!
+//! let prof = tickscope::Profiler::builder().current_thread().start();
+//! {
+//!     let _outer = tickscope::scope!("outer");
+//!     let _inner = tickscope::scope!("inner", rows = 3);
+//! }
+//! prof.stop();
+//! let trace = prof.trace();
+//! let otlp = Otlp::new(&trace, &Options::new().service_name("demo"));
+//! assert_eq!(otlp.stats().sent, 2);
+//! let request = otlp.requests().next().unwrap();
+//! assert_eq!(request.resource_spans[0].scope_spans[0].spans.len(), 2);
+//! // otlp.write_json("trace.otlp.json")?; otlp.push(Endpoint::from_env(), &PushOptions::from_env()?)?;
+//! ```
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{
+    AnyValue, InstrumentationScope, KeyValue, any_value,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, span};
+use prost::Message;
+
+use crate::record::callsite::Callsite;
+use crate::trace::{SpanKind, Trace, Value};
+
+/// The OpenTelemetry project's message types (the `opentelemetry-proto` crate), which the
+/// requests are made of.
+pub use opentelemetry_proto;
+
+/// The largest request [`Otlp::requests`] makes by default, encoded: 4 MiB, the default
+/// limit of the OpenTelemetry Collector's receivers.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 4 << 20;
+
+/// The most spans in a request by default.
+pub const DEFAULT_BATCH_SPANS: usize = 8192;
+
+const NONE: u32 = u32::MAX;
+
+/// What [`Otlp`] makes of a trace. [`Options::new`] gives the defaults: every scope sent, one
+/// trace per root scope, the service named by `OTEL_SERVICE_NAME` or the executable.
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    service_name: Option<String>,
+    trace_per_process: bool,
+    min_duration_ns: u64,
+    max_depth: Option<u32>,
+    sample_roots: u32,
+    batch_spans: usize,
+    max_batch_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            service_name: None,
+            trace_per_process: false,
+            min_duration_ns: 0,
+            max_depth: None,
+            sample_roots: 1,
+            batch_spans: DEFAULT_BATCH_SPANS,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `service.name` of every process's resource (by default `OTEL_SERVICE_NAME`, else the
+    /// process's executable name, else `unknown_service`).
+    pub fn service_name(mut self, name: impl Into<String>) -> Self {
+        self.service_name = Some(name.into());
+        self
+    }
+
+    /// One `trace_id` per process (a session's window is one trace) instead of one per root
+    /// scope.
+    pub fn trace_per_process(mut self, yes: bool) -> Self {
+        self.trace_per_process = yes;
+        self
+    }
+
+    /// Folds every non-root scope shorter than this (wall time, in ns) into its parent, with
+    /// everything under it: the parent gets `tickscope.folded.count` and
+    /// `tickscope.folded.ns`.
+    pub fn min_duration(mut self, duration: Duration) -> Self {
+        self.min_duration_ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Folds every scope deeper than `depth` (roots are at depth 0) into its ancestor at
+    /// `depth`, as [`Options::min_duration`] folds.
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// Keeps one root call in `n` (the first, the `n+1`-th, … in the trace's order) with
+    /// everything under it; the others are counted in [`Stats::sampled_out`]. 0 and 1 keep
+    /// every root.
+    pub fn sample_roots(mut self, n: u32) -> Self {
+        self.sample_roots = n.max(1);
+        self
+    }
+
+    /// The most spans in one request (at least 1; default [`DEFAULT_BATCH_SPANS`]).
+    pub fn batch_spans(mut self, spans: usize) -> Self {
+        self.batch_spans = spans.max(1);
+        self
+    }
+
+    /// The largest encoded request (default [`DEFAULT_MAX_BATCH_BYTES`]); a request holds at
+    /// least one span whatever its size.
+    pub fn max_batch_bytes(mut self, bytes: usize) -> Self {
+        self.max_batch_bytes = bytes;
+        self
+    }
+}
+
+/// What happened to the spans of a trace: every span of the trace (scopes, polls and async
+/// calls) is counted once, in `sent`, `folded` or `sampled_out`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Spans in the requests.
+    pub sent: u64,
+    /// Spans folded into an ancestor ([`Options::min_duration`], [`Options::max_depth`]).
+    pub folded: u64,
+    /// Spans of root calls left out by [`Options::sample_roots`].
+    pub sampled_out: u64,
+    /// Span links written (a link whose origin was not recorded has no span to point to and
+    /// is only the follower's `tickscope.link.*` attributes).
+    pub links: u64,
+}
+
+impl Stats {
+    /// Every span of the trace: sent, folded and sampled out.
+    pub fn total(&self) -> u64 {
+        self.sent + self.folded + self.sampled_out
+    }
+}
+
+/// What a node of the span tree stands for.
+#[derive(Clone, Copy)]
+enum Of {
+    /// An async call: its index in `Trace::async_spans`.
+    Async(u32),
+    /// A scope or a poll: its thread and its index in the thread's spans.
+    Span(u32, u32),
+}
+
+/// A span of the OTLP tree.
+struct Node {
+    of: Of,
+    process: u32,
+    start: u64,
+    end: u64,
+    /// The parent in the OTLP tree (`NONE` for a root).
+    parent: u32,
+    /// The kept node it is sent as: itself, an ancestor it was folded into, `NONE` when its
+    /// root was sampled out.
+    rep: u32,
+    /// Its root (or its process, with one trace per process): what its trace id is made of.
+    trace: u32,
+    depth: u32,
+    folded_count: u64,
+    folded_ns: u64,
+}
+
+/// The request builder: a [`Trace`] mapped to OTLP spans (see the [mapping](self#mapping)).
+pub struct Otlp<'t> {
+    trace: &'t Trace,
+    options: Options,
+    nodes: Vec<Node>,
+    /// Kept nodes, process by process.
+    kept: Vec<u32>,
+    /// Index in `nodes` of each thread's first span.
+    thread_base: Vec<u32>,
+    /// Flows (indices in `Trace::links`) by the kept node of their follower, sorted.
+    links: Vec<(u32, u32)>,
+    seed: u64,
+    stats: Stats,
+    services: Vec<String>,
+}
+
+impl fmt::Debug for Otlp<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Otlp")
+            .field("options", &self.options)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bijective mix of 64 bits (splitmix64's finalizer).
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl<'t> Otlp<'t> {
+    /// Maps `trace` with `options`: the tree of spans, what is folded and sampled out, and
+    /// the ids. The requests themselves are made by [`Otlp::requests`].
+    pub fn new(trace: &'t Trace, options: &Options) -> Self {
+        let asyncs = trace.async_spans.len();
+        let mut thread_base = Vec::with_capacity(trace.threads.len());
+        let mut nodes: Vec<Node> = Vec::with_capacity(asyncs + trace.spans().count());
+        let node = |of, process, start, end, parent| Node {
+            of,
+            process,
+            start,
+            end,
+            parent,
+            rep: NONE,
+            trace: NONE,
+            depth: 0,
+            folded_count: 0,
+            folded_ns: 0,
+        };
+        for (i, a) in trace.async_spans.iter().enumerate() {
+            nodes.push(node(
+                Of::Async(i as u32),
+                a.process,
+                a.start_ns,
+                a.end_ns,
+                NONE,
+            ));
+        }
+        // The first poll of each async call: its thread parent becomes the call's parent.
+        let mut first_poll: Vec<Option<(u64, u32)>> = vec![None; asyncs];
+        for (t, thread) in trace.threads.iter().enumerate() {
+            let base = nodes.len() as u32;
+            thread_base.push(base);
+            let len = thread.spans.len() as u32;
+            for (s, span) in thread.spans.iter().enumerate() {
+                let thread_parent = match span.parent {
+                    Some(p) if p < len && (p as usize) < s => base + p,
+                    _ => NONE,
+                };
+                let parent = match span.kind {
+                    SpanKind::Poll { task: Some(task) } if (task as usize) < asyncs => {
+                        let first = &mut first_poll[task as usize];
+                        if first.is_none_or(|(start, _)| span.start_ns < start) {
+                            *first = Some((span.start_ns, thread_parent));
+                        }
+                        task
+                    }
+                    _ => thread_parent,
+                };
+                nodes.push(node(
+                    Of::Span(t as u32, s as u32),
+                    thread.process,
+                    span.start_ns,
+                    span.end_ns,
+                    parent,
+                ));
+            }
+        }
+        for (task, first) in first_poll.iter().enumerate() {
+            if let Some((_, parent)) = *first {
+                nodes[task].parent = parent;
+            }
+        }
+        let mut this = Self {
+            trace,
+            options: options.clone(),
+            nodes,
+            kept: Vec::new(),
+            thread_base,
+            links: Vec::new(),
+            seed: 0,
+            stats: Stats::default(),
+            services: Vec::new(),
+        };
+        this.walk();
+        this.finish();
+        this
+    }
+
+    /// Visits the tree from its roots, parents first: what is kept, folded, sampled out.
+    fn walk(&mut self) {
+        let n = self.nodes.len();
+        // Children lists (CSR), in node order.
+        let mut offsets = vec![0u32; n + 1];
+        for node in &self.nodes {
+            if node.parent != NONE {
+                offsets[node.parent as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut children = vec![0u32; offsets[n] as usize];
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.parent != NONE {
+                let at = &mut fill[node.parent as usize];
+                children[*at as usize] = i as u32;
+                *at += 1;
+            }
+        }
+        let mut visited = vec![false; n];
+        let mut roots = 0u32;
+        let mut stack: Vec<u32> = Vec::new();
+        // Roots in node order; then whatever a forged cycle left unreached, as roots.
+        for pass in 0..2 {
+            for start in 0..n {
+                if visited[start] || (pass == 0 && self.nodes[start].parent != NONE) {
+                    continue;
+                }
+                self.nodes[start].parent = NONE;
+                stack.push(start as u32);
+                while let Some(i) = stack.pop() {
+                    let i = i as usize;
+                    visited[i] = true;
+                    self.place(i, &mut roots);
+                    let (from, to) = (offsets[i] as usize, offsets[i + 1] as usize);
+                    // Reversed: the first child is visited first.
+                    for &c in children[from..to].iter().rev() {
+                        if !visited[c as usize] {
+                            stack.push(c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides node `i`, whose parent (if any) is decided.
+    fn place(&mut self, i: usize, roots: &mut u32) {
+        let parent = self.nodes[i].parent;
+        let duration = self.nodes[i].end.saturating_sub(self.nodes[i].start);
+        if parent == NONE {
+            let keep = roots.is_multiple_of(self.options.sample_roots);
+            *roots = roots.wrapping_add(1);
+            let node = &mut self.nodes[i];
+            node.trace = if self.options.trace_per_process {
+                node.process
+            } else {
+                i as u32
+            };
+            if keep {
+                node.rep = i as u32;
+                self.stats.sent += 1;
+            } else {
+                self.stats.sampled_out += 1;
+            }
+            return;
+        }
+        let p = parent as usize;
+        let (prep, ptrace, pdepth) = {
+            let pn = &self.nodes[p];
+            (pn.rep, pn.trace, pn.depth)
+        };
+        self.nodes[i].trace = ptrace;
+        if prep == NONE {
+            self.stats.sampled_out += 1;
+            return;
+        }
+        let depth = pdepth + 1;
+        let folds = prep != parent
+            || duration < self.options.min_duration_ns
+            || self.options.max_depth.is_some_and(|max| depth > max);
+        if folds {
+            self.nodes[i].rep = prep;
+            self.stats.folded += 1;
+            let rep = &mut self.nodes[prep as usize];
+            rep.folded_count += 1;
+            if prep == parent {
+                rep.folded_ns = rep.folded_ns.saturating_add(duration);
+            }
+        } else {
+            let node = &mut self.nodes[i];
+            node.rep = i as u32;
+            node.depth = depth;
+            self.stats.sent += 1;
+        }
+    }
+
+    /// The kept nodes by process, the links, the seed of the ids and the service names.
+    fn finish(&mut self) {
+        let trace = self.trace;
+        let mut kept: Vec<u32> = (0..self.nodes.len() as u32)
+            .filter(|&i| self.nodes[i as usize].rep == i)
+            .collect();
+        kept.sort_by_key(|&i| self.nodes[i as usize].process);
+        self.kept = kept;
+        for (f, flow) in trace.links.iter().enumerate() {
+            if let Some(node) = self.node_of(flow.follower.thread, flow.follower.span) {
+                let rep = self.nodes[node as usize].rep;
+                if rep != NONE {
+                    self.links.push((rep, f as u32));
+                    let origin = flow
+                        .origin
+                        .and_then(|o| self.node_of(o.thread, o.span))
+                        .map(|o| self.nodes[o as usize].rep);
+                    if origin.is_some_and(|o| o != NONE) {
+                        self.stats.links += 1;
+                    }
+                }
+            }
+        }
+        self.links.sort_unstable();
+        let mut seed = mix(trace.start_ns ^ 0x7469_636b_7363_6f70);
+        for p in &trace.processes {
+            seed = mix(seed ^ u64::from(p.id));
+            for b in p.host.bytes() {
+                seed = mix(seed ^ u64::from(b));
+            }
+        }
+        self.seed = seed;
+        let env = std::env::var("OTEL_SERVICE_NAME")
+            .ok()
+            .filter(|s| !s.is_empty());
+        self.services = trace
+            .processes
+            .iter()
+            .map(|p| {
+                self.options
+                    .service_name
+                    .clone()
+                    .or_else(|| env.clone())
+                    .unwrap_or_else(|| {
+                        if p.name.is_empty() {
+                            "unknown_service".to_owned()
+                        } else {
+                            p.name.clone()
+                        }
+                    })
+            })
+            .collect();
+    }
+
+    /// The node of span `span` of thread `thread`, if both exist.
+    fn node_of(&self, thread: u32, span: u32) -> Option<u32> {
+        let base = *self.thread_base.get(thread as usize)?;
+        let len = self.trace.threads[thread as usize].spans.len() as u32;
+        (span < len).then_some(base + span)
+    }
+
+    /// How many spans were sent, folded and sampled out.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The `span_id` of node `i`: unique in the trace, never zero.
+    fn span_id(&self, i: u32) -> Vec<u8> {
+        ((self.seed << 32) | (u64::from(i) + 1)).to_be_bytes().to_vec()
+    }
+
+    /// The `trace_id` of node `i`.
+    fn trace_id(&self, i: u32) -> Vec<u8> {
+        let node = &self.nodes[i as usize];
+        let low = if self.options.trace_per_process {
+            (1 << 63) | u64::from(node.trace)
+        } else {
+            u64::from(node.trace) + 1
+        };
+        let mut id = Vec::with_capacity(16);
+        id.extend_from_slice(&self.seed.to_be_bytes());
+        id.extend_from_slice(&low.to_be_bytes());
+        id
+    }
+
+    /// The requests, in batches of at most [`Options::batch_spans`] spans and
+    /// [`Options::max_batch_bytes`] bytes, processes in order.
+    pub fn requests(&self) -> impl Iterator<Item = ExportTraceServiceRequest> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            if at >= self.kept.len() {
+                return None;
+            }
+            let mut request = ExportTraceServiceRequest::default();
+            let mut bytes = 0usize;
+            let mut count = 0usize;
+            let mut last_process = None;
+            while at < self.kept.len() && count < self.options.batch_spans {
+                let i = self.kept[at];
+                let process = self.nodes[i as usize].process;
+                let span = self.span(i);
+                let len = span.encoded_len() + 8;
+                let new_resource = last_process != Some(process);
+                let resource = new_resource.then(|| self.resource_spans(process));
+                let extra = resource.as_ref().map_or(0, |r| r.encoded_len() + 8);
+                if count > 0 && bytes + len + extra > self.options.max_batch_bytes {
+                    break;
+                }
+                if let Some(resource) = resource {
+                    request.resource_spans.push(resource);
+                    bytes += extra;
+                    last_process = Some(process);
+                }
+                let last = request.resource_spans.last_mut().expect("pushed above");
+                last.scope_spans[0].spans.push(span);
+                bytes += len;
+                count += 1;
+                at += 1;
+            }
+            Some(request)
+        })
+    }
+
+    /// An empty `ResourceSpans` of process `process`.
+    fn resource_spans(&self, process: u32) -> ResourceSpans {
+        let p = &self.trace.processes[process as usize];
+        let mut attributes = vec![
+            kv("service.name", string(&self.services[process as usize])),
+            kv("process.pid", int(i64::from(p.id))),
+            kv("telemetry.sdk.name", string("tickscope")),
+            kv("telemetry.sdk.language", string("rust")),
+            kv("telemetry.sdk.version", string(env!("CARGO_PKG_VERSION"))),
+        ];
+        if !p.name.is_empty() {
+            attributes.push(kv("process.executable.name", string(&p.name)));
+        }
+        if !p.host.is_empty() {
+            attributes.push(kv("host.name", string(&p.host)));
+        }
+        ResourceSpans {
+            resource: Some(Resource {
+                attributes,
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "tickscope".to_owned(),
+                    version: env!("CARGO_PKG_VERSION").to_owned(),
+                    ..Default::default()
+                }),
+                spans: Vec::new(),
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }
+    }
+
+    /// The OTLP span of kept node `i`.
+    fn span(&self, i: u32) -> opentelemetry_proto::tonic::trace::v1::Span {
+        let node = &self.nodes[i as usize];
+        let trace = self.trace;
+        let mut attributes = Vec::with_capacity(8);
+        let (name, callsite, open_at_stop) = match node.of {
+            Of::Async(a) => {
+                let call = &trace.async_spans[a as usize];
+                attributes.push(kv("thread.id", uint(call.thread)));
+                attributes.push(kv("tickscope.async.polls", int(i64::from(call.polls))));
+                attributes.push(kv("tickscope.async.busy_ns", uint(call.busy_ns)));
+                (call.name().to_owned(), call.callsite, call.open_at_stop)
+            }
+            Of::Span(t, s) => {
+                let thread = &trace.threads[t as usize];
+                let span = &thread.spans[s as usize];
+                attributes.push(kv("thread.id", uint(thread.id)));
+                if let Some(name) = &thread.name {
+                    attributes.push(kv("thread.name", string(name)));
+                }
+                for arg in thread.args_of(s) {
+                    attributes.push(kv(arg.key, value(&arg.value)));
+                }
+                if let Some(m) = thread.memory.get(s as usize) {
+                    attributes.push(kv("tickscope.alloc.bytes", uint(m.alloc_bytes)));
+                    attributes.push(kv("tickscope.alloc.count", uint(m.allocs)));
+                    attributes.push(kv("tickscope.free.bytes", uint(m.freed_bytes)));
+                    attributes.push(kv("tickscope.free.count", uint(m.frees)));
+                    attributes.push(kv("tickscope.peak.bytes", uint(m.peak_bytes)));
+                }
+                if span.overhead_ns > 0 {
+                    attributes.push(kv("tickscope.overhead_ns", uint(span.overhead_ns)));
+                }
+                let name = match span.kind {
+                    SpanKind::Poll { .. } => format!("{} poll", span.name()),
+                    SpanKind::Scope => span.name().to_owned(),
+                };
+                (name, span.callsite, span.open_at_stop)
+            }
+        };
+        code_attributes(&mut attributes, callsite);
+        if open_at_stop {
+            attributes.push(kv("tickscope.cut_at_stop", bool_value(true)));
+        }
+        if node.folded_count > 0 {
+            attributes.push(kv("tickscope.folded.count", uint(node.folded_count)));
+            attributes.push(kv("tickscope.folded.ns", uint(node.folded_ns)));
+        }
+        let mut links = Vec::new();
+        let from = self.links.partition_point(|&(rep, _)| rep < i);
+        for &(_, f) in self.links[from..].iter().take_while(|&&(rep, _)| rep == i) {
+            let flow = &trace.links[f as usize];
+            let link_attributes = vec![
+                kv("tickscope.link.seq", int(i64::from(flow.seq))),
+                kv("tickscope.link.thread", uint(flow.origin_thread)),
+            ];
+            let origin = flow
+                .origin
+                .and_then(|o| self.node_of(o.thread, o.span))
+                .map(|o| self.nodes[o as usize].rep)
+                .filter(|&o| o != NONE);
+            match origin {
+                Some(o) => links.push(span::Link {
+                    trace_id: self.trace_id(o),
+                    span_id: self.span_id(o),
+                    attributes: link_attributes,
+                    ..Default::default()
+                }),
+                None => attributes.extend(link_attributes),
+            }
+        }
+        opentelemetry_proto::tonic::trace::v1::Span {
+            trace_id: self.trace_id(i),
+            span_id: self.span_id(i),
+            parent_span_id: if node.parent == NONE {
+                Vec::new()
+            } else {
+                self.span_id(node.parent)
+            },
+            name,
+            kind: span::SpanKind::Internal as i32,
+            start_time_unix_nano: node.start,
+            end_time_unix_nano: node.end,
+            attributes,
+            links,
+            ..Default::default()
+        }
+    }
+
+    /// Writes the requests as OTLP/JSON, one `ExportTraceServiceRequest` per line (the
+    /// Collector's `otlpjsonfile` receiver reads it), to the file at `path` (gzipped when it
+    /// ends in `.gz`; put in place atomically as [`write_file`](super::write_file) does).
+    pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<Stats> {
+        super::write_file_with(path.as_ref(), |out| self.write_json_to(out))?;
+        Ok(self.stats)
+    }
+
+    /// Writes the requests as OTLP/JSON lines into `out`.
+    pub fn write_json_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        for request in self.requests() {
+            serde_json::to_writer(&mut *out, &request).map_err(io::Error::other)?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// Sends the requests to `endpoint` over OTLP/HTTP: protobuf, gzipped, one `POST` per
+    /// request, retried as [`PushOptions`] says. Stops at the first request that fails; the
+    /// error says how many spans had been accepted before it.
+    pub fn push(
+        &self,
+        endpoint: impl Into<Endpoint>,
+        options: &PushOptions,
+    ) -> Result<PushReport, PushError> {
+        self.push_with_progress(endpoint, options, |_| {})
+    }
+
+    /// [`Otlp::push`], calling `progress` with the report so far after each request.
+    pub fn push_with_progress(
+        &self,
+        endpoint: impl Into<Endpoint>,
+        options: &PushOptions,
+        mut progress: impl FnMut(&PushReport),
+    ) -> Result<PushReport, PushError> {
+        let endpoint = endpoint.into();
+        let client = Client::new(&endpoint, options)?;
+        let mut report = PushReport {
+            stats: self.stats,
+            ..PushReport::default()
+        };
+        for request in self.requests() {
+            client.send(request, &mut report)?;
+            progress(&report);
+        }
+        Ok(report)
+    }
+}
+
+/// `code.*` attributes of `callsite`.
+fn code_attributes(attributes: &mut Vec<KeyValue>, callsite: &'static Callsite) {
+    attributes.push(kv("code.function", string(callsite.name())));
+    attributes.push(kv("code.namespace", string(callsite.module_path())));
+    attributes.push(kv("code.filepath", string(callsite.file())));
+    attributes.push(kv("code.lineno", int(i64::from(callsite.line()))));
+}
+
+fn kv(key: &str, value: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    }
+}
+
+fn string(s: &str) -> any_value::Value {
+    any_value::Value::StringValue(s.to_owned())
+}
+
+fn int(v: i64) -> any_value::Value {
+    any_value::Value::IntValue(v)
+}
+
+/// An int, or the decimal string of a value above `i64::MAX`.
+fn uint(v: u64) -> any_value::Value {
+    i64::try_from(v).map_or_else(|_| any_value::Value::StringValue(v.to_string()), int)
+}
+
+fn bool_value(v: bool) -> any_value::Value {
+    any_value::Value::BoolValue(v)
+}
+
+fn value(v: &Value) -> any_value::Value {
+    match v {
+        Value::I64(v) => int(*v),
+        Value::U64(v) => uint(*v),
+        Value::F64(v) => any_value::Value::DoubleValue(*v),
+        Value::Bool(v) => bool_value(*v),
+        Value::Str(v) => string(v),
+    }
+}
+
+/// Where [`Otlp::push`] sends: the full URL of the traces resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    url: String,
+}
+
+impl Endpoint {
+    /// A base endpoint (`http://collector:4318`): requests go to `{base}/v1/traces`.
+    pub fn base(base: &str) -> Self {
+        Self {
+            url: format!("{}/v1/traces", base.trim_end_matches('/')),
+        }
+    }
+
+    /// The full URL of the traces resource, used as it is.
+    pub fn traces(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+        }
+    }
+
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else `OTEL_EXPORTER_OTLP_ENDPOINT` as a
+    /// base, else `http://localhost:4318` as a base (the Collector's OTLP/HTTP port).
+    pub fn from_env() -> Self {
+        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        if let Some(url) = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Self::traces(&url)
+        } else {
+            Self::base(
+                var("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    .as_deref()
+                    .unwrap_or("http://localhost:4318"),
+            )
+        }
+    }
+
+    /// The URL requests are posted to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl From<&str> for Endpoint {
+    /// [`Endpoint::base`].
+    fn from(base: &str) -> Self {
+        Self::base(base)
+    }
+}
+
+/// How [`Otlp::push`] sends.
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushOptions {
+    timeout: Duration,
+    retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+    headers: Vec<(String, String)>,
+}
+
+impl Default for PushOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            retries: 5,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl PushOptions {
+    /// The defaults: a 10 s timeout per request, 5 retries from 1 s backoff (doubling, at
+    /// most 30 s), no extra headers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The defaults with the headers of `OTEL_EXPORTER_OTLP_HEADERS`
+    /// (`key1=value1,key2=value2`, values percent-decoded).
+    pub fn from_env() -> Result<Self, PushError> {
+        let mut options = Self::new();
+        if let Ok(headers) = std::env::var("OTEL_EXPORTER_OTLP_HEADERS") {
+            options.headers = parse_headers(&headers).map_err(|message| PushError {
+                endpoint: String::new(),
+                kind: PushErrorKind::Config(format!("OTEL_EXPORTER_OTLP_HEADERS: {message}")),
+                accepted_spans: 0,
+            })?;
+        }
+        Ok(options)
+    }
+
+    /// The most time one request may take, connecting included.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How often a request answered 429, 502, 503 or 504 is tried again.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// The wait before the first retry, doubled for each next one up to `max`; a
+    /// `Retry-After` of the server (in seconds) replaces it, capped at `max` as well.
+    pub fn backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.backoff = first;
+        self.max_backoff = max;
+        self
+    }
+
+    /// Adds a header to every request (`authorization`, `x-honeycomb-team`, …).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The extra headers.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+}
+
+/// `key1=value1,key2=value2`, values percent-decoded.
+fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut headers = Vec::new();
+    for pair in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(format!("`{}` is not key=value", pair.trim()));
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(format!("`{}` has no key", pair.trim()));
+        }
+        headers.push((key.to_owned(), percent_decode(value.trim())?));
+    }
+    Ok(headers)
+}
+
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            let Some(b) = hex else {
+                return Err(format!("bad percent escape in `{s}`"));
+            };
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("`{s}` is not UTF-8 once decoded"))
+}
+
+/// What [`Otlp::push`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PushReport {
+    /// The spans of the trace: sent, folded, sampled out.
+    pub stats: Stats,
+    /// Spans the endpoint accepted so far.
+    pub accepted_spans: u64,
+    /// Requests the endpoint accepted (a request split after a 413 counts as its parts).
+    pub requests: u64,
+    /// Requests tried again (after 429, 502, 503, 504).
+    pub retries: u64,
+    /// Requests split in two after a 413.
+    pub splits: u64,
+    /// Bytes of the accepted requests on the wire (gzipped protobuf).
+    pub wire_bytes: u64,
+    /// Time spent waiting before retries (backoff, or the server's `Retry-After`).
+    pub waited: Duration,
+}
+
+/// Why [`Otlp::push`] failed.
+#[derive(Debug)]
+pub struct PushError {
+    endpoint: String,
+    kind: PushErrorKind,
+    accepted_spans: u64,
+}
+
+/// The kinds of [`PushError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PushErrorKind {
+    /// The endpoint could not be reached (connection refused, unknown host, …).
+    Connect(String),
+    /// A request took longer than [`PushOptions::timeout`].
+    Timeout,
+    /// The endpoint answered with a status that is not retried, or with a retried one after
+    /// the last retry.
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the answer's body.
+        body: String,
+    },
+    /// A 413 for a request of one span, which cannot be split further.
+    TooLarge {
+        /// The request's size on the wire.
+        bytes: usize,
+    },
+    /// The endpoint or the options are not usable (a bad URL, `https`, bad headers).
+    Config(String),
+}
+
+impl PushError {
+    /// The URL that was posted to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &PushErrorKind {
+        &self.kind
+    }
+
+    /// Spans the endpoint had accepted before the failure.
+    pub fn accepted_spans(&self) -> u64 {
+        self.accepted_spans
+    }
+}
+
+impl fmt::Display for PushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = &self.endpoint;
+        match &self.kind {
+            PushErrorKind::Connect(why) => write!(f, "cannot connect to {at}: {why}")?,
+            PushErrorKind::Timeout => write!(f, "{at} did not answer in time (timeout)")?,
+            PushErrorKind::Status { status, body } if body.is_empty() => {
+                write!(f, "{at} answered HTTP {status}")?;
+            }
+            PushErrorKind::Status { status, body } => {
+                write!(f, "{at} answered HTTP {status}: {body}")?;
+            }
+            PushErrorKind::TooLarge { bytes } => write!(
+                f,
+                "{at} answered HTTP 413 (payload too large) to a request of one span ({bytes} bytes)"
+            )?,
+            PushErrorKind::Config(why) if at.is_empty() => write!(f, "{why}")?,
+            PushErrorKind::Config(why) => write!(f, "{at}: {why}")?,
+        }
+        if self.accepted_spans > 0 {
+            write!(f, " ({} spans accepted before)", self.accepted_spans)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PushError {}
+
+/// An HTTP client for one endpoint.
+struct Client<'o> {
+    url: String,
+    agent: ureq::Agent,
+    options: &'o PushOptions,
+}
+
+impl<'o> Client<'o> {
+    fn new(endpoint: &Endpoint, options: &'o PushOptions) -> Result<Self, PushError> {
+        let url = endpoint.url.clone();
+        let config_error = |why: String| PushError {
+            endpoint: url.clone(),
+            kind: PushErrorKind::Config(why),
+            accepted_spans: 0,
+        };
+        if url.starts_with("https://") {
+            return Err(config_error(
+                "https is not built in: send to a local OpenTelemetry Collector over http".into(),
+            ));
+        }
+        if !url.starts_with("http://") {
+            return Err(config_error("the endpoint must be an http:// URL".into()));
+        }
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(options.timeout))
+            .build()
+            .new_agent();
+        Ok(Self {
+            url,
+            agent,
+            options,
+        })
+    }
+
+    fn error(&self, kind: PushErrorKind, report: &PushReport) -> PushError {
+        PushError {
+            endpoint: self.url.clone(),
+            kind,
+            accepted_spans: report.accepted_spans,
+        }
+    }
+
+    /// Sends `request`, splitting it on 413.
+    fn send(
+        &self,
+        request: ExportTraceServiceRequest,
+        report: &mut PushReport,
+    ) -> Result<(), PushError> {
+        let spans = span_count(&request);
+        let body = gzip(&request.encode_to_vec());
+        match self.post(&body, report)? {
+            Sent::Accepted => {
+                report.accepted_spans += spans;
+                report.requests += 1;
+                report.wire_bytes += body.len() as u64;
+                Ok(())
+            }
+            Sent::TooLarge => match split(request) {
+                Some((a, b)) => {
+                    report.splits += 1;
+                    self.send(a, report)?;
+                    self.send(b, report)
+                }
+                None => Err(self.error(PushErrorKind::TooLarge { bytes: body.len() }, report)),
+            },
+        }
+    }
+
+    /// Posts `body`, retrying as the options say.
+    fn post(&self, body: &[u8], report: &mut PushReport) -> Result<Sent, PushError> {
+        let mut wait = self.options.backoff;
+        let mut attempt = 0;
+        loop {
+            let mut request = self
+                .agent
+                .post(&self.url)
+                .header("content-type", "application/x-protobuf")
+                .header("content-encoding", "gzip");
+            for (name, value) in &self.options.headers {
+                request = request.header(name.as_str(), value.as_str());
+            }
+            let response = match request.send(body) {
+                Ok(response) => response,
+                Err(ureq::Error::Timeout(_)) => {
+                    return Err(self.error(PushErrorKind::Timeout, report));
+                }
+                Err(ureq::Error::Io(e)) if e.kind() == io::ErrorKind::TimedOut => {
+                    return Err(self.error(PushErrorKind::Timeout, report));
+                }
+                Err(e) => return Err(self.error(PushErrorKind::Connect(e.to_string()), report)),
+            };
+            let status = response.status().as_u16();
+            if (200..300).contains(&status) {
+                return Ok(Sent::Accepted);
+            }
+            if status == 413 {
+                return Ok(Sent::TooLarge);
+            }
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            if matches!(status, 429 | 502 | 503 | 504) && attempt < self.options.retries {
+                attempt += 1;
+                report.retries += 1;
+                let pause = retry_after.unwrap_or(wait).min(self.options.max_backoff);
+                report.waited += pause;
+                std::thread::sleep(pause);
+                wait = (wait * 2).min(self.options.max_backoff);
+                continue;
+            }
+            let mut text = String::new();
+            let _ = response
+                .into_body()
+                .into_reader()
+                .take(200)
+                .read_to_string(&mut text);
+            let body = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            return Err(self.error(PushErrorKind::Status { status, body }, report));
+        }
+    }
+}
+
+/// What the endpoint made of a request.
+enum Sent {
+    Accepted,
+    TooLarge,
+}
+
+fn span_count(request: &ExportTraceServiceRequest) -> u64 {
+    request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .map(|s| s.spans.len() as u64)
+        .sum()
+}
+
+/// `request` in two halves of its spans, resources kept; `None` for one span or none.
+fn split(
+    request: ExportTraceServiceRequest,
+) -> Option<(ExportTraceServiceRequest, ExportTraceServiceRequest)> {
+    let total = span_count(&request);
+    if total < 2 {
+        return None;
+    }
+    let mut left = total / 2;
+    let mut a = ExportTraceServiceRequest::default();
+    let mut b = ExportTraceServiceRequest::default();
+    for mut resource in request.resource_spans {
+        let mut scope = resource.scope_spans.remove(0);
+        let spans = std::mem::take(&mut scope.spans);
+        let take = (left as usize).min(spans.len());
+        left -= take as u64;
+        let mut spans = spans.into_iter();
+        let first: Vec<_> = spans.by_ref().take(take).collect();
+        let rest: Vec<_> = spans.collect();
+        for (part, spans) in [(&mut a, first), (&mut b, rest)] {
+            if !spans.is_empty() {
+                let mut r = resource.clone();
+                let mut s = scope.clone();
+                s.spans = spans;
+                r.scope_spans.insert(0, s);
+                part.resource_spans.push(r);
+            }
+        }
+    }
+    Some((a, b))
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 4),
+        flate2::Compression::fast(),
+    );
+    encoder.write_all(bytes).expect("writing to a Vec");
+    encoder.finish().expect("writing to a Vec")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mix, parse_headers};
+
+    #[test]
+    fn headers_parse_and_decode() {
+        assert_eq!(
+            parse_headers("api-key=a%20b, x=1").unwrap(),
+            vec![
+                ("api-key".to_owned(), "a b".to_owned()),
+                ("x".to_owned(), "1".to_owned())
+            ]
+        );
+        assert_eq!(parse_headers("").unwrap(), vec![]);
+        assert_eq!(
+            parse_headers("novalue").unwrap_err(),
+            "`novalue` is not key=value"
+        );
+        assert_eq!(
+            parse_headers("a=%zz").unwrap_err(),
+            "bad percent escape in `%zz`"
+        );
+    }
+
+    #[test]
+    fn mix_is_not_identity() {
+        assert_ne!(mix(1), 1);
+        assert_ne!(mix(1), mix(2));
+    }
+}
