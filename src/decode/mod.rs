@@ -8,6 +8,7 @@
 //! capture's calibration ([`convert`]).
 
 pub(crate) mod convert;
+mod counters;
 mod links;
 mod memory;
 mod merge;
@@ -22,12 +23,13 @@ use crate::record::callsite::Callsite;
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
-use crate::trace::{Compensation, Process, ThreadTrace, Trace};
+use crate::trace::{Compensation, Instant, Process, ThreadTrace, Trace};
 
 use self::convert::Converter;
 use self::links::Links;
 use self::memory::RawMemory;
-use self::pair::{Pairing, Probe};
+use self::counters::RawSample;
+use self::pair::{Extras, Pairing, Probe};
 use self::tasks::Mark;
 
 impl Trace {
@@ -192,6 +194,8 @@ struct Decoded {
     marks: Vec<Mark>,
     links: Links,
     memory: Option<Vec<RawMemory>>,
+    /// Counter and value samples, and instants.
+    extras: Extras,
 }
 
 impl Shared<'_> {
@@ -249,7 +253,7 @@ impl Shared<'_> {
             thread.record_bound(),
         );
         self.for_each_record(thread, |record| pairing.push(record));
-        let (events, spans, stats, args) = pairing.finish(self.end_ns);
+        let (events, spans, stats, args, extras) = pairing.finish(self.end_ns);
         Decoded {
             thread: ThreadTrace {
                 process: 0,
@@ -263,6 +267,7 @@ impl Shared<'_> {
             marks,
             links,
             memory,
+            extras,
         }
     }
 }
@@ -276,6 +281,8 @@ struct Builder {
     memory: Option<Vec<RawMemory>>,
     links: Links,
     threads: Vec<ThreadTrace>,
+    samples: Vec<RawSample>,
+    instants: Vec<Instant>,
 }
 
 impl Builder {
@@ -288,6 +295,8 @@ impl Builder {
             memory: memory.then(Vec::new),
             links: Links::default(),
             threads: Vec::new(),
+            samples: Vec::new(),
+            instants: Vec::new(),
         }
     }
 
@@ -300,7 +309,10 @@ impl Builder {
             marks,
             links,
             memory,
+            extras,
         } = decoded;
+        self.samples.extend(extras.samples);
+        self.instants.extend(extras.instants);
         debug_assert!(events > 0, "a thread with records in the window");
         self.event_count += events;
         self.marks.extend(marks);
@@ -321,6 +333,9 @@ impl Builder {
     ) -> Trace {
         let end_ns = self.end_ns;
         let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
+        let (counters, values) = counters::merge(self.samples, 0);
+        // Each thread's instants are in time order: a stable sort keeps ties in thread order.
+        self.instants.sort_by_key(|i| i.ns);
         Trace {
             start_ns: converter.to_unix_ns(start_tick),
             end_ns,
@@ -332,6 +347,9 @@ impl Builder {
             links: self.links.matched(),
             processes: vec![process],
             compensation: None,
+            counters,
+            values,
+            instants: self.instants,
         }
     }
 }

@@ -5,8 +5,14 @@
 //! ([`Trace::from_captures`]); reports, the table and every export read it. This module holds
 //! data types only.
 
+mod counters;
+
 use crate::record::callsite::Callsite;
 pub use crate::record::value::Value;
+pub use counters::{
+    CounterOp, CounterSample, CounterTrack, Instant, InstantScope, Number, ValueSample,
+    ValueSeries,
+};
 
 /// One scope, closed, with Unix-epoch nanosecond times.
 #[derive(Debug, Clone, PartialEq)]
@@ -382,6 +388,14 @@ pub struct Trace {
     /// nothing is known about it (the mock clock, whose times are exact; a capture file
     /// written before compensation existed; of several captures, the first that says).
     pub compensation: Option<Compensation>,
+    /// Process-wide counters (`counter!`): one track per process and name, every thread's
+    /// samples merged in time order, ordered by process then name.
+    pub counters: Vec<CounterTrack>,
+    /// Value distributions (`value!`): one series per process and name, in time order,
+    /// ordered by process then name.
+    pub values: Vec<ValueSeries>,
+    /// Instants (`instant!`) of every thread, in time order (ties in thread order).
+    pub instants: Vec<Instant>,
 }
 
 /// The profiler overhead a trace's times were compensated for
@@ -434,7 +448,20 @@ impl Trace {
                 host: String::new(),
             }],
             compensation: None,
+            counters: Vec::new(),
+            values: Vec::new(),
+            instants: Vec::new(),
         }
+    }
+
+    /// The counter named `name` (of the first process that has one).
+    pub fn counter(&self, name: &str) -> Option<&CounterTrack> {
+        self.counters.iter().find(|c| c.name == name)
+    }
+
+    /// The value distribution named `name` (of the first process that has one).
+    pub fn value_series(&self, name: &str) -> Option<&ValueSeries> {
+        self.values.iter().find(|v| v.name == name)
     }
 
     /// The process that recorded the trace: the first of [`Trace::processes`], the only one
