@@ -1,7 +1,8 @@
 //! Cost of one scope (enter + exit), enabled, disabled and nested, next to the floor: two raw
 //! clock reads, which any enabled scope must pay; a `#[profile]` function next to the same
 //! function with a hand-written `scope!`; and a scope with arguments, one following a link,
-//! and one with an observer registered.
+//! and one with an observer registered; `counter!` (set and add), `value!` and `instant!`
+//! (with and without an argument) next to one raw clock read, each with and without a session.
 //!
 //! `cargo bench --bench scope`. Enabled runs restart the session every 32 Ki scopes (outside
 //! the timed part) so chunks are recycled and the figure is the steady state, not page faults;
@@ -154,6 +155,51 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let _g = scope!("disabled");
         })
+    });
+    g.bench_function("floor_one_raw_read", |b| b.iter(|| black_box(clock.raw())));
+    g.bench_function("counter_set", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                tickscope::counter!("depth", set = black_box(7u64));
+            })
+        })
+    });
+    g.bench_function("counter_add", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                tickscope::counter!("bytes", add = black_box(512u64));
+            })
+        })
+    });
+    g.bench_function("value", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                tickscope::value!("batch", black_box(16u64));
+            })
+        })
+    });
+    g.bench_function("instant", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                tickscope::instant!("tick");
+            })
+        })
+    });
+    g.bench_function("instant_with_arg", |b| {
+        b.iter_custom(|iters| {
+            in_sessions(iters, || {
+                tickscope::instant!("miss", key = black_box(42u64));
+            })
+        })
+    });
+    g.bench_function("counter_add_disabled", |b| {
+        b.iter(|| tickscope::counter!("bytes", add = black_box(512u64)))
+    });
+    g.bench_function("value_disabled", |b| {
+        b.iter(|| tickscope::value!("batch", black_box(16u64)))
+    });
+    g.bench_function("instant_disabled", |b| {
+        b.iter(|| tickscope::instant!("tick"))
     });
     g.finish();
 }

@@ -71,6 +71,35 @@ assert all(r["category"] == "cpu_op" for r in kineto), kineto
 print(f"interop: chrome_trace variants agree: {strip(plain)}")
 PY
 
+# Counters and instants: the counters example's Chrome trace holds, per counter, as many
+# samples with the same smallest and largest values as its table's "Counters" section says,
+# and per instant name as many instants as the example counted.
+cargo run --quiet --release --example counters -- "$out" > "$out/counters.txt"
+"$V/check_trace.sh" "$out/counters.json"
+python3 "$V/validate_perfetto.py" "$out/counters.json" --json \
+    --sql "select t.name as name, count(*) as n, min(c.value) as mn, max(c.value) as mx from counter c join counter_track t on c.track_id = t.id group by t.name order by t.name" \
+    --sql "select name, count(*) as n from slice where category = 'instant' group by name order by name" \
+    > "$out/counters.sql.json"
+python3 - "$out/counters.txt" "$out/counters.sql.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+section = text.split("\nCounters\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+want = {}
+for row in section:
+    name, samples, first, last, lo, hi, mean = row.split()
+    want[name] = (int(samples), float(lo), float(hi))
+doc, _ = json.JSONDecoder().raw_decode(open(sys.argv[2]).read())
+counters, instants = (e["rows"] for e in doc["extra"])
+got = {r["name"].removesuffix(" value"): (int(r["n"]), float(r["mn"]), float(r["mx"])) for r in counters}
+assert got == want, f"perfetto counters {got} != table {want}"
+line = re.search(r"^instants: (.*)$", text, re.M).group(1)
+want_i = {k: int(v) for k, v in (p.split() for p in line.split(", "))}
+got_i = {r["name"]: int(r["n"]) for r in instants}
+want_i = {k: v for k, v in want_i.items() if v > 0}
+assert got_i == want_i, f"perfetto instants {got_i} != example {want_i}"
+print(f"interop: perfetto agrees with the counters table: {got}; instants {got_i}")
+PY
+
 # A capture file converted offline by the tickscope CLI is accepted, with the calls the
 # example's table (printed from the same file) counts.
 cargo run --quiet --release --example capture -- "$out" > "$out/capture.txt"

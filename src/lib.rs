@@ -195,6 +195,7 @@ not_under_loom! {
     pub use record::args::ArgValue;
     pub use record::callsite::Callsite;
     pub use record::clock;
+    pub use record::counter::Numeric;
     pub use record::follows::SeqGuard;
     pub use record::link::{Link, link};
     pub use record::memory::MemoryMode;
@@ -435,6 +436,191 @@ macro_rules! scope {
     }};
 }
 
+/// Records a sample of a process-wide counter: `counter!("name", set = n)` sets it to `n`,
+/// `counter!("name", add = n)` adds `n` to it.
+///
+/// `n` is an integer (recorded as `i64`, exactly) or a float ([`Numeric`]). Each call costs one
+/// tick and two 16-byte records on the current thread's buffer; while no session records the
+/// thread, one relaxed load and a branch, and `n` is not evaluated. Decoding merges every
+/// thread's samples of a name, in time order, into one [`trace::CounterTrack`] whose values
+/// are the counter's value after each sample: a `set` replaces it, an `add` adds to it, so the
+/// running sum of `add`s from many threads is exact. Without the `enabled` feature the macro
+/// compiles to nothing.
+///
+/// ```
+/// use tickscope::{Profiler, counter};
+///
+/// let prof = Profiler::builder().current_thread().start();
+/// counter!("queue_depth", set = 3);
+/// counter!("bytes_sent", add = 512u64);
+/// counter!("bytes_sent", add = 1024u64);
+/// prof.stop();
+/// let trace = prof.trace();
+/// let sent = trace.counter("bytes_sent").unwrap();
+/// assert_eq!(sent.last().unwrap().value.as_f64(), 1536.0);
+/// ```
+#[cfg(all(feature = "enabled", not(loom)))]
+#[macro_export]
+macro_rules! counter {
+    ($name:literal, set = $value:expr $(,)?) => {
+        if $crate::__private::recording() {
+            $crate::__private::sample(
+                $crate::__callsite!($name),
+                $crate::__private::RawKind::CounterSet,
+                $value,
+            );
+        }
+    };
+    ($name:literal, add = $value:expr $(,)?) => {
+        if $crate::__private::recording() {
+            $crate::__private::sample(
+                $crate::__callsite!($name),
+                $crate::__private::RawKind::CounterAdd,
+                $value,
+            );
+        }
+    };
+}
+
+/// Records a sample of a value distribution: `value!("name", v)`.
+///
+/// A distribution has no timeline of its own: the report gives the count, min, max, mean,
+/// p50 and p99 of each name's samples ([`report::ValueStats`]). `v` is an integer or a float
+/// ([`Numeric`]); the cost is that of [`counter!`].
+///
+/// ```
+/// use tickscope::{Profiler, value};
+///
+/// let prof = Profiler::builder().current_thread().start();
+/// for batch in [4, 8, 16] {
+///     value!("batch_size", batch);
+/// }
+/// prof.stop();
+/// let stats = prof.report().value("batch_size").unwrap().clone();
+/// assert_eq!((stats.count, stats.min, stats.max, stats.mean), (3, 4.0, 16.0, 28.0 / 3.0));
+/// ```
+#[cfg(all(feature = "enabled", not(loom)))]
+#[macro_export]
+macro_rules! value {
+    ($name:literal, $value:expr $(,)?) => {
+        if $crate::__private::recording() {
+            $crate::__private::sample(
+                $crate::__callsite!($name),
+                $crate::__private::RawKind::Value,
+                $value,
+            );
+        }
+    };
+}
+
+/// Records an instant: a zero-duration event on the current thread, or process-wide.
+///
+/// - `instant!("name")`: on this thread's track.
+/// - `instant!("name", process)`: process-wide (Chrome's `"s":"p"`).
+/// - `instant!("name", key = value, …)` and `instant!("name", process, key = value, …)`:
+///   with arguments, in `scope!`'s syntax (`%` Display, `?` Debug), evaluated only while
+///   recording.
+///
+/// One tick and one 16-byte record (plus the arguments' records); while no session records
+/// the thread, one relaxed load and a branch. Decoded into [`trace::Trace::instants`].
+///
+/// ```
+/// use tickscope::{Profiler, instant};
+///
+/// let prof = Profiler::builder().current_thread().start();
+/// instant!("cache_miss", key = 42u64);
+/// instant!("flush", process);
+/// prof.stop();
+/// let trace = prof.trace();
+/// assert_eq!(trace.instants.len(), 2);
+/// assert_eq!(trace.instants[0].name(), "cache_miss");
+/// assert_eq!(trace.instants[0].args[0].0, "key");
+/// ```
+#[cfg(all(feature = "enabled", not(loom)))]
+#[macro_export]
+macro_rules! instant {
+    ($name:literal $(,)?) => {
+        if $crate::__private::recording() {
+            $crate::__private::instant($crate::__callsite!($name), false);
+        }
+    };
+    ($name:literal, process $(,)?) => {
+        if $crate::__private::recording() {
+            $crate::__private::instant($crate::__callsite!($name), true);
+        }
+    };
+    ($name:literal, process, $($args:tt)+) => {
+        if $crate::__private::recording() {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+            __tickscope_args.instant($crate::__callsite!($name), true);
+        }
+    };
+    ($name:literal, $($args:tt)+) => {
+        if $crate::__private::recording() {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+            __tickscope_args.instant($crate::__callsite!($name), false);
+        }
+    };
+}
+
+/// Records a counter sample (instrumentation is compiled out: the `enabled` feature is off).
+#[cfg(all(not(feature = "enabled"), not(loom)))]
+#[macro_export]
+macro_rules! counter {
+    ($name:literal, set = $value:expr $(,)?) => {{
+        let _: &'static str = $name;
+        if false {
+            $crate::__private::check_number($value);
+        }
+    }};
+    ($name:literal, add = $value:expr $(,)?) => {{
+        let _: &'static str = $name;
+        if false {
+            $crate::__private::check_number($value);
+        }
+    }};
+}
+
+/// Records a value sample (instrumentation is compiled out: the `enabled` feature is off).
+#[cfg(all(not(feature = "enabled"), not(loom)))]
+#[macro_export]
+macro_rules! value {
+    ($name:literal, $value:expr $(,)?) => {{
+        let _: &'static str = $name;
+        if false {
+            $crate::__private::check_number($value);
+        }
+    }};
+}
+
+/// Records an instant (instrumentation is compiled out: the `enabled` feature is off).
+#[cfg(all(not(feature = "enabled"), not(loom)))]
+#[macro_export]
+macro_rules! instant {
+    ($name:literal $(,)?) => {{
+        let _: &'static str = $name;
+    }};
+    ($name:literal, process $(,)?) => {{
+        let _: &'static str = $name;
+    }};
+    ($name:literal, process, $($args:tt)+) => {{
+        let _: &'static str = $name;
+        if false {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+        }
+    }};
+    ($name:literal, $($args:tt)+) => {{
+        let _: &'static str = $name;
+        if false {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+        }
+    }};
+}
+
 /// Frees the event buffers kept warm for the next session and returns how many bytes that
 /// gave back.
 ///
@@ -514,6 +700,28 @@ pub mod __private {
 
     pub use crate::record::args::Args;
     pub use crate::record::event::{RawEvent, RawKind};
+
+    /// True when a session records this thread (`counter!`, `value!`, `instant!`).
+    #[inline(always)]
+    pub fn recording() -> bool {
+        crate::record::counter::recording()
+    }
+
+    /// `counter!` and `value!` while recording.
+    #[inline(always)]
+    pub fn sample(callsite: &'static Callsite, kind: RawKind, value: impl crate::Numeric) {
+        crate::record::counter::sample(callsite, kind, value);
+    }
+
+    /// `instant!` without arguments while recording.
+    #[inline(always)]
+    pub fn instant(callsite: &'static Callsite, process: bool) {
+        crate::record::counter::instant(callsite, process);
+    }
+
+    /// Type-checks a counter's or value's number (the macros without the `enabled` feature).
+    #[inline(always)]
+    pub fn check_number(_: impl crate::Numeric) {}
 
     /// A capture of records made by hand (benchmarks of decoding): one `(thread id, records)`
     /// per thread, ticks that are nanoseconds, and the window `start_tick..=end_tick`.

@@ -2,16 +2,17 @@
 //! origin or argument, or as a call tree. Formatting only: the rows come from
 //! [`Report`] and the call tree from the report module.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::report::tree::CallTree;
-use crate::report::{LiveAtStop, Report, ScopeStats, Split, ThreadKey};
-use crate::trace::{Compensation, Trace};
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
+use crate::report::{CounterStats, LiveAtStop, Report, ScopeStats, Split, ThreadKey, ValueStats};
+use crate::trace::{Compensation, Number, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -556,7 +557,141 @@ impl fmt::Display for Table {
                 )?;
             }
         }
+        self.sections(f)
+    }
+}
+
+impl Table {
+    /// The "Counters" and "Values" sections, after the scopes (each only when the trace has
+    /// some), sorted by the table's column where they have it (samples for Calls, mean for
+    /// Avg, min, max, p50, p99), else by name, and limited like the scope rows.
+    fn sections(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let trace = &self.trace;
+        let label = |name: &str, process: u32| {
+            if trace.processes.len() > 1 {
+                format!("{}/{name}", trace.process_label(process))
+            } else {
+                name.to_owned()
+            }
+        };
+        let limit = self.limit.unwrap_or(usize::MAX);
+        let mut counters = CounterStats::of(trace);
+        let key = |c: &CounterStats| -> Option<f64> {
+            Some(match self.sort {
+                SortBy::Calls => c.samples as f64,
+                SortBy::Avg => c.mean,
+                SortBy::Min => c.min.as_f64(),
+                SortBy::Max => c.max.as_f64(),
+                _ => return None,
+            })
+        };
+        // Stable: equal keys keep the order by name.
+        counters.sort_by(|a, b| match (key(a), key(b)) {
+            (Some(a), Some(b)) => b.total_cmp(&a),
+            _ => Ordering::Equal,
+        });
+        if !counters.is_empty() {
+            let rows = counters
+                .iter()
+                .take(limit)
+                .map(|c| {
+                    vec![
+                        label(c.name, c.process),
+                        c.samples.to_string(),
+                        format_number(c.first),
+                        format_number(c.last),
+                        format_number(c.min),
+                        format_number(c.max),
+                        format_float(c.mean),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            writeln!(f, "\nCounters")?;
+            grid(
+                f,
+                &["Name", "Samples", "First", "Last", "Min", "Max", "Mean"],
+                &rows,
+            )?;
+        }
+        let mut values = ValueStats::of(trace);
+        let key = |v: &ValueStats| -> Option<f64> {
+            Some(match self.sort {
+                SortBy::Calls => v.count as f64,
+                SortBy::Avg => v.mean,
+                SortBy::Min => v.min,
+                SortBy::Max => v.max,
+                SortBy::P50 => v.p50,
+                SortBy::P99 => v.p99,
+                _ => return None,
+            })
+        };
+        values.sort_by(|a, b| match (key(a), key(b)) {
+            (Some(a), Some(b)) => b.total_cmp(&a),
+            _ => Ordering::Equal,
+        });
+        if !values.is_empty() {
+            let rows = values
+                .iter()
+                .take(limit)
+                .map(|v| {
+                    let mut row = vec![label(v.name, v.process), v.count.to_string()];
+                    row.extend([v.min, v.max, v.mean, v.p50, v.p99].map(format_float));
+                    row
+                })
+                .collect::<Vec<_>>();
+            writeln!(f, "\nValues")?;
+            grid(
+                f,
+                &["Name", "Count", "Min", "Max", "Mean", "P50", "P99"],
+                &rows,
+            )?;
+        }
         Ok(())
+    }
+}
+
+/// Writes `rows` under `headers` and a rule: the first column aligned left, the others right.
+fn grid(f: &mut fmt::Formatter<'_>, headers: &[&str], rows: &[Vec<String>]) -> fmt::Result {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |f: &mut fmt::Formatter<'_>, cells: &mut dyn Iterator<Item = &str>| {
+        for (i, (cell, width)) in cells.zip(&widths).enumerate() {
+            if i == 0 {
+                write!(f, "{cell:<width$}")?;
+            } else {
+                write!(f, "  {cell:>width$}")?;
+            }
+        }
+        writeln!(f)
+    };
+    line(f, &mut headers.iter().copied())?;
+    let total_width = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+    writeln!(f, "{}", "-".repeat(total_width))?;
+    for row in rows {
+        line(f, &mut row.iter().map(String::as_str))?;
+    }
+    Ok(())
+}
+
+/// An integer as it is; a float as [`format_float`] writes it.
+pub fn format_number(n: Number) -> String {
+    match n {
+        Number::Int(v) => v.to_string(),
+        Number::Float(v) => format_float(v),
+    }
+}
+
+/// A float with at most 3 decimals, trailing zeros cut (`2.5`, `3`, `0.333`).
+pub fn format_float(v: f64) -> String {
+    let text = format!("{v:.3}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
     }
 }
 

@@ -76,3 +76,24 @@ fn profile_attribute_records_nothing() {
     assert!(prof.report().is_empty());
     assert!(prof.trace().async_spans.is_empty());
 }
+
+#[test]
+fn counters_values_and_instants_record_nothing() {
+    let prof = Profiler::builder().current_thread().start();
+    let evaluated = std::cell::Cell::new(false);
+    let n = || {
+        evaluated.set(true);
+        1
+    };
+    tickscope::counter!("depth", set = n());
+    tickscope::counter!("bytes", add = n());
+    tickscope::value!("batch", n());
+    tickscope::instant!("tick");
+    tickscope::instant!("flush", process);
+    tickscope::instant!("miss", key = n());
+    tickscope::instant!("epoch", process, key = n());
+    prof.stop();
+    assert!(!evaluated.get());
+    let trace = prof.trace();
+    assert!(trace.counters.is_empty() && trace.values.is_empty() && trace.instants.is_empty());
+}

@@ -155,6 +155,39 @@ fn table_prints_what_the_profiler_prints() {
 }
 
 #[test]
+fn table_shows_counters_and_values() {
+    let prof = record(|_, advance| {
+        for (i, depth) in [3, 7, 2].into_iter().enumerate() {
+            advance(10);
+            tickscope::counter!("queue_depth", set = depth);
+            tickscope::counter!("bytes_sent", add = 100 * (i + 1));
+            tickscope::value!("batch_size", depth);
+        }
+        tickscope::instant!("drained");
+    });
+    let dir = folder("table_counters");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let run = tickscope(&["table", s(&file), "--sort", "max"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, prof.table().sort_by(SortBy::Max).to_string());
+    let sections = run.stdout.split_once("\nCounters\n").unwrap().1;
+    assert_eq!(
+        sections,
+        "\
+Name         Samples  First  Last  Min  Max     Mean
+----------------------------------------------------
+bytes_sent         3    100   600  100  600  333.333
+queue_depth        3      3     2    2    7        4
+
+Values
+Name        Count  Min  Max  Mean  P50  P99
+-------------------------------------------
+batch_size      3    2    7     4    3    7
+"
+    );
+}
+
+#[test]
 fn table_selects_a_session() {
     let (a, b) = (workload(100, 50, false), workload(100, 50, true));
     let dir = folder("table_session");

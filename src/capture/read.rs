@@ -420,7 +420,9 @@ impl<'a> Parser<'a> {
             ));
             return Ok(());
         };
-        if let Some(known) = chunk_version(kind).filter(|&known| known != version) {
+        // Event chunks of version 1 are read as version 2 (which adds record kinds).
+        let readable = |known: u16| known == version || (kind == EVENT_CHUNK && version == 1);
+        if let Some(known) = chunk_version(kind).filter(|&known| !readable(known)) {
             self.warn(format!(
                 "byte {pos}: {name} chunk version {version} is not supported (this build reads \
                  version {known}): skipped"
@@ -475,7 +477,7 @@ impl<'a> Parser<'a> {
         let salvaged = match &mut self.session {
             Some(session)
                 if kind == EVENT_CHUNK
-                    && version == EVENT_CHUNK_VERSION
+                    && (version == EVENT_CHUNK_VERSION || version == 1)
                     && body.len() >= PREFIX =>
             {
                 let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;

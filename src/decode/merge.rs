@@ -50,6 +50,9 @@ fn append(out: &mut Trace, trace: Trace) {
         processes,
         compensation,
         clock_source,
+        counters,
+        values,
+        instants,
     } = trace;
     out.compensation = out.compensation.or(compensation);
     // The least trustworthy clock that says.
@@ -108,6 +111,18 @@ fn append(out: &mut Trace, trace: Trace) {
             event
         }));
     }
+    out.counters.extend(counters.into_iter().map(|mut track| {
+        track.process = process[track.process as usize];
+        track
+    }));
+    out.values.extend(values.into_iter().map(|mut series| {
+        series.process = process[series.process as usize];
+        series
+    }));
+    out.instants.extend(instants.into_iter().map(|mut instant| {
+        instant.process = process[instant.process as usize];
+        instant
+    }));
     // Saturating: forged capture files may count anything.
     out.dropped_events = out.dropped_events.saturating_add(dropped_events);
     out.event_count = out.event_count.saturating_add(event_count);
@@ -117,6 +132,9 @@ fn append(out: &mut Trace, trace: Trace) {
 /// order, across processes (ties keep the order of the traces), and renumbers what points to
 /// them.
 fn sort_by_start(trace: &mut Trace) {
+    trace.counters = super::counters::merge_tracks(std::mem::take(&mut trace.counters));
+    trace.values = super::counters::merge_series(std::mem::take(&mut trace.values));
+    trace.instants.sort_by_key(|i| i.ns);
     let calls = std::mem::take(&mut trace.async_spans);
     let (calls, new_call) = sort_by_key(calls, |call| call.start_ns);
     trace.async_spans = calls;

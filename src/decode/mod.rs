@@ -8,6 +8,7 @@
 //! capture's calibration ([`convert`]).
 
 pub(crate) mod convert;
+mod counters;
 mod links;
 mod memory;
 mod merge;
@@ -22,13 +23,14 @@ use crate::record::callsite::Callsite;
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
-use crate::trace::{Compensation, Process, ThreadTrace, Trace};
+use crate::trace::{Compensation, Instant, Process, ThreadTrace, Trace};
 
 use self::convert::Converter;
 use self::links::Links;
 use self::memory::RawMemory;
 use crate::record::memory::MemoryMode;
-use self::pair::{Pairing, Probe};
+use self::counters::RawSample;
+use self::pair::{Extras, Pairing, Probe};
 use self::tasks::Mark;
 
 impl Trace {
@@ -199,6 +201,8 @@ struct Decoded {
     marks: Vec<Mark>,
     links: Links,
     memory: Option<Vec<RawMemory>>,
+    /// Counter and value samples, and instants.
+    extras: Extras,
 }
 
 impl Shared<'_> {
@@ -256,7 +260,7 @@ impl Shared<'_> {
             thread.record_bound(),
         );
         self.for_each_record(thread, |record| pairing.push(record));
-        let (events, spans, stats, args) = pairing.finish(self.end_ns);
+        let (events, spans, stats, args, extras) = pairing.finish(self.end_ns);
         Decoded {
             thread: ThreadTrace {
                 process: 0,
@@ -270,6 +274,7 @@ impl Shared<'_> {
             marks,
             links,
             memory,
+            extras,
         }
     }
 }
@@ -284,6 +289,8 @@ struct Builder {
     memory_mode: MemoryMode,
     links: Links,
     threads: Vec<ThreadTrace>,
+    samples: Vec<RawSample>,
+    instants: Vec<Instant>,
 }
 
 impl Builder {
@@ -297,6 +304,8 @@ impl Builder {
             memory_mode: memory,
             links: Links::default(),
             threads: Vec::new(),
+            samples: Vec::new(),
+            instants: Vec::new(),
         }
     }
 
@@ -309,7 +318,10 @@ impl Builder {
             marks,
             links,
             memory,
+            extras,
         } = decoded;
+        self.samples.extend(extras.samples);
+        self.instants.extend(extras.instants);
         debug_assert!(events > 0, "a thread with records in the window");
         self.event_count += events;
         self.marks.extend(marks);
@@ -330,6 +342,9 @@ impl Builder {
     ) -> Trace {
         let end_ns = self.end_ns;
         let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
+        let (counters, values) = counters::merge(self.samples, 0);
+        // Each thread's instants are in time order: a stable sort keeps ties in thread order.
+        self.instants.sort_by_key(|i| i.ns);
         Trace {
             start_ns: converter.to_unix_ns(start_tick),
             end_ns,
@@ -344,6 +359,9 @@ impl Builder {
             processes: vec![process],
             compensation: None,
             clock_source: None,
+            counters,
+            values,
+            instants: self.instants,
         }
     }
 }

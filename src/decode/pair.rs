@@ -5,7 +5,11 @@ use crate::record::callsite::{self, Callsite};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::pages::prefer_huge_pages_for;
 use crate::record::value::{ArgReader, Value};
-use crate::trace::{MemoryKind, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
+use crate::trace::{
+    Instant, InstantScope, MemoryKind, MemoryStats, Span, SpanArg, SpanKind, SpanRef,
+};
+
+use super::counters::{self, RawSample};
 
 use super::convert::Converter;
 use crate::record::clock::PROBE_UNIT;
@@ -36,6 +40,29 @@ pub(super) struct Pairing<'a> {
     /// Overhead compensation in ticks: a scope's own probe inside its duration, and a
     /// child's probe outside its own (in its parent's).
     probe: Probe,
+    /// Counter and value samples, in recorded order.
+    samples: Vec<RawSample>,
+    /// Instants, in recorded order.
+    instants: Vec<Instant>,
+    /// What the argument records being read belong to.
+    args_of: ArgsOf,
+}
+
+/// What argument records belong to: the record before them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ArgsOf {
+    /// The innermost open span (the one just entered).
+    Span,
+    /// The last instant.
+    Instant,
+    /// An instant whose callsite is unknown (bad input): they are skipped.
+    Nothing,
+}
+
+/// What a thread gives besides its spans: counter and value samples, and instants.
+pub(super) struct Extras {
+    pub(super) samples: Vec<RawSample>,
+    pub(super) instants: Vec<Instant>,
 }
 
 /// The probe overhead decoding subtracts, in 1/[`PROBE_UNIT`] tick (zeros: nothing is
@@ -66,8 +93,13 @@ fn takes_payload(kind: RawKind) -> bool {
         | RawKind::PollBegin
         | RawKind::Alloc
         | RawKind::Free
-        | RawKind::BeginFollows => true,
+        | RawKind::BeginFollows
+        | RawKind::CounterSet
+        | RawKind::CounterAdd
+        | RawKind::Value => true,
         RawKind::Begin
+        | RawKind::Instant
+        | RawKind::InstantProcess
         | RawKind::End
         | RawKind::Payload
         | RawKind::Link
@@ -113,6 +145,9 @@ impl<'a> Pairing<'a> {
             reader: ArgReader::default(),
             counts: None,
             probe,
+            samples: Vec::new(),
+            instants: Vec::new(),
+            args_of: ArgsOf::Span,
         }
     }
 
@@ -145,6 +180,7 @@ impl<'a> Pairing<'a> {
         if self.reader.is_reading() {
             self.end_args();
         }
+        self.args_of = ArgsOf::Span;
         if takes_payload(event.kind) {
             self.pending = Some(event);
         } else if event.kind != RawKind::Payload {
@@ -155,6 +191,14 @@ impl<'a> Pairing<'a> {
 
     /// An argument record of the innermost open span (the one just entered).
     fn arg(&mut self, record: &RawEvent) {
+        if self.args_of != ArgsOf::Span {
+            let (callsites, instants) = (self.callsites, &mut self.instants);
+            let to = self.args_of;
+            self.reader.read(record, |key, value| {
+                push_instant_arg(instants, callsites, to, key, value);
+            });
+            return;
+        }
         let span = self.open.last().map(|o| o.index);
         let (callsites, args) = (self.callsites, &mut self.args);
         self.reader.read(record, |key, value| {
@@ -164,6 +208,14 @@ impl<'a> Pairing<'a> {
 
     /// The arguments end: a string cut short counts as far as it came.
     fn end_args(&mut self) {
+        if self.args_of != ArgsOf::Span {
+            let (callsites, instants) = (self.callsites, &mut self.instants);
+            let to = self.args_of;
+            self.reader.finish(|key, value| {
+                push_instant_arg(instants, callsites, to, key, value);
+            });
+            return;
+        }
         let span = self.open.last().map(|o| o.index);
         let (callsites, args) = (self.callsites, &mut self.args);
         self.reader.finish(|key, value| {
@@ -173,6 +225,20 @@ impl<'a> Pairing<'a> {
 
     /// Applies a record that takes a payload, with its payload if it came.
     fn lead(&mut self, lead: RawEvent, payload: Option<RawEvent>) {
+        if let Some(op) = counters::sample_kind(lead.kind) {
+            // A sample without its payload (bad input only) has no number: it is skipped.
+            let number = payload.as_ref().and_then(counters::number);
+            if let (Some(number), Some(callsite)) = (number, self.callsite(lead.id)) {
+                self.samples.push(RawSample {
+                    ns: self.converter.to_unix_ns(lead.tick),
+                    name: callsite.name(),
+                    thread: self.thread_id,
+                    op,
+                    number,
+                });
+            }
+            return;
+        }
         match lead.kind {
             RawKind::Alloc | RawKind::Free => {
                 if let Some(block) = payload {
@@ -370,10 +436,30 @@ impl<'a> Pairing<'a> {
             }
             return;
         }
+        let instant = matches!(event.kind, RawKind::Instant | RawKind::InstantProcess);
         let Some(callsite) = self.callsite(event.id) else {
+            if instant {
+                self.args_of = ArgsOf::Nothing;
+            }
             return;
         };
         let ns = self.converter.to_unix_ns(event.tick);
+        if instant {
+            self.instants.push(Instant {
+                callsite,
+                ns,
+                process: 0,
+                thread: self.thread_id,
+                scope: if event.kind == RawKind::Instant {
+                    InstantScope::Thread
+                } else {
+                    InstantScope::Process
+                },
+                args: Vec::new(),
+            });
+            self.args_of = ArgsOf::Instant;
+            return;
+        }
         let what = match event.kind {
             RawKind::AsyncBegin => Some(MarkKind::Begin),
             RawKind::PollBegin => Some(MarkKind::Poll(self.spans.len() as u32)),
@@ -422,11 +508,11 @@ impl<'a> Pairing<'a> {
     }
 
     /// Closes what is still open at `end_ns` and returns the number of records taken, the
-    /// spans, their memory figures and their arguments.
+    /// spans, their memory figures, their arguments, and the samples and instants.
     pub(super) fn finish(
         mut self,
         end_ns: u64,
-    ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>) {
+    ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>, Extras) {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
         }
@@ -436,7 +522,11 @@ impl<'a> Pairing<'a> {
             self.close(open, end_ns, true);
         }
         let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
-        (self.events, self.spans, memory, self.args)
+        let extras = Extras {
+            samples: self.samples,
+            instants: self.instants,
+        };
+        (self.events, self.spans, memory, self.args, extras)
     }
 }
 
@@ -455,5 +545,21 @@ fn push_arg(
             key: key.name(),
             value,
         });
+    }
+}
+
+/// Adds the argument `key = value` to the last instant, when the arguments are an instant's
+/// (`to`) and the key is known.
+fn push_instant_arg(
+    instants: &mut [Instant],
+    callsites: &[&'static Callsite],
+    to: ArgsOf,
+    key: u32,
+    value: Value,
+) {
+    if let (ArgsOf::Instant, Some(instant), Some(key)) =
+        (to, instants.last_mut(), callsite::lookup(callsites, key))
+    {
+        instant.args.push((key.name(), value));
     }
 }

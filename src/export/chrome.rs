@@ -130,6 +130,7 @@ impl Options {
             async_spans: true,
             memory: true,
             allocation_instants: self.allocation_instants,
+            counters: true,
         }
     }
 }

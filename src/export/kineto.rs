@@ -101,6 +101,7 @@ impl Options {
             async_spans: false,
             memory: false,
             allocation_instants: false,
+            counters: false,
         }
     }
 }

@@ -21,9 +21,23 @@ use super::json;
 use super::lanes::{Edge, Lanes};
 use crate::record::callsite::Callsite;
 use crate::trace::{
-    AsyncSpan, Compensation, MemoryKind, MemoryTrace, Process, Span, SpanArg, SpanKind, SpanRef,
-    Trace,
+    AsyncSpan, Compensation, InstantScope, MemoryKind, MemoryTrace, Number, Process, Span,
+    SpanArg, SpanKind, SpanRef, Trace,
 };
+
+/// Appends a counter value: an integer as it is, a finite float in Rust's shortest
+/// round-trip form, a non-finite one (which JSON cannot hold) as `null`.
+fn push_number(buf: &mut Vec<u8>, n: Number) {
+    match n {
+        Number::Int(v) => {
+            let _ = write!(buf, "{v}");
+        }
+        Number::Float(v) if v.is_finite() => {
+            let _ = write!(buf, "{v}");
+        }
+        Number::Float(_) => buf.extend_from_slice(b"null"),
+    }
+}
 
 /// Bytes buffered before they are written out.
 const BLOCK: usize = 64 * 1024;
@@ -59,6 +73,9 @@ pub(crate) struct Dialect {
     pub(crate) memory: bool,
     /// With `memory`, writes each allocation and free as an instant too.
     pub(crate) allocation_instants: bool,
+    /// Writes the counters (`C` events, one track per counter and process) and the instants
+    /// (`i` events with their `s` scope).
+    pub(crate) counters: bool,
 }
 
 /// Streams `trace` as Trace Event JSON in `dialect` into `out`.
@@ -101,6 +118,10 @@ pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io
     }
     if let Some(memory) = trace.memory.as_ref().filter(|_| dialect.memory) {
         w.memory(trace, memory, dialect.allocation_instants)?;
+    }
+    if dialect.counters {
+        w.counters(trace)?;
+        w.instants(trace)?;
     }
     w.finish(trace)
 }
@@ -651,6 +672,63 @@ impl Writer<'_> {
                 self.buf.extend_from_slice(b"}}");
                 self.spill()?;
             }
+        }
+        Ok(())
+    }
+
+    /// One `C` event per counter sample, named after the counter, with its value after the
+    /// sample in `args.value`, under its process's `pid` (one track per counter and process).
+    /// Samples of one timestamp are all written; viewers keep the last, which is the value
+    /// after them.
+    fn counters(&mut self, trace: &Trace) -> io::Result<()> {
+        for track in &trace.counters {
+            let pid = self.pid(track.process);
+            let mut name = Vec::new();
+            json::push_str(&mut name, track.name);
+            for sample in &track.samples {
+                write!(self.buf, ",\n{{\"ph\":\"C\",\"name\":")?;
+                self.buf.extend_from_slice(&name);
+                write!(self.buf, ",\"pid\":{pid},\"tid\":0,\"ts\":")?;
+                self.ts(sample.ns);
+                self.buf.extend_from_slice(b",\"args\":{\"value\":");
+                push_number(&mut self.buf, sample.value);
+                self.buf.extend_from_slice(b"}}");
+                self.spill()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One `i` event per instant: `"s":"t"` on its thread's track, `"s":"p"` process-wide,
+    /// with its arguments.
+    fn instants(&mut self, trace: &Trace) -> io::Result<()> {
+        for instant in &trace.instants {
+            let pid = self.pid(instant.process);
+            let scope = match instant.scope {
+                InstantScope::Thread => 't',
+                InstantScope::Process => 'p',
+            };
+            write!(
+                self.buf,
+                ",\n{{\"ph\":\"i\",\"s\":\"{scope}\",\"cat\":\"instant\",\"name\":"
+            )?;
+            self.name(instant.callsite);
+            write!(self.buf, ",\"pid\":{pid},\"tid\":{},\"ts\":", instant.thread)?;
+            self.ts(instant.ns);
+            if !instant.args.is_empty() {
+                self.buf.extend_from_slice(b",\"args\":{");
+                for (i, (key, value)) in instant.args.iter().enumerate() {
+                    if i > 0 {
+                        self.buf.push(b',');
+                    }
+                    json::push_str(&mut self.buf, key);
+                    self.buf.push(b':');
+                    json::push_value(&mut self.buf, value);
+                }
+                self.buf.push(b'}');
+            }
+            self.buf.push(b'}');
+            self.spill()?;
         }
         Ok(())
     }

@@ -194,6 +194,18 @@ impl Args {
     }
 }
 
+impl Args {
+    /// Records an instant of `callsite` (process-wide when `process`) with these arguments,
+    /// published together; `instant!` with arguments calls it while recording.
+    #[inline]
+    pub fn instant(mut self, callsite: &'static Callsite, process: bool) {
+        let kind = crate::record::counter::instant_kind(process);
+        self.records[1] = MaybeUninit::new(RawEvent::new(kind, callsite.id(), clock::now()));
+        // SAFETY: slot 1 (`<= LEAD`) was just written, and the slots after it by `put`.
+        thread::push_all(unsafe { self.written(1) });
+    }
+}
+
 struct DebugAsDisplay<'a>(&'a dyn fmt::Debug);
 
 impl fmt::Display for DebugAsDisplay<'_> {

@@ -69,6 +69,23 @@ pub enum RawKind {
     /// many, `tick` their bytes. A [`Payload`](RawKind::Payload) follows whose `tick` holds
     /// the most that bytes allocated minus bytes freed rose meanwhile (for scopes' peaks).
     FreeCount = 41,
+    /// A counter was set (`counter!("name", set = n)`): `id` is the counter's callsite id,
+    /// followed by a [`Payload`](RawKind::Payload) with the value: its bits in `tick`, its
+    /// type in `id` ([`RawEvent::NUMBER_INT`] for an `i64`, [`RawEvent::NUMBER_FLOAT`] for
+    /// an `f64`).
+    CounterSet = 17,
+    /// An amount was added to a counter (`counter!("name", add = n)`), laid out as
+    /// [`CounterSet`](RawKind::CounterSet).
+    CounterAdd = 18,
+    /// A sample of a value distribution (`value!("name", v)`), laid out as
+    /// [`CounterSet`](RawKind::CounterSet).
+    Value = 19,
+    /// A thread-scoped instant (`instant!("name")`): `id` is its callsite id. Its arguments,
+    /// if any, follow as those of a scope entry do ([`ArgI64`](RawKind::ArgI64) …).
+    Instant = 20,
+    /// A process-wide instant (`instant!("name", process)`), laid out as
+    /// [`Instant`](RawKind::Instant).
+    InstantProcess = 21,
 }
 
 impl RawKind {
@@ -94,6 +111,11 @@ impl RawKind {
             16 => Self::ArgStr,
             40 => Self::AllocCount,
             41 => Self::FreeCount,
+            17 => Self::CounterSet,
+            18 => Self::CounterAdd,
+            19 => Self::Value,
+            20 => Self::Instant,
+            21 => Self::InstantProcess,
             _ => return None,
         })
     }
@@ -228,6 +250,28 @@ impl RawEvent {
         ]
     }
 
+    /// The type of a number in a [`Payload`](RawKind::Payload)'s `id` after a counter or value
+    /// record: a signed 64-bit integer in `tick`.
+    pub const NUMBER_INT: u32 = 0;
+    /// The type of a number in a [`Payload`](RawKind::Payload)'s `id` after a counter or value
+    /// record: the bits of an `f64` in `tick`.
+    pub const NUMBER_FLOAT: u32 = 1;
+
+    /// The two records of a counter or value sample (`kind` [`RawKind::CounterSet`],
+    /// [`RawKind::CounterAdd`] or [`RawKind::Value`]) of callsite `id` at `tick`: the number's
+    /// type ([`RawEvent::NUMBER_INT`] or [`RawEvent::NUMBER_FLOAT`]) and its 64 bits.
+    #[inline(always)]
+    pub const fn sample(kind: RawKind, id: u32, tick: u64, (ty, bits): (u32, u64)) -> [Self; 2] {
+        [
+            Self { tick, id, kind },
+            Self {
+                tick: bits,
+                id: ty,
+                kind: RawKind::Payload,
+            },
+        ]
+    }
+
     /// The payload of the record before it: `id` and 64 bits that are not a tick.
     #[inline(always)]
     pub const fn payload(id: u32, bits: u64) -> Self {
@@ -246,13 +290,13 @@ mod tests {
     #[test]
     fn every_kind_reads_back_from_its_discriminant() {
         let mut kinds = 0;
-        for raw in 0..=20 {
+        for raw in 0..=30 {
             if let Some(kind) = RawKind::from_u32(raw) {
                 assert_eq!(kind as u32, raw);
                 kinds += 1;
             }
         }
-        assert_eq!(kinds, 16);
+        assert_eq!(kinds, 21);
         assert_eq!(RawKind::from_u32(u32::MAX), None);
     }
 }

@@ -14,6 +14,7 @@ not_under_loom! {
     pub(crate) mod alloc;
     pub(crate) mod args;
     pub(crate) mod callsite;
+    pub(crate) mod counter;
     pub mod clock;
     pub(crate) mod follows;
     pub(crate) mod link;

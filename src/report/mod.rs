@@ -2,6 +2,7 @@
 //! per-name statistics ([`Report`]), the memory still live at stop ([`LiveAtStop`]) and the
 //! call tree the table draws.
 
+mod counters;
 mod live;
 pub(crate) mod tree;
 
@@ -15,6 +16,7 @@ use crate::record::callsite::Callsite;
 use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 
+pub use counters::{CounterStats, ValueStats};
 pub use live::LiveAtStop;
 
 /// Statistics of every scope with one name (and, in a per-thread report, on one thread).
@@ -130,6 +132,10 @@ pub struct Report {
     /// The memory live at stop: allocated in the window and not freed by its end, by
     /// allocating scope, most bytes first; empty when the session did not track memory.
     pub live_at_stop: Vec<LiveAtStop>,
+    /// One row per counter (`counter!`), ordered by process then name.
+    pub counters: Vec<CounterStats>,
+    /// One row per value distribution (`value!`), ordered by process then name.
+    pub values: Vec<ValueStats>,
 }
 
 /// How a report splits a name's calls beyond threads.
@@ -312,7 +318,19 @@ impl Report {
             dropped_events: trace.dropped_events,
             observer_panics: 0,
             live_at_stop: LiveAtStop::of(trace),
+            counters: CounterStats::of(trace),
+            values: ValueStats::of(trace),
         }
+    }
+
+    /// The counter row for `name` (of the first process that has one).
+    pub fn counter(&self, name: &str) -> Option<&CounterStats> {
+        self.counters.iter().find(|c| c.name == name)
+    }
+
+    /// The value distribution row for `name` (of the first process that has one).
+    pub fn value(&self, name: &str) -> Option<&ValueStats> {
+        self.values.iter().find(|v| v.name == name)
     }
 
     /// The row for `name` (the first one, in a per-thread report).

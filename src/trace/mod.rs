@@ -5,10 +5,16 @@
 //! ([`Trace::from_captures`]); reports, the table and every export read it. This module holds
 //! data types only.
 
+mod counters;
+
 use crate::record::callsite::Callsite;
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
 pub use crate::record::value::Value;
+pub use counters::{
+    CounterOp, CounterSample, CounterTrack, Instant, InstantScope, Number, ValueSample,
+    ValueSeries,
+};
 
 /// One scope, closed, with Unix-epoch nanosecond times.
 #[derive(Debug, Clone, PartialEq)]
@@ -394,6 +400,14 @@ pub struct Trace {
     /// trustworthy that says: the OS monotonic clock, then a CPU counter the OS does not
     /// vouch for.
     pub clock_source: Option<ClockSource>,
+    /// Process-wide counters (`counter!`): one track per process and name, every thread's
+    /// samples merged in time order, ordered by process then name.
+    pub counters: Vec<CounterTrack>,
+    /// Value distributions (`value!`): one series per process and name, in time order,
+    /// ordered by process then name.
+    pub values: Vec<ValueSeries>,
+    /// Instants (`instant!`) of every thread, in time order (ties in thread order).
+    pub instants: Vec<Instant>,
 }
 
 /// The profiler overhead a trace's times were compensated for
@@ -447,7 +461,20 @@ impl Trace {
             }],
             compensation: None,
             clock_source: None,
+            counters: Vec::new(),
+            values: Vec::new(),
+            instants: Vec::new(),
         }
+    }
+
+    /// The counter named `name` (of the first process that has one).
+    pub fn counter(&self, name: &str) -> Option<&CounterTrack> {
+        self.counters.iter().find(|c| c.name == name)
+    }
+
+    /// The value distribution named `name` (of the first process that has one).
+    pub fn value_series(&self, name: &str) -> Option<&ValueSeries> {
+        self.values.iter().find(|v| v.name == name)
     }
 
     /// The process that recorded the trace: the first of [`Trace::processes`], the only one
