@@ -9,6 +9,7 @@
 //! | folded stacks (flamegraph.pl, inferno) | [`folded`] | [`folded::Options`] |
 //! | SVG flame graph (cargo feature `flamegraph`) | `flamegraph` | `flamegraph::Options` |
 //! | pprof profile (`go tool pprof`, Pyroscope, speedscope) | [`pprof`] | [`pprof::Options`] |
+//! | native Perfetto trace (`.pftrace`, exact ns) | [`perfetto`] | [`perfetto::Options`] |
 //!
 //! ```no_run
 //! use tickscope::export::{self, chrome, folded, kineto};
@@ -53,7 +54,9 @@ pub mod folded;
 mod json;
 pub mod kineto;
 mod lanes;
+pub mod perfetto;
 pub mod pprof;
+mod proto;
 mod trace_event;
 
 use std::io;
