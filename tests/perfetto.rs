@@ -568,7 +568,16 @@ fn links_are_flows_from_origin_to_follower() {
     .join()
     .unwrap();
     prof.stop();
-    let got = slices(&decode(&encode(&prof.trace(), true)));
+    let d = decode(&encode(&prof.trace(), true));
+    // Each name interned once on its thread's sequence, however often it is used.
+    let mut interned: Vec<(&str, usize)> = d
+        .name_interned
+        .iter()
+        .map(|((_, n), c)| (n.as_str(), *c))
+        .collect();
+    interned.sort();
+    assert_eq!(interned, [("make", 1), ("use", 1)]);
+    let got = slices(&d);
     let makes: Vec<&Slice> = got.iter().filter(|s| s.name == "make").collect();
     let uses: Vec<&Slice> = got.iter().filter(|s| s.name == "use").collect();
     assert_eq!((makes.len(), uses.len()), (3, 3));

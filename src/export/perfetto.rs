@@ -688,10 +688,9 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             PACKET_SEQUENCE_FLAGS,
             SEQ_INCREMENTAL_STATE_CLEARED,
         );
+        // A sequence is started once, before its first event's packet (whose names are
+        // already marked interned: they go in that packet).
         seq.last_ns = Some(ns);
-        seq.names.clear();
-        seq.categories.clear();
-        seq.annotations.clear();
         if !self.delta {
             self.packet = packet;
             return self.emit();
@@ -749,4 +748,247 @@ fn known(set: &mut Vec<bool>, iid: u64) -> bool {
         set.resize(i + 1, false);
     }
     std::mem::replace(&mut set[i], true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A protobuf message as (field, wire value) pairs: varints and fixed64s as numbers,
+    /// length-delimited fields as bytes.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Wire {
+        Int(u64),
+        Bytes(Vec<u8>),
+    }
+
+    fn read_varint(bytes: &[u8], at: &mut usize) -> u64 {
+        let mut value = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = bytes[*at];
+            *at += 1;
+            value |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return value;
+            }
+            shift += 7;
+        }
+    }
+
+    fn fields(bytes: &[u8]) -> Vec<(u32, Wire)> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let key = read_varint(bytes, &mut at);
+            let field = (key >> 3) as u32;
+            let wire = match key & 7 {
+                0 => Wire::Int(read_varint(bytes, &mut at)),
+                1 => {
+                    let v = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+                    at += 8;
+                    Wire::Int(v)
+                }
+                2 => {
+                    let len = read_varint(bytes, &mut at) as usize;
+                    at += len;
+                    Wire::Bytes(bytes[at - len..at].to_vec())
+                }
+                other => panic!("wire type {other}"),
+            };
+            out.push((field, wire));
+        }
+        out
+    }
+
+    fn get(message: &[(u32, Wire)], field: u32) -> Option<&Wire> {
+        message.iter().find(|(f, _)| *f == field).map(|(_, w)| w)
+    }
+
+    fn int(message: &[(u32, Wire)], field: u32) -> Option<u64> {
+        match get(message, field)? {
+            Wire::Int(v) => Some(*v),
+            Wire::Bytes(_) => panic!("field {field} is bytes"),
+        }
+    }
+
+    fn sub(message: &[(u32, Wire)], field: u32) -> Vec<(u32, Wire)> {
+        match get(message, field) {
+            Some(Wire::Bytes(b)) => fields(b),
+            other => panic!("field {field}: {other:?}"),
+        }
+    }
+
+    /// The packets of a trace.
+    fn packets(bytes: &[u8]) -> Vec<Vec<(u32, Wire)>> {
+        fields(bytes)
+            .into_iter()
+            .map(|(field, wire)| {
+                assert_eq!(field, TRACE_PACKET);
+                match wire {
+                    Wire::Bytes(b) => fields(&b),
+                    Wire::Int(_) => panic!("a packet is a message"),
+                }
+            })
+            .collect()
+    }
+
+    /// Track events of `bytes` replayed on their sequence's incremental clock:
+    /// (absolute time, track, event fields).
+    fn replay(bytes: &[u8]) -> Vec<(u64, u64, Vec<(u32, Wire)>)> {
+        let mut clocks: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut out = Vec::new();
+        for p in packets(bytes) {
+            let seq = int(&p, PACKET_SEQUENCE_ID).unwrap();
+            if int(&p, PACKET_SEQUENCE_FLAGS) == Some(SEQ_INCREMENTAL_STATE_CLEARED) {
+                let defaults = sub(&p, PACKET_DEFAULTS);
+                let track = int(&sub(&defaults, 11), EVENT_TRACK_UUID).unwrap();
+                clocks.insert(seq, (int(&p, PACKET_TIMESTAMP).unwrap(), track));
+                continue;
+            }
+            if get(&p, PACKET_TRACK_EVENT).is_none() {
+                continue;
+            }
+            assert_eq!(
+                int(&p, PACKET_SEQUENCE_FLAGS),
+                Some(SEQ_NEEDS_INCREMENTAL_STATE)
+            );
+            let (last, track) = clocks.get_mut(&seq).expect("sequence started");
+            *last += int(&p, PACKET_TIMESTAMP).unwrap();
+            out.push((*last, *track, sub(&p, PACKET_TRACK_EVENT)));
+        }
+        out
+    }
+
+    use std::collections::HashMap;
+
+    #[test]
+    fn counter_tracks_and_instants_from_plain_data() {
+        // Unix-epoch magnitudes, odd nanoseconds: a double would round these.
+        let t0 = 1_763_900_000_123_456_789u64;
+        let mut bytes = Vec::new();
+        let mut w = Writer::new(&mut bytes, true);
+        let process = w.process_track(42, "server").unwrap();
+        let thread = w.thread_track(process, 42, 7, "worker").unwrap();
+        let depth = w
+            .counter_track(
+                process,
+                "queue_depth",
+                Unit::Unspecified,
+                &[
+                    (t0, CounterValue::Int(3)),
+                    (t0 + 1, CounterValue::Int(-2)),
+                    (t0 + 1000, CounterValue::Float(2.5)),
+                ],
+            )
+            .unwrap();
+        let args = [("key", Value::U64(9)), ("hit", Value::Bool(false))];
+        w.instants(
+            thread,
+            &[
+                Instant {
+                    name: "cache_miss",
+                    ns: t0 + 5,
+                    args: &args,
+                },
+                Instant {
+                    name: "cache_miss",
+                    ns: t0 + 5,
+                    args: &[],
+                },
+            ],
+        )
+        .unwrap();
+        w.finish().unwrap();
+
+        // The counter track's descriptor: a counter under the process.
+        let descriptors: Vec<Vec<(u32, Wire)>> = packets(&bytes)
+            .iter()
+            .filter(|p| get(p, PACKET_TRACK_DESCRIPTOR).is_some())
+            .map(|p| sub(p, PACKET_TRACK_DESCRIPTOR))
+            .collect();
+        assert_eq!(descriptors.len(), 3);
+        let counter = &descriptors[2];
+        assert_eq!(int(counter, 1), Some(depth));
+        assert_eq!(int(counter, 5), Some(process));
+        assert_eq!(get(counter, 2), Some(&Wire::Bytes(b"queue_depth".to_vec())));
+        assert!(get(counter, 8).is_some());
+
+        let events = replay(&bytes);
+        assert_eq!(events.len(), 5);
+        let samples: Vec<(u64, u64, Option<u64>, Option<u64>)> = events[..3]
+            .iter()
+            .map(|(ts, track, e)| {
+                assert_eq!(int(e, EVENT_TYPE), Some(TYPE_COUNTER));
+                (
+                    *ts,
+                    *track,
+                    int(e, EVENT_COUNTER_VALUE),
+                    int(e, EVENT_DOUBLE_COUNTER_VALUE),
+                )
+            })
+            .collect();
+        assert_eq!(
+            samples,
+            [
+                (t0, depth, Some(3), None),
+                (t0 + 1, depth, Some(-2i64 as u64), None),
+                (t0 + 1000, depth, None, Some(2.5f64.to_bits())),
+            ]
+        );
+        // The instants: on the thread's track, the name interned once on their sequence.
+        for (ts, track, e) in &events[3..] {
+            assert_eq!((*ts, *track), (t0 + 5, thread));
+            assert_eq!(int(e, EVENT_TYPE), Some(TYPE_INSTANT));
+            assert_eq!(int(e, EVENT_NAME_IID), Some(1));
+        }
+        let annotations: Vec<Vec<(u32, Wire)>> = events[3]
+            .2
+            .iter()
+            .filter(|(f, _)| *f == EVENT_DEBUG_ANNOTATIONS)
+            .map(|(_, w)| match w {
+                Wire::Bytes(b) => fields(b),
+                Wire::Int(_) => panic!(),
+            })
+            .collect();
+        assert_eq!(
+            annotations,
+            [
+                vec![(1, Wire::Int(1)), (3, Wire::Int(9))],
+                vec![(1, Wire::Int(2)), (2, Wire::Int(0))],
+            ]
+        );
+        assert!(get(&events[4].2, EVENT_DEBUG_ANNOTATIONS).is_none());
+        let interned: Vec<Vec<(u32, Wire)>> = packets(&bytes)
+            .iter()
+            .filter(|p| get(p, PACKET_INTERNED_DATA).is_some())
+            .map(|p| sub(p, PACKET_INTERNED_DATA))
+            .collect();
+        assert_eq!(interned.len(), 1, "interned once, in the first instant's packet: {interned:?}");
+        assert_eq!(
+            fields(match get(&interned[0], INTERNED_NAMES).unwrap() {
+                Wire::Bytes(b) => b,
+                Wire::Int(_) => panic!(),
+            }),
+            [(1, Wire::Int(1)), (2, Wire::Bytes(b"cache_miss".to_vec()))]
+        );
+    }
+
+    #[test]
+    fn an_earlier_time_is_written_absolute() {
+        let mut bytes = Vec::new();
+        let mut w = Writer::new(&mut bytes, true);
+        let process = w.process_track(1, "p").unwrap();
+        w.counter_track(
+            process,
+            "c",
+            Unit::Bytes,
+            &[(100, CounterValue::Int(1)), (50, CounterValue::Int(2))],
+        )
+        .unwrap();
+        w.finish().unwrap();
+        let last = packets(&bytes).pop().unwrap();
+        assert_eq!(int(&last, PACKET_TIMESTAMP), Some(50));
+        assert_eq!(int(&last, PACKET_TIMESTAMP_CLOCK_ID), Some(CLOCK_BOOTTIME));
+    }
 }
