@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, flamegraph, folded, kineto, pprof, write_file};
+use tickscope::export::{Format, flamegraph, folded, kineto, perfetto, pprof, write_file};
 
 use crate::{Context, Failure, input};
 
 /// Converts captures to the format the output's extension names: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
 /// `.svg` a flame graph, `.pb` a pprof profile (go tool pprof, Pyroscope, speedscope; usually
-/// `.pb.gz`). Each may end in `.gz` to be gzipped. The output appears only when
+/// `.pb.gz`), `.pftrace` a native Perfetto trace (exact ns). Each may end in `.gz` to be
+/// gzipped. The output appears only when
 /// complete.
 ///
 /// Every session of every file goes into the one trace, lined up on Unix time: each process
@@ -24,7 +25,7 @@ pub(crate) struct Args {
     /// The capture files.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The output file: .json, .json.gz, .folded, .svg, .pb.gz (each also with or without .gz).
+    /// The output file: .json, .folded, .svg, .pb, .pftrace (each also with .gz).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// JSON in the PyTorch profiler's (Kineto's) dialect, for HolisticTraceAnalysis.
@@ -50,9 +51,11 @@ enum Kind {
     Folded,
     Svg,
     Pprof,
+    Perfetto,
 }
 
-const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz";
+const KNOWN: &str =
+    ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz, .pftrace, .pftrace.gz";
 
 impl Kind {
     /// The format `path`'s extension names, `.gz` aside.
@@ -64,6 +67,7 @@ impl Kind {
             "folded" => Some(Self::Folded),
             "svg" => Some(Self::Svg),
             "pb" => Some(Self::Pprof),
+            "pftrace" => Some(Self::Perfetto),
             _ => None,
         }
     }
@@ -88,7 +92,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             format!("{flag} applies to JSON output only (.json or .json.gz)"),
         ));
     }
-    if matches!(kind, Kind::Json | Kind::Pprof) && args.by_thread {
+    if matches!(kind, Kind::Json | Kind::Pprof | Kind::Perfetto) && args.by_thread {
         return Err(Failure::about(
             out,
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
@@ -107,6 +111,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
+        Kind::Perfetto => Box::new(perfetto::Options::new()),
     };
     let trace = input::trace(cx, &args.files, args.session)?;
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
@@ -128,6 +133,8 @@ mod tests {
         assert_eq!(kind("t.folded"), Some(Kind::Folded));
         assert_eq!(kind("t.svg.gz"), Some(Kind::Svg));
         assert_eq!(kind("cpu.pb.gz"), Some(Kind::Pprof));
+        assert_eq!(kind("t.pftrace"), Some(Kind::Perfetto));
+        assert_eq!(kind("t.PFTRACE.gz"), Some(Kind::Perfetto));
         assert_eq!(kind("t.gz"), None);
         assert_eq!(kind("t.txt"), None);
         assert_eq!(kind("json"), None);
