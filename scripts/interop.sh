@@ -203,6 +203,56 @@ assert doc["flows"] == matched, doc["flows"]
 print(f"interop: perfetto binds {matched} flows: {got}")
 PY
 
+# Native Perfetto protobuf (.pftrace): the trace processor reads from it the slices (per name:
+# count and deepest nesting), flows (per origin and follower name) and scope argument values it
+# reads from the Chrome JSON of the same trace, and the calls the tables count. The schema
+# checker (validate_perfetto_proto.py) does not apply TracePacketDefaults or incremental
+# clocks, so it checks the variant with absolute times and explicit tracks
+# (`perfetto::Options::delta_times(false)`); the trace processor checks both.
+pf_rows() {
+    python3 "$V/validate_perfetto.py" "$@" --json \
+        --sql "select name, count(*) as n, max(depth) as depth from slice group by name order by name" \
+        --sql "select so.name as src, si.name as dst, count(*) as n from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id group by src, dst order by src, dst" \
+        --sql "select s.name as name, a.key as key, a.display_value as value, count(*) as n from slice s join args a using (arg_set_id) where a.key like 'debug.%' or a.key like 'args.%' group by s.name, a.key, a.display_value order by s.name, a.key, a.display_value" |
+        python3 -c 'import json,sys; d,_=json.JSONDecoder().raw_decode(sys.stdin.read()); print(json.dumps([e["rows"] for e in d["extra"]]))'
+}
+"$V/check_trace.sh" "$out/links.absolute.pftrace"
+python3 "$V/validate_perfetto.py" --expect-type proto "$out/links.pftrace" > /dev/null
+python3 "$V/validate_perfetto.py" --expect-type proto "$out/chrome_trace.pftrace" > /dev/null
+cargo run --quiet --release -p tickscope-cli -- convert "$out/run.tscope" -o "$out/capture.pftrace"
+python3 "$V/validate_perfetto.py" --expect-type proto "$out/capture.pftrace" > /dev/null
+python3 - "$(pf_rows "$out/links.json")" "$(pf_rows --expect-type proto "$out/links.pftrace")" \
+    "$(pf_rows --expect-type proto "$out/links.absolute.pftrace")" \
+    "$(pf_rows "$out/chrome_trace.json")" "$(pf_rows --expect-type proto "$out/chrome_trace.pftrace")" \
+    "$(pf_rows "$out/capture.json")" "$(pf_rows --expect-type proto "$out/capture.pftrace")" \
+    "$out/capture.txt" <<'PY'
+import json, re, sys
+links_json, links_pf, links_abs, chrome_json, chrome_pf, capture_json, capture_pf = (json.loads(a) for a in sys.argv[1:8])
+def slices(doc):
+    return sorted((r["name"], int(r["n"]), int(r["depth"])) for r in doc[0])
+def flows(doc):
+    return sorted((r["src"], r["dst"], int(r["n"])) for r in doc[1])
+def args(doc, keys):
+    # Chrome JSON args are `args.<key>`, Perfetto debug annotations `debug.<key>`.
+    out = [(r["name"], r["key"].split(".", 1)[1], r["value"], int(r["n"])) for r in doc[2]]
+    return sorted(a for a in out if a[1] in keys)
+for name, js, pf in (("links", links_json, links_pf), ("links (absolute)", links_json, links_abs),
+                     ("chrome_trace", chrome_json, chrome_pf), ("capture", capture_json, capture_pf)):
+    assert slices(pf) == slices(js), f"{name}: pftrace slices {slices(pf)} != json {slices(js)}"
+    assert flows(pf) == flows(js), f"{name}: pftrace flows {flows(pf)} != json {flows(js)}"
+assert flows(links_pf) == [("retry", "handle", 8), ("submit", "handle", 40)], flows(links_pf)
+table = {}
+for line in open(sys.argv[8]):
+    m = re.match(r"^(\S+)\s+(\d+)\s", line)
+    if m and m.group(1) != "Name":
+        table[m.group(1)] = int(m.group(2))
+assert {n: c for n, c, _ in slices(capture_pf)} == table, (slices(capture_pf), table)
+got = args(capture_pf, {"bytes"})
+assert got == args(capture_json, {"bytes"}) and got and sum(a[3] for a in got) == table["checksum"], got
+print(f"interop: pftrace agrees with the JSON and the tables: slices {slices(capture_pf)}, "
+      f"flows {flows(links_pf)}, args {got}")
+PY
+
 # Scopes dropped out of order, and scopes shorter than a microsecond: traces the export tests
 # write. A scope that outlives its parent keeps its own duration on an extra track of its
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as

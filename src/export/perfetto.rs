@@ -650,6 +650,32 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 ns
             }
         };
+        if self.delta && ns >= last && self.interned.is_empty() && self.event.len() < 64 {
+            // The common packet, built on the stack and appended in one piece: a time delta,
+            // the event, the sequence and its flags.
+            let mut packet = [0u8; 96];
+            let mut at = 2;
+            put_varint(&mut packet, &mut at, u64::from(PACKET_TIMESTAMP) << 3);
+            put_varint(&mut packet, &mut at, ns - last);
+            put_varint(&mut packet, &mut at, (u64::from(PACKET_TRACK_EVENT) << 3) | 2);
+            put_varint(&mut packet, &mut at, self.event.len() as u64);
+            packet[at..at + self.event.len()].copy_from_slice(&self.event);
+            at += self.event.len();
+            put_varint(&mut packet, &mut at, u64::from(PACKET_SEQUENCE_ID) << 3);
+            put_varint(&mut packet, &mut at, u64::from(seq.id));
+            put_varint(&mut packet, &mut at, u64::from(PACKET_SEQUENCE_FLAGS) << 3);
+            put_varint(&mut packet, &mut at, SEQ_NEEDS_INCREMENTAL_STATE);
+            // At most 11 + 2 + 63 + 6 + 2 bytes after the header: the length fits one byte.
+            packet[0] = ((TRACE_PACKET << 3) | 2) as u8;
+            packet[1] = (at - 2) as u8;
+            seq.last_ns = Some(ns);
+            self.buf.extend_from_slice(&packet[..at]);
+            if self.buf.len() >= BLOCK {
+                self.out.write_all(&self.buf)?;
+                self.buf.clear();
+            }
+            return Ok(());
+        }
         self.packet.clear();
         if !self.delta {
             varint_field(&mut self.event, EVENT_TRACK_UUID, seq.track);
@@ -739,6 +765,17 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         self.buf.clear();
         Ok(())
     }
+}
+
+/// Writes `value` as a varint at `packet[*at..]`, moving `at` past it.
+fn put_varint(packet: &mut [u8], at: &mut usize, mut value: u64) {
+    while value >= 0x80 {
+        packet[*at] = (value as u8) | 0x80;
+        value >>= 7;
+        *at += 1;
+    }
+    packet[*at] = value as u8;
+    *at += 1;
 }
 
 /// Whether `iid` is marked in `set`, marking it.
