@@ -30,7 +30,8 @@
 //! processor's `ts` is the Unix-epoch nanosecond of each event, exactly (no rounding through
 //! doubles, unlike JSON). A plain nested scope takes about 26 bytes (`benches/export.rs`).
 //!
-//! The encoder is our own ([`proto`](super::proto)), of the fields listed here only.
+//! The encoder is our own (`src/export/proto.rs`, shared with [pprof](super::pprof)), of the
+//! fields listed here only.
 //!
 //! ```
 //! use tickscope::export::perfetto;
@@ -870,9 +871,12 @@ mod tests {
             .collect()
     }
 
+    /// A decoded message: its fields in order.
+    type Fields = Vec<(u32, Wire)>;
+
     /// Track events of `bytes` replayed on their sequence's incremental clock:
     /// (absolute time, track, event fields).
-    fn replay(bytes: &[u8]) -> Vec<(u64, u64, Vec<(u32, Wire)>)> {
+    fn replay(bytes: &[u8]) -> Vec<(u64, u64, Fields)> {
         let mut clocks: HashMap<u64, (u64, u64)> = HashMap::new();
         let mut out = Vec::new();
         for p in packets(bytes) {

@@ -1,6 +1,6 @@
 //! Protobuf's wire format, the part our encoders use: varints, fixed-width numbers and
-//! length-delimited fields, written into a byte buffer. Shared by the [pprof](super::pprof)
-//! and [Perfetto](super::perfetto) writers.
+//! length-delimited fields, written into a byte buffer. Shared by the pprof
+//! and Perfetto writers.
 
 /// Protobuf's base-128 varint.
 pub(crate) fn varint(out: &mut Vec<u8>, mut value: u64) {
