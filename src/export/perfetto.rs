@@ -224,7 +224,7 @@ impl Interner {
     }
 }
 
-/// What one event needs from the interning tables, and its encoded body.
+/// The encoder: output buffers, interning tables, and the numbering of tracks and sequences.
 struct Writer<'a, W: Write + ?Sized> {
     out: &'a mut W,
     /// Whole packets, flushed in blocks.
