@@ -1,4 +1,5 @@
-//! Export speed and size: Chrome JSON and folded stacks of a 1 M-scope trace, written to a file.
+//! Export speed and size: Chrome JSON, native Perfetto protobuf and folded stacks of a 1 M-scope
+//! trace, written to a file.
 //!
 //! `cargo bench --bench export`; prints bytes per scope once, criterion reports scopes per
 //! second. Also times post-processing alone (raw events to report), in events per second.
@@ -10,7 +11,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use tickscope::__private::{RawEvent, capture_from_records};
 use tickscope::Callsite;
-use tickscope::export::{chrome, folded};
+use tickscope::export::{chrome, folded, perfetto};
 use tickscope::report::Report;
 
 mod common;
@@ -31,6 +32,26 @@ fn bench(c: &mut Criterion) {
         sized.len(),
         sized.len() as f64 / scopes as f64
     );
+
+    let mut sized = Vec::new();
+    perfetto::write(&trace, &mut sized).unwrap();
+    println!(
+        "perfetto protobuf: {} bytes for {scopes} scopes = {:.1} bytes/scope",
+        sized.len(),
+        sized.len() as f64 / scopes as f64
+    );
+    let mut absolute = Vec::new();
+    perfetto::write_with(
+        &trace,
+        &mut absolute,
+        perfetto::Options::new().delta_times(false),
+    )
+    .unwrap();
+    println!(
+        "perfetto protobuf, absolute times: {:.1} bytes/scope",
+        absolute.len() as f64 / scopes as f64
+    );
+    let pftrace = path.with_extension("pftrace");
 
     let mut g = c.benchmark_group("export");
     g.throughput(Throughput::Elements(scopes));
@@ -54,6 +75,22 @@ fn bench(c: &mut Criterion) {
     g.bench_function("profiler_write_chrome_trace_fsync", |b| {
         b.iter(|| prof.write_chrome_trace(&path).unwrap())
     });
+    g.bench_function("perfetto_to_file", |b| {
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(&pftrace);
+            },
+            |()| {
+                let mut out = BufWriter::with_capacity(1 << 16, File::create(&pftrace).unwrap());
+                perfetto::write(&trace, &mut out).unwrap();
+                out.into_inner().unwrap()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("perfetto_to_sink", |b| {
+        b.iter(|| perfetto::write(&trace, &mut std::io::sink()).unwrap())
+    });
     g.bench_function("chrome_json_to_sink", |b| {
         b.iter(|| chrome::write(&trace, &mut std::io::sink()).unwrap())
     });
@@ -72,6 +109,7 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&pftrace);
 
     // Post-processing alone: pairing, nesting, tick conversion, then aggregation, on the same
     // shape of events (2 M raw events).

@@ -1,6 +1,6 @@
 //! Links: two producer threads create jobs, three workers run them. Each job carries the
 //! `Link` of the scope that created it, and the worker's scope follows from it, so the table
-//! splits `handle` by the scope that caused it and the trace (`links.json`, written into the
+//! splits `handle` by the scope that caused it and the trace (`links.json` and `links.pftrace`, written into the
 //! current directory or the one given as first argument) draws an arrow from each `submit`
 //! or `retry` to the `handle` that ran it. The producers usually exit before their last jobs
 //! run: links still match.
@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+use tickscope::export::perfetto;
 use tickscope::{Link, Profiler, scope};
 
 struct Job {
@@ -94,5 +95,13 @@ fn main() -> std::io::Result<()> {
     let path = Path::new(&out_dir).join("links.json");
     prof.write_chrome_trace(&path)?;
     println!("wrote {}", path.display());
+    // The same trace in Perfetto's own protobuf format: flows as `flow_ids`.
+    let pftrace = Path::new(&out_dir).join("links.pftrace");
+    prof.write_perfetto(&pftrace)?;
+    println!("wrote {}", pftrace.display());
+    // With absolute times and explicit tracks, for consumers that do not apply packet defaults.
+    let absolute = Path::new(&out_dir).join("links.absolute.pftrace");
+    prof.write(&absolute, &perfetto::Options::new().delta_times(false))?;
+    println!("wrote {}", absolute.display());
     Ok(())
 }

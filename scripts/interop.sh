@@ -71,16 +71,22 @@ assert all(r["category"] == "cpu_op" for r in kineto), kineto
 print(f"interop: chrome_trace variants agree: {strip(plain)}")
 PY
 
-# Counters and instants: the counters example's Chrome trace holds, per counter, as many
-# samples with the same smallest and largest values as its table's "Counters" section says,
-# and per instant name as many instants as the example counted.
+# Counters and instants: the counters example's Chrome trace and native Perfetto trace each
+# hold, per counter, as many samples with the same smallest and largest values as its table's
+# "Counters" section says, and per instant name as many instants as the example counted.
 cargo run --quiet --release --example counters -- "$out" > "$out/counters.txt"
-"$V/check_trace.sh" "$out/counters.json"
-python3 "$V/validate_perfetto.py" "$out/counters.json" --json \
-    --sql "select t.name as name, count(*) as n, min(c.value) as mn, max(c.value) as mx from counter c join counter_track t on c.track_id = t.id group by t.name order by t.name" \
-    --sql "select name, count(*) as n from slice where category = 'instant' group by name order by name" \
-    > "$out/counters.sql.json"
-python3 - "$out/counters.txt" "$out/counters.sql.json" <<'PY'
+for trace in counters.json counters.pftrace; do
+    "$V/check_trace.sh" "$out/$trace"
+    # Chrome instants carry the category `instant`; Perfetto instants are slices of no duration.
+    case "$trace" in
+        *.json) instants="category = 'instant'" ;;
+        *) instants="dur = 0" ;;
+    esac
+    python3 "$V/validate_perfetto.py" "$out/$trace" --json \
+        --sql "select t.name as name, count(*) as n, min(c.value) as mn, max(c.value) as mx from counter c join counter_track t on c.track_id = t.id group by t.name order by t.name" \
+        --sql "select name, count(*) as n from slice where $instants group by name order by name" \
+        > "$out/$trace.sql.json"
+    python3 - "$out/counters.txt" "$out/$trace.sql.json" "$trace" <<'PY'
 import json, re, sys
 text = open(sys.argv[1]).read()
 section = text.split("\nCounters\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
@@ -91,14 +97,15 @@ for row in section:
 doc, _ = json.JSONDecoder().raw_decode(open(sys.argv[2]).read())
 counters, instants = (e["rows"] for e in doc["extra"])
 got = {r["name"].removesuffix(" value"): (int(r["n"]), float(r["mn"]), float(r["mx"])) for r in counters}
-assert got == want, f"perfetto counters {got} != table {want}"
+assert got == want, f"{sys.argv[3]}: perfetto counters {got} != table {want}"
 line = re.search(r"^instants: (.*)$", text, re.M).group(1)
 want_i = {k: int(v) for k, v in (p.split() for p in line.split(", "))}
-got_i = {r["name"]: int(r["n"]) for r in instants}
 want_i = {k: v for k, v in want_i.items() if v > 0}
-assert got_i == want_i, f"perfetto instants {got_i} != example {want_i}"
-print(f"interop: perfetto agrees with the counters table: {got}; instants {got_i}")
+got_i = {r["name"]: int(r["n"]) for r in instants if r["name"] in want_i}
+assert got_i == want_i, f"{sys.argv[3]}: perfetto instants {got_i} != example {want_i}"
+print(f"interop: {sys.argv[3]}: perfetto agrees with the counters table: {got}; instants {got_i}")
 PY
+done
 
 # A capture file converted offline by the tickscope CLI is accepted, with the calls the
 # example's table (printed from the same file) counts.
@@ -230,6 +237,56 @@ assert links == matched == 48, (links, matched)
 assert got == {("retry", "handle"): 8, ("submit", "handle"): 40}, got
 assert doc["flows"] == matched, doc["flows"]
 print(f"interop: perfetto binds {matched} flows: {got}")
+PY
+
+# Native Perfetto protobuf (.pftrace): the trace processor reads from it the slices (per name:
+# count and deepest nesting), flows (per origin and follower name) and scope argument values it
+# reads from the Chrome JSON of the same trace, and the calls the tables count. The schema
+# checker (validate_perfetto_proto.py) does not apply TracePacketDefaults or incremental
+# clocks, so it checks the variant with absolute times and explicit tracks
+# (`perfetto::Options::delta_times(false)`); the trace processor checks both.
+pf_rows() {
+    python3 "$V/validate_perfetto.py" "$@" --json \
+        --sql "select name, count(*) as n, max(depth) as depth from slice group by name order by name" \
+        --sql "select so.name as src, si.name as dst, count(*) as n from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id group by src, dst order by src, dst" \
+        --sql "select s.name as name, a.key as key, a.display_value as value, count(*) as n from slice s join args a using (arg_set_id) where a.key like 'debug.%' or a.key like 'args.%' group by s.name, a.key, a.display_value order by s.name, a.key, a.display_value" |
+        python3 -c 'import json,sys; d,_=json.JSONDecoder().raw_decode(sys.stdin.read()); print(json.dumps([e["rows"] for e in d["extra"]]))'
+}
+"$V/check_trace.sh" "$out/links.absolute.pftrace"
+python3 "$V/validate_perfetto.py" --expect-type proto "$out/links.pftrace" > /dev/null
+python3 "$V/validate_perfetto.py" --expect-type proto "$out/chrome_trace.pftrace" > /dev/null
+cargo run --quiet --release -p tickscope-cli -- convert "$out/run.tscope" -o "$out/capture.pftrace"
+python3 "$V/validate_perfetto.py" --expect-type proto "$out/capture.pftrace" > /dev/null
+python3 - "$(pf_rows "$out/links.json")" "$(pf_rows --expect-type proto "$out/links.pftrace")" \
+    "$(pf_rows --expect-type proto "$out/links.absolute.pftrace")" \
+    "$(pf_rows "$out/chrome_trace.json")" "$(pf_rows --expect-type proto "$out/chrome_trace.pftrace")" \
+    "$(pf_rows "$out/capture.json")" "$(pf_rows --expect-type proto "$out/capture.pftrace")" \
+    "$out/capture.txt" <<'PY'
+import json, re, sys
+links_json, links_pf, links_abs, chrome_json, chrome_pf, capture_json, capture_pf = (json.loads(a) for a in sys.argv[1:8])
+def slices(doc):
+    return sorted((r["name"], int(r["n"]), int(r["depth"])) for r in doc[0])
+def flows(doc):
+    return sorted((r["src"], r["dst"], int(r["n"])) for r in doc[1])
+def args(doc, keys):
+    # Chrome JSON args are `args.<key>`, Perfetto debug annotations `debug.<key>`.
+    out = [(r["name"], r["key"].split(".", 1)[1], r["value"], int(r["n"])) for r in doc[2]]
+    return sorted(a for a in out if a[1] in keys)
+for name, js, pf in (("links", links_json, links_pf), ("links (absolute)", links_json, links_abs),
+                     ("chrome_trace", chrome_json, chrome_pf), ("capture", capture_json, capture_pf)):
+    assert slices(pf) == slices(js), f"{name}: pftrace slices {slices(pf)} != json {slices(js)}"
+    assert flows(pf) == flows(js), f"{name}: pftrace flows {flows(pf)} != json {flows(js)}"
+assert flows(links_pf) == [("retry", "handle", 8), ("submit", "handle", 40)], flows(links_pf)
+table = {}
+for line in open(sys.argv[8]):
+    m = re.match(r"^(\S+)\s+(\d+)\s", line)
+    if m and m.group(1) != "Name":
+        table[m.group(1)] = int(m.group(2))
+assert {n: c for n, c, _ in slices(capture_pf)} == table, (slices(capture_pf), table)
+got = args(capture_pf, {"bytes"})
+assert got == args(capture_json, {"bytes"}) and got and sum(a[3] for a in got) == table["checksum"], got
+print(f"interop: pftrace agrees with the JSON and the tables: slices {slices(capture_pf)}, "
+      f"flows {flows(links_pf)}, args {got}")
 PY
 
 # Scopes dropped out of order, and scopes shorter than a microsecond: traces the export tests

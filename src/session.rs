@@ -923,6 +923,13 @@ impl Profiler {
         self.write(path, &crate::export::chrome::Options::default())
     }
 
+    /// Writes [`Profiler::trace`] as a native Perfetto trace (`trace.pftrace`), for
+    /// ui.perfetto.dev and the trace processor, with exact nanosecond times; see
+    /// [`export::perfetto`](crate::export::perfetto). Gzipped when `path` ends in `.gz`.
+    pub fn write_perfetto(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        self.write(path, &crate::export::perfetto::Options::new())
+    }
+
     /// Writes [`Profiler::trace`] as a pprof profile (`go tool pprof`, Grafana Pyroscope,
     /// speedscope): one sample per distinct stack of scopes, with calls and self time (and
     /// allocations, with memory tracking); see [`export::pprof`](crate::export::pprof).

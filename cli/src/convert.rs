@@ -6,15 +6,16 @@ use std::process::ExitCode;
 
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::otlp::{self, Otlp};
-use tickscope::export::{Format, flamegraph, folded, kineto, pprof, write_file};
+use tickscope::export::{Format, flamegraph, folded, kineto, perfetto, pprof, write_file};
 
 use crate::{Context, Failure, input};
 
 /// Converts captures to the format the output's extension names: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
 /// `.svg` a flame graph, `.pb` a pprof profile (go tool pprof, Pyroscope, speedscope; usually
-/// `.pb.gz`), `.otlp.json` OpenTelemetry traces (one OTLP request per line, for the
-/// Collector's otlpjsonfile receiver; `tickscope push` sends them over HTTP). Each may end in `.gz` to be gzipped. The output appears only when
+/// `.pb.gz`), `.pftrace` a native Perfetto trace (exact ns), `.otlp.json` OpenTelemetry traces
+/// (one OTLP request per line, for the Collector's otlpjsonfile receiver; `tickscope push`
+/// sends them over HTTP). Each may end in `.gz` to be gzipped. The output appears only when
 /// complete.
 ///
 /// Every session of every file goes into the one trace, lined up on Unix time: each process
@@ -26,8 +27,7 @@ pub(crate) struct Args {
     /// The capture files.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The output file: .json, .json.gz, .folded, .svg, .pb.gz, .otlp.json (each also with or
-    /// without .gz).
+    /// The output file: .json, .folded, .svg, .pb, .pftrace, .otlp.json (each also with .gz).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// JSON in the PyTorch profiler's (Kineto's) dialect, for HolisticTraceAnalysis.
@@ -53,11 +53,12 @@ enum Kind {
     Folded,
     Svg,
     Pprof,
+    Perfetto,
     Otlp,
 }
 
-const KNOWN: &str =
-    ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz, .otlp.json, .otlp.json.gz";
+const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz, .pftrace, \
+                     .pftrace.gz, .otlp.json, .otlp.json.gz";
 
 impl Kind {
     /// The format `path`'s extension names, `.gz` aside.
@@ -72,6 +73,7 @@ impl Kind {
             "folded" => Some(Self::Folded),
             "svg" => Some(Self::Svg),
             "pb" => Some(Self::Pprof),
+            "pftrace" => Some(Self::Perfetto),
             _ => None,
         }
     }
@@ -96,7 +98,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             format!("{flag} applies to JSON output only (.json or .json.gz)"),
         ));
     }
-    if matches!(kind, Kind::Json | Kind::Pprof | Kind::Otlp) && args.by_thread {
+    if matches!(kind, Kind::Json | Kind::Pprof | Kind::Perfetto | Kind::Otlp) && args.by_thread {
         return Err(Failure::about(
             out,
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
@@ -125,6 +127,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
         Kind::Otlp => unreachable!("written above"),
+        Kind::Perfetto => Box::new(perfetto::Options::new()),
     };
     let trace = input::trace(cx, &args.files, args.session)?;
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
@@ -148,6 +151,8 @@ mod tests {
         assert_eq!(kind("cpu.pb.gz"), Some(Kind::Pprof));
         assert_eq!(kind("t.otlp.json"), Some(Kind::Otlp));
         assert_eq!(kind("T.OTLP.JSON.gz"), Some(Kind::Otlp));
+        assert_eq!(kind("t.pftrace"), Some(Kind::Perfetto));
+        assert_eq!(kind("t.PFTRACE.gz"), Some(Kind::Perfetto));
         assert_eq!(kind("t.gz"), None);
         assert_eq!(kind("t.txt"), None);
         assert_eq!(kind("json"), None);

@@ -444,6 +444,13 @@ fn convert_writes_each_format() {
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz.as_slice()), &mut plain)
         .unwrap();
     assert_eq!(plain, fs::read(&expected).unwrap());
+
+    // A native Perfetto trace: what the library writes (tests/perfetto.rs decodes it).
+    let out = dir.join("trace.pftrace");
+    convert(&out, &[]);
+    let expected = dir.join("expected.pftrace");
+    export::write_file(&prof.trace(), &expected, &export::perfetto::Options::new()).unwrap();
+    assert_eq!(fs::read(&out).unwrap(), fs::read(&expected).unwrap());
 }
 
 #[test]
@@ -454,7 +461,7 @@ fn convert_refuses_what_it_cannot_write() {
     let out = dir.join("trace.txt");
     let run = tickscope(&["convert", s(&file), "-o", s(&out)]);
     assert_input_error(&run, &out);
-    for ext in [".json", ".json.gz", ".folded", ".svg"] {
+    for ext in [".json", ".json.gz", ".folded", ".svg", ".pftrace"] {
         assert!(run.stderr.contains(ext), "{}", run.stderr);
     }
     let out = dir.join("stacks.folded");

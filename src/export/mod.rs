@@ -10,6 +10,7 @@
 //! | SVG flame graph (cargo feature `flamegraph`) | `flamegraph` | `flamegraph::Options` |
 //! | pprof profile (`go tool pprof`, Pyroscope, speedscope) | [`pprof`] | [`pprof::Options`] |
 //! | OpenTelemetry traces, `.otlp.json` or pushed over OTLP/HTTP (cargo feature `otlp`) | `otlp` | none: `otlp::Otlp` |
+//! | native Perfetto trace (`.pftrace`, exact ns) | [`perfetto`] | [`perfetto::Options`] |
 //!
 //! ```no_run
 //! use tickscope::export::{self, chrome, folded, kineto};
@@ -56,7 +57,9 @@ pub mod kineto;
 mod lanes;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+pub mod perfetto;
 pub mod pprof;
+mod proto;
 mod trace_event;
 
 use std::io;

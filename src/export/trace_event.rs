@@ -147,7 +147,7 @@ struct Slice {
 /// process has that id (processes of two hosts, or two programs that had one id at different
 /// times), then a number past every process id of the trace, so that no two processes share
 /// one.
-fn pids(processes: &[Process]) -> Vec<u32> {
+pub(crate) fn pids(processes: &[Process]) -> Vec<u32> {
     let mut used: FxHashSet<u32> = FxHashSet::default();
     let mut next = processes.iter().map(|p| p.id).max().unwrap_or(0);
     processes
