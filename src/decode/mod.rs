@@ -57,6 +57,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     let end_tick = capture.end_tick;
     let (inner, outer) = clock.compensation.ticks();
     let shared = Shared {
+        capture,
         callsites: &capture.callsites,
         converter,
         probe: Probe { inner, outer },
@@ -96,6 +97,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     };
     let mut trace = builder.finish(&converter, capture.start_tick, capture.dropped_events, process);
     trace.compensation = compensation;
+    trace.overwritten_events = capture.overwritten_events;
     trace
 }
 
@@ -173,6 +175,7 @@ fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
 
 /// What decoding any thread of a capture reads: its callsites, clock and window.
 struct Shared<'c> {
+    capture: &'c Capture,
     callsites: &'c [&'static Callsite],
     converter: Converter,
     /// The probe overhead subtracted from every span.
@@ -248,6 +251,9 @@ impl Shared<'_> {
             memory.as_mut(),
             thread.record_bound(),
         );
+        for cut in self.capture.cut_of(thread.id) {
+            pairing.open_cut(cut.record());
+        }
         self.for_each_record(thread, |record| pairing.push(record));
         let (events, spans, stats, args) = pairing.finish(self.end_ns);
         Decoded {
@@ -327,6 +333,7 @@ impl Builder {
             threads: self.threads,
             async_spans,
             dropped_events,
+            overwritten_events: 0,
             event_count: self.event_count,
             memory: self.memory.map(memory::match_memory),
             links: self.links.matched(),

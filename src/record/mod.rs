@@ -15,6 +15,7 @@ not_under_loom! {
     pub(crate) mod args;
     pub(crate) mod callsite;
     pub mod clock;
+    pub(crate) mod flight;
     pub(crate) mod follows;
     pub(crate) mod link;
     pub(crate) mod observe;

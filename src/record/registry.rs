@@ -68,6 +68,8 @@ struct SessionEntry {
     /// A streaming session: per thread, the index of its first chunk the session's writer has
     /// not finished writing (chunks below it are written and need not be kept for it).
     streamed: Option<Vec<(u64, u64)>>,
+    /// A flight recorder: it keeps only its most recent chunks (see `flight`).
+    flight: bool,
 }
 
 impl SessionEntry {
@@ -104,6 +106,12 @@ impl Registry {
                 .iter()
                 .all(|s| s.collecting || s.streamed.is_some());
         pool::set_streaming_only(streaming_only);
+        let flight_only = recording
+            && self
+                .sessions
+                .iter()
+                .all(|s| s.collecting || s.flight);
+        pool::set_flight_only(flight_only);
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
@@ -238,13 +246,13 @@ pub(crate) fn dropped_events() -> u64 {
 }
 
 /// Registers a running session; a `streaming` one keeps only what its writer has not written
-/// (see [`stream_share`] and [`streamed`]).
+/// (see [`stream_share`] and [`streamed`]), a `flight` recorder only its latest chunks.
 pub(crate) fn add_session(
     id: u64,
     start_tick: u64,
     members: Members,
     memory: bool,
-    streaming: bool,
+    (streaming, flight): (bool, bool),
 ) {
     let mut reg = registry();
     reg.sessions.retain(|s| s.id != id);
@@ -256,6 +264,7 @@ pub(crate) fn add_session(
         memory,
         observer_panics: 0,
         streamed: streaming.then(Vec::new),
+        flight,
     });
     reg.bump();
 }
