@@ -87,6 +87,23 @@ fn bench(c: &mut Criterion) {
     if path.is_file() {
         let _ = std::fs::remove_file(&path);
     }
+    // One flight recorder for every repetition, never restarted: 16 MiB of chunks, touched
+    // at start and recycled oldest first as the scopes fill them (beside "enabled", whose
+    // sessions restart and reuse the pool's warm chunks).
+    let flight = Profiler::builder()
+        .current_thread()
+        .flight_recorder(16 << 20)
+        .try_start()
+        .expect("no other flight recorder runs");
+    g.bench_function("enabled_flight_recorder", |b| {
+        b.iter(|| {
+            let _g = scope!("flight");
+        })
+    });
+    let overwritten = flight.capture().overwritten_events();
+    flight.stop();
+    eprintln!("flight recorder: {overwritten} events overwritten");
+    drop(flight);
     g.bench_function("enabled_dynamic_name", |b| {
         b.iter_custom(|iters| {
             in_sessions(iters, || {
