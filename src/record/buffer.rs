@@ -168,6 +168,21 @@ impl ThreadBuffer {
         (list.first_index + list.chunks as u64, list.retired)
     }
 
+    /// Runs `f` with the tail chunk's index and its records published so far; `None` when no
+    /// chunk is linked. (A flight recorder reads a chunk its writer just completed, still in
+    /// cache.)
+    pub fn with_tail<R>(&self, f: impl FnOnce(u64, &[RawEvent]) -> R) -> Option<R> {
+        let list = self.lock();
+        let tail = list.tail?;
+        // SAFETY: the list holds its tail; we hold the mutex.
+        let chunk = unsafe { tail.get() };
+        let len = chunk.published();
+        // SAFETY: `len` was just loaded with `Acquire`, and the list holds the chunk while `f`
+        // reads it.
+        let records = unsafe { chunk.records(len) };
+        Some(f(list.first_index + list.chunks as u64 - 1, records))
+    }
+
     /// Unlinks the oldest chunks up to the one of index `index` (a flight recorder recycling its
     /// oldest chunk), unless that one is the tail the writer still fills: `seen` reads each
     /// unlinked chunk's records first. Returns the chunk of index `index` when no capture holds

@@ -55,6 +55,17 @@ pub(crate) struct CutScope {
 }
 
 impl CutScope {
+    /// The scope `record` (an entry) enters.
+    #[inline]
+    fn entered(record: &RawEvent, poll: bool) -> Self {
+        Self {
+            id: record.id,
+            tick: record.tick,
+            poll,
+            key: RawEvent::end_key(record.id, record.tick),
+        }
+    }
+
     /// The cut scope `record` enters: `None` for a record that enters none.
     pub(crate) fn from_record(record: &RawEvent) -> Option<Self> {
         let poll = match record.kind {
@@ -87,9 +98,11 @@ struct Ring {
     capacity: usize,
     /// Chunks prepared at start and not taken yet.
     free: Vec<ChunkBox>,
-    /// The chunks linked since the recorder started, oldest first: their thread and their
-    /// index in its buffer.
-    linked: VecDeque<(Weak<ThreadEntry>, u64)>,
+    /// The chunks linked since the recorder started, oldest first: their thread, their index
+    /// in its buffer, and once the thread completed it, the thread's scopes open at its end.
+    linked: VecDeque<(Weak<ThreadEntry>, u64, Option<Vec<CutScope>>)>,
+    /// Per thread: its scopes open at the end of the last chunk it completed.
+    running: HashMap<u64, Vec<CutScope>>,
     /// Per thread: its scopes open at the start of its retained window, outermost first.
     cut: HashMap<u64, Vec<CutScope>>,
     overwritten: u64,
@@ -123,6 +136,7 @@ pub(crate) fn install(session: u64, bytes: usize) -> Result<(), StartError> {
         free,
         linked: VecDeque::with_capacity(capacity + 1),
         cut: HashMap::new(),
+        running: HashMap::new(),
         overwritten: 0,
     });
     ON.store(true, Ordering::Release);
@@ -154,15 +168,35 @@ pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// A chunk for a thread whose tail filled up: one of the recorder's own, free or recycled
-/// (the oldest linked); `None` when the recorder is not the only session recording or has
-/// none to give (the thread then takes one from the pool).
-pub(crate) fn take() -> Option<ChunkBox> {
+/// A chunk for `thread`, whose tail is complete (full, or without room for what comes next):
+/// one of the recorder's own, free or recycled (the oldest linked); `None` when the recorder
+/// is not the only session recording or has none to give (the thread then takes one from the
+/// pool).
+///
+/// The completed tail is read first, while still in cache, to follow the thread's open
+/// scopes: recycling a chunk later then knows which scopes were open at its end without
+/// reading it again from memory.
+pub(crate) fn take(thread: &ThreadEntry) -> Option<ChunkBox> {
+    let mut slot = lock(&RING);
+    let ring = slot.as_mut()?;
+    {
+        let Ring {
+            running, linked, ..
+        } = &mut *ring;
+        let open = running.entry(thread.id).or_default();
+        thread.buffer.with_tail(|index, records| {
+            scan(open, records);
+            let own = |e: &&mut (Weak<ThreadEntry>, u64, Option<Vec<CutScope>>)| {
+                e.1 == index && std::ptr::eq(e.0.as_ptr(), thread)
+            };
+            if let Some(entry) = linked.iter_mut().rev().find(own) {
+                entry.2 = Some(open.clone());
+            }
+        });
+    }
     if !pool::flight_only() {
         return None;
     }
-    let mut slot = lock(&RING);
-    let ring = slot.as_mut()?;
     if let Some(chunk) = ring.free.pop() {
         return Some(chunk);
     }
@@ -172,9 +206,10 @@ pub(crate) fn take() -> Option<ChunkBox> {
     // tails still being filled.
     let mut skipped = 0;
     while ring.linked.len() >= ring.capacity && skipped < ring.linked.len() {
-        let Some((thread, index)) = ring.linked.get(skipped).cloned() else {
+        let Some((thread, index, after)) = ring.linked.get(skipped) else {
             break;
         };
+        let (thread, index, after) = (thread.clone(), *index, after.clone());
         let Some(thread) = thread.upgrade() else {
             // Its chunks went with the thread's entry (no session needed them).
             ring.linked.remove(skipped);
@@ -188,10 +223,17 @@ pub(crate) fn take() -> Option<ChunkBox> {
             index,
             |records| {
                 *overwritten += records.len() as u64;
-                scan(open, records);
+                // A chunk the thread completed was read then; others (an exited thread's
+                // last, one linked before the recorder) are read now.
+                if after.is_none() {
+                    scan(open, records);
+                }
             },
             pool::give,
         );
+        if let (Ok(_), Some(after)) = (&evicted, after) {
+            *open = after;
+        }
         match evicted {
             Err(Busy) => skipped += 1,
             Ok(chunk) => {
@@ -208,6 +250,7 @@ pub(crate) fn take() -> Option<ChunkBox> {
                 if thread.buffer.is_drained() {
                     // An exited thread whose last chunk went: the registry forgets it.
                     ring.cut.remove(&thread.id);
+                    ring.running.remove(&thread.id);
                     registry::release_exited(&thread);
                 }
             }
@@ -219,31 +262,28 @@ pub(crate) fn take() -> Option<ChunkBox> {
 /// Counts the chunk of index `index` just linked into `thread`'s buffer.
 pub(crate) fn linked(thread: &Arc<ThreadEntry>, index: u64) {
     if let Some(ring) = lock(&RING).as_mut() {
-        ring.linked.push_back((Arc::downgrade(thread), index));
+        ring.linked.push_back((Arc::downgrade(thread), index, None));
     }
 }
 
 /// Follows the scopes entered and exited in `records` (a recycled chunk of one thread) on
 /// the stack of scopes `open`.
 fn scan(open: &mut Vec<CutScope>, records: &[RawEvent]) {
+    // Conditional branches rather than a `match` (a jump table): entries and exits alternate,
+    // which the branch predictor follows, and an exit usually closes the innermost scope.
     for record in records {
-        let poll = match record.kind {
-            RawKind::Begin | RawKind::BeginFollows => false,
-            RawKind::PollBegin => true,
-            RawKind::End => {
-                if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
-                    open.remove(at);
-                }
-                continue;
+        let kind = record.kind;
+        if kind == RawKind::End {
+            if open.last().is_some_and(|s| s.key == record.id) {
+                open.pop();
+            } else if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
+                open.remove(at);
             }
-            _ => continue,
-        };
-        open.push(CutScope {
-            id: record.id,
-            tick: record.tick,
-            poll,
-            key: RawEvent::end_key(record.id, record.tick),
-        });
+        } else if kind == RawKind::Begin || kind == RawKind::BeginFollows {
+            open.push(CutScope::entered(record, false));
+        } else if kind == RawKind::PollBegin {
+            open.push(CutScope::entered(record, true));
+        }
     }
 }
 

@@ -320,7 +320,11 @@ fn next_chunk(hot: &HotState, events: u64) -> bool {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
-            let recycled = if flight::on() { flight::take() } else { None };
+            let recycled = if flight::on() {
+                flight::take(entry)
+            } else {
+                None
+            };
             let Some(fresh) = recycled.or_else(pool::take_for_thread) else {
                 pool::refused(events);
                 return false;
