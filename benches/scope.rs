@@ -88,6 +88,28 @@ fn bench(c: &mut Criterion) {
     if path.is_file() {
         let _ = std::fs::remove_file(&path);
     }
+    // One flight recorder for every repetition, never restarted: its chunks touched at start
+    // and recycled oldest first as the scopes fill them (beside "enabled", whose sessions
+    // restart and reuse the pool's few warm chunks). With 1 MiB the ring stays in cache, as
+    // those chunks do; with 16 MiB every recycled chunk comes from memory.
+    for (name, bytes) in [
+        ("enabled_flight_recorder_1mib", 1 << 20),
+        ("enabled_flight_recorder_16mib", 16 << 20),
+    ] {
+        let flight = Profiler::builder()
+            .current_thread()
+            .flight_recorder(bytes)
+            .try_start()
+            .expect("no other flight recorder runs");
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let _g = scope!("flight");
+            })
+        });
+        let overwritten = flight.capture().overwritten_events();
+        flight.stop();
+        eprintln!("{name}: {overwritten} events overwritten");
+    }
     g.bench_function("enabled_dynamic_name", |b| {
         b.iter_custom(|iters| {
             in_sessions(iters, || {

@@ -9,6 +9,7 @@ use crate::collector::{Collector, CollectorError, Slot};
 use crate::capture::{self, Capture, Handover, StreamStats};
 use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::memory::MemoryMode;
+use crate::record::flight;
 use crate::record::pool::{self, SlowWriter};
 use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
@@ -48,6 +49,10 @@ pub struct Config {
     collectors: Vec<Slot>,
     /// Plug-ins to load at start ([`Config::plugin`]).
     plugins: Vec<std::path::PathBuf>,
+    /// Bytes of records a flight recorder keeps ([`Config::flight_recorder`]).
+    flight: Option<usize>,
+    /// Where a flight recorder writes its window when a thread panics.
+    dump_on_panic: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -195,6 +200,59 @@ impl Config {
     /// [`Config::on_trace_ready`] when it ends. See [`schedule`](crate::schedule).
     pub fn schedule(mut self, schedule: Schedule) -> Self {
         self.schedule = Some(schedule);
+        self
+    }
+
+    /// Makes the session a flight recorder that keeps only the most recent `bytes` of events,
+    /// across all threads, for a program that runs forever and dumps its last moments on
+    /// demand: [`Profiler::snapshot`], [`Profiler::write_chrome_trace`],
+    /// [`Profiler::write_capture`] (and the other readers of a session) give the retained
+    /// window at any time without stopping, and
+    /// [`Config::flight_recorder_dump_on_panic`] writes it when a thread panics.
+    ///
+    /// The recorder's chunks (64 KiB of records each, `bytes / 64 KiB` of them, at least one)
+    /// are allocated and touched at start, and recycled whole, oldest first, when the threads
+    /// need more: the memory it holds stays at `bytes` (plus 48 bytes per chunk) however long
+    /// it runs, as long as flight recorders are the only sessions recording (a session that
+    /// keeps its whole window beside it keeps every chunk, and the recorder gives the extra
+    /// ones back when it records alone again), each recording thread having at least its own
+    /// chunk, and a capture that is held (a snapshot being decoded) keeping the chunks it holds
+    /// until it is dropped. The hot path is that of any session: recycling happens when a
+    /// chunk fills up.
+    ///
+    /// The retained window is exact: every record after each thread's last recycled chunk. A
+    /// scope entered before it and exited inside it keeps its name and entry time and is marked
+    /// [`cut_at_start`](crate::trace::Span::cut_at_start); its exit never closes anything
+    /// else. The trace, the capture and the table's footer count the events overwritten
+    /// ([`Trace::overwritten_events`]). One flight recorder runs at a time: the start of a
+    /// second records its window in memory, unbounded ([`Config::try_start`] fails instead).
+    ///
+    /// ```
+    /// let prof = tickscope::Profiler::builder()
+    ///     .current_thread()
+    ///     .flight_recorder(64 << 10) // one chunk: 4096 records
+    ///     .start();
+    /// for _ in 0..5000 {
+    ///     let _g = tickscope::scope!("request"); // two records
+    /// }
+    /// // Still recording: the 10 000 records fill chunks of 4096, the last one holds 1808.
+    /// let trace = prof.snapshot();
+    /// assert_eq!(trace.threads[0].spans.len(), 904);
+    /// assert_eq!(trace.overwritten_events, 8192);
+    /// println!("{}", prof.table()); // … 8192 overwritten events (flight recorder)
+    /// ```
+    pub fn flight_recorder(mut self, bytes: usize) -> Self {
+        self.flight = Some(bytes);
+        self
+    }
+
+    /// Writes the flight recorder's window ([`Config::flight_recorder`]) to the file at
+    /// `path` when a thread panics, before the panic goes on (a panic hook, chained to the one
+    /// in place): as a Chrome trace when `path` ends in `.json` or `.json.gz`, else as a
+    /// capture file ([`Profiler::write_capture`]). Scopes still open are closed at the dump
+    /// and flagged `open_at_stop`. Nothing is written if the session is not recording then.
+    pub fn flight_recorder_dump_on_panic(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.dump_on_panic = Some(path.into());
         self
     }
 
@@ -425,6 +483,8 @@ struct Window {
     stream: Option<Stream>,
     /// The collectors that started (by index).
     started: Vec<usize>,
+    /// A flight recorder runs for this window.
+    flight: bool,
 }
 
 impl Inner {
@@ -435,15 +495,30 @@ impl Inner {
     /// The window's capture up to `end_tick`: the chunks of the threads it records, handed
     /// over as they are.
     fn capture(&self, window: &Window, end_tick: u64, stop: Calibration) -> Capture {
-        let threads = registry::take_chunks(self.id)
-            .into_iter()
-            .map(|t| Handover {
-                id: t.id,
-                name: t.name,
-                from_tick: t.from_tick,
-                chunks: t.chunks,
-            })
-            .collect();
+        let handover = |(t, cut): (registry::ThreadChunks, Vec<flight::CutScope>)| Handover {
+            id: t.id,
+            name: t.name,
+            from_tick: t.from_tick,
+            cut,
+            chunks: t.chunks,
+        };
+        let retained = window
+            .flight
+            .then(|| flight::retained(self.id, || registry::take_chunks(self.id)))
+            .flatten();
+        let (threads, overwritten_events) = match retained {
+            Some(retained) => (
+                retained.threads.into_iter().map(handover).collect(),
+                retained.overwritten,
+            ),
+            None => (
+                registry::take_chunks(self.id)
+                    .into_iter()
+                    .map(|t| handover((t, Vec::new())))
+                    .collect(),
+                0,
+            ),
+        };
         let window = capture::Window {
             start_tick: window.start_tick,
             end_tick,
@@ -452,6 +527,7 @@ impl Inner {
             compensation: window.compensation,
             memory: self.config.memory,
             dropped_events: registry::dropped_events() - window.dropped_at_start,
+            overwritten_events,
         };
         Capture::new(window, threads)
     }
@@ -476,6 +552,9 @@ impl Drop for Inner {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         if let Some(window) = state.window.take() {
             registry::stop_recording(self.id);
+            if window.flight {
+                flight::uninstall(self.id);
+            }
             // A streaming session's file gets its end: everything recorded, and the footer.
             if let Some(stream) = window.stream {
                 let dropped = registry::dropped_events() - window.dropped_at_start;
@@ -579,7 +658,29 @@ impl Profiler {
         };
         state.streamed_before |= stream.is_some();
         state.stream_error = result.as_ref().err().map(ToString::to_string);
-        registry::add_session(self.inner.id, start_tick, members, memory, stream.is_some());
+        let (flight, result) = match self.inner.config.flight {
+            Some(bytes) => match flight::install(self.inner.id, bytes) {
+                Ok(()) => (true, result),
+                Err(flight::StartError::Running) => (
+                    false,
+                    result.and(Err(std::io::Error::other(
+                        "another flight recorder is running (one at a time): this window \
+                         records in memory, unbounded",
+                    ))),
+                ),
+            },
+            None => (false, result),
+        };
+        if flight && let Some(path) = &self.inner.config.dump_on_panic {
+            dump::register(&self.inner, path.clone());
+        }
+        registry::add_session(
+            self.inner.id,
+            start_tick,
+            members,
+            memory,
+            (stream.is_some(), flight),
+        );
         state.collector_errors.clear();
         let mut started = Vec::new();
         for (i, slot) in self.inner.collectors.iter().enumerate() {
@@ -595,6 +696,7 @@ impl Profiler {
             dropped_at_start,
             stream,
             started,
+            flight,
         });
         drop(state);
         self.push_on_stack();
@@ -785,6 +887,9 @@ impl Profiler {
                 trace: OnceLock::new(),
             },
         };
+        if window.flight {
+            flight::uninstall(self.inner.id);
+        }
         state.observer_panics = registry::observer_panics(self.inner.id);
         state.members = registry::finish_session(self.inner.id);
         state.stopped = Some(stopped);
@@ -847,6 +952,14 @@ impl Profiler {
             (None, Some(stopped)) => stopped.capture().clone(),
             (None, None) => Arc::new(Capture::empty()),
         }
+    }
+
+    /// The flight recorder's retained window ([`Config::flight_recorder`]) as it is now, the
+    /// session going on recording: [`Profiler::trace`] under the name a flight recorder's
+    /// users look for (any running session gives its window so far the same way). Build a
+    /// [`Report`] of it with [`Report::new`], or use [`Profiler::report`].
+    pub fn snapshot(&self) -> Arc<Trace> {
+        self.trace()
     }
 
     /// The decoded trace: the last stop's (decoded once, on first use), or a snapshot up to
@@ -1105,4 +1218,75 @@ fn calibration_round() -> Option<(u64, u64)> {
         .sum();
     let scopes = (outer.len() + switches.len()) as u64;
     Some((clock::typical_mean(&mut inner), gap + extra / scopes))
+}
+
+/// Flight recorders that write their window when a thread panics
+/// ([`Config::flight_recorder_dump_on_panic`]).
+mod dump {
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex, Once, Weak};
+
+    use super::Inner;
+    use crate::record::clock::{self, Calibration};
+    use crate::record::registry::Untracked;
+
+    static DUMPS: Mutex<Vec<(Weak<Inner>, PathBuf)>> = Mutex::new(Vec::new());
+    static HOOK: Once = Once::new();
+
+    /// Dumps `inner`'s window to `path` on panic (while it records), installing the hook once.
+    pub(super) fn register(inner: &Arc<Inner>, path: PathBuf) {
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                dump_all();
+                previous(info);
+            }));
+        });
+        let mut dumps = crate::record::sync::lock(&DUMPS);
+        dumps.retain(|(d, _)| d.strong_count() > 0 && !d.ptr_eq(&Arc::downgrade(inner)));
+        dumps.push((Arc::downgrade(inner), path));
+    }
+
+    /// Writes the window of every flight recorder that asked for it. A lock another thread
+    /// holds is not waited for: a panic hook must not hang.
+    fn dump_all() {
+        let _untracked = Untracked::enter();
+        let dumps: Vec<(Arc<Inner>, PathBuf)> = match DUMPS.try_lock() {
+            Ok(dumps) => upgrade(&dumps),
+            Err(std::sync::TryLockError::Poisoned(p)) => upgrade(&p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        for (inner, path) in dumps {
+            let Ok(state) = inner.state.try_lock() else {
+                continue;
+            };
+            let Some(window) = &state.window else {
+                continue;
+            };
+            let capture = inner.capture(window, clock::now(), Calibration::sample());
+            drop(state);
+            if let Err(e) = write(&capture, &path) {
+                eprintln!("tickscope: flight recorder dump on panic: {e}");
+            }
+        }
+    }
+
+    fn upgrade(dumps: &[(Weak<Inner>, PathBuf)]) -> Vec<(Arc<Inner>, PathBuf)> {
+        dumps
+            .iter()
+            .filter_map(|(d, p)| Some((d.upgrade()?, p.clone())))
+            .collect()
+    }
+
+    /// Writes `capture` to `path`: a Chrome trace for `.json` and `.json.gz`, else a capture
+    /// file.
+    fn write(capture: &crate::Capture, path: &Path) -> std::io::Result<()> {
+        let name = path.to_string_lossy();
+        if name.ends_with(".json") || name.ends_with(".json.gz") {
+            let trace = capture.decode();
+            crate::export::write_file(&trace, path, &crate::export::chrome::Options::default())
+        } else {
+            crate::export::write_file_with(path, |out| capture.write_to(out).map(drop))
+        }
+    }
 }

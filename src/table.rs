@@ -501,6 +501,10 @@ impl fmt::Display for Table {
             trace.dropped_events,
             plural(trace.dropped_events),
         )?;
+        if trace.overwritten_events > 0 {
+            let n = trace.overwritten_events;
+            write!(f, ", {n} overwritten event{} (flight recorder)", plural(n))?;
+        }
         let panics = self.observer_panics;
         if panics > 0 {
             write!(f, ", {panics} observer panic{}", plural(panics))?;

@@ -199,3 +199,43 @@ fn a_stream_writes_every_record_once() {
         assert!(buffer.is_drained());
     });
 }
+
+/// A flight recorder recycling a thread's oldest chunk while the thread records: it unlinks
+/// the chunk only once full (a tail still being filled is refused, `Busy`), reads exactly its
+/// records, and the records left are the rest, in order: every record is either recycled or
+/// kept, once.
+#[test]
+fn a_flight_recorder_recycles_only_full_chunks() {
+    loom::model(|| {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let writer = spawn_writer(&buffer, |buffer| {
+            write(buffer, 4);
+            buffer.retire();
+        });
+        let mut recycled = Vec::new();
+        let mut spare = 0;
+        let evicted = buffer.evict_through(
+            0,
+            |records| recycled.extend(records.iter().map(|e| e.tick)),
+            |_| spare += 1,
+        );
+        writer.join().unwrap();
+        let left = ticks(&buffer.share(0));
+        match evicted {
+            // Nothing linked yet, or the first chunk still being filled: nothing unlinked.
+            Ok(None) | Err(_) => {
+                assert!(recycled.is_empty(), "{recycled:?}");
+                assert_eq!(left, [1, 2, 3, 4]);
+            }
+            // The first chunk, full: handed over, reusable.
+            Ok(Some(chunk)) => {
+                assert_eq!(recycled, [1, 2, 3]);
+                assert_eq!(left, [4]);
+                drop(chunk);
+            }
+        }
+        assert_eq!(spare, 0);
+        buffer.reclaim(None, None, drop);
+        assert!(buffer.is_drained());
+    });
+}

@@ -94,6 +94,12 @@ pub const SESSION_FOOTER: u16 = 7;
 pub const SESSION_FOOTER_VERSION: u16 = 1;
 /// Bytes of the session footer's content.
 pub const SESSION_FOOTER_LEN: usize = 40;
+/// Content length of a session footer that counts the events a flight recorder overwrote
+/// (readers take 40 bytes and more).
+pub const SESSION_FOOTER_LEN_OVERWRITTEN: usize = 48;
+/// The reserved field of an event chunk whose records are the entries of the thread's scopes
+/// cut at the start of a flight recorder's window (0 in every other event chunk).
+pub const EVENTS_CUT: u64 = 1;
 /// Footer flag: the session recorded allocations and frees.
 pub const FOOTER_MEMORY: u32 = 1;
 /// Session footer flag, with [`FOOTER_MEMORY`]: allocations were only counted

@@ -42,6 +42,7 @@ use std::sync::{Arc, OnceLock};
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
 use crate::record::clock::{self, Calibration, ClockSource, Compensation};
+use crate::record::flight::CutScope;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::record::pool;
@@ -85,6 +86,12 @@ pub struct Capture {
     /// What the session recorded of allocations.
     pub(crate) memory: MemoryMode,
     pub(crate) dropped_events: u64,
+    /// Events a flight recorder overwrote before the window it retains.
+    pub(crate) overwritten_events: u64,
+    /// Per thread id, sorted, the scopes open at the start of the thread's window whose
+    /// entries a flight recorder overwrote, outermost first: decoding opens them before the
+    /// thread's first record. (Kept here rather than in each thread: most captures have none.)
+    pub(crate) cut: Vec<(u64, Vec<CutScope>)>,
     /// Problems met while reading it from a file; empty for a live capture.
     pub(crate) warnings: Vec<String>,
 }
@@ -296,6 +303,7 @@ pub(crate) struct Handover {
     pub(crate) id: u64,
     pub(crate) name: Option<String>,
     pub(crate) from_tick: u64,
+    pub(crate) cut: Vec<CutScope>,
     pub(crate) chunks: Vec<SharedChunk>,
 }
 
@@ -307,21 +315,29 @@ pub(crate) struct Window {
     pub(crate) stop: Calibration,
     pub(crate) memory: MemoryMode,
     pub(crate) dropped_events: u64,
+    pub(crate) overwritten_events: u64,
     pub(crate) compensation: Compensation,
 }
 
 impl Capture {
     /// A capture of `threads` over `window`, with this process's callsite table and clock.
     pub(crate) fn new(window: Window, threads: Vec<Handover>) -> Self {
+        let mut cut = Vec::new();
         let threads = threads
             .into_iter()
-            .map(|t| CaptureThread {
-                id: t.id,
-                name: t.name,
-                from_tick: t.from_tick,
-                chunks: t.chunks.into_iter().map(|c| Chunk::Held(Some(c))).collect(),
+            .map(|t| {
+                if !t.cut.is_empty() {
+                    cut.push((t.id, t.cut));
+                }
+                CaptureThread {
+                    id: t.id,
+                    name: t.name,
+                    from_tick: t.from_tick,
+                    chunks: t.chunks.into_iter().map(|c| Chunk::Held(Some(c))).collect(),
+                }
             })
             .collect();
+        cut.sort_unstable_by_key(|&(id, _)| id);
         let start_unix_ns = window.start.pairs.first().map_or(0, |&(_, ns)| ns);
         // A snapshot or a stop is a moment to read the clocks too.
         clock::checkpoint();
@@ -342,6 +358,8 @@ impl Capture {
             end_tick: window.end_tick,
             memory: window.memory,
             dropped_events: window.dropped_events,
+            overwritten_events: window.overwritten_events,
+            cut,
             warnings: Vec::new(),
         }
     }
@@ -364,6 +382,8 @@ impl Capture {
             end_tick: 0,
             memory: MemoryMode::Off,
             dropped_events: 0,
+            overwritten_events: 0,
+            cut: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -412,14 +432,31 @@ impl Capture {
     }
 
     /// Raw 16-byte records held, all threads (a chunk may hold some from before the window,
-    /// which decoding leaves out).
+    /// which decoding leaves out), and the entries a flight recorder keeps of the scopes cut
+    /// at the start of its window.
     pub fn record_count(&self) -> u64 {
-        self.threads.iter().map(|t| t.record_bound() as u64).sum()
+        let cut: usize = self.cut.iter().map(|(_, scopes)| scopes.len()).sum();
+        cut as u64 + self.threads.iter().map(|t| t.record_bound() as u64).sum::<u64>()
+    }
+
+    /// The scopes of thread `thread` cut at the start of a flight recorder's window.
+    pub(crate) fn cut_of(&self, thread: u64) -> &[CutScope] {
+        match self.cut.binary_search_by_key(&thread, |&(id, _)| id) {
+            Ok(at) => &self.cut[at].1,
+            Err(_) => &[],
+        }
     }
 
     /// Events that could not be recorded (threads tearing down) during the window.
     pub fn dropped_events(&self) -> u64 {
         self.dropped_events
+    }
+
+    /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
+    /// overwrote before the window it retains: recorded, then recycled to make room for newer
+    /// ones. 0 for other sessions.
+    pub fn overwritten_events(&self) -> u64 {
+        self.overwritten_events
     }
 
     /// True when the session recorded allocations and frees.
@@ -464,6 +501,7 @@ impl Capture {
                 stop: Calibration::default(),
                 memory,
                 dropped_events: 0,
+                overwritten_events: 0,
                 compensation: Compensation::Unknown,
             },
             Vec::new(),

@@ -31,6 +31,8 @@ use super::format::{
     GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
+use crate::record::flight::CutScope;
+use super::format::EVENTS_CUT;
 use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
 
 /// Bytes of an event chunk's prefix and of a record, as `usize`.
@@ -607,6 +609,8 @@ struct Footer {
     records: u64,
     dropped_events: u64,
     memory: MemoryMode,
+    /// Events a flight recorder overwrote (0 in a footer of 40 bytes).
+    overwritten_events: u64,
 }
 
 /// The session footer chunk's content, at `pos`.
@@ -630,6 +634,10 @@ fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
             flags if flags & FOOTER_MEMORY_COUNTS != 0 => MemoryMode::Counts,
             _ => MemoryMode::Timeline,
         },
+        overwritten_events: match content.len() >= SESSION_FOOTER_LEN + 8 {
+            true => u64_at(content, SESSION_FOOTER_LEN),
+            false => 0,
+        },
     })
 }
 
@@ -651,6 +659,9 @@ struct Session<'a> {
     /// Index in `threads` by thread id.
     thread_index: HashMap<u64, usize>,
     records: u64,
+    /// Per thread id, the scopes cut at the start of a flight recorder's window (from its
+    /// cut-scopes chunks).
+    cut: Vec<(u64, Vec<CutScope>)>,
     warnings: Vec<String>,
     /// A thread name was cut short (warned once).
     names_cut: bool,
@@ -698,6 +709,7 @@ impl<'a> Session<'a> {
             threads: Vec::new(),
             thread_index: HashMap::new(),
             records: 0,
+            cut: Vec::new(),
             warnings: Vec::new(),
             names_cut: false,
         }
@@ -975,6 +987,28 @@ impl<'a> Session<'a> {
         let records = &content[PREFIX..];
         let count = records.len() / RECORD_LEN;
         let start = pos + CHUNK_HEADER + PREFIX;
+        if u64_at(content, 8) == EVENTS_CUT {
+            // The entries of the scopes cut at the window's start, outermost first.
+            for (n, record) in records.chunks_exact(RECORD_LEN).enumerate() {
+                let kind = RawKind::from_u32(u32_at(record, 12));
+                let event = kind.map(|k| RawEvent::new(k, u32_at(record, 8), u64_at(record, 0)));
+                let Some(scope) = event.as_ref().and_then(CutScope::from_record) else {
+                    return Err(ReadError::at(
+                        start + n * RECORD_LEN,
+                        format!(
+                            "record {n} of the cut-scopes chunk at byte {pos} is not a scope's \
+                             entry"
+                        ),
+                    ));
+                };
+                match self.cut.last_mut() {
+                    Some((thread, scopes)) if *thread == id => scopes.push(scope),
+                    _ => self.cut.push((id, vec![scope])),
+                }
+            }
+            self.records += count as u64;
+            return Ok(content.len());
+        }
         let in_place = input
             .in_place
             .then(|| FileRecords::scan(input.bytes, start, count))
@@ -1032,6 +1066,7 @@ impl<'a> Session<'a> {
                 checkpoints: Vec::new(),
             }
         });
+        let overwritten_events = footer.as_ref().map_or(0, |f| f.overwritten_events);
         let (start_tick, end_tick, dropped_events, memory) = match footer {
             Some(footer) => {
                 if footer.records != self.records {
@@ -1098,6 +1133,12 @@ impl<'a> Session<'a> {
             end_tick,
             memory,
             dropped_events,
+            overwritten_events,
+            cut: {
+                let mut cut = self.cut;
+                cut.sort_by_key(|&(id, _)| id);
+                cut
+            },
             warnings: self.warnings,
         }
     }

@@ -302,6 +302,7 @@ impl Stream {
             records: state.stats.records_written,
             dropped_events,
             memory: state.memory,
+            overwritten_events: 0,
         };
         let result = state.out.as_mut().map(|out| {
             let mut w = Writer { out, written: 0 };

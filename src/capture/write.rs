@@ -8,6 +8,7 @@ use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
 use crate::record::clock::{ClockSource, Compensation};
 use crate::record::event::RawEvent;
+use crate::record::flight::CutScope;
 use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
@@ -15,8 +16,10 @@ use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION,
-    NO_STRING, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
+    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
+    CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION,
+    EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, SESSION_FOOTER,
+    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
     SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS,
     THREADS_VERSION,
 };
@@ -72,6 +75,11 @@ impl Capture {
         w.chunk(CALLSITES, CALLSITES_VERSION, &callsites)?;
         w.chunk(THREADS, THREADS_VERSION, &threads)?;
         for thread in &self.threads {
+            let cut = self.cut_of(thread.id);
+            if !cut.is_empty() {
+                let entries: Vec<RawEvent> = cut.iter().map(CutScope::record).collect();
+                w.owned_events_marked(thread.id, EVENTS_CUT, &entries)?;
+            }
             for chunk in &thread.chunks {
                 match chunk {
                     Chunk::Held(Some(shared)) => {
@@ -90,6 +98,7 @@ impl Capture {
             records: self.record_count(),
             dropped_events: self.dropped_events,
             memory: self.memory,
+            overwritten_events: self.overwritten_events,
         };
         w.chunk(SESSION_FOOTER, SESSION_FOOTER_VERSION, &footer.content())?;
         Ok(w.written)
@@ -230,13 +239,15 @@ pub(super) struct Footer {
     pub(super) records: u64,
     pub(super) dropped_events: u64,
     pub(super) memory: MemoryMode,
+    pub(super) overwritten_events: u64,
 }
 
 impl Footer {
-    /// The footer chunk's content: the window, the record count, the dropped events and the
-    /// flags.
-    pub(super) fn content(&self) -> [u8; SESSION_FOOTER_LEN] {
-        let mut out = [0u8; SESSION_FOOTER_LEN];
+    /// The footer chunk's content: the window, the record count, the dropped events, the
+    /// flags, and the events a flight recorder overwrote (left out when there are none, for
+    /// readers that know only the 40 bytes before).
+    pub(super) fn content(&self) -> Vec<u8> {
+        let mut out = vec![0u8; SESSION_FOOTER_LEN];
         let flags = match self.memory {
             MemoryMode::Off => 0,
             MemoryMode::Counts => FOOTER_MEMORY | FOOTER_MEMORY_COUNTS,
@@ -247,6 +258,10 @@ impl Footer {
         out[16..24].copy_from_slice(&self.records.to_le_bytes());
         out[24..32].copy_from_slice(&self.dropped_events.to_le_bytes());
         out[32..36].copy_from_slice(&flags.to_le_bytes());
+        if self.overwritten_events > 0 {
+            out.extend_from_slice(&self.overwritten_events.to_le_bytes());
+            debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_OVERWRITTEN);
+        }
         out
     }
 }
@@ -291,9 +306,19 @@ impl Writer<'_> {
     /// could not be read in place):
     /// header, thread id, reserved bytes and the records, encoded field by field.
     fn owned_events(&mut self, thread: u64, records: &[RawEvent]) -> io::Result<()> {
+        self.owned_events_marked(thread, 0, records)
+    }
+
+    /// [`Writer::owned_events`] with `reserved` in the reserved field ([`EVENTS_CUT`]).
+    fn owned_events_marked(
+        &mut self,
+        thread: u64,
+        reserved: u64,
+        records: &[RawEvent],
+    ) -> io::Result<()> {
         let mut content = Vec::with_capacity(16 + 16 * records.len());
         content.extend_from_slice(&thread.to_le_bytes());
-        content.extend_from_slice(&0u64.to_le_bytes());
+        content.extend_from_slice(&reserved.to_le_bytes());
         for record in records {
             content.extend_from_slice(&record.tick.to_le_bytes());
             content.extend_from_slice(&record.id.to_le_bytes());

@@ -44,6 +44,7 @@ fn append(out: &mut Trace, trace: Trace) {
         threads,
         async_spans,
         dropped_events,
+        overwritten_events,
         event_count,
         memory,
         links,
@@ -125,6 +126,7 @@ fn append(out: &mut Trace, trace: Trace) {
     }));
     // Saturating: forged capture files may count anything.
     out.dropped_events = out.dropped_events.saturating_add(dropped_events);
+    out.overwritten_events = out.overwritten_events.saturating_add(overwritten_events);
     out.event_count = out.event_count.saturating_add(event_count);
 }
 

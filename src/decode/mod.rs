@@ -65,6 +65,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     let end_tick = capture.end_tick;
     let (inner, outer) = clock.compensation.ticks();
     let shared = Shared {
+        capture,
         callsites: &capture.callsites,
         end_ns: converter.to_unix_ns(end_tick),
         converter,
@@ -105,6 +106,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     let mut trace = builder.finish(&shared.converter, capture.start_tick, capture.dropped_events, process);
     trace.compensation = compensation;
     trace.clock_source = clock.source;
+    trace.overwritten_events = capture.overwritten_events;
     trace
 }
 
@@ -182,6 +184,7 @@ fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
 
 /// What decoding any thread of a capture reads: its callsites, clock and window.
 struct Shared<'c> {
+    capture: &'c Capture,
     callsites: &'c [&'static Callsite],
     converter: Converter,
     /// The probe overhead subtracted from every span.
@@ -259,6 +262,9 @@ impl Shared<'_> {
             memory.as_mut(),
             thread.record_bound(),
         );
+        for cut in self.capture.cut_of(thread.id) {
+            pairing.open_cut(cut.record());
+        }
         self.for_each_record(thread, |record| pairing.push(record));
         let (events, spans, stats, args, extras) = pairing.finish(self.end_ns);
         Decoded {
@@ -351,6 +357,7 @@ impl Builder {
             threads: self.threads,
             async_spans,
             dropped_events,
+            overwritten_events: 0,
             event_count: self.event_count,
             memory: self
                 .memory

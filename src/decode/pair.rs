@@ -189,6 +189,17 @@ impl<'a> Pairing<'a> {
         }
     }
 
+    /// Opens the scope whose entry `entry` a flight recorder overwrote (before any record of
+    /// the thread), marked [`cut_at_start`](Span::cut_at_start).
+    pub(super) fn open_cut(&mut self, entry: RawEvent) {
+        self.events += 1;
+        let at = self.spans.len();
+        self.apply(entry, None, 0);
+        if let Some(span) = self.spans.get_mut(at) {
+            span.cut_at_start = true;
+        }
+    }
+
     /// An argument record of the innermost open span (the one just entered).
     fn arg(&mut self, record: &RawEvent) {
         if self.args_of != ArgsOf::Span {
@@ -490,6 +501,7 @@ impl<'a> Pairing<'a> {
                 children_ns: 0,
                 overhead_ns: 0,
                 open_at_stop: false,
+                cut_at_start: false,
                 kind: if event.kind == RawKind::Begin {
                     SpanKind::Scope
                 } else {

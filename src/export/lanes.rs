@@ -168,6 +168,7 @@ mod tests {
                 children_ns: 0,
                 overhead_ns: 0,
                 open_at_stop: false,
+                cut_at_start: false,
                 kind: SpanKind::Scope,
             });
         }

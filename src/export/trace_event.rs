@@ -457,7 +457,7 @@ impl Writer<'_> {
         self.prefix(if begin.is_some() { b'B' } else { b'E' }, span, lane);
         self.ts(ns);
         if let Some((at, args)) = begin {
-            self.args(at, args, span.open_at_stop, None);
+            self.args(at, args, (span.open_at_stop, span.cut_at_start), None);
         }
         self.buf.push(b'}');
     }
@@ -481,18 +481,18 @@ impl Writer<'_> {
             self.events += 1;
             (self.events, span.callsite.id())
         });
-        self.args(at, args, span.open_at_stop, op_id);
+        self.args(at, args, (span.open_at_stop, span.cut_at_start), op_id);
         self.buf.push(b'}');
     }
 
     /// `,"args":{..}` with Kineto's ids (`op_id`: event number and callsite), the link args of
-    /// the slice at `at`, the scope's own `args`, and `open_at_stop`; nothing when there are
-    /// none.
+    /// the slice at `at`, the scope's own `args`, `open_at_stop` and `cut_at_start`; nothing
+    /// when there are none.
     fn args(
         &mut self,
         at: SpanRef,
         args: &[SpanArg],
-        open_at_stop: bool,
+        (open_at_stop, cut_at_start): (bool, bool),
         op_id: Option<(u64, u32)>,
     ) {
         let link = if self.link_args.is_empty() {
@@ -500,7 +500,8 @@ impl Writer<'_> {
         } else {
             self.link_args.get(&at)
         };
-        if link.is_none() && args.is_empty() && !open_at_stop && op_id.is_none() {
+        if link.is_none() && args.is_empty() && !open_at_stop && !cut_at_start && op_id.is_none()
+        {
             return;
         }
         self.buf.extend_from_slice(b",\"args\":{");
@@ -532,6 +533,10 @@ impl Writer<'_> {
         if open_at_stop {
             sep(&mut self.buf);
             self.buf.extend_from_slice(b"\"open_at_stop\":true");
+        }
+        if cut_at_start {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"cut_at_start\":true");
         }
         self.buf.push(b'}');
     }
@@ -754,6 +759,10 @@ impl Writer<'_> {
             trace.dropped_events,
             self.dialect.origin,
         )?;
+        // A flight recorder's window: the events recycled before it.
+        if trace.overwritten_events > 0 {
+            write!(self.out, ",\"overwritten_events\":{}", trace.overwritten_events)?;
+        }
         // The probe cost subtracted from durations in the table (the slices keep their
         // recorded times); absent when the trace says nothing about it (a mock clock).
         match trace.compensation {

@@ -37,6 +37,10 @@ struct ChunkList {
     retired: bool,
 }
 
+/// [`ThreadBuffer::evict_through`] was asked for the tail its writer still fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
 /// A chunk held for a streaming session's writer (see [`ThreadBuffer::share_from`]).
 #[derive(Debug)]
 pub struct StreamedChunk {
@@ -79,8 +83,9 @@ impl ThreadBuffer {
         lock(&self.list)
     }
 
-    /// Links `fresh` as the new tail, held by the list; returns the pointer the writer fills.
-    fn link(&self, fresh: ChunkBox, thread: u64) -> ChunkPtr {
+    /// Links `fresh` as the new tail, held by the list; returns the pointer the writer fills
+    /// and the chunk's index among every chunk ever linked into this buffer.
+    fn link(&self, fresh: ChunkBox, thread: u64) -> (ChunkPtr, u64) {
         let fresh = fresh.into_held(thread);
         let mut list = self.lock();
         match list.tail {
@@ -92,7 +97,7 @@ impl ThreadBuffer {
         }
         list.tail = Some(fresh);
         list.chunks += 1;
-        fresh
+        (fresh, list.first_index + list.chunks as u64 - 1)
     }
 
     /// Marks the writer as gone; from now on every chunk can be unlinked.
@@ -161,6 +166,68 @@ impl ThreadBuffer {
     pub fn next_index(&self) -> (u64, bool) {
         let list = self.lock();
         (list.first_index + list.chunks as u64, list.retired)
+    }
+
+    /// Runs `f` with the tail chunk's index and its records published so far; `None` when no
+    /// chunk is linked. (A flight recorder reads a chunk its writer just completed, still in
+    /// cache.)
+    pub fn with_tail<R>(&self, f: impl FnOnce(u64, &[RawEvent]) -> R) -> Option<R> {
+        let list = self.lock();
+        let tail = list.tail?;
+        // SAFETY: the list holds its tail; we hold the mutex.
+        let chunk = unsafe { tail.get() };
+        let len = chunk.published();
+        // SAFETY: `len` was just loaded with `Acquire`, and the list holds the chunk while `f`
+        // reads it.
+        let records = unsafe { chunk.records(len) };
+        Some(f(list.first_index + list.chunks as u64 - 1, records))
+    }
+
+    /// Unlinks the oldest chunks up to the one of index `index` (a flight recorder recycling its
+    /// oldest chunk), unless that one is the tail the writer still fills: `seen` reads each
+    /// unlinked chunk's records first. Returns the chunk of index `index` when no capture holds
+    /// it (the older ones, linked before the recorder counted them, go to `spare`), `Ok(None)`
+    /// when a capture holds it or it was already gone, and `Err(Busy)` when it is the
+    /// writer's tail (then nothing is unlinked).
+    pub fn evict_through(
+        &self,
+        index: u64,
+        mut seen: impl FnMut(&[RawEvent]),
+        mut spare: impl FnMut(ChunkBox),
+    ) -> Result<Option<ChunkBox>, Busy> {
+        let mut list = self.lock();
+        let mut last = None;
+        while list.first_index <= index {
+            let Some(head) = list.head else {
+                break;
+            };
+            // SAFETY: the list holds its chunks; we hold the mutex.
+            let chunk = unsafe { head.get() };
+            let len = chunk.published();
+            if list.tail == Some(head) && !list.retired && len < CHUNK_EVENTS {
+                // Only the newest chunk can be the tail: `index` is it.
+                return Err(Busy);
+            }
+            // SAFETY: `len` was just loaded with `Acquire`, and the list holds the chunk while
+            // `seen` reads it.
+            seen(unsafe { chunk.records(len) });
+            // SAFETY: `next` is only accessed under the mutex, which we hold.
+            list.head = chunk.next.with(|n| unsafe { *n });
+            if list.head.is_none() {
+                list.tail = None;
+            }
+            list.chunks -= 1;
+            let at = list.first_index;
+            list.first_index += 1;
+            // SAFETY: the list held `head` and has just unlinked it.
+            let free = unsafe { release(head) };
+            if at == index {
+                last = free;
+            } else if let Some(free) = free {
+                spare(free);
+            }
+        }
+        Ok(last)
     }
 
     /// Unlinks the oldest chunks whose events all have ticks below `horizon` (every chunk the
@@ -318,17 +385,18 @@ impl Writer {
     }
 
     /// Links `fresh` into `buffer` as the chunk of thread `thread`, and makes it the chunk this
-    /// writer fills.
+    /// writer fills; returns its index among the chunks ever linked into `buffer`.
     ///
     /// # Safety
     /// This writer is the only one that ever fills `buffer`, and `buffer` is not retired nor
     /// dropped before the writer is [`detach`](Writer::detach)ed (or switched to another chunk
     /// of the same buffer).
-    pub unsafe fn switch_to(&self, buffer: &ThreadBuffer, fresh: ChunkBox, thread: u64) {
-        let ptr = buffer.link(fresh, thread);
+    pub unsafe fn switch_to(&self, buffer: &ThreadBuffer, fresh: ChunkBox, thread: u64) -> u64 {
+        let (ptr, index) = buffer.link(fresh, thread);
         self.chunk.set(ptr.0.as_ptr());
         self.pos.set(0);
         self.parked.set(NOT_PARKED);
+        index
     }
 
     /// Forgets the current chunk; the next push takes the slow path.

@@ -133,7 +133,7 @@ impl Chunk {
     /// # Safety
     /// `len` is at most the number of published slots seen with `Acquire`, and the chunk stays
     /// allocated, unrecycled, for `'a`.
-    unsafe fn records(&self, len: usize) -> &[RawEvent] {
+    pub(crate) unsafe fn records(&self, len: usize) -> &[RawEvent] {
         #[cfg(not(loom))]
         {
             let slots = &self.slots[..len];

@@ -16,6 +16,7 @@ not_under_loom! {
     pub(crate) mod callsite;
     pub(crate) mod counter;
     pub mod clock;
+    pub(crate) mod flight;
     pub(crate) mod follows;
     pub(crate) mod link;
     pub(crate) mod memory;

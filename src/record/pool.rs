@@ -185,6 +185,20 @@ static STREAMING_ONLY: AtomicBool = AtomicBool::new(false);
 
 static STREAM: RwLock<Option<Arc<StreamPool>>> = RwLock::new(None);
 
+/// While only flight recorders record, a flight recorder recycles its chunks (see `flight`).
+static FLIGHT_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Called by the registry whenever the set of recording sessions changes: whether flight
+/// recorders are the only sessions recording.
+pub(crate) fn set_flight_only(on: bool) {
+    FLIGHT_ONLY.store(on, Ordering::Release);
+}
+
+/// True while flight recorders are the only sessions recording.
+pub(crate) fn flight_only() -> bool {
+    FLIGHT_ONLY.load(Ordering::Acquire)
+}
+
 /// Called by the registry whenever the set of recording sessions changes.
 pub(crate) fn set_streaming_only(on: bool) {
     STREAMING_ONLY.store(on, Ordering::Release);

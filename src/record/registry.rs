@@ -83,6 +83,8 @@ struct SessionEntry {
     /// A streaming session: per thread, the index of its first chunk the session's writer has
     /// not finished writing (chunks below it are written and need not be kept for it).
     streamed: Option<Vec<(u64, u64)>>,
+    /// A flight recorder: it keeps only its most recent chunks (see `flight`).
+    flight: bool,
 }
 
 impl SessionEntry {
@@ -122,6 +124,12 @@ impl Registry {
                 .iter()
                 .all(|s| s.collecting || s.streamed.is_some());
         pool::set_streaming_only(streaming_only);
+        let flight_only = recording
+            && self
+                .sessions
+                .iter()
+                .all(|s| s.collecting || s.flight);
+        pool::set_flight_only(flight_only);
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
@@ -258,13 +266,13 @@ pub(crate) fn dropped_events() -> u64 {
 }
 
 /// Registers a running session; a `streaming` one keeps only what its writer has not written
-/// (see [`stream_share`] and [`streamed`]).
+/// (see [`stream_share`] and [`streamed`]), a `flight` recorder only its latest chunks.
 pub(crate) fn add_session(
     id: u64,
     start_tick: u64,
     members: Members,
     memory: MemoryMode,
-    streaming: bool,
+    (streaming, flight): (bool, bool),
 ) {
     let mut reg = registry();
     reg.sessions.retain(|s| s.id != id);
@@ -276,6 +284,7 @@ pub(crate) fn add_session(
         memory,
         observer_panics: 0,
         streamed: streaming.then(Vec::new),
+        flight,
     });
     reg.bump();
 }

@@ -13,7 +13,7 @@ use crate::record::buffer::Writer;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::record::registry::{self, ThreadEntry, Untracked};
-use crate::record::{clock, pool};
+use crate::record::{clock, flight, pool};
 
 /// Async span ids are handed to threads in blocks of [`SPAN_BLOCK`]; this counts blocks.
 static SPAN_BLOCKS: AtomicU32 = AtomicU32::new(0);
@@ -481,14 +481,22 @@ fn next_chunk(hot: &HotState, events: u64) -> bool {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
-            let Some(fresh) = pool::take_for_thread() else {
+            let recycled = if flight::on() {
+                flight::take(entry)
+            } else {
+                None
+            };
+            let Some(fresh) = recycled.or_else(pool::take_for_thread) else {
                 pool::refused(events);
                 return false;
             };
             // SAFETY: this thread's writer is the only one that fills its own buffer, and the
             // buffer (held by `REGISTRATION`) is retired only in `Registration::drop`, which
             // detaches the writer first.
-            unsafe { hot.writer.switch_to(&entry.buffer, fresh, entry.id) };
+            let index = unsafe { hot.writer.switch_to(&entry.buffer, fresh, entry.id) };
+            if flight::on() {
+                flight::linked(entry, index);
+            }
             true
         })
         .unwrap_or(false)

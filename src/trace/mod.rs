@@ -40,6 +40,11 @@ pub struct Span {
     pub overhead_ns: u64,
     /// The scope was still open when the session stopped and was closed at the stop time.
     pub open_at_stop: bool,
+    /// The scope was entered before the window a flight recorder retains
+    /// ([`Config::flight_recorder`](crate::Config::flight_recorder)): its entry was
+    /// overwritten, but kept aside, so it has its name and entry time; the scopes it held
+    /// before the window are gone with the overwritten events.
+    pub cut_at_start: bool,
     /// A scope, or one poll of an async call.
     pub kind: SpanKind,
 }
@@ -377,6 +382,9 @@ pub struct Trace {
     /// Events that could not be recorded (threads tearing down) during the window, summed
     /// over sessions. Always reported; 0 in a healthy run.
     pub dropped_events: u64,
+    /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
+    /// overwrote before the window it retains, summed over sessions; 0 for other sessions.
+    pub overwritten_events: u64,
     /// Raw events post-processed into this trace.
     pub event_count: u64,
     /// Allocations and frees, when the session (or one of the sessions) tracked memory
@@ -451,6 +459,7 @@ impl Trace {
             threads: Vec::new(),
             async_spans: Vec::new(),
             dropped_events: 0,
+            overwritten_events: 0,
             event_count: 0,
             memory: None,
             links: Vec::new(),

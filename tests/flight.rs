@@ -1,0 +1,471 @@
+//! The flight recorder (`Config::flight_recorder`): the exact window it retains, scopes cut at
+//! its start, the events it overwrote, its memory bound, snapshots while recording, and the
+//! dump on panic (in a child process).
+//!
+//! Flight recorders recycle chunks only while they are the only sessions recording, and the
+//! mock clock is process-wide: the tests take `SERIAL` to run one at a time.
+#![cfg(feature = "enabled")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+
+use tickscope::trace::{Span, Trace};
+use tickscope::{Capture, Profiler, scope};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn mock() -> Arc<quanta::Mock> {
+    tickscope::clock::use_mock_clock().expect("mock clock installed first")
+}
+
+/// Records per chunk (`CHUNK_EVENTS`).
+const CHUNK_EVENTS: usize = 4096;
+/// Bytes of records per chunk.
+const CHUNK: usize = CHUNK_EVENTS * 16;
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("tickscope-flight-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    Scratch(path)
+}
+
+/// The spans of the trace's only thread.
+fn spans(trace: &Trace) -> &[Span] {
+    assert_eq!(trace.threads.len(), 1, "{:?}", trace.threads.len());
+    &trace.threads[0].spans
+}
+
+/// `(name, start, end, depth, cut_at_start, open_at_stop)` of a span.
+fn shape(span: &Span) -> (&'static str, u64, u64, u32, bool, bool) {
+    (
+        span.name(),
+        span.start_ns,
+        span.end_ns,
+        span.depth,
+        span.cut_at_start,
+        span.open_at_stop,
+    )
+}
+
+/// 5000 `inner` scopes inside one `outer` scope: 10 001 records, so chunks of 4096 records
+/// hold records 0..4096, 4096..8192 and 8192..10 001. A recorder of two chunks recycles the
+/// first: record 4096, the exit of inner scope 2047, opens its window, so `outer` and that
+/// inner scope are cut at its start.
+#[test]
+fn the_window_is_the_latest_chunks_and_scopes_cut_at_its_start_are_marked() {
+    let _serial = serial();
+    let m = mock();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(2 * CHUNK)
+        .start();
+    let base = {
+        m.increment(1000);
+        m.value()
+    };
+    let (recorded, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let worker = {
+        let (prof, m) = (prof.clone(), m.clone());
+        let (recorded, release) = (recorded.clone(), release.clone());
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let outer = scope!("outer");
+            for _ in 0..5000 {
+                let inner = scope!("inner");
+                m.increment(5);
+                drop(inner);
+                m.increment(5);
+            }
+            recorded.wait();
+            release.wait();
+            drop(outer);
+        })
+    };
+    recorded.wait();
+    // While recording: the window so far, scopes still open closed at the snapshot.
+    let now = m.value();
+    let snapshot = prof.snapshot();
+    assert_eq!(snapshot.overwritten_events, CHUNK_EVENTS as u64);
+    let got = spans(&snapshot);
+    // `outer`, the cut inner scope 2047, and inner scopes 2048..5000.
+    assert_eq!(got.len(), 2 + (5000 - 2048));
+    assert_eq!(shape(&got[0]), ("outer", base, now, 0, true, true));
+    let at = base + 10 * 2047;
+    assert_eq!(shape(&got[1]), ("inner", at, at + 5, 1, true, false));
+    assert_eq!(got[1].parent, Some(0));
+    let at = base + 10 * 2048;
+    assert_eq!(shape(&got[2]), ("inner", at, at + 5, 1, false, false));
+    assert_eq!(got[2].parent, Some(0));
+    let last = base + 10 * 4999;
+    assert_eq!(
+        shape(got.last().unwrap()),
+        ("inner", last, last + 5, 1, false, false)
+    );
+    assert_eq!(got.iter().filter(|s| s.cut_at_start).count(), 2);
+    assert_eq!(snapshot.event_count, 2 + 10_001 - 4096);
+
+    release.wait();
+    worker.join().unwrap();
+    m.increment(7);
+    let end = m.value();
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(trace.overwritten_events, CHUNK_EVENTS as u64);
+    assert_eq!(trace.dropped_events, 0);
+    let got = spans(&trace);
+    assert_eq!(got.len(), 2 + (5000 - 2048));
+    // Closed by its own exit (at `now`: the clock stood still since).
+    assert_eq!(shape(&got[0]), ("outer", base, now, 0, true, false));
+    assert!(end > now);
+    let table = prof.table().to_string();
+    assert!(
+        table.contains("4096 overwritten events (flight recorder)"),
+        "{table}"
+    );
+
+    // A capture file keeps the cut scopes (names, entries, marks) and the count.
+    let path = scratch("window.tscope");
+    prof.write_capture(&path).unwrap();
+    let back = Capture::read(&path).unwrap();
+    assert!(back.warnings().is_empty(), "{:?}", back.warnings());
+    assert_eq!(back.overwritten_events(), CHUNK_EVENTS as u64);
+    let decoded = back.decode();
+    assert_eq!(decoded.overwritten_events, CHUNK_EVENTS as u64);
+    let shapes = |t: &Trace| spans(t).iter().map(shape).collect::<Vec<_>>();
+    assert_eq!(shapes(&decoded), shapes(&trace));
+
+    // The Chrome trace marks them too, and says how many events were overwritten.
+    let json = scratch("window.json");
+    prof.write_chrome_trace(&json).unwrap();
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(text.matches("\"cut_at_start\":true").count(), 2);
+    assert!(text.contains("\"overwritten_events\":4096"), "{text}");
+}
+
+/// An exit whose entry was overwritten closes the cut scope it belongs to, never an open
+/// scope of the same name: here a recursive call's outer level, exited (out of order) while
+/// an inner level entered in the window is still open.
+#[test]
+fn an_exit_whose_entry_was_overwritten_closes_nothing_else() {
+    let _serial = serial();
+    let m = mock();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(CHUNK)
+        .start();
+    let base = {
+        m.increment(1000);
+        m.value()
+    };
+    let prof2 = prof.clone();
+    let m2 = m.clone();
+    std::thread::spawn(move || {
+        prof2.join_current_thread();
+        let level0 = scope!("recurse");
+        m2.increment(1);
+        // Fill the first chunk (4096 records with the entry above) and start the next.
+        for _ in 0..2048 {
+            drop(scope!("filler"));
+        }
+        m2.increment(1);
+        let level1 = scope!("recurse");
+        m2.increment(100);
+        drop(level0);
+        m2.increment(10);
+        drop(level1);
+    })
+    .join()
+    .unwrap();
+    prof.stop();
+    let trace = prof.trace();
+    // Records: recurse, 4096 filler records (the first 4095 overwritten with the entry), then
+    // filler's last exit, recurse, recurse's two exits.
+    assert_eq!(trace.overwritten_events, CHUNK_EVENTS as u64);
+    let got: Vec<_> = spans(&trace)
+        .iter()
+        .filter(|s| s.name() == "recurse")
+        .map(shape)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("recurse", base, base + 102, 0, true, false),
+            ("recurse", base + 2, base + 112, 1, false, false),
+        ]
+    );
+    // The filler scope cut at the start: its exit came in the window.
+    let fillers: Vec<_> = spans(&trace)
+        .iter()
+        .filter(|s| s.name() == "filler")
+        .collect();
+    assert_eq!(fillers.len(), 1);
+    assert!(fillers[0].cut_at_start);
+}
+
+#[test]
+fn one_flight_recorder_at_a_time() {
+    let _serial = serial();
+    mock();
+    let first = Profiler::builder()
+        .current_thread()
+        .flight_recorder(CHUNK)
+        .start();
+    let second = Profiler::builder()
+        .current_thread()
+        .flight_recorder(CHUNK)
+        .try_start();
+    let err = second.unwrap_err().to_string();
+    assert!(err.contains("another flight recorder is running"), "{err}");
+    first.stop();
+    let again = Profiler::builder()
+        .current_thread()
+        .flight_recorder(CHUNK)
+        .try_start()
+        .unwrap();
+    again.stop();
+}
+
+/// The recorder allocates its chunks at start and then only recycles them: a million scopes
+/// through 16 chunks allocate no chunk at all.
+#[test]
+fn memory_stays_within_the_bound() {
+    let _serial = serial();
+    mock();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(16 * CHUNK)
+        .start();
+    let live = tickscope::__private::live_chunks();
+    let prof2 = prof.clone();
+    let worker = std::thread::spawn(move || {
+        prof2.join_current_thread();
+        for _ in 0..1_000_000 {
+            let _g = scope!("work");
+        }
+        tickscope::__private::live_chunks()
+    });
+    let during = worker.join().unwrap();
+    assert_eq!(during, live);
+    let trace = prof.snapshot();
+    // 2 000 000 records; the last 16 chunks kept: 15 full ones and the 1152 records after.
+    let kept = 15 * CHUNK_EVENTS + 2_000_000 % CHUNK_EVENTS;
+    assert_eq!(spans(&trace).len(), kept / 2);
+    assert_eq!(trace.overwritten_events, (2_000_000 - kept) as u64);
+    assert_eq!(tickscope::__private::live_chunks(), live);
+    prof.stop();
+}
+
+/// Threads record while snapshots are taken: every snapshot is well nested, and at the end
+/// the retained records and the overwritten ones add up to every record made.
+#[test]
+fn threads_and_snapshots_together() {
+    let _serial = serial();
+    let m = mock();
+    let prof = Profiler::builder().flight_recorder(8 * CHUNK).start();
+    const THREADS: usize = 4;
+    const SCOPES: usize = 50_000;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                for _ in 0..SCOPES {
+                    let _outer = scope!("stress_outer");
+                    m.increment(1);
+                    let _inner = scope!("stress_inner");
+                }
+            })
+        })
+        .collect();
+    let mut snapshots = 0;
+    while workers.iter().any(|w| !w.is_finished()) || snapshots < 3 {
+        let trace = prof.snapshot();
+        for thread in &trace.threads {
+            check_nesting(&thread.spans);
+        }
+        snapshots += 1;
+    }
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    prof.stop();
+    let capture = prof.capture();
+    let trace = prof.trace();
+    assert_eq!(trace.dropped_events, 0);
+    let cut: u64 = trace
+        .threads
+        .iter()
+        .map(|t| t.spans.iter().filter(|s| s.cut_at_start).count() as u64)
+        .sum();
+    let retained = capture.record_count() - cut;
+    assert_eq!(
+        retained + trace.overwritten_events,
+        (THREADS * SCOPES * 4) as u64
+    );
+    assert!(trace.overwritten_events > 0);
+    for thread in &trace.threads {
+        check_nesting(&thread.spans);
+    }
+}
+
+/// Spans of one thread of the stress test: cut ones first, each inner scope inside an outer
+/// one, nothing deeper.
+fn check_nesting(spans: &[Span]) {
+    let cut = spans.iter().take_while(|s| s.cut_at_start).count();
+    assert!(cut <= 2);
+    assert!(spans[cut..].iter().all(|s| !s.cut_at_start));
+    for span in spans {
+        match span.name() {
+            "stress_outer" => assert_eq!((span.depth, span.parent), (0, None)),
+            "stress_inner" => {
+                let parent = &spans[span.parent.expect("inner scopes have a parent") as usize];
+                assert_eq!(parent.name(), "stress_outer");
+                assert_eq!(span.depth, 1);
+                assert!(parent.start_ns <= span.start_ns && span.end_ns <= parent.end_ns);
+            }
+            other => panic!("unexpected span {other}"),
+        }
+    }
+}
+
+/// Runs this test binary's ignored test `name` as a child process, with `path` in its
+/// environment.
+fn child(name: &str, path: &Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TICKSCOPE_FLIGHT_CHILD", path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The child of [`a_panic_dumps_the_window`]: records 100 000 scopes through a recorder of
+/// four chunks, panics in a thread with a scope open, and exits at once.
+#[test]
+#[ignore = "run as a child process by a_panic_dumps_the_window"]
+fn child_that_panics() {
+    let Some(path) = std::env::var_os("TICKSCOPE_FLIGHT_CHILD").map(PathBuf::from) else {
+        return;
+    };
+    let prof = Profiler::builder()
+        .flight_recorder(4 * CHUNK)
+        .flight_recorder_dump_on_panic(&path)
+        .start();
+    let worker = std::thread::spawn(|| {
+        for _ in 0..100_000 {
+            let _g = scope!("before_panic");
+        }
+        let _open = scope!("open_at_panic");
+        panic!("the end");
+    });
+    assert!(worker.join().is_err());
+    std::mem::forget(prof);
+    std::process::exit(3);
+}
+
+/// 200 001 records in chunks of 4096: 48 full chunks and 3393 records; the last four chunks
+/// (three full ones and the 3393 records) are in the dump, from record 45 × 4096, an entry.
+#[test]
+fn a_panic_dumps_the_window() {
+    let path = scratch("panic.tscope");
+    let status = child("child_that_panics", &path).wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    let capture = Capture::read(&path).unwrap();
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+    let kept = 3 * CHUNK_EVENTS + 200_001 % CHUNK_EVENTS;
+    assert_eq!(capture.overwritten_events(), (200_001 - kept) as u64);
+    let trace = capture.decode();
+    let report = tickscope::report::Report::new(&trace);
+    assert_eq!(
+        report.get("before_panic").unwrap().calls,
+        (kept as u64 - 1) / 2
+    );
+    let open = report.get("open_at_panic").unwrap();
+    assert_eq!((open.calls, open.open_at_stop), (1, 1));
+    assert!(
+        trace
+            .threads
+            .iter()
+            .flat_map(|t| &t.spans)
+            .all(|s| !s.cut_at_start)
+    );
+}
+
+/// Resident memory while 100 million scopes go through a 16 MiB recorder: it grows by the
+/// recorder's chunks and a little more, never with the scopes. Slow in a debug build: run
+/// it with `cargo test --release --test flight -- --ignored resident` (`.ci/run` does).
+#[test]
+#[ignore = "100 million scopes: run in release (see .ci/run)"]
+fn resident_memory_stays_within_the_bound() {
+    let _serial = serial();
+    mock();
+    const BOUND: u64 = 16 << 20;
+    const SLACK: u64 = 2 << 20;
+    let before = resident();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(BOUND as usize)
+        .start();
+    let mut most = 0;
+    for round in 0..100 {
+        for _ in 0..1_000_000 {
+            let _g = scope!("work");
+        }
+        let growth = resident().saturating_sub(before);
+        most = most.max(growth);
+        assert!(
+            growth <= BOUND + SLACK,
+            "after {} M scopes resident memory grew by {growth} bytes",
+            round + 1
+        );
+    }
+    let trace = prof.snapshot();
+    assert_eq!(trace.overwritten_events + trace.event_count, 200_000_000);
+    prof.stop();
+    println!(
+        "100 M scopes through a 16 MiB flight recorder: resident memory grew by at most \
+         {most} bytes ({:.2} MiB)",
+        most as f64 / (1 << 20) as f64
+    );
+}
+
+/// Resident bytes of this process (`/proc/self/statm`).
+fn resident() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
