@@ -4,11 +4,9 @@
 //! `tickscope_scope_begin` in it as in a program it is linked into.
 #![cfg(all(feature = "native", target_os = "linux"))]
 
-use std::process::Command;
-
 use tickscope::{Profiler, scope};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+mod cbuild;
 
 #[test]
 fn c_scopes_nest_in_the_rust_scopes_around_them() {
@@ -18,31 +16,9 @@ fn c_scopes_nest_in_the_rust_scopes_around_them() {
         tickscope::native::tickscope_scope_begin as *const () as usize,
         tickscope::native::tickscope_scope_end as *const () as usize,
     ]);
-    let dir = std::env::temp_dir().join(format!("tickscope-native-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let lib = dir.join("libnative_test.so");
-    let source = format!("{ROOT}/tests/native/native_test.c");
-    let out = Command::new("cc")
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-shared",
-            "-fPIC",
-        ])
-        .arg(format!("-I{ROOT}/include"))
-        .arg("-o")
-        .arg(&lib)
-        .arg(&source)
-        .output()
-        .expect("the test builds C code with `cc`: install a C compiler");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = cbuild::temp_dir("native");
+    let lib = cbuild::shared_object(&dir, "native_test", "tests/native/native_test.c", &[]);
+    let source = format!("{}/tests/native/native_test.c", cbuild::ROOT);
     // SAFETY: the test's own C code; it has no initialisers.
     let library = unsafe { libloading::Library::new(&lib) }.unwrap();
     // SAFETY: `void native_work(unsigned)`, as declared in the C file.

@@ -8,7 +8,8 @@ use std::process::Command;
 
 use tickscope::{Profiler, scope};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+mod cbuild;
+use cbuild::ROOT;
 
 /// A folder of this test binary's own for what it builds.
 fn out_dir() -> PathBuf {
@@ -20,29 +21,12 @@ fn out_dir() -> PathBuf {
 
 /// examples/plugins/c_sampler built into `dir`.
 fn c_sampler(dir: &Path) -> PathBuf {
-    let lib = dir.join("libc_sampler.so");
-    let out = Command::new("cc")
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-O2",
-            "-shared",
-            "-fPIC",
-        ])
-        .args(["-pthread", &format!("-I{ROOT}/include"), "-o"])
-        .arg(&lib)
-        .arg(format!("{ROOT}/examples/plugins/c_sampler/c_sampler.c"))
-        .output()
-        .expect("the tests build C plug-ins with `cc`: install a C compiler");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    lib
+    cbuild::shared_object(
+        dir,
+        "c_sampler",
+        "examples/plugins/c_sampler/c_sampler.c",
+        &["-O2", "-pthread"],
+    )
 }
 
 /// examples/plugins/sim_device built with cargo (a target folder of its own).

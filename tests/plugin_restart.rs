@@ -5,32 +5,20 @@
 #![cfg(all(feature = "enabled", target_os = "linux"))]
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use tickscope::{Profiler, scope};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+mod cbuild;
 
 fn c_sampler(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tickscope-plugin-restart-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let lib = dir.join(format!("lib{name}.so"));
-    let out = Command::new("cc")
-        .args(["-std=c99", "-O2", "-g", "-shared", "-fPIC", "-pthread"])
-        .arg(format!("-I{ROOT}/include"))
-        .arg("-o")
-        .arg(&lib)
-        .arg(format!("{ROOT}/examples/plugins/c_sampler/c_sampler.c"))
-        .output()
-        .expect("the tests build C plug-ins with `cc`: install a C compiler");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    lib
+    cbuild::shared_object(
+        &cbuild::temp_dir("plugin-restart"),
+        name,
+        "examples/plugins/c_sampler/c_sampler.c",
+        &["-O2", "-g", "-pthread"],
+    )
 }
 
 /// Resident memory of this process in KiB (/proc/self/statm).

@@ -11,12 +11,14 @@ use std::sync::OnceLock;
 use tickscope::collector::{SessionWriter, Stage, abi};
 use tickscope::{Profiler, scope};
 
+mod cbuild;
+use cbuild::cc;
+
 /// The folder the plug-ins are built in (one per test binary run).
 fn dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("tickscope-plugins-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = cbuild::temp_dir("plugins");
         std::fs::write(dir.join("payload.h"), payload_header()).unwrap();
         dir
     })
@@ -47,47 +49,14 @@ fn payload_header() -> String {
     )
 }
 
-fn cc(args: &[&str]) {
-    let out = Command::new("cc")
-        .args(args)
-        .output()
-        .expect("the tests build C plug-ins with `cc`: install a C compiler");
-    assert!(
-        out.status.success(),
-        "cc {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Builds the test plug-in with `defines` into `lib<name>.so`.
 fn build(name: &str, defines: &[&str]) -> PathBuf {
     let dir = dir();
-    let lib = dir.join(format!("lib{name}.so"));
-    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/test_plugin.c");
-    let (inc, local, out) = (
-        format!("-I{include}"),
-        format!("-I{}", dir.display()),
-        lib.display().to_string(),
-    );
-    let mut args = vec![
-        "-std=c99",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-pedantic",
-        "-shared",
-        "-fPIC",
-        &inc,
-        &local,
-        "-o",
-        &out,
-        source,
-    ];
+    let local = format!("-I{}", dir.display());
     let defines: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
-    args.extend(defines.iter().map(String::as_str));
-    cc(&args);
-    lib
+    let mut extra = vec![local.as_str()];
+    extra.extend(defines.iter().map(String::as_str));
+    cbuild::shared_object(dir, name, "tests/plugins/test_plugin.c", &extra)
 }
 
 /// A session of this thread with `plugins`: a host scope, and the plug-ins' sessions.

@@ -136,6 +136,25 @@ impl Lanes {
             }
         }
     }
+
+    /// [`walk`](Self::walk) for writers: `edge` gets each edge's span index and whether it
+    /// begins the span; the first error ends the walk's calls and is returned.
+    pub(crate) fn try_walk<E>(
+        &self,
+        spans: &[Span],
+        mut edge: impl FnMut(u32, bool) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut result = Ok(());
+        self.walk(spans, |e| {
+            if result.is_ok() {
+                result = match e {
+                    Edge::Begin(i) => edge(i, true),
+                    Edge::End(i) => edge(i, false),
+                };
+            }
+        });
+        result
+    }
 }
 
 /// Whether `top` (at index `top_index`) ended before `span` began, so `span` cannot nest in

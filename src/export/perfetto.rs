@@ -54,7 +54,7 @@ use std::io::{self, Write};
 use rustc_hash::FxHashMap;
 
 use super::Format;
-use super::lanes::{Edge, Lanes};
+use super::lanes::Lanes;
 use super::proto::{bytes_field, fixed64_field, int_field, varint_field};
 use super::trace_event::pids;
 use crate::record::callsite::Callsite;
@@ -492,18 +492,10 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             sequences.push(self.sequence(lane_track));
         }
         let mut next_arg = 0;
-        let mut result = Ok(());
-        lanes.walk(spans, |edge| {
-            if result.is_err() {
-                return;
-            }
-            let (i, begin) = match edge {
-                Edge::Begin(i) => (i, true),
-                Edge::End(i) => (i, false),
-            };
+        lanes.try_walk(spans, |i, begin| {
             let span = &spans[i as usize];
             let seq = &mut sequences[lanes.lane(i) as usize];
-            result = if begin {
+            if begin {
                 let start = next_arg + thread.args[next_arg..].partition_point(|a| a.span < i);
                 let end = start + thread.args[start..].partition_point(|a| a.span == i);
                 next_arg = end;
@@ -536,9 +528,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 })
             } else {
                 self.end(seq, span.end_ns)
-            };
-        });
-        result
+            }
+        })
     }
 
     /// The async calls, on tracks of their process named after their function: a call goes

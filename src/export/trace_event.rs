@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use super::json;
-use super::lanes::{Edge, Lanes};
+use super::lanes::Lanes;
 use crate::record::callsite::Callsite;
 use crate::trace::{
     AsyncSpan, Compensation, InstantScope, MemoryKind, MemoryTrace, Number, Process, Span,
@@ -335,15 +335,7 @@ impl Writer<'_> {
             // today's epoch, so nesting inferred from `ts` and `dur` would break (a child
             // seeming to outlast its parent is dropped). `B`/`E` pairs, in order, state it,
             // each lane's on its own track.
-            let mut result = Ok(());
-            lanes.walk(spans, |edge| {
-                if result.is_err() {
-                    return;
-                }
-                let (i, begin) = match edge {
-                    Edge::Begin(i) => (i, true),
-                    Edge::End(i) => (i, false),
-                };
+            return lanes.try_walk(spans, |i, begin| {
                 let span = &spans[i as usize];
                 let lane = lanes.lane(i);
                 let head = &heads[lane as usize];
@@ -357,9 +349,8 @@ impl Writer<'_> {
                 } else {
                     self.edge(span, (lane, head), span.end_ns, None);
                 }
-                result = self.spill();
+                self.spill()
             });
-            return result;
         }
         for i in 0..spans.len() as u32 {
             let span = &spans[i as usize];
