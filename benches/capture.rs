@@ -13,7 +13,7 @@ use std::io::BufWriter;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group};
 use tickscope::Capture;
 use tickscope::export::chrome;
 use tickscope::table::Table;
@@ -145,4 +145,21 @@ criterion_group! {
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
     targets = bench, cli
 }
-criterion_main!(benches);
+
+/// `TICKSCOPE_CLI_CAPTURE=PATH cargo bench --bench capture` writes the capture of the
+/// `cli_10m` group to `PATH` and exits, for timing the `tickscope` command itself as a process
+/// (`scripts/cli_speed.sh`); without it, the benches run.
+fn main() {
+    if let Some(path) = std::env::var_os("TICKSCOPE_CLI_CAPTURE") {
+        let (prof, events) = common::server_session(CLI_THREADS, CLI_EVENTS);
+        prof.write_capture(&path).unwrap();
+        println!(
+            "wrote {}: {} bytes, {events} events on {CLI_THREADS} threads",
+            std::path::Path::new(&path).display(),
+            std::fs::metadata(&path).unwrap().len()
+        );
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -6,12 +6,14 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::report::tree::CallTree;
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
 use crate::report::{CounterStats, LiveAtStop, Report, ScopeStats, Split, ThreadKey, ValueStats};
+use crate::capture::Capture;
+use crate::decode::summary::Summary;
 use crate::trace::{Compensation, Number, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
@@ -197,7 +199,7 @@ impl std::error::Error for ParseSortByError {}
 #[must_use]
 #[derive(Clone, Debug)]
 pub struct Table {
-    trace: Arc<Trace>,
+    source: Source,
     sort: SortBy,
     limit: Option<usize>,
     by_thread: bool,
@@ -209,6 +211,25 @@ pub struct Table {
     observer_panics: u64,
     /// Collector failures, a footer line each.
     errors: Vec<String>,
+}
+
+/// What a table is made of.
+#[derive(Clone, Debug)]
+enum Source {
+    /// A decoded trace.
+    Trace(Arc<Trace>),
+    /// Captures, summed or decoded when the table is printed ([`Table::from_captures`]).
+    Captures(Arc<Captures>),
+}
+
+/// Captures of [`Table::from_captures`], with what was made of them so far.
+#[derive(Debug)]
+struct Captures {
+    captures: Vec<Capture>,
+    /// Their spans summed ([`Summary::of`]); `None` inside when sums cannot stand for them.
+    summary: OnceLock<Option<Summary>>,
+    /// Their trace ([`Trace::from_captures`]).
+    trace: OnceLock<Trace>,
 }
 
 /// A table ready to print.
@@ -225,8 +246,46 @@ struct Rows<'a> {
 impl Table {
     /// A table of `trace`, sorted by total time.
     pub fn new(trace: Arc<Trace>) -> Self {
+        Self::with_source(Source::Trace(trace))
+    }
+
+    /// The table of the trace `captures` decode to, as
+    /// `Table::new(Arc::new(Trace::from_captures(&captures)))` gives (the same text), made
+    /// when printed without keeping the trace's spans when it can: a flat table, by name or
+    /// by thread, of sessions that did not track memory and have no async calls is summed
+    /// straight from the records, which takes a fraction of the time and memory of the whole
+    /// trace. A call tree, rows split by origin or by an argument, memory columns and async
+    /// calls need the spans: the trace is then decoded (once per table).
+    ///
+    /// What `tickscope table` prints.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tickscope::{Capture, Profiler, scope, table::Table, trace::Trace};
+    ///
+    /// let prof = Profiler::builder().current_thread().start();
+    /// for _ in 0..3 {
+    ///     let _g = scope!("step");
+    /// }
+    /// prof.stop();
+    /// let mut file = Vec::new();
+    /// prof.capture().write_to(&mut file)?;
+    /// let captures = Capture::from_bytes(&file).unwrap();
+    /// let decoded = Table::new(Arc::new(Trace::from_captures(&captures))).to_string();
+    /// assert_eq!(Table::from_captures(captures).to_string(), decoded);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_captures(captures: Vec<Capture>) -> Self {
+        Self::with_source(Source::Captures(Arc::new(Captures {
+            captures,
+            summary: OnceLock::new(),
+            trace: OnceLock::new(),
+        })))
+    }
+
+    fn with_source(source: Source) -> Self {
         Self {
-            trace,
+            source,
             sort: SortBy::Total,
             limit: None,
             by_thread: false,
@@ -316,12 +375,30 @@ impl Table {
         }
     }
 
+    /// The trace to print, and its summary when the table is made from it: what the table's
+    /// settings need.
+    fn view(&self) -> (&Trace, Option<&Summary>) {
+        match &self.source {
+            Source::Trace(trace) => (trace, None),
+            Source::Captures(c) => {
+                // A flat table with no split but by thread needs only the sums.
+                if !self.tree
+                    && self.split() == Split::None
+                    && let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
+                {
+                    return (&summary.trace, Some(summary));
+                }
+                let trace = c.trace.get_or_init(|| Trace::from_captures(&c.captures));
+                (trace, None)
+            }
+        }
+    }
+
     /// The thread's name; in a trace of several processes, after its process's label.
-    fn thread_name(&self, key: Option<ThreadKey>) -> String {
+    fn thread_name(&self, trace: &Trace, key: Option<ThreadKey>) -> String {
         let Some((process, id)) = key else {
             return String::new();
         };
-        let trace = &self.trace;
         let thread = trace
             .threads
             .iter()
@@ -334,10 +411,13 @@ impl Table {
         }
     }
 
-    /// The rows of the report, sorted and limited.
-    fn flat_rows(&self) -> Rows<'_> {
+    /// The rows of the report of `trace` (from `summary` when given), sorted and limited.
+    fn flat_rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
         let split = self.split();
-        let report = Report::build(&self.trace, self.by_thread, split);
+        let report = match summary {
+            Some(summary) => Report::from_summary(summary, self.by_thread),
+            None => Report::build(trace, self.by_thread, split),
+        };
         let mut rows: Vec<&ScopeStats> = report.rows().iter().collect();
         let sort = self.sort;
         rows.sort_by(|a, b| a.cmp_by(b, |row| sort.key(row)));
@@ -353,7 +433,7 @@ impl Table {
             open += row.open_at_stop;
             let mut cells = Vec::with_capacity(17);
             if self.by_thread {
-                cells.push(self.thread_name(row.process_thread()));
+                cells.push(self.thread_name(trace, row.process_thread()));
             }
             cells.push(name_cell(row.name, 0, false, row.open_at_stop));
             match split {
@@ -393,7 +473,7 @@ impl Table {
         headers.extend([
             "Calls", "Total", "Self", "Avg", "Min", "Max", "P50", "P99", "%",
         ]);
-        if self.trace.memory.is_some() {
+        if trace.memory.is_some() {
             headers.extend(["Alloc", "Self alloc", "Allocs", "Freed", "Peak"]);
         }
         self.with_thread_column(Rows {
@@ -406,8 +486,8 @@ impl Table {
     }
 
     /// The call tree's nodes, depth first, limited.
-    fn tree_rows(&self) -> Rows<'_> {
-        let tree = CallTree::new(&self.trace, self.by_thread);
+    fn tree_rows(&self, trace: &Trace) -> Rows<'_> {
+        let tree = CallTree::new(trace, self.by_thread);
         let mut out = Vec::new();
         let mut open = 0;
         for (node, depth) in tree.walk().take(self.limit.unwrap_or(usize::MAX)) {
@@ -415,7 +495,7 @@ impl Table {
             let mut cells = Vec::with_capacity(6);
             if self.by_thread {
                 cells.push(if depth == 0 {
-                    self.thread_name(node.thread)
+                    self.thread_name(trace, node.thread)
                 } else {
                     String::new()
                 });
@@ -432,7 +512,7 @@ impl Table {
             rows: out,
             left: 1,
             open,
-            live: LiveAtStop::of(&self.trace),
+            live: LiveAtStop::of(trace),
         })
     }
 
@@ -448,6 +528,7 @@ impl Table {
 
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (trace, summary) = self.view();
         let Rows {
             headers,
             rows,
@@ -455,9 +536,9 @@ impl fmt::Display for Table {
             open,
             live,
         } = if self.tree {
-            self.tree_rows()
+            self.tree_rows(trace)
         } else {
-            self.flat_rows()
+            self.flat_rows(trace, summary)
         };
         let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
         for row in &rows {
@@ -483,8 +564,10 @@ impl fmt::Display for Table {
             let cells: Vec<&str> = row.iter().map(String::as_str).collect();
             line(f, &cells)?;
         }
-        let trace = &self.trace;
-        let scopes: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
+        let scopes: usize = summary.map_or_else(
+            || trace.threads.iter().map(|t| t.spans.len()).sum(),
+            Summary::spans,
+        );
         write!(f, "{} wall, ", format_ns(trace.wall_ns()))?;
         let processes = trace.processes.len();
         if processes > 1 {
@@ -561,7 +644,7 @@ impl fmt::Display for Table {
                 )?;
             }
         }
-        self.sections(f)
+        self.sections(trace, f)
     }
 }
 
@@ -569,8 +652,7 @@ impl Table {
     /// The "Counters" and "Values" sections, after the scopes (each only when the trace has
     /// some), sorted by the table's column where they have it (samples for Calls, mean for
     /// Avg, min, max, p50, p99), else by name, and limited like the scope rows.
-    fn sections(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let trace = &self.trace;
+    fn sections(&self, trace: &Trace, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let label = |name: &str, process: u32| {
             if trace.processes.len() > 1 {
                 format!("{}/{name}", trace.process_label(process))

@@ -163,9 +163,30 @@ pub(crate) fn trace(
     session: Option<usize>,
 ) -> Result<Trace, Failure> {
     let progress = Progress::new(cx, paths.iter().map(|p| size(p)).sum());
+    let captures = captures(cx, paths, session, &progress)?;
+    progress.step(decoding(paths));
+    Ok(Trace::from_captures(&captures))
+}
+
+/// What the progress display says while the files at `paths` are decoded.
+pub(crate) fn decoding(paths: &[PathBuf]) -> String {
+    match paths {
+        [path] => format!("decoding {}", path.display()),
+        _ => format!("decoding {} files", paths.len()),
+    }
+}
+
+/// The captures of the files at `paths`: every session of every file, or only session
+/// `session` (as [`trace`] counts them) when asked. Warnings are printed.
+pub(crate) fn captures(
+    cx: &Context,
+    paths: &[PathBuf],
+    session: Option<usize>,
+    progress: &Progress,
+) -> Result<Vec<Capture>, Failure> {
     let mut captures = Vec::new();
     for path in paths {
-        captures.extend(all(cx, path, &progress)?);
+        captures.extend(all(cx, path, progress)?);
     }
     if let Some(n) = session {
         let count = captures.len();
@@ -179,9 +200,5 @@ pub(crate) fn trace(
         }
         captures = vec![captures.swap_remove(n - 1)];
     }
-    progress.step(match paths {
-        [path] => format!("decoding {}", path.display()),
-        _ => format!("decoding {} files", paths.len()),
-    });
-    Ok(Trace::from_captures(&captures))
+    Ok(captures)
 }

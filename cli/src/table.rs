@@ -4,7 +4,6 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
@@ -81,8 +80,10 @@ impl TypedValueParser for SortParser {
 }
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
-    let trace = input::trace(cx, &args.files, args.session)?;
-    let mut table = Table::new(Arc::new(trace))
+    let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
+    let captures = input::captures(cx, &args.files, args.session, &progress)?;
+    // Decoded (or, for a flat table, summed straight from the records) when printed.
+    let mut table = Table::from_captures(captures)
         .sort_by(args.sort)
         .by_thread(args.by_thread)
         .by_origin(args.by_origin)
@@ -93,6 +94,9 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     if let Some(key) = args.by_arg {
         table = table.by_arg(key);
     }
-    text::print(&table.to_string())?;
+    progress.step(input::decoding(&args.files));
+    let text = table.to_string();
+    drop(progress);
+    text::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }

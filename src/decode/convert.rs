@@ -45,7 +45,7 @@ pub(crate) const MAX_SLEW: f64 = 1e-3;
 impl Converter {
     /// The identity: ticks are already Unix nanoseconds (mock clocks).
     #[cfg(test)]
-    const IDENTITY: Self = Self {
+    pub(crate) const IDENTITY: Self = Self {
         whole: Line::IDENTITY,
         pieces: Vec::new(),
     };

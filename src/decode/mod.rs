@@ -14,6 +14,7 @@ mod memory;
 mod merge;
 mod pair;
 pub(crate) mod parallel;
+pub(crate) mod summary;
 mod tasks;
 
 use std::ops::RangeInclusive;
@@ -31,6 +32,7 @@ use self::memory::RawMemory;
 use crate::record::memory::MemoryMode;
 use self::counters::RawSample;
 use self::pair::{Extras, Pairing, Probe};
+use self::summary::{Summary, ThreadSums};
 use self::tasks::Mark;
 
 impl Trace {
@@ -53,6 +55,48 @@ impl Trace {
 /// [`Trace::from_capture`], on several cores when the capture holds at least `parallel_from`
 /// records (threads decode apart; the trace is the same either way).
 fn decode(capture: &Capture, parallel_from: usize) -> Trace {
+    decode_with(capture, parallel_from, false)
+        .expect("a trace decoded whole")
+        .0
+}
+
+impl Summary {
+    /// The summary of what `captures` decode to ([`Trace::from_captures`]), or `None` when
+    /// the sums cannot stand for their spans: a session that tracked memory (the table's
+    /// memory columns and live-at-stop list need every allocation), or async calls (their
+    /// polls on several threads make one call each).
+    pub(crate) fn of(captures: &[Capture]) -> Option<Self> {
+        if captures.iter().any(|c| c.memory.is_on()) {
+            return None;
+        }
+        let mut traces = Vec::with_capacity(captures.len());
+        let mut threads = Vec::new();
+        for capture in captures {
+            let (trace, sums) = summarize(capture)?;
+            traces.push(trace);
+            threads.extend(sums);
+        }
+        let trace = merge::merge(traces);
+        debug_assert_eq!(trace.threads.len(), threads.len());
+        Some(Self { trace, threads })
+    }
+}
+
+/// The trace of `capture` without spans, and the sums of each thread's spans, for
+/// [`Summary::of`]; `None` when the capture holds async calls.
+fn summarize(capture: &Capture) -> Option<(Trace, Vec<ThreadSums>)> {
+    decode_with(capture, parallel::PARALLEL_FROM, true)
+}
+
+/// [`decode`], with each thread's spans summed ([`ThreadSums`]) and let go as they are
+/// paired when `sum`, instead of kept; then the sums are returned too, and the trace holds no
+/// spans, span arguments or links. `None` only when summing a capture with async calls, whose
+/// matching needs the spans.
+fn decode_with(
+    capture: &Capture,
+    parallel_from: usize,
+    sum: bool,
+) -> Option<(Trace, Vec<ThreadSums>)> {
     // Decoding allocates; that is the profiler's work, not the program's.
     let _untracked = Untracked::enter();
     let clock = &capture.clock;
@@ -84,11 +128,16 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
         &threads,
         parallel_from,
         |thread| thread.record_bound(),
-        |index, thread| shared.thread(index, thread),
+        |index, thread| shared.thread(index, thread, sum),
     );
+    if sum && decoded.iter().any(|(thread, _)| !thread.marks.is_empty()) {
+        return None;
+    }
     let mut builder = Builder::new(shared.end_ns, capture.memory);
-    for thread in decoded {
+    let mut sums = Vec::new();
+    for (thread, thread_sums) in decoded {
         builder.add(thread);
+        sums.extend(thread_sums);
     }
     let process = Process {
         id: capture.header.process_id,
@@ -107,7 +156,7 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     trace.compensation = compensation;
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
-    trace
+    Some((trace, sums))
 }
 
 impl Trace {
@@ -246,8 +295,9 @@ impl Shared<'_> {
         })
     }
 
-    /// Pairs the records of `thread`, at `index` in the trace.
-    fn thread(&self, index: usize, thread: &CaptureThread) -> Decoded {
+    /// Pairs the records of `thread`, at `index` in the trace; when `sum`, sums the spans as
+    /// they are paired instead of keeping them (nor their arguments and links).
+    fn thread(&self, index: usize, thread: &CaptureThread, sum: bool) -> (Decoded, Option<ThreadSums>) {
         // Decoding allocates, on whichever thread it runs.
         let _untracked = Untracked::enter();
         let mut marks = Vec::new();
@@ -260,14 +310,33 @@ impl Shared<'_> {
             &mut marks,
             &mut links,
             memory.as_mut(),
-            thread.record_bound(),
+            if sum {
+                summary::WINDOW
+            } else {
+                thread.record_bound()
+            },
         );
         for cut in self.capture.cut_of(thread.id) {
             pairing.open_cut(cut.record());
         }
-        self.for_each_record(thread, |record| pairing.push(record));
-        let (events, spans, stats, args, extras) = pairing.finish(self.end_ns);
-        Decoded {
+        let mut sums = sum.then(ThreadSums::default);
+        if let Some(sums) = &mut sums {
+            pairing.drain_every(summary::WINDOW);
+            self.for_each_record(thread, |record| {
+                pairing.push(record);
+                if pairing.window_full() {
+                    pairing.drain_final(|span| sums.add(span));
+                }
+            });
+        } else {
+            self.for_each_record(thread, |record| pairing.push(record));
+        }
+        let (events, mut spans, stats, mut args, extras) = pairing.finish(self.end_ns);
+        if let Some(sums) = &mut sums {
+            spans.iter().for_each(|span| sums.add(span));
+            (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
+        }
+        let decoded = Decoded {
             thread: ThreadTrace {
                 process: 0,
                 id: thread.id,
@@ -281,7 +350,8 @@ impl Shared<'_> {
             links,
             memory,
             extras,
-        }
+        };
+        (decoded, sums)
     }
 }
 

@@ -1,6 +1,8 @@
 //! Pairing one thread's records: entries with exits, payloads with the records they belong to,
 //! arguments with their scope, and allocations with the scope they happened in.
 
+use rustc_hash::FxHashSet;
+
 use crate::record::callsite::{self, Callsite};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::pages::prefer_huge_pages_for;
@@ -28,7 +30,16 @@ pub(super) struct Pairing<'a> {
     thread_id: u64,
     marks: &'a mut Vec<Mark>,
     links: &'a mut Links,
+    /// The spans kept from index `base` on: all of them, unless [`Pairing::drain_final`] let
+    /// go of some.
     spans: Vec<Span>,
+    /// The index (in the thread) of `spans[0]`.
+    base: u32,
+    /// The spans before `base` that are kept, with their index, in index order: open spans
+    /// and their ancestors when [`Pairing::drain_final`] ran.
+    pinned: Vec<(u32, Span)>,
+    /// [`Pairing::window_full`] from this many kept spans on.
+    drain_at: usize,
     open: Vec<Open>,
     pending: Option<RawEvent>,
     events: u64,
@@ -137,6 +148,9 @@ impl<'a> Pairing<'a> {
             marks,
             links,
             spans,
+            base: 0,
+            pinned: Vec::new(),
+            drain_at: usize::MAX,
             open: Vec::new(),
             pending: None,
             events: 0,
@@ -153,6 +167,104 @@ impl<'a> Pairing<'a> {
 
     fn callsite(&self, id: u32) -> Option<&'static Callsite> {
         callsite::lookup(self.callsites, id)
+    }
+
+    /// The index (in the thread) the next span gets.
+    fn next_index(&self) -> u32 {
+        self.base + self.spans.len() as u32
+    }
+
+    /// The kept span at `index` (in the thread). Spans are let go only once nothing can
+    /// change them ([`Pairing::drain_final`]), and only those are asked for: the open ones
+    /// and their ancestors.
+    fn span_mut(&mut self, index: u32) -> &mut Span {
+        match index.checked_sub(self.base) {
+            Some(at) => &mut self.spans[at as usize],
+            None => {
+                let at = self.pinned.partition_point(|(i, _)| *i < index);
+                &mut self.pinned[at].1
+            }
+        }
+    }
+
+    /// The parent of the kept span at `index`.
+    fn parent_of(&self, index: u32) -> Option<u32> {
+        match index.checked_sub(self.base) {
+            Some(at) => self.spans[at as usize].parent,
+            None => {
+                let at = self.pinned.partition_point(|(i, _)| *i < index);
+                self.pinned[at].1.parent
+            }
+        }
+    }
+
+    /// Keeps about `spans` spans at most ([`Pairing::window_full`] says when to call
+    /// [`Pairing::drain_final`]) instead of every span of the thread.
+    pub(super) fn drain_every(&mut self, spans: usize) {
+        self.drain_at = spans;
+    }
+
+    /// True when the spans kept have reached the size [`Pairing::drain_every`] set.
+    #[inline]
+    pub(super) fn window_full(&self) -> bool {
+        // Best between top-level scopes, when every span is final; but not much later.
+        self.spans.len() >= self.drain_at
+            && (self.open.is_empty() || self.spans.len() >= 2 * self.drain_at)
+    }
+
+    /// The spans kept: in the window and set aside.
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.spans.len() + self.pinned.len()
+    }
+
+    /// Hands every span that nothing can change any more to `f`, and lets go of it.
+    ///
+    /// A span changes after it closed only as an ancestor of a span that closes later (its
+    /// children's time), and the spans that close later are the open ones and those opened
+    /// under them: the open spans and their ancestors are kept (aside, in `pinned`, in index
+    /// order), every other span is final.
+    pub(super) fn drain_final(&mut self, mut f: impl FnMut(&Span)) {
+        let next = self.next_index();
+        if self.open.is_empty() && self.pinned.is_empty() {
+            // The usual case: between top-level scopes, every span is final.
+            self.spans.iter().for_each(&mut f);
+            self.spans.clear();
+            self.base = next;
+            return;
+        }
+        let mut seen = FxHashSet::default();
+        for open in &self.open {
+            let mut at = Some(open.index);
+            while let Some(index) = at {
+                if !seen.insert(index) {
+                    break;
+                }
+                at = self.parent_of(index);
+            }
+        }
+        let mut keep: Vec<u32> = seen.into_iter().collect();
+        keep.sort_unstable();
+        let mut kept = keep.iter().peekable();
+        self.pinned.retain(|(index, span)| {
+            let pinned = kept.next_if(|&&k| k == *index).is_some();
+            if !pinned {
+                f(span);
+            }
+            pinned
+        });
+        for (index, span) in (self.base..).zip(&self.spans) {
+            if kept.next_if(|&&k| k == index).is_some() {
+                self.pinned.push((index, span.clone()));
+            } else {
+                f(span);
+            }
+        }
+        self.spans.clear();
+        self.base = next;
+        // Each drain costs about the spans kept plus the window: with many kept (scopes nested
+        // very deep), the window grows with them, so that draining stays linear.
+        self.drain_at = self.drain_at.max(self.pinned.len());
     }
 
     /// Takes the thread's next record.
@@ -258,9 +370,9 @@ impl<'a> Pairing<'a> {
                 }
             }
             RawKind::BeginFollows => {
-                let span = self.spans.len() as u32;
+                let span = self.next_index();
                 self.apply(RawEvent::begin(lead.id, lead.tick), None, 0);
-                if let (Some(link), true) = (payload, self.spans.len() as u32 > span) {
+                if let (Some(link), true) = (payload, self.next_index() > span) {
                     let at = SpanRef {
                         thread: self.thread as u32,
                         span,
@@ -323,7 +435,12 @@ impl<'a> Pairing<'a> {
     }
 
     /// Applies the counts taken so far, if any, to the innermost open span.
+    #[inline]
     fn apply_counts(&mut self) {
+        // Checked first: taking moves the whole counts out, on every record.
+        if self.counts.is_none() {
+            return;
+        }
         let Some((counts, _)) = self.counts.take() else {
             return;
         };
@@ -334,13 +451,14 @@ impl<'a> Pairing<'a> {
     }
 
     fn memory_event(&mut self, lead: RawEvent, size: u64, address: u64) {
+        if self.memory.is_none() {
+            return;
+        }
+        let innermost = self.open.last().map(|o| o.index);
+        let innermost = innermost.map(|index| (index, self.span_mut(index).callsite));
         let Some(memory) = &mut self.memory else {
             return;
         };
-        let innermost = self
-            .open
-            .last()
-            .map(|o| (o.index, self.spans[o.index as usize].callsite));
         let block = Block {
             tick: lead.tick,
             ns: self.converter.to_unix_ns(lead.tick),
@@ -358,14 +476,14 @@ impl<'a> Pairing<'a> {
 
     fn close(&mut self, closed: Open, end: u64, open_at_stop: bool) {
         let index = closed.index;
-        let span = &mut self.spans[index as usize];
+        let probe_ns = self.converter.ticks_to_ns(closed.probe);
+        let span = self.span_mut(index);
         span.end_ns = end.max(span.start_ns);
         span.open_at_stop = open_at_stop;
         // Overhead compensation: the probe time inside the span, never more than the time
         // its children leave (so its self time stays at or above zero, and its duration is
         // its self time plus its children's durations).
         let room = (span.end_ns - span.start_ns).saturating_sub(span.children_ns);
-        let probe_ns = self.converter.ticks_to_ns(closed.probe);
         span.overhead_ns = (probe_ns.saturating_add(PROBE_UNIT / 2) / PROBE_UNIT).min(room);
         let overhead = span.overhead_ns;
         let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
@@ -390,7 +508,7 @@ impl<'a> Pairing<'a> {
                     .saturating_add(self.probe.outer)
                     .saturating_add(closed.probe);
             }
-            let span = &mut self.spans[at as usize];
+            let span = self.span_mut(at);
             let until = if open.is_some() {
                 end
             } else {
@@ -473,7 +591,7 @@ impl<'a> Pairing<'a> {
         }
         let what = match event.kind {
             RawKind::AsyncBegin => Some(MarkKind::Begin),
-            RawKind::PollBegin => Some(MarkKind::Poll(self.spans.len() as u32)),
+            RawKind::PollBegin => Some(MarkKind::Poll(self.next_index())),
             RawKind::AsyncEnd => Some(MarkKind::End),
             _ => None,
         };
@@ -490,13 +608,14 @@ impl<'a> Pairing<'a> {
             });
         }
         if matches!(event.kind, RawKind::Begin | RawKind::PollBegin) {
-            let index = self.spans.len() as u32;
+            let index = self.next_index();
             let parent = self.open.last().map(|o| o.index);
+            let depth = parent.map_or(0, |p| self.span_mut(p).depth + 1);
             self.spans.push(Span {
                 callsite,
                 start_ns: ns,
                 end_ns: 0,
-                depth: parent.map_or(0, |p| self.spans[p as usize].depth + 1),
+                depth,
                 parent,
                 children_ns: 0,
                 overhead_ns: 0,
@@ -520,7 +639,7 @@ impl<'a> Pairing<'a> {
     }
 
     /// Closes what is still open at `end_ns` and returns the number of records taken, the
-    /// spans, their memory figures, their arguments, and the samples and instants.
+    /// spans (those kept: all of them unless drained), their memory figures, their arguments, and the samples and instants.
     pub(super) fn finish(
         mut self,
         end_ns: u64,
@@ -534,11 +653,18 @@ impl<'a> Pairing<'a> {
             self.close(open, end_ns, true);
         }
         let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
+        let spans = if self.pinned.is_empty() {
+            self.spans
+        } else {
+            let mut spans: Vec<Span> = self.pinned.into_iter().map(|(_, span)| span).collect();
+            spans.append(&mut self.spans);
+            spans
+        };
         let extras = Extras {
             samples: self.samples,
             instants: self.instants,
         };
-        (self.events, self.spans, memory, self.args, extras)
+        (self.events, spans, memory, self.args, extras)
     }
 }
 

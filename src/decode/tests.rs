@@ -617,3 +617,75 @@ fn counted_memory_goes_to_the_innermost_scope_with_its_peak() {
     assert_eq!(call_stats.peak_bytes, 1200);
     assert_eq!(trace.memory.as_ref().map(|m| m.mode), Some(MemoryMode::Counts));
 }
+
+/// A pairing that lets go of final spans keeps a window and the open scopes with their
+/// ancestors, whatever runs through it: a scope open all along, guards dropped out of order,
+/// scopes nested deeper than a window; and hands every span over once.
+#[test]
+fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
+    use super::pair::Probe;
+    use super::summary::WINDOW;
+    static ROOT: Callsite = Callsite::new("root", file!(), line!(), module_path!());
+    // Ids in this table: 1 root, 2 call, 3 step.
+    let callsites: [&'static Callsite; 3] = [&ROOT, &CALL, &STEP];
+    let converter = Converter::IDENTITY;
+    let (mut marks, mut links) = (Vec::new(), Links::default());
+    let mut pairing = Pairing::new(
+        &callsites,
+        (&converter, Probe::default()),
+        (0, 1),
+        &mut marks,
+        &mut links,
+        None,
+        16,
+    );
+    pairing.drain_every(WINDOW);
+    let (mut handed, mut peak) = (0usize, 0usize);
+    let mut records = vec![RawEvent::begin(1, 0)];
+    let n = 10 * WINDOW as u64;
+    for i in 0..n {
+        let t = 10 + i * 10;
+        // `call` ends before the `step` inside it.
+        records.extend([
+            RawEvent::begin(2, t),
+            RawEvent::begin(3, t + 1),
+            RawEvent::end(RawEvent::end_key(2, t), t + 2),
+            RawEvent::end(RawEvent::end_key(3, t + 1), t + 3),
+        ]);
+    }
+    for record in records {
+        pairing.push(record);
+        if pairing.window_full() {
+            pairing.drain_final(|_| handed += 1);
+        }
+        peak = peak.max(pairing.kept());
+    }
+    // The window fills to twice its size at most while a scope is open, plus the root.
+    assert!(peak <= 2 * WINDOW + 1, "{peak} spans kept");
+    assert!(handed >= 2 * n as usize - 2 * WINDOW, "{handed} spans handed over");
+    // Nested deeper than two windows: all kept while open, then handed over.
+    let depth = 3 * WINDOW as u64;
+    let base = 10 + n * 10;
+    for i in 0..depth {
+        pairing.push(RawEvent::begin(2, base + i));
+        if pairing.window_full() {
+            pairing.drain_final(|_| handed += 1);
+        }
+    }
+    assert_eq!(pairing.kept() as u64, depth + 1 + (2 * n - handed as u64));
+    for i in (0..depth).rev() {
+        pairing.push(RawEvent::end(RawEvent::end_key(2, base + i), base + 2 * depth - i));
+        if pairing.window_full() {
+            pairing.drain_final(|_| handed += 1);
+        }
+    }
+    let (events, spans, ..) = pairing.finish(1_000_000);
+    assert_eq!(events, 1 + 4 * n + 2 * depth);
+    assert_eq!(handed + spans.len(), 1 + 2 * n as usize + depth as usize);
+    // The root, open at the end, comes last among what is kept, closed there.
+    let root = spans.iter().find(|s| s.name() == "root").unwrap();
+    assert_eq!((root.start_ns, root.end_ns, root.open_at_stop), (0, 1_000_000, true));
+    // Each `call` ran 2 ns in the root, and the 1 ns its `step` outlived it; the outermost
+    // nested scope 2 × depth.
+    assert_eq!(root.children_ns, 3 * n + 2 * depth);
+}

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 
 use crate::decode::parallel;
+use crate::decode::summary::Summary;
 use crate::record::callsite::Callsite;
 use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
@@ -276,6 +277,33 @@ impl Report {
                 memory,
             );
         }
+        Self::finish(trace, groups, tracked)
+    }
+
+    /// The rows of a summary ([`Summary::of`]): what [`Report::build`] gives for the trace
+    /// the summary stands for, split by thread when `split_threads` (by nothing else: that
+    /// needs the spans).
+    pub(crate) fn from_summary(summary: &Summary, split_threads: bool) -> Self {
+        let trace = &summary.trace;
+        let mut groups = Groups::new(split_threads, false);
+        for (thread, sums) in trace.threads.iter().zip(&summary.threads) {
+            for site in &sums.sites {
+                let group = groups.group((thread.process, thread.id), site.callsite, None);
+                let acc = &mut groups.groups[group].1;
+                if acc.durations.is_empty() {
+                    acc.durations.clone_from(&site.durations);
+                } else {
+                    acc.durations.extend_from_slice(&site.durations);
+                }
+                acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
+                acc.open += site.open;
+            }
+        }
+        Self::finish(trace, groups, false)
+    }
+
+    /// The report of `trace` from its rows' sums.
+    fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
         let wall = trace.wall_ns();
         let mut rows: Vec<ScopeStats> = groups
             .groups
@@ -515,6 +543,9 @@ fn nearest_rank(values: &mut [u64], pct: usize) -> u64 {
     let rank = (values.len() * pct).div_ceil(100).max(1);
     *values.select_nth_unstable(rank - 1).1
 }
+
+#[cfg(test)]
+mod summary_tests;
 
 #[cfg(test)]
 mod tests {

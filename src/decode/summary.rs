@@ -1,0 +1,104 @@
+//! A trace's scopes summed by callsite straight from the records, without keeping its spans:
+//! what a flat table ([`Report`](crate::report::Report) by name or by thread) needs, at a
+//! fraction of the memory of the full [`Trace`].
+
+use rustc_hash::FxHashMap;
+
+use crate::record::callsite::Callsite;
+use crate::trace::{Span, SpanKind, Trace};
+
+/// Spans a thread being summed keeps at a time (more only while scopes nest deeper).
+/// Small enough for the spans to be summed while they are still in the cache.
+pub(crate) const WINDOW: usize = 1024;
+
+/// Entries of [`ThreadSums::cache`].
+const CACHE: usize = 64;
+
+/// What the scopes of one callsite on one thread add up to.
+#[derive(Debug)]
+pub(crate) struct SiteSums {
+    pub(crate) callsite: &'static Callsite,
+    /// Each call's duration ([`Span::duration_ns`]), in no particular order.
+    pub(crate) durations: Vec<u64>,
+    /// The sum of their self times ([`Span::self_ns`]), saturating.
+    pub(crate) self_ns: u64,
+    /// Calls still open at stop.
+    pub(crate) open: u64,
+}
+
+/// The scopes of one thread, summed by callsite.
+#[derive(Debug)]
+pub(crate) struct ThreadSums {
+    /// One entry per callsite, in order of first call.
+    pub(crate) sites: Vec<SiteSums>,
+    /// The thread's spans (scopes and polls), as `ThreadTrace::spans.len()` would count them.
+    pub(crate) spans: usize,
+    /// The entry of each callsite in `sites`, by address.
+    index: FxHashMap<usize, usize>,
+    /// (callsite address, entry) at a slot given by the address: most spans find their entry
+    /// here without a hash map (address 0: an empty slot).
+    cache: [(usize, usize); CACHE],
+}
+
+impl Default for ThreadSums {
+    fn default() -> Self {
+        Self {
+            sites: Vec::new(),
+            spans: 0,
+            index: FxHashMap::default(),
+            cache: [(0, 0); CACHE],
+        }
+    }
+}
+
+impl ThreadSums {
+    /// Counts `span`; a scope is added to its callsite's sums (a poll is part of an async
+    /// call, which the report counts from the trace's async calls).
+    #[inline]
+    pub(super) fn add(&mut self, span: &Span) {
+        self.spans += 1;
+        if span.kind != SpanKind::Scope {
+            return;
+        }
+        let address = std::ptr::from_ref(span.callsite) as usize;
+        let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
+        let at = match self.cache[slot] {
+            (cached, at) if cached == address => at,
+            _ => {
+                let sites = &mut self.sites;
+                let at = *self.index.entry(address).or_insert_with(|| {
+                    sites.push(SiteSums {
+                        callsite: span.callsite,
+                        durations: Vec::new(),
+                        self_ns: 0,
+                        open: 0,
+                    });
+                    sites.len() - 1
+                });
+                self.cache[slot] = (address, at);
+                at
+            }
+        };
+        let site = &mut self.sites[at];
+        site.durations.push(span.duration_ns());
+        site.self_ns = site.self_ns.saturating_add(span.self_ns());
+        site.open += u64::from(span.open_at_stop);
+    }
+}
+
+/// The trace of some captures without its spans, and their sums.
+#[derive(Debug)]
+pub(crate) struct Summary {
+    /// What [`Trace::from_captures`] gives, but with no spans, span arguments or links in
+    /// its threads: their window, processes, threads, counters, values and instants.
+    pub(crate) trace: Trace,
+    /// The sums of each thread of `trace`, at the same index.
+    pub(crate) threads: Vec<ThreadSums>,
+}
+
+impl Summary {
+    /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
+    pub(crate) fn spans(&self) -> usize {
+        self.threads.iter().map(|t| t.spans).sum()
+    }
+}
