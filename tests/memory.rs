@@ -80,13 +80,14 @@ fn unwanted_threads_do_not_grow() {
 #[test]
 fn long_session_then_stop_gives_memory_back() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let before = live_chunks();
     let prof = Profiler::builder().current_thread().start();
     for _ in 0..1_000_000 {
         let _g = scope!("many");
     }
-    // 2 M events = 489 chunks while recording.
-    assert!(live_chunks() >= before + 480);
+    // 2 M events = 489 chunks held while recording. (Counted absolutely: chunks the prefaulter
+    // had ready before the session are among them, and how many it has made ready again by
+    // now depends on how busy the machine is.)
+    assert!(live_chunks() >= 480, "live chunks {}", live_chunks());
     prof.stop();
     assert_eq!(prof.report().get("many").unwrap().calls, 1_000_000);
     // The stopped session's capture holds the recorded chunks (nothing was copied)...
