@@ -26,7 +26,19 @@
 //! | `follows = link` | a span link to the scope where the link was captured (when it was recorded), attributes `tickscope.link.seq` and `tickscope.link.thread` |
 //! | folded scopes ([`Options::min_duration`], [`Options::max_depth`]) | on the span they fold into: `tickscope.folded.count` (scopes folded in, at any depth) and `tickscope.folded.ns` (the wall time of its folded direct children) |
 //!
-//! Instants and counter samples are not part of a [`Trace`], so no span events are written.
+//! | an instant (`instant!`) | a span event on the innermost span open on its thread at its time (a span is open from its start tick up to, not including, its end; one cut at stop up to its end): its name, `time_unix_nano` exactly the trace's Unix ns, its arguments as attributes, `tickscope.instant.scope` = `process` for a process-wide one |
+//! | a counter sample (`counter!`) | a span event as an instant is, named after the counter: `tickscope.counter.value` (the value after it: int, or double), `tickscope.counter.op` (`set` or `add`), `tickscope.counter.amount` |
+//! | events outside every span | a span of their process, [`EVENTS_SPAN_NAME`] (a root over the trace's window, `tickscope.events_outside_spans` = `true`); each event there has `thread.id` |
+//! | events of a folded span | on the span it folds into; of a sampled-out root call: counted in [`Stats::events_sampled_out`] |
+//!
+//! A span's events are in time order; at equal times instants come before counter samples.
+//!
+//! # Encoding
+//!
+//! [`Otlp::requests`] builds the `opentelemetry-proto` messages (the reference, and the
+//! OTLP/JSON form); [`Otlp::encode_requests`] and [`Otlp::push`] write the same protobuf
+//! bytes with our own encoder, straight from the trace, several times faster (see
+//! `benches/otlp.rs`).
 //!
 //! # Volume
 //!
@@ -66,7 +78,9 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, span};
 use prost::Message;
 
 use crate::record::callsite::Callsite;
-use crate::trace::{SpanKind, Trace, Value};
+
+mod wire;
+use crate::trace::{CounterOp, InstantScope, Number, SpanKind, Trace, Value};
 
 /// The OpenTelemetry project's message types (the `opentelemetry-proto` crate), which the
 /// requests are made of.
@@ -167,7 +181,8 @@ impl Options {
 }
 
 /// What happened to the spans of a trace: every span of the trace (scopes, polls and async
-/// calls) is counted once, in `sent`, `folded` or `sampled_out`.
+/// calls) is counted once, in `sent`, `folded` or `sampled_out`; every instant and counter
+/// sample once, in `events` or `events_sampled_out`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Spans in the requests.
@@ -179,12 +194,25 @@ pub struct Stats {
     /// Span links written (a link whose origin was not recorded has no span to point to and
     /// is only the follower's `tickscope.link.*` attributes).
     pub links: u64,
+    /// Span events written: instants and counter samples.
+    pub events: u64,
+    /// Instants and counter samples left out with the root call they fell in
+    /// ([`Options::sample_roots`]).
+    pub events_sampled_out: u64,
+    /// The spans `events outside spans` (one per process that has an instant or a counter
+    /// sample while none of its thread's spans was open): in the requests besides `sent`.
+    pub event_spans: u64,
 }
 
 impl Stats {
     /// Every span of the trace: sent, folded and sampled out.
     pub fn total(&self) -> u64 {
         self.sent + self.folded + self.sampled_out
+    }
+
+    /// The spans in the requests: `sent` and `event_spans`.
+    pub fn request_spans(&self) -> u64 {
+        self.sent + self.event_spans
     }
 }
 
@@ -195,7 +223,30 @@ enum Of {
     Async(u32),
     /// A scope or a poll: its thread and its index in the thread's spans.
     Span(u32, u32),
+    /// The span that holds the events of its process recorded outside every span.
+    Events,
 }
+
+/// What a span event stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EventOf {
+    /// An instant: its index in `Trace::instants`.
+    Instant(u32),
+    /// A counter sample: its track in `Trace::counters` and its index there.
+    Counter(u32, u32),
+}
+
+/// A span event on a kept node.
+#[derive(Clone, Copy)]
+struct Event {
+    /// The kept node it is an event of.
+    node: u32,
+    ns: u64,
+    of: EventOf,
+}
+
+/// The name of the span that holds a process's events recorded outside every span.
+pub const EVENTS_SPAN_NAME: &str = "events outside spans";
 
 /// A span of the OTLP tree.
 struct Node {
@@ -226,6 +277,8 @@ pub struct Otlp<'t> {
     thread_base: Vec<u32>,
     /// Flows (indices in `Trace::links`) by the kept node of their follower, sorted.
     links: Vec<(u32, u32)>,
+    /// Span events by node, in time order.
+    events: Vec<Event>,
     seed: u64,
     stats: Stats,
     services: Vec<String>,
@@ -317,6 +370,7 @@ impl<'t> Otlp<'t> {
             kept: Vec::new(),
             thread_base,
             links: Vec::new(),
+            events: Vec::new(),
             seed: 0,
             stats: Stats::default(),
             services: Vec::new(),
@@ -429,6 +483,7 @@ impl<'t> Otlp<'t> {
     /// The kept nodes by process, the links, the seed of the ids and the service names.
     fn finish(&mut self) {
         let trace = self.trace;
+        self.place_events();
         let mut kept: Vec<u32> = (0..self.nodes.len() as u32)
             .filter(|&i| self.nodes[i as usize].rep == i)
             .collect();
@@ -480,6 +535,104 @@ impl<'t> Otlp<'t> {
             .collect();
     }
 
+    /// Puts each instant and counter sample on the kept node of the innermost span open on
+    /// its thread at its time, else on its process's `events outside spans` node (made
+    /// here), or counts it sampled out with its root call.
+    fn place_events(&mut self) {
+        let trace = self.trace;
+        let mut threads: Vec<(u32, u64, u32)> = trace
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.process, t.id, i as u32))
+            .collect();
+        threads.sort_unstable();
+        let mut found = Vec::new();
+        for (i, instant) in trace.instants.iter().enumerate() {
+            let at = self.open_at(&threads, instant.process, instant.thread, instant.ns);
+            found.push((at, instant.process, instant.ns, EventOf::Instant(i as u32)));
+        }
+        for (c, track) in trace.counters.iter().enumerate() {
+            for (s, sample) in track.samples.iter().enumerate() {
+                let at = self.open_at(&threads, track.process, sample.thread, sample.ns);
+                let of = EventOf::Counter(c as u32, s as u32);
+                found.push((at, track.process, sample.ns, of));
+            }
+        }
+        let mut holders: Vec<(u32, u32)> = Vec::new();
+        for (at, process, ns, of) in found {
+            let node = match at {
+                Some(node) => match self.nodes[node as usize].rep {
+                    NONE => {
+                        self.stats.events_sampled_out += 1;
+                        continue;
+                    }
+                    rep => rep,
+                },
+                None => match holders.iter().find(|&&(p, _)| p == process) {
+                    Some(&(_, node)) => node,
+                    None => {
+                        let node = self.nodes.len() as u32;
+                        self.nodes.push(Node {
+                            of: Of::Events,
+                            process,
+                            start: trace.start_ns,
+                            end: trace.end_ns,
+                            parent: NONE,
+                            rep: node,
+                            trace: if self.options.trace_per_process {
+                                process
+                            } else {
+                                node
+                            },
+                            depth: 0,
+                            folded_count: 0,
+                            folded_ns: 0,
+                        });
+                        holders.push((process, node));
+                        self.stats.event_spans += 1;
+                        node
+                    }
+                },
+            };
+            self.stats.events += 1;
+            self.events.push(Event { node, ns, of });
+        }
+        // Stable: equal times keep instants before counter samples, each in trace order.
+        self.events.sort_by_key(|e| (e.node, e.ns));
+    }
+
+    /// The node of the innermost span open at `ns` on thread `thread` of process `process`
+    /// (`threads`: `(process, id, index)` sorted), if any. A span is open from its start up
+    /// to, not including, its end; one cut at stop up to its end included.
+    fn open_at(&self, threads: &[(u32, u64, u32)], process: u32, thread: u64, ns: u64) -> Option<u32> {
+        let from = threads.partition_point(|&(p, id, _)| (p, id) < (process, thread));
+        let mut best: Option<(u32, u32)> = None;
+        for &(_, _, t) in threads[from..]
+            .iter()
+            .take_while(|&&(p, id, _)| (p, id) == (process, thread))
+        {
+            let spans = &self.trace.threads[t as usize].spans;
+            let mut at = spans.partition_point(|s| s.start_ns <= ns);
+            while at > 0 {
+                let i = at - 1;
+                let span = &spans[i];
+                if ns < span.end_ns || (span.open_at_stop && ns == span.end_ns) {
+                    if best.is_none_or(|(_, depth)| span.depth >= depth) {
+                        best = self.node_of(t, i as u32).map(|n| (n, span.depth));
+                    }
+                    break;
+                }
+                // Its parent comes before it (a forged one that does not ends the walk).
+                match span.parent {
+                    Some(p) if (p as usize) < i => at = p as usize + 1,
+                    _ => break,
+                }
+            }
+        }
+        best.map(|(node, _)| node)
+    }
+
     /// The node of span `span` of thread `thread`, if both exist.
     fn node_of(&self, thread: u32, span: u32) -> Option<u32> {
         let base = *self.thread_base.get(thread as usize)?;
@@ -493,22 +646,52 @@ impl<'t> Otlp<'t> {
     }
 
     /// The `span_id` of node `i`: unique in the trace, never zero.
+    fn span_id_bytes(&self, i: u32) -> [u8; 8] {
+        ((self.seed << 32) | (u64::from(i) + 1)).to_be_bytes()
+    }
+
     fn span_id(&self, i: u32) -> Vec<u8> {
-        ((self.seed << 32) | (u64::from(i) + 1)).to_be_bytes().to_vec()
+        self.span_id_bytes(i).to_vec()
     }
 
     /// The `trace_id` of node `i`.
-    fn trace_id(&self, i: u32) -> Vec<u8> {
+    fn trace_id_bytes(&self, i: u32) -> [u8; 16] {
         let node = &self.nodes[i as usize];
         let low = if self.options.trace_per_process {
             (1 << 63) | u64::from(node.trace)
         } else {
             u64::from(node.trace) + 1
         };
-        let mut id = Vec::with_capacity(16);
-        id.extend_from_slice(&self.seed.to_be_bytes());
-        id.extend_from_slice(&low.to_be_bytes());
-        id
+        ((u128::from(self.seed) << 64) | u128::from(low)).to_be_bytes()
+    }
+
+    fn trace_id(&self, i: u32) -> Vec<u8> {
+        self.trace_id_bytes(i).to_vec()
+    }
+
+    /// The kept node a link points to: the span its origin is sent as, if it was recorded
+    /// and not sampled out.
+    fn link_origin(&self, flow: &crate::trace::Flow) -> Option<u32> {
+        flow.origin
+            .and_then(|o| self.node_of(o.thread, o.span))
+            .map(|o| self.nodes[o as usize].rep)
+            .filter(|&o| o != NONE)
+    }
+
+    /// The requests of [`Otlp::requests`], encoded as protobuf (what [`Otlp::push`] sends,
+    /// before gzip), by our own encoder: the bytes prost writes for those messages, without
+    /// building them, several times faster.
+    pub fn encode_requests(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        let mut encoder = wire::Encoder::new(self);
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            if at >= self.kept.len() {
+                return None;
+            }
+            let (end, bytes) = encoder.request(at..self.kept.len(), true);
+            at = end;
+            Some(bytes)
+        })
     }
 
     /// The requests, in batches of at most [`Options::batch_spans`] spans and
@@ -589,12 +772,16 @@ impl<'t> Otlp<'t> {
         let trace = self.trace;
         let mut attributes = Vec::with_capacity(8);
         let (name, callsite, open_at_stop) = match node.of {
+            Of::Events => {
+                attributes.push(kv("tickscope.events_outside_spans", bool_value(true)));
+                (EVENTS_SPAN_NAME.to_owned(), None, false)
+            }
             Of::Async(a) => {
                 let call = &trace.async_spans[a as usize];
                 attributes.push(kv("thread.id", uint(call.thread)));
                 attributes.push(kv("tickscope.async.polls", int(i64::from(call.polls))));
                 attributes.push(kv("tickscope.async.busy_ns", uint(call.busy_ns)));
-                (call.name().to_owned(), call.callsite, call.open_at_stop)
+                (call.name().to_owned(), Some(call.callsite), call.open_at_stop)
             }
             Of::Span(t, s) => {
                 let thread = &trace.threads[t as usize];
@@ -620,10 +807,12 @@ impl<'t> Otlp<'t> {
                     SpanKind::Poll { .. } => format!("{} poll", span.name()),
                     SpanKind::Scope => span.name().to_owned(),
                 };
-                (name, span.callsite, span.open_at_stop)
+                (name, Some(span.callsite), span.open_at_stop)
             }
         };
-        code_attributes(&mut attributes, callsite);
+        if let Some(callsite) = callsite {
+            code_attributes(&mut attributes, callsite);
+        }
         if open_at_stop {
             attributes.push(kv("tickscope.cut_at_stop", bool_value(true)));
         }
@@ -639,12 +828,7 @@ impl<'t> Otlp<'t> {
                 kv("tickscope.link.seq", int(i64::from(flow.seq))),
                 kv("tickscope.link.thread", uint(flow.origin_thread)),
             ];
-            let origin = flow
-                .origin
-                .and_then(|o| self.node_of(o.thread, o.span))
-                .map(|o| self.nodes[o as usize].rep)
-                .filter(|&o| o != NONE);
-            match origin {
+            match self.link_origin(flow) {
                 Some(o) => links.push(span::Link {
                     trace_id: self.trace_id(o),
                     span_id: self.span_id(o),
@@ -667,9 +851,64 @@ impl<'t> Otlp<'t> {
             start_time_unix_nano: node.start,
             end_time_unix_nano: node.end,
             attributes,
+            events: self.span_events(i),
             links,
             ..Default::default()
         }
+    }
+
+    /// The events of kept node `i`, in time order.
+    fn events_of(&self, i: u32) -> &[Event] {
+        let from = self.events.partition_point(|e| e.node < i);
+        let to = from + self.events[from..].partition_point(|e| e.node == i);
+        &self.events[from..to]
+    }
+
+    /// The span events of kept node `i`.
+    fn span_events(&self, i: u32) -> Vec<span::Event> {
+        let holder = matches!(self.nodes[i as usize].of, Of::Events);
+        self.events_of(i)
+            .iter()
+            .map(|e| {
+                let mut attributes = Vec::new();
+                let name = match e.of {
+                    EventOf::Instant(x) => {
+                        let instant = &self.trace.instants[x as usize];
+                        if holder {
+                            attributes.push(kv("thread.id", uint(instant.thread)));
+                        }
+                        for (key, v) in &instant.args {
+                            attributes.push(kv(key, value(v)));
+                        }
+                        if instant.scope == InstantScope::Process {
+                            attributes.push(kv("tickscope.instant.scope", string("process")));
+                        }
+                        instant.name()
+                    }
+                    EventOf::Counter(c, s) => {
+                        let track = &self.trace.counters[c as usize];
+                        let sample = &track.samples[s as usize];
+                        if holder {
+                            attributes.push(kv("thread.id", uint(sample.thread)));
+                        }
+                        attributes.push(kv("tickscope.counter.value", number(sample.value)));
+                        let op = match sample.op {
+                            CounterOp::Set => "set",
+                            CounterOp::Add => "add",
+                        };
+                        attributes.push(kv("tickscope.counter.op", string(op)));
+                        attributes.push(kv("tickscope.counter.amount", number(sample.amount)));
+                        track.name
+                    }
+                };
+                span::Event {
+                    time_unix_nano: e.ns,
+                    name: name.to_owned(),
+                    attributes,
+                    dropped_attributes_count: 0,
+                }
+            })
+            .collect()
     }
 
     /// Writes the requests as OTLP/JSON, one `ExportTraceServiceRequest` per line (the
@@ -713,8 +952,12 @@ impl<'t> Otlp<'t> {
             stats: self.stats,
             ..PushReport::default()
         };
-        for request in self.requests() {
-            client.send(request, &mut report)?;
+        let mut encoder = wire::Encoder::new(self);
+        let mut at = 0;
+        while at < self.kept.len() {
+            let (end, bytes) = encoder.request(at..self.kept.len(), true);
+            client.send(&mut encoder, at..end, bytes, &mut report)?;
+            at = end;
             progress(&report);
         }
         Ok(report)
@@ -752,6 +995,13 @@ fn uint(v: u64) -> any_value::Value {
 
 fn bool_value(v: bool) -> any_value::Value {
     any_value::Value::BoolValue(v)
+}
+
+fn number(n: Number) -> any_value::Value {
+    match n {
+        Number::Int(v) => int(v),
+        Number::Float(v) => any_value::Value::DoubleValue(v),
+    }
 }
 
 fn value(v: &Value) -> any_value::Value {
@@ -863,7 +1113,7 @@ impl PushOptions {
         self
     }
 
-    /// How often a request answered 429, 502, 503 or 504 is tried again.
+    /// How often a request answered 429, 500, 502, 503 or 504 is tried again (default 5).
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = retries;
         self
@@ -936,7 +1186,7 @@ pub struct PushReport {
     pub accepted_spans: u64,
     /// Requests the endpoint accepted (a request split after a 413 counts as its parts).
     pub requests: u64,
-    /// Requests tried again (after 429, 502, 503, 504).
+    /// Requests tried again (after 429, 500, 502, 503, 504).
     pub retries: u64,
     /// Requests split in two after a 413.
     pub splits: u64,
@@ -1067,29 +1317,36 @@ impl<'o> Client<'o> {
         }
     }
 
-    /// Sends `request`, splitting it on 413.
+    /// Sends `request`, the encoded spans `range` of the kept ones, splitting it in two
+    /// halves of its spans on 413.
     fn send(
         &self,
-        request: ExportTraceServiceRequest,
+        encoder: &mut wire::Encoder<'_, '_>,
+        range: std::ops::Range<usize>,
+        request: Vec<u8>,
         report: &mut PushReport,
     ) -> Result<(), PushError> {
-        let spans = span_count(&request);
-        let body = gzip(&request.encode_to_vec());
+        let body = gzip(&request);
+        drop(request);
         match self.post(&body, report)? {
             Sent::Accepted => {
-                report.accepted_spans += spans;
+                report.accepted_spans += range.len() as u64;
                 report.requests += 1;
                 report.wire_bytes += body.len() as u64;
                 Ok(())
             }
-            Sent::TooLarge => match split(request) {
-                Some((a, b)) => {
-                    report.splits += 1;
-                    self.send(a, report)?;
-                    self.send(b, report)
+            Sent::TooLarge if range.len() >= 2 => {
+                report.splits += 1;
+                let mid = range.start + range.len() / 2;
+                for half in [range.start..mid, mid..range.end] {
+                    let (_, bytes) = encoder.request(half.clone(), false);
+                    self.send(encoder, half, bytes, report)?;
                 }
-                None => Err(self.error(PushErrorKind::TooLarge { bytes: body.len() }, report)),
-            },
+                Ok(())
+            }
+            Sent::TooLarge => {
+                Err(self.error(PushErrorKind::TooLarge { bytes: body.len() }, report))
+            }
         }
     }
 
@@ -1129,7 +1386,7 @@ impl<'o> Client<'o> {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);
-            if matches!(status, 429 | 502 | 503 | 504) && attempt < self.options.retries {
+            if retried(status) && attempt < self.options.retries {
                 attempt += 1;
                 report.retries += 1;
                 let pause = retry_after.unwrap_or(wait).min(self.options.max_backoff);
@@ -1150,51 +1407,16 @@ impl<'o> Client<'o> {
     }
 }
 
+/// The statuses tried again: 429 (too many requests), 500 (a server's passing failure), 502,
+/// 503 and 504 (a gateway's or an overloaded server's).
+fn retried(status: u16) -> bool {
+    matches!(status, 429 | 500 | 502 | 503 | 504)
+}
+
 /// What the endpoint made of a request.
 enum Sent {
     Accepted,
     TooLarge,
-}
-
-fn span_count(request: &ExportTraceServiceRequest) -> u64 {
-    request
-        .resource_spans
-        .iter()
-        .flat_map(|r| &r.scope_spans)
-        .map(|s| s.spans.len() as u64)
-        .sum()
-}
-
-/// `request` in two halves of its spans, resources kept; `None` for one span or none.
-fn split(
-    request: ExportTraceServiceRequest,
-) -> Option<(ExportTraceServiceRequest, ExportTraceServiceRequest)> {
-    let total = span_count(&request);
-    if total < 2 {
-        return None;
-    }
-    let mut left = total / 2;
-    let mut a = ExportTraceServiceRequest::default();
-    let mut b = ExportTraceServiceRequest::default();
-    for mut resource in request.resource_spans {
-        let mut scope = resource.scope_spans.remove(0);
-        let spans = std::mem::take(&mut scope.spans);
-        let take = (left as usize).min(spans.len());
-        left -= take as u64;
-        let mut spans = spans.into_iter();
-        let first: Vec<_> = spans.by_ref().take(take).collect();
-        let rest: Vec<_> = spans.collect();
-        for (part, spans) in [(&mut a, first), (&mut b, rest)] {
-            if !spans.is_empty() {
-                let mut r = resource.clone();
-                let mut s = scope.clone();
-                s.spans = spans;
-                r.scope_spans.insert(0, s);
-                part.resource_spans.push(r);
-            }
-        }
-    }
-    Some((a, b))
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
