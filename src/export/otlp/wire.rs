@@ -9,6 +9,7 @@
 //! (`thread.*`, `code.*`) are encoded once and copied. Nothing is allocated per span.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
 use super::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
@@ -137,6 +138,26 @@ fn attribute(out: &mut Vec<u8>, field: u8, key: &str, value: Any<'_>) {
     value.write(out);
 }
 
+/// Writes `len`, the length of the body after the two bytes at `at` kept for it, into them:
+/// moves the body when its length takes one byte or more than two.
+fn fix_length(out: &mut Vec<u8>, at: usize, len: usize) {
+    match varint_len(len as u64) {
+        2 => {
+            out[at] = (len as u8) | 0x80;
+            out[at + 1] = (len >> 7) as u8;
+        }
+        1 => {
+            out[at] = len as u8;
+            out.remove(at + 1);
+        }
+        n => {
+            let mut prefix = Vec::with_capacity(n);
+            varint(&mut prefix, len as u64);
+            out.splice(at..at + 2, prefix);
+        }
+    }
+}
+
 /// A message field of one-byte key `key` whose body is `body`.
 fn message_field(out: &mut Vec<u8>, key: u8, body: &[u8]) {
     string_field(out, key, body);
@@ -150,6 +171,30 @@ fn fixed64(out: &mut Vec<u8>, key: u8, v: u64) {
     }
 }
 
+/// A hasher of addresses: one multiplication (they are distinct, aligned, few).
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        // Fibonacci hashing, its high half folded into the low bits the table indexes with.
+        let h = (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 32);
+    }
+}
+
+type BuildAddressHasher = BuildHasherDefault<AddressHasher>;
+
 /// The encoder of one [`Otlp`]'s requests, with its caches and scratch buffers.
 pub(super) struct Encoder<'o, 't> {
     otlp: &'o Otlp<'t>,
@@ -158,11 +203,9 @@ pub(super) struct Encoder<'o, 't> {
     /// Each thread's `thread.*` attributes in `shared` (by index in `Trace::threads`).
     threads: Vec<Option<Range<usize>>>,
     /// Each callsite's `code.*` attributes in `shared` (by address).
-    callsites: HashMap<usize, Range<usize>>,
+    callsites: HashMap<usize, Range<usize>, BuildAddressHasher>,
     /// Each process's `ResourceSpans.resource` field and `ScopeSpans.scope` field.
     resources: Vec<Option<(Vec<u8>, Vec<u8>)>>,
-    /// One span's body.
-    span: Vec<u8>,
     /// One event's or link's body.
     part: Vec<u8>,
     /// The spans of one `ScopeSpans`, with their keys and lengths.
@@ -175,9 +218,8 @@ impl<'o, 't> Encoder<'o, 't> {
             otlp,
             shared: Vec::new(),
             threads: vec![None; otlp.trace.threads.len()],
-            callsites: HashMap::new(),
+            callsites: HashMap::default(),
             resources: vec![None; otlp.trace.processes.len()],
-            span: Vec::with_capacity(512),
             part: Vec::with_capacity(128),
             spans: Vec::new(),
         }
@@ -196,17 +238,20 @@ impl<'o, 't> Encoder<'o, 't> {
         let mut out = Vec::new();
         let mut spans = std::mem::take(&mut self.spans);
         spans.clear();
-        let mut span = std::mem::take(&mut self.span);
         let (mut bytes, mut count, mut at) = (0usize, 0usize, range.start);
         let mut current: Option<u32> = None;
         while at < range.end && count < max_spans {
             let i = otlp.kept[at];
             let process = otlp.nodes[i as usize].process;
-            span.clear();
-            self.span(i, &mut span);
+            // The span is written in place after the spans of its resource, its key and a
+            // two-byte length first (most spans are 128 bytes to 16 KiB long).
+            let from = spans.len();
+            spans.extend_from_slice(&[2 << 3 | 2, 0, 0]);
+            self.span(i, &mut spans);
+            let body = spans.len() - from - 3;
             // The sizes the reference batching counts: body + 8 per span, empty
             // `ResourceSpans` + 8 per resource.
-            let len = span.len() + 8;
+            let len = body + 8;
             let new_resource = current != Some(process);
             let extra = if new_resource {
                 self.resource_len(process) + 8
@@ -214,17 +259,20 @@ impl<'o, 't> Encoder<'o, 't> {
                 0
             };
             if count > 0 && bytes + len + extra > max_bytes {
+                spans.truncate(from);
                 break;
             }
+            if new_resource && let Some(p) = current {
+                // The span begins the next resource's spans.
+                self.resource_spans(p, &spans[..from], &mut out);
+                spans.drain(..from);
+            }
             if new_resource {
-                if let Some(p) = current {
-                    self.resource_spans(p, &spans, &mut out);
-                    spans.clear();
-                }
                 current = Some(process);
                 bytes += extra;
             }
-            message_field(&mut spans, 2 << 3 | 2, &span);
+            let start = spans.len() - body - 3;
+            fix_length(&mut spans, start + 1, body);
             bytes += len;
             count += 1;
             at += 1;
@@ -233,7 +281,6 @@ impl<'o, 't> Encoder<'o, 't> {
             self.resource_spans(p, &spans, &mut out);
         }
         self.spans = spans;
-        self.span = span;
         (at, out)
     }
 
@@ -498,4 +545,43 @@ fn times(out: &mut Vec<u8>, start: u64, end: u64) {
 fn link_attributes(out: &mut Vec<u8>, field: u8, seq: u32, thread: u64) {
     attribute(out, field, "tickscope.link.seq", Any::Int(i64::from(seq)));
     attribute(out, field, "tickscope.link.thread", uint(thread));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_are_fixed_in_place_whatever_their_size() {
+        for len in [0usize, 1, 127, 128, 16_383, 16_384, 70_000] {
+            let mut out = vec![9, 0, 0];
+            out.extend(std::iter::repeat_n(7u8, len));
+            fix_length(&mut out, 1, len);
+            let mut want = vec![9];
+            varint(&mut want, len as u64);
+            want.extend(std::iter::repeat_n(7u8, len));
+            assert_eq!(out, want, "{len}");
+        }
+    }
+
+    #[test]
+    fn values_are_measured_as_written() {
+        for v in [
+            Any::Str(""),
+            Any::Str("abc"),
+            Any::Bool(false),
+            Any::Int(-1),
+            Any::Int(0),
+            Any::Double(0.0),
+            Any::Big(u64::MAX),
+            Any::Big(1 << 63),
+        ] {
+            let mut out = Vec::new();
+            v.write(&mut out);
+            assert_eq!(out.len(), v.len());
+        }
+        let mut out = Vec::new();
+        Any::Big(u64::MAX).write(&mut out);
+        assert_eq!(&out[2..], u64::MAX.to_string().as_bytes());
+    }
 }
