@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
-use super::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
+use super::map::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
 use crate::export::proto::{varint, varint_len};
 use crate::record::callsite::Callsite;
 use crate::trace::{CounterOp, InstantScope, Number, SpanKind, Value};
