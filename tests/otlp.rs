@@ -1,8 +1,9 @@
 //! OTLP traces (cargo feature `otlp`): the exact mapping of a trace recorded under a mock
-//! clock whose ticks are nanoseconds, folding and sampling with every span counted, the
-//! OTLP/JSON file, and pushes to a test server on 127.0.0.1 (written here with std::net):
-//! retries, `Retry-After`, a 500 then success, a 413 split, a refused connection, a timeout, and four
-//! processes in one push.
+//! clock whose ticks are nanoseconds, folding and sampling with every span counted, instants
+//! and counter samples as span events, our own encoder's bytes against prost's for the
+//! reference messages, the OTLP/JSON file, and pushes to a test server on 127.0.0.1 (written
+//! here with std::net): retries, `Retry-After`, a 500 then success, a 413 split, a refused
+//! connection, a timeout, and four processes in one push.
 #![cfg(feature = "enabled")]
 
 mod common;
