@@ -1,5 +1,6 @@
 //! OTLP traces and pprof profiles: a small workload of requests (a parse and a few queries
-//! each, with arguments), its table printed, written as `otlp.otlp.json` (one OTLP `ExportTraceServiceRequest` per
+//! each, with arguments; an instant per parse and a counter of the rows queried, which become
+//! span events), its table printed, written as `otlp.otlp.json` (one OTLP `ExportTraceServiceRequest` per
 //! line, for the Collector's `otlpjsonfile` receiver) and `otlp.pb.gz` (a pprof profile) into
 //! the current directory or the one given as first argument (with its capture, `otlp.tscope`,
 //! for `tickscope push`); with `--endpoint URL` it also
@@ -11,10 +12,11 @@
 use std::path::PathBuf;
 
 use tickscope::export::otlp::{Options, Otlp, PushOptions};
-use tickscope::{Profiler, scope};
+use tickscope::{Profiler, counter, instant, scope};
 
 fn query(table: &str, rows: u64) -> u64 {
     let _g = scope!("query", table = table, rows = rows);
+    counter!("rows", add = rows);
     (0..rows * 200).fold(rows, |acc, x| acc.rotate_left(3) ^ x)
 }
 
@@ -22,7 +24,9 @@ fn handle(id: u64) -> u64 {
     let _g = scope!("handle", id = id);
     let parsed = {
         let _p = scope!("parse");
-        (0..5_000).fold(id, |acc, x| acc.wrapping_mul(31) ^ x)
+        let parsed = (0..5_000).fold(id, |acc, x| acc.wrapping_mul(31) ^ x);
+        instant!("parsed", id = id);
+        parsed
     };
     ["users", "orders", "items"]
         .iter()
@@ -54,11 +58,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let json = out_dir.join("otlp.otlp.json");
     let stats = otlp.write_json(&json)?;
     println!(
-        "{}: {} spans ({} folded, {} sampled out)",
+        "{}: {} spans ({} folded, {} sampled out), {} span events",
         json.display(),
         stats.sent,
         stats.folded,
-        stats.sampled_out
+        stats.sampled_out,
+        stats.events
     );
     let pprof = out_dir.join("otlp.pb.gz");
     prof.write_pprof(&pprof)?;

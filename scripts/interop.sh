@@ -428,9 +428,9 @@ fi
 # opentelemetry-proto Python package (every field checked against the OTLP schema), and its
 # spans must be the table's: per-name counts and total times, parent links. Then Arize
 # Phoenix (`phoenix serve`, loopback only) takes the same trace over OTLP/HTTP, and its REST
-# API must give back every span with its parent and duration (µs). Failure paths of
-# `tickscope push`: connection refused and Phoenix stopped. Each part skips when its packages
-# cannot be installed. The venv lives in the user cache, not under target/: Phoenix takes
+# API must give back every span with its parent, duration (µs) and span events. Then four
+# processes in one push, the failure paths of `tickscope push`, and the pprof profile
+# (protobuf and speedscope). Each part skips when its packages cannot be installed. The venv lives in the user cache, not under target/: Phoenix takes
 # minutes to install, and a fresh clone on the same machine then reuses it.
 otlp_venv="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-otlp-venv"
 otlp_py="$otlp_venv/bin/python"
@@ -516,7 +516,17 @@ want_parent = {"handle": None, "parse": "handle", "query": "handle"}
 for s in spans.values():
     got = spans[s.parent_span_id.hex()].name if s.parent_span_id else None
     assert got == want_parent[s.name], f"{s.name}: parent {got}"
-print(f"interop: opentelemetry-proto decodes otlp.otlp.json: {len(spans)} spans, per name as in the table {dict(sorted(calls.items()))}, parents nest")
+# Span events: an instant per parse on its parse span, a `rows` counter sample per query on
+# its query span, each inside its span's time.
+events = collections.Counter()
+for s in spans.values():
+    for e in s.events:
+        events[(s.name, e.name)] += 1
+        assert s.start_time_unix_nano <= e.time_unix_nano <= s.end_time_unix_nano, (s.name, e.name)
+want_events = {("parse", "parsed"): calls["parse"], ("query", "rows"): calls["query"]}
+assert dict(events) == want_events, f"span events {dict(events)} != {want_events}"
+print(f"interop: opentelemetry-proto decodes otlp.otlp.json: {len(spans)} spans, per name as in the table {dict(sorted(calls.items()))}, parents nest; "
+      f"span events {dict((f'{a}/{b}', n) for (a, b), n in sorted(events.items()))}")
 if not phoenix:
     sys.exit(0)
 
@@ -557,22 +567,240 @@ for p in stored:
     worst = max(worst, abs(us - want))
     # Phoenix keeps whole microseconds of each end: the difference is under 2 µs.
     assert abs(us - want) < 2, f"{p['name']}: {us} µs in Phoenix, {want} µs sent"
+    got_events = sorted(e["name"] for e in p["events"])
+    assert got_events == sorted(e.name for e in s.events), f"{p['name']}: events {got_events}"
 print(f"interop: Phoenix round trip: {len(stored)} spans back, per name as in the table "
-      f"{dict(sorted(names.items()))}, every parent link kept, durations within {worst:.3f} µs")
+      f"{dict(sorted(names.items()))}, every parent link kept, durations within {worst:.3f} µs, "
+      f"{sum(len(p['events']) for p in stored)} span events on their spans")
 PY
 cli=(cargo run --quiet --release -p tickscope-cli --)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-set +e
-"${cli[@]}" push "$out/otlp.tscope" --endpoint "http://127.0.0.1:$port" 2> "$out/refused.txt"
-code=$?
-set -e
-[ "$code" = 2 ] && grep -q "^error: cannot connect to http://127.0.0.1:$port/v1/traces" "$out/refused.txt" || {
-    cat "$out/refused.txt"
-    echo "interop: push to a closed port: exit $code, expected 2 and a connect error" >&2
-    exit 1
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Several machines, simulated: four processes (four runs of the example) write captures, and
+# one `tickscope push --trace-per-process` sends all four to Phoenix. Phoenix's REST API does
+# not show resources, so each process is a trace of its own there: Phoenix must hold four
+# traces, each with every span of one process (its span ids, as `tickscope convert` of the
+# same files writes them, each under its resource's process.pid).
+if [ -n "$phoenix_pid" ]; then
+    for i in 1 2 3 4; do
+        mkdir -p "$out/machine$i"
+        cargo run --quiet --release --features otlp --example otlp -- "$out/machine$i" > "$out/machine$i/otlp.txt"
+    done
+    four=("$out"/machine{1,2,3,4}/otlp.tscope)
+    "${cli[@]}" convert "${four[@]}" -o "$out/four.otlp.json"
+    "${cli[@]}" push "${four[@]}" --endpoint http://127.0.0.1:6006 --trace-per-process > "$out/four.txt"
+    "$otlp_py" - "$out/four.otlp.json" "$out/four.txt" http://127.0.0.1:6006 <<'PY'
+import collections, json, sys, time, urllib.request
+
+json_path, push_out, phoenix = sys.argv[1:4]
+pid_of = {}
+for line in open(json_path):
+    for rs in json.loads(line)["resourceSpans"]:
+        attrs = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
+        pid = int(attrs["process.pid"]["intValue"])
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                pid_of[span["spanId"]] = pid
+per_pid = collections.Counter(pid_of.values())
+assert len(per_pid) == 4, f"{len(per_pid)} processes in the converted files"
+pushed = open(push_out).read()
+assert pushed.startswith(f"pushed {len(pid_of)} spans to {phoenix}/v1/traces"), pushed
+assert pushed.rstrip().endswith("; 4 processes"), pushed
+
+def phoenix_spans():
+    got, cursor = [], None
+    while True:
+        url = f"{phoenix}/v1/projects/default/spans?limit=1000" + (f"&cursor={cursor}" if cursor else "")
+        with urllib.request.urlopen(url, timeout=30) as r:
+            page = json.loads(r.read())
+        got.extend(page["data"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return got
+
+deadline = time.time() + 60
+while True:
+    ours = [p for p in phoenix_spans() if p["context"]["span_id"] in pid_of]
+    if len(ours) >= len(pid_of) or time.time() > deadline:
+        break
+    time.sleep(1)
+assert len(ours) == len(pid_of), f"Phoenix holds {len(ours)} of the {len(pid_of)} spans pushed"
+traces = collections.defaultdict(set)
+for p in ours:
+    traces[p["context"]["trace_id"]].add(pid_of[p["context"]["span_id"]])
+assert len(traces) == 4 and all(len(pids) == 1 for pids in traces.values()), traces
+spans_per_trace = collections.Counter(t for t in (p["context"]["trace_id"] for p in ours))
+got = {next(iter(traces[t])): n for t, n in spans_per_trace.items()}
+assert got == dict(per_pid), f"Phoenix spans per process {got} != pushed {dict(per_pid)}"
+events = sum(len(p["events"]) for p in ours)
+print(f"interop: four processes in one push: Phoenix holds all {len(ours)} spans ({events} span events), "
+      f"as 4 traces, one per process (pid: spans {dict(sorted(got.items()))})")
+PY
+fi
+
+# Failure paths of `tickscope push` against a local server on 127.0.0.1 (a few lines of
+# Python's http.server): connection refused, a 500 then success (retried), a 413 for every
+# request (split down to one span, then a clear error), a server slower than --timeout. Each
+# shows what the user sees and the exit code; the capture file is unchanged after each.
+cat > "$out/server.py" <<'PY'
+import http.server, os, sys, time
+mode, portfile = sys.argv[1], sys.argv[2]
+posts = [0]
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        posts[0] += 1
+        status = 200
+        if mode == "500-once" and posts[0] == 1:
+            status = 500
+        elif mode == "413":
+            status = 413
+        elif mode == "slow":
+            time.sleep(5)
+        body = b"" if status == 200 else b"not now"
+        try:
+            self.send_response(status)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            pass  # the client gave up (the slow case)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+os.replace(portfile + ".tmp", portfile)
+server.serve_forever()
+PY
+capture="$out/otlp.tscope"
+before=$(sha "$capture")
+# push_to MODE [ARGS...]: pushes the capture to a fresh server answering as MODE ("closed": no
+# server); sets $code and $url, the output in $out/push-MODE.{out,err}.
+push_to() {
+    local mode=$1 server= port
+    shift
+    if [ "$mode" = closed ]; then
+        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    else
+        rm -f "$out/port"
+        python3 "$out/server.py" "$mode" "$out/port" &
+        server=$!
+        for _ in $(seq 100); do [ -s "$out/port" ] && break; sleep 0.1; done
+        port=$(cat "$out/port")
+    fi
+    url="http://127.0.0.1:$port"
+    set +e
+    "${cli[@]}" push "$capture" --endpoint "$url" "$@" > "$out/push-$mode.out" 2> "$out/push-$mode.err"
+    code=$?
+    set -e
+    if [ -n "$server" ]; then
+        kill "$server"
+        wait "$server" 2>/dev/null || true
+    fi
+    [ "$(sha "$capture")" = "$before" ] || { echo "interop: push ($mode) changed $capture" >&2; exit 1; }
 }
-echo "interop: push to a closed port: exit 2, $(cat "$out/refused.txt")"
+# expect MODE CODE PATTERN: the exit code and a line of the output (stdout, then stderr).
+expect() {
+    local mode=$1 want=$2 pattern=$3 file
+    [ "$want" = 0 ] && file="$out/push-$mode.out" || file="$out/push-$mode.err"
+    if [ "$code" != "$want" ] || ! grep -qE "$pattern" "$file"; then
+        cat "$out/push-$mode.out" "$out/push-$mode.err"
+        echo "interop: push ($mode): exit $code, expected $want and /$pattern/" >&2
+        exit 1
+    fi
+    echo "interop: push ($mode): exit $code, capture unchanged: $(head -1 "$file")"
+}
+push_to closed
+expect closed 2 "^error: cannot connect to $url/v1/traces: "
+push_to 500-once
+expect 500-once 0 "^pushed [0-9]+ spans to $url/v1/traces in 1 requests \([0-9]+ bytes gzipped, 1 retries\)"
+push_to 413
+expect 413 2 "^error: $url/v1/traces answered HTTP 413 \(payload too large\) to a request of one span \([0-9]+ bytes\)$"
+push_to slow --timeout 1s
+expect slow 2 "^error: $url/v1/traces did not answer in time \(timeout\)$"
 if [ -n "$phoenix_pid" ]; then
     kill "$phoenix_pid"
     wait "$phoenix_pid" 2>/dev/null || true
+fi
+
+# pprof: otlp.pb.gz decoded by the protobuf package (profile.proto's messages declared here):
+# per function, the calls and the wall (self) time of the samples it is the leaf of are the
+# table's calls and self times (as exact as the table prints them). Then speedscope's own
+# importer (the npm package `speedscope`, its browser bundle run under node by
+# scripts/speedscope_import.cjs) reads the same file: its self time per frame must be the
+# decoded wall time, to the nanosecond. Skips when node or npm is absent or offline.
+"$otlp_py" - "$out/otlp.txt" "$out/otlp.pb.gz" "$out/pprof.json" <<'PY'
+import collections, gzip, json, re, sys
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+F = descriptor_pb2.FieldDescriptorProto
+fd = descriptor_pb2.FileDescriptorProto(name="profile.proto", package="perftools.profiles", syntax="proto3")
+def message(name, *fields):
+    m = fd.message_type.add(name=name)
+    for field, number, kind, type_name in fields:
+        label = F.LABEL_REPEATED if field in ("sample_type", "sample", "location", "function", "string_table", "location_id", "value", "line") else F.LABEL_OPTIONAL
+        f = m.field.add(name=field, number=number, type=kind, label=label)
+        if type_name:
+            f.type_name = ".perftools.profiles." + type_name
+message("Profile", ("sample_type", 1, F.TYPE_MESSAGE, "ValueType"), ("sample", 2, F.TYPE_MESSAGE, "Sample"),
+        ("location", 4, F.TYPE_MESSAGE, "Location"), ("function", 5, F.TYPE_MESSAGE, "Function"),
+        ("string_table", 6, F.TYPE_STRING, None), ("time_nanos", 9, F.TYPE_INT64, None),
+        ("duration_nanos", 10, F.TYPE_INT64, None), ("default_sample_type", 14, F.TYPE_INT64, None))
+message("ValueType", ("type", 1, F.TYPE_INT64, None), ("unit", 2, F.TYPE_INT64, None))
+message("Sample", ("location_id", 1, F.TYPE_UINT64, None), ("value", 2, F.TYPE_INT64, None))
+message("Location", ("id", 1, F.TYPE_UINT64, None), ("line", 4, F.TYPE_MESSAGE, "Line"))
+message("Line", ("function_id", 1, F.TYPE_UINT64, None), ("line", 2, F.TYPE_INT64, None))
+message("Function", ("id", 1, F.TYPE_UINT64, None), ("name", 2, F.TYPE_INT64, None),
+        ("system_name", 3, F.TYPE_INT64, None), ("filename", 4, F.TYPE_INT64, None), ("start_line", 5, F.TYPE_INT64, None))
+pool = descriptor_pool.DescriptorPool()
+pool.Add(fd)
+Profile = message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile"))
+profile = Profile.FromString(gzip.open(sys.argv[2]).read())
+s = profile.string_table
+types = [(s[t.type], s[t.unit]) for t in profile.sample_type]
+assert types[:2] == [("calls", "count"), ("wall", "nanoseconds")], types
+assert s[profile.default_sample_type] == "wall"
+function = {f.id: s[f.name] for f in profile.function}
+leaf = {l.id: function[l.line[0].function_id] for l in profile.location}
+calls, wall = collections.Counter(), collections.Counter()
+for sample in profile.sample:
+    name = leaf[sample.location_id[0]]
+    calls[name] += sample.value[0]
+    wall[name] += sample.value[1]
+unit = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
+rows = [r for r in open(sys.argv[1]).read().split("\n\n")[0].splitlines()[2:] if re.match(r"\S+\s+\d+\s", r)]
+assert sorted(r.split()[0] for r in rows) == sorted(calls), (rows, dict(calls))
+for row in rows:
+    name, n, _total, _tu, self_time, self_unit = row.split()[:6]
+    assert calls[name] == int(n), f"{name}: {calls[name]} calls in the profile, {n} in the table"
+    decimals = len(self_time.split(".")[1]) if "." in self_time else 0
+    slack = 0.5 * 10 ** -decimals * unit[self_unit] + 1
+    assert abs(wall[name] - float(self_time) * unit[self_unit]) <= slack, \
+        f"{name}: {wall[name]} ns self in the profile, {self_time} {self_unit} in the table"
+json.dump({"calls": calls, "wall": wall}, open(sys.argv[3], "w"))
+print(f"interop: otlp.pb.gz decoded by protobuf: calls {dict(calls)} and self ns {dict(wall)} per function, as the table says")
+PY
+speedscope="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-speedscope"
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    if [ ! -f "$speedscope/node_modules/speedscope/package.json" ]; then
+        (mkdir -p "$speedscope" && cd "$speedscope" &&
+            timeout 300 npm install --no-audit --no-fund --silent speedscope@1.25.0) >/dev/null 2>&1 || true
+    fi
+fi
+if [ -f "$speedscope/node_modules/speedscope/package.json" ]; then
+    node scripts/speedscope_import.cjs "$speedscope" "$out/otlp.pb.gz" > "$out/speedscope.json"
+    python3 - "$out/speedscope.json" "$out/pprof.json" <<'PY'
+import json, sys
+imported, decoded = (json.load(open(p)) for p in sys.argv[1:3])
+[profile] = imported["profiles"]
+assert profile["unit"] == "nanoseconds", profile["unit"]
+self_ns = {name: f["self"] for name, f in profile["frames"].items()}
+assert self_ns == decoded["wall"], f"speedscope self ns {self_ns} != pprof {decoded['wall']}"
+assert profile["total"] == sum(decoded["wall"].values()), profile["total"]
+print(f"interop: speedscope 1.25.0 imports otlp.pb.gz: {len(self_ns)} frames, self ns per frame as decoded, "
+      f"{profile['total']} ns in all")
+PY
+else
+    echo "interop: speedscope (npm) not installable here: speedscope check skipped"
 fi

@@ -1,8 +1,9 @@
 //! OTLP traces (cargo feature `otlp`): the exact mapping of a trace recorded under a mock
-//! clock whose ticks are nanoseconds, folding and sampling with every span counted, the
-//! OTLP/JSON file, and pushes to a test server on 127.0.0.1 (written here with std::net):
-//! retries, `Retry-After`, a 413 split, a refused connection, a 500, a timeout, and four
-//! processes in one push.
+//! clock whose ticks are nanoseconds, folding and sampling with every span counted, instants
+//! and counter samples as span events, our own encoder's bytes against prost's for the
+//! reference messages, the OTLP/JSON file, and pushes to a test server on 127.0.0.1 (written
+//! here with std::net): retries, `Retry-After`, a 500 then success, a 413 split, a refused
+//! connection, a timeout, and four processes in one push.
 #![cfg(feature = "enabled")]
 
 mod common;
@@ -20,9 +21,12 @@ use tickscope::export::otlp::opentelemetry_proto::tonic::collector::trace::v1::E
 use tickscope::export::otlp::opentelemetry_proto::tonic::common::v1::KeyValue;
 use tickscope::export::otlp::opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use tickscope::export::otlp::opentelemetry_proto::tonic::trace::v1::Span;
-use tickscope::export::otlp::{Endpoint, Options, Otlp, PushErrorKind, PushOptions, Stats};
+use tickscope::export::otlp::opentelemetry_proto::tonic::trace::v1::span::Event;
+use tickscope::export::otlp::{
+    EVENTS_SPAN_NAME, Endpoint, Options, Otlp, PushErrorKind, PushOptions, Stats,
+};
 use tickscope::trace::Trace;
-use tickscope::{Capture, Profiler, TrackingAlloc, profile, scope};
+use tickscope::{Capture, Profiler, TrackingAlloc, counter, instant, profile, scope};
 
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
@@ -128,7 +132,10 @@ fn scopes_map_to_spans_exactly() {
             sent: 5,
             folded: 0,
             sampled_out: 0,
-            links: 0
+            links: 0,
+            events: 0,
+            events_sampled_out: 0,
+            event_spans: 0,
         }
     );
     let requests: Vec<_> = otlp.requests().collect();
@@ -276,7 +283,10 @@ fn roots_are_sampled_and_counted() {
             sent: 6,
             folded: 0,
             sampled_out: 4,
-            links: 0
+            links: 0,
+            events: 0,
+            events_sampled_out: 0,
+            event_spans: 0,
         }
     );
     let requests: Vec<_> = otlp.requests().collect();
@@ -450,6 +460,372 @@ fn batches_respect_the_byte_limit() {
     assert_eq!(all_spans(&requests).len(), 5);
 }
 
+/// An event as the tests compare it: name, time after its span's start, attributes as text.
+type EventText<'a> = (&'a str, u64, Vec<(String, String)>);
+
+/// The events of `span`.
+fn events_of(span: &Span) -> Vec<EventText<'_>> {
+    span.events
+        .iter()
+        .map(|e: &Event| {
+            let attributes = e
+                .attributes
+                .iter()
+                .map(|kv| {
+                    let v = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                        Some(Any::IntValue(v)) => format!("int {v}"),
+                        Some(Any::DoubleValue(v)) => format!("double {v}"),
+                        Some(Any::StringValue(v)) => format!("str {v}"),
+                        Some(Any::BoolValue(v)) => format!("bool {v}"),
+                        other => panic!("{other:?}"),
+                    };
+                    (kv.key.clone(), v)
+                })
+                .collect();
+            (
+                e.name.as_str(),
+                e.time_unix_nano - span.start_time_unix_nano,
+                attributes,
+            )
+        })
+        .collect()
+}
+
+fn kvs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Instants and counter samples around and inside `a { b }`. A span is open from the tick
+/// it starts at: the clock moves on between an event and the next span's start.
+fn with_events(m: &quanta::Mock) {
+    m.increment(5u64);
+    instant!("boot", process);
+    counter!("queue", set = 2);
+    m.increment(1u64);
+    {
+        let _a = scope!("a");
+        m.increment(3u64);
+        instant!("hit", key = 7u64, table = "users");
+        m.increment(1u64);
+        {
+            let _b = scope!("b");
+            m.increment(2u64);
+            counter!("queue", add = 3);
+            instant!("flush", process);
+            m.increment(1u64);
+        }
+        m.increment(4u64);
+        counter!("load", set = 0.5);
+        m.increment(1u64);
+    }
+    m.increment(2u64);
+    instant!("late");
+}
+
+#[test]
+fn instants_and_counter_samples_are_span_events_on_the_innermost_open_span() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let prof = record(with_events);
+    let trace = prof.trace();
+    let otlp = Otlp::new(&trace, &Options::new());
+    assert_eq!(
+        otlp.stats(),
+        Stats {
+            sent: 2,
+            folded: 0,
+            sampled_out: 0,
+            links: 0,
+            events: 7,
+            events_sampled_out: 0,
+            event_spans: 1,
+        }
+    );
+    assert_eq!(otlp.stats().request_spans(), 3);
+    let requests: Vec<_> = otlp.requests().collect();
+    let spans = all_spans(&requests);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", EVENTS_SPAN_NAME]);
+    let (a, b, outside) = (spans[0], spans[1], spans[2]);
+    assert_eq!(
+        events_of(a),
+        [
+            ("hit", 3, kvs(&[("key", "int 7"), ("table", "str users")])),
+            (
+                "load",
+                11,
+                kvs(&[
+                    ("tickscope.counter.value", "double 0.5"),
+                    ("tickscope.counter.op", "str set"),
+                    ("tickscope.counter.amount", "double 0.5"),
+                ])
+            ),
+        ]
+    );
+    assert_eq!(
+        events_of(b),
+        [
+            // Equal times: instants first, then counter samples.
+            (
+                "flush",
+                2,
+                kvs(&[("tickscope.instant.scope", "str process")])
+            ),
+            (
+                "queue",
+                2,
+                kvs(&[
+                    ("tickscope.counter.value", "int 5"),
+                    ("tickscope.counter.op", "str add"),
+                    ("tickscope.counter.amount", "int 3"),
+                ])
+            ),
+        ]
+    );
+    // Outside every span: the process's span over the whole window, thread ids on events.
+    let thread = format!("int {}", trace.threads[0].id);
+    assert_eq!(outside.start_time_unix_nano, trace.start_ns);
+    assert_eq!(outside.end_time_unix_nano, trace.end_ns);
+    assert!(outside.parent_span_id.is_empty());
+    assert_eq!(
+        attr(&outside.attributes, "tickscope.events_outside_spans"),
+        Some(&Any::BoolValue(true))
+    );
+    let at = |e: &Event| e.time_unix_nano as i64 - a.start_time_unix_nano as i64;
+    let outside_events: Vec<_> = outside
+        .events
+        .iter()
+        .map(|e| (e.name.as_str(), at(e)))
+        .collect();
+    // boot and queue=2 1 ns before a, late 2 ns after a ended (12 ns).
+    assert_eq!(outside_events, [("boot", -1), ("queue", -1), ("late", 14)]);
+    assert_eq!(
+        events_of(outside)[0].2,
+        kvs(&[
+            ("thread.id", thread.as_str()),
+            ("tickscope.instant.scope", "str process")
+        ])
+    );
+    // Exact Unix ns: the trace's own times.
+    assert_eq!(
+        b.events[1].time_unix_nano,
+        trace
+            .instants
+            .iter()
+            .find(|i| i.name() == "flush")
+            .unwrap()
+            .ns
+    );
+    // Our encoder writes the same.
+    let ours: Vec<Vec<u8>> = otlp.encode_requests().collect();
+    let reference: Vec<Vec<u8>> = requests.iter().map(|r| r.encode_to_vec()).collect();
+    assert_eq!(ours, reference);
+}
+
+#[test]
+fn events_follow_their_span_when_it_is_folded_or_sampled_out() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let prof = record(|m| {
+        with_events(m);
+        m.increment(1u64);
+        // A second root, sampled out by sample_roots(2), with one instant.
+        let _c = scope!("c");
+        m.increment(1u64);
+        instant!("gone");
+        m.increment(1u64);
+    });
+    let trace = prof.trace();
+    // b (3 ns) folds into a: its two events go with it.
+    let otlp = Otlp::new(
+        &trace,
+        &Options::new()
+            .min_duration(Duration::from_nanos(5))
+            .sample_roots(2),
+    );
+    let stats = otlp.stats();
+    assert_eq!(
+        (
+            stats.sent,
+            stats.folded,
+            stats.sampled_out,
+            stats.events,
+            stats.events_sampled_out,
+            stats.event_spans
+        ),
+        (1, 1, 1, 7, 1, 1)
+    );
+    let requests: Vec<_> = otlp.requests().collect();
+    let spans = all_spans(&requests);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", EVENTS_SPAN_NAME]);
+    let on_a: Vec<(&str, u64)> = events_of(spans[0])
+        .into_iter()
+        .map(|(n, t, _)| (n, t))
+        .collect();
+    assert_eq!(on_a, [("hit", 3), ("flush", 6), ("queue", 6), ("load", 11)]);
+    let ours: Vec<Vec<u8>> = otlp.encode_requests().collect();
+    let reference: Vec<Vec<u8>> = requests.iter().map(|r| r.encode_to_vec()).collect();
+    assert_eq!(ours, reference);
+}
+
+#[profile]
+async fn fetch_more(m: Arc<quanta::Mock>) -> u32 {
+    m.increment(3u64);
+    YieldOnce::default().await;
+    let _g = scope!("decode", bytes = 12u64);
+    instant!("decoded");
+    m.increment(2u64);
+    9
+}
+
+/// Everything the mapping knows, on two threads: arguments of every type, a link, an async
+/// call with two polls, memory, instants and counters,
+/// short scopes to fold, several roots to sample, a scope open at stop.
+fn everything() -> Trace {
+    let m = mock();
+    let prof = Profiler::builder().track_memory(true).start();
+    m.increment(5u64);
+    let link = {
+        let _main = scope!(
+            "main",
+            user = "ann",
+            empty = "",
+            n = 3u64,
+            big = u64::MAX,
+            ratio = 0.5,
+            zero = 0.0,
+            ok = true,
+            no = false,
+            d = -2i32
+        );
+        m.increment(2u64);
+        for d in [1u64, 20] {
+            let _parse = scope!("parse", d = d);
+            m.increment(3u64);
+            let _t = scope!("tokenize");
+            drop(std::hint::black_box(vec![0u8; 64]));
+            m.increment(d);
+            counter!("tokens", add = d);
+        }
+        instant!("parsed", process, ok = true);
+        tickscope::link()
+    };
+    let m2 = m.clone();
+    std::thread::Builder::new()
+        .name("worker".into())
+        .spawn(move || {
+            let _w = scope!("work", follows = link);
+            m2.increment(4u64);
+            let _x = scope!("late_link");
+            counter!("load", set = 1.25);
+            m2.increment(1u64);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    {
+        let _run = scope!("run");
+        let mut fut = Box::pin(fetch_more(m.clone()));
+        assert_eq!(poll_once(fut.as_mut()), Poll::Pending);
+        m.increment(50u64);
+        assert_eq!(poll_once(fut.as_mut()), Poll::Ready(9));
+    }
+    for _ in 0..3 {
+        let _root = scope!("root");
+        m.increment(2u64);
+    }
+    counter!("tokens", set = -1);
+    let open = scope!("open");
+    m.increment(4u64);
+    prof.stop();
+    drop(open);
+    // The same capture as if three processes (on two hosts) had written it.
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let mut all = Vec::new();
+    for pid in [7u32, 8, 9] {
+        let mut one = bytes.clone();
+        one[20..24].copy_from_slice(&pid.to_le_bytes());
+        all.extend_from_slice(&one);
+    }
+    Trace::from_captures(&Capture::from_bytes(&all).unwrap())
+}
+
+#[test]
+fn our_encoder_writes_the_bytes_prost_writes_for_the_reference_messages() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let trace = everything();
+    assert_eq!(trace.processes.len(), 3);
+    let workers = trace
+        .threads
+        .iter()
+        .filter(|t| t.name.as_deref() == Some("worker"));
+    assert_eq!(workers.count(), 3);
+    assert_eq!(trace.async_spans.len(), 3);
+    assert!(trace.memory.is_some());
+    let one = Otlp::new(&trace, &Options::new());
+    let stats = one.stats();
+    // Per process: main, 2 parse, 2 tokenize, work, late_link, run, fetch, 2 polls, decode,
+    // 3 roots, open; 2 counter samples and an instant in main, 1 in work, 1 instant in the
+    // poll, 1 counter sample outside every span.
+    assert_eq!(
+        (stats.sent, stats.links, stats.events, stats.event_spans),
+        (3 * 16, 3, 3 * 6, 3)
+    );
+    assert_eq!(trace.links.len(), 3);
+    let size = one.requests().map(|r| r.encoded_len()).max().unwrap();
+    let cases = [
+        Options::new().service_name("svc"),
+        Options::new().min_duration(Duration::from_nanos(3)),
+        Options::new().max_depth(1),
+        Options::new().sample_roots(2),
+        Options::new().trace_per_process(true).batch_spans(5),
+        Options::new().max_batch_bytes(size / 4),
+        Options::new().max_batch_bytes(1),
+    ];
+    for options in &cases {
+        let otlp = Otlp::new(&trace, options);
+        let reference: Vec<ExportTraceServiceRequest> = otlp.requests().collect();
+        let ours: Vec<Vec<u8>> = otlp.encode_requests().collect();
+        assert_eq!(ours.len(), reference.len(), "{options:?}");
+        for (bytes, request) in ours.iter().zip(&reference) {
+            // The messages decoded from our bytes are the reference's, and so are the bytes.
+            let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
+            assert_eq!(&decoded, request, "{options:?}");
+            assert_eq!(bytes, &request.encode_to_vec(), "{options:?}");
+        }
+        let spans = all_spans(&reference).len() as u64;
+        assert_eq!(spans, otlp.stats().request_spans(), "{options:?}");
+    }
+    // What the cases cover: every attribute type, a link, events, folding, the cut mark.
+    let otlp = Otlp::new(&trace, &cases[1]);
+    let requests: Vec<_> = otlp.requests().collect();
+    let spans = all_spans(&requests);
+    let main = spans.iter().find(|s| s.name == "main").unwrap();
+    assert_eq!(
+        attr(&main.attributes, "big"),
+        Some(&Any::StringValue(u64::MAX.to_string()))
+    );
+    assert_eq!(attr(&main.attributes, "zero"), Some(&Any::DoubleValue(0.0)));
+    assert_eq!(attr(&main.attributes, "no"), Some(&Any::BoolValue(false)));
+    assert_eq!(
+        attr(&main.attributes, "empty"),
+        Some(&Any::StringValue("".into()))
+    );
+    assert_eq!(int(&main.attributes, "d"), Some(-2));
+    assert!(otlp.stats().folded > 0);
+    assert!(spans.iter().any(|s| !s.links.is_empty()));
+    assert!(spans.iter().any(|s| !s.events.is_empty()));
+    assert!(spans.iter().any(|s| s.name == "fetch_more poll"));
+    let open = spans.iter().find(|s| s.name == "open").unwrap();
+    assert_eq!(
+        attr(&open.attributes, "tickscope.cut_at_stop"),
+        Some(&Any::BoolValue(true))
+    );
+}
+
 // ---- pushes to a test server ----
 
 /// One scripted answer: status, extra headers, and a pause before answering.
@@ -599,13 +975,25 @@ fn retried_statuses_back_off_and_honour_retry_after() {
 }
 
 #[test]
-fn a_500_is_a_clear_error_and_the_push_can_run_again() {
+fn a_500_then_success_is_retried_and_a_lasting_500_is_a_clear_error() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prof = record(workload);
     let trace = prof.trace();
-    let server = Server::start(vec![answer(500)]);
     let otlp = Otlp::new(&trace, &Options::new());
-    let err = otlp.push(server.endpoint.as_str(), &fast()).unwrap_err();
+    // A 500, then success: tried again after the first backoff.
+    let server = Server::start(vec![answer(500)]);
+    let report = otlp.push(server.endpoint.as_str(), &fast()).unwrap();
+    assert_eq!(
+        (report.accepted_spans, report.requests, report.retries),
+        (5, 1, 1)
+    );
+    assert_eq!(report.waited, Duration::from_millis(10));
+    assert_eq!(server.requests(), otlp.requests().collect::<Vec<_>>());
+    // 500 past the retries (2: three tries): the last status is the error.
+    let server = Server::start(vec![answer(500); 3]);
+    let err = otlp
+        .push(server.endpoint.as_str(), &fast().retries(2))
+        .unwrap_err();
     let url = format!("{}/v1/traces", server.endpoint);
     assert_eq!(
         err.kind(),
@@ -616,21 +1004,23 @@ fn a_500_is_a_clear_error_and_the_push_can_run_again() {
     );
     assert_eq!(err.to_string(), format!("{url} answered HTTP 500: nope"));
     assert_eq!(err.endpoint(), url);
+    assert_eq!(err.accepted_spans(), 0);
+    assert!(server.requests().is_empty());
     // Run again: the server now accepts.
     let report = otlp.push(server.endpoint.as_str(), &fast()).unwrap();
-    assert_eq!(report.accepted_spans, 5);
-    // Retries run out: the last status is the error.
-    let server = Server::start(vec![answer(503); 3]);
-    let err = otlp
-        .push(server.endpoint.as_str(), &fast().retries(2))
-        .unwrap_err();
+    assert_eq!((report.accepted_spans, report.retries), (5, 0));
+    // A status that is not retried fails at once.
+    let server = Server::start(vec![answer(400)]);
+    let err = otlp.push(server.endpoint.as_str(), &fast()).unwrap_err();
     assert_eq!(
         err.kind(),
         &PushErrorKind::Status {
-            status: 503,
+            status: 400,
             body: "nope".into()
         }
     );
+    let report = otlp.push(server.endpoint.as_str(), &fast()).unwrap();
+    assert_eq!((report.accepted_spans, report.retries), (5, 0));
 }
 
 #[test]

@@ -10,9 +10,9 @@ use tickscope::export::otlp::{Endpoint, Options, Otlp, PushOptions};
 use crate::{Context, Failure, input};
 
 /// Sends captures to an OpenTelemetry backend (a Collector, Jaeger, Tempo, Phoenix) as OTLP
-/// traces: protobuf over HTTP, gzipped, `POST URL/v1/traces`, in batches, retried on 429, 502,
+/// traces: protobuf over HTTP, gzipped, `POST URL/v1/traces`, in batches, retried on 429, 500, 502,
 /// 503 and 504. Every session of every file goes into one push, each process as its own
-/// resource. Prints the spans sent, folded and sampled out; nothing on disk changes, so a
+/// resource. Prints the spans sent, folded and sampled out, and the span events; nothing on disk changes, so a
 /// failed push can be run again.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -93,7 +93,10 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let otlp = Otlp::new(&trace, &options);
     let stats = otlp.stats();
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-    progress.spans(format!("pushing to {}", endpoint.url()), stats.sent);
+    progress.spans(
+        format!("pushing to {}", endpoint.url()),
+        stats.request_spans(),
+    );
     let report = otlp
         .push_with_progress(endpoint.clone(), &push, |r| {
             progress.position(r.accepted_spans);
@@ -102,7 +105,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     drop(progress);
     println!(
         "pushed {} spans to {} in {} requests ({} bytes gzipped, {} retries); \
-         {} folded, {} sampled out; {} processes",
+         {} folded, {} sampled out; {} span events ({} sampled out); {} processes",
         report.accepted_spans,
         endpoint.url(),
         report.requests,
@@ -110,6 +113,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         report.retries,
         stats.folded,
         stats.sampled_out,
+        stats.events,
+        stats.events_sampled_out,
         trace.processes.len()
     );
     Ok(ExitCode::SUCCESS)

@@ -1050,7 +1050,7 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
     );
     assert!(
         run.stdout
-            .ends_with("; 16 folded, 0 sampled out; 4 processes\n"),
+            .ends_with("; 16 folded, 0 sampled out; 0 span events (0 sampled out); 4 processes\n"),
         "{}",
         run.stdout
     );

@@ -11,6 +11,12 @@ pub(crate) fn varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+/// The bytes [`varint`] writes for `value`.
+pub(crate) fn varint_len(value: u64) -> usize {
+    // 1 byte per started 7 bits, and 1 for 0.
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Field `field` as a varint (wire type 0); zero, the default, is left out.
 pub(crate) fn int_field(out: &mut Vec<u8>, field: u32, value: u64) {
     if value != 0 {
@@ -62,6 +68,9 @@ mod tests {
         assert_eq!(encode(1), [1]);
         assert_eq!(encode(300), [0xac, 0x02]);
         assert_eq!(encode(u64::MAX).len(), 10);
+        for v in [0, 1, 127, 128, 300, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            assert_eq!(varint_len(v), encode(v).len(), "{v}");
+        }
         let mut field = Vec::new();
         bytes_field(&mut field, 6, b"ab");
         assert_eq!(field, [0x32, 2, b'a', b'b']);

@@ -1,0 +1,611 @@
+//! The mapping of a [`Trace`] to OTLP spans, shared by the reference messages
+//! ([`Otlp::requests`], in `otlp.rs`) and our own encoder (`wire.rs`): the tree of spans, what
+//! is folded and sampled out, where each span event goes, and the ids.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::trace::{Flow, SpanKind, Trace};
+
+/// The largest request [`Otlp::requests`] makes by default, encoded: 4 MiB, the default
+/// limit of the OpenTelemetry Collector's receivers.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 4 << 20;
+
+/// The most spans in a request by default.
+pub const DEFAULT_BATCH_SPANS: usize = 8192;
+
+pub(super) const NONE: u32 = u32::MAX;
+
+/// What [`Otlp`] makes of a trace. [`Options::new`] gives the defaults: every scope sent, one
+/// trace per root scope, the service named by `OTEL_SERVICE_NAME` or the executable.
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub(super) service_name: Option<String>,
+    pub(super) trace_per_process: bool,
+    pub(super) min_duration_ns: u64,
+    pub(super) max_depth: Option<u32>,
+    pub(super) sample_roots: u32,
+    pub(super) batch_spans: usize,
+    pub(super) max_batch_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            service_name: None,
+            trace_per_process: false,
+            min_duration_ns: 0,
+            max_depth: None,
+            sample_roots: 1,
+            batch_spans: DEFAULT_BATCH_SPANS,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `service.name` of every process's resource (by default `OTEL_SERVICE_NAME`, else the
+    /// process's executable name, else `unknown_service`).
+    pub fn service_name(mut self, name: impl Into<String>) -> Self {
+        self.service_name = Some(name.into());
+        self
+    }
+
+    /// One `trace_id` per process (a session's window is one trace) instead of one per root
+    /// scope.
+    pub fn trace_per_process(mut self, yes: bool) -> Self {
+        self.trace_per_process = yes;
+        self
+    }
+
+    /// Folds every non-root scope shorter than this (wall time, in ns) into its parent, with
+    /// everything under it: the parent gets `tickscope.folded.count` and
+    /// `tickscope.folded.ns`.
+    pub fn min_duration(mut self, duration: Duration) -> Self {
+        self.min_duration_ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Folds every scope deeper than `depth` (roots are at depth 0) into its ancestor at
+    /// `depth`, as [`Options::min_duration`] folds.
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// Keeps one root call in `n` (the first, the `n+1`-th, … in the trace's order) with
+    /// everything under it; the others are counted in [`Stats::sampled_out`]. 0 and 1 keep
+    /// every root.
+    pub fn sample_roots(mut self, n: u32) -> Self {
+        self.sample_roots = n.max(1);
+        self
+    }
+
+    /// The most spans in one request (at least 1; default [`DEFAULT_BATCH_SPANS`]).
+    pub fn batch_spans(mut self, spans: usize) -> Self {
+        self.batch_spans = spans.max(1);
+        self
+    }
+
+    /// The largest encoded request (default [`DEFAULT_MAX_BATCH_BYTES`]); a request holds at
+    /// least one span whatever its size.
+    pub fn max_batch_bytes(mut self, bytes: usize) -> Self {
+        self.max_batch_bytes = bytes;
+        self
+    }
+}
+
+/// What happened to the spans of a trace: every span of the trace (scopes, polls and async
+/// calls) is counted once, in `sent`, `folded` or `sampled_out`; every instant and counter
+/// sample once, in `events` or `events_sampled_out`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Spans in the requests.
+    pub sent: u64,
+    /// Spans folded into an ancestor ([`Options::min_duration`], [`Options::max_depth`]).
+    pub folded: u64,
+    /// Spans of root calls left out by [`Options::sample_roots`].
+    pub sampled_out: u64,
+    /// Span links written (a link whose origin was not recorded has no span to point to and
+    /// is only the follower's `tickscope.link.*` attributes).
+    pub links: u64,
+    /// Span events written: instants and counter samples.
+    pub events: u64,
+    /// Instants and counter samples left out with the root call they fell in
+    /// ([`Options::sample_roots`]).
+    pub events_sampled_out: u64,
+    /// The spans `events outside spans` (one per process that has an instant or a counter
+    /// sample while none of its thread's spans was open): in the requests besides `sent`.
+    pub event_spans: u64,
+}
+
+impl Stats {
+    /// Every span of the trace: sent, folded and sampled out.
+    pub fn total(&self) -> u64 {
+        self.sent + self.folded + self.sampled_out
+    }
+
+    /// The spans in the requests: `sent` and `event_spans`.
+    pub fn request_spans(&self) -> u64 {
+        self.sent + self.event_spans
+    }
+}
+
+/// What a node of the span tree stands for.
+#[derive(Clone, Copy)]
+pub(super) enum Of {
+    /// An async call: its index in `Trace::async_spans`.
+    Async(u32),
+    /// A scope or a poll: its thread and its index in the thread's spans.
+    Span(u32, u32),
+    /// The span that holds the events of its process recorded outside every span.
+    Events,
+}
+
+/// What a span event stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EventOf {
+    /// An instant: its index in `Trace::instants`.
+    Instant(u32),
+    /// A counter sample: its track in `Trace::counters` and its index there.
+    Counter(u32, u32),
+}
+
+/// A span event on a kept node.
+#[derive(Clone, Copy)]
+pub(super) struct Event {
+    /// The kept node it is an event of.
+    pub(super) node: u32,
+    pub(super) ns: u64,
+    pub(super) of: EventOf,
+}
+
+/// The name of the span that holds a process's events recorded outside every span.
+pub const EVENTS_SPAN_NAME: &str = "events outside spans";
+
+/// A span of the OTLP tree.
+pub(super) struct Node {
+    pub(super) of: Of,
+    pub(super) process: u32,
+    pub(super) start: u64,
+    pub(super) end: u64,
+    /// The parent in the OTLP tree (`NONE` for a root).
+    pub(super) parent: u32,
+    /// The kept node it is sent as: itself, an ancestor it was folded into, `NONE` when its
+    /// root was sampled out.
+    pub(super) rep: u32,
+    /// Its root (or its process, with one trace per process): what its trace id is made of.
+    pub(super) trace: u32,
+    pub(super) depth: u32,
+    pub(super) folded_count: u64,
+    pub(super) folded_ns: u64,
+}
+
+/// The request builder: a [`Trace`] mapped to OTLP spans (see the [mapping](super#mapping)).
+pub struct Otlp<'t> {
+    pub(super) trace: &'t Trace,
+    pub(super) options: Options,
+    pub(super) nodes: Vec<Node>,
+    /// Kept nodes, process by process.
+    pub(super) kept: Vec<u32>,
+    /// Index in `nodes` of each thread's first span.
+    pub(super) thread_base: Vec<u32>,
+    /// Flows (indices in `Trace::links`) by the kept node of their follower, sorted.
+    pub(super) links: Vec<(u32, u32)>,
+    /// Span events by node, in time order.
+    pub(super) events: Vec<Event>,
+    pub(super) seed: u64,
+    pub(super) stats: Stats,
+    pub(super) services: Vec<String>,
+}
+
+impl fmt::Debug for Otlp<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Otlp")
+            .field("options", &self.options)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bijective mix of 64 bits (splitmix64's finalizer).
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl<'t> Otlp<'t> {
+    /// Maps `trace` with `options`: the tree of spans, what is folded and sampled out, and
+    /// the ids. The requests themselves are made by [`Otlp::requests`].
+    pub fn new(trace: &'t Trace, options: &Options) -> Self {
+        let asyncs = trace.async_spans.len();
+        let mut thread_base = Vec::with_capacity(trace.threads.len());
+        let mut nodes: Vec<Node> = Vec::with_capacity(asyncs + trace.spans().count());
+        let node = |of, process, start, end, parent| Node {
+            of,
+            process,
+            start,
+            end,
+            parent,
+            rep: NONE,
+            trace: NONE,
+            depth: 0,
+            folded_count: 0,
+            folded_ns: 0,
+        };
+        for (i, a) in trace.async_spans.iter().enumerate() {
+            nodes.push(node(
+                Of::Async(i as u32),
+                a.process,
+                a.start_ns,
+                a.end_ns,
+                NONE,
+            ));
+        }
+        // The first poll of each async call: its thread parent becomes the call's parent.
+        let mut first_poll: Vec<Option<(u64, u32)>> = vec![None; asyncs];
+        for (t, thread) in trace.threads.iter().enumerate() {
+            let base = nodes.len() as u32;
+            thread_base.push(base);
+            let len = thread.spans.len() as u32;
+            for (s, span) in thread.spans.iter().enumerate() {
+                let thread_parent = match span.parent {
+                    Some(p) if p < len && (p as usize) < s => base + p,
+                    _ => NONE,
+                };
+                let parent = match span.kind {
+                    SpanKind::Poll { task: Some(task) } if (task as usize) < asyncs => {
+                        let first = &mut first_poll[task as usize];
+                        if first.is_none_or(|(start, _)| span.start_ns < start) {
+                            *first = Some((span.start_ns, thread_parent));
+                        }
+                        task
+                    }
+                    _ => thread_parent,
+                };
+                nodes.push(node(
+                    Of::Span(t as u32, s as u32),
+                    thread.process,
+                    span.start_ns,
+                    span.end_ns,
+                    parent,
+                ));
+            }
+        }
+        for (task, first) in first_poll.iter().enumerate() {
+            if let Some((_, parent)) = *first {
+                nodes[task].parent = parent;
+            }
+        }
+        let mut this = Self {
+            trace,
+            options: options.clone(),
+            nodes,
+            kept: Vec::new(),
+            thread_base,
+            links: Vec::new(),
+            events: Vec::new(),
+            seed: 0,
+            stats: Stats::default(),
+            services: Vec::new(),
+        };
+        this.walk();
+        this.finish();
+        this
+    }
+
+    /// Visits the tree from its roots, parents first: what is kept, folded, sampled out.
+    fn walk(&mut self) {
+        let n = self.nodes.len();
+        // Children lists (CSR), in node order.
+        let mut offsets = vec![0u32; n + 1];
+        for node in &self.nodes {
+            if node.parent != NONE {
+                offsets[node.parent as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut children = vec![0u32; offsets[n] as usize];
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.parent != NONE {
+                let at = &mut fill[node.parent as usize];
+                children[*at as usize] = i as u32;
+                *at += 1;
+            }
+        }
+        let mut visited = vec![false; n];
+        let mut roots = 0u32;
+        let mut stack: Vec<u32> = Vec::new();
+        // Roots in node order; then whatever a forged cycle left unreached, as roots.
+        for pass in 0..2 {
+            for start in 0..n {
+                if visited[start] || (pass == 0 && self.nodes[start].parent != NONE) {
+                    continue;
+                }
+                self.nodes[start].parent = NONE;
+                stack.push(start as u32);
+                while let Some(i) = stack.pop() {
+                    let i = i as usize;
+                    visited[i] = true;
+                    self.place(i, &mut roots);
+                    let (from, to) = (offsets[i] as usize, offsets[i + 1] as usize);
+                    // Reversed: the first child is visited first.
+                    for &c in children[from..to].iter().rev() {
+                        if !visited[c as usize] {
+                            stack.push(c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides node `i`, whose parent (if any) is decided.
+    fn place(&mut self, i: usize, roots: &mut u32) {
+        let parent = self.nodes[i].parent;
+        let duration = self.nodes[i].end.saturating_sub(self.nodes[i].start);
+        if parent == NONE {
+            let keep = roots.is_multiple_of(self.options.sample_roots);
+            *roots = roots.wrapping_add(1);
+            let node = &mut self.nodes[i];
+            node.trace = if self.options.trace_per_process {
+                node.process
+            } else {
+                i as u32
+            };
+            if keep {
+                node.rep = i as u32;
+                self.stats.sent += 1;
+            } else {
+                self.stats.sampled_out += 1;
+            }
+            return;
+        }
+        let p = parent as usize;
+        let (prep, ptrace, pdepth) = {
+            let pn = &self.nodes[p];
+            (pn.rep, pn.trace, pn.depth)
+        };
+        self.nodes[i].trace = ptrace;
+        if prep == NONE {
+            self.stats.sampled_out += 1;
+            return;
+        }
+        let depth = pdepth + 1;
+        let folds = prep != parent
+            || duration < self.options.min_duration_ns
+            || self.options.max_depth.is_some_and(|max| depth > max);
+        if folds {
+            self.nodes[i].rep = prep;
+            self.stats.folded += 1;
+            let rep = &mut self.nodes[prep as usize];
+            rep.folded_count += 1;
+            if prep == parent {
+                rep.folded_ns = rep.folded_ns.saturating_add(duration);
+            }
+        } else {
+            let node = &mut self.nodes[i];
+            node.rep = i as u32;
+            node.depth = depth;
+            self.stats.sent += 1;
+        }
+    }
+
+    /// The kept nodes by process, the links, the seed of the ids and the service names.
+    fn finish(&mut self) {
+        let trace = self.trace;
+        self.place_events();
+        let mut kept: Vec<u32> = (0..self.nodes.len() as u32)
+            .filter(|&i| self.nodes[i as usize].rep == i)
+            .collect();
+        kept.sort_by_key(|&i| self.nodes[i as usize].process);
+        self.kept = kept;
+        for (f, flow) in trace.links.iter().enumerate() {
+            if let Some(node) = self.node_of(flow.follower.thread, flow.follower.span) {
+                let rep = self.nodes[node as usize].rep;
+                if rep != NONE {
+                    self.links.push((rep, f as u32));
+                    let origin = flow
+                        .origin
+                        .and_then(|o| self.node_of(o.thread, o.span))
+                        .map(|o| self.nodes[o as usize].rep);
+                    if origin.is_some_and(|o| o != NONE) {
+                        self.stats.links += 1;
+                    }
+                }
+            }
+        }
+        self.links.sort_unstable();
+        let mut seed = mix(trace.start_ns ^ 0x7469_636b_7363_6f70);
+        for p in &trace.processes {
+            seed = mix(seed ^ u64::from(p.id));
+            for b in p.host.bytes() {
+                seed = mix(seed ^ u64::from(b));
+            }
+        }
+        self.seed = seed;
+        let env = std::env::var("OTEL_SERVICE_NAME")
+            .ok()
+            .filter(|s| !s.is_empty());
+        self.services = trace
+            .processes
+            .iter()
+            .map(|p| {
+                self.options
+                    .service_name
+                    .clone()
+                    .or_else(|| env.clone())
+                    .unwrap_or_else(|| {
+                        if p.name.is_empty() {
+                            "unknown_service".to_owned()
+                        } else {
+                            p.name.clone()
+                        }
+                    })
+            })
+            .collect();
+    }
+
+    /// Puts each instant and counter sample on the kept node of the innermost span open on
+    /// its thread at its time, else on its process's `events outside spans` node (made
+    /// here), or counts it sampled out with its root call.
+    fn place_events(&mut self) {
+        let trace = self.trace;
+        let mut threads: Vec<(u32, u64, u32)> = trace
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.process, t.id, i as u32))
+            .collect();
+        threads.sort_unstable();
+        let mut found = Vec::new();
+        for (i, instant) in trace.instants.iter().enumerate() {
+            let at = self.open_at(&threads, instant.process, instant.thread, instant.ns);
+            found.push((at, instant.process, instant.ns, EventOf::Instant(i as u32)));
+        }
+        for (c, track) in trace.counters.iter().enumerate() {
+            for (s, sample) in track.samples.iter().enumerate() {
+                let at = self.open_at(&threads, track.process, sample.thread, sample.ns);
+                let of = EventOf::Counter(c as u32, s as u32);
+                found.push((at, track.process, sample.ns, of));
+            }
+        }
+        let mut holders: Vec<(u32, u32)> = Vec::new();
+        for (at, process, ns, of) in found {
+            let node = match at {
+                Some(node) => match self.nodes[node as usize].rep {
+                    NONE => {
+                        self.stats.events_sampled_out += 1;
+                        continue;
+                    }
+                    rep => rep,
+                },
+                None => match holders.iter().find(|&&(p, _)| p == process) {
+                    Some(&(_, node)) => node,
+                    None => {
+                        let node = self.nodes.len() as u32;
+                        self.nodes.push(Node {
+                            of: Of::Events,
+                            process,
+                            start: trace.start_ns,
+                            end: trace.end_ns,
+                            parent: NONE,
+                            rep: node,
+                            trace: if self.options.trace_per_process {
+                                process
+                            } else {
+                                node
+                            },
+                            depth: 0,
+                            folded_count: 0,
+                            folded_ns: 0,
+                        });
+                        holders.push((process, node));
+                        self.stats.event_spans += 1;
+                        node
+                    }
+                },
+            };
+            self.stats.events += 1;
+            self.events.push(Event { node, ns, of });
+        }
+        // Stable: equal times keep instants before counter samples, each in trace order.
+        self.events.sort_by_key(|e| (e.node, e.ns));
+    }
+
+    /// The node of the innermost span open at `ns` on thread `thread` of process `process`
+    /// (`threads`: `(process, id, index)` sorted), if any. A span is open from its start up
+    /// to, not including, its end; one cut at stop up to its end included.
+    fn open_at(&self, threads: &[(u32, u64, u32)], process: u32, thread: u64, ns: u64) -> Option<u32> {
+        let from = threads.partition_point(|&(p, id, _)| (p, id) < (process, thread));
+        let mut best: Option<(u32, u32)> = None;
+        for &(_, _, t) in threads[from..]
+            .iter()
+            .take_while(|&&(p, id, _)| (p, id) == (process, thread))
+        {
+            let spans = &self.trace.threads[t as usize].spans;
+            let mut at = spans.partition_point(|s| s.start_ns <= ns);
+            while at > 0 {
+                let i = at - 1;
+                let span = &spans[i];
+                if ns < span.end_ns || (span.open_at_stop && ns == span.end_ns) {
+                    if best.is_none_or(|(_, depth)| span.depth >= depth) {
+                        best = self.node_of(t, i as u32).map(|n| (n, span.depth));
+                    }
+                    break;
+                }
+                // Its parent comes before it (a forged one that does not ends the walk).
+                match span.parent {
+                    Some(p) if (p as usize) < i => at = p as usize + 1,
+                    _ => break,
+                }
+            }
+        }
+        best.map(|(node, _)| node)
+    }
+
+    /// The node of span `span` of thread `thread`, if both exist.
+    pub(super) fn node_of(&self, thread: u32, span: u32) -> Option<u32> {
+        let base = *self.thread_base.get(thread as usize)?;
+        let len = self.trace.threads[thread as usize].spans.len() as u32;
+        (span < len).then_some(base + span)
+    }
+
+    /// How many spans were sent, folded and sampled out.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The `span_id` of node `i`: unique in the trace, never zero.
+    pub(super) fn span_id_bytes(&self, i: u32) -> [u8; 8] {
+        ((self.seed << 32) | (u64::from(i) + 1)).to_be_bytes()
+    }
+
+    /// The `trace_id` of node `i`.
+    pub(super) fn trace_id_bytes(&self, i: u32) -> [u8; 16] {
+        let node = &self.nodes[i as usize];
+        let low = if self.options.trace_per_process {
+            (1 << 63) | u64::from(node.trace)
+        } else {
+            u64::from(node.trace) + 1
+        };
+        ((u128::from(self.seed) << 64) | u128::from(low)).to_be_bytes()
+    }
+
+    /// The kept node a link points to: the span its origin is sent as, if it was recorded
+    /// and not sampled out.
+    pub(super) fn link_origin(&self, flow: &Flow) -> Option<u32> {
+        flow.origin
+            .and_then(|o| self.node_of(o.thread, o.span))
+            .map(|o| self.nodes[o as usize].rep)
+            .filter(|&o| o != NONE)
+    }
+
+    /// The events of kept node `i`, in time order.
+    pub(super) fn events_of(&self, i: u32) -> &[Event] {
+        let from = self.events.partition_point(|e| e.node < i);
+        let to = from + self.events[from..].partition_point(|e| e.node == i);
+        &self.events[from..to]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mix;
+
+    #[test]
+    fn mix_is_not_identity() {
+        assert_ne!(mix(1), 1);
+        assert_ne!(mix(1), mix(2));
+    }
+}

@@ -1,0 +1,587 @@
+//! Our own protobuf encoder of the OTLP requests: the bytes that prost writes for the
+//! messages of [`Otlp::requests`], written straight from the [`Trace`](crate::trace::Trace)
+//! without building the messages (`tests/otlp.rs` proves them equal, and `benches/otlp.rs`
+//! measures both).
+//!
+//! Each span's body is written once into a scratch buffer, whose length is then its length
+//! prefix; a key-value's and an `AnyValue`'s lengths are computed before they are written, so
+//! nothing is measured twice. The attributes every span of a thread or of a callsite shares
+//! (`thread.*`, `code.*`) are encoded once and copied. Nothing is allocated per span.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
+
+use super::map::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
+use crate::export::proto::{varint, varint_len};
+use crate::record::callsite::Callsite;
+use crate::trace::{CounterOp, InstantScope, Number, SpanKind, Value};
+
+// One-byte keys (field number << 3 | wire type) of the fields written.
+/// `Span.attributes` (9), `Event.attributes` (3), `Link.attributes` (4),
+/// `Resource.attributes` (1), `InstrumentationScope.name` (1): length-delimited.
+const SPAN_ATTRIBUTE: u8 = 9 << 3 | 2;
+const EVENT_ATTRIBUTE: u8 = 3 << 3 | 2;
+const LINK_ATTRIBUTE: u8 = 4 << 3 | 2;
+const RESOURCE_ATTRIBUTE: u8 = 1 << 3 | 2;
+/// `Span.name` (5), `Event.name` (2).
+const SPAN_NAME: u8 = 5 << 3 | 2;
+const EVENT_NAME: u8 = 2 << 3 | 2;
+
+/// An `AnyValue` to write.
+#[derive(Clone, Copy)]
+enum Any<'a> {
+    Str(&'a str),
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    /// A `u64` above `i64::MAX`: its decimal string.
+    Big(u64),
+}
+
+/// A `u64` as [`super::uint`] maps it: an int, or the decimal string above `i64::MAX`.
+fn uint(v: u64) -> Any<'static> {
+    i64::try_from(v).map_or(Any::Big(v), Any::Int)
+}
+
+fn number(n: Number) -> Any<'static> {
+    match n {
+        Number::Int(v) => Any::Int(v),
+        Number::Float(v) => Any::Double(v),
+    }
+}
+
+fn value(v: &Value) -> Any<'_> {
+    match v {
+        Value::I64(v) => Any::Int(*v),
+        Value::U64(v) => uint(*v),
+        Value::F64(v) => Any::Double(*v),
+        Value::Bool(v) => Any::Bool(*v),
+        Value::Str(v) => Any::Str(v),
+    }
+}
+
+/// The decimal digits of `v`, right-aligned in the array, and where they start.
+fn decimal(mut v: u64) -> ([u8; 20], usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return (digits, at);
+        }
+    }
+}
+
+impl Any<'_> {
+    /// The length of the `AnyValue` message: its one field (a oneof, written even when it
+    /// is the default).
+    fn len(self) -> usize {
+        match self {
+            Any::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
+            Any::Bool(_) => 2,
+            Any::Int(v) => 1 + varint_len(v as u64),
+            Any::Double(_) => 9,
+            Any::Big(v) => {
+                let digits = 20 - decimal(v).1;
+                1 + varint_len(digits as u64) + digits
+            }
+        }
+    }
+
+    fn write(self, out: &mut Vec<u8>) {
+        match self {
+            Any::Str(s) => string_field(out, 1 << 3 | 2, s.as_bytes()),
+            Any::Bool(v) => out.extend_from_slice(&[2 << 3, u8::from(v)]),
+            Any::Int(v) => {
+                out.push(3 << 3);
+                varint(out, v as u64);
+            }
+            Any::Double(v) => {
+                out.push(4 << 3 | 1);
+                out.extend_from_slice(&v.to_bits().to_le_bytes());
+            }
+            Any::Big(v) => {
+                let (digits, at) = decimal(v);
+                string_field(out, 1 << 3 | 2, &digits[at..]);
+            }
+        }
+    }
+}
+
+/// A length-delimited field of one-byte key `key`, written even when empty.
+fn string_field(out: &mut Vec<u8>, key: u8, bytes: &[u8]) {
+    out.push(key);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// A `KeyValue` as the field of one-byte key `field` of the message being written.
+fn attribute(out: &mut Vec<u8>, field: u8, key: &str, value: Any<'_>) {
+    let any = value.len();
+    // prost leaves an empty key out.
+    let key_len = if key.is_empty() {
+        0
+    } else {
+        1 + varint_len(key.len() as u64) + key.len()
+    };
+    let body = key_len + 1 + varint_len(any as u64) + any;
+    out.push(field);
+    varint(out, body as u64);
+    if !key.is_empty() {
+        string_field(out, 1 << 3 | 2, key.as_bytes());
+    }
+    out.push(2 << 3 | 2);
+    varint(out, any as u64);
+    value.write(out);
+}
+
+/// Writes `len`, the length of the body after the two bytes at `at` kept for it, into them:
+/// moves the body when its length takes one byte or more than two.
+fn fix_length(out: &mut Vec<u8>, at: usize, len: usize) {
+    match varint_len(len as u64) {
+        2 => {
+            out[at] = (len as u8) | 0x80;
+            out[at + 1] = (len >> 7) as u8;
+        }
+        1 => {
+            out[at] = len as u8;
+            out.remove(at + 1);
+        }
+        n => {
+            let mut prefix = Vec::with_capacity(n);
+            varint(&mut prefix, len as u64);
+            out.splice(at..at + 2, prefix);
+        }
+    }
+}
+
+/// A message field of one-byte key `key` whose body is `body`.
+fn message_field(out: &mut Vec<u8>, key: u8, body: &[u8]) {
+    string_field(out, key, body);
+}
+
+/// A `fixed64` field of one-byte key `key`, left out when zero as prost does.
+fn fixed64(out: &mut Vec<u8>, key: u8, v: u64) {
+    if v != 0 {
+        out.push(key);
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// A hasher of addresses: one multiplication (they are distinct, aligned, few).
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        // Fibonacci hashing, its high half folded into the low bits the table indexes with.
+        let h = (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 32);
+    }
+}
+
+type BuildAddressHasher = BuildHasherDefault<AddressHasher>;
+
+/// The encoder of one [`Otlp`]'s requests, with its caches and scratch buffers.
+pub(super) struct Encoder<'o, 't> {
+    otlp: &'o Otlp<'t>,
+    /// Encoded attributes shared by many spans: `thread.*` and `code.*`.
+    shared: Vec<u8>,
+    /// Each thread's `thread.*` attributes in `shared` (by index in `Trace::threads`).
+    threads: Vec<Option<Range<usize>>>,
+    /// Each callsite's `code.*` attributes in `shared` (by address).
+    callsites: HashMap<usize, Range<usize>, BuildAddressHasher>,
+    /// Each process's `ResourceSpans.resource` field and `ScopeSpans.scope` field.
+    resources: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    /// One event's or link's body.
+    part: Vec<u8>,
+    /// The spans of one `ScopeSpans`, with their keys and lengths.
+    spans: Vec<u8>,
+}
+
+impl<'o, 't> Encoder<'o, 't> {
+    pub(super) fn new(otlp: &'o Otlp<'t>) -> Self {
+        Self {
+            otlp,
+            shared: Vec::new(),
+            threads: vec![None; otlp.trace.threads.len()],
+            callsites: HashMap::default(),
+            resources: vec![None; otlp.trace.processes.len()],
+            part: Vec::with_capacity(128),
+            spans: Vec::new(),
+        }
+    }
+
+    /// The request of the kept nodes `range`: with `limited`, only as many of them as the
+    /// batch limits allow (at least one), as [`Otlp::requests`] batches. Returns the end of
+    /// the nodes it holds and its bytes.
+    pub(super) fn request(&mut self, range: Range<usize>, limited: bool) -> (usize, Vec<u8>) {
+        let otlp = self.otlp;
+        let (max_spans, max_bytes) = if limited {
+            (otlp.options.batch_spans, otlp.options.max_batch_bytes)
+        } else {
+            (usize::MAX, usize::MAX)
+        };
+        let mut out = Vec::new();
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let (mut bytes, mut count, mut at) = (0usize, 0usize, range.start);
+        let mut current: Option<u32> = None;
+        while at < range.end && count < max_spans {
+            let i = otlp.kept[at];
+            let process = otlp.nodes[i as usize].process;
+            // The span is written in place after the spans of its resource, its key and a
+            // two-byte length first (most spans are 128 bytes to 16 KiB long).
+            let from = spans.len();
+            spans.extend_from_slice(&[2 << 3 | 2, 0, 0]);
+            self.span(i, &mut spans);
+            let body = spans.len() - from - 3;
+            // The sizes the reference batching counts: body + 8 per span, empty
+            // `ResourceSpans` + 8 per resource.
+            let len = body + 8;
+            let new_resource = current != Some(process);
+            let extra = if new_resource {
+                self.resource_len(process) + 8
+            } else {
+                0
+            };
+            if count > 0 && bytes + len + extra > max_bytes {
+                spans.truncate(from);
+                break;
+            }
+            if new_resource && let Some(p) = current {
+                // The span begins the next resource's spans.
+                self.resource_spans(p, &spans[..from], &mut out);
+                spans.drain(..from);
+            }
+            if new_resource {
+                current = Some(process);
+                bytes += extra;
+            }
+            let start = spans.len() - body - 3;
+            fix_length(&mut spans, start + 1, body);
+            bytes += len;
+            count += 1;
+            at += 1;
+        }
+        if let Some(p) = current {
+            self.resource_spans(p, &spans, &mut out);
+        }
+        self.spans = spans;
+        (at, out)
+    }
+
+    /// Process `p`'s `resource` and `scope` fields, made once.
+    fn resource(&mut self, p: u32) -> &(Vec<u8>, Vec<u8>) {
+        let otlp = self.otlp;
+        self.resources[p as usize].get_or_insert_with(|| {
+            let process = &otlp.trace.processes[p as usize];
+            let mut body = Vec::new();
+            let service = otlp.services[p as usize].as_str();
+            attribute(&mut body, RESOURCE_ATTRIBUTE, "service.name", Any::Str(service));
+            attribute(
+                &mut body,
+                RESOURCE_ATTRIBUTE,
+                "process.pid",
+                Any::Int(i64::from(process.id)),
+            );
+            for (key, v) in [
+                ("telemetry.sdk.name", "tickscope"),
+                ("telemetry.sdk.language", "rust"),
+                ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
+            ] {
+                attribute(&mut body, RESOURCE_ATTRIBUTE, key, Any::Str(v));
+            }
+            if !process.name.is_empty() {
+                let name = Any::Str(&process.name);
+                attribute(&mut body, RESOURCE_ATTRIBUTE, "process.executable.name", name);
+            }
+            if !process.host.is_empty() {
+                attribute(&mut body, RESOURCE_ATTRIBUTE, "host.name", Any::Str(&process.host));
+            }
+            let mut resource = Vec::new();
+            message_field(&mut resource, 1 << 3 | 2, &body);
+            body.clear();
+            string_field(&mut body, 1 << 3 | 2, b"tickscope");
+            string_field(&mut body, 2 << 3 | 2, env!("CARGO_PKG_VERSION").as_bytes());
+            let mut scope = Vec::new();
+            message_field(&mut scope, 1 << 3 | 2, &body);
+            (resource, scope)
+        })
+    }
+
+    /// The length of process `p`'s `ResourceSpans` without spans.
+    fn resource_len(&mut self, p: u32) -> usize {
+        let (resource, scope) = self.resource(p);
+        resource.len() + 1 + varint_len(scope.len() as u64) + scope.len()
+    }
+
+    /// Process `p`'s `ResourceSpans` holding `spans` (encoded `ScopeSpans.spans` fields), as
+    /// field 1 of the request.
+    fn resource_spans(&mut self, p: u32, spans: &[u8], out: &mut Vec<u8>) {
+        let (resource, scope) = self.resource(p);
+        let scope_len = scope.len() + spans.len();
+        let len = resource.len() + 1 + varint_len(scope_len as u64) + scope_len;
+        out.reserve(len + 10);
+        out.push(1 << 3 | 2);
+        varint(out, len as u64);
+        out.extend_from_slice(resource);
+        out.push(2 << 3 | 2);
+        varint(out, scope_len as u64);
+        out.extend_from_slice(scope);
+        out.extend_from_slice(spans);
+    }
+
+    /// The `thread.*` attributes of thread `t` (an index in `Trace::threads`).
+    fn thread(&mut self, t: u32) -> Range<usize> {
+        if let Some(range) = &self.threads[t as usize] {
+            return range.clone();
+        }
+        let thread = &self.otlp.trace.threads[t as usize];
+        let from = self.shared.len();
+        attribute(&mut self.shared, SPAN_ATTRIBUTE, "thread.id", uint(thread.id));
+        if let Some(name) = &thread.name {
+            attribute(&mut self.shared, SPAN_ATTRIBUTE, "thread.name", Any::Str(name));
+        }
+        let range = from..self.shared.len();
+        self.threads[t as usize] = Some(range.clone());
+        range
+    }
+
+    /// The `code.*` attributes of `callsite`.
+    fn code(&mut self, callsite: &'static Callsite) -> Range<usize> {
+        let shared = &mut self.shared;
+        self.callsites
+            .entry(std::ptr::from_ref(callsite) as usize)
+            .or_insert_with(|| {
+                let from = shared.len();
+                for (key, v) in [
+                    ("code.function", callsite.name()),
+                    ("code.namespace", callsite.module_path()),
+                    ("code.filepath", callsite.file()),
+                ] {
+                    attribute(shared, SPAN_ATTRIBUTE, key, Any::Str(v));
+                }
+                let line = Any::Int(i64::from(callsite.line()));
+                attribute(shared, SPAN_ATTRIBUTE, "code.lineno", line);
+                from..shared.len()
+            })
+            .clone()
+    }
+
+    /// The body of the `Span` of kept node `i`, as [`Otlp::span`](super::Otlp) makes it.
+    fn span(&mut self, i: u32, out: &mut Vec<u8>) {
+        let otlp = self.otlp;
+        let trace = otlp.trace;
+        let node = &otlp.nodes[i as usize];
+        string_field(out, 1 << 3 | 2, &otlp.trace_id_bytes(i));
+        string_field(out, 2 << 3 | 2, &otlp.span_id_bytes(i));
+        if node.parent != NONE {
+            string_field(out, 4 << 3 | 2, &otlp.span_id_bytes(node.parent));
+        }
+        // The name (left out when empty), then the attributes before the code ones.
+        let (callsite, open_at_stop) = match node.of {
+            Of::Events => {
+                string_field(out, SPAN_NAME, EVENTS_SPAN_NAME.as_bytes());
+                out.extend_from_slice(&[6 << 3, 1]);
+                times(out, node.start, node.end);
+                let key = "tickscope.events_outside_spans";
+                attribute(out, SPAN_ATTRIBUTE, key, Any::Bool(true));
+                (None, false)
+            }
+            Of::Async(a) => {
+                let call = &trace.async_spans[a as usize];
+                name(out, SPAN_NAME, call.name(), "");
+                out.extend_from_slice(&[6 << 3, 1]);
+                times(out, node.start, node.end);
+                attribute(out, SPAN_ATTRIBUTE, "thread.id", uint(call.thread));
+                let polls = Any::Int(i64::from(call.polls));
+                attribute(out, SPAN_ATTRIBUTE, "tickscope.async.polls", polls);
+                let busy = uint(call.busy_ns);
+                attribute(out, SPAN_ATTRIBUTE, "tickscope.async.busy_ns", busy);
+                (Some(call.callsite), call.open_at_stop)
+            }
+            Of::Span(t, s) => {
+                let thread = &trace.threads[t as usize];
+                let span = &thread.spans[s as usize];
+                let suffix = match span.kind {
+                    SpanKind::Poll { .. } => " poll",
+                    SpanKind::Scope => "",
+                };
+                name(out, SPAN_NAME, span.name(), suffix);
+                out.extend_from_slice(&[6 << 3, 1]);
+                times(out, node.start, node.end);
+                let shared = self.thread(t);
+                out.extend_from_slice(&self.shared[shared]);
+                for arg in thread.args_of(s) {
+                    attribute(out, SPAN_ATTRIBUTE, arg.key, value(&arg.value));
+                }
+                if let Some(m) = thread.memory.get(s as usize) {
+                    for (key, v) in [
+                        ("tickscope.alloc.bytes", m.alloc_bytes),
+                        ("tickscope.alloc.count", m.allocs),
+                        ("tickscope.free.bytes", m.freed_bytes),
+                        ("tickscope.free.count", m.frees),
+                        ("tickscope.peak.bytes", m.peak_bytes),
+                    ] {
+                        attribute(out, SPAN_ATTRIBUTE, key, uint(v));
+                    }
+                }
+                if span.overhead_ns > 0 {
+                    let overhead = uint(span.overhead_ns);
+                    attribute(out, SPAN_ATTRIBUTE, "tickscope.overhead_ns", overhead);
+                }
+                (Some(span.callsite), span.open_at_stop)
+            }
+        };
+        if let Some(callsite) = callsite {
+            let shared = self.code(callsite);
+            out.extend_from_slice(&self.shared[shared]);
+        }
+        if open_at_stop {
+            attribute(out, SPAN_ATTRIBUTE, "tickscope.cut_at_stop", Any::Bool(true));
+        }
+        if node.folded_count > 0 {
+            let count = uint(node.folded_count);
+            attribute(out, SPAN_ATTRIBUTE, "tickscope.folded.count", count);
+            attribute(out, SPAN_ATTRIBUTE, "tickscope.folded.ns", uint(node.folded_ns));
+        }
+        let from = otlp.links.partition_point(|&(rep, _)| rep < i);
+        let links = &otlp.links[from..];
+        let links = &links[..links.partition_point(|&(rep, _)| rep == i)];
+        // Links whose origin has no span: attributes of the span, before its events.
+        for &(_, f) in links {
+            let flow = &trace.links[f as usize];
+            if otlp.link_origin(flow).is_none() {
+                link_attributes(out, SPAN_ATTRIBUTE, flow.seq, flow.origin_thread);
+            }
+        }
+        let holder = matches!(node.of, Of::Events);
+        for event in otlp.events_of(i) {
+            let part = &mut self.part;
+            part.clear();
+            fixed64(part, 1 << 3 | 1, event.ns);
+            match event.of {
+                EventOf::Instant(x) => {
+                    let instant = &trace.instants[x as usize];
+                    name(part, EVENT_NAME, instant.name(), "");
+                    if holder {
+                        attribute(part, EVENT_ATTRIBUTE, "thread.id", uint(instant.thread));
+                    }
+                    for (key, v) in &instant.args {
+                        attribute(part, EVENT_ATTRIBUTE, key, value(v));
+                    }
+                    if instant.scope == InstantScope::Process {
+                        let scope = Any::Str("process");
+                        attribute(part, EVENT_ATTRIBUTE, "tickscope.instant.scope", scope);
+                    }
+                }
+                EventOf::Counter(c, s) => {
+                    let track = &trace.counters[c as usize];
+                    let sample = &track.samples[s as usize];
+                    name(part, EVENT_NAME, track.name, "");
+                    if holder {
+                        attribute(part, EVENT_ATTRIBUTE, "thread.id", uint(sample.thread));
+                    }
+                    let v = number(sample.value);
+                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.value", v);
+                    let op = Any::Str(match sample.op {
+                        CounterOp::Set => "set",
+                        CounterOp::Add => "add",
+                    });
+                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.op", op);
+                    let amount = number(sample.amount);
+                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.amount", amount);
+                }
+            }
+            message_field(out, 11 << 3 | 2, part);
+        }
+        for &(_, f) in links {
+            let flow = &trace.links[f as usize];
+            if let Some(o) = otlp.link_origin(flow) {
+                let part = &mut self.part;
+                part.clear();
+                string_field(part, 1 << 3 | 2, &otlp.trace_id_bytes(o));
+                string_field(part, 2 << 3 | 2, &otlp.span_id_bytes(o));
+                link_attributes(part, LINK_ATTRIBUTE, flow.seq, flow.origin_thread);
+                message_field(out, 13 << 3 | 2, part);
+            }
+        }
+    }
+}
+
+/// `name` and `suffix` as the name field of one-byte key `key`, left out when empty (as
+/// prost leaves out an empty string).
+fn name(out: &mut Vec<u8>, key: u8, name: &str, suffix: &str) {
+    let len = name.len() + suffix.len();
+    if len > 0 {
+        out.push(key);
+        varint(out, len as u64);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(suffix.as_bytes());
+    }
+}
+
+/// A span's start and end, left out when zero.
+fn times(out: &mut Vec<u8>, start: u64, end: u64) {
+    fixed64(out, 7 << 3 | 1, start);
+    fixed64(out, 8 << 3 | 1, end);
+}
+
+/// `tickscope.link.seq` and `tickscope.link.thread` as fields of key `field`.
+fn link_attributes(out: &mut Vec<u8>, field: u8, seq: u32, thread: u64) {
+    attribute(out, field, "tickscope.link.seq", Any::Int(i64::from(seq)));
+    attribute(out, field, "tickscope.link.thread", uint(thread));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_are_fixed_in_place_whatever_their_size() {
+        for len in [0usize, 1, 127, 128, 16_383, 16_384, 70_000] {
+            let mut out = vec![9, 0, 0];
+            out.extend(std::iter::repeat_n(7u8, len));
+            fix_length(&mut out, 1, len);
+            let mut want = vec![9];
+            varint(&mut want, len as u64);
+            want.extend(std::iter::repeat_n(7u8, len));
+            assert_eq!(out, want, "{len}");
+        }
+    }
+
+    #[test]
+    fn values_are_measured_as_written() {
+        for v in [
+            Any::Str(""),
+            Any::Str("abc"),
+            Any::Bool(false),
+            Any::Int(-1),
+            Any::Int(0),
+            Any::Double(0.0),
+            Any::Big(u64::MAX),
+            Any::Big(1 << 63),
+        ] {
+            let mut out = Vec::new();
+            v.write(&mut out);
+            assert_eq!(out.len(), v.len());
+        }
+        let mut out = Vec::new();
+        Any::Big(u64::MAX).write(&mut out);
+        assert_eq!(&out[2..], u64::MAX.to_string().as_bytes());
+    }
+}
