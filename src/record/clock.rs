@@ -12,8 +12,8 @@ struct Source {
     /// Ticks are the OS monotonic clock's, read through [`Instant`]: the fallback where the
     /// OS does not confirm the CPU's counter invariant, or the clock the program chose
     /// ([`use_os_clock`], [`CLOCK_ENV`]). A flag of its own, tested before quanta's clock is
-    /// read, rather than a fourth kind of clock beside quanta's three: a four-way switch
-    /// compiles to an indirect jump, which cost the TSC read 1 to 6 % of a scope.
+    /// read, rather than a fourth kind of clock beside quanta's three (an `Option` of it):
+    /// that four-way switch compiled to an indirect jump in front of every TSC read.
     os: bool,
     /// `Some` when the clock is a test mock: its ticks are nanoseconds already.
     mock: Option<Arc<quanta::Mock>>,
