@@ -8,11 +8,16 @@
 //! the timed part) so chunks are recycled and the figure is the steady state, not page faults;
 //! `enabled_streaming` runs one streaming session (`Config::stream_to`) for all its
 //! repetitions, its chunks written out (to `/dev/null`) as they fill.
+//!
+//! On a loaded machine, `TICKSCOPE_BENCH_ROUNDS=3000 cargo bench --bench scope` measures
+//! instead the floor and the enabled scope in turn, in short batches of [`BATCH`], and prints
+//! each one's median batch (ns per scope) and the median of the per-round ratio of the scope
+//! to the floor: most batches run unpreempted, and the medians leave out those that were not.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use tickscope::{Profiler, profile, scope};
 
 mod common;
@@ -231,4 +236,69 @@ criterion_group! {
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
     targets = bench
 }
-criterion_main!(benches);
+
+/// Scopes (or pairs of reads) per batch of the interleaved measurement.
+const BATCH: u32 = 4096;
+
+/// Nanoseconds per run of `body` over one batch.
+fn batch(body: impl Fn()) -> f64 {
+    let t = Instant::now();
+    for _ in 0..BATCH {
+        body();
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(BATCH)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The interleaved measurement (see the module's docs), `rounds` rounds.
+fn interleaved(rounds: usize) {
+    let clock = quanta::Clock::new();
+    let prof = Profiler::builder().current_thread().start();
+    prof.stop();
+    let (mut floor, mut enabled, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let floor_first = round % 2 == 0;
+        let mut times = [0.0; 2];
+        for k in 0..2 {
+            if (k == 0) == floor_first {
+                times[0] = batch(|| {
+                    let start = clock.raw();
+                    let end = clock.raw();
+                    black_box((start, end));
+                });
+            } else {
+                prof.restart();
+                drop(scope!("enabled")); // the thread's first look at the session, untimed
+                times[1] = batch(|| {
+                    let _g = scope!("enabled");
+                });
+                prof.stop();
+            }
+        }
+        floor.push(times[0]);
+        enabled.push(times[1]);
+        ratios.push(times[1] / times[0]);
+    }
+    println!("scope interleaved: {rounds} rounds of {BATCH} per case");
+    println!(
+        "floor_two_raw_reads: median {:.2} ns; enabled: median {:.2} ns, {:.4} x floor (median ratio)",
+        median(&mut floor),
+        median(&mut enabled),
+        median(&mut ratios)
+    );
+}
+
+fn main() {
+    match std::env::var("TICKSCOPE_BENCH_ROUNDS").map(|n| n.parse::<usize>()) {
+        Ok(Ok(rounds)) if rounds > 0 => interleaved(rounds),
+        Ok(_) => eprintln!("TICKSCOPE_BENCH_ROUNDS must be a positive number of rounds"),
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}

@@ -184,8 +184,8 @@ fn main() -> ExitCode {
             align_secs = args.next().and_then(|n| n.parse().ok()).unwrap_or(2);
         }
     }
-    // quanta uses the TSC only where CPUID says it is invariant, and the OS monotonic clock
-    // otherwise; on Linux the kernel's flags tell the same.
+    // tickscope uses the TSC only where CPUID says it is invariant and, on Linux, the kernel
+    // confirms it constant and non-stop; the OS monotonic clock otherwise.
     if let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") {
         let flags = cpuinfo
             .lines()
@@ -200,10 +200,11 @@ fn main() -> ExitCode {
             if invariant {
                 "invariant, ticks are TSC values"
             } else {
-                "not invariant here: quanta falls back to the OS monotonic clock"
+                "not confirmed invariant here: ticks come from the OS monotonic clock"
             }
         );
     }
+    println!("Clock: {}", tickscope::clock::source());
     let mut failures = Vec::new();
     let mut check = |ok: bool, what: String| {
         if !ok {

@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use crate::record::event::RawKind;
 #[cfg(doc)]
 use crate::record::memory::MemoryMode;
-use crate::record::{clock, thread};
+use crate::record::{clock, registry, thread};
 
 /// Wraps a [`GlobalAlloc`] (by default [`System`]) and records every allocation and free
 /// while a session that tracks memory ([`Config::track_memory`](crate::Config::track_memory))
@@ -31,7 +31,9 @@ use crate::record::{clock, thread};
 ///
 /// While no session tracks memory, each call costs one relaxed atomic load and a branch on top of
 /// the wrapped allocator. While one counts memory ([`MemoryMode::Counts`]), each allocation and
-/// each free writes one 16-byte record (its size) and reads no clock. While one records the
+/// each free adds to a few counters of the thread, inline, after one compare of a thread-local
+/// word with that load; no clock read and no record (the counts go into the thread's buffer at
+/// its next record). While one records the
 /// timeline ([`MemoryMode::Timeline`]), each allocation and each free writes two 16-byte records,
 /// published together (the size, the address and a raw clock tick), into the thread's buffer, like
 /// a scope: no lock and no allocation. A free is stamped before the memory goes back to the
@@ -64,8 +66,9 @@ impl<A> TrackingAlloc<A> {
 /// Records the allocation of `size` bytes at `ptr`, if it succeeded and memory is tracked.
 #[inline(always)]
 fn allocated(ptr: *mut u8, size: usize) {
-    if thread::memory_on() && !ptr.is_null() {
-        thread::record_memory(RawKind::Alloc, size, ptr as usize);
+    let generation = registry::memory_generation();
+    if generation != 0 && !ptr.is_null() {
+        thread::memory_event(generation, RawKind::Alloc, size, ptr as usize);
     }
 }
 
@@ -90,8 +93,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if thread::memory_on() {
-            thread::record_memory(RawKind::Free, layout.size(), ptr as usize);
+        let generation = registry::memory_generation();
+        if generation != 0 {
+            thread::memory_event(generation, RawKind::Free, layout.size(), ptr as usize);
         }
         // SAFETY: forwarded with the caller's guarantees on `ptr` and `layout`.
         unsafe { self.inner.dealloc(ptr, layout) }
@@ -99,7 +103,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !thread::memory_on() {
+        let generation = registry::memory_generation();
+        if generation == 0 {
             // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
             return unsafe { self.inner.realloc(ptr, layout, new_size) };
         }
@@ -107,7 +112,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
         // another thread that gets its address again sorts after it), but the free is
         // recorded only once the realloc has succeeded: a failed one leaves the old block
         // allocated, and records nothing. Counting needs no tick.
-        let freed_at = if thread::memory_counts_only() {
+        let freed_at = if thread::counting(generation) {
             0
         } else {
             clock::now()
@@ -115,7 +120,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
         // SAFETY: forwarded with the caller's guarantees on `ptr`, `layout` and `new_size`.
         let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
         if !new.is_null() {
-            thread::record_realloc(
+            thread::realloc_event(
+                generation,
                 layout.size(),
                 ptr as usize,
                 freed_at,

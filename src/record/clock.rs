@@ -2,26 +2,110 @@
 //! nanoseconds, and the mock clock for tests.
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The process-wide clock every event is stamped with.
 struct Source {
+    /// quanta's clock: the CPU's counter, or the OS clock where quanta finds no invariant
+    /// counter, or a mock; unused when `os`.
     clock: quanta::Clock,
+    /// Ticks are the OS monotonic clock's, read through [`Instant`]: the fallback where the
+    /// OS does not confirm the CPU's counter invariant, or the clock the program chose
+    /// ([`use_os_clock`], [`CLOCK_ENV`]). A flag of its own, tested before quanta's clock is
+    /// read, rather than a fourth kind of clock beside quanta's three (an `Option` of it):
+    /// that four-way switch compiled to an indirect jump in front of every TSC read.
+    os: bool,
     /// `Some` when the clock is a test mock: its ticks are nanoseconds already.
     mock: Option<Arc<quanta::Mock>>,
+    /// Where the OS clock's ticks count from (less [`OS_TICK_BASE`]).
+    origin: Instant,
+}
+
+/// The OS clock's tick at [`Source::origin`]: ticks are never 0 (0 means "none" in places).
+const OS_TICK_BASE: u64 = 1 << 30;
+
+/// The environment variable that chooses the clock when the process first needs it: `os`
+/// for the OS monotonic clock, `cpu` for the CPU's counter even where the OS does not confirm
+/// it invariant ([`ClockSource::CpuUnverified`]); unset, empty or any other value: the
+/// CPU's counter where it is confirmed invariant, else the OS clock.
+pub const CLOCK_ENV: &str = "TICKSCOPE_CLOCK";
+
+impl Source {
+    fn quanta() -> Self {
+        Self {
+            clock: quanta::Clock::new(),
+            os: false,
+            mock: None,
+            origin: Instant::now(),
+        }
+    }
+
+    fn os() -> Self {
+        Self {
+            // Never read; a mock costs no calibration.
+            clock: quanta::Clock::mock().0,
+            os: true,
+            mock: None,
+            origin: Instant::now(),
+        }
+    }
+
+    /// The clock a process gets unless it chose one: [`CLOCK_ENV`], else the OS clock where
+    /// the CPU's counter is not confirmed invariant.
+    fn chosen() -> Self {
+        let env = std::env::var(CLOCK_ENV).ok();
+        if os_chosen(env.as_deref(), detected) {
+            Self::os()
+        } else {
+            Self::quanta()
+        }
+    }
+
+    /// The current raw tick.
+    #[inline(always)]
+    fn raw(&self) -> u64 {
+        if self.os {
+            os_ticks(self.origin)
+        } else {
+            self.clock.raw()
+        }
+    }
+}
+
+/// Whether a process whose [`CLOCK_ENV`] is `env` uses the OS clock: `os` says yes, `cpu` no
+/// (either in any case, spaces around ignored), anything else leaves it to what `detected`
+/// says of the CPU's counter: the OS clock where the OS does not confirm it invariant.
+fn os_chosen(env: Option<&str>, detected: impl FnOnce() -> ClockSource) -> bool {
+    match env.map(str::trim) {
+        Some(v) if v.eq_ignore_ascii_case("os") => true,
+        Some(v) if v.eq_ignore_ascii_case("cpu") => false,
+        _ => detected() == ClockSource::CpuUnverified,
+    }
+}
+
+/// Nanoseconds of the OS monotonic clock since `origin`, plus [`OS_TICK_BASE`]. Out of line
+/// and cold, so that the CPU counter's read stays a straight line.
+#[cold]
+#[inline(never)]
+fn os_ticks(origin: Instant) -> u64 {
+    let elapsed = origin.elapsed();
+    // 2⁶⁴ ns is 584 years.
+    (elapsed.as_secs() * 1_000_000_000 + u64::from(elapsed.subsec_nanos())) + OS_TICK_BASE
 }
 
 static SOURCE: OnceLock<Source> = OnceLock::new();
 static INSTALL: Mutex<()> = Mutex::new(());
 
-/// Error returned by [`use_mock_clock`] when the real clock is already in use.
+/// Error returned by [`use_mock_clock`] and [`use_os_clock`] when another clock is already in
+/// use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClockInUse;
 
 impl std::fmt::Display for ClockInUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(
-            "the real clock is already in use: install the mock clock before any session starts",
+            "another clock is already in use: choose the mock or the OS clock before any session \
+             starts",
         )
     }
 }
@@ -39,10 +123,34 @@ pub fn use_mock_clock() -> Result<Arc<quanta::Mock>, ClockInUse> {
         let (clock, mock) = quanta::Clock::mock();
         Source {
             clock,
+            os: false,
             mock: Some(mock),
+            origin: Instant::now(),
         }
     });
     source.mock.clone().ok_or(ClockInUse)
+}
+
+/// Makes every event in this process use the OS monotonic clock (`clock_gettime(CLOCK_MONOTONIC)`
+/// on Linux, through [`std::time::Instant`]), whatever the CPU's counter: ticks are then
+/// nanoseconds, at 20 ns or more per read instead of a few. The same as setting [`CLOCK_ENV`]
+/// to `os`; a process gets it anyway where the OS does not confirm the CPU's counter invariant.
+/// [`source`] then says [`ClockSource::Monotonic`].
+///
+/// Call it before the first session starts; calling it again is fine.
+///
+/// ```no_run
+/// tickscope::clock::use_os_clock().expect("before any session");
+/// assert_eq!(tickscope::clock::source(), tickscope::clock::ClockSource::Monotonic);
+/// ```
+pub fn use_os_clock() -> Result<(), ClockInUse> {
+    let _guard = crate::record::sync::lock(&INSTALL);
+    let source = SOURCE.get_or_init(Source::os);
+    if source.os {
+        Ok(())
+    } else {
+        Err(ClockInUse)
+    }
 }
 
 /// Makes sure the clock exists, calibrating it if needed. Called at session start, so neither
@@ -50,10 +158,7 @@ pub fn use_mock_clock() -> Result<Arc<quanta::Mock>, ClockInUse> {
 pub(crate) fn init() {
     if SOURCE.get().is_none() {
         let _guard = crate::record::sync::lock(&INSTALL);
-        SOURCE.get_or_init(|| Source {
-            clock: quanta::Clock::new(),
-            mock: None,
-        });
+        SOURCE.get_or_init(Source::chosen);
     }
 }
 
@@ -66,8 +171,8 @@ fn installed() -> &'static Source {
 #[inline(always)]
 pub(crate) fn now() -> u64 {
     match SOURCE.get() {
-        Some(source) => source.clock.raw(),
-        None => installed().clock.raw(),
+        Some(source) => source.raw(),
+        None => installed().raw(),
     }
 }
 
@@ -85,16 +190,16 @@ impl Calibration {
     pub(crate) fn sample() -> Self {
         let source = installed();
         if source.mock.is_some() {
-            let t = source.clock.raw();
+            let t = source.raw();
             return Self {
                 pairs: vec![(t, t)],
             };
         }
         let pairs = (0..Self::SAMPLES)
             .map(|_| {
-                let t0 = source.clock.raw();
+                let t0 = source.raw();
                 let wall = unix_ns(SystemTime::now());
-                let t1 = source.clock.raw();
+                let t1 = source.raw();
                 (t0 + t1.saturating_sub(t0) / 2, wall)
             })
             .collect();
@@ -124,7 +229,7 @@ pub(crate) fn checkpoint() {
     if source.mock.is_some() {
         return;
     }
-    let now = source.clock.raw();
+    let now = source.raw();
     let last = LAST_CHECKPOINT.load(Ordering::Relaxed);
     let every = tick_rate().map_or(CHECKPOINT_EVERY_NS, |rate| {
         (CHECKPOINT_EVERY_NS as f64 / rate.max(f64::MIN_POSITIVE)) as u64
@@ -134,9 +239,9 @@ pub(crate) fn checkpoint() {
     }
     let pair = (0..5)
         .map(|_| {
-            let t0 = source.clock.raw();
+            let t0 = source.raw();
             let wall = unix_ns(SystemTime::now());
-            let t1 = source.clock.raw();
+            let t1 = source.raw();
             (t1.saturating_sub(t0), (t0 + t1.saturating_sub(t0) / 2, wall))
         })
         .min_by_key(|&(gap, _)| gap)
@@ -167,12 +272,15 @@ fn unix_ns(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The clock's own rate in nanoseconds per tick (quanta's calibration), or `None` when ticks
-/// already are nanoseconds (a mock clock).
+/// The clock's own rate in nanoseconds per tick (quanta's calibration; 1 for the OS clock),
+/// or `None` when ticks already are Unix nanoseconds (a mock clock).
 pub(crate) fn tick_rate() -> Option<f64> {
     let source = installed();
     if source.mock.is_some() {
         return None;
+    }
+    if source.os {
+        return Some(1.0);
     }
     const PROBE: u64 = 1 << 40;
     Some(source.clock.delta_as_nanos(0, PROBE) as f64 / PROBE as f64)
@@ -188,10 +296,13 @@ pub enum ClockSource {
     /// The CPU's counter, which the CPU says is invariant but the OS does not vouch for (on
     /// Linux, `/proc/cpuinfo` lacks `constant_tsc` or `nonstop_tsc`): a virtual machine or a
     /// firmware that may let it stop in deep sleep or differ between cores, so times of
-    /// different threads may disagree by that skew.
+    /// different threads may disagree by that skew. A process uses it only when told to
+    /// ([`CLOCK_ENV`]`=cpu`); otherwise it falls back to [`Monotonic`](Self::Monotonic).
     CpuUnverified,
     /// The OS monotonic clock (`clock_gettime(CLOCK_MONOTONIC)`): the fallback where the CPU
-    /// has no invariant counter, correct everywhere but 20 ns or more per read.
+    /// has no invariant counter or the OS does not confirm it invariant, and the clock chosen
+    /// with [`use_os_clock`] or [`CLOCK_ENV`]`=os`; correct everywhere but 20 ns or more per
+    /// read.
     Monotonic,
     /// The [mock clock](use_mock_clock): ticks are nanoseconds set by the test.
     Mock,
@@ -205,15 +316,17 @@ impl std::fmt::Display for ClockSource {
                 "CPU counter not confirmed constant and non-stop by the OS (times of different \
                  cores may disagree)"
             }
-            Self::Monotonic => "OS monotonic clock (no invariant CPU counter)",
+            Self::Monotonic => {
+                "OS monotonic clock (no CPU counter confirmed invariant, or the OS clock chosen)"
+            }
             Self::Mock => "mock clock",
         })
     }
 }
 
-/// Where this process's ticks come from: the clock quanta chose (it takes the CPU's counter
-/// only where CPUID reports an invariant TSC and `rdtscp`, else the OS monotonic clock), and
-/// on Linux whether the kernel confirms the TSC constant and non-stop.
+/// Where this process's ticks come from: the CPU's counter where CPUID reports an invariant
+/// TSC and `rdtscp` and, on Linux, the kernel confirms it constant and non-stop; else the OS
+/// monotonic clock. [`use_os_clock`] and [`CLOCK_ENV`] choose otherwise.
 ///
 /// ```
 /// use tickscope::clock::{self, ClockSource};
@@ -223,10 +336,19 @@ impl std::fmt::Display for ClockSource {
 /// println!("ticks from the {source}");
 /// ```
 pub fn source() -> ClockSource {
-    static DETECTED: OnceLock<ClockSource> = OnceLock::new();
-    if is_mock() {
-        return ClockSource::Mock;
+    let source = installed();
+    if source.mock.is_some() {
+        ClockSource::Mock
+    } else if source.os {
+        ClockSource::Monotonic
+    } else {
+        detected()
     }
+}
+
+/// What the CPU and the OS say of the CPU's counter (see [`detect`]), read once.
+fn detected() -> ClockSource {
+    static DETECTED: OnceLock<ClockSource> = OnceLock::new();
     *DETECTED.get_or_init(detect)
 }
 
@@ -336,6 +458,39 @@ pub(crate) fn typical_mean(values: &mut [u64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_os_clock_is_chosen_by_the_environment_or_an_unconfirmed_tsc() {
+        use ClockSource::{Cpu, CpuUnverified, Monotonic};
+        let cases = [
+            (None, Cpu, false),
+            (None, CpuUnverified, true),
+            // quanta reads the OS clock itself where the CPU has no invariant counter.
+            (None, Monotonic, false),
+            (Some("os"), Cpu, true),
+            (Some(" OS "), Cpu, true),
+            (Some("cpu"), CpuUnverified, false),
+            (Some("Cpu"), CpuUnverified, false),
+            (Some(""), CpuUnverified, true),
+            (Some("tsc?"), Cpu, false),
+            (Some("tsc?"), CpuUnverified, true),
+        ];
+        for (env, detected, os) in cases {
+            assert_eq!(os_chosen(env, || detected), os, "{env:?} {detected:?}");
+        }
+        // `os` and `cpu` need no look at the CPU.
+        assert!(os_chosen(Some("os"), || unreachable!()));
+        assert!(!os_chosen(Some("cpu"), || unreachable!()));
+    }
+
+    #[test]
+    fn os_ticks_are_nanoseconds_from_the_base() {
+        let origin = Instant::now();
+        let t = os_ticks(origin);
+        assert!(t >= OS_TICK_BASE);
+        let later = os_ticks(origin);
+        assert!(later >= t);
+    }
 
     #[test]
     fn typical_mean_keeps_fractions_and_both_modes_but_not_interruptions() {

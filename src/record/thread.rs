@@ -13,7 +13,7 @@ use crate::record::buffer::Writer;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::record::registry::{self, ThreadEntry, Untracked};
-use crate::record::{clock, flight, pool};
+use crate::record::{clock, flight, pool, untracked};
 
 /// Async span ids are handed to threads in blocks of [`SPAN_BLOCK`]; this counts blocks.
 static SPAN_BLOCKS: AtomicU32 = AtomicU32::new(0);
@@ -59,6 +59,7 @@ impl Drop for Registration {
             hot.memory_at.set(0);
             hot.checked_at.set(u64::MAX);
         });
+        untracked::set_counting(0);
         if let Some(entry) = self.entry.get() {
             entry.buffer.retire();
             registry::release_exited(entry);
@@ -127,46 +128,51 @@ fn refresh(hot: &HotState) -> bool {
     hot.scopes_at.set(if scopes { now } else { 0 });
     hot.memory_at.set(if memory.is_on() { now } else { 0 });
     hot.memory_counts.set(memory == MemoryMode::Counts);
+    // Armed once the `Untracked` above ends.
+    untracked::set_counting(if memory == MemoryMode::Counts { now } else { 0 });
     true
 }
 
-/// True while some session records allocations: one relaxed load.
+/// Records an allocation or a free (`kind` [`RawKind::Alloc`] or [`RawKind::Free`]) of `size`
+/// bytes at `address`, for a non-zero memory `generation` just read with
+/// [`registry::memory_generation`]. The counting fast path inline: one thread-local compare
+/// and three or four adds; everything else (a timeline, a thread that must look again whether
+/// it is recorded, an allocation of the profiler's own) out of line in [`record_memory`].
 #[inline(always)]
-pub(crate) fn memory_on() -> bool {
-    registry::memory_generation() != 0
+pub(crate) fn memory_event(generation: u64, kind: RawKind, size: usize, address: usize) {
+    if untracked::armed() != generation {
+        record_memory(kind, size, address);
+        return;
+    }
+    // (`HOT` has no destructor: it is never refused.)
+    let _ = HOT.try_with(|hot| {
+        hot.counted.add(kind == RawKind::Alloc, size as u64);
+        if !hot.counted.any.get() {
+            first_counted(hot);
+        }
+    });
+}
+
+/// The first allocation or free counted since the thread's last record: park the writer so
+/// that its next record puts the counts in first (see [`Counted`]).
+#[cold]
+#[inline(never)]
+fn first_counted(hot: &HotState) {
+    hot.counted.any.set(true);
+    hot.writer.park();
 }
 
 /// Records an allocation or a free (`kind` [`RawKind::Alloc`] or [`RawKind::Free`]) of `size`
 /// bytes at `address` into this thread's buffer, if a session records this thread's
-/// allocations. Allocates nothing itself: the rare steps that may allocate (registering the
-/// thread, linking a fresh chunk) run [`Untracked`], so they are not recorded in turn.
+/// allocations: the slow path of [`memory_event`]. Allocates nothing itself: the rare steps
+/// that may allocate (registering the thread, linking a fresh chunk) run [`Untracked`], so
+/// they are not recorded in turn.
+#[cold]
 #[inline(never)]
-pub(crate) fn record_memory(kind: RawKind, size: usize, address: usize) {
-    let generation = registry::memory_generation();
-    if generation == 0 || Untracked::active() {
-        return;
-    }
-    let _ = HOT.try_with(|hot| {
-        // Counting, the common case kept short: a few adds.
-        if hot.memory_at.get() == generation && hot.memory_counts.get() {
-            if hot.counted.add(kind == RawKind::Alloc, size as u64) {
-                hot.writer.park();
-            }
-            return;
-        }
-        record_memory_in_full(hot, kind, size, address);
-    });
-}
-
-/// [`record_memory`] but counting: a timeline record, or a thread that must look again
-/// whether it is recorded.
-#[inline(never)]
-fn record_memory_in_full(hot: &HotState, kind: RawKind, size: usize, address: usize) {
-    if_memory_recorded_on(hot, |hot| {
+fn record_memory(kind: RawKind, size: usize, address: usize) {
+    if_memory_recorded(|hot| {
         if hot.memory_counts.get() {
-            if hot.counted.add(kind == RawKind::Alloc, size as u64) {
-                hot.writer.park();
-            }
+            count_on(hot, kind == RawKind::Alloc, size as u64);
         } else {
             push_all_on(
                 hot,
@@ -174,6 +180,15 @@ fn record_memory_in_full(hot: &HotState, kind: RawKind, size: usize, address: us
             );
         }
     });
+}
+
+/// Counts an allocation (or a free) of `size` bytes on this thread, parking its writer for the
+/// first since its last record.
+fn count_on(hot: &HotState, alloc: bool, size: u64) {
+    hot.counted.add(alloc, size);
+    if !hot.counted.any.get() {
+        first_counted(hot);
+    }
 }
 
 /// The allocations and frees a thread counted ([`MemoryMode::Counts`]) since its last record:
@@ -187,9 +202,8 @@ struct Counted {
     alloc_bytes: Cell<u64>,
     frees: Cell<u64>,
     freed_bytes: Cell<u64>,
-    /// Bytes allocated minus bytes freed so far.
-    net: Cell<i64>,
-    /// The most `net` rose to (never below 0).
+    /// The most that `alloc_bytes - freed_bytes` (the bytes allocated net) rose to, never below
+    /// 0.
     rise: Cell<u64>,
     /// Something is counted (and the writer parked).
     any: Cell<bool>,
@@ -202,32 +216,29 @@ impl Counted {
             alloc_bytes: Cell::new(0),
             frees: Cell::new(0),
             freed_bytes: Cell::new(0),
-            net: Cell::new(0),
             rise: Cell::new(0),
             any: Cell::new(false),
         }
     }
 
-    /// Counts an allocation (or a free) of `size` bytes; true for the first since the last
-    /// [`take`](Counted::take). Plain adds: 2⁶⁴ bytes or allocations between two records of
-    /// a thread are out of reach (an allocation size is below 2⁶³).
+    /// Counts an allocation (or a free) of `size` bytes; the caller sets `any`. Plain adds:
+    /// 2⁶⁴ bytes or allocations between two records of a thread are out of reach (an
+    /// allocation size is below 2⁶³), so the net bytes are `alloc_bytes - freed_bytes`.
     #[inline(always)]
-    fn add(&self, alloc: bool, size: u64) -> bool {
-        let delta = size as i64;
+    fn add(&self, alloc: bool, size: u64) {
         if alloc {
             self.allocs.set(self.allocs.get().wrapping_add(1));
-            self.alloc_bytes.set(self.alloc_bytes.get().wrapping_add(size));
-            let net = self.net.get().wrapping_add(delta);
-            self.net.set(net);
+            let bytes = self.alloc_bytes.get().wrapping_add(size);
+            self.alloc_bytes.set(bytes);
+            let net = bytes.wrapping_sub(self.freed_bytes.get()) as i64;
             if net > self.rise.get() as i64 {
                 self.rise.set(net as u64);
             }
         } else {
             self.frees.set(self.frees.get().wrapping_add(1));
-            self.freed_bytes.set(self.freed_bytes.get().wrapping_add(size));
-            self.net.set(self.net.get().wrapping_sub(delta));
+            self.freed_bytes
+                .set(self.freed_bytes.get().wrapping_add(size));
         }
-        !self.any.replace(true)
     }
 
     /// The three records of what was counted, and a fresh start; `None` when nothing was.
@@ -235,7 +246,6 @@ impl Counted {
         if !self.any.replace(false) {
             return None;
         }
-        self.net.set(0);
         let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Some(RawEvent::memory_counts(
             (count(self.allocs.replace(0)), self.alloc_bytes.replace(0)),
@@ -268,32 +278,49 @@ pub(crate) fn flush_counted_here() {
     });
 }
 
-/// True when this thread's allocations are only counted ([`MemoryMode::Counts`]): a
-/// `realloc` then needs no tick for its free.
-pub(crate) fn memory_counts_only() -> bool {
-    HOT.try_with(|hot| hot.memory_counts.get())
-        .unwrap_or(false)
+/// True when this thread counts its allocations for the non-zero memory `generation` (its fast
+/// path is armed): a `realloc` then needs no tick for its free.
+#[inline(always)]
+pub(crate) fn counting(generation: u64) -> bool {
+    untracked::armed() == generation
 }
 
-/// Records a `realloc` that succeeded, like [`record_memory`]: the free of the `old_size`
-/// bytes at `old`, stamped `freed_at` (read before the allocator got the block back), and the
-/// allocation of the `new_size` bytes at `new`, stamped now, published together. A failed
-/// `realloc` is not recorded at all.
-#[inline(never)]
-pub(crate) fn record_realloc(
+/// Records a `realloc` that succeeded, for a non-zero memory `generation` just read with
+/// [`registry::memory_generation`]: the free of the `old_size` bytes at `old`, stamped
+/// `freed_at` (read before the allocator got the block back; 0 when the thread was
+/// [`counting`] then), and the allocation of the `new_size` bytes at `new`, stamped now,
+/// published together. A failed `realloc` is not recorded at all. Counting, inline like
+/// [`memory_event`].
+#[inline(always)]
+pub(crate) fn realloc_event(
+    generation: u64,
     old_size: usize,
     old: usize,
     freed_at: u64,
     new_size: usize,
     new: usize,
 ) {
+    if untracked::armed() != generation {
+        record_realloc(old_size, old, freed_at, new_size, new);
+        return;
+    }
+    let _ = HOT.try_with(|hot| {
+        hot.counted.add(false, old_size as u64);
+        hot.counted.add(true, new_size as u64);
+        if !hot.counted.any.get() {
+            first_counted(hot);
+        }
+    });
+}
+
+/// [`realloc_event`]'s slow path.
+#[cold]
+#[inline(never)]
+fn record_realloc(old_size: usize, old: usize, freed_at: u64, new_size: usize, new: usize) {
     if_memory_recorded(|hot| {
         if hot.memory_counts.get() {
-            let first = hot.counted.add(false, old_size as u64);
-            hot.counted.add(true, new_size as u64);
-            if first {
-                hot.writer.park();
-            }
+            count_on(hot, false, old_size as u64);
+            count_on(hot, true, new_size as u64);
             return;
         }
         // (0 when the thread counted allocations as the realloc began: stamp it now.)
@@ -307,30 +334,23 @@ pub(crate) fn record_realloc(
 }
 
 /// Runs `record` with this thread's state if a session records this thread's allocations and
-/// the allocation being recorded is not the profiler's own.
+/// the allocation being recorded is not the profiler's own; looks again whether the thread is
+/// recorded when the set of sessions changed since it last did.
 #[inline(always)]
 fn if_memory_recorded(record: impl FnOnce(&HotState)) {
     let generation = registry::memory_generation();
     if generation == 0 || Untracked::active() {
         return;
     }
-    let _ = HOT.try_with(|hot| if_memory_recorded_on(hot, record));
-}
-
-/// [`if_memory_recorded`] with this thread's state at hand.
-#[inline(always)]
-fn if_memory_recorded_on(hot: &HotState, record: impl FnOnce(&HotState)) {
-    let generation = registry::memory_generation();
-    if generation == 0 {
-        return;
-    }
-    if hot.memory_at.get() != generation {
-        let stale = hot.checked_at.get() != registry::generation();
-        if !stale || !refresh(hot) || hot.memory_at.get() == 0 {
-            return;
+    let _ = HOT.try_with(|hot| {
+        if hot.memory_at.get() != generation {
+            let stale = hot.checked_at.get() != registry::generation();
+            if !stale || !refresh(hot) || hot.memory_at.get() == 0 {
+                return;
+            }
         }
-    }
-    record(hot);
+        record(hot);
+    });
 }
 
 /// A fresh id for an async span: never 0, unique until 2³² spans later (post-processing
