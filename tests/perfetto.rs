@@ -651,3 +651,69 @@ fn the_benchs_prost_encoder_writes_the_same_packets() {
         .collect();
     assert_eq!(names, [1, 2]);
 }
+
+/// As in the Chrome export: PyTorch's link arguments on the slices of a link (`Sequence
+/// number` on the origin; it and `Fwd thread id` on the follower), and `open_at_stop` on a
+/// scope still open when the session stopped, as debug annotations after the scope's own.
+#[test]
+fn link_arguments_and_the_open_at_stop_mark_are_annotations() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let prof = Profiler::builder().current_thread().start();
+    let links: Vec<tickscope::Link> = (0..2)
+        .map(|_| {
+            let g = scope!("make", seq);
+            m.increment(10u64);
+            g.link()
+        })
+        .collect();
+    let p2 = prof.clone();
+    std::thread::spawn(move || {
+        p2.join_current_thread();
+        for link in links {
+            let _g = scope!("use", follows = link);
+        }
+    })
+    .join()
+    .unwrap();
+    let open = scope!("open", n = 7u64);
+    m.increment(5u64);
+    prof.stop();
+    drop(open);
+    let trace = prof.trace();
+    let origin_thread = trace.threads[0].id;
+    for delta in [true, false] {
+        let got = slices(&decode(&encode(&trace, delta)));
+        let args: Vec<(&str, Vec<(String, Arg)>)> = got
+            .iter()
+            .map(|s| (s.name.as_str(), s.args.clone()))
+            .collect();
+        let seq = |n: u64| ("Sequence number".to_owned(), Arg::U(n));
+        let fwd = ("Fwd thread id".to_owned(), Arg::U(origin_thread));
+        let links = trace
+            .links
+            .iter()
+            .map(|l| u64::from(l.seq))
+            .collect::<Vec<_>>();
+        assert_eq!(links.len(), 2);
+        let mut want = vec![
+            ("make", vec![seq(links[0])]),
+            ("make", vec![seq(links[1])]),
+            (
+                "open",
+                vec![
+                    ("n".to_owned(), Arg::U(7)),
+                    ("open_at_stop".to_owned(), Arg::Bool(true)),
+                ],
+            ),
+            ("use", vec![seq(links[0]), fwd.clone()]),
+            ("use", vec![seq(links[1]), fwd.clone()]),
+        ];
+        let mut args = args;
+        // By name, then sequence number.
+        let key = |a: &(&str, Vec<(String, Arg)>)| format!("{} {:?}", a.0, a.1);
+        args.sort_by_key(key);
+        want.sort_by_key(key);
+        assert_eq!(args, want, "delta {delta}");
+    }
+}

@@ -11,10 +11,15 @@
 //!   its thread's track. Polls of async calls have the category `poll`. Scopes whose guards were
 //!   dropped out of order (a child that outlived its parent) go to extra tracks of their thread
 //!   (`<thread> (overlapping scopes N)`), as in the Chrome export, so every slice nests.
-//! - Scope arguments are debug annotations (int, uint, double, bool, string).
+//! - Scope arguments are debug annotations (int, uint, double, bool, string), and so are the
+//!   marks of the Chrome export: `open_at_stop` (true) on a scope still open when the session
+//!   stopped (closed at the stop time), `cut_at_start` (true) on one entered before a flight
+//!   recorder's window.
 //! - A link gets a flow: `flow_ids` on the slice that was open where the link was captured,
 //!   `terminating_flow_ids` on the slice that followed from it (links whose origin is outside
-//!   the window get none).
+//!   the window get none); and, as in the Chrome export, PyTorch's link arguments as
+//!   annotations before the scope's own: `Sequence number` on both slices and `Fwd thread id`
+//!   (the capturing thread's id) on the follower.
 //! - Each `#[profile] async fn` call is a slice (category `async`, with `polls`, `busy_ns` and
 //!   `self_ns` annotations) on a track of its process named after the function; calls of one
 //!   function that do not overlap share a track.
@@ -31,7 +36,11 @@
 //! doubles, unlike JSON). A plain nested scope takes about 26 bytes (`benches/export.rs`).
 //!
 //! The encoder is our own (`src/export/proto.rs`, shared with [pprof](super::pprof)), of the
-//! fields listed here only.
+//! fields listed here only. Plain slice begins and ends (no arguments, links, category or
+//! marks), nearly every packet of a typical trace, are written in one piece each: the time
+//! delta, the name's iid and a tail of bytes fixed per sequence. prost encodes the same
+//! packets about 5 times slower (`benches/export.rs`, `perfetto_prost_to_sink`): it sizes each
+//! nested message before writing it, and builds a message value per packet.
 //!
 //! ```
 //! use tickscope::export::perfetto;
@@ -195,6 +204,15 @@ pub(crate) struct Instant<'a> {
     pub(crate) args: &'a [(&'a str, Value)],
 }
 
+/// What links put on a slice: flows (id, whether the flow ends there) and PyTorch's link
+/// arguments (`Sequence number`, and `Fwd thread id` on a follower), as in the Chrome export.
+#[derive(Default)]
+struct SliceLinks {
+    flows: Vec<(u64, bool)>,
+    /// The sequence number, and the forward thread id of a follower.
+    args: Option<(u32, Option<u64>)>,
+}
+
 /// One packet sequence: one track's events, timed by its incremental clock.
 struct Sequence {
     id: u32,
@@ -302,16 +320,23 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             }
             process_tracks.push(self.process_track(pid, &name)?);
         }
-        // Flow ids (from 1) by slice: on the origin's begin, or ending at the follower's.
-        let mut flows: FxHashMap<SpanRef, Vec<(u64, bool)>> = FxHashMap::default();
+        // Flow ids (from 1) by slice: on the origin's begin, or ending at the follower's; and
+        // PyTorch's link arguments, as the Chrome export writes them: an origin's sequence
+        // number (its first link's), a follower's sequence number and forward thread (its last
+        // link's), which win when a slice is both.
+        let mut links: FxHashMap<SpanRef, SliceLinks> = FxHashMap::default();
         for (id, link) in (1..).zip(&trace.links) {
             if let Some(origin) = link.origin {
-                flows.entry(origin).or_default().push((id, false));
-                flows.entry(link.follower).or_default().push((id, true));
+                let origin = links.entry(origin).or_default();
+                origin.flows.push((id, false));
+                origin.args.get_or_insert((link.seq, None));
+                links.entry(link.follower).or_default().flows.push((id, true));
             }
+            links.entry(link.follower).or_default().args =
+                Some((link.seq, Some(link.origin_thread)));
         }
         let mut flow_threads = vec![false; trace.threads.len()];
-        for slice in flows.keys() {
+        for slice in links.keys() {
             if let Some(has) = flow_threads.get_mut(slice.thread as usize) {
                 *has = true;
             }
@@ -332,7 +357,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                     track
                 }
             };
-            self.thread_spans(trace, index, track, &flows, flow_threads[index])?;
+            self.thread_spans(trace, index, track, &links, flow_threads[index])?;
         }
         self.async_calls(&trace.async_spans, &process_tracks)?;
         if let Some(memory) = &trace.memory {
@@ -511,15 +536,15 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     }
 
     /// The slices of thread `index` on its track `track` (and extra tracks for the lanes of
-    /// overlapping scopes), one sequence per track; `flows` by slice, `has_flows` when some
+    /// overlapping scopes), one sequence per track; `links` by slice, `has_links` when some
     /// are on this thread.
     fn thread_spans(
         &mut self,
         trace: &Trace,
         index: usize,
         track: u64,
-        flows: &FxHashMap<SpanRef, Vec<(u64, bool)>>,
-        has_flows: bool,
+        links: &FxHashMap<SpanRef, SliceLinks>,
+        has_links: bool,
     ) -> io::Result<()> {
         let thread = &trace.threads[index];
         let spans = &thread.spans;
@@ -531,15 +556,15 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             sequences.push(self.sequence(lane_track));
         }
         let shortcuts = self.delta && self.shortcuts;
-        if shortcuts && lanes.count() == 1 && thread.args.is_empty() && !has_flows {
-            // The common thread: one track, no arguments, no flows.
+        if shortcuts && lanes.count() == 1 && thread.args.is_empty() && !has_links {
+            // The common thread: one track, no arguments, no links.
             let seq = &mut sequences[0];
             return lanes.try_walk(spans, |i, begin| {
                 let span = &spans[i as usize];
                 if begin {
                     match self.short_begin(seq, span) {
                         Some(done) => done,
-                        None => self.begin_span(seq, span, &[], &[]),
+                        None => self.begin_span(seq, span, &[], None),
                     }
                 } else {
                     self.end_span(seq, span.end_ns, shortcuts)
@@ -556,34 +581,32 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             let start = next_arg + thread.args[next_arg..].partition_point(|a| a.span < i);
             let end = start + thread.args[start..].partition_point(|a| a.span == i);
             next_arg = end;
-            let flows = if has_flows {
-                flows
-                    .get(&SpanRef {
-                        thread: index as u32,
-                        span: i,
-                    })
-                    .map_or(&[][..], Vec::as_slice)
+            let links = if has_links {
+                links.get(&SpanRef {
+                    thread: index as u32,
+                    span: i,
+                })
             } else {
-                &[][..]
+                None
             };
             if shortcuts
                 && start == end
-                && flows.is_empty()
+                && links.is_none()
                 && let Some(done) = self.short_begin(seq, span)
             {
                 return done;
             }
-            self.begin_span(seq, span, &thread.args[start..end], flows)
+            self.begin_span(seq, span, &thread.args[start..end], links)
         })
     }
 
-    /// A plain scope's begin (no arguments, flows or category) whose name `seq` has
-    /// interned, after the sequence's last packet, in the short form; `None` (nothing
-    /// written) for any other span. Only in the default form, and for a scope without
-    /// arguments or flows.
+    /// The begin of `span`, a scope without arguments or links, in the short form when its
+    /// name is interned on `seq` and it is not earlier than the sequence's last packet (and
+    /// the scope neither open at the stop nor cut at the start): `None` (nothing written)
+    /// otherwise.
     #[inline(always)]
     fn short_begin(&mut self, seq: &mut Sequence, span: &Span) -> Option<io::Result<()>> {
-        if span.kind != SpanKind::Scope {
+        if span.kind != SpanKind::Scope || span.open_at_stop || span.cut_at_start {
             return None;
         }
         let iid = self.callsite_iid(span.callsite);
@@ -604,21 +627,35 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         }
     }
 
-    /// The begin of `span` with its `args` and `flows` (id, whether it ends there).
+    /// The begin of `span` with what its `links` put on it, its `args` and its marks
+    /// (`open_at_stop`, `cut_at_start`), as annotations in the Chrome export's order.
     fn begin_span(
         &mut self,
         seq: &mut Sequence,
         span: &Span,
         args: &[SpanArg],
-        flows: &[(u64, bool)],
+        links: Option<&SliceLinks>,
     ) -> io::Result<()> {
         let category = match span.kind {
             SpanKind::Poll { .. } => Some("poll"),
             SpanKind::Scope => None,
         };
+        let (flows, link_args) = links.map_or((&[][..], None), |l| (l.flows.as_slice(), l.args));
         self.begin_callsite(seq, span.start_ns, span.callsite, category, |w, seq| {
+            if let Some((number, forward_thread)) = link_args {
+                w.annotation(seq, "Sequence number", &Value::U64(u64::from(number)));
+                if let Some(thread) = forward_thread {
+                    w.annotation(seq, "Fwd thread id", &Value::U64(thread));
+                }
+            }
             for arg in args {
                 w.annotation(seq, arg.key, &arg.value);
+            }
+            if span.open_at_stop {
+                w.annotation(seq, "open_at_stop", &Value::Bool(true));
+            }
+            if span.cut_at_start {
+                w.annotation(seq, "cut_at_start", &Value::Bool(true));
             }
             for &(id, terminating) in flows {
                 let field = if terminating {
