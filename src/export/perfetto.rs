@@ -39,8 +39,8 @@
 //! fields listed here only. Plain slice begins and ends (no arguments, links, category or
 //! marks), nearly every packet of a typical trace, are written in one piece each: the time
 //! delta, the name's iid and a tail of bytes fixed per sequence. prost encodes the same
-//! packets about 5 times slower (`benches/export.rs`, `perfetto_prost_to_sink`): it sizes each
-//! nested message before writing it, and builds a message value per packet.
+//! packets 5 to 6 times slower (`benches/export.rs`, `perfetto_prost_to_sink`): it builds a
+//! message value per packet and sizes each nested message before writing it.
 //!
 //! ```
 //! use tickscope::export::perfetto;
