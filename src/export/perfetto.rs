@@ -39,7 +39,7 @@
 //! fields listed here only. Plain slice begins and ends (no arguments, links, category or
 //! marks), nearly every packet of a typical trace, are written in one piece each: the time
 //! delta, the name's iid and a tail of bytes fixed per sequence. prost encodes the same
-//! packets 5 to 6 times slower (`benches/export.rs`, `perfetto_prost_to_sink`): it builds a
+//! packets about 7 times slower (`benches/export.rs`, `perfetto_prost_to_sink`): it builds a
 //! message value per packet and sizes each nested message before writing it.
 //!
 //! ```
