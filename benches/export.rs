@@ -1,5 +1,6 @@
 //! Export speed and size: Chrome JSON, native Perfetto protobuf and folded stacks of a 1 M-scope
-//! trace, written to a file.
+//! trace, written to a file, and the Perfetto packets encoded by tickscope's own encoder and
+//! by prost (`perfetto_to_sink`, `perfetto_prost_to_sink`).
 //!
 //! `cargo bench --bench export`; prints bytes per scope once, criterion reports scopes per
 //! second. Also times post-processing alone (raw events to report), in events per second.
@@ -15,6 +16,8 @@ use tickscope::export::{chrome, folded, perfetto};
 use tickscope::report::Report;
 
 mod common;
+#[path = "../tests/common/perfetto_pb.rs"]
+mod perfetto_pb;
 
 const OUTER: usize = 250_000;
 
@@ -50,6 +53,12 @@ fn bench(c: &mut Criterion) {
     println!(
         "perfetto protobuf, absolute times: {:.1} bytes/scope",
         absolute.len() as f64 / scopes as f64
+    );
+    let mut with_prost = Vec::new();
+    perfetto_pb::write_with_prost(&trace, &mut with_prost);
+    println!(
+        "perfetto protobuf encoded by prost: {:.1} bytes/scope",
+        with_prost.len() as f64 / scopes as f64
     );
     let pftrace = path.with_extension("pftrace");
 
@@ -90,6 +99,11 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("perfetto_to_sink", |b| {
         b.iter(|| perfetto::write(&trace, &mut std::io::sink()).unwrap())
+    });
+    // The same packets built as prost messages and encoded by prost (tests/perfetto.rs checks
+    // that they decode the same).
+    g.bench_function("perfetto_prost_to_sink", |b| {
+        b.iter(|| perfetto_pb::write_with_prost(&trace, &mut std::io::sink()))
     });
     g.bench_function("chrome_json_to_sink", |b| {
         b.iter(|| chrome::write(&trace, &mut std::io::sink()).unwrap())

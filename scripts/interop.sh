@@ -276,6 +276,8 @@ for name, js, pf in (("links", links_json, links_pf), ("links (absolute)", links
                      ("chrome_trace", chrome_json, chrome_pf), ("capture", capture_json, capture_pf)):
     assert slices(pf) == slices(js), f"{name}: pftrace slices {slices(pf)} != json {slices(js)}"
     assert flows(pf) == flows(js), f"{name}: pftrace flows {flows(pf)} != json {flows(js)}"
+    link = {"Sequence number", "Fwd thread id", "open_at_stop"}
+    assert args(pf, link) == args(js, link), f"{name}: pftrace link args {args(pf, link)} != json {args(js, link)}"
 assert flows(links_pf) == [("retry", "handle", 8), ("submit", "handle", 40)], flows(links_pf)
 table = {}
 for line in open(sys.argv[8]):

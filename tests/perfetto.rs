@@ -20,157 +20,9 @@ static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 /// The tests share the process-wide mock clock: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-#[derive(Clone, PartialEq, Message)]
-struct Trace {
-    #[prost(message, repeated, tag = "1")]
-    packet: Vec<TracePacket>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct TracePacket {
-    #[prost(uint64, optional, tag = "8")]
-    timestamp: Option<u64>,
-    #[prost(uint32, optional, tag = "58")]
-    timestamp_clock_id: Option<u32>,
-    #[prost(message, optional, tag = "11")]
-    track_event: Option<TrackEvent>,
-    #[prost(uint32, tag = "10")]
-    trusted_packet_sequence_id: u32,
-    #[prost(message, optional, tag = "12")]
-    interned_data: Option<InternedData>,
-    #[prost(uint32, tag = "13")]
-    sequence_flags: u32,
-    #[prost(message, optional, tag = "59")]
-    trace_packet_defaults: Option<TracePacketDefaults>,
-    #[prost(message, optional, tag = "60")]
-    track_descriptor: Option<TrackDescriptor>,
-    #[prost(message, optional, tag = "6")]
-    clock_snapshot: Option<ClockSnapshot>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct TracePacketDefaults {
-    #[prost(uint32, optional, tag = "58")]
-    timestamp_clock_id: Option<u32>,
-    #[prost(message, optional, tag = "11")]
-    track_event_defaults: Option<TrackEventDefaults>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct TrackEventDefaults {
-    #[prost(uint64, optional, tag = "11")]
-    track_uuid: Option<u64>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ClockSnapshot {
-    #[prost(message, repeated, tag = "1")]
-    clocks: Vec<Clock>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Clock {
-    #[prost(uint32, tag = "1")]
-    clock_id: u32,
-    #[prost(uint64, tag = "2")]
-    timestamp: u64,
-    #[prost(bool, tag = "3")]
-    is_incremental: bool,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct TrackEvent {
-    #[prost(int32, optional, tag = "9")]
-    r#type: Option<i32>,
-    #[prost(uint64, optional, tag = "10")]
-    name_iid: Option<u64>,
-    #[prost(uint64, repeated, packed = "false", tag = "3")]
-    category_iids: Vec<u64>,
-    #[prost(uint64, optional, tag = "11")]
-    track_uuid: Option<u64>,
-    #[prost(message, repeated, tag = "4")]
-    debug_annotations: Vec<DebugAnnotation>,
-    #[prost(fixed64, repeated, packed = "false", tag = "47")]
-    flow_ids: Vec<u64>,
-    #[prost(fixed64, repeated, packed = "false", tag = "48")]
-    terminating_flow_ids: Vec<u64>,
-    #[prost(int64, optional, tag = "30")]
-    counter_value: Option<i64>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct DebugAnnotation {
-    #[prost(uint64, tag = "1")]
-    name_iid: u64,
-    #[prost(bool, optional, tag = "2")]
-    bool_value: Option<bool>,
-    #[prost(uint64, optional, tag = "3")]
-    uint_value: Option<u64>,
-    #[prost(int64, optional, tag = "4")]
-    int_value: Option<i64>,
-    #[prost(double, optional, tag = "5")]
-    double_value: Option<f64>,
-    #[prost(string, optional, tag = "6")]
-    string_value: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct InternedData {
-    #[prost(message, repeated, tag = "1")]
-    event_categories: Vec<Interned>,
-    #[prost(message, repeated, tag = "2")]
-    event_names: Vec<Interned>,
-    #[prost(message, repeated, tag = "3")]
-    debug_annotation_names: Vec<Interned>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Interned {
-    #[prost(uint64, tag = "1")]
-    iid: u64,
-    #[prost(string, tag = "2")]
-    name: String,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct TrackDescriptor {
-    #[prost(uint64, tag = "1")]
-    uuid: u64,
-    #[prost(uint64, tag = "5")]
-    parent_uuid: u64,
-    #[prost(string, optional, tag = "2")]
-    name: Option<String>,
-    #[prost(message, optional, tag = "3")]
-    process: Option<ProcessDescriptor>,
-    #[prost(message, optional, tag = "4")]
-    thread: Option<ThreadDescriptor>,
-    #[prost(message, optional, tag = "8")]
-    counter: Option<CounterDescriptor>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ProcessDescriptor {
-    #[prost(int32, tag = "1")]
-    pid: i32,
-    #[prost(string, tag = "6")]
-    process_name: String,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ThreadDescriptor {
-    #[prost(int32, tag = "1")]
-    pid: i32,
-    #[prost(int64, tag = "2")]
-    tid: i64,
-    #[prost(string, tag = "5")]
-    thread_name: String,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct CounterDescriptor {
-    #[prost(int32, tag = "3")]
-    unit: i32,
-}
+#[path = "common/perfetto_pb.rs"]
+mod perfetto_pb;
+use perfetto_pb::*;
 
 /// An argument value as decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -760,4 +612,108 @@ fn counters_and_instants_are_counter_tracks_and_instant_events() {
     assert_ne!(instants[0].3, 0, "on the thread's track, under its process");
     assert_eq!((instants[1].0, instants[1].1), ("flush", 30));
     assert_eq!(instants[1].3, 0, "on the process's track");
+}
+
+/// The prost encoder that `benches/export.rs` measures beside tickscope's writes the same
+/// packets (prost puts fields in tag order, so the bytes differ in order, not in content
+/// or size), so that the two are compared on the same work.
+#[test]
+fn the_benchs_prost_encoder_writes_the_same_packets() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let prof = Profiler::builder().current_thread().start();
+    // Deltas of one to three varint bytes; two callsites named "step" share a name iid.
+    for d in [1u64, 200, 70_000] {
+        let _o = scope!("request");
+        m.increment(d);
+        for _ in 0..2 {
+            let _i = scope!("step");
+            m.increment(d);
+        }
+        let _other = scope!("step");
+        m.increment(1u64);
+    }
+    prof.stop();
+    let trace = prof.trace();
+    let ours = encode(&trace, true);
+    let mut with_prost = Vec::new();
+    perfetto_pb::write_with_prost(&trace, &mut with_prost);
+    let ours_packets = Trace::decode(ours.as_slice()).unwrap().packet;
+    let prost_packets = Trace::decode(with_prost.as_slice()).unwrap().packet;
+    // 2 descriptors, the sequence's first packet, 12 begins and 12 ends.
+    assert_eq!(ours_packets.len(), 27);
+    assert_eq!(prost_packets, ours_packets);
+    assert_eq!(with_prost.len(), ours.len());
+    let names: Vec<u64> = ours_packets
+        .iter()
+        .filter_map(|p| p.interned_data.as_ref())
+        .flat_map(|i| i.event_names.iter().map(|n| n.iid))
+        .collect();
+    assert_eq!(names, [1, 2]);
+}
+
+/// As in the Chrome export: PyTorch's link arguments on the slices of a link (`Sequence
+/// number` on the origin; it and `Fwd thread id` on the follower), and `open_at_stop` on a
+/// scope still open when the session stopped, as debug annotations after the scope's own.
+#[test]
+fn link_arguments_and_the_open_at_stop_mark_are_annotations() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let prof = Profiler::builder().current_thread().start();
+    let links: Vec<tickscope::Link> = (0..2)
+        .map(|_| {
+            let g = scope!("make", seq);
+            m.increment(10u64);
+            g.link()
+        })
+        .collect();
+    let p2 = prof.clone();
+    std::thread::spawn(move || {
+        p2.join_current_thread();
+        for link in links {
+            let _g = scope!("use", follows = link);
+        }
+    })
+    .join()
+    .unwrap();
+    let open = scope!("open", n = 7u64);
+    m.increment(5u64);
+    prof.stop();
+    drop(open);
+    let trace = prof.trace();
+    let origin_thread = trace.threads[0].id;
+    for delta in [true, false] {
+        let got = slices(&decode(&encode(&trace, delta)));
+        let args: Vec<(&str, Vec<(String, Arg)>)> = got
+            .iter()
+            .map(|s| (s.name.as_str(), s.args.clone()))
+            .collect();
+        let seq = |n: u64| ("Sequence number".to_owned(), Arg::U(n));
+        let fwd = ("Fwd thread id".to_owned(), Arg::U(origin_thread));
+        let links = trace
+            .links
+            .iter()
+            .map(|l| u64::from(l.seq))
+            .collect::<Vec<_>>();
+        assert_eq!(links.len(), 2);
+        let mut want = vec![
+            ("make", vec![seq(links[0])]),
+            ("make", vec![seq(links[1])]),
+            (
+                "open",
+                vec![
+                    ("n".to_owned(), Arg::U(7)),
+                    ("open_at_stop".to_owned(), Arg::Bool(true)),
+                ],
+            ),
+            ("use", vec![seq(links[0]), fwd.clone()]),
+            ("use", vec![seq(links[1]), fwd.clone()]),
+        ];
+        let mut args = args;
+        // By name, then sequence number.
+        let key = |a: &(&str, Vec<(String, Arg)>)| format!("{} {:?}", a.0, a.1);
+        args.sort_by_key(key);
+        want.sort_by_key(key);
+        assert_eq!(args, want, "delta {delta}");
+    }
 }

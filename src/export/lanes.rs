@@ -116,6 +116,25 @@ impl Lanes {
     /// lane form properly nested pairs in time order, so they can be written as `B`/`E` events
     /// or begin/end track events of that lane as they come.
     pub(crate) fn walk(&self, spans: &[Span], mut edge: impl FnMut(Edge)) {
+        if self.lane.is_empty() {
+            // Lane 0 only, where each span nests in its parent: one stack, no lookups.
+            let mut stack: Vec<u32> = Vec::new();
+            for (index, span) in (0..).zip(spans) {
+                while let Some(&top) = stack.last() {
+                    if Some(top) == span.parent {
+                        break;
+                    }
+                    stack.pop();
+                    edge(Edge::End(top));
+                }
+                stack.push(index);
+                edge(Edge::Begin(index));
+            }
+            while let Some(top) = stack.pop() {
+                edge(Edge::End(top));
+            }
+            return;
+        }
         let mut stacks: Vec<Vec<u32>> = vec![Vec::new(); self.count as usize];
         for index in 0..spans.len() as u32 {
             let parent = self.parent(spans, index);
@@ -335,5 +354,45 @@ mod tests {
         assert_eq!(lanes.parent(&s, 2), Some(0));
         assert_eq!(lanes.parent(&s, 3), None);
         check_walk(&lanes, &s);
+    }
+
+    #[test]
+    fn the_one_lane_walk_is_the_general_walk() {
+        // A tree of 200 spans, each the first child of the one before or a sibling of an
+        // ancestor, with zero-length and touching spans.
+        let mut list: Vec<(u64, u64, Option<u32>)> = Vec::new();
+        let mut open: Vec<u32> = Vec::new();
+        let mut ends: Vec<u64> = Vec::new();
+        let mut ns = 0;
+        for i in 0..200u32 {
+            for _ in 0..(i * 7 % 4).min(open.len() as u32) {
+                let top = open.pop().unwrap();
+                ns += u64::from(i % 3);
+                ends[top as usize] = ns;
+            }
+            list.push((ns, 0, open.last().copied()));
+            ends.push(0);
+            open.push(i);
+            ns += u64::from(i % 2);
+        }
+        while let Some(top) = open.pop() {
+            ns += 1;
+            ends[top as usize] = ns;
+        }
+        for (span, end) in list.iter_mut().zip(&ends) {
+            span.1 = *end;
+        }
+        let s = spans(&list);
+        let one = Lanes::assign(&s);
+        assert!(one.lane.is_empty(), "all nested");
+        let general = Lanes {
+            lane: vec![0; s.len()],
+            parent: s.iter().map(|span| span.parent).collect(),
+            count: 1,
+        };
+        let edges_one = edges(&one, &s);
+        assert_eq!(edges_one.len(), 400);
+        assert_eq!(edges_one, edges(&general, &s));
+        check_walk(&one, &s);
     }
 }

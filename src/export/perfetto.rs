@@ -11,10 +11,15 @@
 //!   its thread's track. Polls of async calls have the category `poll`. Scopes whose guards were
 //!   dropped out of order (a child that outlived its parent) go to extra tracks of their thread
 //!   (`<thread> (overlapping scopes N)`), as in the Chrome export, so every slice nests.
-//! - Scope arguments are debug annotations (int, uint, double, bool, string).
+//! - Scope arguments are debug annotations (int, uint, double, bool, string), and so are the
+//!   marks of the Chrome export: `open_at_stop` (true) on a scope still open when the session
+//!   stopped (closed at the stop time), `cut_at_start` (true) on one entered before a flight
+//!   recorder's window.
 //! - A link gets a flow: `flow_ids` on the slice that was open where the link was captured,
 //!   `terminating_flow_ids` on the slice that followed from it (links whose origin is outside
-//!   the window get none).
+//!   the window get none); and, as in the Chrome export, PyTorch's link arguments as
+//!   annotations before the scope's own: `Sequence number` on both slices and `Fwd thread id`
+//!   (the capturing thread's id) on the follower.
 //! - Each `#[profile] async fn` call is a slice (category `async`, with `polls`, `busy_ns` and
 //!   `self_ns` annotations) on a track of its process named after the function; calls of one
 //!   function that do not overlap share a track.
@@ -31,7 +36,11 @@
 //! doubles, unlike JSON). A plain nested scope takes about 26 bytes (`benches/export.rs`).
 //!
 //! The encoder is our own (`src/export/proto.rs`, shared with [pprof](super::pprof)), of the
-//! fields listed here only.
+//! fields listed here only. Plain slice begins and ends (no arguments, links, category or
+//! marks), nearly every packet of a typical trace, are written in one piece each: the time
+//! delta, the name's iid and a tail of bytes fixed per sequence. prost encodes the same
+//! packets about 7 times slower (`benches/export.rs`, `perfetto_prost_to_sink`): it builds a
+//! message value per packet and sizes each nested message before writing it.
 //!
 //! ```
 //! use tickscope::export::perfetto;
@@ -58,7 +67,9 @@ use super::lanes::Lanes;
 use super::proto::{bytes_field, fixed64_field, int_field, varint_field};
 use super::trace_event::pids;
 use crate::record::callsite::Callsite;
-use crate::trace::{AsyncSpan, InstantScope, Number, SpanKind, SpanRef, Trace, Value};
+use crate::trace::{
+    AsyncSpan, InstantScope, Number, Span, SpanArg, SpanKind, SpanRef, Trace, Value,
+};
 
 /// Options of native Perfetto traces: the [`Format`] to hand to
 /// [`Profiler::write`](crate::Profiler::write) or [`write_file`](super::write_file) (use a
@@ -114,6 +125,14 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: Options) -> io::
 
 /// Bytes buffered before they are written out.
 const BLOCK: usize = 64 * 1024;
+/// Room for a packet of [`Writer::short_packet`]: 3 bytes before the time delta (at most 10),
+/// 4 of the event before its name iid (at most 1 + 10), and its sequence's [`TAIL`].
+const SHORT_PACKET: usize = 3 + 10 + 4 + 11 + TAIL;
+/// Room for the sequence id and flags fields closing a sequence's packets: 1 + 5 + 1 + 1 bytes.
+const TAIL: usize = 8;
+/// Slots of the callsite cache: `1 << CALLSITE_CACHE_BITS`.
+const CALLSITE_CACHE_BITS: u32 = 8;
+const CALLSITE_CACHE: usize = 1 << CALLSITE_CACHE_BITS;
 
 // Field numbers of the messages written (Perfetto's `protos/perfetto/trace/`).
 /// `Trace.packet`.
@@ -185,6 +204,15 @@ pub(crate) struct Instant<'a> {
     pub(crate) args: &'a [(&'a str, Value)],
 }
 
+/// What links put on a slice: flows (id, whether the flow ends there) and PyTorch's link
+/// arguments (`Sequence number`, and `Fwd thread id` on a follower), as in the Chrome export.
+#[derive(Default)]
+struct SliceLinks {
+    flows: Vec<(u64, bool)>,
+    /// The sequence number, and the forward thread id of a follower.
+    args: Option<(u32, Option<u64>)>,
+}
+
 /// One packet sequence: one track's events, timed by its incremental clock.
 struct Sequence {
     id: u32,
@@ -196,6 +224,11 @@ struct Sequence {
     names: Vec<bool>,
     categories: Vec<bool>,
     annotations: Vec<bool>,
+    /// The end of each of its event packets: its `trusted_packet_sequence_id` and
+    /// `sequence_flags` fields (`SEQ_NEEDS_INCREMENTAL_STATE`), padded with zeros.
+    tail: [u8; TAIL],
+    /// How many bytes of `tail` are used.
+    tail_len: usize,
 }
 
 /// Strings numbered from 1 (an interning id space).
@@ -239,6 +272,12 @@ struct Writer<'a, W: Write + ?Sized> {
     annotations: Interner,
     /// Name iids by callsite (address).
     callsite_names: FxHashMap<*const Callsite, u64>,
+    /// The last (callsite address, name iid) seen in each slot, a slot per address hash: most
+    /// lookups end here, without hashing a map.
+    callsite_cache: Box<[(usize, u64); CALLSITE_CACHE]>,
+    /// Plain slice begins and ends are written by [`Writer::short_packet`] (`false` only in
+    /// the tests that compare its bytes with the general path's).
+    shortcuts: bool,
     next_sequence: u32,
     next_uuid: u64,
     /// Times as deltas on each sequence's incremental clock, tracks from its defaults.
@@ -258,6 +297,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             categories: Interner::default(),
             annotations: Interner::default(),
             callsite_names: FxHashMap::default(),
+            callsite_cache: Box::new([(0, 0); CALLSITE_CACHE]),
+            shortcuts: true,
             next_sequence: DESCRIPTOR_SEQUENCE + 1,
             next_uuid: 1,
             delta,
@@ -279,12 +320,25 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             }
             process_tracks.push(self.process_track(pid, &name)?);
         }
-        // Flow ids (from 1) by slice: on the origin's begin, or ending at the follower's.
-        let mut flows: FxHashMap<SpanRef, Vec<(u64, bool)>> = FxHashMap::default();
+        // Flow ids (from 1) by slice: on the origin's begin, or ending at the follower's; and
+        // PyTorch's link arguments, as the Chrome export writes them: an origin's sequence
+        // number (its first link's), a follower's sequence number and forward thread (its last
+        // link's), which win when a slice is both.
+        let mut links: FxHashMap<SpanRef, SliceLinks> = FxHashMap::default();
         for (id, link) in (1..).zip(&trace.links) {
             if let Some(origin) = link.origin {
-                flows.entry(origin).or_default().push((id, false));
-                flows.entry(link.follower).or_default().push((id, true));
+                let origin = links.entry(origin).or_default();
+                origin.flows.push((id, false));
+                origin.args.get_or_insert((link.seq, None));
+                links.entry(link.follower).or_default().flows.push((id, true));
+            }
+            links.entry(link.follower).or_default().args =
+                Some((link.seq, Some(link.origin_thread)));
+        }
+        let mut flow_threads = vec![false; trace.threads.len()];
+        for slice in links.keys() {
+            if let Some(has) = flow_threads.get_mut(slice.thread as usize) {
+                *has = true;
             }
         }
         let mut thread_tracks: FxHashMap<(u32, u64), u64> = FxHashMap::default();
@@ -303,7 +357,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                     track
                 }
             };
-            self.thread_spans(trace, index, track, &flows)?;
+            self.thread_spans(trace, index, track, &links, flow_threads[index])?;
         }
         self.async_calls(&trace.async_spans, &process_tracks)?;
         if let Some(memory) = &trace.memory {
@@ -406,6 +460,12 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     fn sequence(&mut self, track: u64) -> Sequence {
         let id = self.next_sequence;
         self.next_sequence = self.next_sequence.saturating_add(1);
+        let mut tail = [0; TAIL];
+        let mut tail_len = 0;
+        put_varint(&mut tail, &mut tail_len, u64::from(PACKET_SEQUENCE_ID) << 3);
+        put_varint(&mut tail, &mut tail_len, u64::from(id));
+        put_varint(&mut tail, &mut tail_len, u64::from(PACKET_SEQUENCE_FLAGS) << 3);
+        put_varint(&mut tail, &mut tail_len, SEQ_NEEDS_INCREMENTAL_STATE);
         Sequence {
             id,
             track,
@@ -413,6 +473,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             names: Vec::new(),
             categories: Vec::new(),
             annotations: Vec::new(),
+            tail,
+            tail_len,
         }
     }
 
@@ -474,13 +536,15 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     }
 
     /// The slices of thread `index` on its track `track` (and extra tracks for the lanes of
-    /// overlapping scopes), one sequence per track.
+    /// overlapping scopes), one sequence per track; `links` by slice, `has_links` when some
+    /// are on this thread.
     fn thread_spans(
         &mut self,
         trace: &Trace,
         index: usize,
         track: u64,
-        flows: &FxHashMap<SpanRef, Vec<(u64, bool)>>,
+        links: &FxHashMap<SpanRef, SliceLinks>,
+        has_links: bool,
     ) -> io::Result<()> {
         let thread = &trace.threads[index];
         let spans = &thread.spans;
@@ -491,43 +555,115 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             let lane_track = self.named_track(track, &name, None)?;
             sequences.push(self.sequence(lane_track));
         }
+        let shortcuts = self.delta && self.shortcuts;
+        if shortcuts && lanes.count() == 1 && thread.args.is_empty() && !has_links {
+            // The common thread: one track, no arguments, no links.
+            let seq = &mut sequences[0];
+            return lanes.try_walk(spans, |i, begin| {
+                let span = &spans[i as usize];
+                if begin {
+                    match self.short_begin(seq, span) {
+                        Some(done) => done,
+                        None => self.begin_span(seq, span, &[], None),
+                    }
+                } else {
+                    self.end_span(seq, span.end_ns, shortcuts)
+                }
+            });
+        }
         let mut next_arg = 0;
         lanes.try_walk(spans, |i, begin| {
             let span = &spans[i as usize];
             let seq = &mut sequences[lanes.lane(i) as usize];
-            if begin {
-                let start = next_arg + thread.args[next_arg..].partition_point(|a| a.span < i);
-                let end = start + thread.args[start..].partition_point(|a| a.span == i);
-                next_arg = end;
-                let category = match span.kind {
-                    SpanKind::Poll { .. } => Some("poll"),
-                    SpanKind::Scope => None,
-                };
-                let flows = if flows.is_empty() {
-                    &[][..]
-                } else {
-                    flows
-                        .get(&SpanRef {
-                            thread: index as u32,
-                            span: i,
-                        })
-                        .map_or(&[][..], Vec::as_slice)
-                };
-                self.begin_callsite(seq, span.start_ns, span.callsite, category, |w, seq| {
-                    for arg in &thread.args[start..end] {
-                        w.annotation(seq, arg.key, &arg.value);
-                    }
-                    for &(id, terminating) in flows {
-                        let field = if terminating {
-                            EVENT_TERMINATING_FLOW_IDS
-                        } else {
-                            EVENT_FLOW_IDS
-                        };
-                        fixed64_field(&mut w.event, field, id);
-                    }
+            if !begin {
+                return self.end_span(seq, span.end_ns, shortcuts);
+            }
+            let start = next_arg + thread.args[next_arg..].partition_point(|a| a.span < i);
+            let end = start + thread.args[start..].partition_point(|a| a.span == i);
+            next_arg = end;
+            let links = if has_links {
+                links.get(&SpanRef {
+                    thread: index as u32,
+                    span: i,
                 })
             } else {
-                self.end(seq, span.end_ns)
+                None
+            };
+            if shortcuts
+                && start == end
+                && links.is_none()
+                && let Some(done) = self.short_begin(seq, span)
+            {
+                return done;
+            }
+            self.begin_span(seq, span, &thread.args[start..end], links)
+        })
+    }
+
+    /// The begin of `span`, a scope without arguments or links, in the short form when its
+    /// name is interned on `seq` and it is not earlier than the sequence's last packet (and
+    /// the scope neither open at the stop nor cut at the start): `None` (nothing written)
+    /// otherwise.
+    #[inline(always)]
+    fn short_begin(&mut self, seq: &mut Sequence, span: &Span) -> Option<io::Result<()>> {
+        if span.kind != SpanKind::Scope || span.open_at_stop || span.cut_at_start {
+            return None;
+        }
+        let iid = self.callsite_iid(span.callsite);
+        let last = seq.last_ns?;
+        if span.start_ns < last || seq.names.get(iid as usize) != Some(&true) {
+            return None;
+        }
+        Some(self.short_packet(seq, span.start_ns - last, span.start_ns, Some(iid)))
+    }
+
+    /// A slice end at `ns`: in the short form when `short` and it is not earlier than the
+    /// last packet of `seq`.
+    #[inline(always)]
+    fn end_span(&mut self, seq: &mut Sequence, ns: u64, short: bool) -> io::Result<()> {
+        match seq.last_ns {
+            Some(last) if short && ns >= last => self.short_packet(seq, ns - last, ns, None),
+            _ => self.end(seq, ns),
+        }
+    }
+
+    /// The begin of `span` with what its `links` put on it, its `args` and its marks
+    /// (`open_at_stop`, `cut_at_start`), as annotations in the Chrome export's order.
+    fn begin_span(
+        &mut self,
+        seq: &mut Sequence,
+        span: &Span,
+        args: &[SpanArg],
+        links: Option<&SliceLinks>,
+    ) -> io::Result<()> {
+        let category = match span.kind {
+            SpanKind::Poll { .. } => Some("poll"),
+            SpanKind::Scope => None,
+        };
+        let (flows, link_args) = links.map_or((&[][..], None), |l| (l.flows.as_slice(), l.args));
+        self.begin_callsite(seq, span.start_ns, span.callsite, category, |w, seq| {
+            if let Some((number, forward_thread)) = link_args {
+                w.annotation(seq, "Sequence number", &Value::U64(u64::from(number)));
+                if let Some(thread) = forward_thread {
+                    w.annotation(seq, "Fwd thread id", &Value::U64(thread));
+                }
+            }
+            for arg in args {
+                w.annotation(seq, arg.key, &arg.value);
+            }
+            if span.open_at_stop {
+                w.annotation(seq, "open_at_stop", &Value::Bool(true));
+            }
+            if span.cut_at_start {
+                w.annotation(seq, "cut_at_start", &Value::Bool(true));
+            }
+            for &(id, terminating) in flows {
+                let field = if terminating {
+                    EVENT_TERMINATING_FLOW_IDS
+                } else {
+                    EVENT_FLOW_IDS
+                };
+                fixed64_field(&mut w.event, field, id);
             }
         })
     }
@@ -637,14 +773,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         self.event.clear();
         self.interned.clear();
         self.event.extend_from_slice(&[(EVENT_TYPE << 3) as u8, TYPE_SLICE_BEGIN as u8]);
-        let iid = match self.callsite_names.get(&std::ptr::from_ref(callsite)) {
-            Some(&iid) => iid,
-            None => {
-                let iid = self.names.id(callsite.name());
-                self.callsite_names.insert(callsite, iid);
-                iid
-            }
-        };
+        let iid = self.callsite_iid(callsite);
         self.name_iid(seq, iid);
         if let Some(category) = category {
             let cid = self.categories.id(category);
@@ -658,6 +787,84 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         }
         more(self, seq);
         self.track_event(seq, ns)
+    }
+
+    /// The name iid of `callsite`.
+    #[inline]
+    fn callsite_iid(&mut self, callsite: &'static Callsite) -> u64 {
+        let address = std::ptr::from_ref(callsite) as usize;
+        // Fibonacci hashing of the address onto the cache's slots.
+        let slot = (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CALLSITE_CACHE_BITS);
+        let (cached, iid) = self.callsite_cache[slot as usize];
+        if cached == address {
+            return iid;
+        }
+        self.callsite_iid_slow(callsite, slot as usize)
+    }
+
+    /// [`callsite_iid`](Self::callsite_iid) when `slot` holds another callsite: the map,
+    /// interning the name if it is new, and the slot remembers the answer.
+    #[cold]
+    #[inline(never)]
+    fn callsite_iid_slow(&mut self, callsite: &'static Callsite, slot: usize) -> u64 {
+        let iid = match self.callsite_names.get(&std::ptr::from_ref(callsite)) {
+            Some(&iid) => iid,
+            None => {
+                let iid = self.names.id(callsite.name());
+                self.callsite_names.insert(callsite, iid);
+                iid
+            }
+        };
+        self.callsite_cache[slot] = (std::ptr::from_ref(callsite) as usize, iid);
+        iid
+    }
+
+    /// Appends the packet of a plain slice begin (`name`: its interned name) or end (`None`)
+    /// at `ns`, `delta` after the last packet of `seq` (which has started), in one piece:
+    /// the same bytes as [`begin_callsite`](Self::begin_callsite) or [`end`](Self::end)
+    /// write for it, without building the event and packet apart.
+    #[inline(always)]
+    fn short_packet(
+        &mut self,
+        seq: &mut Sequence,
+        delta: u64,
+        ns: u64,
+        name: Option<u64>,
+    ) -> io::Result<()> {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0; SHORT_PACKET]);
+        let Some(packet) = self.buf.get_mut(start..start + SHORT_PACKET) else {
+            unreachable!("{SHORT_PACKET} bytes were just appended");
+        };
+        packet[0] = ((TRACE_PACKET << 3) | 2) as u8;
+        packet[2] = (PACKET_TIMESTAMP << 3) as u8;
+        let mut at = 3;
+        put_varint(packet, &mut at, delta);
+        packet[at] = ((PACKET_TRACK_EVENT << 3) | 2) as u8;
+        let event = at + 1;
+        packet[event + 1] = (EVENT_TYPE << 3) as u8;
+        at = event + 3;
+        match name {
+            Some(iid) => {
+                packet[event + 2] = TYPE_SLICE_BEGIN as u8;
+                packet[at] = (EVENT_NAME_IID << 3) as u8;
+                at += 1;
+                put_varint(packet, &mut at, iid);
+            }
+            None => packet[event + 2] = TYPE_SLICE_END as u8,
+        }
+        packet[event] = (at - event - 1) as u8;
+        packet[at..at + TAIL].copy_from_slice(&seq.tail);
+        at += seq.tail_len;
+        // At most 3 + 10 + 4 + 11 + TAIL bytes: both lengths fit one byte.
+        packet[1] = (at - 2) as u8;
+        self.buf.truncate(start + at);
+        seq.last_ns = Some(ns);
+        if self.buf.len() >= BLOCK {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
     }
 
     /// A slice end.
@@ -1080,5 +1287,169 @@ mod tests {
         let last = packets(&bytes).pop().unwrap();
         assert_eq!(int(&last, PACKET_TIMESTAMP), Some(50));
         assert_eq!(int(&last, PACKET_TIMESTAMP_CLOCK_ID), Some(CLOCK_BOOTTIME));
+    }
+
+    /// The bytes of `trace` as `write_with` writes them with `delta`, and as the general
+    /// path alone writes them (without [`Writer::short_packet`]).
+    fn both_ways(trace: &Trace, delta: bool) -> (Vec<u8>, Vec<u8>) {
+        let mut fast = Vec::new();
+        write_with(trace, &mut fast, Options::new().delta_times(delta)).unwrap();
+        let mut general = Vec::new();
+        let mut w = Writer::new(&mut general, delta);
+        w.shortcuts = false;
+        w.trace(trace).unwrap();
+        w.finish().unwrap();
+        (fast, general)
+    }
+
+    /// A trace of every kind of span edge the writer meets: four threads of random nesting with
+    /// deltas from 0 to 2^40 ns, more than 128 names (two-byte iids), names shared by two
+    /// callsites, arguments of each type, polls, links, scopes outliving their parents (extra
+    /// lanes), a scope starting before its parent (an absolute time), a thread with neither
+    /// arguments nor flows, a counter and instants.
+    fn rich_trace() -> Trace {
+        use crate::trace::{CounterOp, CounterSample, CounterTrack, Flow, ThreadTrace};
+
+        static TICK: Callsite = Callsite::new("tick", "f.rs", 1, "m");
+        let mut trace = Trace::empty();
+        trace.start_ns = 1_763_900_000_123_456_789;
+        let samples = (0..3)
+            .map(|i| CounterSample {
+                ns: trace.start_ns + i * 1000,
+                thread: 1,
+                op: CounterOp::Set,
+                amount: Number::Int(i as i64),
+                value: Number::Int(i as i64),
+            })
+            .collect();
+        trace.counters.push(CounterTrack {
+            name: "depth",
+            process: 0,
+            samples,
+        });
+        for i in 0..3 {
+            trace.instants.push(crate::trace::Instant {
+                callsite: &TICK,
+                ns: trace.start_ns + i * 1000,
+                process: 0,
+                thread: 1,
+                scope: InstantScope::Thread,
+                args: vec![("n", Value::U64(i))],
+            });
+        }
+        // 200 names, the first 10 on two callsites each.
+        let sites: Vec<&'static Callsite> = (0..210)
+            .map(|n| {
+                let name: &'static str = Box::leak(format!("name{}", n % 200).into_boxed_str());
+                &*Box::leak(Box::new(Callsite::new(name, "f.rs", n, "m")))
+            })
+            .collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut random = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for t in 0..4u32 {
+            let mut spans: Vec<Span> = Vec::new();
+            let mut args = Vec::new();
+            let mut open: Vec<u32> = Vec::new();
+            let mut ns = trace.start_ns;
+            while spans.len() < 3000 || !open.is_empty() {
+                ns += match random(4) {
+                    0 => 0,
+                    1 => random(100),
+                    2 => random(100_000),
+                    _ => random(1 << 40),
+                };
+                if spans.len() < 3000 && (open.is_empty() || random(2) == 0) {
+                    let index = spans.len() as u32;
+                    let kind = match random(10) {
+                        0 => SpanKind::Poll { task: None },
+                        _ => SpanKind::Scope,
+                    };
+                    spans.push(Span {
+                        callsite: sites[random(sites.len() as u64) as usize],
+                        start_ns: ns,
+                        end_ns: ns,
+                        depth: open.len() as u32,
+                        parent: open.last().copied(),
+                        children_ns: 0,
+                        overhead_ns: 0,
+                        open_at_stop: false,
+                        cut_at_start: false,
+                        kind,
+                    });
+                    // The last thread: no arguments (nor flows).
+                    if t < 3 && random(8) == 0 {
+                        let value = match random(5) {
+                            0 => Value::I64(-(random(1000) as i64)),
+                            1 => Value::U64(random(u64::MAX)),
+                            2 => Value::F64(0.25),
+                            3 => Value::Bool(random(2) == 0),
+                            _ => Value::Str("text".into()),
+                        };
+                        args.push(SpanArg { span: index, key: "k", value: value.clone() });
+                        args.push(SpanArg { span: index, key: "k2", value });
+                    }
+                    open.push(index);
+                } else if let Some(top) = open.pop() {
+                    spans[top as usize].end_ns = ns;
+                }
+            }
+            if t == 1 {
+                // Scopes outliving their parents: their parents end first.
+                for i in (50..3000).step_by(97) {
+                    if let Some(p) = spans[i].parent {
+                        spans[i].end_ns = spans[p as usize].end_ns + 1 + random(1000);
+                    }
+                }
+            }
+            if t == 2 {
+                // A scope that starts before the packet before it.
+                let i = (1..3000).find(|&i| spans[i].parent.is_some()).unwrap();
+                spans[i].start_ns -= 1000;
+            }
+            trace.threads.push(ThreadTrace {
+                process: 0,
+                id: 100 + u64::from(t),
+                name: Some(format!("gen{t}")),
+                spans,
+                memory: Vec::new(),
+                args,
+            });
+        }
+        let first = trace.threads.len() as u32 - 4;
+        for k in 0..40 {
+            let thread = first + (k % 3);
+            trace.links.push(Flow {
+                seq: k,
+                origin_thread: 1,
+                origin: (k % 5 != 0).then_some(SpanRef { thread, span: k * 7 }),
+                origin_ns: None,
+                follower: SpanRef { thread: first + ((k + 1) % 3), span: k * 11 + 1 },
+            });
+        }
+        trace
+    }
+
+    #[test]
+    fn short_packets_are_the_general_paths_bytes() {
+        let trace = rich_trace();
+        assert!(trace.counters.len() == 1 && trace.instants.len() == 3);
+        assert!(Lanes::assign(&trace.threads[1].spans).count() > 1);
+        let scopes: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
+        for delta in [true, false] {
+            let (fast, general) = both_ways(&trace, delta);
+            assert_eq!(fast.len(), general.len(), "delta {delta}");
+            assert!(fast == general, "delta {delta}: the bytes differ");
+            // Every span's begin and end, and the sequences' first packets.
+            let events = packets(&fast)
+                .iter()
+                .filter(|p| get(p, PACKET_TRACK_EVENT).is_some())
+                .count();
+            assert_eq!(events, 2 * scopes + 3 + 3, "delta {delta}");
+        }
     }
 }
