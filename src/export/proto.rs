@@ -12,6 +12,7 @@ pub(crate) fn varint(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// The bytes [`varint`] writes for `value`.
+#[cfg(any(feature = "otlp", test))]
 pub(crate) fn varint_len(value: u64) -> usize {
     // 1 byte per started 7 bits, and 1 for 0.
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
