@@ -71,11 +71,6 @@ fn batch(alloc: &impl GlobalAlloc) -> f64 {
     t.elapsed().as_nanos() as f64 / f64::from(BATCH)
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// The interleaved measurement (see the module's docs), `rounds` rounds.
 fn interleaved(rounds: usize) {
     const CASES: [&str; 4] = ["system", "tracking_off", "tracking_counts", "tracking_on"];
@@ -116,19 +111,12 @@ fn interleaved(rounds: usize) {
             .zip(&times[0])
             .map(|(t, system)| t / system)
             .collect();
-        let ratio = median(&mut ratios);
-        let ns = median(&mut times[case].clone());
+        let ratio = common::median(&mut ratios);
+        let ns = common::median(&mut times[case].clone());
         println!("{name:>16}: median {ns:6.2} ns per pair, {ratio:.3} x system (median ratio)");
     }
 }
 
 fn main() {
-    match std::env::var("TICKSCOPE_BENCH_ROUNDS").map(|n| n.parse::<usize>()) {
-        Ok(Ok(rounds)) if rounds > 0 => interleaved(rounds),
-        Ok(_) => eprintln!("TICKSCOPE_BENCH_ROUNDS must be a positive number of rounds"),
-        Err(_) => {
-            benches();
-            Criterion::default().configure_from_args().final_summary();
-        }
-    }
+    common::interleaved_or_criterion(interleaved, benches);
 }

@@ -249,11 +249,6 @@ fn batch(body: impl Fn()) -> f64 {
     t.elapsed().as_nanos() as f64 / f64::from(BATCH)
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// The interleaved measurement (see the module's docs), `rounds` rounds.
 fn interleaved(rounds: usize) {
     let clock = quanta::Clock::new();
@@ -286,19 +281,12 @@ fn interleaved(rounds: usize) {
     println!("scope interleaved: {rounds} rounds of {BATCH} per case");
     println!(
         "floor_two_raw_reads: median {:.2} ns; enabled: median {:.2} ns, {:.4} x floor (median ratio)",
-        median(&mut floor),
-        median(&mut enabled),
-        median(&mut ratios)
+        common::median(&mut floor),
+        common::median(&mut enabled),
+        common::median(&mut ratios)
     );
 }
 
 fn main() {
-    match std::env::var("TICKSCOPE_BENCH_ROUNDS").map(|n| n.parse::<usize>()) {
-        Ok(Ok(rounds)) if rounds > 0 => interleaved(rounds),
-        Ok(_) => eprintln!("TICKSCOPE_BENCH_ROUNDS must be a positive number of rounds"),
-        Err(_) => {
-            benches();
-            Criterion::default().configure_from_args().final_summary();
-        }
-    }
+    common::interleaved_or_criterion(interleaved, benches);
 }

@@ -13,17 +13,15 @@ use tickscope::{Profiler, TrackingAlloc, profile, scope};
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
+#[path = "common/memory.rs"]
+mod memory;
+use memory::stats;
+
 fn memory_session() -> Profiler {
     Profiler::builder()
         .current_thread()
         .track_memory(true)
         .start()
-}
-
-fn stats(prof: &Profiler, name: &str) -> MemoryStats {
-    let report = prof.report();
-    let row = report.get(name).unwrap_or_else(|| panic!("no row {name}"));
-    row.memory.expect("memory tracked")
 }
 
 #[test]

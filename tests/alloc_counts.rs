@@ -14,18 +14,9 @@ use tickscope::{Capture, MemoryMode, Profiler, TrackingAlloc, profile, scope};
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
-fn session(mode: MemoryMode) -> Profiler {
-    Profiler::builder()
-        .current_thread()
-        .track_memory(mode)
-        .start()
-}
-
-fn stats(prof: &Profiler, name: &str) -> MemoryStats {
-    let report = prof.report();
-    let row = report.get(name).unwrap_or_else(|| panic!("no row {name}"));
-    row.memory.expect("memory tracked")
-}
+#[path = "common/memory.rs"]
+mod memory;
+use memory::{session, stats};
 
 /// Nested scopes, a realloc, frees inside and outside scopes, and memory kept past the session.
 fn workload() -> Vec<u8> {
@@ -156,7 +147,7 @@ fn the_table_names_the_mode() {
     assert!(table.contains("\nMemory: counted per scope"), "{table}");
     assert!(!table.contains("Live at stop"), "{table}");
 
-    let prof = session(true.into());
+    let prof = session(true);
     drop(black_box(Vec::<u8>::with_capacity(64)));
     prof.stop();
     assert!(prof.table().to_string().contains("\nMemory: timeline"));

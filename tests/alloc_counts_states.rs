@@ -7,24 +7,14 @@
 
 use std::hint::black_box;
 
-use tickscope::trace::MemoryStats;
 use tickscope::{MemoryMode, Profiler, TrackingAlloc, scope};
 
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
-fn session(mode: MemoryMode) -> Profiler {
-    Profiler::builder()
-        .current_thread()
-        .track_memory(mode)
-        .start()
-}
-
-fn stats(prof: &Profiler, name: &str) -> MemoryStats {
-    let report = prof.report();
-    let row = report.get(name).unwrap_or_else(|| panic!("no row {name}"));
-    row.memory.expect("memory tracked")
-}
+#[path = "common/memory.rs"]
+mod memory;
+use memory::{session, stats};
 
 /// `(allocs, alloc_bytes, frees, freed_bytes)` of a scope, children included.
 fn totals(prof: &Profiler, name: &str) -> (u64, u64, u64, u64) {

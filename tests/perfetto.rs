@@ -399,14 +399,13 @@ fn packets_set_sequence_flags_per_sequence() {
     assert!(names.contains(&("b".to_owned(), 0)) && names.contains(&("a".to_owned(), 1)));
 }
 
-#[test]
-fn links_are_flows_from_origin_to_follower() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
-    let prof = Profiler::builder().current_thread().start();
-    let links: Vec<tickscope::Link> = (0..3)
+/// `n` scopes "make" on this thread, each with a link (`between` runs inside each), followed by
+/// one scope "use" each on a second thread that joins `prof`.
+fn made_and_used(prof: &Profiler, n: usize, between: impl Fn()) {
+    let links: Vec<tickscope::Link> = (0..n)
         .map(|_| {
             let g = scope!("make", seq);
+            between();
             g.link()
         })
         .collect();
@@ -419,6 +418,14 @@ fn links_are_flows_from_origin_to_follower() {
     })
     .join()
     .unwrap();
+}
+
+#[test]
+fn links_are_flows_from_origin_to_follower() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let prof = Profiler::builder().current_thread().start();
+    made_and_used(&prof, 3, || {});
     prof.stop();
     let d = decode(&encode(&prof.trace(), true));
     // Each name interned once on its thread's sequence, however often it is used.
@@ -660,22 +667,7 @@ fn link_arguments_and_the_open_at_stop_mark_are_annotations() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
     let prof = Profiler::builder().current_thread().start();
-    let links: Vec<tickscope::Link> = (0..2)
-        .map(|_| {
-            let g = scope!("make", seq);
-            m.increment(10u64);
-            g.link()
-        })
-        .collect();
-    let p2 = prof.clone();
-    std::thread::spawn(move || {
-        p2.join_current_thread();
-        for link in links {
-            let _g = scope!("use", follows = link);
-        }
-    })
-    .join()
-    .unwrap();
+    made_and_used(&prof, 2, || m.increment(10u64));
     let open = scope!("open", n = 7u64);
     m.increment(5u64);
     prof.stop();

@@ -122,3 +122,25 @@ pub fn server_session(threads: u64, events: u64) -> (Profiler, u64) {
     let records = prof.capture().record_count();
     (prof, records)
 }
+
+/// The median of `values` (the upper one of an even count), sorting them.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The `main` of a bench with an interleaved mode: `interleaved(rounds)` when
+/// `TICKSCOPE_BENCH_ROUNDS` holds a positive number of rounds, else the criterion group
+/// `benches` as `criterion_main!` runs it.
+pub fn interleaved_or_criterion(interleaved: fn(usize), benches: fn()) {
+    match std::env::var("TICKSCOPE_BENCH_ROUNDS").map(|n| n.parse::<usize>()) {
+        Ok(Ok(rounds)) if rounds > 0 => interleaved(rounds),
+        Ok(_) => eprintln!("TICKSCOPE_BENCH_ROUNDS must be a positive number of rounds"),
+        Err(_) => {
+            benches();
+            criterion::Criterion::default()
+                .configure_from_args()
+                .final_summary();
+        }
+    }
+}
