@@ -29,6 +29,10 @@
 //!   logical call ([`trace::AsyncSpan`](crate::trace::AsyncSpan)) from its first enter to its
 //!   close, whose slices, the first one included, are its polls
 //!   ([`trace::SpanKind::Poll`](crate::trace::SpanKind::Poll)); the report counts it once.
+//!   The layer keeps no state for that: each enter records the span's id and each close
+//!   records the end of the id's use, and decoding groups the enters of one span across
+//!   threads. A span created before the session started is recorded when entered during it,
+//!   without the fields it was created with.
 //! - **Fields** given when the span is created and values given later with `Span::record`
 //!   become the arguments of each slice (a value recorded while the span is entered on this
 //!   thread goes to the open slice at once).
@@ -49,16 +53,20 @@
 //! one per field name); recording a span or event does no string work beyond formatting the
 //! values of its fields. The layer records only while a session wants the thread (the check
 //! `scope!` makes); with no session running its hooks cost a relaxed load and a branch each on
-//! top of what `tracing` and the registry cost anyway. Field values are formatted when the
-//! span is created, while any session runs.
+//! top of what `tracing` and the registry cost anyway. A span without fields keeps nothing in
+//! the registry's extensions: its enter on the thread that created it finds its callsite in
+//! a thread-local cache, and records five records in all (80 bytes: the enter with the span's
+//! id, the exit, the close with the span's id). A span with fields keeps their encoded values
+//! (formatted when the span is created, while any session runs) and copies them after each
+//! enter.
 //!
-//! Spans created while no session runs are not recorded, even if they are entered later
-//! under a session. The layer does not call [`Observer`](crate::Observer)s.
+//! The layer does not call [`Observer`](crate::Observer)s. A span closed on a thread the session
+//! does not record leaves its id's use open: an async call of it is then open at stop.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
@@ -70,7 +78,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::record::args::Args;
 use crate::record::callsite::{self, Callsite};
-use crate::record::event::{RawEvent, RawKind};
+use crate::record::event::RawEvent;
 use crate::record::link::Link;
 use crate::record::{clock, registry, thread};
 
@@ -96,26 +104,196 @@ struct Site {
 /// Interned sites by the address of their `tracing` metadata.
 static SITES: RwLock<Option<FxHashMap<usize, &'static Site>>> = RwLock::new(None);
 
-/// Spans whose async call began (entered twice) and that are not closed yet: while there are
-/// none, closing a span needs no lookup of its state.
-static ASYNC_OPEN: AtomicUsize = AtomicUsize::new(0);
+/// Raised whenever a span that had no [`SpanState`] gets one after it was created (a
+/// `follows_from`): every thread's [`Plain`] entries made before are then stale.
+static STATE_EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// Slots of a thread's [`Plain`] cache.
+const PLAIN_SLOTS: usize = 64;
+
+/// A span this thread created that has no [`SpanState`]: its id, its callsite's id and the
+/// [`STATE_EPOCH`] it was made in. Its enter needs no lookup in the registry.
+#[derive(Clone, Copy, Default)]
+struct Plain {
+    span: u64,
+    callsite: u32,
+    epoch: u32,
+}
+
+/// Slots of a thread's first-level cache of [`SITES`].
+const SITE_SLOTS: usize = 64;
+
+/// The layer's state on one thread, in one const-initialised thread-local without a
+/// destructor (no lazy initialisation on the hot path).
+struct Local {
+    /// The plain spans this thread created lately, by the low bits of their id.
+    plain: [Cell<Plain>; PLAIN_SLOTS],
+    /// Interned sites by the address of their metadata, direct-mapped.
+    sites: [Cell<(usize, Option<&'static Site>)>; SITE_SLOTS],
+    /// The spans entered on this thread whose slice was recorded, innermost last: (span id,
+    /// end key), the first [`STACK`] here and the deeper ones in [`DEEPER`].
+    stack: [Cell<(u64, u32)>; STACK],
+    /// How many spans are entered ([`Local::stack`] and [`DEEPER`] together).
+    depth: Cell<usize>,
+}
+
+/// Entered spans a thread keeps in its [`Local::stack`] before [`DEEPER`].
+const STACK: usize = 32;
+
+impl Local {
+    /// Notes the slice of span `span`, whose end carries `key`, as the innermost one entered.
+    #[inline(always)]
+    fn enter(&self, span: u64, key: u32) {
+        let depth = self.depth.get();
+        match self.stack.get(depth) {
+            Some(slot) => slot.set((span, key)),
+            None => {
+                let _ = DEEPER.try_with(|d| d.borrow_mut().push((span, key)));
+            }
+        }
+        self.depth.set(depth + 1);
+    }
+
+    /// Forgets the innermost slice of span `span` entered here and returns its end's key;
+    /// `None` when none is entered here (its enter was not recorded).
+    #[inline(always)]
+    fn exit(&self, span: u64) -> Option<u32> {
+        let depth = self.depth.get();
+        // The usual case: the innermost span exits.
+        if let Some(slot) = depth.checked_sub(1).and_then(|top| self.stack.get(top))
+            && slot.get().0 == span
+        {
+            self.depth.set(depth - 1);
+            return Some(slot.get().1);
+        }
+        self.exit_slow(span)
+    }
+
+    /// [`Local::exit`] for a span below the innermost one (guards dropped out of order) or
+    /// deeper than [`STACK`].
+    #[cold]
+    #[inline(never)]
+    fn exit_slow(&self, span: u64) -> Option<u32> {
+        let mut all = self.entered();
+        let at = all.iter().rposition(|&(s, _)| s == span)?;
+        let (_, key) = all.remove(at);
+        for (slot, &entry) in self.stack.iter().zip(&all) {
+            slot.set(entry);
+        }
+        let _ = DEEPER.try_with(|d| {
+            let mut deeper = d.borrow_mut();
+            deeper.clear();
+            deeper.extend(all.iter().skip(STACK));
+        });
+        self.depth.set(all.len());
+        Some(key)
+    }
+
+    /// The spans entered here, outermost first.
+    fn entered(&self) -> Vec<(u64, u32)> {
+        let depth = self.depth.get();
+        let mut all: Vec<(u64, u32)> = self.stack[..depth.min(STACK)]
+            .iter()
+            .map(Cell::get)
+            .collect();
+        if depth > STACK {
+            let _ = DEEPER.try_with(|d| all.extend(d.borrow().iter().take(depth - STACK)));
+        }
+        all
+    }
+
+    /// The innermost span entered here.
+    fn innermost(&self) -> Option<u64> {
+        let depth = self.depth.get();
+        match depth.checked_sub(1)? {
+            top if top < STACK => Some(self.stack[top].get().0),
+            _ => self.entered().last().map(|&(s, _)| s),
+        }
+    }
+}
 
 thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            plain: [const {
+                Cell::new(Plain {
+                    span: 0,
+                    callsite: 0,
+                    epoch: 0,
+                })
+            }; PLAIN_SLOTS],
+            sites: [const { Cell::new((0, None)) }; SITE_SLOTS],
+            stack: [const { Cell::new((0, 0)) }; STACK],
+            depth: Cell::new(0),
+        }
+    };
     /// This thread's cache of [`SITES`], so that an event costs no lock.
     static LOCAL_SITES: RefCell<FxHashMap<usize, &'static Site>> =
         RefCell::new(FxHashMap::default());
-    /// The spans entered on this thread whose slice was recorded: (span id, end key).
-    static ENTERED: RefCell<Vec<(u64, u32)>> = const { RefCell::new(Vec::new()) };
+    /// The spans entered on this thread beyond the first [`STACK`], innermost last.
+    static DEEPER: RefCell<Vec<(u64, u32)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The slot of span `span` in a thread's [`Local::plain`] cache.
+#[inline(always)]
+fn plain_slot(span: u64) -> usize {
+    // The registry's ids differ in their low bits between spans alive at once.
+    (span as usize) % PLAIN_SLOTS
+}
+
+/// The callsite id of span `span` when this thread created it without state, since the last
+/// [`STATE_EPOCH`] change.
+#[inline(always)]
+fn plain_callsite(span: u64) -> Option<u32> {
+    let plain = LOCAL.try_with(|l| l.plain[plain_slot(span)].get()).ok()?;
+    (plain.span == span && plain.epoch == STATE_EPOCH.load(Ordering::Relaxed))
+        .then_some(plain.callsite)
+}
+
+/// Notes (or, with `callsite` `None`, forgets) span `span` in this thread's [`Local::plain`] cache.
+#[inline(always)]
+fn set_plain(span: u64, callsite: Option<u32>) {
+    let _ = LOCAL.try_with(|l| {
+        let slot = &l.plain[plain_slot(span)];
+        match callsite {
+            Some(callsite) => slot.set(Plain {
+                span,
+                callsite,
+                epoch: STATE_EPOCH.load(Ordering::Relaxed),
+            }),
+            None if slot.get().span == span => slot.set(Plain::default()),
+            None => {}
+        }
+    });
 }
 
 /// The interned site of `meta`, made the first time in the process.
+#[inline]
 fn site(meta: &'static Metadata<'static>) -> &'static Site {
     let key = std::ptr::from_ref(meta) as usize;
-    if let Ok(Some(site)) = LOCAL_SITES.try_with(|m| m.borrow().get(&key).copied()) {
+    // Metadata are statics, at least 8 bytes apart.
+    let slot = (key >> 3) % SITE_SLOTS;
+    if let Ok((cached, Some(site))) = LOCAL.try_with(|l| l.sites[slot].get())
+        && cached == key
+    {
         return site;
     }
-    let site = global_site(key, meta);
-    let _ = LOCAL_SITES.try_with(|m| m.borrow_mut().insert(key, site));
+    site_slow(key, slot, meta)
+}
+
+/// [`site`] when the thread's first-level cache misses.
+#[cold]
+#[inline(never)]
+fn site_slow(key: usize, slot: usize, meta: &'static Metadata<'static>) -> &'static Site {
+    let site = match LOCAL_SITES.try_with(|m| m.borrow().get(&key).copied()) {
+        Ok(Some(site)) => site,
+        _ => {
+            let site = global_site(key, meta);
+            let _ = LOCAL_SITES.try_with(|m| m.borrow_mut().insert(key, site));
+            site
+        }
+    };
+    let _ = LOCAL.try_with(|l| l.sites[slot].set((key, Some(site))));
     site
 }
 
@@ -148,18 +326,14 @@ fn global_site(key: usize, meta: &'static Metadata<'static>) -> &'static Site {
     })
 }
 
-/// What the layer keeps in a span's extensions.
+/// What the layer keeps in a span's extensions: only spans with fields or a `follows_from`
+/// have one (a plain span's enter needs only its callsite, see [`Plain`]).
 struct SpanState {
     site: &'static Site,
     /// The argument records of the span's fields, pushed after each enter.
     args: Vec<RawEvent>,
     /// The link the span follows from, if any.
     follows: Option<Link>,
-    /// The tick of the first recorded enter; 0 before it.
-    first: AtomicU64,
-    /// The async call's span id once its beginning is recorded (at the second enter); 0
-    /// before.
-    call: AtomicU32,
 }
 
 /// Writes field values into an [`Args`].
@@ -224,9 +398,38 @@ fn encode(site: &'static Site, record: impl FnOnce(&mut Fields<'_>)) -> Vec<RawE
 
 /// True when the span `id` is entered on this thread with a recorded slice.
 fn entered_here(id: u64) -> bool {
-    ENTERED
-        .try_with(|e| e.borrow().iter().any(|&(s, _)| s == id))
+    LOCAL
+        .try_with(|l| l.entered().iter().any(|&(s, _)| s == id))
         .unwrap_or(false)
+}
+
+/// Records the enter of a span this thread does not know as plain: one with state (fields, a
+/// `follows_from`), or created on another thread. Returns the key of its end.
+#[cold]
+#[inline(never)]
+fn enter_slow<S>(id: &Id, ctx: &Context<'_, S>) -> Option<u32>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let span = ctx.span(id)?;
+    let extensions = span.extensions();
+    let state = extensions.get::<SpanState>();
+    let cid = state.map_or_else(|| site(span.metadata()), |s| s.site).callsite.id();
+    let tick = clock::now();
+    match state.and_then(|s| s.follows) {
+        // A span that follows from another is a plain scope at every enter.
+        Some(link) => thread::push_all(&RawEvent::begin_follows(
+            cid,
+            tick,
+            link.thread(),
+            link.seq(),
+        )),
+        None => thread::push_all(&RawEvent::span_enter(cid, tick, id.into_u64())),
+    }
+    if let Some(state) = state.filter(|s| !s.args.is_empty()) {
+        thread::push_all(&state.args);
+    }
+    Some(RawEvent::end_key(cid, tick))
 }
 
 impl<S> Layer<S> for TickscopeLayer
@@ -243,21 +446,21 @@ where
         if !cfg!(feature = "enabled") || registry::generation() == 0 {
             return;
         }
+        let site = site(attrs.metadata());
+        if attrs.fields().is_empty() {
+            // A plain span: no state, its enters on this thread find its callsite here.
+            set_plain(id.into_u64(), Some(site.callsite.id()));
+            return;
+        }
+        set_plain(id.into_u64(), None);
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let site = site(attrs.metadata());
-        let args = if attrs.fields().is_empty() {
-            Vec::new()
-        } else {
-            encode(site, |fields| attrs.record(fields))
-        };
+        let args = encode(site, |fields| attrs.record(fields));
         span.extensions_mut().insert(SpanState {
             site,
             args,
             follows: None,
-            first: AtomicU64::new(0),
-            call: AtomicU32::new(0),
         });
     }
 
@@ -270,13 +473,14 @@ where
         };
         let mut extensions = span.extensions_mut();
         let Some(state) = extensions.get_mut::<SpanState>() else {
+            // A span without fields: `tracing` records no value into it.
             return;
         };
         let records = encode(state.site, |fields| values.record(fields));
         // A value recorded while the span's slice is the innermost one open here goes to it
         // now (arguments attach to the innermost open scope).
-        let innermost = ENTERED
-            .try_with(|e| e.borrow().last().map(|&(s, _)| s) == Some(id.into_u64()))
+        let innermost = LOCAL
+            .try_with(|l| l.innermost() == Some(id.into_u64()))
             .unwrap_or(false);
         if innermost && thread::thread_wants() {
             thread::push_all(&records);
@@ -291,13 +495,23 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
+        let link = crate::record::link::link();
+        if !link.is_recorded() {
+            return;
+        }
         let mut extensions = span.extensions_mut();
-        if let Some(state) = extensions.get_mut::<SpanState>()
-            && state.follows.is_none()
-        {
-            let link = crate::record::link::link();
-            if link.is_recorded() {
-                state.follows = Some(link);
+        match extensions.get_mut::<SpanState>() {
+            Some(state) => {
+                state.follows.get_or_insert(link);
+            }
+            None => {
+                extensions.insert(SpanState {
+                    site: site(span.metadata()),
+                    args: Vec::new(),
+                    follows: Some(link),
+                });
+                // Enters must now find the state: no thread may take the span as plain.
+                STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -306,105 +520,40 @@ where
         if !thread::thread_wants() {
             return;
         }
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let extensions = span.extensions();
-        let Some(state) = extensions.get::<SpanState>() else {
-            return;
-        };
-        let cid = state.site.callsite.id();
-        let tick = clock::now();
-        if let Some(link) = state.follows {
-            thread::push_all(&RawEvent::begin_follows(
-                cid,
-                tick,
-                link.thread(),
-                link.seq(),
-            ));
-        } else if state
-            .first
-            .compare_exchange(0, tick, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            // The first enter (the one that stored its tick): a plain scope, which stays one
-            // unless the span is entered again.
-            thread::push(RawEvent::begin(cid, tick));
-        } else {
-            let mut call = state.call.load(Ordering::Relaxed);
-            if call == 0 {
-                // The second enter: an async call begins, stamped with the first enter's tick
-                // and naming its thread, so that decoding makes the first slice its first
-                // poll.
-                let fresh = thread::next_span_id();
-                let won = state
-                    .call
-                    .compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed);
-                call = won.map_or_else(|other| other, |_| fresh);
-                if won.is_ok() {
-                    // Before anything that can close the span: its close sees the count.
-                    ASYNC_OPEN.fetch_add(1, Ordering::Release);
-                    // Stamped now (the first enter may precede this thread's window), naming
-                    // the first enter's tick.
-                    let first_tick = state.first.load(Ordering::Relaxed);
-                    thread::push_all(&[
-                        RawEvent::new(RawKind::AsyncBegin, cid, tick),
-                        RawEvent::payload(call, first_tick),
-                    ]);
-                }
+        let span_id = id.into_u64();
+        let key = match plain_callsite(span_id) {
+            // The usual case: a span without fields, created on this thread.
+            Some(cid) => {
+                let tick = clock::now();
+                thread::push_pair(RawEvent::span_enter(cid, tick, span_id));
+                RawEvent::end_key(cid, tick)
             }
-            thread::push_all(&[
-                RawEvent::new(RawKind::PollBegin, cid, tick),
-                RawEvent::payload(call, 0),
-            ]);
-        }
-        if !state.args.is_empty() {
-            thread::push_all(&state.args);
-        }
-        let key = RawEvent::end_key(cid, tick);
-        let _ = ENTERED.try_with(|e| e.borrow_mut().push((id.into_u64(), key)));
+            None => {
+                let Some(key) = enter_slow(id, &ctx) else {
+                    return;
+                };
+                key
+            }
+        };
+        let _ = LOCAL.try_with(|l| l.enter(span_id, key));
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
         let id = id.into_u64();
-        let key = ENTERED
-            .try_with(|e| {
-                let mut entered = e.borrow_mut();
-                let at = entered.iter().rposition(|&(s, _)| s == id)?;
-                Some(entered.remove(at).1)
-            })
-            .ok()
-            .flatten();
+        let key = LOCAL.try_with(|l| l.exit(id)).ok().flatten();
         if let Some(key) = key {
             thread::push(RawEvent::end(key, clock::now()));
         }
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        // Most spans are entered once: a plain scope, nothing to end here.
-        if ASYNC_OPEN.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let Some(span) = ctx.span(&id) else {
-            return;
-        };
-        let extensions = span.extensions();
-        let Some(state) = extensions.get::<SpanState>() else {
-            return;
-        };
-        let call = state.call.load(Ordering::Relaxed);
-        if call == 0 {
-            return;
-        }
-        ASYNC_OPEN.fetch_sub(1, Ordering::Relaxed);
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         if !thread::thread_wants() {
             return;
         }
-        let cid = state.site.callsite.id();
-        thread::push_all(&[
-            RawEvent::new(RawKind::AsyncEnd, cid, clock::now()),
-            RawEvent::payload(call, 0),
-        ]);
+        let span_id = id.into_u64();
+        set_plain(span_id, None);
+        // Ends the span's async call if it was entered more than once, and the use of its id.
+        thread::push_pair(RawEvent::span_close(0, clock::now(), span_id));
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {

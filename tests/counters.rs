@@ -468,7 +468,7 @@ fn capture_round_trip() {
         .filter(|&(_, kind, _)| kind == 5)
         .map(|(_, _, version)| version)
         .collect();
-    assert_eq!(events, [2]);
+    assert_eq!(events, [3]);
     let read = Capture::from_bytes(&bytes).unwrap();
     assert_eq!(read.len(), 1);
     assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
@@ -486,7 +486,7 @@ fn capture_round_trip() {
 }
 
 #[test]
-fn event_chunks_of_version_1_still_read() {
+fn event_chunks_of_versions_1_and_2_still_read() {
     let _serial = serial();
     let m = mock();
     let prof = Profiler::builder().current_thread().start();
@@ -495,20 +495,23 @@ fn event_chunks_of_version_1_still_read() {
         m.increment(7u64);
     }
     prof.stop();
-    let mut bytes = Vec::new();
-    prof.capture().write_to(&mut bytes).unwrap();
-    let mut patched = 0;
-    for (at, kind, _) in chunks(&bytes) {
-        if kind == 5 {
-            bytes[at + 6..at + 8].copy_from_slice(&1u16.to_le_bytes());
-            patched += 1;
+    let mut written = Vec::new();
+    prof.capture().write_to(&mut written).unwrap();
+    for version in [1u16, 2] {
+        let mut bytes = written.clone();
+        let mut patched = 0;
+        for (at, kind, _) in chunks(&bytes) {
+            if kind == 5 {
+                bytes[at + 6..at + 8].copy_from_slice(&version.to_le_bytes());
+                patched += 1;
+            }
         }
+        assert_eq!(patched, 1);
+        let read = Capture::from_bytes(&bytes).unwrap();
+        assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
+        let trace = read[0].decode();
+        assert_eq!(trace.threads[0].spans.len(), 1);
+        assert_eq!(trace.threads[0].spans[0].name(), "old");
+        assert_eq!(trace.threads[0].spans[0].duration_ns(), 7);
     }
-    assert_eq!(patched, 1);
-    let read = Capture::from_bytes(&bytes).unwrap();
-    assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
-    let trace = read[0].decode();
-    assert_eq!(trace.threads[0].spans.len(), 1);
-    assert_eq!(trace.threads[0].spans[0].name(), "old");
-    assert_eq!(trace.threads[0].spans[0].duration_ns(), 7);
 }

@@ -310,16 +310,208 @@ fn filters_in_front_of_the_layer() {
 }
 
 #[test]
+fn follows_from_a_plain_span_created_here_is_seen_by_its_enter_here() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    {
+        // Created on this thread without fields: its enters here would find it plain, but
+        // `follows_from` gives it a link after its creation.
+        let consumer = tracing::info_span!("consume here");
+        {
+            let producer = tracing::info_span!("produce here").entered();
+            consumer.follows_from(producer.id());
+        }
+        consumer.in_scope(|| {});
+        consumer.in_scope(|| {});
+    }
+    prof.stop();
+
+    let trace = prof.trace();
+    assert_eq!(
+        spans(&trace, 0),
+        [
+            ("produce here", 0),
+            ("consume here", 0),
+            ("consume here", 0)
+        ]
+    );
+    // A span that follows from another is a plain scope at every enter, each with its flow.
+    assert!(trace.async_spans.is_empty());
+    assert_eq!(trace.links.len(), 2);
+    assert!(trace.links.iter().all(|l| {
+        trace.span(l.follower).1.name() == "consume here"
+            && trace.span(l.origin.unwrap()).1.name() == "produce here"
+    }));
+}
+
+#[test]
+fn a_span_id_used_again_after_its_close_is_another_span() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    // The registry gives a closed span's slot to the next span, with the same id once its
+    // generation wraps (every 16,384 uses of a slot): each is a span of its own.
+    const N: u64 = 40_000;
+    let mut ids = std::collections::HashSet::new();
+    let mut reused = 0;
+    for _ in 0..N {
+        let span = tracing::info_span!("again").entered();
+        if !ids.insert(span.id().unwrap().into_u64()) {
+            reused += 1;
+        }
+    }
+    prof.stop();
+    assert!(reused > 0, "no span id was used twice");
+
+    let report = prof.report();
+    assert_eq!(report.get("again").unwrap().calls, N);
+    let trace = prof.trace();
+    assert!(trace.async_spans.is_empty());
+    assert_eq!(trace.threads[0].spans.len() as u64, N);
+    assert!(
+        trace.threads[0]
+            .spans
+            .iter()
+            .all(|s| s.kind == SpanKind::Scope)
+    );
+}
+
+#[test]
+fn a_span_entered_on_two_threads_is_one_async_call() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("moves");
+    span.in_scope(|| {});
+    std::thread::Builder::new()
+        .name("mover".into())
+        .spawn({
+            let prof = prof.clone();
+            let dispatch = dispatch.clone();
+            move || {
+                prof.join_current_thread();
+                let _d = tracing::dispatcher::set_default(&dispatch);
+                span.in_scope(|| {});
+                span.in_scope(|| {});
+                drop(span); // closed here
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    // A plain span of the same callsite afterwards stays a plain scope.
+    tracing::info_span!("moves").in_scope(|| {});
+    prof.stop();
+
+    let trace = prof.trace();
+    assert_eq!(trace.async_spans.len(), 1);
+    let call = &trace.async_spans[0];
+    assert_eq!(
+        (call.name(), call.polls, call.open_at_stop),
+        ("moves", 3, false)
+    );
+    let there = trace
+        .threads
+        .iter()
+        .find(|t| t.name.as_deref() == Some("mover"))
+        .unwrap();
+    let main = trace.threads.iter().find(|t| t.id != there.id).unwrap();
+    assert_eq!(call.end_thread, Some(there.id));
+    let kinds = |t: &tickscope::trace::ThreadTrace| -> Vec<SpanKind> {
+        t.spans.iter().map(|s| s.kind).collect()
+    };
+    let poll = SpanKind::Poll { task: Some(0) };
+    assert_eq!(kinds(main), [poll, SpanKind::Scope]);
+    assert_eq!(kinds(there), [poll, poll]);
+    assert_eq!(call.start_ns, main.spans[0].start_ns);
+    assert!(call.end_ns >= there.spans[1].end_ns);
+    let report = prof.report();
+    // One logical call and one plain scope.
+    assert_eq!(report.get("moves").unwrap().calls, 2);
+
+    // The same from a capture file's bytes: decoding groups the enters, not the recording.
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
+    let decoded = read[0].decode();
+    let calls = |t: &Trace| -> Vec<_> {
+        t.async_spans
+            .iter()
+            .map(|c| {
+                (
+                    c.name(),
+                    c.start_ns,
+                    c.end_ns,
+                    c.thread,
+                    c.end_thread,
+                    c.polls,
+                    c.busy_ns,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(calls(&decoded), calls(&trace));
+    let all = |t: &Trace| -> Vec<(u64, Vec<SpanKind>)> {
+        t.threads.iter().map(|t| (t.id, kinds(t))).collect()
+    };
+    assert_eq!(all(&decoded), all(&trace));
+}
+
+#[test]
+fn deep_nesting_and_guards_dropped_out_of_order() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    {
+        // Deeper than the layer keeps in its thread-local stack (32).
+        let spans: Vec<tracing::Span> = (0..40).map(|_| tracing::info_span!("deep")).collect();
+        let guards: Vec<_> = spans.iter().map(|s| s.enter()).collect();
+        let _g = tickscope::scope!("bottom");
+        drop(_g);
+        // Dropped outermost first: each exit finds its span below the innermost.
+        for guard in guards {
+            drop(guard);
+        }
+        let a = tracing::info_span!("a").entered();
+        let b = tracing::info_span!("b").entered();
+        drop(a);
+        let _c = tracing::info_span!("c").entered();
+        drop(b);
+    }
+    prof.stop();
+
+    let trace = prof.trace();
+    let spans = &trace.threads[0].spans;
+    assert_eq!(spans.len(), 44);
+    for (depth, span) in spans[..40].iter().enumerate() {
+        assert_eq!((span.name(), span.depth), ("deep", depth as u32));
+        assert!(!span.open_at_stop);
+    }
+    assert_eq!((spans[40].name(), spans[40].depth), ("bottom", 40));
+    // Each deep span ends when its own guard drops, outermost first.
+    for pair in spans[..40].windows(2) {
+        assert!(pair[0].end_ns <= pair[1].end_ns);
+    }
+    let names: Vec<_> = spans[41..].iter().map(|s| (s.name(), s.depth)).collect();
+    assert_eq!(names, [("a", 0), ("b", 1), ("c", 2)]);
+    // `a` ended first, then `b`, with `c` still open inside it, ended at its own exit.
+    assert!(spans[41].end_ns <= spans[42].end_ns);
+    assert!(spans[43].end_ns >= spans[42].end_ns);
+    assert!(spans[41..].iter().all(|s| !s.open_at_stop));
+    assert!(trace.async_spans.is_empty());
+}
+
+#[test]
 fn no_session_records_nothing_and_spans_still_work() {
     let _d = tracing::dispatcher::set_default(&dispatch());
     let span = tracing::info_span!("before", x = 1u64);
     span.in_scope(|| tracing::info!("nobody listens"));
     let prof = Profiler::builder().current_thread().start();
-    // Created before the session: recorded only if another session ran at the time (other
-    // tests may run one), so no assertion on it.
+    // Created before the session: its enter is recorded all the same (its fields only if
+    // another session ran when it was created: other tests may run one).
     span.in_scope(|| {});
     tracing::info_span!("during").in_scope(|| {});
     prof.stop();
     let report = prof.report();
+    assert_eq!(report.get("before").unwrap().calls, 1);
     assert_eq!(report.get("during").unwrap().calls, 1);
 }

@@ -8,7 +8,7 @@
 //! [`SESSION_FOOTER`]; files concatenate (`cat a.tscope b.tscope > both.tscope` holds both
 //! sessions). A reader skips chunk types and versions it does not know, with a warning.
 //!
-//! | type | chunk | content (version 1; event chunks: version 2) |
+//! | type | chunk | content (version 1; event chunks: version 3) |
 //! | ---: | --- | --- |
 //! | 1 | [`SESSION_HEADER`] | format version, process id, start time, producer, process and host names |
 //! | 2 | [`CLOCK`] | calibration pairs `(tick, unix_ns)` at start and stop, the tick rate |

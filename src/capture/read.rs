@@ -422,8 +422,9 @@ impl<'a> Parser<'a> {
             ));
             return Ok(());
         };
-        // Event chunks of version 1 are read as version 2 (which adds record kinds).
-        let readable = |known: u16| known == version || (kind == EVENT_CHUNK && version == 1);
+        // Event chunks of versions 1 and 2 are read as the current one (which adds record
+        // kinds).
+        let readable = |known: u16| known == version || (kind == EVENT_CHUNK && version < known);
         if let Some(known) = chunk_version(kind).filter(|&known| !readable(known)) {
             self.warn(format!(
                 "byte {pos}: {name} chunk version {version} is not supported (this build reads \
@@ -479,7 +480,7 @@ impl<'a> Parser<'a> {
         let salvaged = match &mut self.session {
             Some(session)
                 if kind == EVENT_CHUNK
-                    && (version == EVENT_CHUNK_VERSION || version == 1)
+                    && (1..=EVENT_CHUNK_VERSION).contains(&version)
                     && body.len() >= PREFIX =>
             {
                 let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;

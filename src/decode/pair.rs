@@ -105,6 +105,8 @@ fn takes_payload(kind: RawKind) -> bool {
         | RawKind::Alloc
         | RawKind::Free
         | RawKind::BeginFollows
+        | RawKind::SpanEnter
+        | RawKind::SpanClose
         | RawKind::CounterSet
         | RawKind::CounterAdd
         | RawKind::Value => true,
@@ -380,6 +382,32 @@ impl<'a> Pairing<'a> {
                     self.links.followers.push((at, link.tick, link.id));
                 }
             }
+            RawKind::SpanEnter => {
+                let span = self.next_index();
+                self.apply(RawEvent::begin(lead.id, lead.tick), None, 0);
+                if let (Some(id), true) = (payload, self.next_index() > span) {
+                    self.marks.push(Mark {
+                        ns: self.converter.to_unix_ns(lead.tick),
+                        what: MarkKind::Enter(span),
+                        callsite: self.callsite(lead.id),
+                        span: id.tick,
+                        thread: self.thread,
+                        adopts: 0,
+                    });
+                }
+            }
+            RawKind::SpanClose => {
+                if let Some(id) = payload {
+                    self.marks.push(Mark {
+                        ns: self.converter.to_unix_ns(lead.tick),
+                        what: MarkKind::Close,
+                        callsite: self.callsite(lead.id),
+                        span: id.tick,
+                        thread: self.thread,
+                        adopts: 0,
+                    });
+                }
+            }
             // An async begin's payload may hold, in its 64 bits, the tick of the plain scope
             // of the same callsite that is the call's first slice (see `Mark::adopts`).
             _ => {
@@ -601,8 +629,8 @@ impl<'a> Pairing<'a> {
                 // another thread recorded while this begin was being recorded.
                 ns: if adopts != 0 { adopts } else { ns },
                 what,
-                callsite,
-                span,
+                callsite: Some(callsite),
+                span: u64::from(span),
                 thread: self.thread,
                 adopts,
             });

@@ -9,8 +9,11 @@ use crate::trace::{AsyncSpan, Span, SpanKind, ThreadTrace};
 pub(super) struct Mark {
     pub(super) ns: u64,
     pub(super) what: MarkKind,
-    pub(super) callsite: &'static Callsite,
-    pub(super) span: u32,
+    /// The callsite (`None` for a `tracing` span's close that names none).
+    pub(super) callsite: Option<&'static Callsite>,
+    /// The async span id, or for [`MarkKind::Enter`] and [`MarkKind::Close`] the `tracing`
+    /// span id (another namespace).
+    pub(super) span: u64,
     /// Index of the thread in the trace.
     pub(super) thread: usize,
     /// For a begin: 0, or the start (ns) of the plain scope of the same callsite, on any
@@ -27,6 +30,10 @@ pub(super) enum MarkKind {
     /// A poll slice: its index in the thread's spans.
     Poll(u32),
     End,
+    /// A `tracing` span's enter: the index of its slice in the thread's spans.
+    Enter(u32),
+    /// A `tracing` span's close.
+    Close,
 }
 
 /// Matches async begins, polls and ends of all threads by span id, in time order.
@@ -35,21 +42,31 @@ pub(super) fn match_async(
     threads: &mut [ThreadTrace],
     end_ns: u64,
 ) -> Vec<AsyncSpan> {
-    // At equal times: begins, then polls, then ends (the variants' order).
+    // At equal times: begins, then polls, then ends, then enters and closes (the variants'
+    // order).
     marks.sort_by_key(|m| (m.ns, m.what));
+    let mut lives = Lifetimes::of(&marks);
     let mut records: Vec<AsyncSpan> = Vec::new();
-    let mut open: FxHashMap<u32, usize> = FxHashMap::default();
-    for mark in marks {
+    let mut open: FxHashMap<u64, usize> = FxHashMap::default();
+    for (at, mark) in marks.into_iter().enumerate() {
+        let Some(callsite) = mark.callsite else {
+            lives.close(at, &mark, &mut records, threads);
+            continue;
+        };
+        if matches!(mark.what, MarkKind::Enter(_) | MarkKind::Close) {
+            lives.apply(at, &mark, callsite, &mut records, threads);
+            continue;
+        }
         let current = open
             .get(&mark.span)
             .copied()
-            .filter(|&r| std::ptr::eq(records[r].callsite, mark.callsite));
+            .filter(|&r| std::ptr::eq(records[r].callsite, callsite));
         match (mark.what, current) {
             (MarkKind::Begin, _) => {
                 let r = records.len();
                 open.insert(mark.span, r);
                 records.push(AsyncSpan {
-                    callsite: mark.callsite,
+                    callsite,
                     start_ns: mark.ns,
                     end_ns: mark.ns,
                     process: 0,
@@ -75,15 +92,119 @@ pub(super) fn match_async(
                 record.end_thread = Some(threads[mark.thread].id);
             }
             // A poll or end of a call that began outside the window.
-            (_, None) => {}
+            (_, None) | (MarkKind::Enter(_) | MarkKind::Close, _) => {}
         }
     }
-    for r in open.into_values() {
+    for r in open.into_values().chain(lives.unclosed()) {
         let record = &mut records[r];
         record.end_ns = end_ns.max(record.start_ns);
         record.open_at_stop = true;
     }
     records
+}
+
+/// The lifetimes of `tracing` spans: the enters of one span id up to its close (ids are
+/// reused once a span closes). A lifetime of one enter is a plain scope; one of several is an
+/// async call, from its first enter to its close, whose slices are its polls.
+struct Lifetimes {
+    /// The lifetime of each mark, by its index in time order (`usize::MAX`: none).
+    of: Vec<usize>,
+    /// Per lifetime: how many enters it has, its async call once begun, and whether it closed.
+    lives: Vec<(u32, Option<usize>, bool)>,
+}
+
+impl Lifetimes {
+    /// The lifetimes of the `tracing` marks among `marks` (in time order).
+    fn of(marks: &[Mark]) -> Self {
+        let mut of = vec![usize::MAX; marks.len()];
+        let mut lives: Vec<(u32, Option<usize>, bool)> = Vec::new();
+        let mut current: FxHashMap<u64, usize> = FxHashMap::default();
+        for (at, mark) in marks.iter().enumerate() {
+            match mark.what {
+                MarkKind::Enter(_) => {
+                    let life = *current.entry(mark.span).or_insert_with(|| {
+                        lives.push((0, None, false));
+                        lives.len() - 1
+                    });
+                    lives[life].0 += 1;
+                    of[at] = life;
+                }
+                MarkKind::Close => {
+                    if let Some(life) = current.remove(&mark.span) {
+                        of[at] = life;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Self { of, lives }
+    }
+
+    /// Applies the enter or close at index `at` of callsite `callsite`.
+    fn apply(
+        &mut self,
+        at: usize,
+        mark: &Mark,
+        callsite: &'static Callsite,
+        records: &mut Vec<AsyncSpan>,
+        threads: &mut [ThreadTrace],
+    ) {
+        let MarkKind::Enter(index) = mark.what else {
+            self.close(at, mark, records, threads);
+            return;
+        };
+        let Some(life) = self.lives.get_mut(self.of[at]) else {
+            return;
+        };
+        if life.0 < 2 {
+            // Entered once: a plain scope.
+            return;
+        }
+        let r = *life.1.get_or_insert_with(|| {
+            records.push(AsyncSpan {
+                callsite,
+                start_ns: mark.ns,
+                end_ns: mark.ns,
+                process: 0,
+                thread: threads[mark.thread].id,
+                end_thread: None,
+                polls: 0,
+                busy_ns: 0,
+                self_ns: 0,
+                open_at_stop: false,
+            });
+            records.len() - 1
+        });
+        let span = &mut threads[mark.thread].spans[index as usize];
+        poll_of(&mut records[r], r, span);
+    }
+
+    /// Applies the close at index `at`: the end of its lifetime's async call, if any.
+    fn close(
+        &mut self,
+        at: usize,
+        mark: &Mark,
+        records: &mut [AsyncSpan],
+        threads: &[ThreadTrace],
+    ) {
+        let Some(life) = self.lives.get_mut(self.of[at]) else {
+            return;
+        };
+        life.2 = true;
+        if let Some(r) = life.1 {
+            let record = &mut records[r];
+            record.end_ns = mark.ns.max(record.start_ns);
+            record.end_thread = Some(threads[mark.thread].id);
+        }
+    }
+
+    /// The async calls of lifetimes that did not close in the window.
+    fn unclosed(&self) -> impl Iterator<Item = usize> + '_ {
+        self.lives
+            .iter()
+            .filter(|life| !life.2)
+            .filter_map(|life| life.1)
+    }
 }
 
 /// Makes `span` a poll of the async call `record` (at index `r`).
@@ -106,7 +227,9 @@ fn adopt(record: &mut AsyncSpan, r: usize, begin: &Mark, threads: &mut [ThreadTr
         let found = thread.spans[from..]
             .iter()
             .take_while(|s| s.start_ns == begin.adopts)
-            .position(|s| s.kind == SpanKind::Scope && std::ptr::eq(s.callsite, begin.callsite));
+            .position(|s| {
+                s.kind == SpanKind::Scope && begin.callsite.is_some_and(|c| std::ptr::eq(s.callsite, c))
+            });
         if let Some(at) = found {
             poll_of(record, r, &mut thread.spans[from + at]);
             record.start_ns = record.start_ns.min(begin.adopts);

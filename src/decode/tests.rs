@@ -689,3 +689,52 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     // nested scope 2 × depth.
     assert_eq!(root.children_ns, 3 * n + 2 * depth);
 }
+
+#[test]
+fn tracing_span_enters_group_by_span_id_up_to_its_close() {
+    let call = CALL.id();
+    let enter = |span: u64, tick: u64| RawEvent::span_enter(call, tick, span);
+    let exit = |tick_in: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, tick_in), tick);
+    // Thread 7: span 5 entered twice; thread 8: once more, then closed; then span 5's id used
+    // again (entered once, closed: a plain scope); span 6 entered twice, never closed; a
+    // close of an id never entered.
+    let seven = [
+        enter(5, 10).to_vec(),
+        vec![exit(10, 20)],
+        enter(5, 30).to_vec(),
+        vec![exit(30, 40)],
+        enter(6, 100).to_vec(),
+        vec![exit(100, 110)],
+        enter(6, 120).to_vec(),
+        vec![exit(120, 130)],
+    ]
+    .concat();
+    let eight = [
+        enter(5, 50).to_vec(),
+        vec![exit(50, 60)],
+        RawEvent::span_close(0, 70, 5).to_vec(),
+        enter(5, 80).to_vec(),
+        vec![exit(80, 90)],
+        RawEvent::span_close(call, 95, 5).to_vec(),
+        RawEvent::span_close(0, 96, 77).to_vec(),
+    ]
+    .concat();
+    let trace = Capture::from_records(vec![(7, seven), (8, eight)], 0, 200).decode();
+    let calls = &trace.async_spans;
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        (calls[0].start_ns, calls[0].end_ns, calls[0].polls, calls[0].open_at_stop),
+        (10, 70, 3, false)
+    );
+    assert_eq!((calls[0].thread, calls[0].end_thread), (7, Some(8)));
+    assert_eq!(calls[0].busy_ns, 30);
+    assert_eq!(
+        (calls[1].start_ns, calls[1].end_ns, calls[1].polls, calls[1].open_at_stop),
+        (100, 200, 2, true)
+    );
+    let kinds = |t: usize| -> Vec<SpanKind> { trace.threads[t].spans.iter().map(|s| s.kind).collect() };
+    let (first, second) = (SpanKind::Poll { task: Some(0) }, SpanKind::Poll { task: Some(1) });
+    assert_eq!(kinds(0), [first, first, second, second]);
+    assert_eq!(kinds(1), [first, SpanKind::Scope]);
+    assert_eq!(trace.threads[1].spans[1].start_ns, 80);
+}

@@ -30,7 +30,9 @@ pub enum RawKind {
     /// [`PollBegin`](RawKind::PollBegin): the span id in `id`, `tick` 0. After
     /// [`Alloc`](RawKind::Alloc) or [`Free`](RawKind::Free): the address in `tick` and the
     /// high 32 bits of the size in `id`. After [`BeginFollows`](RawKind::BeginFollows): the
-    /// link's thread id in `tick` and its sequence number in `id`.
+    /// link's thread id in `tick` and its sequence number in `id`. After
+    /// [`SpanEnter`](RawKind::SpanEnter) and [`SpanClose`](RawKind::SpanClose): the `tracing`
+    /// span id in `tick`, `id` 0.
     Payload = 6,
     /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
     /// low 32 bits of the size. A [`Payload`](RawKind::Payload) with the address follows.
@@ -86,6 +88,17 @@ pub enum RawKind {
     /// A process-wide instant (`instant!("name", process)`), laid out as
     /// [`Instant`](RawKind::Instant).
     InstantProcess = 21,
+    /// A `tracing` span was entered (the `tracing` bridge): a [`Begin`](RawKind::Begin) of
+    /// the span's callsite whose [`Payload`](RawKind::Payload) holds the `tracing` span id in
+    /// `tick` (`id` 0). An [`End`](RawKind::End) closes it. Decoding groups the enters of one
+    /// span between its [`SpanClose`](RawKind::SpanClose)s: a span entered once is a plain
+    /// scope, a span entered more than once an async call whose slices are its polls.
+    SpanEnter = 22,
+    /// A `tracing` span was closed (its last handle dropped); `id` is its callsite id, or 0
+    /// where unknown, and a [`Payload`](RawKind::Payload) with the span id in `tick` follows.
+    /// It ends the span's async call, if it became one, and the use of its id: the next enter
+    /// of the same id is another span's.
+    SpanClose = 23,
 }
 
 impl RawKind {
@@ -116,6 +129,8 @@ impl RawKind {
             19 => Self::Value,
             20 => Self::Instant,
             21 => Self::InstantProcess,
+            22 => Self::SpanEnter,
+            23 => Self::SpanClose,
             _ => return None,
         })
     }
@@ -272,6 +287,34 @@ impl RawEvent {
         ]
     }
 
+    /// The two records of entering `tracing` span `span` of callsite `id` at `tick`
+    /// ([`RawKind::SpanEnter`]).
+    #[inline(always)]
+    pub const fn span_enter(id: u32, tick: u64, span: u64) -> [Self; 2] {
+        [
+            Self {
+                tick,
+                id,
+                kind: RawKind::SpanEnter,
+            },
+            Self::payload(0, span),
+        ]
+    }
+
+    /// The two records of closing `tracing` span `span` of callsite `id` (0: unknown) at
+    /// `tick` ([`RawKind::SpanClose`]).
+    #[inline(always)]
+    pub const fn span_close(id: u32, tick: u64, span: u64) -> [Self; 2] {
+        [
+            Self {
+                tick,
+                id,
+                kind: RawKind::SpanClose,
+            },
+            Self::payload(0, span),
+        ]
+    }
+
     /// The payload of the record before it: `id` and 64 bits that are not a tick.
     #[inline(always)]
     pub const fn payload(id: u32, bits: u64) -> Self {
@@ -296,7 +339,7 @@ mod tests {
                 kinds += 1;
             }
         }
-        assert_eq!(kinds, 21);
+        assert_eq!(kinds, 23);
         assert_eq!(RawKind::from_u32(u32::MAX), None);
     }
 }

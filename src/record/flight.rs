@@ -279,7 +279,10 @@ fn scan(open: &mut Vec<CutScope>, records: &[RawEvent]) {
             } else if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
                 open.remove(at);
             }
-        } else if kind == RawKind::Begin || kind == RawKind::BeginFollows {
+        } else if kind == RawKind::Begin
+            || kind == RawKind::BeginFollows
+            || kind == RawKind::SpanEnter
+        {
             open.push(CutScope::entered(record, false));
         } else if kind == RawKind::PollBegin {
             open.push(CutScope::entered(record, true));

@@ -423,6 +423,15 @@ fn push_all_on(hot: &HotState, events: &[RawEvent]) {
     }
 }
 
+/// [`push_all`] of two records (a record and its payload), inlined whole.
+#[cfg(feature = "tracing")]
+#[inline(always)]
+pub(crate) fn push_pair(events: [RawEvent; 2]) {
+    if HOT.try_with(|hot| push_all_on(hot, &events)).is_err() {
+        registry::count_dropped(2);
+    }
+}
+
 /// Appends `event` to this thread's buffer.
 #[inline(always)]
 pub(crate) fn push(event: RawEvent) {

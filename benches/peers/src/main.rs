@@ -40,6 +40,10 @@ const CASES: &[(&str, &str)] = &[
     ("fastrace_local", "fastrace LocalSpan, local parent"),
     ("fastrace_trace", "fastrace #[trace] fn, local parent"),
     ("tracing_registry", "tracing span, Registry"),
+    (
+        "tracing_registry_nop",
+        "tracing span, Registry + a layer that does nothing",
+    ),
     ("tracing_chrome", "tracing span, tracing-chrome"),
     (
         "tracing_tickscope",
@@ -495,6 +499,17 @@ fn make_case(name: &str) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
         "tracing_registry" => {
             tracing::subscriber::set_global_default(tracing_subscriber::registry())
                 .expect("subscriber");
+            (Box::new(Tracing), none)
+        }
+        "tracing_registry_nop" => {
+            // The registry as every real configuration has it, under a layer: alone, it never
+            // frees a closed span's slot (its `try_close` leaves that to `Layered`), so it
+            // takes fresh memory for every span.
+            use tracing_subscriber::layer::SubscriberExt;
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()),
+            )
+            .expect("subscriber");
             (Box::new(Tracing), none)
         }
         "tracing_chrome" => {
