@@ -108,6 +108,11 @@ static SITES: RwLock<Option<FxHashMap<usize, &'static Site>>> = RwLock::new(None
 /// `follows_from`): every thread's [`Plain`] entries made before are then stale.
 static STATE_EPOCH: AtomicU32 = AtomicU32::new(0);
 
+/// Raised whenever a span without [`SpanState`] is entered on a thread that does not hold it
+/// as [`Plain`] (another thread created it): a span whose close sees the value of its
+/// creation was entered on its own thread only, which decoding resolves there.
+static MOVED: AtomicU32 = AtomicU32::new(0);
+
 /// Slots of a thread's [`Plain`] cache.
 const PLAIN_SLOTS: usize = 64;
 
@@ -118,6 +123,8 @@ struct Plain {
     span: u64,
     callsite: u32,
     epoch: u32,
+    /// [`MOVED`] when the span was created.
+    moved: u32,
 }
 
 /// Slots of a thread's first-level cache of [`SITES`].
@@ -220,6 +227,7 @@ thread_local! {
                     span: 0,
                     callsite: 0,
                     epoch: 0,
+                    moved: 0,
                 })
             }; PLAIN_SLOTS],
             sites: [const { Cell::new((0, None)) }; SITE_SLOTS],
@@ -250,6 +258,20 @@ fn plain_callsite(span: u64) -> Option<u32> {
         .then_some(plain.callsite)
 }
 
+/// True when this thread created span `span` as [`Plain`] and no span was entered since on a
+/// thread that did not create it: then every enter of `span` was on this thread.
+#[inline(always)]
+fn entered_only_here(span: u64) -> bool {
+    LOCAL
+        .try_with(|l| {
+            let plain = l.plain[plain_slot(span)].get();
+            plain.span == span
+                && plain.epoch == STATE_EPOCH.load(Ordering::Relaxed)
+                && plain.moved == MOVED.load(Ordering::Relaxed)
+        })
+        .unwrap_or(false)
+}
+
 /// Notes (or, with `callsite` `None`, forgets) span `span` in this thread's [`Local::plain`] cache.
 #[inline(always)]
 fn set_plain(span: u64, callsite: Option<u32>) {
@@ -260,6 +282,7 @@ fn set_plain(span: u64, callsite: Option<u32>) {
                 span,
                 callsite,
                 epoch: STATE_EPOCH.load(Ordering::Relaxed),
+                moved: MOVED.load(Ordering::Relaxed),
             }),
             None if slot.get().span == span => slot.set(Plain::default()),
             None => {}
@@ -424,7 +447,14 @@ where
             link.thread(),
             link.seq(),
         )),
-        None => thread::push_all(&RawEvent::span_enter(cid, tick, id.into_u64())),
+        None => {
+            if state.is_none() {
+                // A plain span this thread did not create (or no longer holds): its close
+                // must not take its enters for its own thread's only.
+                MOVED.fetch_add(1, Ordering::Relaxed);
+            }
+            thread::push_all(&RawEvent::span_enter(cid, tick, id.into_u64()));
+        }
     }
     if let Some(state) = state.filter(|s| !s.args.is_empty()) {
         thread::push_all(&state.args);
@@ -551,9 +581,10 @@ where
             return;
         }
         let span_id = id.into_u64();
+        let here = entered_only_here(span_id);
         set_plain(span_id, None);
         // Ends the span's async call if it was entered more than once, and the use of its id.
-        thread::push_pair(RawEvent::span_close(0, clock::now(), span_id));
+        thread::push_pair(RawEvent::span_close(0, clock::now(), span_id, here));
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {

@@ -57,7 +57,24 @@ pub(super) struct Pairing<'a> {
     instants: Vec<Instant>,
     /// What the argument records being read belong to.
     args_of: ArgsOf,
+    /// `tracing` span enters of this thread whose span's close has not come yet.
+    entered: Entered,
 }
+
+/// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
+/// come yet. A close that says every enter of its span was on its own thread resolves them
+/// here: one enter is a plain scope (no mark), several an async call (marks). Any other close,
+/// and the enters left at the end, go to the marks matched across threads.
+#[derive(Default)]
+struct Entered {
+    /// Per enter: the span id, the slice's index in the thread, its start and callsite.
+    enters: Vec<(u64, u32, u64, &'static Callsite)>,
+    /// Span ids whose enters were moved to the marks early (too many waiting).
+    moved: rustc_hash::FxHashSet<u64>,
+}
+
+/// Enters a thread keeps waiting for their close before the oldest half go to the marks.
+const ENTERED_MAX: usize = 4096;
 
 /// What argument records belong to: the record before them.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -164,7 +181,59 @@ impl<'a> Pairing<'a> {
             samples: Vec::new(),
             instants: Vec::new(),
             args_of: ArgsOf::Span,
+            entered: Entered::default(),
         }
+    }
+
+    /// A mark of `tracing` span `span` at `ns`: an enter of the slice at `index`, or a close.
+    fn tracing_mark(&mut self, what: MarkKind, span: u64, ns: u64, callsite: Option<&'static Callsite>) {
+        self.marks.push(Mark {
+            ns,
+            what,
+            callsite,
+            span,
+            thread: self.thread,
+            adopts: 0,
+        });
+    }
+
+    /// The slice at `index` (starting at `ns`) is an enter of `tracing` span `span`.
+    fn span_entered(&mut self, span: u64, index: u32, ns: u64, callsite: &'static Callsite) {
+        if self.entered.enters.len() >= ENTERED_MAX {
+            // Spans entered here and closed elsewhere (or not yet): the oldest half are
+            // matched across threads, as are their spans' closes from now on.
+            let old: Vec<_> = self.entered.enters.drain(..ENTERED_MAX / 2).collect();
+            for (span, index, ns, callsite) in old {
+                self.entered.moved.insert(span);
+                self.tracing_mark(MarkKind::Enter(index), span, ns, Some(callsite));
+            }
+        }
+        self.entered.enters.push((span, index, ns, callsite));
+    }
+
+    /// `tracing` span `span` closed at `ns`; `here` when the recorder saw all its enters on
+    /// this thread.
+    fn span_closed(&mut self, span: u64, ns: u64, here: bool, callsite: Option<&'static Callsite>) {
+        let mut mine = std::mem::take(&mut self.entered.enters);
+        let count = mine.iter().filter(|e| e.0 == span).count();
+        let moved = self.entered.moved.remove(&span);
+        if here && count <= 1 && !moved {
+            // Entered once, here: a plain scope.
+            if count == 1 {
+                let at = mine.iter().rposition(|e| e.0 == span).unwrap_or(0);
+                mine.remove(at);
+            }
+        } else {
+            mine.retain(|&(s, index, start, site)| {
+                if s != span {
+                    return true;
+                }
+                self.tracing_mark(MarkKind::Enter(index), s, start, Some(site));
+                false
+            });
+            self.tracing_mark(MarkKind::Close, span, ns, callsite);
+        }
+        self.entered.enters = mine;
     }
 
     fn callsite(&self, id: u32) -> Option<&'static Callsite> {
@@ -383,29 +452,19 @@ impl<'a> Pairing<'a> {
                 }
             }
             RawKind::SpanEnter => {
-                let span = self.next_index();
+                let index = self.next_index();
                 self.apply(RawEvent::begin(lead.id, lead.tick), None, 0);
-                if let (Some(id), true) = (payload, self.next_index() > span) {
-                    self.marks.push(Mark {
-                        ns: self.converter.to_unix_ns(lead.tick),
-                        what: MarkKind::Enter(span),
-                        callsite: self.callsite(lead.id),
-                        span: id.tick,
-                        thread: self.thread,
-                        adopts: 0,
-                    });
+                if let (Some(id), true) = (payload, self.next_index() > index) {
+                    let span = self.span_mut(index);
+                    let (ns, callsite) = (span.start_ns, span.callsite);
+                    self.span_entered(id.tick, index, ns, callsite);
                 }
             }
             RawKind::SpanClose => {
                 if let Some(id) = payload {
-                    self.marks.push(Mark {
-                        ns: self.converter.to_unix_ns(lead.tick),
-                        what: MarkKind::Close,
-                        callsite: self.callsite(lead.id),
-                        span: id.tick,
-                        thread: self.thread,
-                        adopts: 0,
-                    });
+                    let ns = self.converter.to_unix_ns(lead.tick);
+                    let here = id.id == RawEvent::SPAN_CLOSED_HERE;
+                    self.span_closed(id.tick, ns, here, self.callsite(lead.id));
                 }
             }
             // An async begin's payload may hold, in its 64 bits, the tick of the plain scope
@@ -674,6 +733,10 @@ impl<'a> Pairing<'a> {
     ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>, Extras) {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
+        }
+        // Enters whose close did not come here: matched across threads.
+        for (span, index, ns, callsite) in std::mem::take(&mut self.entered.enters) {
+            self.tracing_mark(MarkKind::Enter(index), span, ns, Some(callsite));
         }
         self.apply_counts();
         self.end_args();

@@ -712,16 +712,31 @@ fn tracing_span_enters_group_by_span_id_up_to_its_close() {
     let eight = [
         enter(5, 50).to_vec(),
         vec![exit(50, 60)],
-        RawEvent::span_close(0, 70, 5).to_vec(),
+        RawEvent::span_close(0, 70, 5, false).to_vec(),
         enter(5, 80).to_vec(),
         vec![exit(80, 90)],
-        RawEvent::span_close(call, 95, 5).to_vec(),
-        RawEvent::span_close(0, 96, 77).to_vec(),
+        RawEvent::span_close(call, 95, 5, true).to_vec(),
+        RawEvent::span_close(0, 96, 77, false).to_vec(),
     ]
     .concat();
-    let trace = Capture::from_records(vec![(7, seven), (8, eight)], 0, 200).decode();
+    // Thread 9: span 9 entered twice and closed there, all on this thread (resolved on it).
+    let nine = [
+        enter(9, 200).to_vec(),
+        vec![exit(200, 210)],
+        enter(9, 220).to_vec(),
+        vec![exit(220, 230)],
+        RawEvent::span_close(0, 240, 9, true).to_vec(),
+    ]
+    .concat();
+    let trace = Capture::from_records(vec![(7, seven), (8, eight), (9, nine)], 0, 300).decode();
     let calls = &trace.async_spans;
-    assert_eq!(calls.len(), 2);
+    assert_eq!(calls.len(), 3);
+    assert_eq!(
+        (calls[2].start_ns, calls[2].end_ns, calls[2].polls, calls[2].open_at_stop),
+        (200, 240, 2, false)
+    );
+    assert_eq!((calls[2].thread, calls[2].end_thread), (9, Some(9)));
+    assert!(trace.threads[2].spans.iter().all(|s| s.kind == SpanKind::Poll { task: Some(2) }));
     assert_eq!(
         (calls[0].start_ns, calls[0].end_ns, calls[0].polls, calls[0].open_at_stop),
         (10, 70, 3, false)
@@ -730,11 +745,37 @@ fn tracing_span_enters_group_by_span_id_up_to_its_close() {
     assert_eq!(calls[0].busy_ns, 30);
     assert_eq!(
         (calls[1].start_ns, calls[1].end_ns, calls[1].polls, calls[1].open_at_stop),
-        (100, 200, 2, true)
+        (100, 300, 2, true)
     );
     let kinds = |t: usize| -> Vec<SpanKind> { trace.threads[t].spans.iter().map(|s| s.kind).collect() };
     let (first, second) = (SpanKind::Poll { task: Some(0) }, SpanKind::Poll { task: Some(1) });
     assert_eq!(kinds(0), [first, first, second, second]);
     assert_eq!(kinds(1), [first, SpanKind::Scope]);
     assert_eq!(trace.threads[1].spans[1].start_ns, 80);
+}
+
+#[test]
+fn tracing_enters_waiting_long_for_their_close_are_matched_across_threads() {
+    let call = CALL.id();
+    let mut records = Vec::new();
+    let slice = |records: &mut Vec<RawEvent>, span: u64, tick: u64| {
+        records.extend(RawEvent::span_enter(call, tick, span));
+        records.push(RawEvent::end(RawEvent::end_key(call, tick), tick + 5));
+    };
+    // Span 1 entered once, then more spans than a thread keeps waiting (their closes come
+    // elsewhere, or never), then span 1 closed here; then its id used again, closed with
+    // enters that may be elsewhere.
+    slice(&mut records, 1, 10);
+    for span in 2..=5000 {
+        slice(&mut records, span, span * 10);
+    }
+    records.extend(RawEvent::span_close(0, 60_000, 1, true));
+    slice(&mut records, 1, 60_010);
+    records.extend(RawEvent::span_close(0, 70_000, 1, false));
+    let trace = Capture::from_records(vec![(7, records)], 0, 80_000).decode();
+    // Every span was entered once: plain scopes, no async call.
+    assert!(trace.async_spans.is_empty());
+    let spans = &trace.threads[0].spans;
+    assert_eq!(spans.len(), 5001);
+    assert!(spans.iter().all(|s| s.kind == SpanKind::Scope));
 }

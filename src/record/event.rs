@@ -32,7 +32,7 @@ pub enum RawKind {
     /// high 32 bits of the size in `id`. After [`BeginFollows`](RawKind::BeginFollows): the
     /// link's thread id in `tick` and its sequence number in `id`. After
     /// [`SpanEnter`](RawKind::SpanEnter) and [`SpanClose`](RawKind::SpanClose): the `tracing`
-    /// span id in `tick`, `id` 0.
+    /// span id in `tick`, `id` 0 (or, after a close, [`RawEvent::SPAN_CLOSED_HERE`]).
     Payload = 6,
     /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
     /// low 32 bits of the size. A [`Payload`](RawKind::Payload) with the address follows.
@@ -95,7 +95,9 @@ pub enum RawKind {
     /// scope, a span entered more than once an async call whose slices are its polls.
     SpanEnter = 22,
     /// A `tracing` span was closed (its last handle dropped); `id` is its callsite id, or 0
-    /// where unknown, and a [`Payload`](RawKind::Payload) with the span id in `tick` follows.
+    /// where unknown, and a [`Payload`](RawKind::Payload) with the span id in `tick` follows;
+    /// the payload's `id` is [`RawEvent::SPAN_CLOSED_HERE`] when every enter of the span was
+    /// on this thread (decoding then resolves it on the thread), else 0.
     /// It ends the span's async call, if it became one, and the use of its id: the next enter
     /// of the same id is another span's.
     SpanClose = 23,
@@ -302,18 +304,23 @@ impl RawEvent {
     }
 
     /// The two records of closing `tracing` span `span` of callsite `id` (0: unknown) at
-    /// `tick` ([`RawKind::SpanClose`]).
+    /// `tick` ([`RawKind::SpanClose`]); `here` when every enter of the span was on this
+    /// thread.
     #[inline(always)]
-    pub const fn span_close(id: u32, tick: u64, span: u64) -> [Self; 2] {
+    pub const fn span_close(id: u32, tick: u64, span: u64, here: bool) -> [Self; 2] {
         [
             Self {
                 tick,
                 id,
                 kind: RawKind::SpanClose,
             },
-            Self::payload(0, span),
+            Self::payload(if here { Self::SPAN_CLOSED_HERE } else { 0 }, span),
         ]
     }
+
+    /// The `id` of a [`RawKind::SpanClose`]'s payload when every enter of the span was on
+    /// the closing thread (0 when that is not known).
+    pub const SPAN_CLOSED_HERE: u32 = 1;
 
     /// The payload of the record before it: `id` and 64 bits that are not a tick.
     #[inline(always)]
