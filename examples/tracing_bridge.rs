@@ -21,8 +21,14 @@ fn checksum(data: &[u8]) -> u64 {
 #[tracing::instrument]
 async fn fetch(id: u64) -> Vec<u8> {
     tokio::time::sleep(Duration::from_millis(1 + id % 3)).await;
-    tracing::info!(id, "fetched");
-    vec![id as u8; 64 * 1024]
+    let data = vec![id as u8; 64 * 1024];
+    // An instant with its fields; the `monotonic_counter.` field adds to counter `bytes_fetched`.
+    tracing::info!(
+        id,
+        monotonic_counter.bytes_fetched = data.len() as u64,
+        "fetched"
+    );
+    data
 }
 
 #[tracing::instrument(skip(data), fields(len = data.len()))]
@@ -72,6 +78,16 @@ fn main() -> std::io::Result<()> {
     let report = prof.report();
     assert_eq!(report.get("request").map(|r| r.calls), Some(8));
     assert_eq!(report.get("checksum").map(|r| r.calls), Some(8));
+    let trace = prof.trace();
+    let fetched = trace
+        .instants
+        .iter()
+        .filter(|i| i.name().starts_with("event "))
+        .count();
+    assert_eq!(fetched, 8);
+    let bytes = trace.counters.iter().find(|c| c.name == "bytes_fetched");
+    let last = bytes.and_then(|c| c.last()).map(|s| s.value);
+    assert_eq!(last, Some(tickscope::trace::Number::Int(8 * 64 * 1024)));
     let json = Path::new(&out_dir).join("tracing_bridge.json");
     prof.write_chrome_trace(&json)?;
     println!(

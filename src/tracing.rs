@@ -43,9 +43,13 @@
 //!   [`Report::by_origin`](crate::report::Report::by_origin) splits it by cause). Such a span
 //!   is a plain scope per enter, not an async call. A `follows_from` whose origin is not
 //!   entered on the calling thread is not recorded.
-//! - **Events** (tickscope has no instant yet) are zero-length scopes named by the event's
-//!   callsite (`event src/file.rs:12`), with the event's fields, `message` included, as
-//!   arguments.
+//! - **Events** are thread instants ([`trace::Instant`](crate::trace::Instant), as
+//!   [`instant!`](crate::instant) records) named by the event's callsite
+//!   (`event src/file.rs:12`), with the event's fields, `message` included, as arguments.
+//!   Fields named as `tracing-opentelemetry` names metrics feed tickscope's counters and
+//!   values instead: `monotonic_counter.NAME = n` and `counter.NAME = n` add `n` to counter
+//!   `NAME` (as `counter!("NAME", add = n)`), `histogram.NAME = v` samples value `NAME` (as
+//!   `value!("NAME", v)`).
 //!
 //! # Cost
 //!
@@ -78,7 +82,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::record::args::Args;
 use crate::record::callsite::{self, Callsite};
-use crate::record::event::RawEvent;
+use crate::record::event::{RawEvent, RawKind};
 use crate::record::link::Link;
 use crate::record::{clock, registry, thread};
 
@@ -99,6 +103,26 @@ struct Site {
     callsite: &'static Callsite,
     /// The key of field `i` of the callsite's field set.
     keys: Box<[&'static Callsite]>,
+    /// For field `i` of an event named as a metric (the `tracing-opentelemetry` prefixes
+    /// `counter.`, `monotonic_counter.` and `histogram.`): the record kind of its samples and
+    /// its counter's or value's callsite.
+    metrics: Box<[Option<(RawKind, &'static Callsite)>]>,
+}
+
+/// The counter or value that a field named `name` feeds: `monotonic_counter.NAME` and
+/// `counter.NAME` add to counter `NAME`, `histogram.NAME` samples value `NAME`.
+fn metric(name: &'static str) -> Option<(RawKind, &'static str)> {
+    [
+        ("monotonic_counter.", RawKind::CounterAdd),
+        ("counter.", RawKind::CounterAdd),
+        ("histogram.", RawKind::Value),
+    ]
+    .into_iter()
+    .find_map(|(prefix, kind)| {
+        name.strip_prefix(prefix)
+            .filter(|n| !n.is_empty())
+            .map(|n| (kind, n))
+    })
 }
 
 /// Interned sites by the address of their `tracing` metadata.
@@ -345,7 +369,19 @@ fn global_site(key: usize, meta: &'static Metadata<'static>) -> &'static Site {
             .iter()
             .map(|f| callsite::intern_callsite(f.name(), "<tracing field>", 0, ""))
             .collect();
-        Box::leak(Box::new(Site { callsite, keys }))
+        let metrics = meta
+            .fields()
+            .iter()
+            .map(|f| {
+                let (kind, name) = metric(f.name()).filter(|_| meta.is_event())?;
+                Some((kind, callsite::intern_callsite(name, file, line, meta.target())))
+            })
+            .collect();
+        Box::leak(Box::new(Site {
+            callsite,
+            keys,
+            metrics,
+        }))
     })
 }
 
@@ -359,32 +395,60 @@ struct SpanState {
     follows: Option<Link>,
 }
 
-/// Writes field values into an [`Args`].
+/// Writes field values into an [`Args`], and an event's metric fields into samples.
 struct Fields<'a> {
     site: &'static Site,
     args: &'a mut Args,
+    /// An event's counter and value samples (their tick not yet stamped); `None` for a span,
+    /// whose fields are all arguments.
+    samples: Option<&'a mut Vec<RawEvent>>,
 }
 
 impl Fields<'_> {
     fn key(&self, field: &Field) -> Option<&'static Callsite> {
         self.site.keys.get(field.index()).copied()
     }
+
+    /// Takes a number of field `field` as a sample when it names a metric.
+    fn sample(&mut self, field: &Field, raw: (u32, u64)) -> bool {
+        let metric = self.site.metrics.get(field.index()).copied().flatten();
+        match (metric, self.samples.as_deref_mut()) {
+            (Some((kind, callsite)), Some(samples)) => {
+                samples.extend(RawEvent::sample(kind, callsite.id(), 0, raw));
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Visit for Fields<'_> {
     fn record_i64(&mut self, field: &Field, value: i64) {
+        if self.sample(field, (RawEvent::NUMBER_INT, value as u64)) {
+            return;
+        }
         if let Some(key) = self.key(field) {
             self.args.i64(key, value);
         }
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
+        let raw = match i64::try_from(value) {
+            Ok(v) => (RawEvent::NUMBER_INT, v as u64),
+            Err(_) => (RawEvent::NUMBER_FLOAT, (value as f64).to_bits()),
+        };
+        if self.sample(field, raw) {
+            return;
+        }
         if let Some(key) = self.key(field) {
             self.args.u64(key, value);
         }
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
+        if self.sample(field, (RawEvent::NUMBER_FLOAT, value.to_bits())) {
+            return;
+        }
         if let Some(key) = self.key(field) {
             self.args.f64(key, value);
         }
@@ -415,6 +479,7 @@ fn encode(site: &'static Site, record: impl FnOnce(&mut Fields<'_>)) -> Vec<RawE
     record(&mut Fields {
         site,
         args: &mut args,
+        samples: None,
     });
     args.arguments().to_vec()
 }
@@ -592,17 +657,21 @@ where
             return;
         }
         let site = site(event.metadata());
-        let cid = site.callsite.id();
         let mut args = Args::new();
+        let mut samples = Vec::new();
         event.record(&mut Fields {
             site,
             args: &mut args,
+            samples: Some(&mut samples),
         });
-        let tick = clock::now();
-        thread::push(RawEvent::begin(cid, tick));
-        if !args.arguments().is_empty() {
-            thread::push_all(args.arguments());
+        if !samples.is_empty() {
+            // Each sample is a record and its payload: stamped now, before the instant.
+            let tick = clock::now();
+            for sample in samples.iter_mut().step_by(2) {
+                sample.tick = tick;
+            }
+            thread::push_all(&samples);
         }
-        thread::push(RawEvent::end(RawEvent::end_key(cid, tick), tick));
+        args.instant(site.callsite, false);
     }
 }

@@ -112,7 +112,7 @@ fn fields_and_recorded_values_are_arguments() {
 }
 
 #[test]
-fn events_are_zero_length_scopes_with_their_fields() {
+fn events_are_instants_with_their_fields() {
     let _d = tracing::dispatcher::set_default(&dispatch());
     let prof = Profiler::builder().current_thread().start();
     tracing::info_span!("work").in_scope(|| {
@@ -121,14 +121,63 @@ fn events_are_zero_length_scopes_with_their_fields() {
     prof.stop();
 
     let trace = prof.trace();
-    let names = spans(&trace, 0);
-    assert_eq!(names.len(), 2);
-    assert_eq!(names[0], ("work", 0));
-    assert!(names[1].0.starts_with("event "), "{}", names[1].0);
-    assert_eq!(names[1].1, 1);
-    let event = &trace.threads[0].spans[1];
-    assert_eq!(event.start_ns, event.end_ns);
-    assert_eq!(args(&trace, 0, 1), ["message=done now", "items=3"]);
+    assert_eq!(spans(&trace, 0), [("work", 0)]);
+    assert_eq!(trace.instants.len(), 1);
+    let event = &trace.instants[0];
+    assert!(event.name().starts_with("event "), "{}", event.name());
+    assert_eq!(event.scope, tickscope::trace::InstantScope::Thread);
+    assert_eq!(event.thread, trace.threads[0].id);
+    let work = &trace.threads[0].spans[0];
+    assert!(work.start_ns <= event.ns && event.ns <= work.end_ns);
+    let args: Vec<String> = event.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(args, ["message=done now", "items=3"]);
+}
+
+#[test]
+fn metric_fields_of_events_are_counter_and_value_samples() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    for i in 0..3u64 {
+        // The `tracing-opentelemetry` names: counters add, histograms sample.
+        tracing::info!(
+            monotonic_counter.requests = 1u64,
+            counter.queue = -2i64,
+            histogram.latency_ms = 1.5 * i as f64,
+            route = "/a",
+            "served"
+        );
+    }
+    prof.stop();
+
+    let trace = prof.trace();
+    let track = |name: &str| trace.counters.iter().find(|c| c.name == name).unwrap();
+    use tickscope::trace::Number;
+    let values =
+        |name: &str| -> Vec<Number> { track(name).samples.iter().map(|s| s.value).collect() };
+    assert_eq!(
+        values("requests"),
+        [Number::Int(1), Number::Int(2), Number::Int(3)]
+    );
+    assert_eq!(
+        values("queue"),
+        [Number::Int(-2), Number::Int(-4), Number::Int(-6)]
+    );
+    let latency = trace
+        .values
+        .iter()
+        .find(|v| v.name == "latency_ms")
+        .unwrap();
+    let samples: Vec<Number> = latency.samples.iter().map(|s| s.value).collect();
+    assert_eq!(
+        samples,
+        [Number::Float(0.0), Number::Float(1.5), Number::Float(3.0)]
+    );
+    // The other fields stay the instants' arguments.
+    assert_eq!(trace.instants.len(), 3);
+    for event in &trace.instants {
+        let args: Vec<String> = event.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(args, ["message=served", "route=/a"]);
+    }
 }
 
 #[test]
@@ -300,11 +349,14 @@ fn filters_in_front_of_the_layer() {
     prof.stop();
 
     let trace = prof.trace();
-    let names: Vec<_> = spans(&trace, 0)
-        .into_iter()
-        .map(|(n, d)| (if n.starts_with("event ") { "event" } else { n }, d))
+    assert_eq!(spans(&trace, 0), [("kept", 0), ("kept too", 1)]);
+    assert_eq!(trace.instants.len(), 1);
+    let args: Vec<String> = trace.instants[0]
+        .args
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    assert_eq!(names, [("kept", 0), ("kept too", 1), ("event", 2)]);
+    assert_eq!(args, ["message=recorded"]);
     let report = prof.report();
     assert!(report.get("dropped").is_none());
 }
