@@ -65,18 +65,7 @@ pub(super) fn match_async(
             (MarkKind::Begin, _) => {
                 let r = records.len();
                 open.insert(mark.span, r);
-                records.push(AsyncSpan {
-                    callsite,
-                    start_ns: mark.ns,
-                    end_ns: mark.ns,
-                    process: 0,
-                    thread: threads[mark.thread].id,
-                    end_thread: None,
-                    polls: 0,
-                    busy_ns: 0,
-                    self_ns: 0,
-                    open_at_stop: false,
-                });
+                records.push(AsyncSpan::begun(callsite, mark.ns, threads[mark.thread].id));
                 if mark.adopts != 0 {
                     adopt(&mut records[r], r, &mark, threads);
                 }
@@ -161,18 +150,7 @@ impl Lifetimes {
             return;
         }
         let r = *life.1.get_or_insert_with(|| {
-            records.push(AsyncSpan {
-                callsite,
-                start_ns: mark.ns,
-                end_ns: mark.ns,
-                process: 0,
-                thread: threads[mark.thread].id,
-                end_thread: None,
-                polls: 0,
-                busy_ns: 0,
-                self_ns: 0,
-                open_at_stop: false,
-            });
+            records.push(AsyncSpan::begun(callsite, mark.ns, threads[mark.thread].id));
             records.len() - 1
         });
         let span = &mut threads[mark.thread].spans[index as usize];
@@ -204,6 +182,24 @@ impl Lifetimes {
             .iter()
             .filter(|life| !life.2)
             .filter_map(|life| life.1)
+    }
+}
+
+impl AsyncSpan {
+    /// A call of `callsite` begun at `ns` on thread `thread`, with no poll yet.
+    fn begun(callsite: &'static Callsite, ns: u64, thread: u64) -> Self {
+        Self {
+            callsite,
+            start_ns: ns,
+            end_ns: ns,
+            process: 0,
+            thread,
+            end_thread: None,
+            polls: 0,
+            busy_ns: 0,
+            self_ns: 0,
+            open_at_stop: false,
+        }
     }
 }
 
