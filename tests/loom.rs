@@ -282,7 +282,10 @@ fn a_scanner_reads_only_complete_chunks() {
             }
         }
         writer.join().unwrap();
-        let chunk = first.lock().unwrap().expect("the writer linked its first chunk");
+        let chunk = first
+            .lock()
+            .unwrap()
+            .expect("the writer linked its first chunk");
         // Complete now: the writer linked the next one.
         assert_eq!(read(chunk), Some(vec![1, 2, 3]));
         let recycled = buffer.evict_through(0, |_| {}, drop);

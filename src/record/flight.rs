@@ -19,13 +19,15 @@
 //!
 //! Finding those scopes means reading every record, which cost the recording thread about
 //! 4.5 ns per scope (a fifth of the scope) when it read each chunk it completed. A scanner
-//! thread (`tickscope-flight`) reads them instead: a thread that completes a chunk queues it
-//! (under the ring's lock, which it takes at each chunk switch anyway) and wakes the scanner
-//! every [`WAKE_AT`] chunks; the scanner reads each queued chunk under its buffer's lock
-//! (nothing unlinks it meanwhile) and notes the scopes open at its end. Recycling a chunk
-//! read ahead only unlinks it; a chunk the scanner has not reached yet (it is behind, or has
-//! no thread) is read then, by the recycling thread, and the scanner goes on after it. Which
-//! chunks are recycled does not depend on the scanner: only who reads them does.
+//! thread (`tickscope-flight`, at the lowest priority: it takes the cores the program leaves
+//! idle) reads them instead: a thread that completes a chunk queues it (under the ring's
+//! lock, which it takes at each chunk switch anyway) and wakes the scanner every
+//! [`WAKE_AT`] chunks; the scanner reads each queued chunk under its buffer's lock (nothing
+//! unlinks it meanwhile) and notes the scopes open at its end. Recycling a chunk read ahead
+//! only unlinks it; a chunk the scanner has not reached yet (it is behind: a busy machine,
+//! or a ring of few chunks; or it has no thread) is read then, by the recycling thread, and
+//! the scanner goes on after it. Which chunks are recycled does not depend on the scanner:
+//! only who reads them does. The queue holds at most the ring's number of chunks.
 //!
 //! Recycling happens only while flight recorders are the only sessions recording: a session
 //! that keeps its whole window beside it needs every chunk, so threads then take fresh ones,
@@ -468,15 +470,29 @@ fn background_priority() {
 /// Follows the scopes entered and exited in `records` (a chunk of one thread) on the stack
 /// of scopes `open`.
 fn scan(open: &mut Vec<CutScope>, records: &[RawEvent]) {
-    for record in records {
+    let mut rest = records;
+    while let Some((record, tail)) = rest.split_first() {
+        rest = tail;
         let kind = record.kind;
-        if kind == RawKind::End {
+        if kind == RawKind::Begin {
+            let entered = CutScope::entered(record, false);
+            // A scope exited right away (a leaf, the most common record pair) leaves the stack
+            // as it was: the same as pushing it and popping it.
+            if let Some((next, tail)) = rest.split_first()
+                && next.kind == RawKind::End
+                && next.id == entered.key
+            {
+                rest = tail;
+                continue;
+            }
+            open.push(entered);
+        } else if kind == RawKind::End {
             if open.last().is_some_and(|s| s.key == record.id) {
                 open.pop();
             } else if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
                 open.remove(at);
             }
-        } else if kind == RawKind::Begin || kind == RawKind::BeginFollows {
+        } else if kind == RawKind::BeginFollows {
             open.push(CutScope::entered(record, false));
         } else if kind == RawKind::PollBegin {
             open.push(CutScope::entered(record, true));
@@ -575,5 +591,94 @@ mod tests {
         let names: Vec<u32> = open.iter().map(|s| s.id).collect();
         assert_eq!(names, [1, 4]);
         assert_eq!(open[1].record(), RawEvent::new(RawKind::PollBegin, 4, 14));
+    }
+
+    /// [`scan`] without its shortcut for leaf scopes: every entry pushed, every exit popped.
+    fn scan_naive(open: &mut Vec<CutScope>, records: &[RawEvent]) {
+        for record in records {
+            match record.kind {
+                RawKind::End => {
+                    if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
+                        open.remove(at);
+                    }
+                }
+                RawKind::Begin | RawKind::BeginFollows => {
+                    open.push(CutScope::entered(record, false));
+                }
+                RawKind::PollBegin => open.push(CutScope::entered(record, true)),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn scan_skips_leaves_exactly() {
+        // A leaf; an entry followed by another scope's exit (out of order); an exit whose
+        // entry is in the next chunk's records, and one whose entry came before.
+        let a = RawEvent::begin(1, 10);
+        let b = RawEvent::begin(2, 11);
+        let records = [
+            RawEvent::begin(5, 1),
+            RawEvent::end(RawEvent::end_key(5, 1), 2),
+            a,
+            b,
+            RawEvent::end(RawEvent::end_key(1, 10), 12),
+            RawEvent::begin(3, 13),
+        ];
+        let mut open = Vec::new();
+        scan(&mut open, &records);
+        let ids: Vec<u32> = open.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [2, 3]);
+        scan(&mut open, &[RawEvent::end(RawEvent::end_key(3, 13), 14)]);
+        let ids: Vec<u32> = open.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [2]);
+
+        // Pseudo-random nesting, out-of-order exits and payloads, cut into chunks anywhere:
+        // the same stacks as the naive scan.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut records, mut live) = (Vec::new(), Vec::<(u32, u64)>::new());
+        for tick in 0..5000u64 {
+            let r = next();
+            match r % 7 {
+                0..=2 => {
+                    let id = (r >> 8) as u32 % 5 + 1;
+                    let kind = match r % 3 {
+                        0 => RawKind::PollBegin,
+                        1 => RawKind::BeginFollows,
+                        _ => RawKind::Begin,
+                    };
+                    records.push(RawEvent::new(kind, id, tick));
+                    live.push((id, tick));
+                }
+                3..=5 if !live.is_empty() => {
+                    // Mostly the innermost, sometimes another one.
+                    let at = if r % 5 == 0 {
+                        (r >> 16) as usize % live.len()
+                    } else {
+                        live.len() - 1
+                    };
+                    let (id, entered) = live.remove(at);
+                    records.push(RawEvent::end(RawEvent::end_key(id, entered), tick));
+                }
+                _ => records.push(RawEvent::new(RawKind::Payload, 9, tick)),
+            }
+        }
+        let (mut fast, mut naive) = (Vec::new(), Vec::new());
+        let mut rest = &records[..];
+        while !rest.is_empty() {
+            let cut = (next() as usize % 97 + 1).min(rest.len());
+            let (chunk, tail) = rest.split_at(cut);
+            scan(&mut fast, chunk);
+            scan_naive(&mut naive, chunk);
+            assert_eq!(fast, naive);
+            rest = tail;
+        }
+        assert!(!fast.is_empty());
     }
 }
