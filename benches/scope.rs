@@ -13,6 +13,11 @@
 //! instead the floor and the enabled scope in turn, in short batches of [`BATCH`], and prints
 //! each one's median batch (ns per scope) and the median of the per-round ratio of the scope
 //! to the floor: most batches run unpreempted, and the medians leave out those that were not.
+//! It then measures a flight recorder against a normal session of the same window (1 MiB and
+//! 16 MiB), a tenth as many rounds of 64 Ki scopes, in wall time and in the recording thread's
+//! CPU time (which leaves out the time it waited for a core);
+//! `TICKSCOPE_BENCH_FLIGHT_SCANNER=0` pauses the recorder's scanner, so that the recording
+//! thread reads every chunk it recycles.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
