@@ -240,9 +240,10 @@ fn a_flight_recorder_recycles_only_full_chunks() {
     });
 }
 
-/// A flight recorder's scanner reading a thread's chunk while the thread fills the next one:
-/// it reads the chunk only once complete, and then all of it, never a prefix; once the
-/// chunk is recycled it is not read at all.
+/// A flight recorder's scanner holding a thread's chunk while the thread fills the next one:
+/// it holds the chunk only once complete, and then all of it, never a prefix; a chunk
+/// recycled while held goes to the scanner when it lets go, and once recycled it is not
+/// held again.
 #[test]
 fn a_scanner_reads_only_complete_chunks() {
     loom::model(|| {
@@ -267,11 +268,8 @@ fn a_scanner_reads_only_complete_chunks() {
         };
         let read = |chunk: LinkedChunk| {
             // SAFETY: `chunk` came from `switch_to` on this buffer.
-            unsafe {
-                buffer.with_complete(chunk, |records| {
-                    records.iter().map(|e| e.tick).collect::<Vec<_>>()
-                })
-            }
+            let held = unsafe { buffer.hold_complete(chunk) }?;
+            Some(held.records().iter().map(|e| e.tick).collect::<Vec<_>>())
         };
         let linked = *first.lock().unwrap();
         if let Some(chunk) = linked {
@@ -286,11 +284,18 @@ fn a_scanner_reads_only_complete_chunks() {
             .lock()
             .unwrap()
             .expect("the writer linked its first chunk");
-        // Complete now: the writer linked the next one.
-        assert_eq!(read(chunk), Some(vec![1, 2, 3]));
+        // Complete now: the writer linked the next one. Recycled while held, it goes to the
+        // holder that lets go last.
+        // SAFETY: as in `read`.
+        let held = unsafe { buffer.hold_complete(chunk) }.expect("complete");
         let recycled = buffer.evict_through(0, |_| {}, drop);
-        assert!(matches!(recycled, Ok(Some(_))));
+        assert!(matches!(recycled, Ok(None)));
         assert_eq!(read(chunk), None);
+        assert_eq!(
+            held.records().iter().map(|e| e.tick).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert!(held.release().is_some());
         buffer.retire();
         buffer.reclaim(None, None, drop);
         assert!(buffer.is_drained());

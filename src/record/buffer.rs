@@ -42,7 +42,7 @@ struct ChunkList {
 pub struct Busy;
 
 /// A chunk that [`Writer::switch_to`] linked into a buffer, and its index there: a reader that
-/// keeps it finds the chunk again without walking the list ([`ThreadBuffer::with_complete`]).
+/// keeps it finds the chunk again without walking the list ([`ThreadBuffer::hold_complete`]).
 /// It holds nothing: the buffer says whether the chunk is still linked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkedChunk {
@@ -50,7 +50,7 @@ pub struct LinkedChunk {
     index: u64,
 }
 
-// SAFETY: the pointer is followed only by `ThreadBuffer::with_complete`, under its buffer's
+// SAFETY: the pointer is followed only by `ThreadBuffer::hold_complete`, under its buffer's
 // mutex, once the buffer's indexes show the chunk still linked.
 unsafe impl Send for LinkedChunk {}
 // SAFETY: as for `Send`; a `LinkedChunk` is a copyable name, with nothing to mutate.
@@ -190,18 +190,15 @@ impl ThreadBuffer {
         (list.first_index + list.chunks as u64, list.retired)
     }
 
-    /// Runs `f` with the records of `chunk` while it is still linked and complete (its writer
-    /// has linked a newer chunk, filled it, or retired), holding the buffer's mutex so that
-    /// nothing unlinks it meanwhile; `None` when it was unlinked or is the tail its writer
-    /// still fills. (A flight recorder's scanner reads chunks this way, off the writer's path.)
+    /// Holds `chunk` with all its records while it is still linked and complete (its writer
+    /// has linked a newer chunk, filled it, or retired); `None` when it was unlinked or is the
+    /// tail its writer still fills. (A flight recorder's scanner reads chunks this way, off
+    /// the writer's path and without the buffer's mutex: a chunk recycled meanwhile goes to
+    /// whoever lets go of it last.)
     ///
     /// # Safety
     /// `chunk` was returned by [`Writer::switch_to`] for this buffer.
-    pub unsafe fn with_complete<R>(
-        &self,
-        chunk: LinkedChunk,
-        f: impl FnOnce(&[RawEvent]) -> R,
-    ) -> Option<R> {
+    pub unsafe fn hold_complete(&self, chunk: LinkedChunk) -> Option<SharedChunk> {
         let list = self.lock();
         if list.chunks == 0 {
             return None;
@@ -213,14 +210,13 @@ impl ThreadBuffer {
         // SAFETY: the caller's chunk was linked into this buffer as `chunk.index`; chunks are
         // unlinked only from the head, each advancing `first_index`, so the list still holds
         // it; we hold the mutex.
-        let linked = unsafe { chunk.ptr.get() };
-        let len = linked.published();
+        let len = unsafe { chunk.ptr.get() }.published();
         if chunk.index == tail && !list.retired && len < CHUNK_EVENTS {
             return None;
         }
-        // SAFETY: `len` was just loaded with `Acquire`, and the list holds the chunk while `f`
-        // reads it.
-        Some(f(unsafe { linked.records(len) }))
+        // SAFETY: the list holds the chunk, and `len` records are published (just loaded with
+        // `Acquire`).
+        Some(unsafe { SharedChunk::new(chunk.ptr, len) })
     }
 
     /// Unlinks the oldest chunks up to the one of index `index` (a flight recorder recycling its

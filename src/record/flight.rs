@@ -22,8 +22,9 @@
 //! thread (`tickscope-flight`, at the lowest priority: it takes the cores the program leaves
 //! idle) reads them instead: a thread that completes a chunk queues it (under the ring's
 //! lock, which it takes at each chunk switch anyway) and wakes the scanner every
-//! [`WAKE_AT`] chunks; the scanner reads each queued chunk under its buffer's lock (nothing
-//! unlinks it meanwhile) and notes the scopes open at its end. Recycling a chunk read ahead
+//! [`WAKE_AT`] chunks; the scanner holds each queued chunk (as a capture does: recycled
+//! meanwhile, it goes to the pool when the scanner lets go), reads it without any lock and
+//! notes the scopes open at its end. Recycling a chunk read ahead
 //! only unlinks it; a chunk the scanner has not reached yet (it is behind: a busy machine,
 //! or a ring of few chunks; or it has no thread) is read then, by the recycling thread, and
 //! the scanner goes on after it. Which chunks are recycled does not depend on the scanner:
@@ -425,12 +426,17 @@ fn drain(session: u64, paused: bool) -> Option<usize> {
             return Some(count);
         };
         // SAFETY: `linked` got `chunk` from this thread's `switch_to` on its own buffer.
-        let done = unsafe {
-            thread
-                .buffer
-                .with_complete(chunk, |records| scan(&mut open, records))
+        let held = unsafe { thread.buffer.hold_complete(chunk) };
+        let done = held.is_some();
+        if let Some(held) = held {
+            // Read without the buffer's lock: the thread links its next chunks meanwhile.
+            scan(&mut open, held.records());
+            // Recycled meanwhile (the recycling thread read it and took a chunk from the
+            // pool): the last hold hands it back.
+            if let Some(chunk) = held.release() {
+                pool::give(chunk);
+            }
         }
-        .is_some();
         let mut slot = lock(&RING);
         let ring = slot.as_mut().filter(|r| r.session == session)?;
         ring.read(&thread, chunk.index(), generation, open, done);
