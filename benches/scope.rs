@@ -13,6 +13,11 @@
 //! instead the floor and the enabled scope in turn, in short batches of [`BATCH`], and prints
 //! each one's median batch (ns per scope) and the median of the per-round ratio of the scope
 //! to the floor: most batches run unpreempted, and the medians leave out those that were not.
+//! It then measures a flight recorder against a normal session of the same window (1 MiB and
+//! 16 MiB), a tenth as many rounds of 64 Ki scopes, in wall time and in the recording thread's
+//! CPU time (which leaves out the time it waited for a core);
+//! `TICKSCOPE_BENCH_FLIGHT_SCANNER=0` pauses the recorder's scanner, so that the recording
+//! thread reads every chunk it recycles.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -285,6 +290,116 @@ fn interleaved(rounds: usize) {
         common::median(&mut enabled),
         common::median(&mut ratios)
     );
+    interleaved_flight(rounds.div_ceil(10));
+}
+
+/// Scopes timed per round of [`interleaved_flight`]: 32 chunks, so that chunk switches
+/// (where a flight recorder differs from a normal session) weigh as in a long run.
+const WINDOW_BATCH: u32 = 64 * 1024;
+
+/// The calling thread's CPU time in nanoseconds (none where it cannot be read): unlike the
+/// wall clock, it leaves out the time the thread waited for a core, so that on a loaded
+/// machine it is still the cost of the thread's own work.
+fn thread_cpu_ns() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid `timespec` to write, and the clock id is a constant.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        (rc == 0).then_some(t.tv_sec as f64 * 1e9 + t.tv_nsec as f64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Nanoseconds per scope of `session` (restarted, then stopped again), wall and this
+/// thread's CPU time: `window` scopes untimed first, so that a flight recorder of `window`
+/// scopes recycles from the first timed chunk on, then [`WINDOW_BATCH`] timed.
+fn window_batch(session: &Profiler, window: u32) -> (f64, Option<f64>) {
+    session.restart();
+    for _ in 0..window {
+        let _g = scope!("window");
+    }
+    let cpu = thread_cpu_ns();
+    let t = Instant::now();
+    for _ in 0..WINDOW_BATCH {
+        let _g = scope!("window");
+    }
+    let wall = t.elapsed().as_nanos() as f64 / f64::from(WINDOW_BATCH);
+    let cpu = cpu
+        .zip(thread_cpu_ns())
+        .map(|(a, b)| (b - a) / f64::from(WINDOW_BATCH));
+    session.stop();
+    (wall, cpu)
+}
+
+/// The flight recorder against a normal session of the same window (1 MiB and 16 MiB of
+/// records: 32 Ki and 512 Ki scopes), `rounds` rounds, each case once a round in a rotating
+/// order: medians of the wall time and of the recording thread's CPU time, and the median
+/// per-round ratio of the recorder to the session. `TICKSCOPE_BENCH_FLIGHT_SCANNER=0` pauses
+/// the recorder's scanner, so that the recording thread reads each chunk when recycling it.
+fn interleaved_flight(rounds: usize) {
+    const MIB_SCOPES: u32 = (1 << 20) / 32;
+    let windows = [("1mib", 1u32), ("16mib", 16)];
+    let paused = std::env::var("TICKSCOPE_BENCH_FLIGHT_SCANNER").is_ok_and(|v| v == "0");
+    tickscope::__private::flight_pause_scanner(paused);
+    let sessions: Vec<[Profiler; 2]> = windows
+        .iter()
+        .map(|&(_, mib)| {
+            let normal = Profiler::builder().current_thread().start();
+            normal.stop();
+            let flight = Profiler::builder()
+                .current_thread()
+                .flight_recorder((mib as usize) << 20)
+                .start();
+            flight.stop();
+            [normal, flight]
+        })
+        .collect();
+    // Per window and case: wall and CPU times; per window: the ratios of both.
+    let mut times = vec![[[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]]; windows.len()];
+    let mut ratios = vec![[Vec::new(), Vec::new()]; windows.len()];
+    let cases = windows.len() * 2;
+    for round in 0..rounds {
+        let mut got = vec![[(0.0, None); 2]; windows.len()];
+        for k in 0..cases {
+            let case = (k + round) % cases;
+            let (w, f) = (case / 2, case % 2);
+            got[w][f] = window_batch(&sessions[w][f], windows[w].1 * MIB_SCOPES);
+        }
+        for (w, [normal, flight]) in got.into_iter().enumerate() {
+            times[w][0][0].push(normal.0);
+            times[w][1][0].push(flight.0);
+            ratios[w][0].push(flight.0 / normal.0);
+            if let (Some(n), Some(f)) = (normal.1, flight.1) {
+                times[w][0][1].push(n);
+                times[w][1][1].push(f);
+                ratios[w][1].push(f / n);
+            }
+        }
+    }
+    tickscope::__private::flight_pause_scanner(false);
+    println!(
+        "flight interleaved: {rounds} rounds of {WINDOW_BATCH} scopes per case, scanner {}",
+        if paused { "paused" } else { "on" }
+    );
+    for (w, (name, _)) in windows.iter().enumerate() {
+        for (m, measure) in ["wall", "thread cpu"].iter().enumerate() {
+            if ratios[w][m].is_empty() {
+                continue;
+            }
+            let [normal, flight] = &mut times[w];
+            println!(
+                "window {name} ({measure}): session median {:.2} ns; flight recorder median {:.2} ns, {:.4} x session (median ratio)",
+                common::median(&mut normal[m]),
+                common::median(&mut flight[m]),
+                common::median(&mut ratios[w][m])
+            );
+        }
+    }
 }
 
 fn main() {

@@ -743,4 +743,22 @@ pub mod __private {
     pub fn registered_threads() -> usize {
         crate::record::registry::thread_count()
     }
+
+    /// The running flight recorder's chunk reads so far: `(ahead, late)`, by its scanner and
+    /// when recycled; `None` without one.
+    pub fn flight_reads() -> Option<(u64, u64)> {
+        crate::record::flight::reads()
+    }
+
+    /// Pauses (or resumes) the flight recorder's scanner (tests: chunks then are read when
+    /// recycled, or by [`flight_read_pending`]).
+    pub fn flight_pause_scanner(paused: bool) {
+        crate::record::flight::pause_scanner(paused);
+    }
+
+    /// Reads the flight recorder's complete chunks not read yet on this thread, as its
+    /// scanner does; returns how many.
+    pub fn flight_read_pending() -> usize {
+        crate::record::flight::read_pending()
+    }
 }

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 
 use tickscope::trace::{Span, Trace};
@@ -258,6 +259,10 @@ fn one_flight_recorder_at_a_time() {
 #[test]
 fn memory_stays_within_the_bound() {
     let _serial = serial();
+    // The scanner paused: a chunk it holds while the chunk is recycled goes to the pool when
+    // it lets go (the recycling thread takes one from the pool meanwhile), which can leave
+    // one more chunk alive. The resident-memory test runs with the scanner.
+    let _paused = Paused::new();
     mock();
     let prof = Profiler::builder()
         .current_thread()
@@ -468,4 +473,318 @@ fn resident() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4096
+}
+
+/// Pauses the recorder's scanner until dropped: chunks are then read only by
+/// `flight_read_pending` (the test's choice of moment) or by the thread that recycles them.
+struct Paused;
+
+impl Paused {
+    fn new() -> Self {
+        tickscope::__private::flight_pause_scanner(true);
+        Self
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        tickscope::__private::flight_pause_scanner(false);
+    }
+}
+
+/// Records, on a thread of its own, `outer` around 10 × 2048 `inner` scopes (one tick each,
+/// a tick apart) through a recorder of 4 chunks: 40 961 records in chunks 0..=10 (the last
+/// holds one). Chunks 0..=6 are recycled: 28 672 records overwritten; `outer` and inner scope
+/// 14 335 (entered in the last record of chunk 6) are cut at the window's start.
+/// `read_after` chunks' worth of scopes in, the thread waits while the test reads the
+/// pending chunks (`flight_read_pending`), whose count is returned with the trace.
+fn ten_chunks_through_four(read_after: Option<usize>) -> (Arc<Trace>, usize, (u64, u64)) {
+    let m = mock();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(4 * CHUNK)
+        .start();
+    let base = {
+        m.increment(1000);
+        m.value()
+    };
+    let (reached, resume) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let worker = {
+        let (prof, m) = (prof.clone(), m.clone());
+        let (reached, resume) = (reached.clone(), resume.clone());
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let _outer = scope!("outer");
+            for i in 0..10 * 2048 {
+                if Some(i) == read_after.map(|c| c * 2048 + 100) {
+                    reached.wait();
+                    resume.wait();
+                }
+                let inner = scope!("inner");
+                m.increment(1);
+                drop(inner);
+                m.increment(1);
+            }
+            std::mem::forget(_outer);
+        })
+    };
+    let read = match read_after {
+        Some(_) => {
+            reached.wait();
+            let read = tickscope::__private::flight_read_pending();
+            resume.wait();
+            read
+        }
+        None => 0,
+    };
+    worker.join().unwrap();
+    let trace = prof.snapshot();
+    let reads = tickscope::__private::flight_reads().expect("the recorder runs");
+    prof.stop();
+    // The window, the same whoever read the recycled chunks.
+    assert_eq!(trace.overwritten_events, 7 * CHUNK_EVENTS as u64);
+    assert_eq!(trace.event_count, 40_961 - 7 * CHUNK_EVENTS as u64 + 2);
+    let got = spans(&trace);
+    assert_eq!(got.len(), 2 + (20_480 - 14_336));
+    let end = base + 2 * 20_480;
+    assert_eq!(shape(&got[0]), ("outer", base, end, 0, true, true));
+    let at = base + 2 * 14_335;
+    assert_eq!(shape(&got[1]), ("inner", at, at + 1, 1, true, false));
+    let at = base + 2 * 14_336;
+    assert_eq!(shape(&got[2]), ("inner", at, at + 1, 1, false, false));
+    assert_eq!(got.iter().filter(|s| s.cut_at_start).count(), 2);
+    assert!(got[1..].iter().all(|s| s.parent == Some(0)));
+    (trace, read, reads)
+}
+
+/// With the scanner paused, the thread that recycles a chunk reads it: seven chunks read
+/// late, none ahead.
+#[test]
+fn chunks_are_read_when_recycled_without_the_scanner() {
+    let _serial = serial();
+    let _paused = Paused::new();
+    let (_, read, reads) = ten_chunks_through_four(None);
+    assert_eq!(read, 0);
+    assert_eq!(reads, (0, 7));
+}
+
+/// Chunks read ahead (here by the test, as the scanner does, three chunks in: chunks 0, 1
+/// and 2 are complete) are only unlinked when recycled; the next four are read late. The
+/// window is the same as when every chunk is read late.
+#[test]
+fn chunks_read_ahead_give_the_same_window() {
+    let _serial = serial();
+    let _paused = Paused::new();
+    let (trace, read, reads) = ten_chunks_through_four(Some(3));
+    assert_eq!(read, 3);
+    assert_eq!(reads, (3, 4));
+    let (late, _, _) = ten_chunks_through_four(None);
+    // The same spans, from the start of the recorder (the mock clock went on between the
+    // two runs).
+    let shapes = |t: &Trace| {
+        let base = spans(t)[0].start_ns;
+        spans(t)
+            .iter()
+            .map(|s| {
+                let (name, start, end, depth, cut, open) = shape(s);
+                (name, start - base, end - base, depth, cut, open)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(shapes(&trace) == shapes(&late));
+}
+
+/// After every late read, the chunks still pending are those the recycling threads have
+/// not reached: reading them changes nothing in the window, and the counts add up.
+#[test]
+fn reading_the_retained_chunks_ahead_leaves_the_window_alone() {
+    let _serial = serial();
+    let _paused = Paused::new();
+    let m = mock();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(4 * CHUNK)
+        .start();
+    m.increment(1000);
+    let (recorded, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let worker = {
+        let (prof, m) = (prof.clone(), m.clone());
+        let (recorded, release) = (recorded.clone(), release.clone());
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let _outer = scope!("outer");
+            for _ in 0..10 * 2048 {
+                let inner = scope!("inner");
+                m.increment(1);
+                drop(inner);
+                m.increment(1);
+            }
+            // The thread waits while the test reads: its last chunk stays its tail.
+            recorded.wait();
+            release.wait();
+        })
+    };
+    recorded.wait();
+    let before = prof.snapshot();
+    // Chunks 0..=6 were read late; 7, 8 and 9 are complete and pending; 10 is the tail.
+    assert_eq!(tickscope::__private::flight_reads(), Some((0, 7)));
+    assert_eq!(tickscope::__private::flight_read_pending(), 3);
+    assert_eq!(tickscope::__private::flight_read_pending(), 0);
+    assert_eq!(tickscope::__private::flight_reads(), Some((3, 7)));
+    let after = prof.snapshot();
+    let shapes = |t: &Trace| spans(t).iter().map(shape).collect::<Vec<_>>();
+    assert_eq!(shapes(&after), shapes(&before));
+    assert_eq!(after.overwritten_events, before.overwritten_events);
+    release.wait();
+    worker.join().unwrap();
+    prof.stop();
+}
+
+/// Two threads take turns, each completing one chunk a turn (`outer`, then 2048 `inner`
+/// scopes a turn: 1 + 4096 × turn records), through a recorder of 4 chunks: chunks are
+/// linked A0 A1 B0 B1 A2 B2 A3 B3, and the last four links recycle A0, A1, B0 and B1. A0
+/// and B0 are read ahead (after both threads' first turn), A1 and B1 when recycled. Each
+/// thread keeps 2048 inner scopes, with `outer` and inner scope 4095 cut at its start.
+#[test]
+fn two_threads_recycle_each_others_chunks_exactly() {
+    let _serial = serial();
+    let _paused = Paused::new();
+    let m = mock();
+    let prof = Profiler::builder().flight_recorder(4 * CHUNK).start();
+    m.increment(1000);
+    // One baton: each thread waits for its turn on its own channel and hands the next turn
+    // back to the test.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let mut turns = Vec::new();
+    let mut workers = Vec::new();
+    for name in ["a", "b"] {
+        let (turn_tx, turn_rx) = std::sync::mpsc::channel::<bool>();
+        turns.push(turn_tx);
+        let (prof, m, done) = (prof.clone(), m.clone(), done_tx.clone());
+        workers.push(
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    prof.join_current_thread();
+                    let outer = scope!("outer");
+                    while turn_rx.recv() == Ok(true) {
+                        for _ in 0..2048 {
+                            let inner = scope!("inner");
+                            m.increment(1);
+                            drop(inner);
+                        }
+                        done.send(()).unwrap();
+                    }
+                    std::mem::forget(outer);
+                })
+                .unwrap(),
+        );
+    }
+    let turn = |t: usize| {
+        turns[t].send(true).unwrap();
+        done_rx.recv().unwrap();
+    };
+    // The first entry of each thread links its first chunk: A's before B's.
+    turn(0);
+    turn(1);
+    assert_eq!(tickscope::__private::flight_read_pending(), 2);
+    for _ in 0..2 {
+        turn(0);
+        turn(1);
+    }
+    let trace = prof.snapshot();
+    assert_eq!(tickscope::__private::flight_reads(), Some((2, 2)));
+    for t in &turns {
+        t.send(false).unwrap();
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    prof.stop();
+    assert_eq!(trace.overwritten_events, 4 * CHUNK_EVENTS as u64);
+    assert_eq!(trace.threads.len(), 2);
+    for thread in &trace.threads {
+        let spans = &thread.spans;
+        assert_eq!(spans.len(), 2 + 2048, "{:?}", thread.name);
+        let cut: Vec<_> = spans
+            .iter()
+            .filter(|s| s.cut_at_start)
+            .map(|s| (s.name(), s.depth))
+            .collect();
+        assert_eq!(cut, [("outer", 0), ("inner", 1)], "{:?}", thread.name);
+        assert!(
+            spans[1..]
+                .iter()
+                .all(|s| s.name() == "inner" && s.parent == Some(0))
+        );
+        assert!(spans[0].open_at_stop);
+    }
+}
+
+/// The scanner, a second reader (this test's `flight_read_pending`), snapshots and two
+/// recording threads race: every snapshot is well nested, each thread's `outer` scope is
+/// cut once it was overwritten, and at the end the retained and overwritten records add up,
+/// every recycled chunk read once (ahead or late).
+#[test]
+fn readers_snapshots_and_recycling_race() {
+    let _serial = serial();
+    let m = mock();
+    let prof = Profiler::builder().flight_recorder(8 * CHUNK).start();
+    const THREADS: usize = 2;
+    const SCOPES: usize = 100_000;
+    let stop = Arc::new(AtomicBool::new(false));
+    let recorded = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (m, stop, recorded) = (m.clone(), stop.clone(), recorded.clone());
+            std::thread::spawn(move || {
+                let _outer = scope!("stress_outer");
+                for _ in 0..SCOPES {
+                    m.increment(1);
+                    let _inner = scope!("stress_inner");
+                }
+                // Keep `stress_outer` open until the test has looked.
+                recorded.fetch_add(1, Ordering::AcqRel);
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+            })
+        })
+        .collect();
+    let mut snapshots = 0;
+    while recorded.load(Ordering::Acquire) < THREADS || snapshots < 3 {
+        tickscope::__private::flight_read_pending();
+        let trace = prof.snapshot();
+        for thread in &trace.threads {
+            check_nesting(&thread.spans);
+        }
+        snapshots += 1;
+    }
+    // Every thread has recorded everything and waits: the window stands still.
+    let trace = prof.snapshot();
+    let cut: u64 = trace
+        .threads
+        .iter()
+        .map(|t| t.spans.iter().filter(|s| s.cut_at_start).count() as u64)
+        .sum();
+    assert_eq!(
+        trace.event_count - cut + trace.overwritten_events,
+        (THREADS * (2 * SCOPES + 1)) as u64
+    );
+    let (ahead, late) = tickscope::__private::flight_reads().unwrap();
+    let recycled = trace.overwritten_events / CHUNK_EVENTS as u64;
+    assert!(ahead + late >= recycled, "{ahead} + {late} < {recycled}");
+    assert!(late <= recycled);
+    assert_eq!(trace.threads.len(), THREADS);
+    for thread in &trace.threads {
+        check_nesting(&thread.spans);
+        let cut: Vec<_> = thread.spans.iter().filter(|s| s.cut_at_start).collect();
+        assert_eq!(cut[0].name(), "stress_outer");
+        assert!(cut[0].open_at_stop);
+    }
+    stop.store(true, Ordering::Release);
+    for w in workers {
+        w.join().unwrap();
+    }
+    prof.stop();
 }

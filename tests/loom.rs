@@ -6,7 +6,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use tickscope::buffer::{CHUNK_EVENTS, ChunkBox, SharedChunk, ThreadBuffer, Writer};
+use tickscope::buffer::{CHUNK_EVENTS, ChunkBox, LinkedChunk, SharedChunk, ThreadBuffer, Writer};
 use tickscope::event::{RawEvent, RawKind};
 
 /// Pushes `groups` (records published together), switching chunks when one fills.
@@ -235,6 +235,68 @@ fn a_flight_recorder_recycles_only_full_chunks() {
             }
         }
         assert_eq!(spare, 0);
+        buffer.reclaim(None, None, drop);
+        assert!(buffer.is_drained());
+    });
+}
+
+/// A flight recorder's scanner holding a thread's chunk while the thread fills the next one:
+/// it holds the chunk only once complete, and then all of it, never a prefix; a chunk
+/// recycled while held goes to the scanner when it lets go, and once recycled it is not
+/// held again.
+#[test]
+fn a_scanner_reads_only_complete_chunks() {
+    loom::model(|| {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let first = Arc::new(loom::sync::Mutex::new(None::<LinkedChunk>));
+        let writer = {
+            let first = first.clone();
+            spawn_writer(&buffer, move |buffer| {
+                let writer = Writer::new();
+                for tick in 1..=4 {
+                    let event = RawEvent::begin(1, tick);
+                    if !writer.try_push(event) {
+                        // SAFETY: this thread is the buffer's only writer, and detaches
+                        // before the model retires the buffer.
+                        let linked = unsafe { writer.switch_to(buffer, ChunkBox::alloc(), 7) };
+                        first.lock().unwrap().get_or_insert(linked);
+                        assert!(writer.try_push(event));
+                    }
+                }
+                writer.detach();
+            })
+        };
+        let read = |chunk: LinkedChunk| {
+            // SAFETY: `chunk` came from `switch_to` on this buffer.
+            let held = unsafe { buffer.hold_complete(chunk) }?;
+            Some(held.records().iter().map(|e| e.tick).collect::<Vec<_>>())
+        };
+        let linked = *first.lock().unwrap();
+        if let Some(chunk) = linked {
+            assert_eq!(chunk.index(), 0);
+            // Still filled (or just full): nothing, or every record.
+            if let Some(ticks) = read(chunk) {
+                assert_eq!(ticks, [1, 2, 3]);
+            }
+        }
+        writer.join().unwrap();
+        let chunk = first
+            .lock()
+            .unwrap()
+            .expect("the writer linked its first chunk");
+        // Complete now: the writer linked the next one. Recycled while held, it goes to the
+        // holder that lets go last.
+        // SAFETY: as in `read`.
+        let held = unsafe { buffer.hold_complete(chunk) }.expect("complete");
+        let recycled = buffer.evict_through(0, |_| {}, drop);
+        assert!(matches!(recycled, Ok(None)));
+        assert_eq!(read(chunk), None);
+        assert_eq!(
+            held.records().iter().map(|e| e.tick).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert!(held.release().is_some());
+        buffer.retire();
         buffer.reclaim(None, None, drop);
         assert!(buffer.is_drained());
     });

@@ -41,6 +41,28 @@ struct ChunkList {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy;
 
+/// A chunk that [`Writer::switch_to`] linked into a buffer, and its index there: a reader that
+/// keeps it finds the chunk again without walking the list ([`ThreadBuffer::hold_complete`]).
+/// It holds nothing: the buffer says whether the chunk is still linked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkedChunk {
+    ptr: ChunkPtr,
+    index: u64,
+}
+
+// SAFETY: the pointer is followed only by `ThreadBuffer::hold_complete`, under its buffer's
+// mutex, once the buffer's indexes show the chunk still linked.
+unsafe impl Send for LinkedChunk {}
+// SAFETY: as for `Send`; a `LinkedChunk` is a copyable name, with nothing to mutate.
+unsafe impl Sync for LinkedChunk {}
+
+impl LinkedChunk {
+    /// Its index among the chunks ever linked into its buffer.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+}
+
 /// A chunk held for a streaming session's writer (see [`ThreadBuffer::share_from`]).
 #[derive(Debug)]
 pub struct StreamedChunk {
@@ -168,19 +190,33 @@ impl ThreadBuffer {
         (list.first_index + list.chunks as u64, list.retired)
     }
 
-    /// Runs `f` with the tail chunk's index and its records published so far; `None` when no
-    /// chunk is linked. (A flight recorder reads a chunk its writer just completed, still in
-    /// cache.)
-    pub fn with_tail<R>(&self, f: impl FnOnce(u64, &[RawEvent]) -> R) -> Option<R> {
+    /// Holds `chunk` with all its records while it is still linked and complete (its writer
+    /// has linked a newer chunk, filled it, or retired); `None` when it was unlinked or is the
+    /// tail its writer still fills. (A flight recorder's scanner reads chunks this way, off
+    /// the writer's path and without the buffer's mutex: a chunk recycled meanwhile goes to
+    /// whoever lets go of it last.)
+    ///
+    /// # Safety
+    /// `chunk` was returned by [`Writer::switch_to`] for this buffer.
+    pub unsafe fn hold_complete(&self, chunk: LinkedChunk) -> Option<SharedChunk> {
         let list = self.lock();
-        let tail = list.tail?;
-        // SAFETY: the list holds its tail; we hold the mutex.
-        let chunk = unsafe { tail.get() };
-        let len = chunk.published();
-        // SAFETY: `len` was just loaded with `Acquire`, and the list holds the chunk while `f`
-        // reads it.
-        let records = unsafe { chunk.records(len) };
-        Some(f(list.first_index + list.chunks as u64 - 1, records))
+        if list.chunks == 0 {
+            return None;
+        }
+        let tail = list.first_index + list.chunks as u64 - 1;
+        if chunk.index < list.first_index || chunk.index > tail {
+            return None;
+        }
+        // SAFETY: the caller's chunk was linked into this buffer as `chunk.index`; chunks are
+        // unlinked only from the head, each advancing `first_index`, so the list still holds
+        // it; we hold the mutex.
+        let len = unsafe { chunk.ptr.get() }.published();
+        if chunk.index == tail && !list.retired && len < CHUNK_EVENTS {
+            return None;
+        }
+        // SAFETY: the list holds the chunk, and `len` records are published (just loaded with
+        // `Acquire`).
+        Some(unsafe { SharedChunk::new(chunk.ptr, len) })
     }
 
     /// Unlinks the oldest chunks up to the one of index `index` (a flight recorder recycling its
@@ -385,18 +421,23 @@ impl Writer {
     }
 
     /// Links `fresh` into `buffer` as the chunk of thread `thread`, and makes it the chunk this
-    /// writer fills; returns its index among the chunks ever linked into `buffer`.
+    /// writer fills; returns it with its index among the chunks ever linked into `buffer`.
     ///
     /// # Safety
     /// This writer is the only one that ever fills `buffer`, and `buffer` is not retired nor
     /// dropped before the writer is [`detach`](Writer::detach)ed (or switched to another chunk
     /// of the same buffer).
-    pub unsafe fn switch_to(&self, buffer: &ThreadBuffer, fresh: ChunkBox, thread: u64) -> u64 {
+    pub unsafe fn switch_to(
+        &self,
+        buffer: &ThreadBuffer,
+        fresh: ChunkBox,
+        thread: u64,
+    ) -> LinkedChunk {
         let (ptr, index) = buffer.link(fresh, thread);
         self.chunk.set(ptr.0.as_ptr());
         self.pos.set(0);
         self.parked.set(NOT_PARKED);
-        index
+        LinkedChunk { ptr, index }
     }
 
     /// Forgets the current chunk; the next push takes the slow path.

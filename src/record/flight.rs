@@ -10,12 +10,25 @@
 //! left to the capture (the thread then takes one from the pool), and a tail its writer still
 //! fills is skipped.
 //!
-//! Recycling reads each unlinked chunk's records first, to keep every thread's scopes that
-//! were open at the end of it (entered in the overwritten part, not yet exited): a capture
-//! then opens them before the thread's first record, named and timed as recorded, and decoding
-//! marks them [`cut_at_start`](crate::trace::Span::cut_at_start) rather than pairing an exit
-//! with anything else. The records recycled are counted
+//! Each thread's scopes that were open at the end of an unlinked chunk (entered in the
+//! overwritten part, not yet exited) are kept: a capture then opens them before the thread's
+//! first record, named and timed as recorded, and decoding marks them
+//! [`cut_at_start`](crate::trace::Span::cut_at_start) rather than pairing an exit with
+//! anything else. The records recycled are counted
 //! ([`Trace::overwritten_events`](crate::trace::Trace::overwritten_events)).
+//!
+//! Finding those scopes means reading every record, which cost the recording thread about
+//! 4.5 ns per scope (a fifth of the scope) when it read each chunk it completed. A scanner
+//! thread (`tickscope-flight`, at the lowest priority: it takes the cores the program leaves
+//! idle) reads them instead: a thread that completes a chunk queues it (under the ring's
+//! lock, which it takes at each chunk switch anyway) and wakes the scanner every
+//! [`WAKE_AT`] chunks; the scanner holds each queued chunk (as a capture does: recycled
+//! meanwhile, it goes to the pool when the scanner lets go), reads it without any lock and
+//! notes the scopes open at its end. Recycling a chunk read ahead
+//! only unlinks it; a chunk the scanner has not reached yet (it is behind: a busy machine,
+//! or a ring of few chunks; or it has no thread) is read then, by the recycling thread, and
+//! the scanner goes on after it. Which chunks are recycled does not depend on the scanner:
+//! only who reads them does. The queue holds at most the ring's number of chunks.
 //!
 //! Recycling happens only while flight recorders are the only sessions recording: a session
 //! that keeps its whole window beside it needs every chunk, so threads then take fresh ones,
@@ -24,8 +37,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::Thread;
+use std::time::Duration;
 
-use crate::record::buffer::Busy;
+use crate::record::buffer::{Busy, LinkedChunk};
 use crate::record::chunk::{CHUNK_EVENTS, ChunkBox, RECORD};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::pool;
@@ -92,20 +107,50 @@ impl CutScope {
     }
 }
 
+/// A chunk linked since the recorder started.
+#[derive(Debug)]
+struct Linked {
+    thread: Weak<ThreadEntry>,
+    /// Its index in the thread's buffer.
+    index: u64,
+    /// Once read (by the scanner): the thread's scopes open at its end.
+    after: Option<Vec<CutScope>>,
+}
+
+/// How far the chunks of one thread have been read.
+#[derive(Debug, Default)]
+struct Scan {
+    /// The index of the next chunk to read; `open` holds the scopes open at its start.
+    next: u64,
+    open: Vec<CutScope>,
+    /// Bumped when a recycle reads a chunk the scanner had not: a read begun before is
+    /// dropped.
+    generation: u64,
+    /// The thread's newest chunk (its writer fills it): complete once a newer one is linked.
+    newest: Option<LinkedChunk>,
+}
+
 #[derive(Debug)]
 struct Ring {
     session: u64,
     capacity: usize,
     /// Chunks prepared at start and not taken yet.
     free: Vec<ChunkBox>,
-    /// The chunks linked since the recorder started, oldest first: their thread, their index
-    /// in its buffer, and once the thread completed it, the thread's scopes open at its end.
-    linked: VecDeque<(Weak<ThreadEntry>, u64, Option<Vec<CutScope>>)>,
-    /// Per thread: its scopes open at the end of the last chunk it completed.
-    running: HashMap<u64, Vec<CutScope>>,
+    /// The chunks linked since the recorder started, oldest first.
+    linked: VecDeque<Linked>,
+    /// Per thread: how far its chunks have been read.
+    scans: HashMap<u64, Scan>,
+    /// Complete chunks not read yet, in the order they were completed.
+    pending: VecDeque<(Weak<ThreadEntry>, LinkedChunk)>,
+    /// The scanner thread, woken when [`Ring::wake_at`] chunks are pending.
+    scanner: Option<Thread>,
+    wake_at: usize,
     /// Per thread: its scopes open at the start of its retained window, outermost first.
     cut: HashMap<u64, Vec<CutScope>>,
     overwritten: u64,
+    /// Chunks read ahead (by the scanner), and when recycled (the scanner was behind).
+    read_ahead: u64,
+    read_late: u64,
 }
 
 /// Why a flight recorder could not start.
@@ -115,7 +160,7 @@ pub(crate) enum StartError {
 }
 
 /// Installs the flight recorder of session `session`, of `bytes` of records (at least one
-/// chunk), its chunks prepared (touched) now.
+/// chunk), its chunks prepared (touched) now, and starts its scanner.
 pub(crate) fn install(session: u64, bytes: usize) -> Result<(), StartError> {
     let _untracked = registry::Untracked::enter();
     let mut ring = lock(&RING);
@@ -130,21 +175,32 @@ pub(crate) fn install(session: u64, bytes: usize) -> Result<(), StartError> {
             chunk
         })
         .collect();
+    // Without a scanner (no thread could be started) every chunk is read when recycled.
+    let scanner = std::thread::Builder::new()
+        .name("tickscope-flight".into())
+        .spawn(move || run_scanner(session))
+        .ok()
+        .map(|handle| handle.thread().clone());
     *ring = Some(Ring {
         session,
         capacity,
         free,
         linked: VecDeque::with_capacity(capacity + 1),
+        scans: HashMap::new(),
+        pending: VecDeque::new(),
+        scanner,
+        wake_at: (capacity / 4).clamp(1, WAKE_AT),
         cut: HashMap::new(),
-        running: HashMap::new(),
         overwritten: 0,
+        read_ahead: 0,
+        read_late: 0,
     });
     ON.store(true, Ordering::Release);
     Ok(())
 }
 
-/// Takes the flight recorder of `session` out of service (its unused chunks go to the pool);
-/// returns the events it overwrote.
+/// Takes the flight recorder of `session` out of service (its unused chunks go to the pool,
+/// its scanner ends); returns the events it overwrote.
 pub(crate) fn uninstall(session: u64) -> u64 {
     let _untracked = registry::Untracked::enter();
     let ring = {
@@ -156,6 +212,10 @@ pub(crate) fn uninstall(session: u64) -> u64 {
         slot.take()
     };
     let Some(ring) = ring else { return 0 };
+    if let Some(scanner) = &ring.scanner {
+        // It finds no recorder of its session and returns.
+        scanner.unpark();
+    }
     for chunk in ring.free {
         pool::give(chunk);
     }
@@ -168,35 +228,30 @@ pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// A chunk for `thread`, whose tail is complete (full, or without room for what comes next):
+/// The scanner is woken once this many complete chunks wait to be read (fewer in a ring of
+/// fewer than `4 × WAKE_AT` chunks): one wake-up per 8 chunks, 16 Ki scopes.
+const WAKE_AT: usize = 8;
+/// The scanner also looks for chunks this often without being woken.
+const IDLE: Duration = Duration::from_millis(10);
+
+/// The scanner only reads when asked to ([`drain`]): a test's way to make every recycle read
+/// its chunk, or to choose the moment chunks are read ahead.
+static PAUSED: AtomicBool = AtomicBool::new(false);
+
+/// A chunk for a thread whose tail is complete (full, or without room for what comes next):
 /// one of the recorder's own, free or recycled (the oldest linked); `None` when the recorder
 /// is not the only session recording or has none to give (the thread then takes one from the
 /// pool).
 ///
-/// The completed tail is read first, while still in cache, to follow the thread's open
-/// scopes: recycling a chunk later then knows which scopes were open at its end without
-/// reading it again from memory.
-pub(crate) fn take(thread: &ThreadEntry) -> Option<ChunkBox> {
-    let mut slot = lock(&RING);
-    let ring = slot.as_mut()?;
-    {
-        let Ring {
-            running, linked, ..
-        } = &mut *ring;
-        let open = running.entry(thread.id).or_default();
-        thread.buffer.with_tail(|index, records| {
-            scan(open, records);
-            let own = |e: &&mut (Weak<ThreadEntry>, u64, Option<Vec<CutScope>>)| {
-                e.1 == index && std::ptr::eq(e.0.as_ptr(), thread)
-            };
-            if let Some(entry) = linked.iter_mut().rev().find(own) {
-                entry.2 = Some(open.clone());
-            }
-        });
-    }
+/// A recycled chunk's records were usually read already, by the scanner: the thread then
+/// unlinks it and takes the scopes open at its end as they were found. It reads the chunk
+/// itself only when the scanner is behind.
+pub(crate) fn take() -> Option<ChunkBox> {
     if !pool::flight_only() {
         return None;
     }
+    let mut slot = lock(&RING);
+    let ring = slot.as_mut()?;
     if let Some(chunk) = ring.free.pop() {
         return Some(chunk);
     }
@@ -206,37 +261,58 @@ pub(crate) fn take(thread: &ThreadEntry) -> Option<ChunkBox> {
     // tails still being filled.
     let mut skipped = 0;
     while ring.linked.len() >= ring.capacity && skipped < ring.linked.len() {
-        let Some((thread, index, after)) = ring.linked.get(skipped) else {
+        let Some(oldest) = ring.linked.get_mut(skipped) else {
             break;
         };
-        let (thread, index, after) = (thread.clone(), *index, after.clone());
-        let Some(thread) = thread.upgrade() else {
+        let (index, after) = (oldest.index, oldest.after.take());
+        let Some(thread) = oldest.thread.upgrade() else {
             // Its chunks went with the thread's entry (no session needed them).
             ring.linked.remove(skipped);
             continue;
         };
         let Ring {
-            cut, overwritten, ..
+            cut,
+            overwritten,
+            scans,
+            read_late,
+            ..
         } = ring;
         let open = cut.entry(thread.id).or_default();
+        let unread = after.is_none();
         let evicted = thread.buffer.evict_through(
             index,
             |records| {
                 *overwritten += records.len() as u64;
-                // A chunk the thread completed was read then; others (an exited thread's
-                // last, one linked before the recorder) are read now.
-                if after.is_none() {
+                // A chunk the scanner has not read yet (it is behind, or the chunk was an
+                // exited thread's last or linked before the recorder) is read now.
+                if unread {
                     scan(open, records);
                 }
             },
             pool::give,
         );
-        if let (Ok(_), Some(after)) = (&evicted, after) {
-            *open = after;
-        }
         match evicted {
-            Err(Busy) => skipped += 1,
+            Err(Busy) => {
+                if let Some(oldest) = ring.linked.get_mut(skipped) {
+                    oldest.after = after;
+                }
+                skipped += 1;
+            }
             Ok(chunk) => {
+                match after {
+                    Some(after) => *open = after,
+                    None => {
+                        *read_late += 1;
+                        // The scanner goes on after it.
+                        if let Some(scan) = scans.get_mut(&thread.id)
+                            && scan.next <= index
+                        {
+                            scan.next = index + 1;
+                            scan.open.clone_from(open);
+                            scan.generation += 1;
+                        }
+                    }
+                }
                 ring.linked.remove(skipped);
                 match (taken.is_none(), chunk) {
                     (true, Some(mut chunk)) => {
@@ -250,7 +326,7 @@ pub(crate) fn take(thread: &ThreadEntry) -> Option<ChunkBox> {
                 if thread.buffer.is_drained() {
                     // An exited thread whose last chunk went: the registry forgets it.
                     ring.cut.remove(&thread.id);
-                    ring.running.remove(&thread.id);
+                    ring.scans.remove(&thread.id);
                     registry::release_exited(&thread);
                 }
             }
@@ -259,35 +335,199 @@ pub(crate) fn take(thread: &ThreadEntry) -> Option<ChunkBox> {
     taken
 }
 
-/// Counts the chunk of index `index` just linked into `thread`'s buffer.
-pub(crate) fn linked(thread: &Arc<ThreadEntry>, index: u64) {
-    if let Some(ring) = lock(&RING).as_mut() {
-        ring.linked.push_back((Arc::downgrade(thread), index, None));
+/// Counts `chunk`, just linked into `thread`'s buffer; the thread's chunk before it is
+/// complete now, and waits for the scanner.
+pub(crate) fn linked(thread: &Arc<ThreadEntry>, chunk: LinkedChunk) {
+    let mut slot = lock(&RING);
+    let Some(ring) = slot.as_mut() else { return };
+    let weak = Arc::downgrade(thread);
+    ring.linked.push_back(Linked {
+        thread: weak.clone(),
+        index: chunk.index(),
+        after: None,
+    });
+    let scan = ring.scans.entry(thread.id).or_insert_with(|| Scan {
+        next: chunk.index(),
+        ..Scan::default()
+    });
+    let complete = scan.newest.replace(chunk);
+    if let (Some(complete), Some(scanner)) = (complete, &ring.scanner) {
+        ring.pending.push_back((weak, complete));
+        if ring.pending.len() > ring.capacity {
+            // The scanner is that far behind (or paused): the oldest is recycled already or
+            // about to be, and read then; the queue stays within the ring's size.
+            ring.pending.pop_front();
+        }
+        if ring.pending.len() == ring.wake_at {
+            scanner.unpark();
+        }
     }
 }
 
-/// Follows the scopes entered and exited in `records` (a recycled chunk of one thread) on
-/// the stack of scopes `open`.
+impl Ring {
+    /// The next pending chunk to read, with its thread, the generation of the thread's
+    /// [`Scan`] and the scopes open at its start (taken out of the `Scan` until the read is
+    /// done); `None` when none is pending.
+    fn next_read(&mut self) -> Option<(Arc<ThreadEntry>, LinkedChunk, u64, Vec<CutScope>)> {
+        while let Some((thread, chunk)) = self.pending.pop_front() {
+            let Some(thread) = thread.upgrade() else {
+                continue;
+            };
+            let Some(scan) = self.scans.get_mut(&thread.id) else {
+                continue;
+            };
+            // Read already (when it was recycled), or after a chunk that could not be read.
+            if scan.next != chunk.index() {
+                continue;
+            }
+            let open = std::mem::take(&mut scan.open);
+            return Some((thread, chunk, scan.generation, open));
+        }
+        None
+    }
+
+    /// Ends a read begun with [`Ring::next_read`]: `open` holds the scopes open at the end of
+    /// the chunk of index `index` when `done`, else (the chunk could not be read) those at
+    /// its start as they were taken.
+    fn read(&mut self, thread: &ThreadEntry, index: u64, generation: u64, open: Vec<CutScope>, done: bool) {
+        let Some(scan) = self.scans.get_mut(&thread.id) else {
+            return;
+        };
+        if scan.generation != generation || scan.next != index {
+            // A recycle read the chunk meanwhile and set the scan after it.
+            return;
+        }
+        if done {
+            let own = |e: &&mut Linked| e.index == index && std::ptr::eq(e.thread.as_ptr(), thread);
+            if let Some(entry) = self.linked.iter_mut().rev().find(own) {
+                entry.after = Some(open.clone());
+            }
+            scan.next = index + 1;
+            self.read_ahead += 1;
+        }
+        scan.open = open;
+    }
+}
+
+/// Reads every pending chunk of session `session`'s recorder, unless `paused` and the scanner
+/// is paused; returns the chunks read, or `None` when the recorder has gone.
+fn drain(session: u64, paused: bool) -> Option<usize> {
+    let mut count = 0;
+    loop {
+        if paused && PAUSED.load(Ordering::Acquire) {
+            return Some(count);
+        }
+        let next = {
+            let mut slot = lock(&RING);
+            let ring = slot.as_mut().filter(|r| r.session == session)?;
+            ring.next_read()
+        };
+        let Some((thread, chunk, generation, mut open)) = next else {
+            return Some(count);
+        };
+        // SAFETY: `linked` got `chunk` from this thread's `switch_to` on its own buffer.
+        let held = unsafe { thread.buffer.hold_complete(chunk) };
+        let done = held.is_some();
+        if let Some(held) = held {
+            // Read without the buffer's lock: the thread links its next chunks meanwhile.
+            scan(&mut open, held.records());
+            // Recycled meanwhile (the recycling thread read it and took a chunk from the
+            // pool): the last hold hands it back.
+            if let Some(chunk) = held.release() {
+                pool::give(chunk);
+            }
+        }
+        let mut slot = lock(&RING);
+        let ring = slot.as_mut().filter(|r| r.session == session)?;
+        ring.read(&thread, chunk.index(), generation, open, done);
+        count += usize::from(done);
+    }
+}
+
+/// The scanner thread of session `session`'s recorder: reads the complete chunks off the
+/// recording threads, while they are still recent, so that recycling one costs a thread no
+/// more than unlinking it; returns once the recorder has gone.
+fn run_scanner(session: u64) {
+    // Its allocations (the lists of open scopes) are the profiler's, not the program's.
+    let _untracked = registry::Untracked::enter();
+    background_priority();
+    while drain(session, true).is_some() {
+        std::thread::park_timeout(IDLE);
+    }
+}
+
+/// Lowers the calling thread (the scanner) to the lowest priority (Linux: nice 19), so that
+/// waking it never takes the core of a recording thread while another has less to do. (Not
+/// `SCHED_IDLE`: on a busy machine that scanner never runs, and every chunk is read by the
+/// recording threads.) Elsewhere the scanner keeps its priority.
+fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` has no preconditions; `setpriority` on the calling thread's id
+        // changes only its own nice value (Linux's per-thread priorities), and lowering it
+        // needs no privilege. A failure leaves the priority as it was.
+        unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
+        }
+    }
+}
+
+/// Follows the scopes entered and exited in `records` (a chunk of one thread) on the stack
+/// of scopes `open`.
 fn scan(open: &mut Vec<CutScope>, records: &[RawEvent]) {
-    // Conditional branches rather than a `match` (a jump table): entries and exits alternate,
-    // which the branch predictor follows, and an exit usually closes the innermost scope.
-    for record in records {
+    let mut rest = records;
+    while let Some((record, tail)) = rest.split_first() {
+        rest = tail;
         let kind = record.kind;
-        if kind == RawKind::End {
+        if kind == RawKind::Begin {
+            let entered = CutScope::entered(record, false);
+            // A scope exited right away (a leaf, the most common record pair) leaves the stack
+            // as it was: the same as pushing it and popping it.
+            if let Some((next, tail)) = rest.split_first()
+                && next.kind == RawKind::End
+                && next.id == entered.key
+            {
+                rest = tail;
+                continue;
+            }
+            open.push(entered);
+        } else if kind == RawKind::End {
             if open.last().is_some_and(|s| s.key == record.id) {
                 open.pop();
             } else if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
                 open.remove(at);
             }
-        } else if kind == RawKind::Begin
-            || kind == RawKind::BeginFollows
-            || kind == RawKind::SpanEnter
-        {
+        } else if kind == RawKind::BeginFollows || kind == RawKind::SpanEnter {
             open.push(CutScope::entered(record, false));
         } else if kind == RawKind::PollBegin {
             open.push(CutScope::entered(record, true));
         }
     }
+}
+
+/// What the running flight recorder's chunks cost to read so far: `(ahead, late)`, the
+/// chunks its scanner read and those read when recycled (the scanner was behind); `None`
+/// without a flight recorder.
+pub(crate) fn reads() -> Option<(u64, u64)> {
+    lock(&RING).as_ref().map(|r| (r.read_ahead, r.read_late))
+}
+
+/// Pauses (or resumes) the scanner: while paused, chunks are read only by [`read_pending`]
+/// or when recycled.
+pub(crate) fn pause_scanner(paused: bool) {
+    PAUSED.store(paused, Ordering::Release);
+    if !paused && let Some(Some(scanner)) = lock(&RING).as_ref().map(|r| r.scanner.clone()) {
+        scanner.unpark();
+    }
+}
+
+/// Reads every pending chunk of the running flight recorder on the calling thread, as its
+/// scanner does; returns how many.
+pub(crate) fn read_pending() -> usize {
+    let _untracked = registry::Untracked::enter();
+    let session = lock(&RING).as_ref().map(|r| r.session);
+    session.and_then(|s| drain(s, false)).unwrap_or(0)
 }
 
 /// What a flight recorder retains: every thread's chunks, its scopes cut at the start of its
@@ -357,5 +597,94 @@ mod tests {
         let names: Vec<u32> = open.iter().map(|s| s.id).collect();
         assert_eq!(names, [1, 4]);
         assert_eq!(open[1].record(), RawEvent::new(RawKind::PollBegin, 4, 14));
+    }
+
+    /// [`scan`] without its shortcut for leaf scopes: every entry pushed, every exit popped.
+    fn scan_naive(open: &mut Vec<CutScope>, records: &[RawEvent]) {
+        for record in records {
+            match record.kind {
+                RawKind::End => {
+                    if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
+                        open.remove(at);
+                    }
+                }
+                RawKind::Begin | RawKind::BeginFollows | RawKind::SpanEnter => {
+                    open.push(CutScope::entered(record, false));
+                }
+                RawKind::PollBegin => open.push(CutScope::entered(record, true)),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn scan_skips_leaves_exactly() {
+        // A leaf; an entry followed by another scope's exit (out of order); an exit whose
+        // entry is in the next chunk's records, and one whose entry came before.
+        let a = RawEvent::begin(1, 10);
+        let b = RawEvent::begin(2, 11);
+        let records = [
+            RawEvent::begin(5, 1),
+            RawEvent::end(RawEvent::end_key(5, 1), 2),
+            a,
+            b,
+            RawEvent::end(RawEvent::end_key(1, 10), 12),
+            RawEvent::begin(3, 13),
+        ];
+        let mut open = Vec::new();
+        scan(&mut open, &records);
+        let ids: Vec<u32> = open.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [2, 3]);
+        scan(&mut open, &[RawEvent::end(RawEvent::end_key(3, 13), 14)]);
+        let ids: Vec<u32> = open.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [2]);
+
+        // Pseudo-random nesting, out-of-order exits and payloads, cut into chunks anywhere:
+        // the same stacks as the naive scan.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut records, mut live) = (Vec::new(), Vec::<(u32, u64)>::new());
+        for tick in 0..5000u64 {
+            let r = next();
+            match r % 7 {
+                0..=2 => {
+                    let id = (r >> 8) as u32 % 5 + 1;
+                    let kind = match r % 3 {
+                        0 => RawKind::PollBegin,
+                        1 => RawKind::BeginFollows,
+                        _ => RawKind::Begin,
+                    };
+                    records.push(RawEvent::new(kind, id, tick));
+                    live.push((id, tick));
+                }
+                3..=5 if !live.is_empty() => {
+                    // Mostly the innermost, sometimes another one.
+                    let at = if r % 5 == 0 {
+                        (r >> 16) as usize % live.len()
+                    } else {
+                        live.len() - 1
+                    };
+                    let (id, entered) = live.remove(at);
+                    records.push(RawEvent::end(RawEvent::end_key(id, entered), tick));
+                }
+                _ => records.push(RawEvent::new(RawKind::Payload, 9, tick)),
+            }
+        }
+        let (mut fast, mut naive) = (Vec::new(), Vec::new());
+        let mut rest = &records[..];
+        while !rest.is_empty() {
+            let cut = (next() as usize % 97 + 1).min(rest.len());
+            let (chunk, tail) = rest.split_at(cut);
+            scan(&mut fast, chunk);
+            scan_naive(&mut naive, chunk);
+            assert_eq!(fast, naive);
+            rest = tail;
+        }
+        assert!(!fast.is_empty());
     }
 }

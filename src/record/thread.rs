@@ -511,7 +511,7 @@ fn next_chunk(hot: &HotState, events: u64) -> bool {
                 return false;
             };
             let recycled = if flight::on() {
-                flight::take(entry)
+                flight::take()
             } else {
                 None
             };
@@ -522,9 +522,9 @@ fn next_chunk(hot: &HotState, events: u64) -> bool {
             // SAFETY: this thread's writer is the only one that fills its own buffer, and the
             // buffer (held by `REGISTRATION`) is retired only in `Registration::drop`, which
             // detaches the writer first.
-            let index = unsafe { hot.writer.switch_to(&entry.buffer, fresh, entry.id) };
+            let linked = unsafe { hot.writer.switch_to(&entry.buffer, fresh, entry.id) };
             if flight::on() {
-                flight::linked(entry, index);
+                flight::linked(entry, linked);
             }
             true
         })
