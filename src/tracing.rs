@@ -132,6 +132,14 @@ static SITES: RwLock<Option<FxHashMap<usize, &'static Site>>> = RwLock::new(None
 /// `follows_from`): every thread's [`Plain`] entries made before are then stale.
 static STATE_EPOCH: AtomicU32 = AtomicU32::new(0);
 
+/// Called when a session or observer starts while none was active: the spans created
+/// meanwhile skipped [`TickscopeLayer::on_new_span`], so a thread's [`Plain`] entry may name a
+/// span whose id the registry has since given (after its slot's generation wrapped) to
+/// another span. Raising [`STATE_EPOCH`] makes every entry made before stale.
+pub(crate) fn recording_resumed() {
+    STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Raised whenever a span without [`SpanState`] is entered on a thread that does not hold it
 /// as [`Plain`] (another thread created it): a span whose close sees the value of its
 /// creation was entered on its own thread only, which decoding resolves there.

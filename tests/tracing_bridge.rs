@@ -567,3 +567,114 @@ fn no_session_records_nothing_and_spans_still_work() {
     assert_eq!(report.get("before").unwrap().calls, 1);
     assert_eq!(report.get("during").unwrap().calls, 1);
 }
+
+#[test]
+fn a_span_whose_id_comes_back_while_nothing_records_keeps_its_own_name() {
+    // A thread's cache of the plain spans it created must not outlive them: a span closed
+    // while nothing recorded (or on another thread) leaves its entry, and the registry gives
+    // its id again once its slot's generation wraps. (With another test's session running
+    // meanwhile, the new span's creation is seen and the case is not reached.)
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    // Session 1: a plain span created and entered here, closed after the session stopped
+    // (the close is not recorded, so this thread's cache keeps it).
+    let prof = Profiler::builder().current_thread().start();
+    let first = tracing::info_span!("first_name");
+    let id = first.id().unwrap().into_u64();
+    first.in_scope(|| {});
+    prof.stop();
+    drop(first);
+    // No session: the slot is used again until its generation wraps to the same id.
+    let mut again = None;
+    for _ in 0..40_000 {
+        let span = tracing::info_span!("other_name", field = 1u64);
+        if span.id().unwrap().into_u64() == id {
+            again = Some(span);
+            break;
+        }
+    }
+    let again = again.expect("id not reused");
+    let prof = Profiler::builder().current_thread().start();
+    again.in_scope(|| {});
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(spans(&trace, 0), [("other_name", 0)]);
+}
+
+/// A snapshot while spans are open, then the table: from the session and streamed from the
+/// capture file, the same.
+#[test]
+fn snapshot_while_spans_are_open_and_the_streamed_table() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("snap_multi");
+    span.in_scope(|| {});
+    span.in_scope(|| {});
+    let open = tracing::info_span!("snap_open").entered();
+    let snap = prof.snapshot();
+    assert_eq!(snap.async_spans.len(), 1);
+    drop(open);
+    drop(span);
+    tracing::info_span!("snap_plain").in_scope(|| {});
+    prof.stop();
+    let table = prof.table().to_string();
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let streamed = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(streamed, table);
+    let report = prof.report();
+    assert_eq!(report.get("snap_multi").unwrap().calls, 1);
+    assert_eq!(report.get("snap_plain").unwrap().calls, 1);
+}
+
+#[test]
+fn metric_fields_of_odd_types() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    tracing::info!(counter.hits = 1u64);
+    tracing::info!(counter.hits = 2u64);
+    tracing::info!(
+        counter.text = "x",
+        histogram.flag = true,
+        monotonic_counter.big = u64::MAX,
+        counter.wide = 5i128,
+        "counter." = 3u64
+    );
+    prof.stop();
+    let trace = prof.trace();
+    use tickscope::trace::Number;
+    let tracks: Vec<(&str, Vec<Number>)> = trace
+        .counters
+        .iter()
+        .map(|c| (c.name, c.samples.iter().map(|s| s.value).collect()))
+        .collect();
+    // One counter per name, whichever callsites feed it; a u64 beyond i64 is a float; other
+    // types (str, bool, i128) and an empty metric name stay arguments; no value is sampled.
+    assert_eq!(
+        tracks,
+        [
+            ("big", vec![Number::Float(u64::MAX as f64)]),
+            ("hits", vec![Number::Int(1), Number::Int(3)])
+        ]
+    );
+    assert!(trace.values.is_empty());
+    let args: Vec<Vec<String>> = trace
+        .instants
+        .iter()
+        .map(|e| e.args.iter().map(|(k, v)| format!("{k}={v}")).collect())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            vec![],
+            vec![],
+            vec![
+                "counter.text=x".to_string(),
+                "histogram.flag=true".into(),
+                "counter.wide=5".into(),
+                "counter.=3".into()
+            ]
+        ]
+    );
+}
