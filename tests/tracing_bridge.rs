@@ -678,3 +678,117 @@ fn metric_fields_of_odd_types() {
         ]
     );
 }
+
+#[test]
+fn a_value_recorded_while_a_child_span_is_innermost_is_not_the_childs() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("rec_elsewhere", size = tracing::field::Empty);
+    {
+        let _e = span.enter();
+        let _inner = tracing::info_span!("rec_inner").entered();
+        // Recorded while a child span is the innermost one: not the child's argument.
+        span.record("size", 5u64);
+    }
+    drop(span);
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(spans(&trace, 0), [("rec_elsewhere", 0), ("rec_inner", 1)]);
+    assert!(args(&trace, 0, 1).is_empty());
+}
+
+/// Counts the enters of spans named `name` (a second layer, beside tickscope's).
+struct CountEnters {
+    name: &'static str,
+    enters: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<S> tracing_subscriber::Layer<S> for CountEnters
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_enter(&self, id: &tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if ctx.span(id).is_some_and(|s| s.name() == self.name) {
+            self.enters
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn plain_spans_moving_between_tokio_workers_are_one_call_each() {
+    const TASKS: u64 = 400;
+    let enters = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let dispatch = tracing::Dispatch::new(
+        tracing_subscriber::registry()
+            .with(tickscope::tracing::layer())
+            .with(CountEnters {
+                name: "mt_plain",
+                enters: enters.clone(),
+            }),
+    );
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(3)
+        .on_thread_start({
+            let prof = prof.clone();
+            let dispatch = dispatch.clone();
+            move || {
+                prof.join_current_thread();
+                std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+            }
+        })
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..TASKS {
+            // Half created here, half on the workers; some polled once, others several times.
+            let work = async move {
+                for _ in 0..i % 3 {
+                    tokio::task::yield_now().await;
+                }
+            };
+            if i % 2 == 0 {
+                tasks.push(tokio::spawn(
+                    work.instrument(tracing::info_span!("mt_plain")),
+                ));
+            } else {
+                tasks.push(tokio::spawn(async move {
+                    tokio::task::yield_now().await;
+                    work.instrument(tracing::info_span!("mt_plain")).await
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    drop(rt);
+    prof.stop();
+
+    let trace = prof.trace();
+    let slices: Vec<_> = trace
+        .threads
+        .iter()
+        .flat_map(|t| &t.spans)
+        .filter(|s| s.name() == "mt_plain")
+        .collect();
+    let enters = enters.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(slices.len() as u64, enters);
+    let calls: Vec<_> = trace
+        .async_spans
+        .iter()
+        .filter(|c| c.name() == "mt_plain")
+        .collect();
+    assert!(calls.iter().all(|c| !c.open_at_stop));
+    let scopes = slices.iter().filter(|s| s.kind == SpanKind::Scope).count() as u64;
+    let polls: u64 = calls.iter().map(|c| u64::from(c.polls)).sum();
+    assert_eq!(scopes + polls, enters);
+    // `Instrumented` enters its span at each poll and once more to drop the future: every
+    // span was entered at least twice, so each is one async call.
+    assert_eq!(scopes, 0);
+    assert_eq!(calls.len() as u64, TASKS);
+    assert_eq!(prof.report().get("mt_plain").unwrap().calls, TASKS);
+}
