@@ -792,3 +792,28 @@ fn plain_spans_moving_between_tokio_workers_are_one_call_each() {
     assert_eq!(calls.len() as u64, TASKS);
     assert_eq!(prof.report().get("mt_plain").unwrap().calls, TASKS);
 }
+
+#[test]
+fn sessions_starting_and_stopping_while_a_span_is_entered() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let outer = tracing::info_span!("entered_before").entered();
+    let first = Profiler::builder().current_thread().start();
+    tracing::info_span!("during_first").in_scope(|| {});
+    let held = tracing::info_span!("held_across").entered();
+    first.stop();
+    let second = Profiler::builder().current_thread().start();
+    tracing::info_span!("during_second").in_scope(|| {});
+    // Exits of enters the second session did not see.
+    drop(held);
+    drop(outer);
+    tracing::info_span!("after_exits").in_scope(|| {});
+    second.stop();
+
+    let trace = first.trace();
+    assert_eq!(spans(&trace, 0), [("during_first", 0), ("held_across", 0)]);
+    assert!(trace.threads[0].spans[1].open_at_stop);
+    let trace = second.trace();
+    assert_eq!(spans(&trace, 0), [("during_second", 0), ("after_exits", 0)]);
+    assert!(trace.threads[0].spans.iter().all(|s| !s.open_at_stop));
+    assert!(trace.async_spans.is_empty());
+}
