@@ -35,7 +35,8 @@
 //!   without the fields it was created with.
 //! - **Fields** given when the span is created and values given later with `Span::record`
 //!   become the arguments of each slice (a value recorded while the span is entered on this
-//!   thread goes to the open slice at once).
+//!   thread goes to the open slice at once; a field recorded again keeps only its last value
+//!   for the next slices).
 //! - **`follows_from`.** A span that follows from a span entered on the current thread at the
 //!   time of the `follows_from` call records each of its enters as a scope following from a
 //!   [`Link`] captured in the innermost scope open there, usually that span's slice (so the
@@ -492,6 +493,23 @@ fn encode(site: &'static Site, record: impl FnOnce(&mut Fields<'_>)) -> Vec<RawE
     args.arguments().to_vec()
 }
 
+/// Appends the argument records `new` to `args`, less the arguments of `args` whose key
+/// `new` gives again: a value recorded again replaces the earlier one (of a field given at
+/// creation too), so a span's arguments stay one per field however often it records.
+fn replace_args(args: &mut Vec<RawEvent>, new: &[RawEvent]) {
+    let is_head = |r: &RawEvent| r.kind != RawKind::Bytes;
+    let keys: Vec<u32> = new.iter().filter(|r| is_head(r)).map(|r| r.id).collect();
+    let mut keep = true;
+    args.retain(|r| {
+        // A string's text records follow its head: they go with it.
+        if is_head(r) {
+            keep = !keys.contains(&r.id);
+        }
+        keep
+    });
+    args.extend_from_slice(new);
+}
+
 /// True when the span `id` is entered on this thread with a recorded slice.
 fn entered_here(id: u64) -> bool {
     LOCAL
@@ -588,7 +606,7 @@ where
         if innermost && thread::thread_wants() {
             thread::push_all(&records);
         }
-        state.args.extend_from_slice(&records);
+        replace_args(&mut state.args, &records);
     }
 
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {

@@ -817,3 +817,31 @@ fn sessions_starting_and_stopping_while_a_span_is_entered() {
     assert!(trace.threads[0].spans.iter().all(|s| !s.open_at_stop));
     assert!(trace.async_spans.is_empty());
 }
+
+#[test]
+fn a_value_recorded_again_replaces_the_earlier_one() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    {
+        let span = tracing::info_span!(
+            "rec_twice",
+            x = 1u64,
+            name = "a long name, more than one record of text",
+            size = tracing::field::Empty,
+        );
+        span.record("size", 1u64);
+        span.record("name", "b");
+        span.record("size", 2u64);
+        span.record("x", 3u64);
+        span.in_scope(|| {});
+        // Recorded at every poll of a long-lived span: its arguments do not pile up.
+        for i in 0..100u64 {
+            span.record("size", i);
+        }
+        span.in_scope(|| {});
+    }
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(args(&trace, 0, 0), ["name=b", "size=2", "x=3"]);
+    assert_eq!(args(&trace, 0, 1), ["name=b", "x=3", "size=99"]);
+}
