@@ -791,6 +791,21 @@ fn plain_spans_moving_between_tokio_workers_are_one_call_each() {
     assert_eq!(scopes, 0);
     assert_eq!(calls.len() as u64, TASKS);
     assert_eq!(prof.report().get("mt_plain").unwrap().calls, TASKS);
+
+    // The same from the capture file, and the table streamed from it.
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let decoded = read[0].decode();
+    let polls = |t: &Trace| -> Vec<(u64, u32, u64)> {
+        t.async_spans
+            .iter()
+            .map(|c| (c.start_ns, c.polls, c.end_ns))
+            .collect()
+    };
+    assert_eq!(polls(&decoded), polls(&trace));
+    let streamed = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(streamed, prof.table().to_string());
 }
 
 #[test]
