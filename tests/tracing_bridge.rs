@@ -860,3 +860,51 @@ fn a_value_recorded_again_replaces_the_earlier_one() {
     assert_eq!(args(&trace, 0, 0), ["name=b", "size=2", "x=3"]);
     assert_eq!(args(&trace, 0, 1), ["name=b", "x=3", "size=99"]);
 }
+
+#[test]
+fn a_span_back_from_another_thread_and_closed_where_it_was_made() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("round_trip");
+    span.in_scope(|| {});
+    let span = std::thread::spawn({
+        let prof = prof.clone();
+        let dispatch = dispatch.clone();
+        move || {
+            prof.join_current_thread();
+            let _d = tracing::dispatcher::set_default(&dispatch);
+            span.in_scope(|| {});
+            span
+        }
+    })
+    .join()
+    .unwrap();
+    span.in_scope(|| {});
+    drop(span); // closed here, where it was made, after an enter elsewhere
+    // Entered once here and closed here: a plain scope.
+    tracing::info_span!("round_trip").in_scope(|| {});
+    prof.stop();
+
+    let trace = prof.trace();
+    assert_eq!(trace.async_spans.len(), 1);
+    let call = &trace.async_spans[0];
+    let main = trace
+        .threads
+        .iter()
+        .position(|t| t.spans.len() == 3)
+        .unwrap();
+    assert_eq!(
+        (call.polls, call.open_at_stop, call.thread, call.end_thread),
+        (
+            3,
+            false,
+            trace.threads[main].id,
+            Some(trace.threads[main].id)
+        )
+    );
+    let kinds: Vec<SpanKind> = trace.threads[main].spans.iter().map(|s| s.kind).collect();
+    let poll = SpanKind::Poll { task: Some(0) };
+    assert_eq!(kinds, [poll, poll, SpanKind::Scope]);
+    assert_eq!(prof.report().get("round_trip").unwrap().calls, 2);
+}
