@@ -35,7 +35,8 @@
 //!   without the fields it was created with.
 //! - **Fields** given when the span is created and values given later with `Span::record`
 //!   become the arguments of each slice (a value recorded while the span is entered on this
-//!   thread goes to the open slice at once).
+//!   thread goes to the open slice at once; a field recorded again keeps only its last value
+//!   for the next slices).
 //! - **`follows_from`.** A span that follows from a span entered on the current thread at the
 //!   time of the `follows_from` call records each of its enters as a scope following from a
 //!   [`Link`] captured in the innermost scope open there, usually that span's slice (so the
@@ -131,6 +132,14 @@ static SITES: RwLock<Option<FxHashMap<usize, &'static Site>>> = RwLock::new(None
 /// Raised whenever a span that had no [`SpanState`] gets one after it was created (a
 /// `follows_from`): every thread's [`Plain`] entries made before are then stale.
 static STATE_EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// Called when a session or observer starts while none was active: the spans created
+/// meanwhile skipped [`TickscopeLayer::on_new_span`], so a thread's [`Plain`] entry may name a
+/// span whose id the registry has since given (after its slot's generation wrapped) to
+/// another span. Raising [`STATE_EPOCH`] makes every entry made before stale.
+pub(crate) fn recording_resumed() {
+    STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Raised whenever a span without [`SpanState`] is entered on a thread that does not hold it
 /// as [`Plain`] (another thread created it): a span whose close sees the value of its
@@ -484,6 +493,23 @@ fn encode(site: &'static Site, record: impl FnOnce(&mut Fields<'_>)) -> Vec<RawE
     args.arguments().to_vec()
 }
 
+/// Appends the argument records `new` to `args`, less the arguments of `args` whose key
+/// `new` gives again: a value recorded again replaces the earlier one (of a field given at
+/// creation too), so a span's arguments stay one per field however often it records.
+fn replace_args(args: &mut Vec<RawEvent>, new: &[RawEvent]) {
+    let is_head = |r: &RawEvent| r.kind != RawKind::Bytes;
+    let keys: Vec<u32> = new.iter().filter(|r| is_head(r)).map(|r| r.id).collect();
+    let mut keep = true;
+    args.retain(|r| {
+        // A string's text records follow its head: they go with it.
+        if is_head(r) {
+            keep = !keys.contains(&r.id);
+        }
+        keep
+    });
+    args.extend_from_slice(new);
+}
+
 /// True when the span `id` is entered on this thread with a recorded slice.
 fn entered_here(id: u64) -> bool {
     LOCAL
@@ -580,7 +606,7 @@ where
         if innermost && thread::thread_wants() {
             thread::push_all(&records);
         }
-        state.args.extend_from_slice(&records);
+        replace_args(&mut state.args, &records);
     }
 
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {

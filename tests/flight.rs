@@ -788,3 +788,74 @@ fn readers_snapshots_and_recycling_race() {
     }
     prof.stop();
 }
+
+/// A `tracing` span entered when the recorder recycles its first chunk is cut at the window's
+/// start like a scope (its enter is a scope's entry); a span entered twice whose first enter
+/// was overwritten is one enter in the window. The capture file and the streamed table agree.
+#[cfg(feature = "tracing")]
+#[test]
+fn a_tracing_span_entered_across_the_cut_is_a_cut_scope() {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let _serial = serial();
+    let m = mock();
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tickscope::tracing::layer()));
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(2 * CHUNK)
+        .start();
+    let outer = tracing::info_span!("cut_outer");
+    let multi = tracing::info_span!("cut_multi");
+    m.increment(10);
+    multi.in_scope(|| m.increment(10));
+    {
+        let _e = outer.enter();
+        for _ in 0..5000 {
+            m.increment(5);
+            let _g = scope!("filler");
+            m.increment(5);
+        }
+        multi.in_scope(|| m.increment(10));
+    }
+    drop(outer);
+    drop(multi);
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(trace.overwritten_events, CHUNK_EVENTS as u64);
+    let spans = &trace.threads[0].spans;
+    let first = &spans[0];
+    assert_eq!(
+        (first.name(), first.depth, first.cut_at_start),
+        ("cut_outer", 0, true)
+    );
+    assert_eq!(first.kind, tickscope::trace::SpanKind::Scope);
+    let last = spans.last().unwrap();
+    assert_eq!(
+        (last.name(), last.depth, last.cut_at_start),
+        ("cut_multi", 1, false)
+    );
+    assert!(trace.async_spans.is_empty());
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.kind == tickscope::trace::SpanKind::Scope)
+    );
+
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = Capture::from_bytes(&bytes).unwrap();
+    assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
+    let decoded = read[0].decode();
+    let names = |t: &Trace| -> Vec<(&'static str, u32, bool)> {
+        t.threads[0]
+            .spans
+            .iter()
+            .map(|s| (s.name(), s.depth, s.cut_at_start))
+            .collect()
+    };
+    assert_eq!(names(&decoded), names(&trace));
+    let streamed = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(streamed, prof.table().to_string());
+}

@@ -567,3 +567,344 @@ fn no_session_records_nothing_and_spans_still_work() {
     assert_eq!(report.get("before").unwrap().calls, 1);
     assert_eq!(report.get("during").unwrap().calls, 1);
 }
+
+#[test]
+fn a_span_whose_id_comes_back_while_nothing_records_keeps_its_own_name() {
+    // A thread's cache of the plain spans it created must not outlive them: a span closed
+    // while nothing recorded (or on another thread) leaves its entry, and the registry gives
+    // its id again once its slot's generation wraps. (With another test's session running
+    // meanwhile, the new span's creation is seen and the case is not reached.)
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    // Session 1: a plain span created and entered here, closed after the session stopped
+    // (the close is not recorded, so this thread's cache keeps it).
+    let prof = Profiler::builder().current_thread().start();
+    let first = tracing::info_span!("first_name");
+    let id = first.id().unwrap().into_u64();
+    first.in_scope(|| {});
+    prof.stop();
+    drop(first);
+    // No session: the slot is used again until its generation wraps to the same id.
+    let mut again = None;
+    for _ in 0..40_000 {
+        let span = tracing::info_span!("other_name", field = 1u64);
+        if span.id().unwrap().into_u64() == id {
+            again = Some(span);
+            break;
+        }
+    }
+    let again = again.expect("id not reused");
+    let prof = Profiler::builder().current_thread().start();
+    again.in_scope(|| {});
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(spans(&trace, 0), [("other_name", 0)]);
+}
+
+/// A snapshot while spans are open, then the table: from the session and streamed from the
+/// capture file, the same.
+#[test]
+fn snapshot_while_spans_are_open_and_the_streamed_table() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("snap_multi");
+    span.in_scope(|| {});
+    span.in_scope(|| {});
+    let open = tracing::info_span!("snap_open").entered();
+    let snap = prof.snapshot();
+    assert_eq!(snap.async_spans.len(), 1);
+    drop(open);
+    drop(span);
+    tracing::info_span!("snap_plain").in_scope(|| {});
+    prof.stop();
+    let table = prof.table().to_string();
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let streamed = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(streamed, table);
+    let report = prof.report();
+    assert_eq!(report.get("snap_multi").unwrap().calls, 1);
+    assert_eq!(report.get("snap_plain").unwrap().calls, 1);
+}
+
+#[test]
+fn metric_fields_of_odd_types() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    tracing::info!(counter.hits = 1u64);
+    tracing::info!(counter.hits = 2u64);
+    tracing::info!(
+        counter.text = "x",
+        histogram.flag = true,
+        monotonic_counter.big = u64::MAX,
+        counter.wide = 5i128,
+        "counter." = 3u64
+    );
+    prof.stop();
+    let trace = prof.trace();
+    use tickscope::trace::Number;
+    let tracks: Vec<(&str, Vec<Number>)> = trace
+        .counters
+        .iter()
+        .map(|c| (c.name, c.samples.iter().map(|s| s.value).collect()))
+        .collect();
+    // One counter per name, whichever callsites feed it; a u64 beyond i64 is a float; other
+    // types (str, bool, i128) and an empty metric name stay arguments; no value is sampled.
+    assert_eq!(
+        tracks,
+        [
+            ("big", vec![Number::Float(u64::MAX as f64)]),
+            ("hits", vec![Number::Int(1), Number::Int(3)])
+        ]
+    );
+    assert!(trace.values.is_empty());
+    let args: Vec<Vec<String>> = trace
+        .instants
+        .iter()
+        .map(|e| e.args.iter().map(|(k, v)| format!("{k}={v}")).collect())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            vec![],
+            vec![],
+            vec![
+                "counter.text=x".to_string(),
+                "histogram.flag=true".into(),
+                "counter.wide=5".into(),
+                "counter.=3".into()
+            ]
+        ]
+    );
+}
+
+#[test]
+fn a_value_recorded_while_a_child_span_is_innermost_is_not_the_childs() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("rec_elsewhere", size = tracing::field::Empty);
+    {
+        let _e = span.enter();
+        let _inner = tracing::info_span!("rec_inner").entered();
+        // Recorded while a child span is the innermost one: not the child's argument.
+        span.record("size", 5u64);
+    }
+    drop(span);
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(spans(&trace, 0), [("rec_elsewhere", 0), ("rec_inner", 1)]);
+    assert!(args(&trace, 0, 1).is_empty());
+}
+
+/// Counts the enters of spans named `name` (a second layer, beside tickscope's).
+struct CountEnters {
+    name: &'static str,
+    enters: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<S> tracing_subscriber::Layer<S> for CountEnters
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_enter(&self, id: &tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if ctx.span(id).is_some_and(|s| s.name() == self.name) {
+            self.enters
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn plain_spans_moving_between_tokio_workers_are_one_call_each() {
+    const TASKS: u64 = 400;
+    let enters = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let dispatch = tracing::Dispatch::new(
+        tracing_subscriber::registry()
+            .with(tickscope::tracing::layer())
+            .with(CountEnters {
+                name: "mt_plain",
+                enters: enters.clone(),
+            }),
+    );
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(3)
+        .on_thread_start({
+            let prof = prof.clone();
+            let dispatch = dispatch.clone();
+            move || {
+                prof.join_current_thread();
+                std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+            }
+        })
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..TASKS {
+            // Half created here, half on the workers; some polled once, others several times.
+            let work = async move {
+                for _ in 0..i % 3 {
+                    tokio::task::yield_now().await;
+                }
+            };
+            if i % 2 == 0 {
+                tasks.push(tokio::spawn(
+                    work.instrument(tracing::info_span!("mt_plain")),
+                ));
+            } else {
+                tasks.push(tokio::spawn(async move {
+                    tokio::task::yield_now().await;
+                    work.instrument(tracing::info_span!("mt_plain")).await
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    drop(rt);
+    prof.stop();
+
+    let trace = prof.trace();
+    let slices: Vec<_> = trace
+        .threads
+        .iter()
+        .flat_map(|t| &t.spans)
+        .filter(|s| s.name() == "mt_plain")
+        .collect();
+    let enters = enters.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(slices.len() as u64, enters);
+    let calls: Vec<_> = trace
+        .async_spans
+        .iter()
+        .filter(|c| c.name() == "mt_plain")
+        .collect();
+    assert!(calls.iter().all(|c| !c.open_at_stop));
+    let scopes = slices.iter().filter(|s| s.kind == SpanKind::Scope).count() as u64;
+    let polls: u64 = calls.iter().map(|c| u64::from(c.polls)).sum();
+    assert_eq!(scopes + polls, enters);
+    // `Instrumented` enters its span at each poll and once more to drop the future: every
+    // span was entered at least twice, so each is one async call.
+    assert_eq!(scopes, 0);
+    assert_eq!(calls.len() as u64, TASKS);
+    assert_eq!(prof.report().get("mt_plain").unwrap().calls, TASKS);
+
+    // The same from the capture file, and the table streamed from it.
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let decoded = read[0].decode();
+    let polls = |t: &Trace| -> Vec<(u64, u32, u64)> {
+        t.async_spans
+            .iter()
+            .map(|c| (c.start_ns, c.polls, c.end_ns))
+            .collect()
+    };
+    assert_eq!(polls(&decoded), polls(&trace));
+    let streamed = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(streamed, prof.table().to_string());
+}
+
+#[test]
+fn sessions_starting_and_stopping_while_a_span_is_entered() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let outer = tracing::info_span!("entered_before").entered();
+    let first = Profiler::builder().current_thread().start();
+    tracing::info_span!("during_first").in_scope(|| {});
+    let held = tracing::info_span!("held_across").entered();
+    first.stop();
+    let second = Profiler::builder().current_thread().start();
+    tracing::info_span!("during_second").in_scope(|| {});
+    // Exits of enters the second session did not see.
+    drop(held);
+    drop(outer);
+    tracing::info_span!("after_exits").in_scope(|| {});
+    second.stop();
+
+    let trace = first.trace();
+    assert_eq!(spans(&trace, 0), [("during_first", 0), ("held_across", 0)]);
+    assert!(trace.threads[0].spans[1].open_at_stop);
+    let trace = second.trace();
+    assert_eq!(spans(&trace, 0), [("during_second", 0), ("after_exits", 0)]);
+    assert!(trace.threads[0].spans.iter().all(|s| !s.open_at_stop));
+    assert!(trace.async_spans.is_empty());
+}
+
+#[test]
+fn a_value_recorded_again_replaces_the_earlier_one() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    {
+        let span = tracing::info_span!(
+            "rec_twice",
+            x = 1u64,
+            name = "a long name, more than one record of text",
+            size = tracing::field::Empty,
+        );
+        span.record("size", 1u64);
+        span.record("name", "b");
+        span.record("size", 2u64);
+        span.record("x", 3u64);
+        span.in_scope(|| {});
+        // Recorded at every poll of a long-lived span: its arguments do not pile up.
+        for i in 0..100u64 {
+            span.record("size", i);
+        }
+        span.in_scope(|| {});
+    }
+    prof.stop();
+    let trace = prof.trace();
+    assert_eq!(args(&trace, 0, 0), ["name=b", "size=2", "x=3"]);
+    assert_eq!(args(&trace, 0, 1), ["name=b", "x=3", "size=99"]);
+}
+
+#[test]
+fn a_span_back_from_another_thread_and_closed_where_it_was_made() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let span = tracing::info_span!("round_trip");
+    span.in_scope(|| {});
+    let span = std::thread::spawn({
+        let prof = prof.clone();
+        let dispatch = dispatch.clone();
+        move || {
+            prof.join_current_thread();
+            let _d = tracing::dispatcher::set_default(&dispatch);
+            span.in_scope(|| {});
+            span
+        }
+    })
+    .join()
+    .unwrap();
+    span.in_scope(|| {});
+    drop(span); // closed here, where it was made, after an enter elsewhere
+    // Entered once here and closed here: a plain scope.
+    tracing::info_span!("round_trip").in_scope(|| {});
+    prof.stop();
+
+    let trace = prof.trace();
+    assert_eq!(trace.async_spans.len(), 1);
+    let call = &trace.async_spans[0];
+    let main = trace
+        .threads
+        .iter()
+        .position(|t| t.spans.len() == 3)
+        .unwrap();
+    assert_eq!(
+        (call.polls, call.open_at_stop, call.thread, call.end_thread),
+        (
+            3,
+            false,
+            trace.threads[main].id,
+            Some(trace.threads[main].id)
+        )
+    );
+    let kinds: Vec<SpanKind> = trace.threads[main].spans.iter().map(|s| s.kind).collect();
+    let poll = SpanKind::Poll { task: Some(0) };
+    assert_eq!(kinds, [poll, poll, SpanKind::Scope]);
+    assert_eq!(prof.report().get("round_trip").unwrap().calls, 2);
+}

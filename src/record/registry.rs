@@ -130,6 +130,13 @@ impl Registry {
                 .iter()
                 .all(|s| s.collecting || s.flight);
         pool::set_flight_only(flight_only);
+        // Before the store that publishes it: spans were created unseen while nothing
+        // recorded, so the `tracing` bridge's per-thread caches of span ids may name spans
+        // that are gone.
+        #[cfg(feature = "tracing")]
+        if active && GENERATION.load(Ordering::Relaxed) == 0 {
+            crate::tracing::recording_resumed();
+        }
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
     }
