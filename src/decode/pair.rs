@@ -73,8 +73,11 @@ struct Entered {
     moved: rustc_hash::FxHashSet<u64>,
 }
 
-/// Enters a thread keeps waiting for their close before the oldest half go to the marks.
-const ENTERED_MAX: usize = 4096;
+/// Enters a thread keeps waiting for their close before the oldest half go to the marks:
+/// few, so that each close looks through few (the spans entered and not yet closed here are
+/// those nested at the moment, unless their closes come on other threads: those go to the
+/// marks anyway).
+const ENTERED_MAX: usize = 64;
 
 /// What argument records belong to: the record before them.
 #[derive(Clone, Copy, PartialEq, Eq)]
