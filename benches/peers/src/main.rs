@@ -177,8 +177,13 @@ impl Case for Tickscope {
 }
 
 /// One session for every repetition, never stopped: each chunk a thread fills is fresh
-/// memory, as in any session longer than the recycled chunks or the first of a process.
-struct TickscopeLong(tickscope::Profiler);
+/// memory, as in any session longer than the recycled chunks or the first of a process. With
+/// `reserved`, the session reserved its memory before it started, and every chunk comes from
+/// there.
+struct TickscopeLong {
+    session: tickscope::Profiler,
+    reserved: bool,
+}
 
 impl Case for TickscopeLong {
     fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
@@ -190,7 +195,11 @@ impl Case for TickscopeLong {
     }
 
     fn end(&self, _expected: u64) -> Option<f64> {
-        assert!(self.0.is_running(), "the long session stopped");
+        assert!(self.session.is_running(), "the long session stopped");
+        assert!(
+            !self.reserved || tickscope::__private::reserved_chunks() > 0,
+            "the reservation ran out: chunks were taken from elsewhere"
+        );
         None
     }
 }
@@ -480,13 +489,24 @@ fn make_case(name: &str, scopes: u64) -> Option<(Box<dyn Case>, Box<dyn std::any
         "empty_loop" => (Box::new(EmptyLoop), none),
         "tickscope" => (Box::new(tickscope(true, false)), none),
         "tickscope_profile" => (Box::new(tickscope(true, true)), none),
-        "tickscope_long" => (Box::new(TickscopeLong(tickscope::Profiler::start())), none),
+        "tickscope_long" => {
+            let case = TickscopeLong {
+                session: tickscope::Profiler::start(),
+                reserved: false,
+            };
+            (Box::new(case), none)
+        }
         "tickscope_long_reserved" => {
             // 32 bytes per scope, and a chunk per worker thread of each repetition for the
             // chunk it leaves partly filled.
-            let bytes = usize::try_from(scopes * 32).unwrap_or(usize::MAX) + (64 << 16);
-            let prof = tickscope::Profiler::builder().reserve_memory(bytes).start();
-            (Box::new(TickscopeLong(prof)), none)
+            let bytes = usize::try_from(scopes.saturating_mul(32))
+                .unwrap_or(usize::MAX)
+                .saturating_add(64 << 16);
+            let case = TickscopeLong {
+                session: tickscope::Profiler::builder().reserve_memory(bytes).start(),
+                reserved: true,
+            };
+            (Box::new(case), none)
         }
         "tickscope_disabled" => (Box::new(tickscope(false, false)), none),
         "puffin" => {
