@@ -187,8 +187,9 @@ impl Config {
     }
 
     /// Prepares memory for `bytes` of records before the session starts recording (at start
-    /// and at each restart): 64 KiB chunks, allocated and touched on every core before
-    /// [`Config::start`] returns, which the recording threads take before any other. A scope
+    /// and at each restart): 64 KiB chunks, the recycled ones first, the rest allocated and
+    /// touched on every core before [`Config::start`] returns, which the recording threads
+    /// take before any other. A scope
     /// takes 32 bytes (two records), so a session of known size, reserved for, never writes
     /// into fresh memory on the hot path: each first write to a 4 KiB page costs a page fault
     /// (about 2 µs on a VM), and when every core is busy recording no background thread can

@@ -172,18 +172,27 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     /// Reserves chunks for `bytes` of records (rounded up to whole chunks), at most
-    /// [`reservable_chunks`], preparing them on as many threads as the machine has cores.
+    /// [`reservable_chunks`]: the recycled ones first (already touched), then new ones,
+    /// prepared on as many threads as the machine has cores.
     pub(crate) fn new(bytes: usize) -> Self {
         let _untracked = Untracked::enter();
         let chunks = bytes
             .div_ceil(CHUNK_RECORD_BYTES)
             .min(reservable_chunks());
+        let mut recycled = Vec::new();
+        while recycled.len() < chunks
+            && let Some(chunk) = ready().pop()
+        {
+            recycled.push(chunk);
+        }
+        let missing = chunks - recycled.len();
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
-            .min(chunks.div_ceil(MIN_CHUNKS_PER_WORKER))
+            .min(missing.div_ceil(MIN_CHUNKS_PER_WORKER))
             .max(1);
-        let prepared = prepare_in_parallel(chunks, workers);
+        let prepared = prepare_in_parallel(missing, workers);
         let mut store = recover(RESERVED.lock());
+        store.extend(recycled);
         store.extend(prepared);
         RESERVED_COUNT.store(store.len(), Ordering::Release);
         Self { chunks }
