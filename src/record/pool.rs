@@ -251,8 +251,12 @@ fn prepare_in_parallel(chunks: usize, workers: usize) -> Vec<ChunkBox> {
 /// (`MemAvailable` on Linux; 1 GiB where it says nothing), so that a mistaken size cannot
 /// exhaust the machine.
 fn reservable_chunks() -> usize {
-    let available = available_memory().unwrap_or(2 << 30);
-    available / 2 / std::mem::size_of::<Chunk>()
+    reservable_chunks_of(available_memory())
+}
+
+/// [`reservable_chunks`] when the system reports `available` bytes.
+fn reservable_chunks_of(available: Option<usize>) -> usize {
+    available.unwrap_or(2 << 30) / 2 / std::mem::size_of::<Chunk>()
 }
 
 /// Bytes of memory available to programs, as the system reports it (Linux).
@@ -556,10 +560,11 @@ mod tests {
     }
 
     #[test]
-    fn reservations_are_capped_below_the_available_memory() {
-        let cap = reservable_chunks();
-        let available = available_memory().unwrap_or(2 << 30);
-        assert!(cap * std::mem::size_of::<Chunk>() <= available / 2);
-        assert!(cap > 0);
+    fn reservations_are_capped_at_half_the_available_memory() {
+        // 65 584 bytes a chunk: 16 of bookkeeping, the header and prefix, 64 KiB of records.
+        assert_eq!(std::mem::size_of::<Chunk>(), 65_584);
+        assert_eq!(reservable_chunks_of(Some(8 << 30)), (4 << 30) / 65_584);
+        assert_eq!(reservable_chunks_of(None), (1 << 30) / 65_584);
+        assert_eq!(reservable_chunks_of(Some(65_584)), 0);
     }
 }
