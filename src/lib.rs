@@ -739,6 +739,12 @@ pub mod __private {
         crate::record::chunk::live_chunks()
     }
 
+    /// Chunks reserved by running sessions and not taken yet
+    /// ([`Config::reserve_memory`](crate::Config::reserve_memory)).
+    pub fn reserved_chunks() -> usize {
+        crate::record::pool::reserved_chunks()
+    }
+
     /// Threads in the registry (live, or exited with events still needed).
     pub fn registered_threads() -> usize {
         crate::record::registry::thread_count()

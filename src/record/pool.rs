@@ -1,14 +1,15 @@
 //! Recycled chunks: reclaimed chunks wait here, already touched, for the next thread that fills
 //! one, so steady-state recording writes into warm memory and allocates nothing.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
-use crate::record::chunk::{Chunk, ChunkBox};
+use crate::record::chunk::{CHUNK_EVENTS, Chunk, ChunkBox, RECORD};
 use crate::record::sync::{lock, recover};
+use crate::record::untracked::Untracked;
 
 /// Chunks kept for reuse: 1024 × 64 KiB = 64 MiB at most, and only as many as sessions have
 /// used. Recording into fresh memory costs a page fault per 4 KiB (on a VM about 14 ns per
@@ -24,9 +25,13 @@ fn ready() -> &'static ArrayQueue<ChunkBox> {
     READY.get_or_init(|| ArrayQueue::new(RETAIN))
 }
 
-/// A chunk to fill: a recycled one if any, else a new one. Keeps the prefaulter ahead: once
-/// fewer than [`LOW_WATER`] chunks are ready, it touches more in the background.
+/// A chunk to fill: a reserved one if any ([`Reservation`]), else a recycled one, else a new
+/// one. Keeps the prefaulter ahead: once fewer than [`LOW_WATER`] chunks are ready and none is
+/// reserved, it touches more in the background.
 pub(crate) fn take() -> ChunkBox {
+    if let Some(chunk) = take_reserved() {
+        return chunk;
+    }
     let chunk = ready().pop();
     if ready().len() < LOW_WATER {
         prefaulter::wake();
@@ -123,6 +128,148 @@ pub(crate) fn release() -> usize {
         freed += std::mem::size_of::<Chunk>();
     }
     freed
+}
+
+/// Chunks reserved by running sessions ([`Reservation`]), touched before their start returned.
+/// Threads take from here before anything else.
+static RESERVED: Mutex<Vec<ChunkBox>> = Mutex::new(Vec::new());
+/// `RESERVED`'s length, read without the lock: the common case (no reservation) is one load.
+static RESERVED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn take_reserved() -> Option<ChunkBox> {
+    if RESERVED_COUNT.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let mut store = recover(RESERVED.lock());
+    let chunk = store.pop();
+    RESERVED_COUNT.store(store.len(), Ordering::Release);
+    chunk
+}
+
+/// Chunks reserved and not taken yet, for all sessions together.
+pub(crate) fn reserved_chunks() -> usize {
+    RESERVED_COUNT.load(Ordering::Acquire)
+}
+
+/// Bytes of records a chunk holds: what [`Reservation::new`] counts reservations in.
+const CHUNK_RECORD_BYTES: usize = CHUNK_EVENTS * RECORD as usize;
+
+/// A session's reserved memory ([`Config::reserve_memory`](crate::Config::reserve_memory)):
+/// chunks allocated and touched before the session starts recording, so that its threads
+/// take resident chunks and never pay a page fault on the hot path while the reservation
+/// lasts, even when every core is busy recording (a prefaulter then has no idle core, and
+/// each page costs CPU time, not only latency).
+///
+/// Reserved chunks go into one store that every recording thread takes from first; a
+/// reservation is a claim on that many of them. Dropping it (at stop) takes back as many of
+/// the chunks still in the store as it claimed, and gives them to the recycling pool, which
+/// keeps up to its bound and frees the rest: chunks of the store never outlive the claims,
+/// whatever the order in which sessions stop.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    chunks: usize,
+}
+
+impl Reservation {
+    /// Reserves chunks for `bytes` of records (rounded up to whole chunks), at most
+    /// [`reservable_chunks`]: the recycled ones first (already touched), then new ones,
+    /// prepared on as many threads as the machine has cores.
+    pub(crate) fn new(bytes: usize) -> Self {
+        let _untracked = Untracked::enter();
+        let chunks = bytes
+            .div_ceil(CHUNK_RECORD_BYTES)
+            .min(reservable_chunks());
+        let mut recycled = Vec::new();
+        while recycled.len() < chunks
+            && let Some(chunk) = ready().pop()
+        {
+            recycled.push(chunk);
+        }
+        let missing = chunks - recycled.len();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(missing.div_ceil(MIN_CHUNKS_PER_WORKER))
+            .max(1);
+        let prepared = prepare_in_parallel(missing, workers);
+        let mut store = recover(RESERVED.lock());
+        store.extend(recycled);
+        store.extend(prepared);
+        RESERVED_COUNT.store(store.len(), Ordering::Release);
+        Self { chunks }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let _untracked = Untracked::enter();
+        let mut store = recover(RESERVED.lock());
+        for _ in 0..self.chunks {
+            let Some(chunk) = store.pop() else { break };
+            give(chunk);
+        }
+        RESERVED_COUNT.store(store.len(), Ordering::Release);
+    }
+}
+
+/// A worker of [`Reservation::new`] prepares at least this many chunks (4 MiB): fewer are not
+/// worth a thread.
+const MIN_CHUNKS_PER_WORKER: usize = 64;
+
+/// Allocates and touches `chunks` chunks on `workers` threads (the calling one among them).
+fn prepare_in_parallel(chunks: usize, workers: usize) -> Vec<ChunkBox> {
+    let prepare = |count: usize| {
+        let _untracked = Untracked::enter();
+        let mut prepared = Vec::with_capacity(count);
+        for _ in 0..count {
+            let mut chunk = ChunkBox::alloc();
+            chunk.touch();
+            prepared.push(chunk);
+        }
+        prepared
+    };
+    let share = chunks / workers;
+    std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..workers)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .name("tickscope-reserve".into())
+                    .spawn_scoped(s, move || prepare(share))
+            })
+            .collect();
+        // This thread's share, and that of every helper that could not start.
+        let failed = helpers.iter().filter(|h| h.is_err()).count();
+        let mut all = prepare(chunks - share * (workers - 1) + share * failed);
+        for helper in helpers.into_iter().flatten() {
+            // A helper that panicked (out of memory aborts instead) prepared nothing usable.
+            all.extend(helper.join().unwrap_or_default());
+        }
+        all
+    })
+}
+
+/// The most chunks one reservation takes: half the memory the system says is available
+/// (`MemAvailable` on Linux; 1 GiB where it says nothing), so that a mistaken size cannot
+/// exhaust the machine.
+fn reservable_chunks() -> usize {
+    reservable_chunks_of(available_memory())
+}
+
+/// [`reservable_chunks`] when the system reports `available` bytes.
+fn reservable_chunks_of(available: Option<usize>) -> usize {
+    available.unwrap_or(2 << 30) / 2 / std::mem::size_of::<Chunk>()
+}
+
+/// Bytes of memory available to programs, as the system reports it (Linux).
+fn available_memory() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available(&meminfo)
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn parse_mem_available(meminfo: &str) -> Option<usize> {
+    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The chunks a streaming session lends its threads: a fixed number, prepared (touched) when
@@ -395,5 +542,29 @@ impl StreamPool {
     /// Chunks taken beyond the pool after a wait of [`MAX_WAIT`].
     pub(crate) fn overflow_chunks(&self) -> u64 {
         self.overflow.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   22000000 kB\n";
+        assert_eq!(parse_mem_available(meminfo), Some(22_000_000 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: lots kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: 5 MB\n"), None);
+        assert_eq!(parse_mem_available(&format!("MemAvailable: {} kB", usize::MAX)), None);
+    }
+
+    #[test]
+    fn reservations_are_capped_at_half_the_available_memory() {
+        // 65 584 bytes a chunk: 16 of bookkeeping, the header and prefix, 64 KiB of records.
+        assert_eq!(std::mem::size_of::<Chunk>(), 65_584);
+        assert_eq!(reservable_chunks_of(Some(8 << 30)), (4 << 30) / 65_584);
+        assert_eq!(reservable_chunks_of(None), (1 << 30) / 65_584);
+        assert_eq!(reservable_chunks_of(Some(65_584)), 0);
     }
 }

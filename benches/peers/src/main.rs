@@ -5,6 +5,8 @@
 //! cargo run --release --manifest-path benches/peers/Cargo.toml            # every case
 //! cargo run --release --manifest-path benches/peers/Cargo.toml -- --reps 7 --scopes 1000000
 //! cargo run --release --manifest-path benches/peers/Cargo.toml -- --case puffin --threads 2
+//! cargo run --release --manifest-path benches/peers/Cargo.toml -- --reps 9 --scopes 10000000 \
+//!     --case floor,tickscope,tickscope_long,tickscope_long_reserved   # long sessions
 //! ```
 //!
 //! Each case runs in its own process (a child of this one), so one library's global state
@@ -32,6 +34,10 @@ const CASES: &[(&str, &str)] = &[
     (
         "tickscope_long",
         "tickscope scope!, one session never stopped (fresh memory)",
+    ),
+    (
+        "tickscope_long_reserved",
+        "tickscope scope!, one session never stopped, memory reserved for the run",
     ),
     ("tickscope_profile", "tickscope #[profile] fn, recording"),
     ("tickscope_disabled", "tickscope scope!, no session"),
@@ -175,8 +181,13 @@ impl Case for Tickscope {
 }
 
 /// One session for every repetition, never stopped: each chunk a thread fills is fresh
-/// memory, as in any session longer than the recycled chunks or the first of a process.
-struct TickscopeLong(tickscope::Profiler);
+/// memory, as in any session longer than the recycled chunks or the first of a process. With
+/// `reserved`, the session reserved its memory before it started, and every chunk comes from
+/// there.
+struct TickscopeLong {
+    session: tickscope::Profiler,
+    reserved: bool,
+}
 
 impl Case for TickscopeLong {
     fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
@@ -188,7 +199,11 @@ impl Case for TickscopeLong {
     }
 
     fn end(&self, _expected: u64) -> Option<f64> {
-        assert!(self.0.is_running(), "the long session stopped");
+        assert!(self.session.is_running(), "the long session stopped");
+        assert!(
+            !self.reserved || tickscope::__private::reserved_chunks() > 0,
+            "the reservation ran out: chunks were taken from elsewhere"
+        );
         None
     }
 }
@@ -464,8 +479,9 @@ impl Case for PerfettoRecorder {
     }
 }
 
-/// Sets up `name` for this process. The returned guard keeps background writers alive.
-fn make_case(name: &str) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
+/// Sets up `name` for this process, which records `scopes` scopes in all. The returned guard
+/// keeps background writers alive.
+fn make_case(name: &str, scopes: u64) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
     let none: Box<dyn std::any::Any> = Box::new(());
     let tickscope = |recording, attribute| Tickscope {
         recording,
@@ -477,7 +493,25 @@ fn make_case(name: &str) -> Option<(Box<dyn Case>, Box<dyn std::any::Any>)> {
         "empty_loop" => (Box::new(EmptyLoop), none),
         "tickscope" => (Box::new(tickscope(true, false)), none),
         "tickscope_profile" => (Box::new(tickscope(true, true)), none),
-        "tickscope_long" => (Box::new(TickscopeLong(tickscope::Profiler::start())), none),
+        "tickscope_long" => {
+            let case = TickscopeLong {
+                session: tickscope::Profiler::start(),
+                reserved: false,
+            };
+            (Box::new(case), none)
+        }
+        "tickscope_long_reserved" => {
+            // 32 bytes per scope, and a chunk per worker thread of each repetition for the
+            // chunk it leaves partly filled.
+            let bytes = usize::try_from(scopes.saturating_mul(32))
+                .unwrap_or(usize::MAX)
+                .saturating_add(64 << 16);
+            let case = TickscopeLong {
+                session: tickscope::Profiler::builder().reserve_memory(bytes).start(),
+                reserved: true,
+            };
+            (Box::new(case), none)
+        }
         "tickscope_disabled" => (Box::new(tickscope(false, false)), none),
         "puffin" => {
             puffin::set_scopes_on(true);
@@ -579,10 +613,26 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU time this process has used so far, every thread (exited ones included): user and
+/// system, in nanoseconds.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: `getrusage` fills the zeroed `rusage` it is given and reads nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
 /// One repetition: `threads` workers each time `n` scopes together. Returns the mean ns per
-/// scope over the threads, and the resident growth while they held their data.
-fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64) {
+/// scope over the threads, the resident growth while they held their data, and the CPU time
+/// per scope the whole process used meanwhile (the workers, and any background thread of the
+/// library: what other programs on the machine take is not in it).
+fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64, f64) {
     case.begin();
+    let cpu_before = process_cpu_ns();
     let start = Barrier::new(threads);
     let held = Barrier::new(threads + 1);
     let release = Barrier::new(threads + 1);
@@ -605,8 +655,9 @@ fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64) {
         release.wait();
         workers.into_iter().map(|w| w.join().unwrap()).collect()
     });
+    let cpu = process_cpu_ns().saturating_sub(cpu_before) as f64 / (n * threads as u64) as f64;
     let mean = times.iter().map(Duration::as_secs_f64).sum::<f64>() / threads as f64;
-    (mean * 1e9 / n as f64, after.saturating_sub(before))
+    (mean * 1e9 / n as f64, after.saturating_sub(before), cpu)
 }
 
 struct Opts {
@@ -639,7 +690,7 @@ fn parse_args() -> Result<Opts, String> {
             "--child" => opts.child = true,
             "-h" | "--help" => {
                 return Err(format!(
-                    "usage: peers [--reps N] [--scopes N] [--case NAME --threads N]\ncases: {}",
+                    "usage: peers [--reps N] [--scopes N] [--case NAME[,NAME...]] [--threads N]\ncases: {}",
                     CASES.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
                 ));
             }
@@ -654,12 +705,15 @@ fn parse_args() -> Result<Opts, String> {
 
 /// Child: runs one case and prints `ns=a,b,c mem=B post=E` on one line.
 fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
-    let (case, _guard) = make_case(name).ok_or(format!("unknown case {name:?}"))?;
+    let total = opts.scopes * opts.reps as u64 * threads as u64;
+    let (case, _guard) = make_case(name, total).ok_or(format!("unknown case {name:?}"))?;
     let mut ns = Vec::new();
     let mut mem = 0;
     let mut post = Vec::new();
+    let mut cpu = Vec::new();
     for rep in 0..opts.reps {
-        let (mut per_scope, grown) = repetition(case.as_ref(), threads, opts.scopes);
+        let (mut per_scope, grown, cpu_per_scope) = repetition(case.as_ref(), threads, opts.scopes);
+        cpu.push(cpu_per_scope);
         if let Some(written) = case.write() {
             per_scope += written.as_secs_f64() * 1e9 / (opts.scopes * threads as u64) as f64;
         }
@@ -677,14 +731,15 @@ fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
     };
     let scopes = opts.scopes * threads as u64;
     println!(
-        "ns={} mem={:.2} post={}",
+        "ns={} mem={:.2} post={} cpu={}",
         list(&ns),
         mem as f64 / scopes as f64,
         if post.is_empty() {
             "-".into()
         } else {
             list(&post)
-        }
+        },
+        list(&cpu)
     );
     Ok(())
 }
@@ -695,6 +750,8 @@ struct Figures {
     min: f64,
     mem: f64,
     post: Option<f64>,
+    /// Median process CPU time per scope (every thread of the process).
+    cpu: f64,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -744,18 +801,30 @@ fn run_child(name: &str, threads: usize, opts: &Opts) -> Result<Figures, String>
         median: median(&mut ns),
         min,
         mem: field("mem=")?.parse().unwrap_or(f64::NAN),
+        cpu: {
+            let mut cpu = floats(field("cpu=")?);
+            if cpu.is_empty() {
+                f64::NAN
+            } else {
+                median(&mut cpu)
+            }
+        },
         post: (!post.is_empty()).then(|| median(&mut post)),
     })
 }
 
 fn parent(opts: &Opts) -> Result<(), String> {
     let cases: Vec<&(&str, &str)> = match &opts.case {
-        Some(c) => vec![
-            CASES
-                .iter()
-                .find(|(n, _)| n == c)
-                .ok_or(format!("unknown case {c:?}"))?,
-        ],
+        // A comma-separated list: those cases, in that order.
+        Some(list) => list
+            .split(',')
+            .map(|c| {
+                CASES
+                    .iter()
+                    .find(|(n, _)| *n == c)
+                    .ok_or(format!("unknown case {c:?}"))
+            })
+            .collect::<Result<_, _>>()?,
         None => CASES.iter().collect(),
     };
     let thread_counts: Vec<usize> = opts.threads.map_or(vec![1, 2], |t| vec![t]);
@@ -824,6 +893,20 @@ fn parent(opts: &Opts) -> Result<(), String> {
             opts.scopes,
             post / 1e6
         );
+    }
+    // Time the other programs of a shared machine take is not in these: the figures to
+    // compare on a loaded machine, where the wall-clock ones move with the load.
+    println!(
+        "\nprocess CPU time per scope (user + system, every thread of the process, median ns): {}",
+        thread_counts
+            .iter()
+            .map(|t| format!("{t}t"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    for (_, label, figs) in &rows {
+        let cpu: Vec<String> = figs.iter().map(|f| format!("{:.2}", f.cpu)).collect();
+        println!("| {label} | {} |", cpu.join(" | "));
     }
     Ok(())
 }
