@@ -884,4 +884,79 @@ mod tests {
         capture.clock.ns_per_tick = None;
         assert_eq!(through_a_file(&capture).clock.source, Some(ClockSource::Mock));
     }
+
+    /// Hand-made `tracing` records in every order (payloads missing, closes of ids never entered,
+    /// exits of enters never seen, equal ticks, ids used again): decoding never panics, each
+    /// async call's polls are the spans that name it, and the table summed from the records is
+    /// the one of the decoded trace.
+    #[test]
+    fn tracing_records_in_any_order_decode_without_panic() {
+        static CALL: crate::record::callsite::Callsite =
+            crate::record::callsite::Callsite::new("call", file!(), line!(), module_path!());
+        use crate::capture::Capture;
+        use crate::record::event::RawEvent;
+        use crate::trace::SpanKind;
+        let call = CALL.id();
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for round in 0..3000 {
+            let mut threads = Vec::new();
+            for thread in 0..1 + next(3) {
+                let mut records = Vec::new();
+                let mut tick = 1;
+                let mut entered: Vec<u64> = Vec::new();
+                for _ in 0..next(24) {
+                    tick += next(3);
+                    let span = 1 + next(3);
+                    match next(9) {
+                        0 | 1 => {
+                            records.extend(RawEvent::span_enter(call, tick, span));
+                            entered.push(tick);
+                        }
+                        2 => {
+                            // An enter without its payload.
+                            records.push(RawEvent::span_enter(call, tick, span)[0]);
+                            entered.push(tick);
+                        }
+                        3 | 4 => {
+                            let at = next(entered.len() as u64 + 1) as usize;
+                            let start = entered.get(at).copied().unwrap_or(tick);
+                            if at < entered.len() {
+                                entered.remove(at);
+                            }
+                            records.push(RawEvent::end(RawEvent::end_key(call, start), tick));
+                        }
+                        5 => records.extend(RawEvent::span_close(0, tick, span, next(2) == 0)),
+                        6 => records.push(RawEvent::span_close(call, tick, span, true)[0]),
+                        7 => records.push(RawEvent::payload(next(2) as u32, span)),
+                        _ => {
+                            records.push(RawEvent::begin(call, tick));
+                            records.push(RawEvent::end(RawEvent::end_key(call, tick), tick + 1));
+                        }
+                    }
+                }
+                threads.push((7 + thread, records));
+            }
+            let capture = Capture::from_records(threads, 0, 200);
+            let trace = capture.decode();
+            for (r, call) in trace.async_spans.iter().enumerate() {
+                let polls = trace
+                    .threads
+                    .iter()
+                    .flat_map(|t| &t.spans)
+                    .filter(|s| s.kind == SpanKind::Poll { task: Some(r as u32) })
+                    .count();
+                assert_eq!(polls as u32, call.polls, "round {round}");
+                assert!(call.start_ns <= call.end_ns, "round {round}");
+            }
+            let table = super::Table::new(std::sync::Arc::new(trace)).to_string();
+            let summed = super::Table::from_captures(vec![capture]).to_string();
+            assert_eq!(summed, table, "round {round}");
+        }
+    }
 }

@@ -133,12 +133,16 @@ static SITES: RwLock<Option<FxHashMap<usize, &'static Site>>> = RwLock::new(None
 /// `follows_from`): every thread's [`Plain`] entries made before are then stale.
 static STATE_EPOCH: AtomicU32 = AtomicU32::new(0);
 
-/// Called when a session or observer starts while none was active: the spans created
-/// meanwhile skipped [`TickscopeLayer::on_new_span`], so a thread's [`Plain`] entry may name a
-/// span whose id the registry has since given (after its slot's generation wrapped) to
-/// another span. Raising [`STATE_EPOCH`] makes every entry made before stale.
-pub(crate) fn recording_resumed() {
-    STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
+/// The epoch a [`Plain`] entry is valid in: [`STATE_EPOCH`] plus the times recording resumed
+/// after none was active ([`registry::resumed`]). Spans created while nothing recorded skipped
+/// [`TickscopeLayer::on_new_span`], so an entry made before may name a span whose id the
+/// registry has since given (after its slot's generation wrapped) to another span. Both only
+/// grow, so their sum changes whenever either does.
+#[inline(always)]
+fn epoch() -> u32 {
+    STATE_EPOCH
+        .load(Ordering::Relaxed)
+        .wrapping_add(registry::resumed())
 }
 
 /// Raised whenever a span without [`SpanState`] is entered on a thread that does not hold it
@@ -287,7 +291,7 @@ fn plain_slot(span: u64) -> usize {
 #[inline(always)]
 fn plain_callsite(span: u64) -> Option<u32> {
     let plain = LOCAL.try_with(|l| l.plain[plain_slot(span)].get()).ok()?;
-    (plain.span == span && plain.epoch == STATE_EPOCH.load(Ordering::Relaxed))
+    (plain.span == span && plain.epoch == epoch())
         .then_some(plain.callsite)
 }
 
@@ -299,7 +303,7 @@ fn entered_only_here(span: u64) -> bool {
         .try_with(|l| {
             let plain = l.plain[plain_slot(span)].get();
             plain.span == span
-                && plain.epoch == STATE_EPOCH.load(Ordering::Relaxed)
+                && plain.epoch == epoch()
                 && plain.moved == MOVED.load(Ordering::Relaxed)
         })
         .unwrap_or(false)
@@ -314,7 +318,7 @@ fn set_plain(span: u64, callsite: Option<u32>) {
             Some(callsite) => slot.set(Plain {
                 span,
                 callsite,
-                epoch: STATE_EPOCH.load(Ordering::Relaxed),
+                epoch: epoch(),
                 moved: MOVED.load(Ordering::Relaxed),
             }),
             None if slot.get().span == span => slot.set(Plain::default()),

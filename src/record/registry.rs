@@ -5,7 +5,7 @@
 //! takes only the thread's own buffer lock. The hot path reads one global atomic
 //! ([`GENERATION`]) and its own thread-locals.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::record::buffer::{StreamedChunk, ThreadBuffer};
@@ -133,9 +133,8 @@ impl Registry {
         // Before the store that publishes it: spans were created unseen while nothing
         // recorded, so the `tracing` bridge's per-thread caches of span ids may name spans
         // that are gone.
-        #[cfg(feature = "tracing")]
         if active && GENERATION.load(Ordering::Relaxed) == 0 {
-            crate::tracing::recording_resumed();
+            RESUMED.fetch_add(1, Ordering::Relaxed);
         }
         GENERATION.store(generation(active), Ordering::Release);
         MEMORY.store(generation(memory), Ordering::Release);
@@ -234,6 +233,16 @@ pub(crate) fn release_exited(entry: &Arc<ThreadEntry>) {
     if entry.buffer.is_drained() {
         reg.threads.retain(|t| !Arc::ptr_eq(t, entry));
     }
+}
+
+/// How many times recording resumed after no session recorded: caches of what was seen
+/// while recording (the `tracing` bridge's span ids) are stale once it changes.
+static RESUMED: AtomicU32 = AtomicU32::new(0);
+
+/// [`RESUMED`]: one relaxed load.
+#[inline(always)]
+pub(crate) fn resumed() -> u32 {
+    RESUMED.load(Ordering::Relaxed)
 }
 
 /// The current generation: 0 while no session records and no observer is registered.
