@@ -240,6 +240,7 @@ pub(crate) fn release_exited(entry: &Arc<ThreadEntry>) {
 static RESUMED: AtomicU32 = AtomicU32::new(0);
 
 /// [`RESUMED`]: one relaxed load.
+#[cfg(feature = "tracing")]
 #[inline(always)]
 pub(crate) fn resumed() -> u32 {
     RESUMED.load(Ordering::Relaxed)
