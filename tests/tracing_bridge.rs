@@ -22,6 +22,36 @@ fn spans(trace: &Trace, t: usize) -> Vec<(&'static str, u32)> {
         .collect()
 }
 
+/// A tokio runtime of `workers` threads, each joined to `prof` and keeping `dispatch` as its
+/// subscriber until it exits.
+fn runtime(
+    workers: usize,
+    prof: &Profiler,
+    dispatch: &tracing::Dispatch,
+) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .on_thread_start({
+            let prof = prof.clone();
+            let dispatch = dispatch.clone();
+            move || {
+                prof.join_current_thread();
+                std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+/// The session's capture written to bytes and read back, without warnings.
+fn read_back(prof: &Profiler) -> Vec<tickscope::Capture> {
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
+    read
+}
+
 /// The arguments of span `i` of thread `t`, as `key=value` strings.
 fn args(trace: &Trace, t: usize, i: u32) -> Vec<String> {
     trace.threads[t]
@@ -241,19 +271,7 @@ fn instrumented_async_fns_under_tokio_multi_thread() {
     let dispatch = dispatch();
     let _d = tracing::dispatcher::set_default(&dispatch);
     let prof = Profiler::builder().current_thread().start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start({
-            let prof = prof.clone();
-            let dispatch = dispatch.clone();
-            move || {
-                prof.join_current_thread();
-                // The worker keeps the test's subscriber until it exits.
-                std::mem::forget(tracing::dispatcher::set_default(&dispatch));
-            }
-        })
-        .build()
-        .unwrap();
+    let rt = runtime(2, &prof, &dispatch);
     let sum = rt.block_on(fan_out(8));
     drop(rt); // workers exit: every span is closed
     prof.stop();
@@ -481,10 +499,7 @@ fn a_span_entered_on_two_threads_is_one_async_call() {
     assert_eq!(report.get("moves").unwrap().calls, 2);
 
     // The same from a capture file's bytes: decoding groups the enters, not the recording.
-    let mut bytes = Vec::new();
-    prof.capture().write_to(&mut bytes).unwrap();
-    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
-    assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
+    let read = read_back(&prof);
     let decoded = read[0].decode();
     let calls = |t: &Trace| -> Vec<_> {
         t.async_spans
@@ -618,9 +633,7 @@ fn snapshot_while_spans_are_open_and_the_streamed_table() {
     tracing::info_span!("snap_plain").in_scope(|| {});
     prof.stop();
     let table = prof.table().to_string();
-    let mut bytes = Vec::new();
-    prof.capture().write_to(&mut bytes).unwrap();
-    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let read = read_back(&prof);
     let streamed = tickscope::table::Table::from_captures(read).to_string();
     assert_eq!(streamed, table);
     let report = prof.report();
@@ -729,18 +742,7 @@ fn plain_spans_moving_between_tokio_workers_are_one_call_each() {
     );
     let _d = tracing::dispatcher::set_default(&dispatch);
     let prof = Profiler::builder().current_thread().start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(3)
-        .on_thread_start({
-            let prof = prof.clone();
-            let dispatch = dispatch.clone();
-            move || {
-                prof.join_current_thread();
-                std::mem::forget(tracing::dispatcher::set_default(&dispatch));
-            }
-        })
-        .build()
-        .unwrap();
+    let rt = runtime(3, &prof, &dispatch);
     rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..TASKS {
@@ -793,9 +795,7 @@ fn plain_spans_moving_between_tokio_workers_are_one_call_each() {
     assert_eq!(prof.report().get("mt_plain").unwrap().calls, TASKS);
 
     // The same from the capture file, and the table streamed from it.
-    let mut bytes = Vec::new();
-    prof.capture().write_to(&mut bytes).unwrap();
-    let read = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let read = read_back(&prof);
     let decoded = read[0].decode();
     let polls = |t: &Trace| -> Vec<(u64, u32, u64)> {
         t.async_spans
