@@ -897,13 +897,7 @@ mod tests {
         use crate::record::event::RawEvent;
         use crate::trace::SpanKind;
         let call = CALL.id();
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = crate::record::test_random(0x2545_F491_4F6C_DD1D);
         for round in 0..3000 {
             let mut threads = Vec::new();
             for thread in 0..1 + next(3) {

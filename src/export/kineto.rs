@@ -296,13 +296,7 @@ mod tests {
     /// A random thread: scopes opened and closed every 0 to ~3 µs, mostly much sooner; with
     /// `any_order`, a close may end any open scope rather than the innermost.
     fn random_spans(seed: u64, steps: usize, any_order: bool) -> Vec<Span> {
-        let mut x = seed | 1;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::record::test_random(seed);
         let (mut spans, mut open, mut t): (Vec<Span>, Vec<u32>, u64) = (vec![], vec![], 0);
         for _ in 0..steps {
             t += match next(10) {

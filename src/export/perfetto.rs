@@ -1344,13 +1344,7 @@ mod tests {
                 &*Box::leak(Box::new(Callsite::new(name, "f.rs", n, "m")))
             })
             .collect();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut random = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut random = crate::record::test_random(0x2545_f491_4f6c_dd1d);
         for t in 0..4u32 {
             let mut spans: Vec<Span> = Vec::new();
             let mut args = Vec::new();

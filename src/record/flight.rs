@@ -641,13 +641,8 @@ mod tests {
 
         // Pseudo-random nesting, out-of-order exits and payloads, cut into chunks anywhere:
         // the same stacks as the naive scan.
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut random = crate::record::test_random(0x2545_f491_4f6c_dd1d);
+        let mut next = || random(0);
         let (mut records, mut live) = (Vec::new(), Vec::<(u32, u64)>::new());
         for tick in 0..5000u64 {
             let r = next();

@@ -10,6 +10,19 @@ pub mod chunk;
 pub mod event;
 pub(crate) mod sync;
 
+/// The crate's tests' pseudo-random numbers (xorshift from `seed`): each call gives the next
+/// number below `n`, or all 64 bits for `n` 0.
+#[cfg(test)]
+pub(crate) fn test_random(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed | 1;
+    move |n| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        if n == 0 { state } else { state % n }
+    }
+}
+
 not_under_loom! {
     pub(crate) mod alloc;
     pub(crate) mod args;
