@@ -540,30 +540,7 @@ impl fmt::Display for Table {
         } else {
             self.flat_rows(trace, summary)
         };
-        let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |f: &mut fmt::Formatter<'_>, cells: &[&str]| -> fmt::Result {
-            for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
-                let sep = if i == 0 { "" } else { "  " };
-                if i < left {
-                    write!(f, "{sep}{cell:<width$}")?;
-                } else {
-                    write!(f, "{sep}{cell:>width$}")?;
-                }
-            }
-            writeln!(f)
-        };
-        line(f, &headers)?;
-        let total_width = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-        writeln!(f, "{}", "-".repeat(total_width))?;
-        for row in &rows {
-            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-            line(f, &cells)?;
-        }
+        grid(f, &headers, &rows, left)?;
         let scopes: usize = summary.map_or_else(
             || trace.threads.iter().map(|t| t.spans.len()).sum(),
             Summary::spans,
@@ -629,15 +606,16 @@ impl fmt::Display for Table {
         }
         if !live.is_empty() {
             writeln!(f, "Live at stop (allocated in the window, not freed):")?;
-            let names: Vec<&str> = live
+            let names: Vec<_> = live
                 .iter()
-                .map(|l| l.scope.unwrap_or("(no scope)"))
+                .map(|l| shorten(l.scope.unwrap_or("(no scope)"), MAX_CELL_CHARS))
                 .collect();
             let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
             for (group, name) in live.iter().zip(names) {
+                let pad = " ".repeat(width - name.chars().count());
                 writeln!(
                     f,
-                    "  {name:<width$}  {:>10} in {} allocation{}",
+                    "  {name}{pad}  {:>10} in {} allocation{}",
                     format_bytes(group.bytes),
                     group.allocs,
                     plural(group.allocs)
@@ -697,6 +675,7 @@ impl Table {
                 f,
                 &["Name", "Samples", "First", "Last", "Min", "Max", "Mean"],
                 &rows,
+                1,
             )?;
         }
         let mut values = ValueStats::of(trace);
@@ -730,37 +709,99 @@ impl Table {
                 f,
                 &["Name", "Count", "Min", "Max", "Mean", "P50", "P99"],
                 &rows,
+                1,
             )?;
         }
         Ok(())
     }
 }
 
-/// Writes `rows` under `headers` and a rule: the first column aligned left, the others right.
-fn grid(f: &mut fmt::Formatter<'_>, headers: &[&str], rows: &[Vec<String>]) -> fmt::Result {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+/// The most characters a cell of a text table or tree shows. A longer cell (a 100 KB scope
+/// name, a call tree thousands of levels deep) keeps its first and last characters around an
+/// ellipsis, so that marks at its end (`*`, `(poll)`) stay visible; exports keep every name
+/// whole.
+pub const MAX_CELL_CHARS: usize = 80;
+
+/// `cell` as a text table shows it: whole when it has at most `max` characters, else its
+/// first and last characters around `…`, `max` characters in all.
+pub(crate) fn shorten(cell: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let count = cell.chars().count();
+    if count <= max {
+        return std::borrow::Cow::Borrowed(cell);
     }
-    let line = |f: &mut fmt::Formatter<'_>, cells: &mut dyn Iterator<Item = &str>| {
-        for (i, (cell, width)) in cells.zip(&widths).enumerate() {
-            if i == 0 {
-                write!(f, "{cell:<width$}")?;
-            } else {
-                write!(f, "  {cell:>width$}")?;
-            }
-        }
-        writeln!(f)
-    };
-    line(f, &mut headers.iter().copied())?;
-    let total_width = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-    writeln!(f, "{}", "-".repeat(total_width))?;
+    let keep = max.saturating_sub(1);
+    let tail = keep / 2;
+    let head = keep - tail;
+    let mut out: String = cell.chars().take(head).collect();
+    out.push('…');
+    out.extend(cell.chars().skip(count - tail));
+    std::borrow::Cow::Owned(out)
+}
+
+/// Writes `rows` under `headers` and a rule of `-` as wide as the columns: the first `left`
+/// columns aligned left, the others right, two spaces apart, no space at the end of a line.
+/// Cells longer than [`MAX_CELL_CHARS`] are [shortened](shorten). Padding is written out, not
+/// passed to `format!` as a width, so no width can make it fail.
+fn grid(
+    f: &mut dyn fmt::Write,
+    headers: &[&str],
+    rows: &[Vec<String>],
+    left: usize,
+) -> fmt::Result {
+    let headers: Vec<String> = headers.iter().map(|&h| h.to_owned()).collect();
+    let widths = widths(std::iter::once(&headers).chain(rows));
+    line(f, &headers, &widths, left)?;
+    let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    f.write_str(&"-".repeat(total))?;
+    f.write_char('\n')?;
     for row in rows {
-        line(f, &mut row.iter().map(String::as_str))?;
+        line(f, row, &widths, left)?;
     }
     Ok(())
+}
+
+/// `rows` under `headers` as [`grid`] writes them, for the command line's tables (`diff`).
+#[doc(hidden)]
+pub fn grid_text(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
+    let mut out = String::new();
+    // Writing to a `String` cannot fail.
+    let _ = grid(&mut out, headers, rows, left);
+    out
+}
+
+/// The width of each column: its longest cell, shortened.
+fn widths<'a>(rows: impl Iterator<Item = &'a Vec<String>>) -> Vec<usize> {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        if widths.len() < row.len() {
+            widths.resize(row.len(), 0);
+        }
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count().min(MAX_CELL_CHARS));
+        }
+    }
+    widths
+}
+
+/// One line of a grid.
+fn line(f: &mut dyn fmt::Write, cells: &[String], widths: &[usize], left: usize) -> fmt::Result {
+    let mut text = String::new();
+    for (i, (cell, &width)) in cells.iter().zip(widths).enumerate() {
+        if i > 0 {
+            text.push_str("  ");
+        }
+        let cell = shorten(cell, MAX_CELL_CHARS);
+        let pad = " ".repeat(width.saturating_sub(cell.chars().count()));
+        if i < left {
+            text.push_str(&cell);
+            text.push_str(&pad);
+        } else {
+            text.push_str(&pad);
+            text.push_str(&cell);
+        }
+    }
+    f.write_str(text.trim_end())?;
+    f.write_char('\n')
 }
 
 /// An integer as it is; a float as [`format_float`] writes it.
@@ -824,7 +865,26 @@ pub fn format_bytes(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{format_bytes, format_ns};
+    use super::{MAX_CELL_CHARS, format_bytes, format_ns, grid_text, shorten};
+
+    #[test]
+    fn long_cells_keep_both_ends() {
+        assert_eq!(shorten("abcdef", 6), "abcdef");
+        assert_eq!(shorten("abcdefg", 6), "abc…fg");
+        assert_eq!(shorten("🦀🦀🦀🦀🦀🦀🦀 *", 5), "🦀🦀… *");
+        assert_eq!(shorten("abc", 1), "…");
+        assert_eq!(shorten("abc", 0), "…");
+        let long = "x".repeat(200_000) + " *";
+        let cell = shorten(&long, MAX_CELL_CHARS);
+        assert_eq!(cell.chars().count(), MAX_CELL_CHARS);
+        assert!(cell.ends_with("xx *"));
+        // A grid of such cells: every line as wide as the rule, nothing past it.
+        let rows = vec![vec![long.clone(), "1".to_owned()], vec!["a".to_owned(), "22".to_owned()]];
+        let text = grid_text(&["Name", "N"], &rows, 1);
+        let widths: Vec<usize> = text.lines().map(|l| l.chars().count()).collect();
+        assert_eq!(widths, [84, 84, 84, 84]);
+        assert!(text.ends_with(&format!("\na{}22\n", " ".repeat(81))));
+    }
 
     #[test]
     fn byte_units() {

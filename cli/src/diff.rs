@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::ValueEnum;
 use tickscope::report::{Report, ScopeStats};
 use tickscope::table::format_ns;
+use tickscope::trace::Trace;
 
 use crate::{Context, Failure, input, text};
 
@@ -17,7 +18,10 @@ use crate::{Context, Failure, input, text};
 ///
 /// Exits with 1 when a scope's total time (or self time, with --metric self) grew by more than
 /// the threshold, 0 otherwise, 2 on an error. Scopes present in one run only never fail the
-/// comparison: their time shows in their callers'.
+/// comparison: their time shows in their callers'. A comparison that cannot be trusted is an
+/// error (exit 2), not a pass: an input read with warnings (a truncated or damaged capture,
+/// unless --allow-salvaged), or two captures without a scope name in common (not runs of one
+/// program).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The baseline capture.
@@ -34,6 +38,10 @@ pub(crate) struct Args {
     /// At most this many rows.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Compare inputs read with warnings too (a salvaged tail, a missing footer, skipped
+    /// chunks): what could be read of them, their warnings printed unless --quiet.
+    #[arg(long)]
+    allow_salvaged: bool,
 }
 
 /// The time compared with the threshold.
@@ -106,15 +114,31 @@ impl Status {
 }
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
-    let base_trace = input::trace(cx, std::slice::from_ref(&args.base), None)?;
-    let new_trace = input::trace(cx, std::slice::from_ref(&args.new), None)?;
-    let (base, new) = (Report::new(&base_trace), Report::new(&new_trace));
+    let progress = input::Progress::new(cx, input::size(&args.base) + input::size(&args.new));
+    let mut traces = Vec::with_capacity(2);
+    for path in [&args.base, &args.new] {
+        let captures = input::whole(cx, path, &progress, args.allow_salvaged, "compare")?;
+        progress.step(input::decoding(std::slice::from_ref(path)));
+        traces.push(Trace::from_captures(&captures));
+    }
+    drop(progress);
+    let (base, new) = (Report::new(&traces[0]), Report::new(&traces[1]));
     let mut names: BTreeMap<&str, (Option<&ScopeStats>, Option<&ScopeStats>)> = BTreeMap::new();
     for row in base.rows() {
         names.entry(row.name).or_default().0 = Some(row);
     }
     for row in new.rows() {
         names.entry(row.name).or_default().1 = Some(row);
+    }
+    if !names.values().any(|(b, n)| b.is_some() && n.is_some()) {
+        return Err(Failure(format!(
+            "{} and {} have no scope name in common ({} and {} names): nothing to compare; \
+             are they runs of the same program?",
+            args.base.display(),
+            args.new.display(),
+            base.rows().len(),
+            new.rows().len(),
+        )));
     }
     let limit = 1.0 + args.threshold;
     let status = |b: Option<&ScopeStats>, n: Option<&ScopeStats>| match (b, n) {

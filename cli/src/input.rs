@@ -145,6 +145,33 @@ pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capt
     Capture::from_vec(bytes).map_err(|e| Failure::about(path, e))
 }
 
+/// Every session of the file at `path`, refused when one was read with warnings (a salvaged
+/// tail, a missing footer, skipped chunks) unless `allow_salvaged`, in which case the warnings
+/// are printed. `what` says what the command refuses to do with damaged input ("merge",
+/// "compare").
+pub(crate) fn whole(
+    cx: &Context,
+    path: &Path,
+    progress: &Progress,
+    allow_salvaged: bool,
+    what: &str,
+) -> Result<Vec<Capture>, Failure> {
+    if allow_salvaged {
+        return all(cx, path, progress);
+    }
+    let sessions = all_unchecked(path, progress)?;
+    match sessions.iter().flat_map(|c| c.warnings()).next() {
+        Some(warning) => Err(Failure::about(
+            path,
+            format!(
+                "read with warnings, refusing to {what} it as if whole (--allow-salvaged \
+                 {what}s it anyway): {warning}"
+            ),
+        )),
+        None => Ok(sessions),
+    }
+}
+
 /// Every session of the file at `path`, its warnings printed.
 pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
     let captures = all_unchecked(path, progress)?;

@@ -34,21 +34,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let progress = input::Progress::new(cx, bytes);
     let mut captures: Vec<Capture> = Vec::new();
     for file in &args.files {
-        let sessions = if args.allow_salvaged {
-            input::all(cx, file, &progress)?
-        } else {
-            let sessions = input::all_unchecked(file, &progress)?;
-            if let Some(warning) = sessions.iter().flat_map(|c| c.warnings()).next() {
-                return Err(Failure::about(
-                    file,
-                    format!(
-                        "read with warnings, refusing to merge it as if whole (--allow-salvaged \
-                         merges it anyway): {warning}"
-                    ),
-                ));
-            }
-            sessions
-        };
+        let sessions = input::whole(cx, file, &progress, args.allow_salvaged, "merge")?;
         captures.extend(sessions);
     }
     let out = &args.output;

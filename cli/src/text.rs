@@ -22,35 +22,10 @@ pub(crate) fn print(text: &str) -> Result<(), Failure> {
 }
 
 /// `rows` under `headers` in columns two spaces apart, with a rule under the headers; the
-/// first `left` columns are aligned left, the others right.
+/// first `left` columns are aligned left, the others right. Long cells are shortened with an
+/// ellipsis, as in the library's tables ([`tickscope::table::MAX_CELL_CHARS`]).
 pub(crate) fn columns(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut text = String::new();
-        for (i, (cell, &width)) in cells.zip(&widths).enumerate() {
-            let sep = if i == 0 { "" } else { "  " };
-            if i < left {
-                text.push_str(&format!("{sep}{cell:<width$}"));
-            } else {
-                text.push_str(&format!("{sep}{cell:>width$}"));
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(&mut headers.iter().copied());
-    let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
-    line(&mut std::iter::once("-".repeat(total).as_str()));
-    for row in rows {
-        line(&mut row.iter().map(String::as_str));
-    }
-    out
+    tickscope::table::grid_text(headers, rows, left)
 }
 
 /// A change of a duration: `+1.50 µs`, `-3.00 ms`, `0 ns`.

@@ -1172,3 +1172,194 @@ fn push_reads_the_otel_environment() {
         "error: OTEL_EXPORTER_OTLP_HEADERS: `novalue` is not key=value\n"
     );
 }
+
+#[test]
+fn diff_refuses_salvaged_and_unrelated_captures() {
+    let (a, b) = (workload(100, 50, false), workload(200, 40, true));
+    let dir = folder("diff_untrusted");
+    let base = capture_file(&a, &dir, "base.tsc");
+    let whole = capture_file(&b, &dir, "whole.tsc");
+    let cut = dir.join("cut.tsc");
+    let bytes = fs::read(&whole).unwrap();
+    fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let warnings = Capture::read(&cut).unwrap().warnings().to_vec();
+    let warning = &warnings[0];
+
+    // A damaged input fails the comparison, on either side, even with -q.
+    for args in [
+        vec!["diff", s(&base), s(&cut)],
+        vec!["diff", s(&cut), s(&base)],
+        vec!["-q", "diff", s(&base), s(&cut)],
+    ] {
+        let run = tickscope(&args);
+        assert_input_error(&run, &cut);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "error: {}: read with warnings, refusing to compare it as if whole \
+                 (--allow-salvaged compares it anyway): {warning}\n",
+                s(&cut)
+            )
+        );
+    }
+    // Asked for, it compares what could be read, and says what was damaged.
+    let run = tickscope(&["diff", s(&base), s(&cut), "--allow-salvaged"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let expected: String = warnings
+        .iter()
+        .map(|w| format!("warning: {}: {w}\n", s(&cut)))
+        .collect();
+    assert_eq!(run.stderr, expected);
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "regressed");
+
+    // Two programs with no scope name in common.
+    let other = record(|_, advance| {
+        let _a = scope!("render");
+        advance(500);
+        let _b = scope!("upload");
+        advance(700);
+    });
+    let other = capture_file(&other, &dir, "other.tsc");
+    let run = tickscope(&["diff", s(&base), s(&other)]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: {} and {} have no scope name in common (5 and 2 names): nothing to \
+             compare; are they runs of the same program?\n",
+            s(&base),
+            s(&other)
+        )
+    );
+    // One name in common is enough to compare.
+    let shared = record(|_, advance| {
+        let _a = scope!("render");
+        advance(500);
+        let _b = scope!("hash");
+        advance(50);
+    });
+    let shared = capture_file(&shared, &dir, "shared.tsc");
+    let run = tickscope(&["diff", s(&base), s(&shared)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(diff_row(&run.stdout, "render")[1], "added");
+}
+
+/// A name of about 100 KB with markup, quotes, a newline-free run of emoji and a long tail.
+fn hostile_name() -> String {
+    let mut name = String::from("<script>alert(\"x\")</script> 'q' & 🦀🔥 ");
+    while name.len() < 100_000 {
+        name.push_str("abcdefghij🦀");
+    }
+    name.push_str(" the end");
+    name
+}
+
+#[test]
+fn long_names_never_break_a_table() {
+    let long = hostile_name();
+    let prof = record(|_, advance| {
+        let _main = scope!("main");
+        advance(100);
+        for _ in 0..2 {
+            let _g = scope!(name = long.clone());
+            advance(1_000);
+        }
+    });
+    let dir = folder("long_names");
+    let path = capture_file(&prof, &dir, "long.tsc");
+    let short = |text: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.contains("<script>"))
+            .unwrap_or_else(|| panic!("no row of the long name in\n{text}"))
+            .to_owned();
+        assert!(line.len() < 400, "{line}");
+        line
+    };
+    // The library's table and tree, flat and by thread.
+    let table = prof.table().to_string();
+    let row = short(&table);
+    let name: String = row.chars().take(80).collect();
+    assert_eq!(name.chars().count(), 80);
+    let chars: Vec<char> = long.chars().collect();
+    let expected: String = chars[..40]
+        .iter()
+        .chain(&['…'])
+        .chain(&chars[chars.len() - 39..])
+        .collect();
+    assert_eq!(name, expected);
+    assert!(name.ends_with("hij🦀 the end"), "{name}");
+    assert_eq!(
+        row.chars()
+            .skip(80)
+            .collect::<String>()
+            .split_whitespace()
+            .next(),
+        Some("2")
+    );
+    short(&prof.table().tree(true).to_string());
+    short(&prof.table().by_thread(true).to_string());
+    // The CLI's table, tree and diff.
+    for args in [
+        vec!["table", s(&path)],
+        vec!["table", s(&path), "--tree"],
+        vec!["table", s(&path), "--by-thread"],
+        vec!["diff", s(&path), s(&path)],
+    ] {
+        let run = tickscope(&args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        short(&run.stdout);
+    }
+    // Exports keep the whole name.
+    let json = dir.join("long.json");
+    assert_eq!(tickscope(&["convert", s(&path), "-o", s(&json)]).code, 0);
+    let doc = self::json(&json);
+    assert_eq!(events_with(&doc, "name", &long), 2, "two calls, whole");
+    assert_eq!(prof.report().get(&long).unwrap().calls, 2);
+}
+
+#[test]
+fn other_files_are_named_for_what_they_are() {
+    let prof = workload(100, 50, false);
+    let dir = folder("other_files");
+    let cap = capture_file(&prof, &dir, "run.tsc");
+    let chrome = dir.join("run.json");
+    let perfetto = dir.join("run.pftrace");
+    let folded = dir.join("run.folded");
+    for out in [&chrome, &perfetto, &folded] {
+        assert_eq!(tickscope(&["convert", s(&cap), "-o", s(out)]).code, 0);
+    }
+    let gz = dir.join("run.json.gz");
+    assert_eq!(tickscope(&["convert", s(&cap), "-o", s(&gz)]).code, 0);
+    let other_json = dir.join("config.json");
+    fs::write(&other_json, br#"  {"threads": 4, "name": "a config file"}"#).unwrap();
+    for (file, what) in [
+        (
+            &chrome,
+            "this is a Chrome JSON trace (it opens in ui.perfetto.dev)",
+        ),
+        (
+            &gz,
+            "this is a Chrome JSON trace (it opens in ui.perfetto.dev)",
+        ),
+        (
+            &perfetto,
+            "this looks like a Perfetto protobuf trace (it opens in ui.perfetto.dev)",
+        ),
+        (&folded, "this looks like a text file of folded stacks"),
+        (&other_json, "this is a JSON file"),
+    ] {
+        for command in ["table", "info"] {
+            let run = tickscope(&[command, s(file)]);
+            assert_input_error(&run, file);
+            assert_eq!(
+                run.stderr,
+                format!(
+                    "error: {}: at byte 0: {what}, not a tickscope capture\n",
+                    s(file)
+                )
+            );
+        }
+    }
+}

@@ -344,6 +344,11 @@ impl<'a> Parser<'a> {
                 break;
             }
             if u32_at(rest, 0) != CHUNK_MAGIC {
+                if pos == 0
+                    && let Some(what) = other_format(rest)
+                {
+                    return Err(ReadError::at(0, format!("{what}, not a tickscope capture")));
+                }
                 return Err(ReadError::at(
                     pos,
                     format!(
@@ -1178,6 +1183,53 @@ impl<'a> Session<'a> {
         }
         table
     }
+}
+
+/// What the input is, when it is a file of another kind that users give tickscope's readers
+/// by mistake: the traces tickscope writes (Chrome JSON, Perfetto protobuf, folded stacks) and
+/// other JSON. `None` when it is none of those.
+fn other_format(bytes: &[u8]) -> Option<&'static str> {
+    if is_perfetto(bytes) {
+        return Some("this looks like a Perfetto protobuf trace (it opens in ui.perfetto.dev)");
+    }
+    let text = bytes.trim_ascii_start();
+    let head = &text[..text.len().min(4096)];
+    let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+    match text.first() {
+        Some(b'{' | b'[') if has(b"\"traceEvents\"") || has(b"\"ph\"") => {
+            Some("this is a Chrome JSON trace (it opens in ui.perfetto.dev)")
+        }
+        Some(b'{') if has(b"\"resourceSpans\"") => Some("this is an OTLP JSON trace"),
+        Some(b'{' | b'[') => Some("this is a JSON file"),
+        Some(_) if is_folded(head) => Some("this looks like a text file of folded stacks"),
+        _ => None,
+    }
+}
+
+/// True when `bytes` start as a Perfetto trace does: a `packet` field (field 1,
+/// length-delimited) whose length fits in the input.
+fn is_perfetto(bytes: &[u8]) -> bool {
+    let Some((&0x0a, rest)) = bytes.split_first() else {
+        return false;
+    };
+    let mut len = 0u64;
+    for (i, &b) in rest.iter().take(10).enumerate() {
+        len |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return len > 0 && len <= (rest.len() - i - 1) as u64;
+        }
+    }
+    false
+}
+
+/// True when the first line of `head` reads as folded stacks do: `a;b;c 42`.
+fn is_folded(head: &[u8]) -> bool {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    std::str::from_utf8(line).is_ok_and(|line| {
+        line.trim_end()
+            .rsplit_once(' ')
+            .is_some_and(|(stack, n)| !stack.trim().is_empty() && n.parse::<u64>().is_ok())
+    })
 }
 
 /// What a session without footer is said to have, in its warning.
