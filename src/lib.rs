@@ -186,6 +186,7 @@ not_under_loom! {
     pub mod schedule;
     mod session;
     pub mod table;
+    pub mod thread;
     pub mod trace;
     #[cfg(feature = "tracing")]
     pub mod tracing;

@@ -399,6 +399,46 @@ impl Config {
     }
 }
 
+/// The running sessions of a thread, to be joined by other threads: what
+/// [`thread::spawn`](crate::thread::spawn) hands to the threads it spawns, and what a thread
+/// pool's start hook joins (see [`crate::thread`]). It holds the sessions weakly: a session
+/// dropped meanwhile is not kept alive, and is not joined.
+#[derive(Clone, Debug, Default)]
+pub struct Sessions(Vec<Weak<Inner>>);
+
+impl Sessions {
+    /// The sessions running on the calling thread (started or joined on it), outermost first.
+    pub fn current() -> Self {
+        let running = STACK.try_with(|stack| {
+            stack
+                .borrow()
+                .iter()
+                .filter(|w| w.upgrade().is_some_and(|inner| inner.state().window.is_some()))
+                .cloned()
+                .collect()
+        });
+        Self(running.unwrap_or_default())
+    }
+
+    /// The calling thread joins each of the sessions that still runs
+    /// ([`Profiler::join_current_thread`]), outermost first.
+    pub fn join(&self) {
+        for inner in self.0.iter().filter_map(Weak::upgrade) {
+            Profiler { inner }.join_current_thread();
+        }
+    }
+
+    /// The number of sessions held (running when taken).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no session was running.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {

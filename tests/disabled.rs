@@ -97,3 +97,15 @@ fn counters_values_and_instants_record_nothing() {
     let trace = prof.trace();
     assert!(trace.counters.is_empty() && trace.values.is_empty() && trace.instants.is_empty());
 }
+
+#[test]
+fn threads_are_std_threads() {
+    // The same functions and types as std's: a library can use them unconditionally.
+    let spawn: fn(fn() -> u8) -> std::thread::JoinHandle<u8> = tickscope::thread::spawn;
+    assert_eq!(spawn(|| 7).join().unwrap(), 7);
+    let builder: std::thread::Builder = tickscope::thread::Builder::new().name("w".into());
+    assert_eq!(builder.spawn(|| 8).unwrap().join().unwrap(), 8);
+    let n = tickscope::thread::scope(|s: &std::thread::Scope<'_, '_>| s.spawn(|| 9).join());
+    assert_eq!(n.unwrap(), 9);
+    assert!(tickscope::thread::Sessions::current().is_empty());
+}
