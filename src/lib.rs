@@ -319,6 +319,30 @@ macro_rules! scope {
             $crate::ScopeGuard::inactive()
         }
     };
+    (name = $name:expr, follows = $link:expr $(, $($args:tt)*)?) => {
+        if $crate::__private::active() {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($($args)*)?);
+            __tickscope_args.enter_named(
+                ::core::convert::AsRef::<str>::as_ref(&$name),
+                ::core::option::Option::Some(&$link),
+            )
+        } else {
+            $crate::ScopeGuard::inactive()
+        }
+    };
+    (name = $name:expr, $($args:tt)+) => {
+        if $crate::__private::active() {
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+            __tickscope_args.enter_named(
+                ::core::convert::AsRef::<str>::as_ref(&$name),
+                ::core::option::Option::None,
+            )
+        } else {
+            $crate::ScopeGuard::inactive()
+        }
+    };
     ($name:literal $(,)?) => {
         $crate::__private::enter($crate::__callsite!($name))
     };
@@ -345,6 +369,9 @@ macro_rules! scope {
         } else {
             $crate::ScopeGuard::inactive()
         }
+    };
+    ($($other:tt)*) => {
+        $crate::__scope_usage!($($other)*)
     };
 }
 
@@ -405,6 +432,23 @@ macro_rules! scope {
         }
         $crate::ScopeGuard::inactive()
     }};
+    (name = $name:expr, follows = $link:expr $(, $($args:tt)*)?) => {{
+        let _: &$crate::Link = &$link;
+        if false {
+            let _ = &$name;
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($($args)*)?);
+        }
+        $crate::ScopeGuard::inactive()
+    }};
+    (name = $name:expr, $($args:tt)+) => {{
+        if false {
+            let _ = &$name;
+            let mut __tickscope_args = $crate::__private::Args::new();
+            $crate::__scope_args!(__tickscope_args; $($args)+);
+        }
+        $crate::ScopeGuard::inactive()
+    }};
     ($name:literal $(,)?) => {{
         let _: &'static str = $name;
         $crate::ScopeGuard::inactive()
@@ -435,6 +479,38 @@ macro_rules! scope {
         }
         $crate::ScopeGuard::inactive()
     }};
+    ($($other:tt)*) => {
+        $crate::__scope_usage!($($other)*)
+    };
+}
+
+/// The error of a `scope!` that matches none of its forms, saying which forms there are; used
+/// by [`scope!`]. Not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __scope_usage {
+    ($name:ident $(, $($rest:tt)*)?) => {
+        ::core::compile_error!(::core::concat!(
+            "scope! takes a string literal, `scope!(\"parse\")`, or a name computed at run time, ",
+            "`scope!(name = ",
+            ::core::stringify!($name),
+            ")`; arguments follow the name: `scope!(\"parse\", bytes = n)`"
+        ))
+    };
+    () => {
+        ::core::compile_error!(
+            "scope! needs a name: `scope!(\"parse\")`, or `scope!(name = expr)` for a name computed at run time"
+        )
+    };
+    ($($other:tt)*) => {
+        ::core::compile_error!(::core::concat!(
+            "scope! forms: `scope!(\"name\")`, `scope!(\"name\", key = value, ..)`, ",
+            "`scope!(\"name\", follows = link)`, `scope!(\"name\", seq)`, ",
+            "`scope!(name = expr)`, `scope!(name = expr, key = value, ..)`; not `scope!(",
+            ::core::stringify!($($other)*),
+            ")`"
+        ))
+    };
 }
 
 /// Records a sample of a process-wide counter: `counter!("name", set = n)` sets it to `n`,
@@ -673,6 +749,60 @@ pub mod __private {
         module_path: &'static str,
     ) -> Callsite {
         Callsite::new(name, file, line, module_path)
+    }
+
+    /// The cache of a method's callsite under `#[profile]` on the method alone: the type
+    /// name of `Self` it was made for, and the callsite.
+    pub type MethodCallsite = std::sync::OnceLock<(&'static str, &'static Callsite)>;
+
+    /// The callsite `Type::method` of a method profiled on its own, where the macro does not
+    /// see the type: named after `type_name` (`core::any::type_name::<Self>()`, its path and
+    /// generics left out), made once per callsite and kept in `cache`. A method shared by
+    /// several types (a trait's provided method, a blanket impl) gets one callsite per type.
+    #[inline]
+    pub fn method_callsite(
+        cache: &'static MethodCallsite,
+        type_name: &'static str,
+        method: &'static str,
+        file: &'static str,
+        line: u32,
+        module_path: &'static str,
+    ) -> &'static Callsite {
+        match cache.get() {
+            Some(&(made_for, callsite)) if made_for == type_name => callsite,
+            _ => new_method_callsite(cache, type_name, method, file, line, module_path),
+        }
+    }
+
+    #[cold]
+    fn new_method_callsite(
+        cache: &'static MethodCallsite,
+        type_name: &'static str,
+        method: &'static str,
+        file: &'static str,
+        line: u32,
+        module_path: &'static str,
+    ) -> &'static Callsite {
+        use crate::record::callsite::{intern_callsite, intern_str};
+        let name = intern_str(&format!("{}::{method}", short_type_name(type_name)));
+        let callsite = intern_callsite(name, file, line, module_path);
+        // The first type keeps the cache; others find theirs in the interned callsites.
+        let _ = cache.set((type_name, callsite));
+        callsite
+    }
+
+    /// `Foo` for `crate::module::Foo<T>`, `&mut Foo<'a>` or `Foo`; other types (tuples,
+    /// slices, arrays) as they are, their paths left in.
+    pub(crate) fn short_type_name(type_name: &str) -> &str {
+        let bare = type_name
+            .trim_start_matches('&')
+            .trim_start_matches("mut ")
+            .trim_start_matches("dyn ");
+        if bare.starts_with(['(', '[', '*']) {
+            return type_name;
+        }
+        let path = bare.split('<').next().unwrap_or(bare);
+        path.rsplit("::").next().unwrap_or(path)
     }
 
     /// `scope!("name")`.

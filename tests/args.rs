@@ -152,3 +152,69 @@ fn chrome_slices_carry_the_arguments() {
     assert_eq!(used["args"]["Sequence number"], u64::from(link.seq()));
     assert_eq!(prof.trace().links.len(), 1);
 }
+
+#[test]
+fn names_made_at_run_time_take_arguments_and_links() {
+    let prof = session();
+    let evaluated = AtomicU64::new(0);
+    let count = |n: u64| {
+        evaluated.fetch_add(1, Ordering::Relaxed);
+        n
+    };
+    for i in 0..3u64 {
+        let _g = scope!(name = format!("doc {}", i % 2), bytes = count(i), tag = %"t");
+    }
+    let first = scope!("origin", seq);
+    let link = first.link();
+    drop(first);
+    {
+        let _f = scope!(name = String::from("follower"), follows = link, n = 7u8);
+    }
+    {
+        let _f = scope!(name = "bare follower", follows = link);
+    }
+    prof.stop();
+    assert_eq!(evaluated.load(Ordering::Relaxed), 3);
+    let report = prof.report();
+    assert_eq!(report.get("doc 0").unwrap().calls, 2);
+    assert_eq!(report.get("doc 1").unwrap().calls, 1);
+    let by_bytes = Report::by_arg(&prof.trace(), "bytes");
+    let mut rows: Vec<(&str, Option<&str>, u64)> = by_bytes
+        .rows()
+        .iter()
+        .filter(|r| r.name.starts_with("doc"))
+        .map(|r| (r.name, r.arg.as_deref(), r.calls))
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            ("doc 0", Some("0"), 1),
+            ("doc 0", Some("2"), 1),
+            ("doc 1", Some("1"), 1)
+        ]
+    );
+    assert_eq!(
+        args(&prof, 0),
+        [("bytes", Value::U64(0)), ("tag", Value::Str("t".into()))]
+    );
+    assert_eq!(args(&prof, 4), [("n", Value::U64(7))]);
+    let trace = prof.trace();
+    let followers: Vec<&str> = trace
+        .links
+        .iter()
+        .map(|l| trace.span(l.follower).1.name())
+        .collect();
+    assert_eq!(followers, ["follower", "bare follower"]);
+
+    // Not recording: neither the name nor the arguments are evaluated.
+    let before = evaluated.load(Ordering::Relaxed);
+    let _g = scope!(
+        name = {
+            evaluated.fetch_add(1, Ordering::Relaxed);
+            "never"
+        },
+        bytes = count(9)
+    );
+    assert_eq!(evaluated.load(Ordering::Relaxed), before);
+}

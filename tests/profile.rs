@@ -406,3 +406,85 @@ fn async_calls_on_a_multi_thread_runtime() {
         trace.threads.len()
     );
 }
+
+struct WordCounter {
+    words: usize,
+}
+
+impl WordCounter {
+    #[profile]
+    fn add_line(&mut self, line: &str) {
+        self.words += line.split_whitespace().count();
+    }
+
+    #[profile]
+    fn new() -> Self {
+        Self { words: 0 }
+    }
+
+    #[profile]
+    async fn add_later(&mut self, line: &str) {
+        self.add_line(line);
+    }
+}
+
+struct Wrapper<T>(T);
+
+impl<T: Copy> Wrapper<T> {
+    #[profile]
+    fn get(&self) -> T {
+        self.0
+    }
+}
+
+trait Describe {
+    #[profile]
+    fn describe(&self) -> usize {
+        1
+    }
+}
+
+struct Cat;
+struct Dog;
+impl Describe for Cat {}
+impl Describe for Dog {}
+
+#[test]
+fn a_method_profiled_alone_is_named_after_its_type() {
+    let prof = session();
+    let mut counter = WordCounter::new();
+    counter.add_line("a b c");
+    counter.add_line("d");
+    futures_lite_block_on(counter.add_later("e f"));
+    assert_eq!(counter.words, 6);
+    assert_eq!(Wrapper(1u8).get() + Wrapper(2u8).get(), 3);
+    assert_eq!(Wrapper("x").get(), "x");
+    // A trait's provided method: one name per type that runs it.
+    assert_eq!(Cat.describe() + Dog.describe() + Dog.describe(), 3);
+    prof.stop();
+    let report = prof.report();
+    let mut rows: Vec<(&str, u64)> = report.rows().iter().map(|r| (r.name, r.calls)).collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            ("Cat::describe", 1),
+            ("Dog::describe", 2),
+            ("WordCounter::add_later", 1),
+            ("WordCounter::add_line", 3),
+            ("WordCounter::new", 1),
+            ("Wrapper::get", 3),
+        ]
+    );
+}
+
+/// Runs `fut` to completion on this thread (it never waits on anything).
+fn futures_lite_block_on<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}

@@ -64,14 +64,63 @@ fn function(args: &Args, mut f: ItemFn, enabled: bool) -> syn::Result<TokenStrea
         return Err(const_error(constness.span));
     }
     if args.skip.is_none() && enabled {
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| default_name(None, &f.sig.ident));
         let krate = crate_path(args);
+        let name = match &args.name {
+            Some(name) => Name::Literal(name.clone()),
+            // A method (or an associated function that names `Self`) profiled on its own: the
+            // type is known at run time only.
+            None if in_impl(&f.sig) => Name::Method(f.sig.ident.clone()),
+            None => Name::Literal(default_name(None, &f.sig.ident)),
+        };
         *f.block = instrumented(&krate, &name, &f.sig, &f.block);
     }
     Ok(f.into_token_stream())
+}
+
+/// True when `sig` can only be a method or an associated function of an `impl` block or a
+/// trait: it takes `self` or names `Self`.
+fn in_impl(sig: &syn::Signature) -> bool {
+    fn names_self(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == "Self",
+            proc_macro2::TokenTree::Group(g) => names_self(g.stream()),
+            _ => false,
+        })
+    }
+    sig.receiver().is_some() || names_self(sig.to_token_stream())
+}
+
+/// What a profiled function's scope is named.
+enum Name {
+    /// A name known when the macro expands.
+    Literal(LitStr),
+    /// `Type::method` for the method `ident` of the type `Self` stands for, made at run time.
+    Method(Ident),
+}
+
+impl Name {
+    /// An expression of the `&'static Callsite` of the scope.
+    fn callsite(&self, krate: &TokenStream) -> TokenStream {
+        match self {
+            Self::Literal(name) => quote!(#krate::__callsite!(#name)),
+            Self::Method(ident) => {
+                let method = LitStr::new(&ident.unraw().to_string(), ident.span());
+                let cache = Ident::new("__TICKSCOPE_METHOD", Span::mixed_site());
+                quote!({
+                    static #cache: #krate::__private::MethodCallsite =
+                        #krate::__private::MethodCallsite::new();
+                    #krate::__private::method_callsite(
+                        &#cache,
+                        ::core::any::type_name::<Self>(),
+                        #method,
+                        ::core::file!(),
+                        ::core::line!(),
+                        ::core::module_path!(),
+                    )
+                })
+            }
+        }
+    }
 }
 
 /// `#[profile]` on an `impl` block: every method with a body, named `Type::method`, except
@@ -145,7 +194,7 @@ fn method_in_impl(
         (Some(k), _) | (None, Some(k)) => k.to_token_stream(),
         (None, None) => quote!(::tickscope),
     };
-    method.block = instrumented(&krate, &name, &method.sig, &method.block);
+    method.block = instrumented(&krate, &Name::Literal(name), &method.sig, &method.block);
     Ok(())
 }
 
@@ -206,22 +255,29 @@ fn type_name(ty: &Type) -> String {
 /// lints leave alone.
 fn instrumented(
     krate: &TokenStream,
-    name: &LitStr,
+    name: &Name,
     sig: &syn::Signature,
     block: &syn::Block,
 ) -> syn::Block {
     let mut block = block.clone();
     if sig.asyncness.is_none() {
         let guard = Ident::new("__tickscope_guard", Span::mixed_site());
-        let guard: syn::Stmt = syn::parse_quote!(let #guard = #krate::scope!(#name););
+        let guard: syn::Stmt = match name {
+            Name::Literal(name) => syn::parse_quote!(let #guard = #krate::scope!(#name);),
+            Name::Method(_) => {
+                let callsite = name.callsite(krate);
+                syn::parse_quote!(let #guard = #krate::__private::enter(#callsite);)
+            }
+        };
         insert_after_items(&mut block, guard);
         return block;
     }
     if let Some(hint) = return_hint(&sig.output) {
         insert_after_items(&mut block, hint);
     }
+    let callsite = name.callsite(krate);
     syn::parse_quote!({
-        #krate::__private::instrument(#krate::__callsite!(#name), async move #block).await
+        #krate::__private::instrument(#callsite, async move #block).await
     })
 }
 

@@ -12,7 +12,7 @@
 use std::fmt::{self, Write as _};
 use std::mem::MaybeUninit;
 
-use crate::record::callsite::Callsite;
+use crate::record::callsite::{self, Callsite};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::link::Link;
 use crate::record::scope::ScopeGuard;
@@ -165,6 +165,13 @@ impl Args {
         out
     }
 
+    /// [`Args::enter`] for the scope named `name` at run time (`scope!(name = expr, ..)`):
+    /// its callsite is interned once per distinct name.
+    #[inline]
+    pub fn enter_named(self, name: &str, link: Option<&Link>) -> ScopeGuard {
+        self.enter(callsite::dynamic(name), link)
+    }
+
     /// Records the entry of `callsite`'s scope (following from `link` when it is recorded)
     /// with these arguments, published together, and tells observers.
     #[inline]
@@ -271,6 +278,11 @@ impl fmt::Write for StrWriter {
 
 /// Values `scope!` accepts as arguments without `%` (Display) or `?` (Debug): integers,
 /// floats, `bool` and strings, and references to them. The macro borrows the value.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a value `scope!` records as it is",
+    label = "not an integer, float, bool or string",
+    note = "write `key = ?value` to record it with `Debug`, or `key = %value` with `Display`"
+)]
 pub trait ArgValue {
     /// Adds the value under `key` (used by `scope!`; not public API).
     #[doc(hidden)]

@@ -214,7 +214,7 @@ fn intern_global(name: &str) -> u32 {
 const DYNAMIC_FILE: &str = "<dynamic>";
 
 /// The callsite of the dynamic name `name`, leaked the first time in the process.
-fn dynamic(name: &str) -> &'static Callsite {
+pub(crate) fn dynamic(name: &str) -> &'static Callsite {
     let mut map = crate::record::sync::lock(&DYNAMIC);
     let map = map.get_or_insert_with(HashMap::new);
     match map.get(name) {
