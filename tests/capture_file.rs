@@ -777,7 +777,10 @@ fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
     assert_eq!(
         spans,
         [
-            (1, vec![("outer", 100, 120, true), ("inner", 110, 120, false)]),
+            (
+                1,
+                vec![("outer", 100, 120, true), ("inner", 110, 120, false)]
+            ),
             (2, vec![("outer", 200, 500, false)]),
         ]
     );
@@ -794,12 +797,20 @@ fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
     // The table (summed from the records, or of the decoded trace) says so.
     let footer = "3 scopes, 0 dropped events\nSalvaged: 1 session cut short (no footer): 16 bytes \
                   lost at the cut, 1 scope cut open (*), 1 declared thread with no record left\n";
-    let summed = Table::from_captures(vec![capture]).by_thread(true).to_string();
+    let summed = Table::from_captures(vec![capture])
+        .by_thread(true)
+        .to_string();
     assert!(summed.contains(footer), "{summed}");
-    assert_eq!(Table::new(Arc::new(trace)).by_thread(true).to_string(), summed);
+    assert_eq!(
+        Table::new(Arc::new(trace)).by_thread(true).to_string(),
+        summed
+    );
     let row = summed.lines().find(|l| l.contains("outer *")).unwrap();
     assert!(row.starts_with("main"), "{summed}");
-    assert!(row.contains(" 20 ns "), "outer on main lasts 100 to 120: {summed}");
+    assert!(
+        row.contains(" 20 ns "),
+        "outer on main lasts 100 to 120: {summed}"
+    );
 }
 
 /// A gzipped file cut short is salvaged as the plain file cut where its decompressed bytes
@@ -813,7 +824,10 @@ fn a_gzipped_file_cut_short_is_salvaged_as_its_decompressed_prefix() {
     let records: Vec<RawEvent> = (0..3000u64)
         .flat_map(|i| {
             let t = 1000 + i * 200;
-            [RawEvent::begin(1, t), RawEvent::end(RawEvent::end_key(1, t), t + 100)]
+            [
+                RawEvent::begin(1, t),
+                RawEvent::end(RawEvent::end_key(1, t), t + 100),
+            ]
         })
         .collect();
     let events = events(1, &records);
@@ -900,7 +914,16 @@ fn a_salvaged_async_call_is_open_to_its_threads_last_record() {
     let calls: Vec<_> = trace
         .async_spans
         .iter()
-        .map(|a| (a.name(), a.start_ns, a.end_ns, a.polls, a.busy_ns, a.open_at_stop))
+        .map(|a| {
+            (
+                a.name(),
+                a.start_ns,
+                a.end_ns,
+                a.polls,
+                a.busy_ns,
+                a.open_at_stop,
+            )
+        })
         .collect();
     assert_eq!(
         calls,

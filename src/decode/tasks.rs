@@ -101,7 +101,8 @@ pub(super) fn match_async(
     }
     for r in open.into_values().chain(lives.unclosed()) {
         let record = &mut records[r];
-        let end_ns = last.get(r).and_then(|&t| ends.get(t)).copied().unwrap_or(0);
+        let latest = || ends.iter().copied().max().unwrap_or(0);
+        let end_ns = last.get(r).and_then(|&t| ends.get(t)).copied().unwrap_or_else(latest);
         record.end_ns = end_ns.max(record.start_ns);
         record.open_at_stop = true;
     }
