@@ -119,7 +119,10 @@ impl Capture {
     ///
     /// What can be read past is, with a warning: a chunk type or version this build does not
     /// know is skipped, a last chunk cut short keeps the records it holds, a session without
-    /// footer (its process stopped abruptly) ends at its last record. Anything else is a
+    /// footer (its process stopped abruptly) ends at its last record (and decoding ends each
+    /// scope it left open at its own thread's last record: see
+    /// [`Salvage`](crate::trace::Salvage)), a gzip stream cut short gives the bytes it
+    /// decompresses to before the cut. Anything else is a
     /// [`ReadError`] naming the file, the byte offset and the problem. Reading never panics,
     /// and allocates no more than the file's size asks for, whatever its lengths say.
     ///

@@ -43,7 +43,9 @@ impl Trace {
     /// exit closes the open scope it was recorded for (the entry's callsite and tick),
     /// whatever order scopes were left in; an exit with no open entry (its scope began before
     /// the window) is ignored; scopes still open at the window's end are closed there and
-    /// flagged `open_at_stop`. A scope that outlives its parent keeps its own end, and its
+    /// flagged `open_at_stop` (in a session salvaged without its footer, at their own
+    /// thread's last record, as the rest was lost: [`Trace::salvage`]). A scope that
+    /// outlives its parent keeps its own end, and its
     /// parent's `children_ns` counts only the part inside the parent. A poll belongs to the
     /// latest async span with its id that began before it. Threads with no record in the
     /// window are left out.
