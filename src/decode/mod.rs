@@ -365,9 +365,11 @@ impl Shared<'_> {
         // A salvaged session lost what its threads recorded after their last salvaged
         // record: a scope still open there ends there, not at the end of the thread that
         // recorded longest.
-        let end_ns = match self.last_tick(thread) {
-            Some(tick) if self.salvaged => self.converter.to_unix_ns(tick).min(self.end_ns),
-            _ => self.end_ns,
+        let end_ns = match self.salvaged {
+            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
+                self.converter.to_unix_ns(tick).min(self.end_ns)
+            }),
+            false => self.end_ns,
         };
         let (events, mut spans, stats, mut args, extras) = pairing.finish(end_ns);
         let open_scopes = if self.salvaged {
