@@ -187,7 +187,10 @@ impl std::error::Error for ParseSortByError {}
 /// clock, whose times are exact) has no such line. With memory tracked, a line says which
 /// [`MemoryMode`] produced the memory columns (`Memory: counted per scope …` or
 /// `Memory: timeline …`). A clock other than the CPU's invariant counter is named
-/// (`Clock: OS monotonic clock …`, see [`ClockSource`]).
+/// (`Clock: OS monotonic clock …`, see [`ClockSource`]). A trace of a session salvaged from a
+/// file cut short ([`Trace::salvage`]) has a line `Salvaged: 1 session cut short (no footer):
+/// 6416 bytes lost at the cut, 2 scopes cut open (*)`, and the count of declared threads left
+/// with no record when there are some.
 ///
 /// A trace of several processes ([`Trace::from_captures`]) sums each name over every process;
 /// split by thread, a thread is named after its process
@@ -570,6 +573,27 @@ impl fmt::Display for Table {
             write!(f, ", {panics} observer panic{}", plural(panics))?;
         }
         writeln!(f)?;
+        let salvage = &trace.salvage;
+        if salvage.is_salvaged() {
+            let (n, bytes, cut) = (salvage.sessions, salvage.lost_bytes, salvage.open_scopes);
+            write!(
+                f,
+                "Salvaged: {n} session{} cut short (no footer): {bytes} byte{} lost at the cut, \
+                 {cut} scope{} cut open (*)",
+                plural(n),
+                plural(bytes),
+                plural(cut)
+            )?;
+            let without = salvage.threads_without_records;
+            if without > 0 {
+                write!(
+                    f,
+                    ", {without} declared thread{} with no record left",
+                    plural(without)
+                )?;
+            }
+            writeln!(f)?;
+        }
         for error in &self.errors {
             writeln!(f, "Error: {error}")?;
         }
@@ -598,9 +622,14 @@ impl fmt::Display for Table {
             Some(MemoryMode::Off) | None => {}
         }
         if open > 0 {
+            let salvaged = if trace.salvage.is_salvaged() {
+                " (cut open by a salvage: at their thread's last salvaged record)"
+            } else {
+                ""
+            };
             writeln!(
                 f,
-                "* {open} call{} still open at stop, closed at the stop time",
+                "* {open} call{} still open at stop, closed at the stop time{salvaged}",
                 plural(open)
             )?;
         }

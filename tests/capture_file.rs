@@ -19,7 +19,7 @@ use tickscope::capture::format::{
 use tickscope::export::{Format, chrome, folded, kineto};
 use tickscope::report::Report;
 use tickscope::table::Table;
-use tickscope::trace::Trace;
+use tickscope::trace::{Salvage, Trace};
 use tickscope::{Capture, Profiler, profile, scope};
 
 // ---------------------------------------------------------------------------------------------
@@ -719,6 +719,230 @@ fn a_session_without_footer_ends_at_its_last_record() {
     );
     let trace = capture.decode();
     assert_eq!((trace.start_ns, trace.end_ns), (0, 150));
+}
+
+/// A file of three declared threads cut inside thread 1's event chunk, which follows thread
+/// 2's: thread 1 recorded "outer" (1) from 100 around "inner" (2) from 110 to 120, and the
+/// cut took outer's end (its fourth record, at 150) and the footer; thread 2 recorded "outer"
+/// from 200 to 500; thread 3 recorded nothing. Returns the bytes cut 5 bytes into thread 1's
+/// fourth record.
+fn cut_in_thread_one() -> Vec<u8> {
+    let parts = Parts::new();
+    let file = [
+        &parts.header[..],
+        &parts.clock,
+        &parts.strings,
+        &parts.callsites,
+        &threads(&[(1, 0, 4), (2, 0, NO_STRING), (3, 0, NO_STRING)]),
+        &events(
+            2,
+            &[
+                RawEvent::begin(1, 200),
+                RawEvent::end(RawEvent::end_key(1, 200), 500),
+            ],
+        ),
+    ]
+    .concat();
+    let at = file.len();
+    let whole = [&file[..], &events(1, &scope_records()), &parts.footer].concat();
+    // The chunk header, the prefix, three whole records and 5 bytes of the fourth.
+    whole[..at + 16 + 16 + 3 * 16 + 5].to_vec()
+}
+
+/// A scope left open by the cut ends at its own thread's last salvaged record (120), not at
+/// the session's end (500, thread 2's last record); every thread with a salvaged record is
+/// in the trace, and the trace counts what was lost: the 16 bytes of the cut chunk past its
+/// whole records (80 announced, 64 salvaged), one scope cut open, one declared thread with no
+/// record.
+#[test]
+fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
+    let capture = one(&cut_in_thread_one());
+    let w = capture.warnings();
+    assert!(has(w, "salvaged 64 of 80 bytes"), "{w:?}");
+    assert!(has(w, "(16 bytes lost at the cut)"), "{w:?}");
+    let trace = capture.decode();
+    assert_eq!((trace.start_ns, trace.end_ns), (0, 500));
+    let spans: Vec<_> = trace
+        .threads
+        .iter()
+        .map(|t| {
+            let spans: Vec<_> = t
+                .spans
+                .iter()
+                .map(|s| (s.callsite.name(), s.start_ns, s.end_ns, s.open_at_stop))
+                .collect();
+            (t.id, spans)
+        })
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            (
+                1,
+                vec![("outer", 100, 120, true), ("inner", 110, 120, false)]
+            ),
+            (2, vec![("outer", 200, 500, false)]),
+        ]
+    );
+    assert_eq!(trace.thread_count(), 2);
+    assert_eq!(
+        trace.salvage,
+        Salvage {
+            sessions: 1,
+            lost_bytes: 16,
+            open_scopes: 1,
+            threads_without_records: 1,
+        }
+    );
+    // The table (summed from the records, or of the decoded trace) says so.
+    let footer = "3 scopes, 0 dropped events\nSalvaged: 1 session cut short (no footer): 16 bytes \
+                  lost at the cut, 1 scope cut open (*), 1 declared thread with no record left\n";
+    let summed = Table::from_captures(vec![capture])
+        .by_thread(true)
+        .to_string();
+    assert!(summed.contains(footer), "{summed}");
+    assert_eq!(
+        Table::new(Arc::new(trace)).by_thread(true).to_string(),
+        summed
+    );
+    let row = summed.lines().find(|l| l.contains("outer *")).unwrap();
+    assert!(row.starts_with("main"), "{summed}");
+    assert!(
+        row.contains(" 20 ns "),
+        "outer on main lasts 100 to 120: {summed}"
+    );
+}
+
+/// A gzipped file cut short is salvaged as the plain file cut where its decompressed bytes
+/// end, with a warning, instead of failing to decompress.
+#[test]
+fn a_gzipped_file_cut_short_is_salvaged_as_its_decompressed_prefix() {
+    use std::io::{Read, Write};
+
+    let parts = Parts::new();
+    // Thread 1 calls "outer" 3000 times, 100 ns each; the file is about 100 KB.
+    let records: Vec<RawEvent> = (0..3000u64)
+        .flat_map(|i| {
+            let t = 1000 + i * 200;
+            [
+                RawEvent::begin(1, t),
+                RawEvent::end(RawEvent::end_key(1, t), t + 100),
+            ]
+        })
+        .collect();
+    let events = events(1, &records);
+    let plain = [
+        &parts.header[..],
+        &parts.clock,
+        &parts.strings,
+        &parts.callsites,
+        &parts.threads,
+        &events,
+        &footer(0, 700_000, 6000, 0),
+    ]
+    .concat();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    let gz = gz.finish().unwrap();
+    let cut = &gz[..gz.len() / 2];
+    // What the cut stream decompresses to, up to where it stops.
+    let mut prefix = Vec::new();
+    assert!(
+        flate2::read::GzDecoder::new(cut)
+            .read_to_end(&mut prefix)
+            .is_err()
+    );
+    assert!(prefix.len() > parts.events_at() + 32 && prefix.len() < plain.len());
+    assert_eq!(prefix[..], plain[..prefix.len()]);
+
+    let from_gz = one(cut);
+    let from_plain = one(&prefix);
+    assert!(
+        has(from_gz.warnings(), "the gzip stream ends early"),
+        "{:?}",
+        from_gz.warnings()
+    );
+    let salvaged = spans(&from_gz);
+    // Whole records from the chunk's prefix on; an odd one is a scope cut open.
+    let whole = (prefix.len() - parts.events_at() - 32) / 16;
+    assert_eq!(salvaged.len(), whole.div_ceil(2));
+    assert!(salvaged.len() > 100, "{}", salvaged.len());
+    assert_eq!(salvaged, spans(&from_plain));
+    assert_eq!(from_gz.decode().salvage, from_plain.decode().salvage);
+    assert_eq!(from_gz.record_count(), whole as u64);
+}
+
+/// An async call whose end was lost with the rest of the file is open, up to its thread's
+/// last salvaged record: a `#[profile] async fn` call polled once, and a `tracing` span
+/// entered once whose close was lost (it was in flight: a plain scope only once it closed).
+#[test]
+fn a_salvaged_async_call_is_open_to_its_threads_last_record() {
+    let mut parts = Parts::new();
+    parts.strings = strings(&["outer", "inner", "t.rs", "m", "main", "fetch", "handler"]);
+    parts.callsites = callsites(&[
+        [1, 0, 2, 10, 3],
+        [2, 1, 2, 11, 3],
+        [3, 5, 2, 12, 3],
+        [4, 6, 2, 13, 3],
+    ]);
+    parts.threads = threads(&[(1, 0, 4), (2, 0, NO_STRING)]);
+    let mut one_thread = vec![
+        // fetch: begun at 100, its first poll from 100 to 130, then pending.
+        RawEvent::new(RawKind::AsyncBegin, 3, 100),
+        RawEvent::payload(7, 0),
+        RawEvent::new(RawKind::PollBegin, 3, 100),
+        RawEvent::payload(7, 0),
+        RawEvent::end(RawEvent::end_key(3, 100), 130),
+    ];
+    // handler: a `tracing` span entered from 140 to 160, not closed.
+    one_thread.extend(RawEvent::span_enter(4, 140, 99));
+    one_thread.push(RawEvent::end(RawEvent::end_key(4, 140), 160));
+    parts.events = [
+        events(1, &one_thread),
+        events(
+            2,
+            &[
+                RawEvent::begin(1, 200),
+                RawEvent::end(RawEvent::end_key(1, 200), 500),
+            ],
+        ),
+    ]
+    .concat();
+    parts.footer.clear();
+    let capture = one(&parts.bytes());
+    let trace = capture.decode();
+    let calls: Vec<_> = trace
+        .async_spans
+        .iter()
+        .map(|a| {
+            (
+                a.name(),
+                a.start_ns,
+                a.end_ns,
+                a.polls,
+                a.busy_ns,
+                a.open_at_stop,
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("fetch", 100, 160, 1, 30, true),
+            ("handler", 140, 160, 1, 20, true),
+        ]
+    );
+    assert_eq!(trace.salvage.open_scopes, 2);
+    assert_eq!(trace.salvage.lost_bytes, 0);
+    let table = Table::from_captures(vec![capture]).to_string();
+    for row in ["fetch *", "handler *"] {
+        let line = table.lines().find(|l| l.starts_with(row));
+        assert!(line.is_some_and(|l| l.contains(" 1 ")), "{row}: {table}");
+    }
+    assert!(
+        table.contains("Salvaged: 1 session cut short (no footer): 0 bytes lost at the cut, 2 scopes cut open (*)\n"),
+        "{table}"
+    );
 }
 
 #[test]

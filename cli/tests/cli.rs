@@ -611,6 +611,138 @@ fn merge_writes_nothing_when_an_input_is_bad() {
     );
 }
 
+/// The chunks of a capture file: (offset, type, content length).
+fn chunks(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        let kind = u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]);
+        let len = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap()) as usize;
+        out.push((at, kind, len));
+        at += 16 + len.next_multiple_of(16);
+    }
+    out
+}
+
+/// A capture cut inside its second thread's records: `main` (1 ms) on this thread, and on
+/// a worker, `batch` from 1100 around two `add_line`s (1100 to 1120, 1120 to 1150); the cut
+/// keeps the worker's first four records and 5 bytes of the fifth. `batch` and the second
+/// `add_line` are cut open, and end at the worker's last salvaged record (1120), not at the
+/// session's end (main's, 1_001_000): `table --by-thread` lists both threads and says what
+/// was lost. The same file gzipped and cut reads as its decompressed prefix.
+#[test]
+fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
+    let prof = record(|prof, advance| {
+        advance(1_000);
+        let main = scope!("main");
+        let prof = prof.clone();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                prof.join_current_thread();
+                advance(100);
+                let _batch = scope!("batch");
+                for ns in [20, 30] {
+                    let _line = scope!("add_line");
+                    advance(ns);
+                }
+            });
+        });
+        advance(1_000_000 - 150);
+        drop(main);
+    });
+    let dir = folder("table_cut");
+    let whole = fs::read(capture_file(&prof, &dir, "whole.tsc")).unwrap();
+    let events: Vec<_> = chunks(&whole).into_iter().filter(|c| c.1 == 5).collect();
+    assert_eq!(events.len(), 2, "one event chunk per thread");
+    // The worker's chunk: its prefix (thread id, flags) and six records.
+    let (at, _, len) = events[1];
+    assert_eq!(len, 16 + 6 * 16);
+    let cut = dir.join("cut.tsc");
+    fs::write(&cut, &whole[..at + 16 + 16 + 4 * 16 + 5]).unwrap();
+
+    let run = tickscope(&["table", s(&cut), "--by-thread", "--sort", "name"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let table = &run.stdout;
+    let rows: Vec<String> = table
+        .lines()
+        .skip(2)
+        .take(3)
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+        .collect();
+    // The worker, unnamed, is `thread-N` (N its id, which depends on the tests run before).
+    assert!(
+        table.lines().nth(3).unwrap().starts_with("thread-"),
+        "{table}"
+    );
+    // Old: batch * and add_line * lasted to 1_001_000 (1.00 ms), and the worker's thread was
+    // listed only as long as one of its records was left.
+    assert_eq!(
+        rows[1..],
+        [
+            "add_line * 2 20 ns 20 ns 10 ns 0 ns 20 ns 0 ns 20 ns 0.0",
+            "batch * 1 20 ns 0 ns 20 ns 20 ns 20 ns 20 ns 20 ns 0.0",
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        rows[0],
+        "main 1 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms 99.9"
+    );
+    assert!(
+        table.contains(
+            "2 threads, 4 scopes, 0 dropped events\nSalvaged: 1 session cut short (no footer): \
+             32 bytes lost at the cut, 2 scopes cut open (*)\n"
+        ),
+        "{table}"
+    );
+    assert!(
+        run.stderr.contains("(32 bytes lost at the cut)"),
+        "{}",
+        run.stderr
+    );
+
+    // Gzipped, cut in its compressed bytes where what it decompresses to holds the first
+    // event chunk but not the footer: the table of that prefix.
+    let gz = capture_file(&prof, &dir, "whole.tsc.gz");
+    let packed = fs::read(&gz).unwrap();
+    let prefix_of = |len: usize| {
+        let mut prefix = Vec::new();
+        let read = std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&packed[..len]),
+            &mut prefix,
+        );
+        assert!(read.is_err(), "the stream is cut");
+        prefix
+    };
+    let (len, prefix) = (1..packed.len())
+        .rev()
+        .map(|len| (len, prefix_of(len)))
+        .find(|(_, p)| p.len() < whole.len() - 64)
+        .unwrap();
+    assert!(prefix.len() > events[0].0 + 32, "{} bytes", prefix.len());
+    assert_eq!(prefix[..], whole[..prefix.len()]);
+    let cut_gz = dir.join("cut.tsc.gz");
+    fs::write(&cut_gz, &packed[..len]).unwrap();
+    let plain = dir.join("prefix.tsc");
+    fs::write(&plain, &prefix).unwrap();
+    let (from_gz, from_plain) = (
+        tickscope(&["table", s(&cut_gz), "--by-thread"]),
+        tickscope(&["table", s(&plain), "--by-thread"]),
+    );
+    assert_eq!(from_gz.code, 0, "{}", from_gz.stderr);
+    assert!(
+        from_gz.stderr.contains("the gzip stream ends early"),
+        "{}",
+        from_gz.stderr
+    );
+    assert_eq!(from_gz.stdout, from_plain.stdout);
+    assert!(
+        from_gz.stdout.contains("Salvaged: 1 session cut short"),
+        "{}",
+        from_gz.stdout
+    );
+}
+
 #[test]
 fn merge_refuses_salvaged_input() {
     let (a, b) = (workload(100, 50, false), workload(200, 40, true));

@@ -94,6 +94,10 @@ pub struct Capture {
     pub(crate) cut: Vec<(u64, Vec<CutScope>)>,
     /// Problems met while reading it from a file; empty for a live capture.
     pub(crate) warnings: Vec<String>,
+    /// `Some(bytes lost at the cut)` for a session read from a file without its footer,
+    /// salvaged up to its last whole record (see [`Salvage`](crate::trace::Salvage)); `None`
+    /// for a whole session, a live capture and a streaming session's live snapshot.
+    pub(crate) salvaged: Option<u64>,
 }
 
 /// Who made a capture, and when.
@@ -361,6 +365,7 @@ impl Capture {
             overwritten_events: window.overwritten_events,
             cut,
             warnings: Vec::new(),
+            salvaged: None,
         }
     }
 
@@ -385,6 +390,7 @@ impl Capture {
             overwritten_events: 0,
             cut: Vec::new(),
             warnings: Vec::new(),
+            salvaged: None,
         }
     }
 

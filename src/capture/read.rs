@@ -119,7 +119,10 @@ impl Capture {
     ///
     /// What can be read past is, with a warning: a chunk type or version this build does not
     /// know is skipped, a last chunk cut short keeps the records it holds, a session without
-    /// footer (its process stopped abruptly) ends at its last record. Anything else is a
+    /// footer (its process stopped abruptly) ends at its last record (and decoding ends each
+    /// scope it left open at its own thread's last record: see
+    /// [`Salvage`](crate::trace::Salvage)), a gzip stream cut short gives the bytes it
+    /// decompresses to before the cut. Anything else is a
     /// [`ReadError`] naming the file, the byte offset and the problem. Reading never panics,
     /// and allocates no more than the file's size asks for, whatever its lengths say.
     ///
@@ -194,12 +197,11 @@ impl Capture {
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Vec<Capture>, ReadError> {
         let _untracked = Untracked::enter();
-        let owned = if is_gzip(bytes) {
-            gunzip(bytes, None)?
-        } else {
-            bytes.to_vec()
-        };
-        parse(owned, None)
+        if is_gzip(bytes) {
+            let (owned, cut) = gunzip(bytes, None)?;
+            return parse_with(owned, None, true, cut);
+        }
+        parse(bytes.to_vec(), None)
     }
 
     /// Reads every session of a capture file held in memory, as [`Capture::from_bytes`], but
@@ -239,13 +241,27 @@ fn gzip_limit(compressed: usize) -> u64 {
 
 /// `gz` decompressed (every gzip member, one after the other), unless it decompresses to more
 /// than [`gzip_limit`] allows: an error then, once that much is decompressed (not more).
-fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<Vec<u8>, ReadError> {
+///
+/// A stream cut short (a `.tscope.gz` of a program killed while writing it, or truncated) or
+/// damaged past its start gives the bytes decompressed before the problem, and a warning that
+/// says so (the second value): they are read as a plain file cut there would be. A stream that
+/// gives no byte at all is an error.
+fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<(Vec<u8>, Option<String>), ReadError> {
     let limit = gzip_limit(gz.len());
     let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(gz)
+    let result = flate2::read::MultiGzDecoder::new(gz)
         .take(limit.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| ReadError::io(path, "cannot decompress", e))?;
+        .read_to_end(&mut out);
+    let cut = match result {
+        Ok(_) => None,
+        // `read_to_end` keeps what was read before the error.
+        Err(e) if !out.is_empty() => Some(format!(
+            "the gzip stream ends early or is damaged ({e}) after {} decompressed bytes: they \
+             are read as they are, as a file cut there",
+            out.len()
+        )),
+        Err(e) => return Err(ReadError::io(path, "cannot decompress", e)),
+    };
     if out.len() as u64 > limit {
         return Err(ReadError {
             path: path.map(Path::to_path_buf),
@@ -260,20 +276,29 @@ fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<Vec<u8>, ReadError> {
             io: None,
         });
     }
-    Ok(out)
+    Ok((out, cut))
 }
 
 /// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.
 fn parse(bytes: Vec<u8>, path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
-    parse_with(bytes, path, true)
+    parse_with(bytes, path, true, None)
 }
 
-/// [`parse`], reading records in place when `in_place` (and the machine allows it).
-fn parse_with(bytes: Vec<u8>, path: Option<&Path>, in_place: bool) -> Result<Vec<Capture>, ReadError> {
+/// [`parse`], reading records in place when `in_place` (and the machine allows it); `gz_cut`:
+/// the warning of a gzip stream cut short that `bytes` were decompressed from, for the last
+/// session.
+fn parse_with(
+    bytes: Vec<u8>,
+    path: Option<&Path>,
+    in_place: bool,
+    mut gz_cut: Option<String>,
+) -> Result<Vec<Capture>, ReadError> {
     // Reading allocates: the profiler's work, not the program's.
     let _untracked = Untracked::enter();
     let bytes = if is_gzip(&bytes) {
-        gunzip(&bytes, path)?
+        let (bytes, cut) = gunzip(&bytes, path)?;
+        gz_cut = gz_cut.or(cut);
+        bytes
     } else {
         bytes
     };
@@ -288,6 +313,12 @@ fn parse_with(bytes: Vec<u8>, path: Option<&Path>, in_place: bool) -> Result<Vec
         session: None,
     }
     .run(&bytes)
+    .map(|mut sessions| {
+        if let (Some(cut), Some(last)) = (gz_cut, sessions.last_mut()) {
+            last.warnings.push(cut);
+        }
+        sessions
+    })
     .map_err(|mut e| {
         e.path = path.map(Path::to_path_buf);
         e
@@ -341,6 +372,9 @@ impl<'a> Parser<'a> {
                      ({CHUNK_HEADER} bytes): ignored (the file was cut short?)",
                     rest.len()
                 ));
+                if let Some(session) = &mut self.session {
+                    session.lost_bytes = session.lost_bytes.saturating_add(rest.len() as u64);
+                }
                 break;
             }
             if u32_at(rest, 0) != CHUNK_MAGIC {
@@ -493,6 +527,11 @@ impl<'a> Parser<'a> {
             }
             _ => 0,
         };
+        if let Some(session) = &mut self.session {
+            // Of the chunk's content, what its header announces beyond the whole records kept.
+            let lost = len.saturating_sub(salvaged as u64);
+            session.lost_bytes = session.lost_bytes.saturating_add(lost);
+        }
         self.warn(format!(
             "byte {pos}: the {} chunk is cut short by the end of the input: salvaged {salvaged} \
              of {len} bytes",
@@ -671,6 +710,8 @@ struct Session<'a> {
     warnings: Vec<String>,
     /// A thread name was cut short (warned once).
     names_cut: bool,
+    /// Bytes lost at the cut, for a session without footer (see `Capture::salvaged`).
+    lost_bytes: u64,
 }
 
 /// A thread of a session being read: its records go into chunks as they come.
@@ -718,6 +759,7 @@ impl<'a> Session<'a> {
             cut: Vec::new(),
             warnings: Vec::new(),
             names_cut: false,
+            lost_bytes: 0,
         }
     }
 
@@ -1073,6 +1115,7 @@ impl<'a> Session<'a> {
             }
         });
         let overwritten_events = footer.as_ref().map_or(0, |f| f.overwritten_events);
+        let salvaged = footer.is_none().then_some(self.lost_bytes);
         let (start_tick, end_tick, dropped_events, memory) = match footer {
             Some(footer) => {
                 if footer.records != self.records {
@@ -1104,12 +1147,14 @@ impl<'a> Session<'a> {
                     .unwrap_or(start);
                 self.warnings.push(format!(
                     "the session at byte {} {NO_FOOTER} (it ends at byte {end}; its process \
-                     may have stopped abruptly): salvaged {} records of {} threads, {} bytes, \
-                     its window ending at its last record's tick, {end_tick}",
+                     may have stopped abruptly): salvaged {} records of {} threads, {} bytes \
+                     ({} bytes lost at the cut), its window ending at its last record's tick, \
+                     {end_tick}; scopes left open end at their own thread's last record",
                     self.offset,
                     self.records,
                     self.threads.len(),
                     end - self.offset,
+                    self.lost_bytes,
                 ));
                 let memory = self
                     .threads
@@ -1146,6 +1191,7 @@ impl<'a> Session<'a> {
                 cut
             },
             warnings: self.warnings,
+            salvaged,
         }
     }
 
@@ -1285,7 +1331,7 @@ mod tests {
     }
 
     fn read(bytes: Vec<u8>, in_place: bool) -> Result<Capture, ReadError> {
-        parse_with(bytes, None, in_place).map(|mut sessions| sessions.remove(0))
+        parse_with(bytes, None, in_place, None).map(|mut sessions| sessions.remove(0))
     }
 
     /// Records read where they lie in the file and records copied out of it read the same,

@@ -265,8 +265,10 @@ impl Stream {
             (state.path.clone(), len.map(|m| m.len()))
         };
         let mut capture = read_back(&path, len);
-        // It has no footer yet: that is no problem of the file's.
+        // It has no footer yet: that is no problem of the file's, and nothing was lost (scopes
+        // still open close at the snapshot's end, as live).
         capture.warnings.retain(|w| !w.contains(NO_FOOTER));
+        capture.salvaged = None;
         capture
     }
 

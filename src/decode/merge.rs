@@ -54,6 +54,7 @@ fn append(out: &mut Trace, trace: Trace) {
         counters,
         values,
         instants,
+        salvage,
     } = trace;
     out.compensation = out.compensation.or(compensation);
     // The least trustworthy clock that says.
@@ -128,6 +129,13 @@ fn append(out: &mut Trace, trace: Trace) {
     out.dropped_events = out.dropped_events.saturating_add(dropped_events);
     out.overwritten_events = out.overwritten_events.saturating_add(overwritten_events);
     out.event_count = out.event_count.saturating_add(event_count);
+    let sum = &mut out.salvage;
+    sum.sessions = sum.sessions.saturating_add(salvage.sessions);
+    sum.lost_bytes = sum.lost_bytes.saturating_add(salvage.lost_bytes);
+    sum.open_scopes = sum.open_scopes.saturating_add(salvage.open_scopes);
+    sum.threads_without_records = sum
+        .threads_without_records
+        .saturating_add(salvage.threads_without_records);
 }
 
 /// Puts the async calls in order of their first poll and the allocations and frees in time

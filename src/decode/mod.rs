@@ -24,7 +24,7 @@ use crate::record::callsite::Callsite;
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
 use crate::record::event::RawEvent;
 use crate::record::registry::Untracked;
-use crate::trace::{Compensation, Instant, Process, ThreadTrace, Trace};
+use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
 use self::convert::Converter;
 use self::links::Links;
@@ -43,7 +43,9 @@ impl Trace {
     /// exit closes the open scope it was recorded for (the entry's callsite and tick),
     /// whatever order scopes were left in; an exit with no open entry (its scope began before
     /// the window) is ignored; scopes still open at the window's end are closed there and
-    /// flagged `open_at_stop`. A scope that outlives its parent keeps its own end, and its
+    /// flagged `open_at_stop` (in a session salvaged without its footer, at their own
+    /// thread's last record, as the rest was lost: [`Trace::salvage`]). A scope that
+    /// outlives its parent keeps its own end, and its
     /// parent's `children_ns` counts only the part inside the parent. A poll belongs to the
     /// latest async span with its id that began before it. Threads with no record in the
     /// window are left out.
@@ -116,6 +118,7 @@ fn decode_with(
         probe: Probe { inner, outer },
         end_tick,
         memory: capture.memory.is_on(),
+        salvaged: capture.salvaged.is_some(),
     };
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
@@ -133,7 +136,7 @@ fn decode_with(
     if sum && decoded.iter().any(|(thread, _)| !thread.marks.is_empty()) {
         return None;
     }
-    let mut builder = Builder::new(shared.end_ns, capture.memory);
+    let mut builder = Builder::new(shared.end_ns, capture.memory, shared.salvaged, sum);
     let mut sums = Vec::new();
     for (thread, thread_sums) in decoded {
         builder.add(thread);
@@ -152,7 +155,13 @@ fn decode_with(
             outer_ns: f64::from(outer) / PROBE_UNIT as f64 * shared.converter.ns_per_tick(),
         }),
     };
+    let declared = capture.threads.len();
     let mut trace = builder.finish(&shared.converter, capture.start_tick, capture.dropped_events, process);
+    if let Some(lost_bytes) = capture.salvaged {
+        trace.salvage.sessions = 1;
+        trace.salvage.lost_bytes = lost_bytes;
+        trace.salvage.threads_without_records = (declared - threads.len()) as u64;
+    }
     trace.compensation = compensation;
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
@@ -243,6 +252,9 @@ struct Shared<'c> {
     end_tick: u64,
     /// Allocations and frees are kept (they are skipped otherwise).
     memory: bool,
+    /// The capture is a session salvaged without its footer: what is still open on a thread
+    /// closes at the thread's last record, not at the window's end (the rest was lost).
+    salvaged: bool,
 }
 
 /// One thread decoded on its own, with what it saw of the others: async records, links and
@@ -255,6 +267,11 @@ struct Decoded {
     memory: Option<Vec<RawMemory>>,
     /// Counter and value samples, and instants.
     extras: Extras,
+    /// Where what is still open on the thread closes: the window's end, or for a salvaged
+    /// session the thread's last record.
+    end_ns: u64,
+    /// Of a salvaged session, the scopes cut open (spans that are scopes, open at the end).
+    open_scopes: u64,
 }
 
 impl Shared<'_> {
@@ -280,6 +297,20 @@ impl Shared<'_> {
                 }
             }
         }
+    }
+
+    /// The tick of the last record of `thread` that [`Shared::for_each_record`] gives and is
+    /// not a payload.
+    fn last_tick(&self, thread: &CaptureThread) -> Option<u64> {
+        let window = thread.from_tick..=self.end_tick;
+        thread.chunks.iter().rev().find_map(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .rev()
+                .find(|r| !r.kind.carries_data() && window.contains(&r.tick))
+                .map(|r| r.tick)
+        })
     }
 
     /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
@@ -331,7 +362,24 @@ impl Shared<'_> {
         } else {
             self.for_each_record(thread, |record| pairing.push(record));
         }
-        let (events, mut spans, stats, mut args, extras) = pairing.finish(self.end_ns);
+        // A salvaged session lost what its threads recorded after their last salvaged
+        // record: a scope still open there ends there, not at the end of the thread that
+        // recorded longest.
+        let end_ns = match self.salvaged {
+            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
+                self.converter.to_unix_ns(tick).min(self.end_ns)
+            }),
+            false => self.end_ns,
+        };
+        let (events, mut spans, stats, mut args, extras) = pairing.finish(end_ns);
+        let open_scopes = if self.salvaged {
+            spans
+                .iter()
+                .filter(|s| s.open_at_stop && s.kind == SpanKind::Scope)
+                .count() as u64
+        } else {
+            0
+        };
         if let Some(sums) = &mut sums {
             spans.iter().for_each(|span| sums.add(span));
             (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
@@ -350,6 +398,8 @@ impl Shared<'_> {
             links,
             memory,
             extras,
+            end_ns,
+            open_scopes,
         };
         (decoded, sums)
     }
@@ -367,11 +417,21 @@ struct Builder {
     threads: Vec<ThreadTrace>,
     samples: Vec<RawSample>,
     instants: Vec<Instant>,
+    /// Per thread, where what is still open on it closes ([`Decoded::end_ns`]).
+    ends: Vec<u64>,
+    /// Scopes cut open, as the threads counted them ([`Decoded::open_scopes`]).
+    open_scopes: u64,
+    /// The session was salvaged without its footer.
+    salvaged: bool,
+    /// The threads' spans are summed, not kept.
+    sum: bool,
 }
 
 impl Builder {
-    /// A builder for a window that ends at `end_ns`; `memory` keeps allocations and frees.
-    fn new(end_ns: u64, memory: MemoryMode) -> Self {
+    /// A builder for a window that ends at `end_ns`; `memory` keeps allocations and frees;
+    /// `salvaged`: of a session salvaged without its footer; `sum`: the threads' spans are
+    /// summed, not kept.
+    fn new(end_ns: u64, memory: MemoryMode, salvaged: bool, sum: bool) -> Self {
         Self {
             end_ns,
             event_count: 0,
@@ -382,6 +442,10 @@ impl Builder {
             threads: Vec::new(),
             samples: Vec::new(),
             instants: Vec::new(),
+            ends: Vec::new(),
+            open_scopes: 0,
+            salvaged,
+            sum,
         }
     }
 
@@ -395,7 +459,11 @@ impl Builder {
             links,
             memory,
             extras,
+            end_ns,
+            open_scopes,
         } = decoded;
+        self.ends.push(end_ns);
+        self.open_scopes += open_scopes;
         self.samples.extend(extras.samples);
         self.instants.extend(extras.instants);
         debug_assert!(events > 0, "a thread with records in the window");
@@ -417,7 +485,19 @@ impl Builder {
         process: Process,
     ) -> Trace {
         let end_ns = self.end_ns;
-        let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
+        let async_spans =
+            tasks::match_async(self.marks, &mut self.threads, &self.ends, self.salvaged);
+        let mut open_scopes = self.open_scopes;
+        // Summed, the threads counted their scopes cut open (and no span is a poll: summing
+        // is for sessions without async calls); kept, they are counted now, as a `tracing`
+        // span's slice may have become a poll of an async call, counted with it.
+        if self.salvaged && !self.sum {
+            let scopes = self.threads.iter().flat_map(|t| &t.spans);
+            open_scopes = scopes
+                .filter(|s| s.open_at_stop && s.kind == SpanKind::Scope)
+                .count() as u64;
+            open_scopes += async_spans.iter().filter(|a| a.open_at_stop).count() as u64;
+        }
         let (counters, values) = counters::merge(self.samples, 0);
         // Each thread's instants are in time order: a stable sort keeps ties in thread order.
         self.instants.sort_by_key(|i| i.ns);
@@ -439,6 +519,10 @@ impl Builder {
             counters,
             values,
             instants: self.instants,
+            salvage: Salvage {
+                open_scopes,
+                ..Salvage::default()
+            },
         }
     }
 }

@@ -37,16 +37,25 @@ pub(super) enum MarkKind {
 }
 
 /// Matches async begins, polls and ends of all threads by span id, in time order.
+///
+/// A call still open at the end closes where its last thread (the one that began or last
+/// polled it) closes what is open: `ends`, by thread index (the window's end; in a session
+/// salvaged without its footer, the thread's last record). When `salvaged`, a `tracing` span
+/// entered once that did not close is an open async call, not a plain scope: its close was
+/// lost with the rest of the file, and it was in flight.
 pub(super) fn match_async(
     mut marks: Vec<Mark>,
     threads: &mut [ThreadTrace],
-    end_ns: u64,
+    ends: &[u64],
+    salvaged: bool,
 ) -> Vec<AsyncSpan> {
     // At equal times: begins, then polls, then ends, then enters and closes (the variants'
     // order).
     marks.sort_by_key(|m| (m.ns, m.what));
-    let mut lives = Lifetimes::of(&marks);
+    let mut lives = Lifetimes::of(&marks, salvaged);
     let mut records: Vec<AsyncSpan> = Vec::new();
+    // The index of the thread that began or last polled each call.
+    let mut last: Vec<usize> = Vec::new();
     let mut open: FxHashMap<u64, usize> = FxHashMap::default();
     for (at, mark) in marks.into_iter().enumerate() {
         let Some(callsite) = mark.callsite else {
@@ -55,6 +64,10 @@ pub(super) fn match_async(
         };
         if matches!(mark.what, MarkKind::Enter(_) | MarkKind::Close) {
             lives.apply(at, &mark, callsite, &mut records, threads);
+            last.resize(records.len(), mark.thread);
+            if let (MarkKind::Enter(_), Some(r)) = (mark.what, lives.call_of(at)) {
+                last[r] = mark.thread;
+            }
             continue;
         }
         let current = open
@@ -66,6 +79,7 @@ pub(super) fn match_async(
                 let r = records.len();
                 open.insert(mark.span, r);
                 records.push(AsyncSpan::begun(callsite, mark.ns, threads[mark.thread].id));
+                last.push(mark.thread);
                 if mark.adopts != 0 {
                     adopt(&mut records[r], r, &mark, threads);
                 }
@@ -73,6 +87,7 @@ pub(super) fn match_async(
             (MarkKind::Poll(index), Some(r)) => {
                 let span = &mut threads[mark.thread].spans[index as usize];
                 poll_of(&mut records[r], r, span);
+                last[r] = mark.thread;
             }
             (MarkKind::End, Some(r)) => {
                 open.remove(&mark.span);
@@ -86,6 +101,8 @@ pub(super) fn match_async(
     }
     for r in open.into_values().chain(lives.unclosed()) {
         let record = &mut records[r];
+        let latest = || ends.iter().copied().max().unwrap_or(0);
+        let end_ns = last.get(r).and_then(|&t| ends.get(t)).copied().unwrap_or_else(latest);
         record.end_ns = end_ns.max(record.start_ns);
         record.open_at_stop = true;
     }
@@ -100,11 +117,15 @@ struct Lifetimes {
     of: Vec<usize>,
     /// Per lifetime: how many enters it has, its async call once begun, and whether it closed.
     lives: Vec<(u32, Option<usize>, bool)>,
+    /// Per lifetime: it is an async call even when entered once (a session salvaged without
+    /// its footer, and no close of it recorded).
+    in_flight: Vec<bool>,
 }
 
 impl Lifetimes {
-    /// The lifetimes of the `tracing` marks among `marks` (in time order).
-    fn of(marks: &[Mark]) -> Self {
+    /// The lifetimes of the `tracing` marks among `marks` (in time order); when `salvaged`,
+    /// those that did not close are in flight.
+    fn of(marks: &[Mark], salvaged: bool) -> Self {
         let mut of = vec![usize::MAX; marks.len()];
         let mut lives: Vec<(u32, Option<usize>, bool)> = Vec::new();
         let mut current: FxHashMap<u64, usize> = FxHashMap::default();
@@ -126,7 +147,22 @@ impl Lifetimes {
                 _ => {}
             }
         }
-        Self { of, lives }
+        let mut in_flight = vec![false; lives.len()];
+        if salvaged {
+            for life in current.into_values() {
+                in_flight[life] = true;
+            }
+        }
+        Self {
+            of,
+            lives,
+            in_flight,
+        }
+    }
+
+    /// The async call of the lifetime of the mark at index `at`, if it has one.
+    fn call_of(&self, at: usize) -> Option<usize> {
+        self.lives.get(*self.of.get(at)?)?.1
     }
 
     /// Applies the enter or close at index `at` of callsite `callsite`.
@@ -142,10 +178,11 @@ impl Lifetimes {
             self.close(at, mark, records, threads);
             return;
         };
+        let in_flight = self.in_flight.get(self.of[at]).copied().unwrap_or(false);
         let Some(life) = self.lives.get_mut(self.of[at]) else {
             return;
         };
-        if life.0 < 2 {
+        if life.0 < 2 && !in_flight {
             // Entered once: a plain scope.
             return;
         }

@@ -23,7 +23,9 @@ pub struct Span {
     pub callsite: &'static Callsite,
     /// Entry time, ns since the Unix epoch.
     pub start_ns: u64,
-    /// Exit time, ns since the Unix epoch (the session's end when `open_at_stop`).
+    /// Exit time, ns since the Unix epoch (the session's end when `open_at_stop`; in a
+    /// session salvaged from a file cut short, its thread's last salvaged record:
+    /// [`Trace::salvage`]).
     pub end_ns: u64,
     /// Number of enclosing scopes on the same thread.
     pub depth: u32,
@@ -70,7 +72,9 @@ pub struct AsyncSpan {
     pub callsite: &'static Callsite,
     /// First poll, ns since the Unix epoch.
     pub start_ns: u64,
-    /// Completion or drop, ns since the Unix epoch (the session's end when `open_at_stop`).
+    /// Completion or drop, ns since the Unix epoch (the session's end when `open_at_stop`; in
+    /// a session salvaged from a file cut short, the last salvaged record of the thread that
+    /// polled it last: [`Trace::salvage`]).
     pub end_ns: u64,
     /// The process it ran in: its index in [`Trace::processes`].
     pub process: u32,
@@ -416,6 +420,43 @@ pub struct Trace {
     pub values: Vec<ValueSeries>,
     /// Instants (`instant!`) of every thread, in time order (ties in thread order).
     pub instants: Vec<Instant>,
+    /// What was lost of the sessions read from files cut short (salvaged without their
+    /// footer: a program killed, a file truncated), summed over sessions; all zero when every
+    /// session is whole.
+    pub salvage: Salvage,
+}
+
+/// What a trace lost to sessions read from files cut short ([`Trace::salvage`]): a session
+/// without its footer is salvaged up to its last whole record
+/// ([`Capture::read`](crate::Capture::read)), and its scopes whose end was lost are closed at
+/// their own thread's last salvaged record, flagged `open_at_stop` (`*` in the table).
+///
+/// Summed over the trace's sessions; all zero when every session is whole. A live snapshot of
+/// a streaming session is whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Salvage {
+    /// Sessions salvaged without their footer.
+    pub sessions: u64,
+    /// Bytes lost at the cut: of the chunk the input ends in, the bytes its header announces
+    /// that are not salvaged (missing from the input, or part of a record cut in two), and a
+    /// last piece too short for a chunk header. What lay past that chunk is unknown, and not
+    /// counted.
+    pub lost_bytes: u64,
+    /// Scopes and async calls cut open: begun in the salvaged records, their end lost. Each is
+    /// closed at its thread's last salvaged record and flagged
+    /// [`Span::open_at_stop`] ([`AsyncSpan::open_at_stop`]); the poll slices of an async call
+    /// are not counted apart from it.
+    pub open_scopes: u64,
+    /// Threads the sessions declare that kept no record: all their records lay past the cut.
+    /// The trace's threads are those with at least one salvaged record.
+    pub threads_without_records: u64,
+}
+
+impl Salvage {
+    /// True when a session was salvaged without its footer.
+    pub fn is_salvaged(&self) -> bool {
+        self.sessions > 0
+    }
 }
 
 /// The profiler overhead a trace's times were compensated for
@@ -473,6 +514,7 @@ impl Trace {
             counters: Vec::new(),
             values: Vec::new(),
             instants: Vec::new(),
+            salvage: Salvage::default(),
         }
     }
 
