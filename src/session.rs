@@ -547,10 +547,11 @@ impl Inner {
             .flight
             .then(|| flight::retained(self.id, || registry::take_chunks(self.id)))
             .flatten();
-        let (threads, overwritten_events) = match retained {
+        let (threads, overwritten_events, cut_start) = match retained {
             Some(retained) => (
                 retained.threads.into_iter().map(handover).collect(),
                 retained.overwritten,
+                retained.cut_start,
             ),
             None => (
                 registry::take_chunks(self.id)
@@ -558,6 +559,7 @@ impl Inner {
                     .map(|t| handover((t, Vec::new())))
                     .collect(),
                 0,
+                None,
             ),
         };
         let window = capture::Window {
@@ -569,6 +571,7 @@ impl Inner {
             memory: self.config.memory,
             dropped_events: registry::dropped_events() - window.dropped_at_start,
             overwritten_events,
+            cut_start,
         };
         Capture::new(window, threads)
     }

@@ -134,6 +134,8 @@ fn decode_with(
         return None;
     }
     let mut builder = Builder::new(shared.end_ns, capture.memory);
+    let cut_start_ns = capture.cut_start.map(|tick| shared.converter.to_unix_ns(tick));
+    builder.cut_start_ns = cut_start_ns;
     let mut sums = Vec::new();
     for (thread, thread_sums) in decoded {
         builder.add(thread);
@@ -156,6 +158,7 @@ fn decode_with(
     trace.compensation = compensation;
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
+    trace.cut_start_ns = cut_start_ns;
     Some((trace, sums))
 }
 
@@ -319,6 +322,9 @@ impl Shared<'_> {
         for cut in self.capture.cut_of(thread.id) {
             pairing.open_cut(cut.record());
         }
+        if let Some(tick) = self.capture.cut_start {
+            pairing.calls_from(tick);
+        }
         let mut sums = sum.then(ThreadSums::default);
         if let Some(sums) = &mut sums {
             pairing.drain_every(summary::WINDOW);
@@ -358,6 +364,9 @@ impl Shared<'_> {
 /// Builds a [`Trace`] from its threads, decoded apart and added in order.
 struct Builder {
     end_ns: u64,
+    /// A flight recorder's window start common to every thread: async calls begun before it
+    /// are cut there.
+    cut_start_ns: Option<u64>,
     event_count: u64,
     marks: Vec<Mark>,
     /// `Some` when memory is tracked: every allocation and free, thread by thread.
@@ -374,6 +383,7 @@ impl Builder {
     fn new(end_ns: u64, memory: MemoryMode) -> Self {
         Self {
             end_ns,
+            cut_start_ns: None,
             event_count: 0,
             marks: Vec::new(),
             memory: memory.is_on().then(Vec::new),
@@ -417,7 +427,8 @@ impl Builder {
         process: Process,
     ) -> Trace {
         let end_ns = self.end_ns;
-        let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
+        let async_spans =
+            tasks::match_async(self.marks, &mut self.threads, end_ns, self.cut_start_ns);
         let (counters, values) = counters::merge(self.samples, 0);
         // Each thread's instants are in time order: a stable sort keeps ties in thread order.
         self.instants.sort_by_key(|i| i.ns);
@@ -428,6 +439,7 @@ impl Builder {
             async_spans,
             dropped_events,
             overwritten_events: 0,
+            cut_start_ns: None,
             event_count: self.event_count,
             memory: self
                 .memory
