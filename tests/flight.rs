@@ -1056,6 +1056,15 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
     // the table of the file is the live one.
     let mut bytes = Vec::new();
     prof.capture().write_to(&mut bytes).unwrap();
+    // The footer ends the file: 56 bytes (padded to 64), the window's start last.
+    let footer = &bytes[bytes.len() - 80..];
+    assert_eq!(&footer[..4], b"TSCP");
+    assert_eq!(u16::from_le_bytes([footer[4], footer[5]]), 7);
+    assert_eq!(u64::from_le_bytes(footer[8..16].try_into().unwrap()), 56);
+    assert_eq!(
+        u64::from_le_bytes(footer[16 + 48..16 + 56].try_into().unwrap()),
+        window
+    );
     let read = Capture::from_bytes(&bytes).unwrap();
     assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
     let decoded = read[0].decode();
@@ -1063,4 +1072,9 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
     assert_eq!(shapes(&decoded), shapes(&trace));
     let table = tickscope::table::Table::from_captures(read).to_string();
     assert_eq!(table, prof.table().to_string());
+    // The Chrome trace marks the cut call (no scope is cut: A's window opens at an entry).
+    let json = scratch("calls.json");
+    prof.write_chrome_trace(&json).unwrap();
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(text.matches("\"cut_at_start\":true").count(), 1, "{text}");
 }

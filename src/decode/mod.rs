@@ -45,8 +45,9 @@ impl Trace {
     /// the window) is ignored; scopes still open at the window's end are closed there and
     /// flagged `open_at_stop`. A scope that outlives its parent keeps its own end, and its
     /// parent's `children_ns` counts only the part inside the parent. A poll belongs to the
-    /// latest async span with its id that began before it. Threads with no record in the
-    /// window are left out.
+    /// latest async span with its id that began before it. Of a flight recorder's window,
+    /// async calls are built only from the records from the window start common to every
+    /// thread on ([`Trace::cut_start_ns`]). Threads with no record in the window are left out.
     pub fn from_capture(capture: &Capture) -> Self {
         decode(capture, parallel::PARALLEL_FROM)
     }

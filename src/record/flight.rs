@@ -17,6 +17,16 @@
 //! anything else. The records recycled are counted
 //! ([`Trace::overwritten_events`](crate::trace::Trace::overwritten_events)).
 //!
+//! Each thread's retained records start at its own oldest chunk, so before the latest of
+//! those starts some thread's records are gone: an async call polled there on several
+//! threads cannot be told whole (its end may have been overwritten on one thread while its
+//! begin is kept on another). A snapshot or stop hands over the window start common to every
+//! thread ([`Retained::cut_start`]): the latest first retained record of the threads that
+//! lost records, and past the latest record overwritten (of a thread gone since too).
+//! Decoding builds async calls only from the records from there on
+//! ([`Trace::cut_start_ns`](crate::trace::Trace::cut_start_ns)); the threads' scopes and poll
+//! slices stay as retained.
+//!
 //! Finding those scopes means reading every record, which cost the recording thread about
 //! 4.5 ns per scope (a fifth of the scope) when it read each chunk it completed. A scanner
 //! thread (`tickscope-flight`, at the lowest priority: it takes the cores the program leaves
