@@ -262,7 +262,13 @@ impl Config {
     /// The retained window is exact: every record after each thread's last recycled chunk. A
     /// scope entered before it and exited inside it keeps its name and entry time and is marked
     /// [`cut_at_start`](crate::trace::Span::cut_at_start); its exit never closes anything
-    /// else. The trace, the capture and the table's footer count the events overwritten
+    /// else. The threads' retained records start at different times (each at its own oldest
+    /// chunk); async calls, whose polls move between threads, are built only from the records
+    /// from the latest of those starts on ([`Trace::cut_start_ns`]), where every thread's
+    /// records are all there: a call that finished is never left open at stop, none is longer
+    /// than that window, and a call begun before it starts there, marked
+    /// [`cut_at_start`](crate::trace::AsyncSpan::cut_at_start). The trace, the capture and the
+    /// table's footer count the events overwritten
     /// ([`Trace::overwritten_events`]). One flight recorder runs at a time: the start of a
     /// second records its window in memory, unbounded ([`Config::try_start`] fails instead).
     ///
@@ -587,10 +593,11 @@ impl Inner {
             .flight
             .then(|| flight::retained(self.id, || registry::take_chunks(self.id)))
             .flatten();
-        let (threads, overwritten_events) = match retained {
+        let (threads, overwritten_events, cut_start) = match retained {
             Some(retained) => (
                 retained.threads.into_iter().map(handover).collect(),
                 retained.overwritten,
+                retained.cut_start,
             ),
             None => (
                 registry::take_chunks(self.id)
@@ -598,6 +605,7 @@ impl Inner {
                     .map(|t| handover((t, Vec::new())))
                     .collect(),
                 0,
+                None,
             ),
         };
         let window = capture::Window {
@@ -609,6 +617,7 @@ impl Inner {
             memory: self.config.memory,
             dropped_events: registry::dropped_events() - window.dropped_at_start,
             overwritten_events,
+            cut_start,
         };
         Capture::new(window, threads)
     }

@@ -8,11 +8,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 
 use tickscope::trace::{Span, Trace};
 use tickscope::{Capture, Profiler, scope};
+
+mod common;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -858,4 +860,221 @@ fn a_tracing_span_entered_across_the_cut_is_a_cut_scope() {
     assert_eq!(names(&decoded), names(&trace));
     let streamed = tickscope::table::Table::from_captures(read).to_string();
     assert_eq!(streamed, prof.table().to_string());
+}
+
+/// An async call polled by hand, moved between the test's two worker threads.
+type Call = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Pending once: two polls, a tick each.
+#[tickscope::profile]
+async fn hop(m: Arc<quanta::Mock>) {
+    m.increment(1);
+    common::YieldOnce::default().await;
+    m.increment(1);
+}
+
+/// A thread that runs the jobs it is given, one at a time, each to its end before
+/// [`Worker::run`] returns: the test decides which thread records what, in which order.
+struct Worker {
+    jobs: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+    done: std::sync::mpsc::Receiver<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    fn new(prof: &Profiler, name: &str) -> Self {
+        let (jobs, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let prof = prof.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                prof.join_current_thread();
+                for job in rx {
+                    job();
+                    done_tx.send(()).unwrap();
+                }
+            })
+            .unwrap();
+        Self {
+            jobs: Some(jobs),
+            done,
+            thread: Some(thread),
+        }
+    }
+
+    fn run(&self, job: impl FnOnce() + Send + 'static) {
+        self.jobs.as_ref().unwrap().send(Box::new(job)).unwrap();
+        self.done.recv().unwrap();
+    }
+
+    /// Polls `call` once here; returns it.
+    fn poll(&self, call: Call) -> Call {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.run(move || {
+            let mut call = call;
+            let _ = common::poll_once(call.as_mut());
+            tx.send(call).unwrap();
+        });
+        rx.recv().unwrap()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
+/// Async calls move between threads A and B through a recorder of 4 chunks. A records first
+/// (its chunk A0 is linked before B's B0): it begins `y` (5 records); B begins `x`; A polls `x`
+/// to its end (5 records, in A0), then records 6200 `filler` scopes, whose entry 2043 opens
+/// A1 and entry 6139 A3: linking A3 recycles A0 (chunks A0, B0, A1, A2 were linked). B ends
+/// `y`; then `z` begins on A and ends on B. Each thread's retained records start at its own
+/// oldest chunk: B's at `x`'s begin, A's at filler 2043. The window common to both starts at
+/// filler 2043: `x` (begun on B, ended in A's lost part) was left open at stop before, and
+/// `y` (begun in A's lost part) was left out; now `x` is left out, `y` is cut at the
+/// window's start, `z` is whole, and every thread keeps its poll slices as recorded.
+#[test]
+fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
+    let _serial = serial();
+    let m = mock();
+    let prof = Profiler::builder().flight_recorder(4 * CHUNK).start();
+    m.increment(1000);
+    let (a, b) = (Worker::new(&prof, "a"), Worker::new(&prof, "b"));
+    let y: Call = Box::pin(hop(m.clone()));
+    let y = a.poll(y);
+    m.increment(10);
+    let x_start = m.value();
+    let x: Call = Box::pin(hop(m.clone()));
+    let x = b.poll(x);
+    m.increment(10);
+    let x_end = m.value() + 1;
+    drop(a.poll(x));
+    m.increment(10);
+    let window = Arc::new(AtomicU64::new(0));
+    a.run({
+        let (m, window) = (m.clone(), window.clone());
+        move || {
+            for k in 0..6200 {
+                if k == 2043 {
+                    window.store(m.value(), Ordering::Relaxed);
+                }
+                let g = scope!("filler");
+                m.increment(1);
+                drop(g);
+                m.increment(1);
+            }
+        }
+    });
+    let window = window.load(Ordering::Relaxed);
+    assert!(x_end < window);
+    m.increment(10);
+    let y_end = m.value() + 1;
+    drop(b.poll(y));
+    m.increment(10);
+    let z_start = m.value();
+    let z: Call = Box::pin(hop(m.clone()));
+    let z = a.poll(z);
+    m.increment(10);
+    let z_end = m.value() + 1;
+    drop(b.poll(z));
+    drop((a, b));
+    m.increment(10);
+    prof.stop();
+
+    let trace = prof.trace();
+    let id = |name: &str| {
+        let thread = trace
+            .threads
+            .iter()
+            .find(|t| t.name.as_deref() == Some(name));
+        thread.unwrap().id
+    };
+    let (a_id, b_id) = (id("a"), id("b"));
+    assert_eq!(trace.overwritten_events, CHUNK_EVENTS as u64);
+    assert_eq!(trace.cut_start_ns, Some(window));
+    let shapes = |trace: &Trace| -> Vec<_> {
+        trace
+            .async_spans
+            .iter()
+            .map(|c| {
+                (
+                    c.name(),
+                    c.start_ns,
+                    c.end_ns,
+                    c.thread,
+                    c.end_thread,
+                    c.polls,
+                    c.cut_at_start,
+                    c.open_at_stop,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        shapes(&trace),
+        [
+            ("hop", window, y_end, b_id, Some(b_id), 1, true, false),
+            ("hop", z_start, z_end, a_id, Some(b_id), 2, false, false),
+        ]
+    );
+    for call in &trace.async_spans {
+        assert!(call.duration_ns() <= trace.end_ns - window);
+    }
+    // The poll slices stay on their threads as recorded: `x`'s first (on B, before the
+    // window's start) belongs to no call.
+    let thread = |id: u64| trace.threads.iter().find(|t| t.id == id).unwrap();
+    let polls = |id: u64| -> Vec<(u64, Option<u32>)> {
+        thread(id)
+            .spans
+            .iter()
+            .filter_map(|s| match s.kind {
+                tickscope::trace::SpanKind::Poll { task } => Some((s.start_ns, task)),
+                tickscope::trace::SpanKind::Scope => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        polls(b_id),
+        [(x_start, None), (y_end - 1, Some(0)), (z_end - 1, Some(1))]
+    );
+    assert_eq!(polls(a_id), [(z_start, Some(1))]);
+    let a_spans = &thread(a_id).spans;
+    assert_eq!(a_spans.len(), (6200 - 2043) + 1);
+    assert_eq!(a_spans[0].start_ns, window);
+    assert!(a_spans.iter().all(|s| !s.cut_at_start && !s.open_at_stop));
+    let row = prof.report();
+    let row = row.get("hop").unwrap();
+    assert_eq!((row.calls, row.open_at_stop), (2, 0));
+    assert_eq!(row.total_ns, (y_end - window) + (z_end - z_start));
+
+    // A capture file carries the same window: read back, it decodes to the same calls, and
+    // the table of the file is the live one.
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    // The footer ends the file: 56 bytes (padded to 64), the window's start last.
+    let footer = &bytes[bytes.len() - 80..];
+    assert_eq!(&footer[..4], b"TSCP");
+    assert_eq!(u16::from_le_bytes([footer[4], footer[5]]), 7);
+    assert_eq!(u64::from_le_bytes(footer[8..16].try_into().unwrap()), 56);
+    assert_eq!(
+        u64::from_le_bytes(footer[16 + 48..16 + 56].try_into().unwrap()),
+        window
+    );
+    let read = Capture::from_bytes(&bytes).unwrap();
+    assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
+    let decoded = read[0].decode();
+    assert_eq!(decoded.cut_start_ns, Some(window));
+    assert_eq!(shapes(&decoded), shapes(&trace));
+    let table = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(table, prof.table().to_string());
+    // The Chrome trace marks the cut call (no scope is cut: A's window opens at an entry).
+    let json = scratch("calls.json");
+    prof.write_chrome_trace(&json).unwrap();
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(text.matches("\"cut_at_start\":true").count(), 1, "{text}");
 }

@@ -97,6 +97,9 @@ pub const SESSION_FOOTER_LEN: usize = 40;
 /// Content length of a session footer that counts the events a flight recorder overwrote
 /// (readers take 40 bytes and more).
 pub const SESSION_FOOTER_LEN_OVERWRITTEN: usize = 48;
+/// Content length of a session footer that also holds a flight recorder's window start
+/// common to every thread (readers take 40 bytes and more).
+pub const SESSION_FOOTER_LEN_CUT: usize = 56;
 /// The reserved field of an event chunk whose records are the entries of the thread's scopes
 /// cut at the start of a flight recorder's window (0 in every other event chunk).
 pub const EVENTS_CUT: u64 = 1;

@@ -92,6 +92,10 @@ pub struct Capture {
     /// entries a flight recorder overwrote, outermost first: decoding opens them before the
     /// thread's first record. (Kept here rather than in each thread: most captures have none.)
     pub(crate) cut: Vec<(u64, Vec<CutScope>)>,
+    /// A flight recorder's window start common to every thread, once it overwrote events: the
+    /// tick from which every thread's records are all there. Async calls are built only from
+    /// records from this tick on; a call begun before it is cut there.
+    pub(crate) cut_start: Option<u64>,
     /// Problems met while reading it from a file; empty for a live capture.
     pub(crate) warnings: Vec<String>,
     /// `Some(bytes lost at the cut)` for a session read from a file without its footer,
@@ -320,6 +324,8 @@ pub(crate) struct Window {
     pub(crate) memory: MemoryMode,
     pub(crate) dropped_events: u64,
     pub(crate) overwritten_events: u64,
+    /// The flight recorder's window start common to every thread (see `Capture`).
+    pub(crate) cut_start: Option<u64>,
     pub(crate) compensation: Compensation,
 }
 
@@ -364,6 +370,7 @@ impl Capture {
             dropped_events: window.dropped_events,
             overwritten_events: window.overwritten_events,
             cut,
+            cut_start: window.cut_start,
             warnings: Vec::new(),
             salvaged: None,
         }
@@ -389,6 +396,7 @@ impl Capture {
             dropped_events: 0,
             overwritten_events: 0,
             cut: Vec::new(),
+            cut_start: None,
             warnings: Vec::new(),
             salvaged: None,
         }
@@ -508,6 +516,7 @@ impl Capture {
                 memory,
                 dropped_events: 0,
                 overwritten_events: 0,
+                cut_start: None,
                 compensation: Compensation::Unknown,
             },
             Vec::new(),

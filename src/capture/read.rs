@@ -28,7 +28,7 @@ use crate::record::registry::Untracked;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
     CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK, CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION,
-    GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_HEADER, SESSION_HEADER_FIXED,
+    GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
 use crate::record::flight::CutScope;
@@ -656,6 +656,8 @@ struct Footer {
     memory: MemoryMode,
     /// Events a flight recorder overwrote (0 in a footer of 40 bytes).
     overwritten_events: u64,
+    /// A flight recorder's window start common to every thread (in a footer of 56 bytes).
+    cut_start: Option<u64>,
 }
 
 /// The session footer chunk's content, at `pos`.
@@ -683,6 +685,8 @@ fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
             true => u64_at(content, SESSION_FOOTER_LEN),
             false => 0,
         },
+        cut_start: (content.len() >= SESSION_FOOTER_LEN_CUT)
+            .then(|| u64_at(content, SESSION_FOOTER_LEN_OVERWRITTEN)),
     })
 }
 
@@ -1116,6 +1120,7 @@ impl<'a> Session<'a> {
         });
         let overwritten_events = footer.as_ref().map_or(0, |f| f.overwritten_events);
         let salvaged = footer.is_none().then_some(self.lost_bytes);
+        let cut_start = footer.as_ref().and_then(|f| f.cut_start);
         let (start_tick, end_tick, dropped_events, memory) = match footer {
             Some(footer) => {
                 if footer.records != self.records {
@@ -1190,6 +1195,7 @@ impl<'a> Session<'a> {
                 cut.sort_by_key(|&(id, _)| id);
                 cut
             },
+            cut_start,
             warnings: self.warnings,
             salvaged,
         }

@@ -305,6 +305,7 @@ impl Stream {
             dropped_events,
             memory: state.memory,
             overwritten_events: 0,
+            cut_start: None,
         };
         let result = state.out.as_mut().map(|out| {
             let mut w = Writer { out, written: 0 };

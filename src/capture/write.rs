@@ -19,7 +19,7 @@ use super::format::{
     CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
     CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION,
     EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, SESSION_FOOTER,
-    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
+    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
     SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS,
     THREADS_VERSION,
 };
@@ -99,6 +99,7 @@ impl Capture {
             dropped_events: self.dropped_events,
             memory: self.memory,
             overwritten_events: self.overwritten_events,
+            cut_start: self.cut_start,
         };
         w.chunk(SESSION_FOOTER, SESSION_FOOTER_VERSION, &footer.content())?;
         Ok(w.written)
@@ -240,12 +241,15 @@ pub(super) struct Footer {
     pub(super) dropped_events: u64,
     pub(super) memory: MemoryMode,
     pub(super) overwritten_events: u64,
+    /// A flight recorder's window start common to every thread.
+    pub(super) cut_start: Option<u64>,
 }
 
 impl Footer {
     /// The footer chunk's content: the window, the record count, the dropped events, the
-    /// flags, and the events a flight recorder overwrote (left out when there are none, for
-    /// readers that know only the 40 bytes before).
+    /// flags, the events a flight recorder overwrote (left out when there are none, for
+    /// readers that know only the 40 bytes before) and its window start common to every
+    /// thread (left out when it has none, for readers that know only the 48 bytes before).
     pub(super) fn content(&self) -> Vec<u8> {
         let mut out = vec![0u8; SESSION_FOOTER_LEN];
         let flags = match self.memory {
@@ -258,9 +262,13 @@ impl Footer {
         out[16..24].copy_from_slice(&self.records.to_le_bytes());
         out[24..32].copy_from_slice(&self.dropped_events.to_le_bytes());
         out[32..36].copy_from_slice(&flags.to_le_bytes());
-        if self.overwritten_events > 0 {
+        if self.overwritten_events > 0 || self.cut_start.is_some() {
             out.extend_from_slice(&self.overwritten_events.to_le_bytes());
             debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_OVERWRITTEN);
+        }
+        if let Some(tick) = self.cut_start {
+            out.extend_from_slice(&tick.to_le_bytes());
+            debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_CUT);
         }
         out
     }

@@ -45,6 +45,7 @@ fn append(out: &mut Trace, trace: Trace) {
         async_spans,
         dropped_events,
         overwritten_events,
+        cut_start_ns,
         event_count,
         memory,
         links,
@@ -128,6 +129,7 @@ fn append(out: &mut Trace, trace: Trace) {
     // Saturating: forged capture files may count anything.
     out.dropped_events = out.dropped_events.saturating_add(dropped_events);
     out.overwritten_events = out.overwritten_events.saturating_add(overwritten_events);
+    out.cut_start_ns = out.cut_start_ns.max(cut_start_ns);
     out.event_count = out.event_count.saturating_add(event_count);
     let sum = &mut out.salvage;
     sum.sessions = sum.sessions.saturating_add(salvage.sessions);

@@ -47,8 +47,9 @@ impl Trace {
     /// thread's last record, as the rest was lost: [`Trace::salvage`]). A scope that
     /// outlives its parent keeps its own end, and its
     /// parent's `children_ns` counts only the part inside the parent. A poll belongs to the
-    /// latest async span with its id that began before it. Threads with no record in the
-    /// window are left out.
+    /// latest async span with its id that began before it. Of a flight recorder's window,
+    /// async calls are built only from the records from the window start common to every
+    /// thread on ([`Trace::cut_start_ns`]). Threads with no record in the window are left out.
     pub fn from_capture(capture: &Capture) -> Self {
         decode(capture, parallel::PARALLEL_FROM)
     }
@@ -137,6 +138,8 @@ fn decode_with(
         return None;
     }
     let mut builder = Builder::new(shared.end_ns, capture.memory, shared.salvaged, sum);
+    let cut_start_ns = capture.cut_start.map(|tick| shared.converter.to_unix_ns(tick));
+    builder.cut_start_ns = cut_start_ns;
     let mut sums = Vec::new();
     for (thread, thread_sums) in decoded {
         builder.add(thread);
@@ -165,6 +168,7 @@ fn decode_with(
     trace.compensation = compensation;
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
+    trace.cut_start_ns = cut_start_ns;
     Some((trace, sums))
 }
 
@@ -350,6 +354,9 @@ impl Shared<'_> {
         for cut in self.capture.cut_of(thread.id) {
             pairing.open_cut(cut.record());
         }
+        if let Some(tick) = self.capture.cut_start {
+            pairing.calls_from(tick);
+        }
         let mut sums = sum.then(ThreadSums::default);
         if let Some(sums) = &mut sums {
             pairing.drain_every(summary::WINDOW);
@@ -408,6 +415,9 @@ impl Shared<'_> {
 /// Builds a [`Trace`] from its threads, decoded apart and added in order.
 struct Builder {
     end_ns: u64,
+    /// A flight recorder's window start common to every thread: async calls begun before it
+    /// are cut there.
+    cut_start_ns: Option<u64>,
     event_count: u64,
     marks: Vec<Mark>,
     /// `Some` when memory is tracked: every allocation and free, thread by thread.
@@ -434,6 +444,7 @@ impl Builder {
     fn new(end_ns: u64, memory: MemoryMode, salvaged: bool, sum: bool) -> Self {
         Self {
             end_ns,
+            cut_start_ns: None,
             event_count: 0,
             marks: Vec::new(),
             memory: memory.is_on().then(Vec::new),
@@ -486,7 +497,13 @@ impl Builder {
     ) -> Trace {
         let end_ns = self.end_ns;
         let async_spans =
-            tasks::match_async(self.marks, &mut self.threads, &self.ends, self.salvaged);
+            tasks::match_async(
+                self.marks,
+                &mut self.threads,
+                &self.ends,
+                self.salvaged,
+                self.cut_start_ns,
+            );
         let mut open_scopes = self.open_scopes;
         // Summed, the threads counted their scopes cut open (and no span is a poll: summing
         // is for sessions without async calls); kept, they are counted now, as a `tracing`
@@ -508,6 +525,7 @@ impl Builder {
             async_spans,
             dropped_events,
             overwritten_events: 0,
+            cut_start_ns: None,
             event_count: self.event_count,
             memory: self
                 .memory

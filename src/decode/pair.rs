@@ -59,6 +59,9 @@ pub(super) struct Pairing<'a> {
     args_of: ArgsOf,
     /// `tracing` span enters of this thread whose span's close has not come yet.
     entered: Entered,
+    /// Async begins, polls and ends recorded before this tick make no mark: a flight
+    /// recorder's window start common to every thread (0: all of them).
+    calls_from: u64,
 }
 
 /// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
@@ -185,7 +188,15 @@ impl<'a> Pairing<'a> {
             instants: Vec::new(),
             args_of: ArgsOf::Span,
             entered: Entered::default(),
+            calls_from: 0,
         }
+    }
+
+    /// Builds async calls only from the records from `tick` on (see
+    /// [`Trace::cut_start_ns`](crate::trace::Trace::cut_start_ns)): the poll slices before
+    /// stay spans of the thread, without a call.
+    pub(super) fn calls_from(&mut self, tick: u64) {
+        self.calls_from = tick;
     }
 
     /// A mark of `tracing` span `span` at `ns`: an enter of the slice at `index`, or a close.
@@ -685,7 +696,8 @@ impl<'a> Pairing<'a> {
             RawKind::AsyncEnd => Some(MarkKind::End),
             _ => None,
         };
-        if let (Some(what), Some(span)) = (what, span_id.filter(|&s| s != 0)) {
+        let span_id = span_id.filter(|&s| s != 0 && event.tick >= self.calls_from);
+        if let (Some(what), Some(span)) = (what, span_id) {
             self.marks.push(Mark {
                 // A begin that adopts a first slice takes its place in time, before any poll
                 // another thread recorded while this begin was being recorded.

@@ -43,21 +43,38 @@ pub(super) enum MarkKind {
 /// salvaged without its footer, the thread's last record). When `salvaged`, a `tracing` span
 /// entered once that did not close is an open async call, not a plain scope: its close was
 /// lost with the rest of the file, and it was in flight.
+///
+/// With `cut_ns` (a flight recorder's window start common to every thread, before which no
+/// mark was made), a call whose first mark is a poll or an end began before it: it starts
+/// there, flagged `cut_at_start`. Otherwise such marks are of calls that began outside the
+/// window, and are left out.
 pub(super) fn match_async(
     mut marks: Vec<Mark>,
     threads: &mut [ThreadTrace],
     ends: &[u64],
     salvaged: bool,
+    cut_ns: Option<u64>,
 ) -> Vec<AsyncSpan> {
     // At equal times: begins, then polls, then ends, then enters and closes (the variants'
     // order).
     marks.sort_by_key(|m| (m.ns, m.what));
     let mut lives = Lifetimes::of(&marks, salvaged);
     let mut records: Vec<AsyncSpan> = Vec::new();
+    // The calls cut at the window's start come first: they start before every other.
+    let mut cut = match cut_ns {
+        Some(ns) => cut_calls(&marks, ns, threads, &mut records),
+        None => FxHashMap::default(),
+    };
     // The index of the thread that began or last polled each call.
-    let mut last: Vec<usize> = Vec::new();
+    let mut last: Vec<usize> = vec![0; records.len()];
+    for (&at, &r) in &cut {
+        last[r] = marks[at].thread;
+    }
     let mut open: FxHashMap<u64, usize> = FxHashMap::default();
     for (at, mark) in marks.into_iter().enumerate() {
+        if let Some(r) = cut.remove(&at) {
+            open.insert(mark.span, r);
+        }
         let Some(callsite) = mark.callsite else {
             lives.close(at, &mark, &mut records, threads);
             continue;
@@ -107,6 +124,45 @@ pub(super) fn match_async(
         record.open_at_stop = true;
     }
     records
+}
+
+/// The calls among `marks` (in time order) whose first mark is a poll or an end: begun
+/// before the window start `cut_ns`, each added to `records` as starting there, cut; returns
+/// the index of each one's first mark with its index in `records`.
+fn cut_calls(
+    marks: &[Mark],
+    cut_ns: u64,
+    threads: &[ThreadTrace],
+    records: &mut Vec<AsyncSpan>,
+) -> FxHashMap<usize, usize> {
+    let mut cut = FxHashMap::default();
+    // The calls known at each mark, by span id, with their callsite.
+    let mut known: FxHashMap<u64, &'static Callsite> = FxHashMap::default();
+    for (at, mark) in marks.iter().enumerate() {
+        let Some(callsite) = mark.callsite else {
+            continue;
+        };
+        let same = |c: &&'static Callsite| std::ptr::eq(*c, callsite);
+        match mark.what {
+            MarkKind::Begin => {
+                known.insert(mark.span, callsite);
+            }
+            MarkKind::Poll(_) | MarkKind::End => {
+                if !known.get(&mark.span).is_some_and(same) {
+                    let mut call = AsyncSpan::begun(callsite, cut_ns, threads[mark.thread].id);
+                    call.cut_at_start = true;
+                    cut.insert(at, records.len());
+                    records.push(call);
+                    known.insert(mark.span, callsite);
+                }
+                if mark.what == MarkKind::End {
+                    known.remove(&mark.span);
+                }
+            }
+            MarkKind::Enter(_) | MarkKind::Close => {}
+        }
+    }
+    cut
 }
 
 /// The lifetimes of `tracing` spans: the enters of one span id up to its close (ids are
@@ -236,6 +292,7 @@ impl AsyncSpan {
             busy_ns: 0,
             self_ns: 0,
             open_at_stop: false,
+            cut_at_start: false,
         }
     }
 }

@@ -779,3 +779,103 @@ fn tracing_enters_waiting_long_for_their_close_are_matched_across_threads() {
     assert_eq!(spans.len(), 5001);
     assert!(spans.iter().all(|s| s.kind == SpanKind::Scope));
 }
+
+#[test]
+fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
+    let call = CALL.id();
+    let tagged = |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];
+    let exit = |entered: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, entered), tick);
+    let poll = |tick: u64, span: u32, until: u64| -> Vec<RawEvent> {
+        [tagged(RawKind::PollBegin, tick, span).to_vec(), vec![exit(tick, until)]].concat()
+    };
+    // Calls 1 to 3 begin on thread 7 before the window start, 50: 1 is polled and ends on
+    // thread 8 in it, 2 only ends in it, 3 ends before it. Call 4 begins in it on thread 7
+    // and is polled on 8, and call 5 begins before it on 8 and is polled on 7 in it; neither
+    // ends.
+    let seven = [
+        tagged(RawKind::AsyncBegin, 10, 1).to_vec(),
+        poll(10, 1, 12),
+        tagged(RawKind::AsyncBegin, 20, 2).to_vec(),
+        poll(20, 2, 22),
+        tagged(RawKind::AsyncBegin, 30, 3).to_vec(),
+        poll(30, 3, 31),
+        tagged(RawKind::AsyncEnd, 40, 3).to_vec(),
+        tagged(RawKind::AsyncBegin, 70, 4).to_vec(),
+        poll(70, 4, 72),
+        poll(90, 5, 91),
+    ]
+    .concat();
+    let eight = [
+        tagged(RawKind::AsyncBegin, 45, 5).to_vec(),
+        poll(45, 5, 46),
+        tagged(RawKind::AsyncEnd, 55, 2).to_vec(),
+        poll(60, 1, 62),
+        tagged(RawKind::AsyncEnd, 62, 1).to_vec(),
+        poll(80, 4, 81),
+    ]
+    .concat();
+    let capture = || Capture::from_records(vec![(7, seven.clone()), (8, eight.clone())], 0, 100);
+    type Shape = (u64, u64, u32, u64, Option<u64>, bool, bool);
+    let shapes = |trace: &Trace| -> Vec<Shape> {
+        let shape = |c: &crate::trace::AsyncSpan| {
+            (c.start_ns, c.end_ns, c.polls, c.thread, c.end_thread, c.cut_at_start, c.open_at_stop)
+        };
+        trace.async_spans.iter().map(shape).collect()
+    };
+    let tasks = |trace: &Trace, t: usize| -> Vec<(u64, SpanKind)> {
+        trace.threads[t].spans.iter().map(|s| (s.start_ns, s.kind)).collect()
+    };
+    let poll_of = |task: Option<u32>| SpanKind::Poll { task };
+
+    // Every record counts: each call from its begin.
+    let whole = capture().decode();
+    assert_eq!(whole.cut_start_ns, None);
+    assert_eq!(
+        shapes(&whole),
+        [
+            (10, 62, 2, 7, Some(8), false, false),
+            (20, 55, 1, 7, Some(8), false, false),
+            (30, 40, 1, 7, Some(7), false, false),
+            (45, 100, 2, 8, None, false, true),
+            (70, 100, 2, 7, None, false, true),
+        ]
+    );
+
+    // From the window start on: calls cut there first (in the order of their first record
+    // in it), the whole ones after; the slices before it belong to no call.
+    let mut cut = capture();
+    cut.cut_start = Some(50);
+    let trace = cut.decode();
+    assert_eq!(trace.cut_start_ns, Some(50));
+    assert_eq!(
+        shapes(&trace),
+        [
+            (50, 55, 0, 8, Some(8), true, false),
+            (50, 62, 1, 8, Some(8), true, false),
+            (50, 100, 1, 7, None, true, true),
+            (70, 100, 2, 7, None, false, true),
+        ]
+    );
+    assert_eq!(
+        tasks(&trace, 0),
+        [
+            (10, poll_of(None)),
+            (20, poll_of(None)),
+            (30, poll_of(None)),
+            (70, poll_of(Some(3))),
+            (90, poll_of(Some(2))),
+        ]
+    );
+    assert_eq!(
+        tasks(&trace, 1),
+        [(45, poll_of(None)), (60, poll_of(Some(1))), (80, poll_of(Some(3)))]
+    );
+    // The threads' slices and counts are those of the whole decoding.
+    assert_eq!(trace.event_count, whole.event_count);
+    for (t, w) in trace.threads.iter().zip(&whole.threads) {
+        let times = |t: &crate::trace::ThreadTrace| -> Vec<(u64, u64)> {
+            t.spans.iter().map(|s| (s.start_ns, s.end_ns)).collect()
+        };
+        assert_eq!(times(t), times(w));
+    }
+}

@@ -21,8 +21,9 @@
 //!   annotations before the scope's own: `Sequence number` on both slices and `Fwd thread id`
 //!   (the capturing thread's id) on the follower.
 //! - Each `#[profile] async fn` call is a slice (category `async`, with `polls`, `busy_ns` and
-//!   `self_ns` annotations) on a track of its process named after the function; calls of one
-//!   function that do not overlap share a track.
+//!   `self_ns` annotations, and the marks `open_at_stop` and `cut_at_start` when set) on a
+//!   track of its process named after the function; calls of one function that do not overlap
+//!   share a track.
 //! - With memory tracking, a `memory` counter track per process (bytes) of its live bytes.
 //!
 //! Every track's events form their own packet sequence (`trusted_packet_sequence_id`), which
@@ -699,6 +700,9 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 w.annotation(seq, "self_ns", &Value::U64(call.self_ns));
                 if call.open_at_stop {
                     w.annotation(seq, "open_at_stop", &Value::Bool(true));
+                }
+                if call.cut_at_start {
+                    w.annotation(seq, "cut_at_start", &Value::Bool(true));
                 }
             })?;
             self.end(seq, call.end_ns)?;

@@ -604,6 +604,9 @@ impl Writer<'_> {
                 if call.open_at_stop {
                     self.buf.extend_from_slice(b",\"open_at_stop\":true");
                 }
+                if call.cut_at_start {
+                    self.buf.extend_from_slice(b",\"cut_at_start\":true");
+                }
                 self.buf.push(b'}');
             }
             self.buf.push(b'}');

@@ -17,6 +17,16 @@
 //! anything else. The records recycled are counted
 //! ([`Trace::overwritten_events`](crate::trace::Trace::overwritten_events)).
 //!
+//! Each thread's retained records start at its own oldest chunk, so before the latest of
+//! those starts some thread's records are gone: an async call polled there on several
+//! threads cannot be told whole (its end may have been overwritten on one thread while its
+//! begin is kept on another). A snapshot or stop hands over the window start common to every
+//! thread ([`Retained::cut_start`]): the latest first retained record of the threads that
+//! lost records, and past the latest record overwritten (of a thread gone since too).
+//! Decoding builds async calls only from the records from there on
+//! ([`Trace::cut_start_ns`](crate::trace::Trace::cut_start_ns)); the threads' scopes and poll
+//! slices stay as retained.
+//!
 //! Finding those scopes means reading every record, which cost the recording thread about
 //! 4.5 ns per scope (a fifth of the scope) when it read each chunk it completed. A scanner
 //! thread (`tickscope-flight`, at the lowest priority: it takes the cores the program leaves
@@ -34,7 +44,7 @@
 //! that keeps its whole window beside it needs every chunk, so threads then take fresh ones,
 //! and the recorder gives the extra ones back once it recycles alone again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::Thread;
@@ -148,6 +158,10 @@ struct Ring {
     /// Per thread: its scopes open at the start of its retained window, outermost first.
     cut: HashMap<u64, Vec<CutScope>>,
     overwritten: u64,
+    /// The threads that lost records (a chunk recycled) and are still registered.
+    lost: HashSet<u64>,
+    /// The latest tick of a record overwritten (`None` while none was).
+    lost_until: Option<u64>,
     /// Chunks read ahead (by the scanner), and when recycled (the scanner was behind).
     read_ahead: u64,
     read_late: u64,
@@ -192,6 +206,8 @@ pub(crate) fn install(session: u64, bytes: usize) -> Result<(), StartError> {
         wake_at: (capacity / 4).clamp(1, WAKE_AT),
         cut: HashMap::new(),
         overwritten: 0,
+        lost: HashSet::new(),
+        lost_until: None,
         read_ahead: 0,
         read_late: 0,
     });
@@ -273,6 +289,7 @@ pub(crate) fn take() -> Option<ChunkBox> {
         let Ring {
             cut,
             overwritten,
+            lost_until,
             scans,
             read_late,
             ..
@@ -283,6 +300,10 @@ pub(crate) fn take() -> Option<ChunkBox> {
             index,
             |records| {
                 *overwritten += records.len() as u64;
+                // Ticks only grow on a thread: its last record that is not data is its latest.
+                if let Some(last) = records.iter().rev().find(|r| !r.kind.carries_data()) {
+                    *lost_until = Some(lost_until.map_or(last.tick, |t| t.max(last.tick)));
+                }
                 // A chunk the scanner has not read yet (it is behind, or the chunk was an
                 // exited thread's last or linked before the recorder) is read now.
                 if unread {
@@ -299,6 +320,7 @@ pub(crate) fn take() -> Option<ChunkBox> {
                 skipped += 1;
             }
             Ok(chunk) => {
+                ring.lost.insert(thread.id);
                 match after {
                     Some(after) => *open = after,
                     None => {
@@ -326,6 +348,7 @@ pub(crate) fn take() -> Option<ChunkBox> {
                 if thread.buffer.is_drained() {
                     // An exited thread whose last chunk went: the registry forgets it.
                     ring.cut.remove(&thread.id);
+                    ring.lost.remove(&thread.id);
                     ring.scans.remove(&thread.id);
                     registry::release_exited(&thread);
                 }
@@ -531,10 +554,13 @@ pub(crate) fn read_pending() -> usize {
 }
 
 /// What a flight recorder retains: every thread's chunks, its scopes cut at the start of its
-/// window, and the events overwritten so far.
+/// window, the events overwritten so far, and the window's start common to every thread.
 pub(crate) struct Retained {
     pub(crate) threads: Vec<(ThreadChunks, Vec<CutScope>)>,
     pub(crate) overwritten: u64,
+    /// The tick from which every thread's records are all retained ([`Retained::cut_start`]);
+    /// `None` while nothing was overwritten.
+    pub(crate) cut_start: Option<u64>,
 }
 
 /// The retained window of session `session`'s flight recorder, taken with `take_chunks`
@@ -546,7 +572,7 @@ pub(crate) fn retained(
     let _untracked = registry::Untracked::enter();
     let slot = lock(&RING);
     let ring = slot.as_ref().filter(|r| r.session == session)?;
-    let threads = take_chunks()
+    let threads: Vec<(ThreadChunks, Vec<CutScope>)> = take_chunks()
         .into_iter()
         .map(|t| {
             let from = t.from_tick;
@@ -557,10 +583,35 @@ pub(crate) fn retained(
             (t, cut)
         })
         .collect();
+    let cut_start = cut_start(ring, &threads);
     Some(Retained {
         threads,
         overwritten: ring.overwritten,
+        cut_start,
     })
+}
+
+/// The start of the window common to every thread: the latest first retained record of the
+/// threads that lost records, and past the latest record overwritten (of a thread gone since
+/// too). Each thread's window starts at its own oldest retained record; before the latest of
+/// those, some thread's records are missing, so an async call whose polls moved between
+/// threads there cannot be told whole. `None` while nothing was overwritten.
+fn cut_start(ring: &Ring, threads: &[(ThreadChunks, Vec<CutScope>)]) -> Option<u64> {
+    let lost_until = ring.lost_until?;
+    let first_retained = threads
+        .iter()
+        .filter(|(t, _)| ring.lost.contains(&t.id))
+        .filter_map(|(t, _)| {
+            t.chunks
+                .iter()
+                .flat_map(|c| c.records())
+                .find(|r| !r.kind.carries_data() && r.tick >= t.from_tick)
+                .map(|r| r.tick)
+        })
+        .max();
+    Some(first_retained.map_or(lost_until.saturating_add(1), |first| {
+        first.max(lost_until.saturating_add(1))
+    }))
 }
 
 #[cfg(test)]

@@ -90,6 +90,9 @@ pub struct AsyncSpan {
     pub self_ns: u64,
     /// The call had not ended when the session stopped; it is closed at the stop time.
     pub open_at_stop: bool,
+    /// The call began before the window a flight recorder retains for every thread
+    /// ([`Trace::cut_start_ns`]): it starts there, and counts only its polls from there on.
+    pub cut_at_start: bool,
 }
 
 impl AsyncSpan {
@@ -389,6 +392,15 @@ pub struct Trace {
     /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
     /// overwrote before the window it retains, summed over sessions; 0 for other sessions.
     pub overwritten_events: u64,
+    /// Where a flight recorder's window starts for every thread, once it overwrote events
+    /// (`None` otherwise; of several sessions: the latest). Each thread's retained records
+    /// start at its own oldest chunk, and before the latest of those some thread's records
+    /// are gone: async calls are built only from the records from here on, so a call whose
+    /// polls moved between threads is never left open by a part another thread lost. A call
+    /// begun before it starts here, flagged [`AsyncSpan::cut_at_start`]; poll slices before
+    /// it stay on their threads, as recorded, without a call. The threads' scopes are kept
+    /// from each thread's own start.
+    pub cut_start_ns: Option<u64>,
     /// Raw events post-processed into this trace.
     pub event_count: u64,
     /// Allocations and frees, when the session (or one of the sessions) tracked memory
@@ -501,6 +513,7 @@ impl Trace {
             async_spans: Vec::new(),
             dropped_events: 0,
             overwritten_events: 0,
+            cut_start_ns: None,
             event_count: 0,
             memory: None,
             links: Vec::new(),
