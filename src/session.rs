@@ -15,7 +15,7 @@ use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
 use crate::record::thread;
 use crate::record::scope::ScopeGuard;
-use crate::report::Report;
+use crate::report::{Report, StreamFailure};
 use crate::schedule::{Action, Callback, Schedule, ScheduledWindow};
 use crate::table::Table;
 use crate::trace::Trace;
@@ -348,7 +348,9 @@ impl Config {
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
         let profiler = self.session();
-        let _ = profiler.begin();
+        if profiler.begin(true).is_err() {
+            profiler.warn_stream_fallback();
+        }
         profiler
     }
 
@@ -365,7 +367,7 @@ impl Config {
     /// ```
     pub fn try_start(self) -> std::io::Result<Profiler> {
         let profiler = self.session();
-        profiler.begin().map(|()| profiler)
+        profiler.begin(false).map(|()| profiler)
     }
 
     fn session(self) -> Profiler {
@@ -391,6 +393,7 @@ impl Config {
                 observer_panics: 0,
                 streamed_before: false,
                 stream_error: None,
+                stream_fallback: None,
                 steps: Steps::default(),
                 collector_errors: Vec::new(),
             }),
@@ -398,6 +401,9 @@ impl Config {
         Profiler { inner }
     }
 }
+
+/// The most a window whose stream cannot start keeps in memory instead: 1 GiB.
+const MAX_FALLBACK_WINDOW: usize = 1 << 30;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -452,6 +458,8 @@ struct State {
     streamed_before: bool,
     /// Why the last window could not stream (it recorded in memory instead).
     stream_error: Option<String>,
+    /// What the last window did instead of streaming, for the warning.
+    stream_fallback: Option<String>,
     /// Where a scheduled session is in its steps.
     steps: Steps,
     /// The collectors' failures in the last window.
@@ -645,12 +653,27 @@ impl Profiler {
     /// new window to its file as a new session (it records in memory if the file cannot be
     /// written: see [`Profiler::stream_stats`]).
     pub fn restart(&self) {
-        let _ = self.try_restart();
+        let before = self.inner.state().stream_error.clone();
+        if self.try_restart(true).is_err() && self.inner.state().stream_error != before {
+            self.warn_stream_fallback();
+        }
+    }
+
+    /// Says on stderr, in one line, why the window just started could not stream, and what
+    /// it does instead.
+    fn warn_stream_fallback(&self) {
+        let state = self.inner.state();
+        if let (Some(error), Some(instead)) = (&state.stream_error, &state.stream_fallback) {
+            eprintln!("tickscope: {error}; {instead}");
+        }
     }
 
     /// [`Profiler::restart`], failing when a streaming session's file cannot be written (the
     /// window then records in memory).
-    fn try_restart(&self) -> std::io::Result<()> {
+    ///
+    /// With `fallback`, a window whose stream cannot start keeps a bounded amount in memory
+    /// instead (see [`Config::start`]); without, the caller drops the session on the error.
+    fn try_restart(&self, fallback: bool) -> std::io::Result<()> {
         let mut state = self.inner.state();
         if state.window.is_some() {
             return Ok(());
@@ -679,13 +702,16 @@ impl Profiler {
         let dropped_at_start = registry::dropped_events();
         let start_tick = clock::now();
         let memory = self.inner.config.memory;
-        let (stream, result) = match self.inner.config.stream_options() {
+        let options = self.inner.config.stream_options().map(|mut options| {
+            options.compensation = compensation;
+            options
+        });
+        let (mut stream, result) = match &options {
             None => (None, Ok(())),
-            Some(mut options) => {
-                options.compensation = compensation;
+            Some(options) => {
                 let append = state.streamed_before;
                 match Stream::start(
-                    &options,
+                    options,
                     append,
                     self.inner.id,
                     start_tick,
@@ -699,7 +725,19 @@ impl Profiler {
         };
         state.streamed_before |= stream.is_some();
         state.stream_error = result.as_ref().err().map(ToString::to_string);
-        let (flight, result) = match self.inner.config.flight {
+        // A stream that cannot start: the window keeps its last records in memory instead, as
+        // a flight recorder of the stream's memory (or of its own window, when it is one).
+        let fallback = fallback && result.is_err();
+        let window_bytes = match &options {
+            Some(options) if fallback => Some(
+                self.inner
+                    .config
+                    .flight
+                    .unwrap_or(options.memory.min(MAX_FALLBACK_WINDOW)),
+            ),
+            _ => self.inner.config.flight,
+        };
+        let (flight, result) = match window_bytes {
             Some(bytes) => match flight::install(self.inner.id, bytes) {
                 Ok(()) => (true, result),
                 Err(flight::StartError::Running) => (
@@ -711,6 +749,40 @@ impl Profiler {
                 ),
             },
             None => (false, result),
+        };
+        state.stream_fallback = match (&options, &state.stream_error) {
+            _ if !fallback => None,
+            (Some(_), Some(_)) if flight => {
+                let bytes = (window_bytes.unwrap_or(0) / flight::CHUNK_BYTES).max(1)
+                    * flight::CHUNK_BYTES;
+                Some(format!(
+                    "the session records its last {} in memory instead",
+                    size(bytes)
+                ))
+            }
+            // Not even that (another flight recorder runs): the window keeps nothing, and
+            // counts every event it records as lost.
+            (Some(options), Some(error)) => match Stream::sink(
+                options,
+                error.clone(),
+                self.inner.id,
+                start_tick,
+                &calibration,
+                memory,
+            ) {
+                Ok(sink) => {
+                    stream = Some(sink);
+                    Some(
+                        "another flight recorder is running: the session keeps nothing and \
+                         counts every event it records as lost"
+                            .to_owned(),
+                    )
+                }
+                Err(e) => Some(format!(
+                    "the session records in memory instead, unbounded (no writer: {e})"
+                )),
+            },
+            _ => None,
         };
         if flight && let Some(path) = &self.inner.config.dump_on_panic {
             dump::register(&self.inner, path.clone());
@@ -840,7 +912,7 @@ impl Profiler {
         }
         if now.records() {
             if !self.is_running() {
-                result = result.and(self.try_restart());
+                result = result.and(self.try_restart(true));
             }
             self.open_step_scope(step);
         }
@@ -848,11 +920,12 @@ impl Profiler {
     }
 
     /// Starts recording at the session's start: at once, or when its schedule says.
-    fn begin(&self) -> std::io::Result<()> {
+    /// `fallback` as in [`Profiler::try_restart`].
+    fn begin(&self, fallback: bool) -> std::io::Result<()> {
         match self.inner.config.schedule {
-            None => self.try_restart(),
+            None => self.try_restart(fallback),
             Some(schedule) if schedule.action(0).records() => {
-                let result = self.try_restart();
+                let result = self.try_restart(fallback);
                 self.open_step_scope(0);
                 result
             }
@@ -950,24 +1023,36 @@ impl Profiler {
     pub fn stream_stats(&self) -> Option<StreamStats> {
         let state = self.inner.state();
         let path = self.inner.config.stream.clone()?;
-        match (&state.window, &state.stopped) {
+        // Without a stream, the window kept its last records in memory: those it overwrote
+        // are lost.
+        let overwritten = match (&state.window, &state.stopped) {
             (Some(window), _) => {
                 if let Some(stream) = &window.stream {
                     return Some(stream.stats());
                 }
+                flight::overwritten(self.inner.id).filter(|_| window.flight)
             }
             (None, Some(stopped)) => {
                 if let Some(stats) = &stopped.streamed {
                     return Some(stats.clone());
                 }
+                Some(stopped.capture().overwritten_events())
             }
-            (None, None) => {}
-        }
+            (None, None) => None,
+        };
+        let error = state.stream_error.clone();
         Some(StreamStats {
             path,
-            error: state.stream_error.clone(),
+            records_lost: error.as_ref().and(overwritten).unwrap_or(0),
+            error,
             ..StreamStats::default()
         })
+    }
+
+    /// The session's stream, if it failed: why, and the events lost.
+    fn stream_failure(&self) -> Option<StreamFailure> {
+        let stats = self.stream_stats()?;
+        Some(StreamFailure::new(stats.error?, stats.records_lost))
     }
 
     /// True between start (or restart) and stop.
@@ -1047,6 +1132,7 @@ impl Profiler {
         let (trace, observer_panics) = self.observed();
         let mut report = Report::new(&trace);
         report.observer_panics = observer_panics;
+        report.stream_failure = self.stream_failure();
         report
     }
 
@@ -1153,6 +1239,15 @@ impl Profiler {
         Table::new(trace)
             .with_observer_panics(observer_panics)
             .with_errors(errors)
+            .with_stream_failure(self.stream_failure())
+    }
+}
+
+/// `bytes` (a whole number of 64 KiB chunks) in MiB, or KiB below a whole MiB.
+fn size(bytes: usize) -> String {
+    match bytes % (1 << 20) {
+        0 => format!("{} MiB", bytes >> 20),
+        _ => format!("{} KiB", bytes >> 10),
     }
 }
 

@@ -66,11 +66,12 @@ const TAIL_EVERY: Duration = Duration::from_millis(250);
 pub struct StreamStats {
     /// The file written.
     pub path: PathBuf,
-    /// Bytes written to it so far, by this window.
+    /// Bytes written to it so far, by this window (after a write error: those the file
+    /// took).
     pub bytes_written: u64,
     /// Event chunks written (a chunk written in parts counts each part).
     pub chunks_written: u64,
-    /// Raw 16-byte records written.
+    /// Raw 16-byte records written: in the file, whole.
     pub records_written: u64,
     /// Events the threads could not record because no chunk was free
     /// ([`SlowWriter::Drop`]); they are also in the session's dropped events.
@@ -84,10 +85,17 @@ pub struct StreamStats {
     /// The pool's size in bytes: the memory the session's chunks take (64 KiB of records
     /// and 48 bytes of header each).
     pub pool_bytes: usize,
-    /// The first write error: the writer then stops writing (and counts what it could not
-    /// write in [`StreamStats::records_lost`]) but keeps giving chunks back.
+    /// Why the stream failed: the file could not be opened (the window then recorded in
+    /// memory instead, see [`Config::start`](crate::Config::start)), or the first write
+    /// error (the disk is full, the file was deleted or moved): the writer then stops writing,
+    /// counts what it could not write in [`StreamStats::records_lost`] and keeps giving
+    /// chunks back, so memory stays bounded.
     pub error: Option<String>,
-    /// Records recorded but not written because of [`StreamStats::error`].
+    /// Records (events) recorded and lost because of [`StreamStats::error`]: in neither the
+    /// file nor the session's memory. Those recorded after a write error, those the file did
+    /// not take whole when it failed, everything the file held when it was deleted; when the
+    /// file could not be opened, those the in-memory window overwrote (or, when it could not
+    /// keep one, every record).
     pub records_lost: u64,
 }
 
@@ -119,8 +127,14 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     path: PathBuf,
-    /// `None` once finished, or after a write error.
-    out: Option<BufWriter<File>>,
+    /// `None` once finished, after a write error, or for a stream without a file.
+    out: Option<BufWriter<Counted>>,
+    /// The event chunks handed to `out` since its last flush: where each ends (in
+    /// [`StreamStats::bytes_written`]) and its records. A flush makes them written; a write
+    /// error, written as far as the file took them whole, lost beyond.
+    unflushed: Vec<(u64, u64)>,
+    /// A stream without a file ([`Stream::sink`]): nothing to read back.
+    sink: bool,
     start_tick: u64,
     start: Calibration,
     compensation: Compensation,
@@ -132,6 +146,26 @@ struct State {
     callsites: usize,
     stats: StreamStats,
     finished: bool,
+}
+
+/// The file a stream writes, counting the bytes it took.
+#[derive(Debug)]
+struct Counted {
+    file: File,
+    /// Bytes the file took since it was opened.
+    took: u64,
+}
+
+impl Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(bytes)?;
+        self.took += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// Streaming sessions alive, for the panic hook.
@@ -193,7 +227,7 @@ impl Stream {
                 return Err(e);
             }
         };
-        let mut out = BufWriter::with_capacity(64 << 10, file);
+        let mut out = BufWriter::with_capacity(64 << 10, Counted { file, took: 0 });
         let head = first_chunks(start, options.compensation, &mut out).and_then(|n| out.flush().map(|()| n));
         let bytes = match head {
             Ok(bytes) => bytes,
@@ -205,6 +239,8 @@ impl Stream {
         let state = State {
             path: options.path.clone(),
             out: Some(out),
+            unflushed: Vec::new(),
+            sink: false,
             start_tick,
             start: start.clone(),
             compensation: options.compensation,
@@ -219,6 +255,46 @@ impl Stream {
             },
             finished: false,
         };
+        Self::launch(session, pool, state)
+    }
+
+    /// A stream of session `session` that has no file (it could not be opened: `error`
+    /// says why) and cannot keep its window in memory either: its writer gives back every
+    /// chunk the threads complete, as a stream does, and counts its records in
+    /// [`StreamStats::records_lost`]. The session's memory stays bounded and nothing it loses
+    /// goes uncounted.
+    pub(crate) fn sink(
+        options: &StreamOptions,
+        error: String,
+        session: u64,
+        start_tick: u64,
+        start: &Calibration,
+        memory: MemoryMode,
+    ) -> io::Result<Self> {
+        let _untracked = Untracked::enter();
+        let state = State {
+            path: options.path.clone(),
+            out: None,
+            unflushed: Vec::new(),
+            sink: true,
+            start_tick,
+            start: start.clone(),
+            compensation: options.compensation,
+            memory,
+            cursors: HashMap::new(),
+            callsites: 0,
+            stats: StreamStats {
+                path: options.path.clone(),
+                error: Some(error),
+                ..StreamStats::default()
+            },
+            finished: false,
+        };
+        Self::launch(session, StreamPool::detached(options.policy), state)
+    }
+
+    /// Starts the writer of session `session`, writing as `state` says.
+    fn launch(session: u64, pool: Arc<StreamPool>, state: State) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             session,
             pool,
@@ -261,7 +337,13 @@ impl Stream {
         let (path, len) = {
             let mut state = lock(&self.shared.state);
             self.shared.pass(&mut state, true);
-            let len = state.out.as_ref().and_then(|o| o.get_ref().metadata().ok());
+            if state.sink || (state.out.is_none() && state.stats.records_written == 0) {
+                // No file, or nothing of this window in it.
+                let mut capture = Capture::empty();
+                capture.warnings.extend(state.stats.error.clone());
+                return capture;
+            }
+            let len = state.out.as_ref().and_then(|o| o.get_ref().file.metadata().ok());
             (state.path.clone(), len.map(|m| m.len()))
         };
         let mut capture = read_back(&path, len);
@@ -386,6 +468,9 @@ impl Shared {
             if state.finished {
                 return;
             }
+            if tails {
+                state.check_file();
+            }
             self.pass(&mut state, tails);
         }
     }
@@ -418,8 +503,10 @@ impl Shared {
                 }
             }
         }
-        if let Some(Err(e)) = state.out.as_mut().map(Write::flush) {
-            state.fail(&e);
+        match state.out.as_mut().map(Write::flush) {
+            Some(Ok(())) => state.flushed(),
+            Some(Err(e)) => state.fail(&e),
+            None => {}
         }
     }
 
@@ -508,8 +595,8 @@ impl State {
         self.stats.bytes_written += w.written;
         match result {
             Ok(()) => {
-                self.stats.chunks_written += 1;
-                self.stats.records_written += new;
+                // Written once flushed.
+                self.unflushed.push((self.stats.bytes_written, new));
                 Ok(())
             }
             Err(e) => {
@@ -519,12 +606,74 @@ impl State {
         }
     }
 
-    /// Keeps the first write error and stops writing.
+    /// Fails the stream when its path no longer names the file it writes: the file was
+    /// deleted (everything it held is lost with it, and its disk space would grow unseen), or
+    /// moved or replaced (what it holds stays there). Two `stat`s, every [`TAIL_EVERY`].
+    fn check_file(&mut self) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let Some(out) = &self.out else {
+                return;
+            };
+            let Ok(open) = out.get_ref().file.metadata() else {
+                return;
+            };
+            if !open.is_file() {
+                // A FIFO or a device: whoever reads it has what was written.
+                return;
+            }
+            let named = std::fs::metadata(&self.path)
+                .is_ok_and(|m| (m.dev(), m.ino()) == (open.dev(), open.ino()));
+            if open.nlink() == 0 {
+                self.fail(&io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the file was deleted while the session streamed to it",
+                ));
+                // Nothing written is left: it counts as lost too.
+                self.stats.records_lost += std::mem::take(&mut self.stats.records_written);
+                self.stats.chunks_written = 0;
+                self.stats.bytes_written = 0;
+            } else if !named {
+                self.fail(&io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the file was moved or replaced while the session streamed to it",
+                ));
+            }
+        }
+    }
+
+    /// The file took every chunk handed to it: their records are written.
+    fn flushed(&mut self) {
+        for (_, records) in self.unflushed.drain(..) {
+            self.stats.chunks_written += 1;
+            self.stats.records_written += records;
+        }
+    }
+
+    /// Keeps the first write error and stops writing: the chunks not flushed yet are written
+    /// as far as the file took them whole, and lost beyond (the buffer's rest is dropped,
+    /// never written later).
     fn fail(&mut self, error: &io::Error) {
         if self.stats.error.is_none() {
             self.stats.error = Some(format!("{}: cannot write: {error}", self.path.display()));
         }
-        self.out = None;
+        let Some(out) = self.out.take() else {
+            return;
+        };
+        // The bytes handed to the file since it was opened (the header first) are counted
+        // from where it was opened, as those it took.
+        let (file, _unwritten) = out.into_parts();
+        let took = file.took;
+        for (end, records) in std::mem::take(&mut self.unflushed) {
+            if end <= took {
+                self.stats.chunks_written += 1;
+                self.stats.records_written += records;
+            } else {
+                self.stats.records_lost += records;
+            }
+        }
+        self.stats.bytes_written = took;
     }
 }
 
