@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::record::buffer::StreamedChunk;
 use crate::record::callsite;
-use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, RECORD};
+use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, EVENT_PREFIX, RECORD};
 use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::memory::MemoryMode;
 use crate::record::pool::{SlowWriter, StreamPool};
@@ -129,9 +129,10 @@ struct State {
     path: PathBuf,
     /// `None` once finished, after a write error, or for a stream without a file.
     out: Option<BufWriter<Counted>>,
-    /// The event chunks handed to `out` since its last flush: where each ends (in
+    /// The event chunks handed to `out` since its last flush: where each starts (in
     /// [`StreamStats::bytes_written`]) and its records. A flush makes them written; a write
-    /// error, written as far as the file took them whole, lost beyond.
+    /// error, written as far as the file took their records whole (a reader keeps those of a
+    /// last chunk cut short), lost beyond.
     unflushed: Vec<(u64, u64)>,
     /// A stream without a file ([`Stream::sink`]): nothing to read back.
     sink: bool,
@@ -592,18 +593,11 @@ impl State {
         };
         let mut w = Writer { out, written: 0 };
         let result = w.events_from(&held.chunk, from);
+        let start = self.stats.bytes_written;
         self.stats.bytes_written += w.written;
-        match result {
-            Ok(()) => {
-                // Written once flushed.
-                self.unflushed.push((self.stats.bytes_written, new));
-                Ok(())
-            }
-            Err(e) => {
-                self.stats.records_lost += new;
-                Err(e)
-            }
-        }
+        // Written once flushed; on an error (`fail`), as far as the file took it.
+        self.unflushed.push((start, new));
+        result
     }
 
     /// Fails the stream when its path no longer names the file it writes: the file was
@@ -665,13 +659,14 @@ impl State {
         // from where it was opened, as those it took.
         let (file, _unwritten) = out.into_parts();
         let took = file.took;
-        for (end, records) in std::mem::take(&mut self.unflushed) {
-            if end <= took {
+        for (start, records) in std::mem::take(&mut self.unflushed) {
+            let first = start + CHUNK_HEADER as u64 + EVENT_PREFIX;
+            let whole = (took.saturating_sub(first) / RECORD).min(records);
+            if whole > 0 {
                 self.stats.chunks_written += 1;
-                self.stats.records_written += records;
-            } else {
-                self.stats.records_lost += records;
             }
+            self.stats.records_written += whole;
+            self.stats.records_lost += records - whole;
         }
         self.stats.bytes_written = took;
     }
