@@ -166,10 +166,27 @@ impl Config {
     /// When the disk is slower than the program, [`Config::on_slow_disk`] says what happens.
     /// [`Profiler::stream_stats`] tells what was written, waited for and dropped.
     ///
+    /// A stream never fails silently, nor grows without bound. A file that cannot be opened
+    /// is [`Config::try_start`]'s error; [`Config::start`] warns on stderr and keeps a bounded
+    /// window in memory instead. A file that fails mid-session (the disk is full, the file is
+    /// deleted or moved) stops the writing: the writer goes on giving the chunks back and
+    /// counts every record it could not write. Either way [`Profiler::stream_stats`],
+    /// [`Report::stream_failure`] and the table's footer say what failed and how many events
+    /// were lost.
+    ///
     /// ```no_run
-    /// let prof = tickscope::Profiler::builder().stream_to("run.tscope").start();
+    /// let prof = match tickscope::Profiler::builder().stream_to("run.tscope").try_start() {
+    ///     Ok(prof) => prof,
+    ///     Err(e) => {
+    ///         eprintln!("not profiling: {e}");
+    ///         return;
+    ///     }
+    /// };
     /// // ... hours of work ...
     /// prof.stop();
+    /// if let Some(error) = prof.stream_stats().and_then(|s| s.error) {
+    ///     eprintln!("the capture is incomplete: {error}");
+    /// }
     /// println!("{}", prof.table());
     /// ```
     pub fn stream_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
@@ -342,9 +359,20 @@ impl Config {
         })
     }
 
-    /// Starts a session with these options. A streaming session whose file cannot be
-    /// written records in memory instead, and [`Profiler::stream_stats`] says why; use
-    /// [`Config::try_start`] to get the error instead.
+    /// Starts a session with these options.
+    ///
+    /// A streaming session ([`Config::stream_to`]) whose file cannot be opened (a missing
+    /// directory, no permission, another streaming session running) says so in one line on
+    /// stderr, naming the file and the error (`tickscope: /ro/run.tscope: cannot open:
+    /// Permission denied (os error 13); the session records its last 16 MiB in memory
+    /// instead`), and keeps a bounded window in memory instead: a flight recorder
+    /// ([`Config::flight_recorder`]) of the stream's memory ([`Config::stream_memory`], 16 MiB
+    /// by default, at most 1 GiB; the session's own window when it is a flight recorder),
+    /// which overwrites the oldest records and counts them. Where another flight recorder
+    /// runs (one at a time), the session keeps nothing and counts every event it records as
+    /// lost. [`Profiler::stream_stats`], [`Report::stream_failure`] and the table's footer say
+    /// what failed and how many events were lost. Use [`Config::try_start`] to get the error
+    /// instead.
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
         let profiler = self.session();
@@ -491,6 +519,9 @@ struct Stopped {
     capture: OnceLock<Arc<Capture>>,
     /// The streaming session's file and figures.
     streamed: Option<StreamStats>,
+    /// The streaming session's file holds the window (not when it had none, or it was
+    /// deleted or moved).
+    readable: bool,
     /// The collectors' sessions.
     collected: Vec<Capture>,
     trace: OnceLock<Arc<Trace>>,
@@ -502,7 +533,10 @@ impl Stopped {
             let Some(stats) = &self.streamed else {
                 return Arc::new(Capture::empty());
             };
-            let mut capture = stream::read_back(&stats.path, None);
+            let mut capture = match self.readable {
+                true => stream::read_back(&stats.path, None),
+                false => Capture::empty(),
+            };
             if let Some(error) = &stats.error {
                 // The file ends where the writing failed, without its footer: what it lacks
                 // counts as dropped, and the capture says why.
@@ -511,7 +545,7 @@ impl Stopped {
                     .max(stats.dropped_events)
                     .saturating_add(stats.records_lost);
                 capture.warnings.push(format!(
-                    "{error}: {} records recorded after that are not in the file",
+                    "{error}: {} records lost (in neither the file nor memory)",
                     stats.records_lost
                 ));
             }
@@ -650,8 +684,9 @@ impl Profiler {
 
     /// Starts a new window: the data of the previous stop is kept until the next stop
     /// replaces it. Does nothing if the session is running. A streaming session appends the
-    /// new window to its file as a new session (it records in memory if the file cannot be
-    /// written: see [`Profiler::stream_stats`]).
+    /// new window to its file as a new session; if the file cannot be opened, the window
+    /// keeps a bounded amount in memory instead, as at [`Config::start`] (which warns on
+    /// stderr when the error is not the last window's).
     pub fn restart(&self) {
         let before = self.inner.state().stream_error.clone();
         if self.try_restart(true).is_err() && self.inner.state().stream_error != before {
@@ -668,8 +703,7 @@ impl Profiler {
         }
     }
 
-    /// [`Profiler::restart`], failing when a streaming session's file cannot be written (the
-    /// window then records in memory).
+    /// [`Profiler::restart`], failing when a streaming session's file cannot be opened.
     ///
     /// With `fallback`, a window whose stream cannot start keeps a bounded amount in memory
     /// instead (see [`Config::start`]); without, the caller drops the session on the error.
@@ -866,7 +900,8 @@ impl Profiler {
     /// and, for a scheduled session ([`Config::schedule`]), starts and stops recording as the
     /// schedule says, handing each window of active steps to [`Config::on_trace_ready`] as it
     /// ends. Returns what that callback returned, or why a streaming session's file could
-    /// not be written when recording started again (it then records in memory). Call it from
+    /// not be opened when recording started again (the window then keeps a bounded amount
+    /// in memory, as at [`Config::start`]). Call it from
     /// one thread.
     pub fn step(&self) -> std::io::Result<()> {
         self.close_step_scope();
@@ -988,10 +1023,11 @@ impl Profiler {
         let stopped = match window.stream.take() {
             Some(stream) => {
                 let dropped = registry::dropped_events() - window.dropped_at_start;
-                let stats = stream.finish(end_tick, &calibration, dropped);
+                let (stats, readable) = stream.finish(end_tick, &calibration, dropped);
                 Stopped {
                     capture: OnceLock::new(),
                     streamed: Some(stats),
+                    readable,
                     collected,
                     trace: OnceLock::new(),
                 }
@@ -1003,6 +1039,7 @@ impl Profiler {
                     calibration,
                 ))),
                 streamed: None,
+                readable: false,
                 collected,
                 trace: OnceLock::new(),
             },
@@ -1017,9 +1054,14 @@ impl Profiler {
 
     /// What a streaming session ([`Config::stream_to`]) has written so far (while it runs)
     /// or in its last window (once stopped): bytes, chunks and records written, events
-    /// dropped and time waited for a slow disk, the first write error. `None` for a session
-    /// that does not stream; a [`StreamStats::error`] and nothing written when the window
-    /// could not stream and recorded in memory instead.
+    /// dropped and time waited for a slow disk. `None` for a session that does not stream.
+    ///
+    /// A stream that failed has its [`StreamStats::error`] and, in
+    /// [`StreamStats::records_lost`], the records lost to it (in neither the file nor
+    /// memory): when the file could not be opened, nothing written and the records the
+    /// in-memory window overwrote (see [`Config::start`]); when a write failed or the file
+    /// was deleted or moved mid-session, those the file did not get (everything, for a file
+    /// deleted).
     pub fn stream_stats(&self) -> Option<StreamStats> {
         let state = self.inner.state();
         let path = self.inner.config.stream.clone()?;

@@ -645,7 +645,10 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
             )),
             "{table}"
         );
-        assert!(table.contains("393216 overwritten events (flight recorder)"), "{table}");
+        assert!(
+            table.contains("393216 overwritten events (flight recorder)"),
+            "{table}"
+        );
         assert!(!path.exists());
     })
     .join();
@@ -687,7 +690,11 @@ fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and
             wait_until("counted", || {
                 prof.stream_stats().unwrap().records_lost == recorded
             });
-            assert!(live_chunks() <= before, "{} chunks alive, {before} before", live_chunks());
+            assert!(
+                live_chunks() <= before,
+                "{} chunks alive, {before} before",
+                live_chunks()
+            );
         }
         prof.stop();
         let error = format!(
@@ -791,13 +798,30 @@ fn a_file_moved_mid_run_keeps_what_it_got_and_the_rest_is_counted_lost() {
     );
     let stats = prof.stream_stats().unwrap();
     assert_eq!(stats.error.as_deref(), Some(&*error));
-    assert_eq!((stats.records_written, stats.records_lost), (20_000, 100_000));
+    assert_eq!(
+        (stats.records_written, stats.records_lost),
+        (20_000, 100_000)
+    );
     let capture = Capture::read(&*moved).unwrap();
     assert_eq!(capture.record_count(), 20_000);
-    assert_eq!(stats.bytes_written, std::fs::metadata(&moved).unwrap().len());
+    assert_eq!(
+        stats.bytes_written,
+        std::fs::metadata(&moved).unwrap().len()
+    );
     assert_eq!(
         prof.report().stream_failure,
         Some(tickscope::report::StreamFailure::new(&*error, 100_000))
+    );
+    // The session's own capture does not read its path, which now names nothing (or, as
+    // well, another file).
+    let own = prof.capture();
+    assert_eq!(own.record_count(), 0);
+    assert_eq!(own.dropped_events(), 100_000);
+    assert_eq!(
+        own.warnings(),
+        [format!(
+            "{error}: 100000 records lost (in neither the file nor memory)"
+        )]
     );
 }
 
@@ -829,7 +853,10 @@ fn child_that_cannot_open() {
     let Some(path) = child_path() else {
         return;
     };
-    let prof = Profiler::builder().current_thread().stream_to(&path).start();
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .start();
     prof.stop();
     // The same failure again: said once is enough.
     prof.restart();
@@ -849,7 +876,10 @@ fn start_warns_once_on_stderr_when_the_file_cannot_be_opened() {
     let out = child_output("child_that_cannot_open", &path, "exec \"$0\" \"$@\"");
     assert!(out.status.success(), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
-    let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("tickscope")).collect();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("tickscope"))
+        .collect();
     let exe = std::env::current_exe().unwrap();
     assert_eq!(
         warnings,
@@ -912,7 +942,11 @@ fn a_full_disk_mid_run_fails_the_stream_and_counts_every_record() {
         "trap '' XFSZ; ulimit -f 512 && exec \"$0\" \"$@\"",
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = |key: &str| {
         stdout
             .lines()

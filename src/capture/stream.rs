@@ -134,8 +134,9 @@ struct State {
     /// error, written as far as the file took their records whole (a reader keeps those of a
     /// last chunk cut short), lost beyond.
     unflushed: Vec<(u64, u64)>,
-    /// A stream without a file ([`Stream::sink`]): nothing to read back.
-    sink: bool,
+    /// Nothing of this window can be read back at `path`: the stream has no file
+    /// ([`Stream::sink`]), or its file was deleted or moved.
+    gone: bool,
     start_tick: u64,
     start: Calibration,
     compensation: Compensation,
@@ -241,7 +242,7 @@ impl Stream {
             path: options.path.clone(),
             out: Some(out),
             unflushed: Vec::new(),
-            sink: false,
+            gone: false,
             start_tick,
             start: start.clone(),
             compensation: options.compensation,
@@ -277,7 +278,7 @@ impl Stream {
             path: options.path.clone(),
             out: None,
             unflushed: Vec::new(),
-            sink: true,
+            gone: true,
             start_tick,
             start: start.clone(),
             compensation: options.compensation,
@@ -338,9 +339,10 @@ impl Stream {
         let (path, len) = {
             let mut state = lock(&self.shared.state);
             self.shared.pass(&mut state, true);
-            if state.sink || (state.out.is_none() && state.stats.records_written == 0) {
-                // No file, or nothing of this window in it.
+            if state.gone {
+                // Nothing to read: what was recorded is lost, and counted.
                 let mut capture = Capture::empty();
+                capture.dropped_events = self.shared.pool.refused_events() + state.stats.records_lost;
                 capture.warnings.extend(state.stats.error.clone());
                 return capture;
             }
@@ -356,13 +358,14 @@ impl Stream {
     /// Ends the stream when its session stops: stops the writer, writes what is left, the
     /// stop calibration and the footer (`end_tick`, `dropped_events`), and hands the pool's
     /// chunks back. Call it after the session stopped recording and before it is finished in
-    /// the registry.
+    /// the registry. Returns the stream's figures, and whether its path holds the window
+    /// (not when the stream had no file, or its file was deleted or moved).
     pub(crate) fn finish(
         mut self,
         end_tick: u64,
         stop: &Calibration,
         dropped_events: u64,
-    ) -> StreamStats {
+    ) -> (StreamStats, bool) {
         let _untracked = Untracked::enter();
         self.shared.stop.store(true, Ordering::Release);
         self.shared.pool.wake_writer();
@@ -402,7 +405,7 @@ impl Stream {
         state.out = None;
         state.finished = true;
         self.shared.pool.uninstall();
-        self.shared.stats(&state)
+        (self.shared.stats(&state), !state.gone)
     }
 }
 
@@ -619,6 +622,9 @@ impl State {
             }
             let named = std::fs::metadata(&self.path)
                 .is_ok_and(|m| (m.dev(), m.ino()) == (open.dev(), open.ino()));
+            if open.nlink() == 0 || !named {
+                self.gone = true;
+            }
             if open.nlink() == 0 {
                 self.fail(&io::Error::new(
                     io::ErrorKind::NotFound,
