@@ -367,7 +367,7 @@ impl Config {
     /// Permission denied (os error 13); the session records its last 16 MiB in memory
     /// instead`), and keeps a bounded window in memory instead: a flight recorder
     /// ([`Config::flight_recorder`]) of the stream's memory ([`Config::stream_memory`], 16 MiB
-    /// by default, at most 1 GiB; the session's own window when it is a flight recorder),
+    /// by default, at most 64 MiB; the session's own window when it is a flight recorder),
     /// which overwrites the oldest records and counts them. Where another flight recorder
     /// runs (one at a time), the session keeps nothing and counts every event it records as
     /// lost. [`Profiler::stream_stats`], [`Report::stream_failure`] and the table's footer say
@@ -430,8 +430,9 @@ impl Config {
     }
 }
 
-/// The most a window whose stream cannot start keeps in memory instead: 1 GiB.
-const MAX_FALLBACK_WINDOW: usize = 1 << 30;
+/// The most a window whose stream cannot start keeps in memory instead: 64 MiB (a stream's
+/// memory larger than that, or too large to be allowed, is not allocated for a failed start).
+const MAX_FALLBACK_WINDOW: usize = 64 << 20;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 

@@ -845,8 +845,8 @@ fn child_output(name: &str, path: &Path, script: &str) -> std::process::Output {
 }
 
 /// The child of [`start_warns_once_on_stderr_when_the_file_cannot_be_opened`]: starts a
-/// session streaming to a path in a missing directory, restarts it, and another to a path
-/// under a file (this test binary).
+/// session streaming to a path in a missing directory, restarts it, another to a path under
+/// a file (this test binary), and one with more memory than a stream may have.
 #[test]
 #[ignore = "run as a child process by start_warns_once_on_stderr_when_the_file_cannot_be_opened"]
 fn child_that_cannot_open() {
@@ -868,6 +868,14 @@ fn child_that_cannot_open() {
         .stream_memory(3 * CHUNK + 1)
         .start();
     other.stop();
+    // More memory than a stream may have: the window in memory is capped.
+    let huge = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(usize::MAX)
+        .start();
+    assert!(huge.is_running());
+    huge.stop();
 }
 
 #[test]
@@ -893,6 +901,12 @@ fn start_warns_once_on_stderr_when_the_file_cannot_be_opened() {
                 "tickscope: {}/run.tscope: cannot open: Not a directory (os error 20); the \
                  session records its last 192 KiB in memory instead",
                 exe.display()
+            ),
+            format!(
+                "tickscope: {}: a stream's memory of {} bytes is more than the 68719476736 \
+                 bytes allowed; the session records its last 64 MiB in memory instead",
+                path.display(),
+                usize::MAX
             ),
         ]
     );
