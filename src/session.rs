@@ -15,7 +15,7 @@ use crate::record::registry::{self, Members};
 use crate::record::sync::lock;
 use crate::record::thread;
 use crate::record::scope::ScopeGuard;
-use crate::report::Report;
+use crate::report::{Report, StreamFailure};
 use crate::schedule::{Action, Callback, Schedule, ScheduledWindow};
 use crate::table::Table;
 use crate::trace::Trace;
@@ -166,10 +166,27 @@ impl Config {
     /// When the disk is slower than the program, [`Config::on_slow_disk`] says what happens.
     /// [`Profiler::stream_stats`] tells what was written, waited for and dropped.
     ///
+    /// A stream never fails silently, nor grows without bound. A file that cannot be opened
+    /// is [`Config::try_start`]'s error; [`Config::start`] warns on stderr and keeps a bounded
+    /// window in memory instead. A file that fails mid-session (the disk is full, the file is
+    /// deleted or moved) stops the writing: the writer goes on giving the chunks back and
+    /// counts every record it could not write. Either way [`Profiler::stream_stats`],
+    /// [`Report::stream_failure`] and the table's footer say what failed and how many events
+    /// were lost.
+    ///
     /// ```no_run
-    /// let prof = tickscope::Profiler::builder().stream_to("run.tscope").start();
+    /// let prof = match tickscope::Profiler::builder().stream_to("run.tscope").try_start() {
+    ///     Ok(prof) => prof,
+    ///     Err(e) => {
+    ///         eprintln!("not profiling: {e}");
+    ///         return;
+    ///     }
+    /// };
     /// // ... hours of work ...
     /// prof.stop();
+    /// if let Some(error) = prof.stream_stats().and_then(|s| s.error) {
+    ///     eprintln!("the capture is incomplete: {error}");
+    /// }
     /// println!("{}", prof.table());
     /// ```
     pub fn stream_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
@@ -348,13 +365,26 @@ impl Config {
         })
     }
 
-    /// Starts a session with these options. A streaming session whose file cannot be
-    /// written records in memory instead, and [`Profiler::stream_stats`] says why; use
-    /// [`Config::try_start`] to get the error instead.
+    /// Starts a session with these options.
+    ///
+    /// A streaming session ([`Config::stream_to`]) whose file cannot be opened (a missing
+    /// directory, no permission, another streaming session running) says so in one line on
+    /// stderr, naming the file and the error (`tickscope: /ro/run.tscope: cannot open:
+    /// Permission denied (os error 13); the session records its last 16 MiB in memory
+    /// instead`), and keeps a bounded window in memory instead: a flight recorder
+    /// ([`Config::flight_recorder`]) of the stream's memory ([`Config::stream_memory`], 16 MiB
+    /// by default, at most 64 MiB; the session's own window when it is a flight recorder),
+    /// which overwrites the oldest records and counts them. Where another flight recorder
+    /// runs (one at a time), the session keeps nothing and counts every event it records as
+    /// lost. [`Profiler::stream_stats`], [`Report::stream_failure`] and the table's footer say
+    /// what failed and how many events were lost. Use [`Config::try_start`] to get the error
+    /// instead.
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
         let profiler = self.session();
-        let _ = profiler.begin();
+        if profiler.begin(true).is_err() {
+            profiler.warn_stream_fallback();
+        }
         profiler
     }
 
@@ -371,7 +401,7 @@ impl Config {
     /// ```
     pub fn try_start(self) -> std::io::Result<Profiler> {
         let profiler = self.session();
-        profiler.begin().map(|()| profiler)
+        profiler.begin(false).map(|()| profiler)
     }
 
     fn session(self) -> Profiler {
@@ -397,6 +427,7 @@ impl Config {
                 observer_panics: 0,
                 streamed_before: false,
                 stream_error: None,
+                stream_fallback: None,
                 steps: Steps::default(),
                 collector_errors: Vec::new(),
             }),
@@ -444,6 +475,10 @@ impl Sessions {
         self.0.is_empty()
     }
 }
+
+/// The most a window whose stream cannot start keeps in memory instead: 64 MiB (a stream's
+/// memory larger than that, or too large to be allowed, is not allocated for a failed start).
+const MAX_FALLBACK_WINDOW: usize = 64 << 20;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -498,6 +533,8 @@ struct State {
     streamed_before: bool,
     /// Why the last window could not stream (it recorded in memory instead).
     stream_error: Option<String>,
+    /// What the last window did instead of streaming, for the warning.
+    stream_fallback: Option<String>,
     /// Where a scheduled session is in its steps.
     steps: Steps,
     /// The collectors' failures in the last window.
@@ -529,6 +566,9 @@ struct Stopped {
     capture: OnceLock<Arc<Capture>>,
     /// The streaming session's file and figures.
     streamed: Option<StreamStats>,
+    /// The streaming session's file holds the window (not when it had none, or it was
+    /// deleted or moved).
+    readable: bool,
     /// The collectors' sessions.
     collected: Vec<Capture>,
     trace: OnceLock<Arc<Trace>>,
@@ -540,7 +580,10 @@ impl Stopped {
             let Some(stats) = &self.streamed else {
                 return Arc::new(Capture::empty());
             };
-            let mut capture = stream::read_back(&stats.path, None);
+            let mut capture = match self.readable {
+                true => stream::read_back(&stats.path, None),
+                false => Capture::empty(),
+            };
             if let Some(error) = &stats.error {
                 // The file ends where the writing failed, without its footer: what it lacks
                 // counts as dropped, and the capture says why.
@@ -549,7 +592,7 @@ impl Stopped {
                     .max(stats.dropped_events)
                     .saturating_add(stats.records_lost);
                 capture.warnings.push(format!(
-                    "{error}: {} records recorded after that are not in the file",
+                    "{error}: {} records lost (in neither the file nor memory)",
                     stats.records_lost
                 ));
             }
@@ -691,15 +734,30 @@ impl Profiler {
 
     /// Starts a new window: the data of the previous stop is kept until the next stop
     /// replaces it. Does nothing if the session is running. A streaming session appends the
-    /// new window to its file as a new session (it records in memory if the file cannot be
-    /// written: see [`Profiler::stream_stats`]).
+    /// new window to its file as a new session; if the file cannot be opened, the window
+    /// keeps a bounded amount in memory instead, as at [`Config::start`] (which warns on
+    /// stderr when the error is not the last window's).
     pub fn restart(&self) {
-        let _ = self.try_restart();
+        let before = self.inner.state().stream_error.clone();
+        if self.try_restart(true).is_err() && self.inner.state().stream_error != before {
+            self.warn_stream_fallback();
+        }
     }
 
-    /// [`Profiler::restart`], failing when a streaming session's file cannot be written (the
-    /// window then records in memory).
-    fn try_restart(&self) -> std::io::Result<()> {
+    /// Says on stderr, in one line, why the window just started could not stream, and what
+    /// it does instead.
+    fn warn_stream_fallback(&self) {
+        let state = self.inner.state();
+        if let (Some(error), Some(instead)) = (&state.stream_error, &state.stream_fallback) {
+            eprintln!("tickscope: {error}; {instead}");
+        }
+    }
+
+    /// [`Profiler::restart`], failing when a streaming session's file cannot be opened.
+    ///
+    /// With `fallback`, a window whose stream cannot start keeps a bounded amount in memory
+    /// instead (see [`Config::start`]); without, the caller drops the session on the error.
+    fn try_restart(&self, fallback: bool) -> std::io::Result<()> {
         let mut state = self.inner.state();
         if state.window.is_some() {
             return Ok(());
@@ -728,13 +786,16 @@ impl Profiler {
         let dropped_at_start = registry::dropped_events();
         let start_tick = clock::now();
         let memory = self.inner.config.memory;
-        let (stream, result) = match self.inner.config.stream_options() {
+        let options = self.inner.config.stream_options().map(|mut options| {
+            options.compensation = compensation;
+            options
+        });
+        let (mut stream, result) = match &options {
             None => (None, Ok(())),
-            Some(mut options) => {
-                options.compensation = compensation;
+            Some(options) => {
                 let append = state.streamed_before;
                 match Stream::start(
-                    &options,
+                    options,
                     append,
                     self.inner.id,
                     start_tick,
@@ -748,7 +809,19 @@ impl Profiler {
         };
         state.streamed_before |= stream.is_some();
         state.stream_error = result.as_ref().err().map(ToString::to_string);
-        let (flight, result) = match self.inner.config.flight {
+        // A stream that cannot start: the window keeps its last records in memory instead, as
+        // a flight recorder of the stream's memory (or of its own window, when it is one).
+        let fallback = fallback && result.is_err();
+        let window_bytes = match &options {
+            Some(options) if fallback => Some(
+                self.inner
+                    .config
+                    .flight
+                    .unwrap_or(options.memory.min(MAX_FALLBACK_WINDOW)),
+            ),
+            _ => self.inner.config.flight,
+        };
+        let (flight, result) = match window_bytes {
             Some(bytes) => match flight::install(self.inner.id, bytes) {
                 Ok(()) => (true, result),
                 Err(flight::StartError::Running) => (
@@ -760,6 +833,40 @@ impl Profiler {
                 ),
             },
             None => (false, result),
+        };
+        state.stream_fallback = match (&options, &state.stream_error) {
+            _ if !fallback => None,
+            (Some(_), Some(_)) if flight => {
+                let bytes = (window_bytes.unwrap_or(0) / flight::CHUNK_BYTES).max(1)
+                    * flight::CHUNK_BYTES;
+                Some(format!(
+                    "the session records its last {} in memory instead",
+                    size(bytes)
+                ))
+            }
+            // Not even that (another flight recorder runs): the window keeps nothing, and
+            // counts every event it records as lost.
+            (Some(options), Some(error)) => match Stream::sink(
+                options,
+                error.clone(),
+                self.inner.id,
+                start_tick,
+                &calibration,
+                memory,
+            ) {
+                Ok(sink) => {
+                    stream = Some(sink);
+                    Some(
+                        "another flight recorder is running: the session keeps nothing and \
+                         counts every event it records as lost"
+                            .to_owned(),
+                    )
+                }
+                Err(e) => Some(format!(
+                    "the session records in memory instead, unbounded (no writer: {e})"
+                )),
+            },
+            _ => None,
         };
         if flight && let Some(path) = &self.inner.config.dump_on_panic {
             dump::register(&self.inner, path.clone());
@@ -843,7 +950,8 @@ impl Profiler {
     /// and, for a scheduled session ([`Config::schedule`]), starts and stops recording as the
     /// schedule says, handing each window of active steps to [`Config::on_trace_ready`] as it
     /// ends. Returns what that callback returned, or why a streaming session's file could
-    /// not be written when recording started again (it then records in memory). Call it from
+    /// not be opened when recording started again (the window then keeps a bounded amount
+    /// in memory, as at [`Config::start`]). Call it from
     /// one thread.
     pub fn step(&self) -> std::io::Result<()> {
         self.close_step_scope();
@@ -889,7 +997,7 @@ impl Profiler {
         }
         if now.records() {
             if !self.is_running() {
-                result = result.and(self.try_restart());
+                result = result.and(self.try_restart(true));
             }
             self.open_step_scope(step);
         }
@@ -897,11 +1005,12 @@ impl Profiler {
     }
 
     /// Starts recording at the session's start: at once, or when its schedule says.
-    fn begin(&self) -> std::io::Result<()> {
+    /// `fallback` as in [`Profiler::try_restart`].
+    fn begin(&self, fallback: bool) -> std::io::Result<()> {
         match self.inner.config.schedule {
-            None => self.try_restart(),
+            None => self.try_restart(fallback),
             Some(schedule) if schedule.action(0).records() => {
-                let result = self.try_restart();
+                let result = self.try_restart(fallback);
                 self.open_step_scope(0);
                 result
             }
@@ -964,10 +1073,11 @@ impl Profiler {
         let stopped = match window.stream.take() {
             Some(stream) => {
                 let dropped = registry::dropped_events() - window.dropped_at_start;
-                let stats = stream.finish(end_tick, &calibration, dropped);
+                let (stats, readable) = stream.finish(end_tick, &calibration, dropped);
                 Stopped {
                     capture: OnceLock::new(),
                     streamed: Some(stats),
+                    readable,
                     collected,
                     trace: OnceLock::new(),
                 }
@@ -979,6 +1089,7 @@ impl Profiler {
                     calibration,
                 ))),
                 streamed: None,
+                readable: false,
                 collected,
                 trace: OnceLock::new(),
             },
@@ -993,30 +1104,47 @@ impl Profiler {
 
     /// What a streaming session ([`Config::stream_to`]) has written so far (while it runs)
     /// or in its last window (once stopped): bytes, chunks and records written, events
-    /// dropped and time waited for a slow disk, the first write error. `None` for a session
-    /// that does not stream; a [`StreamStats::error`] and nothing written when the window
-    /// could not stream and recorded in memory instead.
+    /// dropped and time waited for a slow disk. `None` for a session that does not stream.
+    ///
+    /// A stream that failed has its [`StreamStats::error`] and, in
+    /// [`StreamStats::records_lost`], the records lost to it (in neither the file nor
+    /// memory): when the file could not be opened, nothing written and the records the
+    /// in-memory window overwrote (see [`Config::start`]); when a write failed or the file
+    /// was deleted or moved mid-session, those the file did not get (everything, for a file
+    /// deleted).
     pub fn stream_stats(&self) -> Option<StreamStats> {
         let state = self.inner.state();
         let path = self.inner.config.stream.clone()?;
-        match (&state.window, &state.stopped) {
+        // Without a stream, the window kept its last records in memory: those it overwrote
+        // are lost.
+        let overwritten = match (&state.window, &state.stopped) {
             (Some(window), _) => {
                 if let Some(stream) = &window.stream {
                     return Some(stream.stats());
                 }
+                flight::overwritten(self.inner.id).filter(|_| window.flight)
             }
             (None, Some(stopped)) => {
                 if let Some(stats) = &stopped.streamed {
                     return Some(stats.clone());
                 }
+                Some(stopped.capture().overwritten_events())
             }
-            (None, None) => {}
-        }
+            (None, None) => None,
+        };
+        let error = state.stream_error.clone();
         Some(StreamStats {
             path,
-            error: state.stream_error.clone(),
+            records_lost: error.as_ref().and(overwritten).unwrap_or(0),
+            error,
             ..StreamStats::default()
         })
+    }
+
+    /// The session's stream, if it failed: why, and the events lost.
+    fn stream_failure(&self) -> Option<StreamFailure> {
+        let stats = self.stream_stats()?;
+        Some(StreamFailure::new(stats.error?, stats.records_lost))
     }
 
     /// True between start (or restart) and stop.
@@ -1096,6 +1224,7 @@ impl Profiler {
         let (trace, observer_panics) = self.observed();
         let mut report = Report::new(&trace);
         report.observer_panics = observer_panics;
+        report.stream_failure = self.stream_failure();
         report
     }
 
@@ -1202,6 +1331,15 @@ impl Profiler {
         Table::new(trace)
             .with_observer_panics(observer_panics)
             .with_errors(errors)
+            .with_stream_failure(self.stream_failure())
+    }
+}
+
+/// `bytes` (a whole number of 64 KiB chunks) in MiB, or KiB below a whole MiB.
+fn size(bytes: usize) -> String {
+    match bytes % (1 << 20) {
+        0 => format!("{} MiB", bytes >> 20),
+        _ => format!("{} KiB", bytes >> 10),
     }
 }
 

@@ -11,7 +11,9 @@ use std::sync::{Arc, OnceLock};
 use crate::report::tree::CallTree;
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
-use crate::report::{CounterStats, LiveAtStop, Report, ScopeStats, Split, ThreadKey, ValueStats};
+use crate::report::{
+    CounterStats, LiveAtStop, Report, ScopeStats, Split, StreamFailure, ThreadKey, ValueStats,
+};
 use crate::capture::Capture;
 use crate::decode::summary::Summary;
 use crate::trace::{Compensation, Number, Trace};
@@ -181,7 +183,10 @@ impl std::error::Error for ParseSortByError {}
 ///
 /// The footer gives the wall time, threads, scopes and dropped events, and for a table made
 /// by [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
-/// window ([`Report::observer_panics`]) if there were any. A second line states the overhead
+/// window ([`Report::observer_panics`]) if there were any, and a streaming session's stream
+/// that failed, with the events lost ([`Report::stream_failure`]: `Stream failed:
+/// /data/run.tscope: cannot write: No space left on device (os error 28); 5120 events lost
+/// (in neither the file nor memory)`). A second line states the overhead
 /// compensation applied ([`Trace::compensation`]: `Overhead compensation: 8.4 ns per scope +
 /// 11.2 ns per child scope subtracted`, or `off`); a trace that says nothing about it (the mock
 /// clock, whose times are exact) has no such line. With memory tracked, a line says which
@@ -214,6 +219,8 @@ pub struct Table {
     observer_panics: u64,
     /// Collector failures, a footer line each.
     errors: Vec<String>,
+    /// A streaming session's failed stream, a footer line.
+    stream_failure: Option<StreamFailure>,
 }
 
 /// What a table is made of.
@@ -297,6 +304,7 @@ impl Table {
             tree: false,
             observer_panics: 0,
             errors: Vec::new(),
+            stream_failure: None,
         }
     }
 
@@ -309,6 +317,12 @@ impl Table {
     /// Lists `errors` (collector failures) in the footer, a line each.
     pub(crate) fn with_errors(mut self, errors: Vec<String>) -> Self {
         self.errors = errors;
+        self
+    }
+
+    /// States `failure` (a streaming session's failed stream) in the footer.
+    pub(crate) fn with_stream_failure(mut self, failure: Option<StreamFailure>) -> Self {
+        self.stream_failure = failure;
         self
     }
 
@@ -596,6 +610,9 @@ impl fmt::Display for Table {
         }
         for error in &self.errors {
             writeln!(f, "Error: {error}")?;
+        }
+        if let Some(failure) = &self.stream_failure {
+            writeln!(f, "Stream failed: {failure}")?;
         }
         match trace.compensation {
             Some(Compensation::Off) => {

@@ -575,3 +575,422 @@ fn a_pool_too_large_is_an_error() {
     assert!(err.to_string().contains("bytes allowed"), "{err}");
     assert!(!path.exists());
 }
+
+/// Waits until `done` holds (the writer works on its own thread, on its own time), failing
+/// after a minute.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "still not {what} after a minute");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_rest() {
+    let _turn = turn();
+    let path = scratch("missing-dir").join("run.tscope");
+    // The in-memory window is a flight recorder's: its scanner paused, as in tests/flight.rs
+    // (a chunk it holds when the chunk is recycled goes to the pool when it lets go, and the
+    // thread takes another meanwhile).
+    tickscope::__private::flight_pause_scanner(true);
+    // A fresh thread, whose chunks are all the window's, and no overhead probe before it.
+    let recorded = std::thread::spawn(move || {
+        let prof = Profiler::builder()
+            .current_thread()
+            .compensate_overhead(false)
+            .stream_to(&path)
+            .stream_memory(2 * CHUNK)
+            .start();
+        // The window's two chunks are allocated (the threads' first chunks prepared too).
+        let before = live_chunks();
+        let mut most = 0;
+        // 400 000 records, 98 chunks: 49 times the stream's memory of two.
+        for round in 0..20 {
+            for _ in 0..10_000 {
+                let _g = scope!("kept");
+            }
+            if round % 2 == 0 {
+                most = most.max(live_chunks());
+            }
+        }
+        most = most.max(live_chunks());
+        // Still recording: the window so far says it too.
+        assert_eq!(prof.stream_stats().unwrap().records_lost, 96 * 4096);
+        prof.stop();
+        // The window's chunks, recycled: not one more.
+        assert_eq!(most, before, "{most} chunks alive, {before} at start");
+        let error = format!(
+            "{}: cannot open: No such file or directory (os error 2)",
+            path.display()
+        );
+        let stats = prof.stream_stats().unwrap();
+        assert_eq!(stats.error.as_deref(), Some(&*error));
+        assert_eq!(stats.records_written, 0);
+        // The last chunk full (4096 records), the one being filled (2688), the 96 before
+        // overwritten.
+        assert_eq!(stats.records_lost, 96 * 4096);
+        let trace = prof.trace();
+        assert_eq!(trace.overwritten_events, 96 * 4096);
+        let report = prof.report();
+        assert_eq!(report.get("kept").unwrap().calls, (4096 + 2688) / 2);
+        assert_eq!(
+            report.stream_failure,
+            Some(tickscope::report::StreamFailure::new(&*error, 96 * 4096))
+        );
+        let table = prof.table().to_string();
+        assert!(
+            table.contains(&format!(
+                "\nStream failed: {error}; 393216 events lost (in neither the file nor memory)\n"
+            )),
+            "{table}"
+        );
+        assert!(
+            table.contains("393216 overwritten events (flight recorder)"),
+            "{table}"
+        );
+        assert!(!path.exists());
+    })
+    .join();
+    tickscope::__private::flight_pause_scanner(false);
+    recorded.unwrap();
+}
+
+#[test]
+fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and_counts_all() {
+    let _turn = turn();
+    // The one flight recorder of the process, recording nothing here: the stream's window
+    // cannot be one.
+    let other = Profiler::builder()
+        .current_thread()
+        .flight_recorder(CHUNK)
+        .start();
+    let file = scratch("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let path = file.join("run.tscope");
+    std::thread::spawn(move || {
+        let prof = Profiler::builder()
+            .current_thread()
+            .compensate_overhead(false)
+            .stream_to(&path)
+            .start();
+        {
+            let _g = scope!("lost");
+        }
+        // This thread's chunk is taken (the session's first chunks are prepared).
+        let before = live_chunks();
+        let mut recorded = 2;
+        // A chunk's worth of records at a time (4096): each round fills the chunk being
+        // filled and takes one more, and the writer gives the full one back, counting its
+        // records: the next round takes that one again, and no chunk is ever allocated.
+        for _ in 0..100 {
+            for _ in 0..2048 {
+                let _g = scope!("lost");
+            }
+            recorded += 4096;
+            wait_until("counted", || {
+                prof.stream_stats().unwrap().records_lost >= recorded / 4096 * 4096
+            });
+            assert!(
+                live_chunks() <= before,
+                "{} chunks alive, {before} before",
+                live_chunks()
+            );
+        }
+        prof.stop();
+        let error = format!(
+            "{}: cannot open: Not a directory (os error 20)",
+            path.display()
+        );
+        let stats = prof.stream_stats().unwrap();
+        assert_eq!(stats.error.as_deref(), Some(&*error));
+        assert_eq!((stats.records_written, stats.records_lost), (0, 409_602));
+        let report = prof.report();
+        assert_eq!(report.get("lost"), None);
+        assert_eq!(
+            report.stream_failure,
+            Some(tickscope::report::StreamFailure::new(&*error, 409_602))
+        );
+        let table = prof.table().to_string();
+        assert!(
+            table.contains(&format!(
+                "\nStream failed: {error}; 409602 events lost (in neither the file nor memory)\n"
+            )),
+            "{table}"
+        );
+    })
+    .join()
+    .unwrap();
+    other.stop();
+}
+
+/// Streams 10 000 scopes to `path` through a pool of two chunks, waits until they are
+/// written, lets `gone` take the file away and waits until the stream sees it, then records
+/// 50 000 more (25 chunks: the writer must give them back) and stops.
+fn lose_the_file(path: &Path, gone: impl FnOnce()) -> Profiler {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(2 * CHUNK)
+        .on_slow_disk(SlowWriter::Block)
+        .try_start()
+        .unwrap();
+    let record = || {
+        for _ in 0..10_000 {
+            let _g = scope!("step");
+        }
+    };
+    record();
+    // The chunk being filled is written too, every quarter of a second.
+    wait_until("written", || {
+        prof.stream_stats().unwrap().records_written == 20_000
+    });
+    gone();
+    wait_until("failed", || prof.stream_stats().unwrap().error.is_some());
+    for _ in 0..5 {
+        record();
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    // The writer gave every chunk back after the failure: the pool was enough.
+    assert_eq!((stats.overflow_chunks, stats.dropped_events), (0, 0));
+    prof
+}
+
+#[test]
+fn a_file_deleted_mid_run_fails_the_stream_and_counts_everything_lost() {
+    let _turn = turn();
+    let path = scratch("deleted.tscope");
+    let prof = lose_the_file(&path, || std::fs::remove_file(&path).unwrap());
+    let error = format!(
+        "{}: cannot write: the file was deleted while the session streamed to it",
+        path.display()
+    );
+    let stats = prof.stream_stats().unwrap();
+    assert_eq!(stats.error.as_deref(), Some(&*error));
+    // Nothing is left of what was written, and nothing was written after.
+    assert_eq!((stats.records_written, stats.records_lost), (0, 120_000));
+    assert_eq!(stats.bytes_written, 0);
+    assert!(!path.exists());
+    let report = prof.report();
+    assert_eq!(report.get("step"), None);
+    assert_eq!(
+        report.stream_failure,
+        Some(tickscope::report::StreamFailure::new(&*error, 120_000))
+    );
+    let table = prof.table().to_string();
+    assert!(
+        table.contains(&format!(
+            "\nStream failed: {error}; 120000 events lost (in neither the file nor memory)\n"
+        )),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_file_moved_mid_run_keeps_what_it_got_and_the_rest_is_counted_lost() {
+    let _turn = turn();
+    let path = scratch("moving.tscope");
+    let moved = scratch("moved.tscope");
+    let prof = lose_the_file(&path, || std::fs::rename(&path, &moved).unwrap());
+    let error = format!(
+        "{}: cannot write: the file was moved or replaced while the session streamed to it",
+        path.display()
+    );
+    let stats = prof.stream_stats().unwrap();
+    assert_eq!(stats.error.as_deref(), Some(&*error));
+    assert_eq!(
+        (stats.records_written, stats.records_lost),
+        (20_000, 100_000)
+    );
+    let capture = Capture::read(&*moved).unwrap();
+    assert_eq!(capture.record_count(), 20_000);
+    assert_eq!(
+        stats.bytes_written,
+        std::fs::metadata(&moved).unwrap().len()
+    );
+    assert_eq!(
+        prof.report().stream_failure,
+        Some(tickscope::report::StreamFailure::new(&*error, 100_000))
+    );
+    // The session's own capture does not read its path, which now names nothing (or, as
+    // well, another file).
+    let own = prof.capture();
+    assert_eq!(own.record_count(), 0);
+    assert_eq!(own.dropped_events(), 100_000);
+    assert_eq!(
+        own.warnings(),
+        [format!(
+            "{error}: 100000 records lost (in neither the file nor memory)"
+        )]
+    );
+}
+
+/// Runs this test binary's ignored test `name` as a child process with `path` in its
+/// environment, through `sh -c script` (`$0 "$@"` is the child's command line); returns
+/// its output.
+fn child_output(name: &str, path: &Path, script: &str) -> std::process::Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TICKSCOPE_STREAM_CHILD", path)
+        .output()
+        .unwrap()
+}
+
+/// The child of [`start_warns_once_on_stderr_when_the_file_cannot_be_opened`]: starts a
+/// session streaming to a path in a missing directory, restarts it, another to a path under
+/// a file (this test binary), and one with more memory than a stream may have.
+#[test]
+#[ignore = "run as a child process by start_warns_once_on_stderr_when_the_file_cannot_be_opened"]
+fn child_that_cannot_open() {
+    let Some(path) = child_path() else {
+        return;
+    };
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .start();
+    prof.stop();
+    // The same failure again: said once is enough.
+    prof.restart();
+    prof.stop();
+    let under_a_file = std::env::current_exe().unwrap().join("run.tscope");
+    let other = Profiler::builder()
+        .current_thread()
+        .stream_to(under_a_file)
+        .stream_memory(3 * CHUNK + 1)
+        .start();
+    other.stop();
+    // More memory than a stream may have: the window in memory is capped.
+    let huge = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(usize::MAX)
+        .start();
+    assert!(huge.is_running());
+    huge.stop();
+}
+
+#[test]
+fn start_warns_once_on_stderr_when_the_file_cannot_be_opened() {
+    let path = scratch("missing").join("run.tscope");
+    let out = child_output("child_that_cannot_open", &path, "exec \"$0\" \"$@\"");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("tickscope"))
+        .collect();
+    let exe = std::env::current_exe().unwrap();
+    assert_eq!(
+        warnings,
+        [
+            format!(
+                "tickscope: {}: cannot open: No such file or directory (os error 2); the \
+                 session records its last 16 MiB in memory instead",
+                path.display()
+            ),
+            format!(
+                "tickscope: {}/run.tscope: cannot open: Not a directory (os error 20); the \
+                 session records its last 192 KiB in memory instead",
+                exe.display()
+            ),
+            format!(
+                "tickscope: {}: a stream's memory of {} bytes is more than the 68719476736 \
+                 bytes allowed; the session records its last 64 MiB in memory instead",
+                path.display(),
+                usize::MAX
+            ),
+        ]
+    );
+}
+
+/// The child of [`a_full_disk_mid_run_fails_the_stream_and_counts_every_record`]: streams a
+/// million records through a pool of two chunks to a file the shell limits to a few hundred
+/// KiB, and prints its figures and its table.
+#[test]
+#[ignore = "run as a child process by a_full_disk_mid_run_fails_the_stream_and_counts_every_record"]
+fn child_that_fills_the_disk() {
+    let Some(path) = child_path() else {
+        return;
+    };
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(&path)
+        .stream_memory(2 * CHUNK)
+        .on_slow_disk(SlowWriter::Block)
+        .try_start()
+        .unwrap();
+    for _ in 0..500_000 {
+        let _g = scope!("fill");
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    println!(
+        "FIGURES {} {} {} {} {}",
+        stats.records_written,
+        stats.records_lost,
+        stats.bytes_written,
+        stats.overflow_chunks,
+        stats.dropped_events
+    );
+    println!("ERROR {}", stats.error.unwrap_or_default());
+    print!("{}", prof.table());
+}
+
+#[test]
+fn a_full_disk_mid_run_fails_the_stream_and_counts_every_record() {
+    let path = scratch("full.tscope");
+    // A file of at most 512 KiB (`ulimit -f` counts blocks of 512 or 1024 bytes, by shell),
+    // its writes past that an error (EFBIG) rather than the end of the process.
+    let out = child_output(
+        "child_that_fills_the_disk",
+        &path,
+        "trap '' XFSZ; ulimit -f 512 && exec \"$0\" \"$@\"",
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.split_once(key).map(|(_, rest)| rest))
+            .unwrap_or_else(|| panic!("no {key} in {stdout}"))
+            .to_owned()
+    };
+    let figures: Vec<u64> = line("FIGURES ")
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let [written, lost, bytes, overflow, dropped] = figures[..] else {
+        panic!("{figures:?}");
+    };
+    let error = format!(
+        "{}: cannot write: File too large (os error 27)",
+        path.display()
+    );
+    assert_eq!(line("ERROR "), error);
+    // Every record is in the file or counted lost; the chunks were given back meanwhile.
+    assert_eq!(written + lost, 1_000_000);
+    assert!(written > 0 && lost > 0, "{figures:?}");
+    assert_eq!((overflow, dropped), (0, 0));
+    // The file holds what the stream counts as written, the bytes it took, and no more.
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), bytes);
+    assert!(bytes <= 512 << 10, "{bytes}");
+    let capture = Capture::read(&path).unwrap();
+    assert_eq!(capture.record_count(), written);
+    assert!(stdout.contains(&format!(
+        "\nStream failed: {error}; {lost} events lost (in neither the file nor memory)\n"
+    )));
+}

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::record::buffer::StreamedChunk;
 use crate::record::callsite;
-use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, RECORD};
+use crate::record::chunk::{CHUNK_EVENTS, CHUNK_MAGIC, EVENT_PREFIX, RECORD};
 use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::memory::MemoryMode;
 use crate::record::pool::{SlowWriter, StreamPool};
@@ -66,11 +66,12 @@ const TAIL_EVERY: Duration = Duration::from_millis(250);
 pub struct StreamStats {
     /// The file written.
     pub path: PathBuf,
-    /// Bytes written to it so far, by this window.
+    /// Bytes written to it so far, by this window (after a write error: those the file
+    /// took).
     pub bytes_written: u64,
     /// Event chunks written (a chunk written in parts counts each part).
     pub chunks_written: u64,
-    /// Raw 16-byte records written.
+    /// Raw 16-byte records written: in the file, whole.
     pub records_written: u64,
     /// Events the threads could not record because no chunk was free
     /// ([`SlowWriter::Drop`]); they are also in the session's dropped events.
@@ -84,10 +85,17 @@ pub struct StreamStats {
     /// The pool's size in bytes: the memory the session's chunks take (64 KiB of records
     /// and 48 bytes of header each).
     pub pool_bytes: usize,
-    /// The first write error: the writer then stops writing (and counts what it could not
-    /// write in [`StreamStats::records_lost`]) but keeps giving chunks back.
+    /// Why the stream failed: the file could not be opened (the window then recorded in
+    /// memory instead, see [`Config::start`](crate::Config::start)), or the first write
+    /// error (the disk is full, the file was deleted or moved): the writer then stops writing,
+    /// counts what it could not write in [`StreamStats::records_lost`] and keeps giving
+    /// chunks back, so memory stays bounded.
     pub error: Option<String>,
-    /// Records recorded but not written because of [`StreamStats::error`].
+    /// Records (events) recorded and lost because of [`StreamStats::error`]: in neither the
+    /// file nor the session's memory. Those recorded after a write error, those the file did
+    /// not take whole when it failed, everything the file held when it was deleted; when the
+    /// file could not be opened, those the in-memory window overwrote (or, when it could not
+    /// keep one, every record).
     pub records_lost: u64,
 }
 
@@ -119,8 +127,16 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     path: PathBuf,
-    /// `None` once finished, or after a write error.
-    out: Option<BufWriter<File>>,
+    /// `None` once finished, after a write error, or for a stream without a file.
+    out: Option<BufWriter<Counted>>,
+    /// The event chunks handed to `out` since its last flush: where each starts (in
+    /// [`StreamStats::bytes_written`]) and its records. A flush makes them written; a write
+    /// error, written as far as the file took their records whole (a reader keeps those of a
+    /// last chunk cut short), lost beyond.
+    unflushed: Vec<(u64, u64)>,
+    /// Nothing of this window can be read back at `path`: the stream has no file
+    /// ([`Stream::sink`]), or its file was deleted or moved.
+    gone: bool,
     start_tick: u64,
     start: Calibration,
     compensation: Compensation,
@@ -132,6 +148,26 @@ struct State {
     callsites: usize,
     stats: StreamStats,
     finished: bool,
+}
+
+/// The file a stream writes, counting the bytes it took.
+#[derive(Debug)]
+struct Counted {
+    file: File,
+    /// Bytes the file took since it was opened.
+    took: u64,
+}
+
+impl Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(bytes)?;
+        self.took += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// Streaming sessions alive, for the panic hook.
@@ -193,7 +229,7 @@ impl Stream {
                 return Err(e);
             }
         };
-        let mut out = BufWriter::with_capacity(64 << 10, file);
+        let mut out = BufWriter::with_capacity(64 << 10, Counted { file, took: 0 });
         let head = first_chunks(start, options.compensation, &mut out).and_then(|n| out.flush().map(|()| n));
         let bytes = match head {
             Ok(bytes) => bytes,
@@ -205,6 +241,8 @@ impl Stream {
         let state = State {
             path: options.path.clone(),
             out: Some(out),
+            unflushed: Vec::new(),
+            gone: false,
             start_tick,
             start: start.clone(),
             compensation: options.compensation,
@@ -219,6 +257,46 @@ impl Stream {
             },
             finished: false,
         };
+        Self::launch(session, pool, state)
+    }
+
+    /// A stream of session `session` that has no file (it could not be opened: `error`
+    /// says why) and cannot keep its window in memory either: its writer gives back every
+    /// chunk the threads complete, as a stream does, and counts its records in
+    /// [`StreamStats::records_lost`]. The session's memory stays bounded and nothing it loses
+    /// goes uncounted.
+    pub(crate) fn sink(
+        options: &StreamOptions,
+        error: String,
+        session: u64,
+        start_tick: u64,
+        start: &Calibration,
+        memory: MemoryMode,
+    ) -> io::Result<Self> {
+        let _untracked = Untracked::enter();
+        let state = State {
+            path: options.path.clone(),
+            out: None,
+            unflushed: Vec::new(),
+            gone: true,
+            start_tick,
+            start: start.clone(),
+            compensation: options.compensation,
+            memory,
+            cursors: HashMap::new(),
+            callsites: 0,
+            stats: StreamStats {
+                path: options.path.clone(),
+                error: Some(error),
+                ..StreamStats::default()
+            },
+            finished: false,
+        };
+        Self::launch(session, StreamPool::detached(options.policy), state)
+    }
+
+    /// Starts the writer of session `session`, writing as `state` says.
+    fn launch(session: u64, pool: Arc<StreamPool>, state: State) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             session,
             pool,
@@ -261,7 +339,14 @@ impl Stream {
         let (path, len) = {
             let mut state = lock(&self.shared.state);
             self.shared.pass(&mut state, true);
-            let len = state.out.as_ref().and_then(|o| o.get_ref().metadata().ok());
+            if state.gone {
+                // Nothing to read: what was recorded is lost, and counted.
+                let mut capture = Capture::empty();
+                capture.dropped_events = self.shared.pool.refused_events() + state.stats.records_lost;
+                capture.warnings.extend(state.stats.error.clone());
+                return capture;
+            }
+            let len = state.out.as_ref().and_then(|o| o.get_ref().file.metadata().ok());
             (state.path.clone(), len.map(|m| m.len()))
         };
         let mut capture = read_back(&path, len);
@@ -275,13 +360,14 @@ impl Stream {
     /// Ends the stream when its session stops: stops the writer, writes what is left, the
     /// stop calibration and the footer (`end_tick`, `dropped_events`), and hands the pool's
     /// chunks back. Call it after the session stopped recording and before it is finished in
-    /// the registry.
+    /// the registry. Returns the stream's figures, and whether its path holds the window
+    /// (not when the stream had no file, or its file was deleted or moved).
     pub(crate) fn finish(
         mut self,
         end_tick: u64,
         stop: &Calibration,
         dropped_events: u64,
-    ) -> StreamStats {
+    ) -> (StreamStats, bool) {
         let _untracked = Untracked::enter();
         self.shared.stop.store(true, Ordering::Release);
         self.shared.pool.wake_writer();
@@ -322,7 +408,7 @@ impl Stream {
         state.out = None;
         state.finished = true;
         self.shared.pool.uninstall();
-        self.shared.stats(&state)
+        (self.shared.stats(&state), !state.gone)
     }
 }
 
@@ -389,6 +475,9 @@ impl Shared {
             if state.finished {
                 return;
             }
+            if tails {
+                state.check_file();
+            }
             self.pass(&mut state, tails);
         }
     }
@@ -421,8 +510,10 @@ impl Shared {
                 }
             }
         }
-        if let Some(Err(e)) = state.out.as_mut().map(Write::flush) {
-            state.fail(&e);
+        match state.out.as_mut().map(Write::flush) {
+            Some(Ok(())) => state.flushed(),
+            Some(Err(e)) => state.fail(&e),
+            None => {}
         }
     }
 
@@ -508,26 +599,85 @@ impl State {
         };
         let mut w = Writer { out, written: 0 };
         let result = w.events_from(&held.chunk, from);
+        let start = self.stats.bytes_written;
         self.stats.bytes_written += w.written;
-        match result {
-            Ok(()) => {
-                self.stats.chunks_written += 1;
-                self.stats.records_written += new;
-                Ok(())
+        // Written once flushed; on an error (`fail`), as far as the file took it.
+        self.unflushed.push((start, new));
+        result
+    }
+
+    /// Fails the stream when its path no longer names the file it writes: the file was
+    /// deleted (everything it held is lost with it, and its disk space would grow unseen), or
+    /// moved or replaced (what it holds stays there). Two `stat`s, every [`TAIL_EVERY`].
+    fn check_file(&mut self) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let Some(out) = &self.out else {
+                return;
+            };
+            let Ok(open) = out.get_ref().file.metadata() else {
+                return;
+            };
+            if !open.is_file() {
+                // A FIFO or a device: whoever reads it has what was written.
+                return;
             }
-            Err(e) => {
-                self.stats.records_lost += new;
-                Err(e)
+            let named = std::fs::metadata(&self.path)
+                .is_ok_and(|m| (m.dev(), m.ino()) == (open.dev(), open.ino()));
+            if open.nlink() == 0 || !named {
+                self.gone = true;
+            }
+            if open.nlink() == 0 {
+                self.fail(&io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the file was deleted while the session streamed to it",
+                ));
+                // Nothing written is left: it counts as lost too.
+                self.stats.records_lost += std::mem::take(&mut self.stats.records_written);
+                self.stats.chunks_written = 0;
+                self.stats.bytes_written = 0;
+            } else if !named {
+                self.fail(&io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the file was moved or replaced while the session streamed to it",
+                ));
             }
         }
     }
 
-    /// Keeps the first write error and stops writing.
+    /// The file took every chunk handed to it: their records are written.
+    fn flushed(&mut self) {
+        for (_, records) in self.unflushed.drain(..) {
+            self.stats.chunks_written += 1;
+            self.stats.records_written += records;
+        }
+    }
+
+    /// Keeps the first write error and stops writing: the chunks not flushed yet are written
+    /// as far as the file took them whole, and lost beyond (the buffer's rest is dropped,
+    /// never written later).
     fn fail(&mut self, error: &io::Error) {
         if self.stats.error.is_none() {
             self.stats.error = Some(format!("{}: cannot write: {error}", self.path.display()));
         }
-        self.out = None;
+        let Some(out) = self.out.take() else {
+            return;
+        };
+        // The bytes handed to the file since it was opened (the header first) are counted
+        // from where it was opened, as those it took.
+        let (file, _unwritten) = out.into_parts();
+        let took = file.took;
+        for (start, records) in std::mem::take(&mut self.unflushed) {
+            let first = start + CHUNK_HEADER as u64 + EVENT_PREFIX;
+            let whole = (took.saturating_sub(first) / RECORD).min(records);
+            if whole > 0 {
+                self.stats.chunks_written += 1;
+            }
+            self.stats.records_written += whole;
+            self.stats.records_lost += records - whole;
+        }
+        self.stats.bytes_written = took;
     }
 }
 

@@ -238,6 +238,12 @@ pub(crate) fn uninstall(session: u64) -> u64 {
     ring.overwritten
 }
 
+/// The events the flight recorder of `session` overwrote so far; `None` when it has none.
+pub(crate) fn overwritten(session: u64) -> Option<u64> {
+    let slot = lock(&RING);
+    slot.as_ref().filter(|r| r.session == session).map(|r| r.overwritten)
+}
+
 /// True while a flight recorder is installed: one relaxed load.
 #[inline]
 pub(crate) fn on() -> bool {

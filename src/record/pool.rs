@@ -392,9 +392,21 @@ impl StreamPool {
             });
             free.push(chunk);
         }
-        let pool = Arc::new(Self {
+        let pool = Self::new(free, chunks, policy);
+        *slot = Some(pool.clone());
+        Some(pool)
+    }
+
+    /// A pool of no chunks that threads never take from: the writer of a stream that has no
+    /// file (it gives back and counts what is recorded) waits on it for work.
+    pub(crate) fn detached(policy: SlowWriter) -> Arc<Self> {
+        Self::new(Vec::new(), 0, policy)
+    }
+
+    fn new(free: Vec<ChunkBox>, capacity: usize, policy: SlowWriter) -> Arc<Self> {
+        Arc::new(Self {
             chunks: Mutex::new(free),
-            capacity: chunks,
+            capacity,
             policy,
             refused: AtomicU64::new(0),
             waits: AtomicU64::new(0),
@@ -407,9 +419,7 @@ impl StreamPool {
             work: Mutex::new(false),
             wake_pending: AtomicBool::new(false),
             wake: Condvar::new(),
-        });
-        *slot = Some(pool.clone());
-        Some(pool)
+        })
     }
 
     /// Takes the pool out of service: threads take chunks as without a stream again, and

@@ -137,6 +137,45 @@ pub struct Report {
     pub counters: Vec<CounterStats>,
     /// One row per value distribution (`value!`), ordered by process then name.
     pub values: Vec<ValueStats>,
+    /// A streaming session's stream that failed: its file could not be opened or written.
+    /// [`Profiler::report`](crate::Profiler::report) fills it in; `None` for a stream that
+    /// did not fail, a session that does not stream, and a report built from a [`Trace`].
+    pub stream_failure: Option<StreamFailure>,
+}
+
+/// Why a streaming session's stream failed, and what that cost
+/// ([`Report::stream_failure`]; the table's footer says it too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamFailure {
+    /// The error, naming the file: it could not be opened (the window then recorded in
+    /// memory instead), or written (the disk is full, the file was deleted or moved).
+    pub error: String,
+    /// Events recorded and lost to it: in neither the file nor the session's memory
+    /// ([`StreamStats::records_lost`](crate::capture::StreamStats::records_lost)).
+    pub lost_events: u64,
+}
+
+impl StreamFailure {
+    /// A failure of `error` that lost `lost_events` events.
+    pub fn new(error: impl Into<String>, lost_events: u64) -> Self {
+        Self {
+            error: error.into(),
+            lost_events,
+        }
+    }
+}
+
+impl std::fmt::Display for StreamFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.lost_events;
+        write!(
+            f,
+            "{}; {n} event{} lost (in neither the file nor memory)",
+            self.error,
+            if n == 1 { "" } else { "s" }
+        )
+    }
 }
 
 /// How a report splits a name's calls beyond threads.
@@ -345,6 +384,7 @@ impl Report {
             threads: trace.thread_count(),
             dropped_events: trace.dropped_events,
             observer_panics: 0,
+            stream_failure: None,
             live_at_stop: LiveAtStop::of(trace),
             counters: CounterStats::of(trace),
             values: ValueStats::of(trace),
