@@ -888,12 +888,7 @@ fn plural(n: u64) -> &'static str {
 
 /// Formats a duration with a unit that keeps 3 to 4 significant digits.
 pub fn format_ns(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.2} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.3} s", ns as f64 / 1e9),
-    }
+    crate::record::clock::format_ns(ns)
 }
 
 /// Formats a byte count: exact below 1 KiB, else with a binary unit and 3 to 4 digits.

@@ -712,7 +712,13 @@ fn a_session_without_footer_ends_at_its_last_record() {
         ),
         "{w:?}"
     );
-    assert!(has(w, "its last record's tick, 150"), "{w:?}");
+    assert!(
+        has(
+            w,
+            "its window ending at its last record, 150 ns after the session start, on thread 1 \"main\"; "
+        ),
+        "{w:?}"
+    );
     assert_eq!(
         spans(&capture),
         [("outer", 100, 150, false), ("inner", 110, 120, false)]

@@ -1150,16 +1150,32 @@ impl<'a> Session<'a> {
                     .filter_map(|t| t.last_tick)
                     .max()
                     .unwrap_or(start);
+                // Where the window ends, as a time since the session start and the thread
+                // whose record it is: ticks mean nothing to a reader.
+                let last = self
+                    .threads
+                    .iter()
+                    .filter(|t| t.last_tick == Some(end_tick))
+                    .map(|t| match &t.name {
+                        Some(name) => format!("thread {} \"{name}\"", t.id),
+                        None => format!("thread {}", t.id),
+                    })
+                    .next()
+                    .map_or_else(String::new, |thread| format!(", on {thread}"));
+                let ticks = end_tick.saturating_sub(start) as f64;
+                let since = clock.ns_per_tick.map_or(ticks, |rate| ticks * rate);
                 self.warnings.push(format!(
                     "the session at byte {} {NO_FOOTER} (it ends at byte {end}; its process \
                      may have stopped abruptly): salvaged {} records of {} threads, {} bytes \
-                     ({} bytes lost at the cut), its window ending at its last record's tick, \
-                     {end_tick}; scopes left open end at their own thread's last record",
+                     ({} bytes lost at the cut), its window ending at its last record, {} \
+                     after the session start{last}; scopes left open end at their own \
+                     thread's last record",
                     self.offset,
                     self.records,
                     self.threads.len(),
                     end - self.offset,
                     self.lost_bytes,
+                    crate::record::clock::format_ns(since as u64),
                 ));
                 let memory = self
                     .threads
