@@ -418,6 +418,7 @@ impl Builder {
     ) -> Trace {
         let end_ns = self.end_ns;
         let async_spans = tasks::match_async(self.marks, &mut self.threads, end_ns);
+        let links = self.links.matched(&self.threads);
         let (counters, values) = counters::merge(self.samples, 0);
         // Each thread's instants are in time order: a stable sort keeps ties in thread order.
         self.instants.sort_by_key(|i| i.ns);
@@ -432,7 +433,7 @@ impl Builder {
             memory: self
                 .memory
                 .map(|raw| memory::match_memory(raw, self.memory_mode)),
-            links: self.links.matched(),
+            links,
             processes: vec![process],
             compensation: None,
             clock_source: None,

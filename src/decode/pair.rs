@@ -59,6 +59,9 @@ pub(super) struct Pairing<'a> {
     args_of: ArgsOf,
     /// `tracing` span enters of this thread whose span's close has not come yet.
     entered: Entered,
+    /// The effect's span id of a [`RawKind::SpanFollows`] whose second payload (the cause's)
+    /// comes next.
+    follows_effect: Option<u64>,
 }
 
 /// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
@@ -127,6 +130,7 @@ fn takes_payload(kind: RawKind) -> bool {
         | RawKind::BeginFollows
         | RawKind::SpanEnter
         | RawKind::SpanClose
+        | RawKind::SpanFollows
         | RawKind::CounterSet
         | RawKind::CounterAdd
         | RawKind::Value => true,
@@ -185,6 +189,7 @@ impl<'a> Pairing<'a> {
             instants: Vec::new(),
             args_of: ArgsOf::Span,
             entered: Entered::default(),
+            follows_effect: None,
         }
     }
 
@@ -461,6 +466,11 @@ impl<'a> Pairing<'a> {
                     let span = self.span_mut(index);
                     let (ns, callsite) = (span.start_ns, span.callsite);
                     self.span_entered(id.tick, index, ns, callsite);
+                    let at = SpanRef {
+                        thread: self.thread as u32,
+                        span: index,
+                    };
+                    self.links.tracing_enters.push((id.tick, ns, at));
                 }
             }
             RawKind::SpanClose => {
@@ -468,8 +478,22 @@ impl<'a> Pairing<'a> {
                     let ns = self.converter.to_unix_ns(lead.tick);
                     let here = id.id == RawEvent::SPAN_CLOSED_HERE;
                     self.span_closed(id.tick, ns, here, self.callsite(lead.id));
+                    self.links.tracing_closes.push((id.tick, ns));
                 }
             }
+            RawKind::SpanFollows => match (payload, self.follows_effect.take()) {
+                // The effect's payload: the cause's comes next.
+                (Some(effect), None) => {
+                    self.follows_effect = Some(effect.tick);
+                    self.pending = Some(lead);
+                }
+                (Some(cause), Some(effect)) => {
+                    let ns = self.converter.to_unix_ns(lead.tick);
+                    self.links.tracing_follows.push((ns, effect, cause.tick));
+                }
+                // Cut short (bad input): there is nothing to link.
+                (None, _) => {}
+            },
             // An async begin's payload may hold, in its 64 bits, the tick of the plain scope
             // of the same callsite that is the call's first slice (see `Mark::adopts`).
             _ => {

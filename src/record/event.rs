@@ -101,6 +101,12 @@ pub enum RawKind {
     /// It ends the span's async call, if it became one, and the use of its id: the next enter
     /// of the same id is another span's.
     SpanClose = 23,
+    /// A `tracing` span follows from another that is not entered on the calling thread
+    /// (`effect.follows_from(cause)`, the `tracing` bridge): `id` 0, then two
+    /// [`Payload`](RawKind::Payload)s, the effect's span id in the first's `tick` and the
+    /// cause's in the second's (`id` 0). Decoding resolves each id to the span that used it at
+    /// that time and links the two.
+    SpanFollows = 24,
 }
 
 impl RawKind {
@@ -133,6 +139,7 @@ impl RawKind {
             21 => Self::InstantProcess,
             22 => Self::SpanEnter,
             23 => Self::SpanClose,
+            24 => Self::SpanFollows,
             _ => return None,
         })
     }
@@ -315,6 +322,21 @@ impl RawEvent {
                 kind: RawKind::SpanClose,
             },
             Self::payload(if here { Self::SPAN_CLOSED_HERE } else { 0 }, span),
+        ]
+    }
+
+    /// The three records of `tracing` span `effect` following from span `cause` at `tick`
+    /// ([`RawKind::SpanFollows`]).
+    #[inline(always)]
+    pub const fn span_follows(tick: u64, effect: u64, cause: u64) -> [Self; 3] {
+        [
+            Self {
+                tick,
+                id: 0,
+                kind: RawKind::SpanFollows,
+            },
+            Self::payload(0, effect),
+            Self::payload(0, cause),
         ]
     }
 
