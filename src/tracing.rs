@@ -47,8 +47,9 @@
 //!   threads) records the two span ids ([`Flow::seq`](crate::trace::Flow::seq) 0): decoding
 //!   links the slices of the spans that used those ids at that time, whichever threads entered
 //!   them: the enter in progress then, else the effect's next enter and the cause's last one
-//!   (ids are reused once a span closes: a `follows_from` of a span already closed, by a stale
-//!   id, finds no cause, and one whose effect is never entered in the window is no link).
+//!   (ids are reused once a span closes: each id stands for the span that used it at the time
+//!   of the call, as in the registry; an id no span entered by then, nor until its close, finds
+//!   no cause, and a `follows_from` whose effect is never entered in the window is no link).
 //! - **Events** are thread instants ([`trace::Instant`](crate::trace::Instant), as
 //!   [`instant!`](crate::instant) records), with the event's fields, `message` included, as
 //!   arguments, and the file and line of the event in their callsite. An event is named by its

@@ -13,6 +13,9 @@ pub(super) struct Links {
     pub(super) origins: FxHashMap<(u64, u32), (Option<SpanRef>, u64)>,
     /// Scopes that follow from a link: (the scope, link thread id, sequence number).
     pub(super) followers: Vec<(SpanRef, u64, u32)>,
+    /// Whether to keep [`Links::tracing_enters`] and [`Links::tracing_closes`]: only while
+    /// the capture holds a `follows_from` to resolve with them.
+    pub(super) tracing_uses: bool,
     /// Each enter of a `tracing` span: (span id, start, its slice).
     pub(super) tracing_enters: Vec<(u64, u64, SpanRef)>,
     /// Each close of a `tracing` span: (span id, time).
@@ -48,6 +51,7 @@ impl Links {
         let Links {
             origins,
             followers,
+            tracing_uses: _,
             tracing_enters,
             tracing_closes,
             mut tracing_follows,

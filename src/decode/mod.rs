@@ -22,7 +22,7 @@ use std::ops::RangeInclusive;
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
-use crate::record::event::RawEvent;
+use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Compensation, Instant, Process, ThreadTrace, Trace};
 
@@ -116,6 +116,9 @@ fn decode_with(
         probe: Probe { inner, outer },
         end_tick,
         memory: capture.memory.is_on(),
+        // Spans are kept, and a `tracing` span followed from one entered elsewhere: where each
+        // span id was entered and closed is needed to resolve it.
+        tracing_uses: !sum && has_span_follows(capture),
     };
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
@@ -243,6 +246,23 @@ struct Shared<'c> {
     end_tick: u64,
     /// Allocations and frees are kept (they are skipped otherwise).
     memory: bool,
+    /// The enters and closes of `tracing` spans are kept for [`Links`] (see
+    /// [`has_span_follows`]).
+    tracing_uses: bool,
+}
+
+/// True when `capture` holds a [`RawKind::SpanFollows`] record: only then does decoding keep
+/// where each `tracing` span id was entered and closed (a pass over the records, instead of
+/// 40 bytes per `tracing` span for every capture).
+fn has_span_follows(capture: &Capture) -> bool {
+    capture.threads.iter().any(|thread| {
+        thread.chunks.iter().any(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .any(|r| r.kind == RawKind::SpanFollows)
+        })
+    })
 }
 
 /// One thread decoded on its own, with what it saw of the others: async records, links and
@@ -301,7 +321,10 @@ impl Shared<'_> {
         // Decoding allocates, on whichever thread it runs.
         let _untracked = Untracked::enter();
         let mut marks = Vec::new();
-        let mut links = Links::default();
+        let mut links = Links {
+            tracing_uses: self.tracing_uses,
+            ..Links::default()
+        };
         let mut memory = self.memory.then(Vec::new);
         let mut pairing = Pairing::new(
             self.callsites,

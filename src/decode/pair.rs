@@ -466,11 +466,13 @@ impl<'a> Pairing<'a> {
                     let span = self.span_mut(index);
                     let (ns, callsite) = (span.start_ns, span.callsite);
                     self.span_entered(id.tick, index, ns, callsite);
-                    let at = SpanRef {
-                        thread: self.thread as u32,
-                        span: index,
-                    };
-                    self.links.tracing_enters.push((id.tick, ns, at));
+                    if self.links.tracing_uses {
+                        let at = SpanRef {
+                            thread: self.thread as u32,
+                            span: index,
+                        };
+                        self.links.tracing_enters.push((id.tick, ns, at));
+                    }
                 }
             }
             RawKind::SpanClose => {
@@ -478,7 +480,9 @@ impl<'a> Pairing<'a> {
                     let ns = self.converter.to_unix_ns(lead.tick);
                     let here = id.id == RawEvent::SPAN_CLOSED_HERE;
                     self.span_closed(id.tick, ns, here, self.callsite(lead.id));
-                    self.links.tracing_closes.push((id.tick, ns));
+                    if self.links.tracing_uses {
+                        self.links.tracing_closes.push((id.tick, ns));
+                    }
                 }
             }
             RawKind::SpanFollows => match (payload, self.follows_effect.take()) {

@@ -368,7 +368,7 @@ mod tests {
                 kinds += 1;
             }
         }
-        assert_eq!(kinds, 23);
+        assert_eq!(kinds, 24);
         assert_eq!(RawKind::from_u32(u32::MAX), None);
     }
 }
