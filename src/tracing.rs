@@ -42,11 +42,23 @@
 //!   [`Link`] captured in the innermost scope open there, usually that span's slice (so the
 //!   Chrome export draws a flow arrow, and
 //!   [`Report::by_origin`](crate::report::Report::by_origin) splits it by cause). Such a span
-//!   is a plain scope per enter, not an async call. A `follows_from` whose origin is not
-//!   entered on the calling thread is not recorded.
+//!   is a plain scope per enter, not an async call. A `follows_from` whose cause is not
+//!   entered on the calling thread (a batch span following request spans made on other
+//!   threads) records the two span ids ([`Flow::seq`](crate::trace::Flow::seq) 0): decoding
+//!   links the slices of the spans that used those ids at that time, whichever threads entered
+//!   them: the enter in progress then, else the effect's next enter and the cause's last one
+//!   (ids are reused once a span closes: each id stands for the span that used it at the time
+//!   of the call, as in the registry; an id no span entered by then, nor until its close, finds
+//!   no cause, and a `follows_from` whose effect is never entered in the window is no link).
 //! - **Events** are thread instants ([`trace::Instant`](crate::trace::Instant), as
-//!   [`instant!`](crate::instant) records) named by the event's callsite
-//!   (`event src/file.rs:12`), with the event's fields, `message` included, as arguments.
+//!   [`instant!`](crate::instant) records), with the event's fields, `message` included, as
+//!   arguments, and the file and line of the event in their callsite. An event is named by its
+//!   message when that is a literal (`info!("request done")` is `request done`), else by its
+//!   target and line (`info!("took {ms} ms")` in `my_app::db` at line 12 is `my_app::db:12`),
+//!   one name per callsite, interned once. `tracing` hands the layer the message formatted, so
+//!   a message counts as a literal while each event of the callsite writes it in one piece and
+//!   the same text: a message made of one argument alone (`info!("{name}")`) is named by its
+//!   first text until another event of the callsite writes another one.
 //!   Fields named as `tracing-opentelemetry` names metrics feed tickscope's counters and
 //!   values instead: `monotonic_counter.NAME = n` and `counter.NAME = n` add `n` to counter
 //!   `NAME` (as `counter!("NAME", add = n)`), `histogram.NAME = v` samples value `NAME` (as
@@ -70,8 +82,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
-use std::sync::RwLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{OnceLock, RwLock};
 
 use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
@@ -108,6 +120,98 @@ struct Site {
     /// `counter.`, `monotonic_counter.` and `histogram.`): the record kind of its samples and
     /// its counter's or value's callsite.
     metrics: Box<[Option<(RawKind, &'static Callsite)>]>,
+    /// For an event: the callsite of its message's name, once an event of the callsite gave
+    /// its message in one piece (a literal format string without arguments).
+    named: OnceLock<&'static Callsite>,
+    /// For an event: set once an event of the callsite gave a message formatted from several
+    /// pieces, or other than [`Site::named`]'s: its events are named by `target:line` since.
+    formatted: AtomicBool,
+}
+
+impl Site {
+    /// The callsite an event of this site is named by, given how its message was written
+    /// (`None`: it has no message): its message when that is a static text, else
+    /// `target:line` ([`Site::callsite`]).
+    fn event_callsite(&self, message: Option<&Message>) -> &'static Callsite {
+        if self.formatted.load(Ordering::Relaxed) {
+            return self.callsite;
+        }
+        let Some(message) = message else {
+            return self.callsite;
+        };
+        let named = match (message.pieces, &message.text) {
+            (1, _) if message.same => self.named.get().copied(),
+            (1, Some(text)) => {
+                let named = *self.named.get_or_init(|| {
+                    let _untracked = registry::Untracked::enter();
+                    callsite::intern_callsite(
+                        callsite::intern_str(text),
+                        self.callsite.file(),
+                        self.callsite.line(),
+                        self.callsite.module_path(),
+                    )
+                });
+                (named.name() == text.as_str()).then_some(named)
+            }
+            _ => None,
+        };
+        named.unwrap_or_else(|| {
+            // Another text, or one made of several pieces: the message is formatted.
+            self.formatted.store(true, Ordering::Relaxed);
+            self.callsite
+        })
+    }
+}
+
+/// How an event's message was written, for its name ([`Site::event_callsite`]).
+#[derive(Default)]
+struct Message {
+    /// The pieces it was written in: 1 for a literal format string without arguments (or a
+    /// `&str` given as the `message` field).
+    pieces: u32,
+    /// True when its first piece is the name of [`Site::named`].
+    same: bool,
+    /// Its first piece, copied while [`Site::named`] is not set yet.
+    text: Option<String>,
+}
+
+impl Message {
+    /// Notes piece `s` of the message of an event of `site`.
+    fn piece(&mut self, site: &Site, s: &str) {
+        self.pieces += 1;
+        if self.pieces == 1 && !site.formatted.load(Ordering::Relaxed) {
+            match site.named.get() {
+                Some(named) => self.same = named.name() == s,
+                None => self.text = Some(s.to_owned()),
+            }
+        }
+    }
+}
+
+/// The message of an event, written through to the arguments while [`Message`] notes how.
+struct MessageText<'a> {
+    value: &'a dyn fmt::Debug,
+    site: &'a Site,
+    seen: RefCell<Message>,
+}
+
+impl fmt::Display for MessageText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// Counts the pieces written to `out`.
+        struct Pieces<'a, 'b, 'f> {
+            out: &'a mut fmt::Formatter<'f>,
+            text: &'b MessageText<'b>,
+        }
+        impl fmt::Write for Pieces<'_, '_, '_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                if !s.is_empty() {
+                    self.text.seen.borrow_mut().piece(self.text.site, s);
+                }
+                self.out.write_str(s)
+            }
+        }
+        fmt::write(&mut Pieces { out: f, text: self }, format_args!("{:?}", self.value))
+    }
 }
 
 /// The counter or value that a field named `name` feeds: `monotonic_counter.NAME` and
@@ -371,12 +475,14 @@ fn global_site(key: usize, meta: &'static Metadata<'static>) -> &'static Site {
     sites.entry(key).or_insert_with(|| {
         let file = meta.file().unwrap_or("<tracing>");
         let line = meta.line().unwrap_or(0);
-        let callsite: &'static Callsite = Box::leak(Box::new(Callsite::new(
-            meta.name(),
-            file,
-            line,
-            meta.target(),
-        )));
+        // An event is named `target:line` unless its message names it (see `on_event`).
+        let name = match (meta.is_event(), meta.line()) {
+            (true, Some(line)) => callsite::intern_str(&format!("{}:{line}", meta.target())),
+            (true, None) => meta.target(),
+            (false, _) => meta.name(),
+        };
+        let callsite: &'static Callsite =
+            Box::leak(Box::new(Callsite::new(name, file, line, meta.target())));
         let keys = meta
             .fields()
             .iter()
@@ -394,6 +500,8 @@ fn global_site(key: usize, meta: &'static Metadata<'static>) -> &'static Site {
             callsite,
             keys,
             metrics,
+            named: OnceLock::new(),
+            formatted: AtomicBool::new(false),
         }))
     })
 }
@@ -415,6 +523,8 @@ struct Fields<'a> {
     /// An event's counter and value samples (their tick not yet stamped); `None` for a span,
     /// whose fields are all arguments.
     samples: Option<&'a mut Vec<RawEvent>>,
+    /// How an event's `message` field was written; `None` for a span, or before the field.
+    message: Option<Message>,
 }
 
 impl Fields<'_> {
@@ -432,6 +542,11 @@ impl Fields<'_> {
             }
             _ => false,
         }
+    }
+
+    /// True for the `message` field of an event.
+    fn is_message(&self, field: &Field) -> bool {
+        self.samples.is_some() && field.name() == "message"
     }
 }
 
@@ -474,15 +589,33 @@ impl Visit for Fields<'_> {
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
+        if self.is_message(field) {
+            let mut message = Message::default();
+            if !value.is_empty() {
+                message.piece(self.site, value);
+            }
+            self.message = Some(message);
+        }
         if let Some(key) = self.key(field) {
             self.args.str(key, value);
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if let Some(key) = self.key(field) {
-            self.args.debug(key, value);
+        let Some(key) = self.key(field) else {
+            return;
+        };
+        if self.is_message(field) {
+            let text = MessageText {
+                value,
+                site: self.site,
+                seen: RefCell::new(Message::default()),
+            };
+            self.args.display(key, &text);
+            self.message = Some(text.seen.into_inner());
+            return;
         }
+        self.args.debug(key, value);
     }
 }
 
@@ -493,6 +626,7 @@ fn encode(site: &'static Site, record: impl FnOnce(&mut Fields<'_>)) -> Vec<RawE
         site,
         args: &mut args,
         samples: None,
+        message: None,
     });
     args.arguments().to_vec()
 }
@@ -614,7 +748,17 @@ where
     }
 
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {
-        if !thread::thread_wants() || !entered_here(follows.into_u64()) {
+        if !thread::thread_wants() {
+            return;
+        }
+        if !entered_here(follows.into_u64()) {
+            // The cause runs elsewhere (a batch following requests made on other threads):
+            // decoding finds both spans by their ids at this time.
+            thread::push_all(&RawEvent::span_follows(
+                clock::now(),
+                id.into_u64(),
+                follows.into_u64(),
+            ));
             return;
         }
         let Some(span) = ctx.span(id) else {
@@ -689,11 +833,14 @@ where
         let site = site(event.metadata());
         let mut args = Args::new();
         let mut samples = Vec::new();
-        event.record(&mut Fields {
+        let mut fields = Fields {
             site,
             args: &mut args,
             samples: Some(&mut samples),
-        });
+            message: None,
+        };
+        event.record(&mut fields);
+        let message = fields.message.take();
         if !samples.is_empty() {
             // Each sample is a record and its payload: stamped now, before the instant.
             let tick = clock::now();
@@ -702,6 +849,6 @@ where
             }
             thread::push_all(&samples);
         }
-        args.instant(site.callsite, false);
+        args.instant(site.event_callsite(message.as_ref()), false);
     }
 }

@@ -145,8 +145,10 @@ fn fields_and_recorded_values_are_arguments() {
 fn events_are_instants_with_their_fields() {
     let _d = tracing::dispatcher::set_default(&dispatch());
     let prof = Profiler::builder().current_thread().start();
+    let line = line!() + 3;
     tracing::info_span!("work").in_scope(|| {
-        tracing::info!(items = 3u64, "done {}", "now");
+        let when = "now";
+        tracing::info!(items = 3u64, "done {}", when);
     });
     prof.stop();
 
@@ -154,7 +156,8 @@ fn events_are_instants_with_their_fields() {
     assert_eq!(spans(&trace, 0), [("work", 0)]);
     assert_eq!(trace.instants.len(), 1);
     let event = &trace.instants[0];
-    assert!(event.name().starts_with("event "), "{}", event.name());
+    // A formatted message: named by target and line.
+    assert_eq!(event.name(), format!("tracing_bridge:{line}"));
     assert_eq!(event.scope, tickscope::trace::InstantScope::Thread);
     assert_eq!(event.thread, trace.threads[0].id);
     let work = &trace.threads[0].spans[0];
@@ -907,4 +910,218 @@ fn a_span_back_from_another_thread_and_closed_where_it_was_made() {
     let poll = SpanKind::Poll { task: Some(0) };
     assert_eq!(kinds, [poll, poll, SpanKind::Scope]);
     assert_eq!(prof.report().get("round_trip").unwrap().calls, 2);
+}
+
+#[test]
+fn a_batch_follows_from_requests_entered_on_other_threads() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    // Four threads make 25 requests each, enter them there and hand them over still open.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let closed = std::sync::Arc::new(std::sync::Barrier::new(5));
+    let workers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (prof, dispatch, tx) = (prof.clone(), dispatch.clone(), tx.clone());
+            let closed = closed.clone();
+            std::thread::spawn(move || {
+                prof.join_current_thread();
+                let _d = tracing::dispatcher::set_default(&dispatch);
+                for i in 0..25 {
+                    let request = tracing::info_span!("request", n = w * 25 + i);
+                    request.in_scope(|| {});
+                    tx.send(request).unwrap();
+                }
+                // Once the requests closed, their ids may come back for other spans.
+                closed.wait();
+                for _ in 0..25 {
+                    tracing::info_span!("other").in_scope(|| {});
+                }
+                tickscope::link().thread()
+            })
+        })
+        .collect();
+    let requests: Vec<tracing::Span> = rx.iter().take(100).collect();
+    let batch = tracing::info_span!("batch");
+    for request in &requests {
+        batch.follows_from(request);
+    }
+    batch.in_scope(|| {});
+    drop(requests);
+    closed.wait();
+    let worker_ids: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    prof.stop();
+
+    let check = |trace: &Trace| {
+        assert_eq!(trace.links.len(), 100);
+        let batch = trace.links[0].follower;
+        assert_eq!(trace.span(batch).1.name(), "batch");
+        let mut seen: Vec<u64> = Vec::new();
+        for flow in &trace.links {
+            assert_eq!((flow.follower, flow.seq), (batch, 0));
+            let origin = flow.origin.expect("a request");
+            let (thread, span) = trace.span(origin);
+            assert_eq!(span.name(), "request");
+            assert!(worker_ids.contains(&thread.id));
+            assert_eq!(flow.origin_thread, thread.id);
+            let [n] = &args(trace, origin.thread as usize, origin.span)[..] else {
+                panic!("one argument");
+            };
+            seen.push(n.strip_prefix("n=").unwrap().parse().unwrap());
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..100).collect::<Vec<u64>>());
+        let report = tickscope::report::Report::by_origin(trace);
+        let row = report.get_caused_by("batch", Some("request")).unwrap();
+        assert_eq!(row.calls, 1);
+
+        // A flow arrow from each request to the batch.
+        let mut out = Vec::new();
+        tickscope::export::chrome::write(trace, &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let batch_slice = events
+            .iter()
+            .find(|e| e["ph"] == "X" && e["name"] == "batch")
+            .unwrap();
+        let ends = |ph: &str| -> Vec<&serde_json::Value> {
+            events.iter().filter(|e| e["ph"] == ph).collect()
+        };
+        let (starts, finishes) = (ends("s"), ends("f"));
+        assert_eq!((starts.len(), finishes.len()), (100, 100));
+        for f in &finishes {
+            assert_eq!(
+                (&f["tid"], &f["ts"]),
+                (&batch_slice["tid"], &batch_slice["ts"])
+            );
+        }
+        let mut per_tid: std::collections::BTreeMap<String, usize> = Default::default();
+        for s in &starts {
+            assert_ne!(s["tid"], batch_slice["tid"]);
+            *per_tid.entry(s["tid"].to_string()).or_default() += 1;
+        }
+        assert_eq!(per_tid.values().copied().collect::<Vec<_>>(), [25; 4]);
+    };
+    check(&prof.trace());
+    // The same from a capture file's bytes.
+    check(&read_back(&prof)[0].decode());
+}
+
+#[test]
+fn by_arg_splits_tracing_async_calls_by_their_fields() {
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    // A request entered here and on another thread: one async call.
+    let a = tracing::info_span!("request", uri = "/a");
+    a.in_scope(|| {});
+    std::thread::spawn({
+        let (prof, dispatch) = (prof.clone(), dispatch.clone());
+        move || {
+            prof.join_current_thread();
+            let _d = tracing::dispatcher::set_default(&dispatch);
+            a.in_scope(|| {});
+        }
+    })
+    .join()
+    .unwrap();
+    // Two requests entered twice each, and one entered once (a plain scope).
+    for _ in 0..2 {
+        let b = tracing::info_span!("request", uri = "/b");
+        b.in_scope(|| {});
+        b.in_scope(|| {});
+    }
+    tracing::info_span!("request", uri = "/a").in_scope(|| {});
+    // Handlers whose field is recorded after their first poll, as `#[instrument]`ed
+    // functions do with `Span::current().record(..)`.
+    for (given, recorded) in [(None, 10u64), (Some(20u64), 30)] {
+        let handler = tracing::info_span!("handler", bytes = given);
+        handler.in_scope(|| {});
+        handler.record("bytes", recorded);
+        handler.in_scope(|| {});
+    }
+    prof.stop();
+
+    let check = |trace: &Trace| {
+        assert_eq!(trace.async_spans.len(), 5);
+        let by_uri = tickscope::report::Report::by_arg(trace, "uri");
+        let calls = |r: &tickscope::report::Report, name: &str, value: Option<&str>| {
+            r.get_with_arg(name, value).map(|row| row.calls)
+        };
+        assert_eq!(calls(&by_uri, "request", Some("/a")), Some(2));
+        assert_eq!(calls(&by_uri, "request", Some("/b")), Some(2));
+        assert_eq!(calls(&by_uri, "request", None), None);
+        let by_bytes = tickscope::report::Report::by_arg(trace, "bytes");
+        assert_eq!(calls(&by_bytes, "handler", Some("10")), Some(1));
+        assert_eq!(calls(&by_bytes, "handler", Some("30")), Some(1));
+        assert_eq!(calls(&by_bytes, "handler", Some("20")), None);
+        assert_eq!(calls(&by_bytes, "handler", None), None);
+    };
+    check(&prof.trace());
+    check(&read_back(&prof)[0].decode());
+    // The table shows the column filled.
+    let table = prof.table().by_arg("uri").to_string();
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .filter(|l| l.starts_with("request"))
+        .map(|l| l.split_whitespace().take(3).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    for row in rows {
+        assert!(matches!(row[..], ["request", "/a" | "/b", "2"]), "{table}");
+    }
+}
+
+#[test]
+fn events_are_named_by_their_static_message_else_by_target_and_line() {
+    let _d = tracing::dispatcher::set_default(&dispatch());
+    let prof = Profiler::builder().current_thread().start();
+    let line = line!() + 2;
+    for i in 0..3u64 {
+        tracing::info!("request done");
+        tracing::info!(items = i, "took {} ms", i);
+        tracing::info!(items = i);
+        tracing::info!(message = "given as a field");
+        tracing::info!("{}", ["first", "second", "third"][i as usize]);
+    }
+    prof.stop();
+
+    let trace = prof.trace();
+    let names: Vec<&str> = trace.instants.iter().map(|i| i.name()).collect();
+    let at = |l: u32| format!("tracing_bridge:{l}");
+    let (took, items, by_arg) = (at(line + 1), at(line + 2), at(line + 4));
+    let mut expected = Vec::new();
+    for i in 0..3 {
+        expected.extend([
+            "request done",
+            &took,
+            &items,
+            "given as a field",
+            // One argument alone reads as a literal until the text changes.
+            if i == 0 { "first" } else { &by_arg },
+        ]);
+    }
+    assert_eq!(names, expected);
+    // One callsite per name, with the event's file and line; the message stays an argument.
+    let done: Vec<_> = trace
+        .instants
+        .iter()
+        .filter(|i| i.name() == "request done")
+        .collect();
+    assert!(
+        done.iter()
+            .all(|i| std::ptr::eq(i.callsite, done[0].callsite))
+    );
+    assert!(done[0].callsite.file().ends_with("tracing_bridge.rs"));
+    assert_eq!(done[0].callsite.line(), line);
+    let args: Vec<String> = trace.instants[1]
+        .args
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    assert_eq!(args, ["message=took 0 ms", "items=0"]);
+    // The same from a capture file's bytes.
+    let decoded = read_back(&prof)[0].decode();
+    let read: Vec<&str> = decoded.instants.iter().map(|i| i.name()).collect();
+    assert_eq!(read, expected);
 }

@@ -461,7 +461,7 @@ impl<'a> Parser<'a> {
             ));
             return Ok(());
         };
-        // Event chunks of versions 1 and 2 are read as the current one (which adds record
+        // Event chunks of older versions are read as the current one (which adds record
         // kinds).
         let readable = |known: u16| known == version || (kind == EVENT_CHUNK && version < known);
         if let Some(known) = chunk_version(kind).filter(|&known| !readable(known)) {

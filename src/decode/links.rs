@@ -1,9 +1,10 @@
 //! Links: scopes that followed from a [`Link`](crate::Link), matched to where the link was
-//! captured by (thread id, sequence number), across threads.
+//! captured by (thread id, sequence number), across threads; and `tracing` spans that follow
+//! from spans not entered where `follows_from` was called, matched by span id.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::trace::{Flow, SpanRef};
+use crate::trace::{Flow, SpanRef, ThreadTrace};
 
 /// Links seen while pairing, matched once every thread is in.
 #[derive(Default)]
@@ -12,6 +13,26 @@ pub(super) struct Links {
     pub(super) origins: FxHashMap<(u64, u32), (Option<SpanRef>, u64)>,
     /// Scopes that follow from a link: (the scope, link thread id, sequence number).
     pub(super) followers: Vec<(SpanRef, u64, u32)>,
+    /// Whether to keep [`Links::tracing_enters`] and [`Links::tracing_closes`]: only while
+    /// the capture holds a `follows_from` to resolve with them.
+    pub(super) tracing_uses: bool,
+    /// Each enter of a `tracing` span: (span id, start, its slice).
+    pub(super) tracing_enters: Vec<(u64, u64, SpanRef)>,
+    /// Each close of a `tracing` span: (span id, time).
+    pub(super) tracing_closes: Vec<(u64, u64)>,
+    /// `tracing` spans that followed from spans not entered on the calling thread: (time,
+    /// the effect's span id, the cause's span id).
+    pub(super) tracing_follows: Vec<(u64, u64, u64)>,
+}
+
+/// Which enter of a `tracing` span a `follows_from` stands for, when none is in progress at
+/// its time.
+#[derive(Clone, Copy)]
+enum Prefer {
+    /// The next enter (the effect: the work that follows), else the last one before.
+    Next,
+    /// The last enter before (the cause: the work done), else the next one.
+    Last,
 }
 
 impl Links {
@@ -19,11 +40,23 @@ impl Links {
     pub(super) fn extend(&mut self, other: Self) {
         self.origins.extend(other.origins);
         self.followers.extend(other.followers);
+        self.tracing_enters.extend(other.tracing_enters);
+        self.tracing_closes.extend(other.tracing_closes);
+        self.tracing_follows.extend(other.tracing_follows);
     }
 
-    pub(super) fn matched(self) -> Vec<Flow> {
-        let Links { origins, followers } = self;
-        followers
+    /// The flows: the links matched to their captures, then the `tracing` `follows_from`s
+    /// matched to their spans in `threads`.
+    pub(super) fn matched(self, threads: &[ThreadTrace]) -> Vec<Flow> {
+        let Links {
+            origins,
+            followers,
+            tracing_uses: _,
+            tracing_enters,
+            tracing_closes,
+            mut tracing_follows,
+        } = self;
+        let mut flows: Vec<Flow> = followers
             .into_iter()
             .map(|(follower, origin_thread, seq)| {
                 let found = origins.get(&(origin_thread, seq));
@@ -35,6 +68,79 @@ impl Links {
                     follower,
                 }
             })
-            .collect()
+            .collect();
+        if tracing_follows.is_empty() {
+            return flows;
+        }
+        // The uses of each span id named by a `follows_from`, in time order: its enters
+        // (`Some`) and closes (`None`); at equal times enters first (a span is entered before
+        // it closes).
+        let named: FxHashSet<u64> = tracing_follows
+            .iter()
+            .flat_map(|&(_, effect, cause)| [effect, cause])
+            .collect();
+        let mut uses: FxHashMap<u64, Vec<(u64, Option<SpanRef>)>> = FxHashMap::default();
+        let enters = tracing_enters.into_iter().map(|(id, ns, at)| (id, ns, Some(at)));
+        let closes = tracing_closes.into_iter().map(|(id, ns)| (id, ns, None));
+        for (id, ns, at) in enters.chain(closes) {
+            if named.contains(&id) {
+                uses.entry(id).or_default().push((ns, at));
+            }
+        }
+        for list in uses.values_mut() {
+            list.sort_by_key(|&(ns, at)| (ns, at.is_none()));
+        }
+        let end = |at: SpanRef| {
+            let span = threads
+                .get(at.thread as usize)
+                .and_then(|t| t.spans.get(at.span as usize));
+            span.map_or(0, |s| s.end_ns)
+        };
+        let resolve = |id: u64, ns: u64, prefer: Prefer| -> Option<SpanRef> {
+            let list = uses.get(&id)?;
+            // The use of the id live at `ns`: after the last close before it, up to the next.
+            let from = list[..list.partition_point(|&(t, _)| t < ns)]
+                .iter()
+                .rposition(|(_, at)| at.is_none())
+                .map_or(0, |close| close + 1);
+            let life = list[from..]
+                .iter()
+                .take_while(|(_, at)| at.is_some())
+                .filter_map(|&(start, at)| Some((start, at?)));
+            let (mut last, mut next) = (None, None);
+            for (start, at) in life {
+                if start <= ns {
+                    if end(at) >= ns {
+                        // In progress at the time.
+                        return Some(at);
+                    }
+                    last = Some(at);
+                } else if next.is_none() {
+                    next = Some(at);
+                }
+            }
+            match prefer {
+                Prefer::Next => next.or(last),
+                Prefer::Last => last.or(next),
+            }
+        };
+        tracing_follows.sort_by_key(|&(ns, _, _)| ns);
+        for (ns, effect, cause) in tracing_follows {
+            // A span never entered in the window has no slice to link.
+            let Some(follower) = resolve(effect, ns, Prefer::Next) else {
+                continue;
+            };
+            let origin = resolve(cause, ns, Prefer::Last);
+            flows.push(Flow {
+                seq: 0,
+                origin_thread: origin
+                    .and_then(|at| threads.get(at.thread as usize))
+                    .map_or(0, |t| t.id),
+                origin,
+                origin_ns: Some(ns),
+                follower,
+            });
+        }
+        flows
     }
 }

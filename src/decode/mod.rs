@@ -22,7 +22,7 @@ use std::ops::RangeInclusive;
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
-use crate::record::event::RawEvent;
+use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
@@ -120,6 +120,9 @@ fn decode_with(
         end_tick,
         memory: capture.memory.is_on(),
         salvaged: capture.salvaged.is_some(),
+        // Spans are kept, and a `tracing` span followed from one entered elsewhere: where each
+        // span id was entered and closed is needed to resolve it.
+        tracing_uses: !sum && has_span_follows(capture),
     };
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
@@ -259,6 +262,23 @@ struct Shared<'c> {
     /// The capture is a session salvaged without its footer: what is still open on a thread
     /// closes at the thread's last record, not at the window's end (the rest was lost).
     salvaged: bool,
+    /// The enters and closes of `tracing` spans are kept for [`Links`] (see
+    /// [`has_span_follows`]).
+    tracing_uses: bool,
+}
+
+/// True when `capture` holds a [`RawKind::SpanFollows`] record: only then does decoding keep
+/// where each `tracing` span id was entered and closed (a pass over the records, instead of
+/// 40 bytes per `tracing` span for every capture).
+fn has_span_follows(capture: &Capture) -> bool {
+    capture.threads.iter().any(|thread| {
+        thread.chunks.iter().any(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .any(|r| r.kind == RawKind::SpanFollows)
+        })
+    })
 }
 
 /// One thread decoded on its own, with what it saw of the others: async records, links and
@@ -336,7 +356,10 @@ impl Shared<'_> {
         // Decoding allocates, on whichever thread it runs.
         let _untracked = Untracked::enter();
         let mut marks = Vec::new();
-        let mut links = Links::default();
+        let mut links = Links {
+            tracing_uses: self.tracing_uses,
+            ..Links::default()
+        };
         let mut memory = self.memory.then(Vec::new);
         let mut pairing = Pairing::new(
             self.callsites,
@@ -515,6 +538,7 @@ impl Builder {
                 .count() as u64;
             open_scopes += async_spans.iter().filter(|a| a.open_at_stop).count() as u64;
         }
+        let links = self.links.matched(&self.threads);
         let (counters, values) = counters::merge(self.samples, 0);
         // Each thread's instants are in time order: a stable sort keeps ties in thread order.
         self.instants.sort_by_key(|i| i.ns);
@@ -530,7 +554,7 @@ impl Builder {
             memory: self
                 .memory
                 .map(|raw| memory::match_memory(raw, self.memory_mode)),
-            links: self.links.matched(),
+            links,
             processes: vec![process],
             compensation: None,
             clock_source: None,

@@ -62,6 +62,9 @@ pub(super) struct Pairing<'a> {
     /// Async begins, polls and ends recorded before this tick make no mark: a flight
     /// recorder's window start common to every thread (0: all of them).
     calls_from: u64,
+    /// The effect's span id of a [`RawKind::SpanFollows`] whose second payload (the cause's)
+    /// comes next.
+    follows_effect: Option<u64>,
 }
 
 /// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
@@ -130,6 +133,7 @@ fn takes_payload(kind: RawKind) -> bool {
         | RawKind::BeginFollows
         | RawKind::SpanEnter
         | RawKind::SpanClose
+        | RawKind::SpanFollows
         | RawKind::CounterSet
         | RawKind::CounterAdd
         | RawKind::Value => true,
@@ -189,6 +193,7 @@ impl<'a> Pairing<'a> {
             args_of: ArgsOf::Span,
             entered: Entered::default(),
             calls_from: 0,
+            follows_effect: None,
         }
     }
 
@@ -472,6 +477,13 @@ impl<'a> Pairing<'a> {
                     let span = self.span_mut(index);
                     let (ns, callsite) = (span.start_ns, span.callsite);
                     self.span_entered(id.tick, index, ns, callsite);
+                    if self.links.tracing_uses {
+                        let at = SpanRef {
+                            thread: self.thread as u32,
+                            span: index,
+                        };
+                        self.links.tracing_enters.push((id.tick, ns, at));
+                    }
                 }
             }
             RawKind::SpanClose => {
@@ -479,8 +491,24 @@ impl<'a> Pairing<'a> {
                     let ns = self.converter.to_unix_ns(lead.tick);
                     let here = id.id == RawEvent::SPAN_CLOSED_HERE;
                     self.span_closed(id.tick, ns, here, self.callsite(lead.id));
+                    if self.links.tracing_uses {
+                        self.links.tracing_closes.push((id.tick, ns));
+                    }
                 }
             }
+            RawKind::SpanFollows => match (payload, self.follows_effect.take()) {
+                // The effect's payload: the cause's comes next.
+                (Some(effect), None) => {
+                    self.follows_effect = Some(effect.tick);
+                    self.pending = Some(lead);
+                }
+                (Some(cause), Some(effect)) => {
+                    let ns = self.converter.to_unix_ns(lead.tick);
+                    self.links.tracing_follows.push((ns, effect, cause.tick));
+                }
+                // Cut short (bad input): there is nothing to link.
+                (None, _) => {}
+            },
             // An async begin's payload may hold, in its 64 bits, the tick of the plain scope
             // of the same callsite that is the call's first slice (see `Mark::adopts`).
             _ => {

@@ -879,3 +879,69 @@ fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
         assert_eq!(times(t), times(w));
     }
 }
+
+#[test]
+fn tracing_follows_from_resolves_each_id_to_its_use_at_that_time() {
+    let call = CALL.id();
+    let enter = |span: u64, tick: u64| RawEvent::span_enter(call, tick, span);
+    let exit = |tick_in: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, tick_in), tick);
+    let follows = |tick: u64, effect: u64, cause: u64| RawEvent::span_follows(tick, effect, cause);
+    // Thread 7: span 5 entered at 10 and closed, its id used again by a span entered at 40;
+    // span 6 entered at 30 and at 70 (an async call), never closed.
+    let seven = [
+        enter(5, 10).to_vec(),
+        vec![exit(10, 20)],
+        RawEvent::span_close(0, 25, 5, true).to_vec(),
+        enter(6, 30).to_vec(),
+        vec![exit(30, 35)],
+        enter(5, 40).to_vec(),
+        vec![exit(40, 50)],
+        RawEvent::span_close(0, 60, 5, true).to_vec(),
+        enter(6, 70).to_vec(),
+        vec![exit(70, 80)],
+    ]
+    .concat();
+    // Thread 8: span 9 follows from them, before its enters and during its second; span 99,
+    // never entered, follows too; span 77 was never entered.
+    let eight = [
+        follows(5, 9, 6).to_vec(),
+        follows(22, 9, 5).to_vec(),
+        follows(36, 9, 6).to_vec(),
+        follows(45, 9, 5).to_vec(),
+        follows(46, 9, 77).to_vec(),
+        follows(47, 99, 5).to_vec(),
+        follows(55, 9, 5).to_vec(),
+        enter(9, 100).to_vec(),
+        vec![exit(100, 110)],
+        enter(9, 120).to_vec(),
+        follows(125, 9, 6).to_vec(),
+        vec![exit(120, 130)],
+    ]
+    .concat();
+    let trace = Capture::from_records(vec![(7, seven), (8, eight)], 0, 300).decode();
+    let start = |at: SpanRef| trace.span(at).1.start_ns;
+    let links: Vec<(u64, Option<u64>, u64, u32)> = trace
+        .links
+        .iter()
+        .map(|l| (l.origin_ns.unwrap(), l.origin.map(start), start(l.follower), l.seq))
+        .collect();
+    assert_eq!(
+        links,
+        [
+            // Before any enter of the cause: its first one.
+            (5, Some(30), 100, 0),
+            // The first use of id 5, not the second.
+            (22, Some(10), 100, 0),
+            (36, Some(30), 100, 0),
+            // The enter in progress.
+            (45, Some(40), 100, 0),
+            (46, None, 100, 0),
+            (55, Some(40), 100, 0),
+            // The effect's enter in progress, the cause's last one before.
+            (125, Some(70), 120, 0),
+        ]
+    );
+    assert!(trace.links.iter().all(|l| trace.span(l.follower).0.id == 8));
+    let causes: Vec<u64> = trace.links.iter().map(|l| l.origin_thread).collect();
+    assert_eq!(causes, [7, 7, 7, 7, 0, 7, 7]);
+}

@@ -211,10 +211,19 @@ fn escape(callsite: &Callsite) -> Vec<u8> {
 }
 
 /// PyTorch's link args per slice: `"Sequence number":S` on an origin, plus
-/// `"Fwd thread id":T` on a follower (whose own args win when a slice is both).
+/// `"Fwd thread id":T` on a follower (whose own args win when a slice is both); none (but an
+/// entry) for the slices of a link without sequence number.
 fn link_args(trace: &Trace) -> FxHashMap<SpanRef, Vec<u8>> {
     let mut args: FxHashMap<SpanRef, Vec<u8>> = FxHashMap::default();
     for link in &trace.links {
+        if link.seq == 0 {
+            // A `tracing` span's `follows_from` has no PyTorch link args, but its slices take
+            // part in a flow.
+            for at in link.origin.into_iter().chain([link.follower]) {
+                args.entry(at).or_default();
+            }
+            continue;
+        }
         let mut follower = b"\"Sequence number\":".to_vec();
         json::push_u64(&mut follower, u64::from(link.seq));
         if let Some(origin) = link.origin {
@@ -489,7 +498,7 @@ impl Writer<'_> {
         let link = if self.link_args.is_empty() {
             None
         } else {
-            self.link_args.get(&at)
+            self.link_args.get(&at).filter(|link| !link.is_empty())
         };
         if link.is_none() && args.is_empty() && !open_at_stop && !cut_at_start && op_id.is_none()
         {

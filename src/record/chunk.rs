@@ -26,9 +26,9 @@ pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"TSCP");
 /// Chunk type of a thread's event chunk.
 pub const EVENT_CHUNK: u16 = 5;
 /// Version of the event chunk layout: 2 added the record kinds of counters, values and
-/// instants (17 to 21), 3 those of `tracing` spans (22 and 23); readers read versions 1 and 2
-/// as well.
-pub const EVENT_CHUNK_VERSION: u16 = 3;
+/// instants (17 to 21), 3 those of `tracing` spans (22 and 23), 4 `tracing`'s `follows_from`
+/// between spans not entered on the calling thread (24); readers read versions 1 to 3 as well.
+pub const EVENT_CHUNK_VERSION: u16 = 4;
 /// Bytes of an event chunk's content before its records: the thread id and 8 reserved bytes.
 pub const EVENT_PREFIX: u64 = 16;
 /// Bytes per record: tick (`u64`), id (`u32`), kind (`u32`).

@@ -455,6 +455,18 @@ pub(crate) fn typical_mean(values: &mut [u64]) -> u64 {
     u64::try_from((sum * u128::from(PROBE_UNIT) + n / 2) / n.max(1)).unwrap_or(u64::MAX)
 }
 
+/// A duration with a unit that keeps 3 to 4 significant digits (`812 ns`, `1.50 µs`,
+/// `3.20 ms`, `1.250 s`): what tables and messages show ([`crate::table::format_ns`]).
+#[cfg(not(loom))]
+pub(crate) fn format_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.2} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,16 +512,5 @@ mod tests {
         assert_eq!(typical_mean(&mut []), 0);
         assert_eq!(typical_mean(&mut [7]), 7 * PROBE_UNIT);
         assert_eq!(typical_mean(&mut [0, 0, 0, 1]), PROBE_UNIT / 4);
-    }
-}
-
-/// A duration with a unit that keeps 3 to 4 significant digits (`812 ns`, `1.50 µs`,
-/// `3.20 ms`, `1.250 s`): what tables and messages show ([`crate::table::format_ns`]).
-pub(crate) fn format_ns(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.2} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.3} s", ns as f64 / 1e9),
     }
 }

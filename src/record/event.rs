@@ -101,6 +101,12 @@ pub enum RawKind {
     /// It ends the span's async call, if it became one, and the use of its id: the next enter
     /// of the same id is another span's.
     SpanClose = 23,
+    /// A `tracing` span follows from another that is not entered on the calling thread
+    /// (`effect.follows_from(cause)`, the `tracing` bridge): `id` 0, then two
+    /// [`Payload`](RawKind::Payload)s, the effect's span id in the first's `tick` and the
+    /// cause's in the second's (`id` 0). Decoding resolves each id to the span that used it at
+    /// that time and links the two.
+    SpanFollows = 24,
 }
 
 impl RawKind {
@@ -133,6 +139,7 @@ impl RawKind {
             21 => Self::InstantProcess,
             22 => Self::SpanEnter,
             23 => Self::SpanClose,
+            24 => Self::SpanFollows,
             _ => return None,
         })
     }
@@ -318,6 +325,21 @@ impl RawEvent {
         ]
     }
 
+    /// The three records of `tracing` span `effect` following from span `cause` at `tick`
+    /// ([`RawKind::SpanFollows`]).
+    #[inline(always)]
+    pub const fn span_follows(tick: u64, effect: u64, cause: u64) -> [Self; 3] {
+        [
+            Self {
+                tick,
+                id: 0,
+                kind: RawKind::SpanFollows,
+            },
+            Self::payload(0, effect),
+            Self::payload(0, cause),
+        ]
+    }
+
     /// The `id` of a [`RawKind::SpanClose`]'s payload when every enter of the span was on
     /// the closing thread (0 when that is not known).
     pub const SPAN_CLOSED_HERE: u32 = 1;
@@ -346,7 +368,7 @@ mod tests {
                 kinds += 1;
             }
         }
-        assert_eq!(kinds, 23);
+        assert_eq!(kinds, 24);
         assert_eq!(RawKind::from_u32(u32::MAX), None);
     }
 }

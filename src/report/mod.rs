@@ -220,7 +220,9 @@ impl Report {
 
     /// One row per (name, value of argument `key`), as PyTorch groups ops by input shape: the
     /// calls of a scope that recorded `key` (`scope!("name", key = value)`) are split by its
-    /// value ([`ScopeStats::arg`], formatted); other calls keep one row per name.
+    /// value ([`ScopeStats::arg`], formatted); an async call (a `#[profile] async fn` call, a
+    /// `tracing` span entered several times) by the value its latest poll that carries `key`
+    /// has; other calls keep one row per name.
     #[must_use]
     pub fn by_arg(trace: &Trace, key: &str) -> Self {
         Self::build(trace, false, Split::Arg(key))
@@ -306,8 +308,35 @@ impl Report {
         ) {
             groups.merge(part);
         }
-        for (call, memory) in trace.async_spans.iter().zip(&calls_memory) {
-            let group = groups.group((call.process, call.thread), call.callsite, None);
+        // An async call is split by its polls' labels (a `tracing` span's fields are the
+        // arguments of each of its polls): the latest poll's that has one, so that a value
+        // recorded later replaces the one the call was created with.
+        let mut call_labels: Vec<Option<(u64, Label)>> = Vec::new();
+        if split != Split::None && !trace.async_spans.is_empty() {
+            call_labels.resize(trace.async_spans.len(), None);
+            for (t, thread) in trace.threads.iter().enumerate() {
+                for (i, span) in thread.spans.iter().enumerate() {
+                    let SpanKind::Poll { task: Some(call) } = span.kind else {
+                        continue;
+                    };
+                    let at = SpanRef {
+                        thread: t as u32,
+                        span: i as u32,
+                    };
+                    let (Some(slot), Some(label)) =
+                        (call_labels.get_mut(call as usize), label(thread, at))
+                    else {
+                        continue;
+                    };
+                    if slot.as_ref().is_none_or(|(ns, _)| span.start_ns >= *ns) {
+                        *slot = Some((span.start_ns, label));
+                    }
+                }
+            }
+        }
+        for (c, (call, memory)) in trace.async_spans.iter().zip(&calls_memory).enumerate() {
+            let label = call_labels.get_mut(c).and_then(Option::take).map(|(_, l)| l);
+            let group = groups.group((call.process, call.thread), call.callsite, label);
             groups.add(
                 group,
                 call.duration_ns(),

@@ -339,7 +339,8 @@ pub struct SpanRef {
 /// process (links do not cross processes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flow {
-    /// The link's sequence number on its thread.
+    /// The link's sequence number on its thread; 0 for a `tracing` span that followed from
+    /// one not entered on the calling thread (the bridge links the two spans by id).
     pub seq: u32,
     /// tickscope's id of the thread that captured the link (PyTorch's forward thread id), in
     /// the follower's process.
