@@ -16,7 +16,7 @@ use crate::report::{
 };
 use crate::capture::Capture;
 use crate::decode::summary::Summary;
-use crate::trace::{Compensation, Number, Trace};
+use crate::trace::{Compensation, Number, SpanKind, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -436,6 +436,8 @@ impl Table {
             None => Report::build(trace, self.by_thread, split),
         };
         let mut rows: Vec<&ScopeStats> = report.rows().iter().collect();
+        // Async calls get the time their polls ran beside their wall time.
+        let busy = rows.iter().any(|r| r.busy_ns.is_some());
         let sort = self.sort;
         rows.sort_by(|a, b| a.cmp_by(b, |row| sort.key(row)));
         let mut shown: HashMap<Option<ThreadKey>, usize> = HashMap::new();
@@ -459,15 +461,18 @@ impl Table {
                 Split::Arg(_) => cells.push(row.arg.clone().unwrap_or_default()),
             }
             cells.push(row.calls.to_string());
-            for ns in [
-                row.total_ns,
-                row.self_ns,
-                row.avg_ns(),
-                row.min_ns,
-                row.max_ns,
-                row.p50_ns,
-                row.p99_ns,
-            ] {
+            cells.push(format_ns(row.total_ns));
+            cells.push(format_ns(row.self_ns));
+            if busy {
+                match row.busy_ns {
+                    Some(ns) => {
+                        cells.push(format_ns(ns));
+                        cells.push(format_percent(percent_of(ns, row.total_ns)));
+                    }
+                    None => cells.extend([String::new(), String::new()]),
+                }
+            }
+            for ns in [row.avg_ns(), row.min_ns, row.max_ns, row.p50_ns, row.p99_ns] {
                 cells.push(format_ns(ns));
             }
             cells.push(format_percent(row.percent));
@@ -487,9 +492,11 @@ impl Table {
             Split::Arg(key) => headers.push(key),
         }
         let left = headers.len();
-        headers.extend([
-            "Calls", "Total", "Self", "Avg", "Min", "Max", "P50", "P99", "%",
-        ]);
+        headers.extend(["Calls", "Total", "Self"]);
+        if busy {
+            headers.extend(["Busy", "Busy %"]);
+        }
+        headers.extend(["Avg", "Min", "Max", "P50", "P99", "%"]);
         if trace.memory.is_some() {
             headers.extend(["Alloc", "Self alloc", "Allocs", "Freed", "Peak"]);
         }
@@ -558,11 +565,24 @@ impl fmt::Display for Table {
             self.flat_rows(trace, summary)
         };
         grid(f, &headers, &rows, left)?;
-        let scopes: usize = summary.map_or_else(
-            || trace.threads.iter().map(|t| t.spans.len()).sum(),
-            Summary::spans,
-        );
-        write!(f, "{} wall, ", format_ns(trace.wall_ns()))?;
+        // Scopes are calls of plain scopes; an async call counts once, its poll slices apart.
+        let (scopes, polls) = match summary {
+            Some(summary) => (summary.spans(), 0),
+            None => {
+                let spans = trace.threads.iter().flat_map(|t| &t.spans);
+                let polls = spans.filter(|s| s.kind != SpanKind::Scope).count();
+                let all: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
+                (all - polls, polls)
+            }
+        };
+        write!(f, "{} wall, ", format_ns(trace.covered_ns()))?;
+        if trace.covered_ns() != trace.wall_ns() {
+            write!(
+                f,
+                "the flight recorder's window of a {} session, ",
+                format_ns(trace.wall_ns())
+            )?;
+        }
         let processes = trace.processes.len();
         if processes > 1 {
             write!(f, "{processes} processes, ")?;
@@ -570,11 +590,24 @@ impl fmt::Display for Table {
         let threads = trace.thread_count();
         write!(
             f,
-            "{} thread{}, {} scope{}, {} dropped event{}",
+            "{} thread{}, {} scope{}, ",
             threads,
             plural(threads as u64),
             scopes,
             plural(scopes as u64),
+        )?;
+        let calls = trace.async_spans.len();
+        if calls > 0 || polls > 0 {
+            write!(
+                f,
+                "{calls} async call{} ({polls} poll{}), ",
+                plural(calls as u64),
+                plural(polls as u64)
+            )?;
+        }
+        write!(
+            f,
+            "{} dropped event{}",
             trace.dropped_events,
             plural(trace.dropped_events),
         )?;
@@ -875,6 +908,15 @@ fn name_cell(name: &str, depth: usize, poll: bool, open: u64) -> String {
     let poll = if poll { " (poll)" } else { "" };
     let open = if open > 0 { " *" } else { "" };
     format!("{indent}{name}{poll}{open}")
+}
+
+/// `part` as a percentage of `whole` (0 when `whole` is 0).
+fn percent_of(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }
 
 /// A percentage with one decimal.

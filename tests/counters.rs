@@ -468,7 +468,7 @@ fn capture_round_trip() {
         .filter(|&(_, kind, _)| kind == 5)
         .map(|(_, _, version)| version)
         .collect();
-    assert_eq!(events, [3]);
+    assert_eq!(events, [4]);
     let read = Capture::from_bytes(&bytes).unwrap();
     assert_eq!(read.len(), 1);
     assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());

@@ -1051,6 +1051,22 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
     let row = row.get("hop").unwrap();
     assert_eq!((row.calls, row.open_at_stop), (2, 0));
     assert_eq!(row.total_ns, (y_end - window) + (z_end - z_start));
+    // Wall time and shares are of the window the data covers, not of the whole session.
+    let covered = trace.end_ns - window;
+    assert_eq!(trace.covered_ns(), covered);
+    assert!(covered < trace.wall_ns());
+    let report = prof.report();
+    assert_eq!(report.wall_ns, covered);
+    let hop = report.get("hop").unwrap();
+    assert_eq!(hop.percent, hop.total_ns as f64 * 100.0 / covered as f64);
+    let table = prof.table().to_string();
+    let footer = table.lines().find(|l| l.contains(" wall, ")).unwrap();
+    let expected = format!(
+        "{} wall, the flight recorder's window of a {} session, 2 threads, ",
+        tickscope::table::format_ns(covered),
+        tickscope::table::format_ns(trace.wall_ns())
+    );
+    assert!(footer.starts_with(&expected), "{footer}\n{expected}");
 
     // A capture file carries the same window: read back, it decodes to the same calls, and
     // the table of the file is the live one.

@@ -65,6 +65,17 @@ fn a_call_polled_on_two_threads_counts_once_with_its_wall_time() {
     let check = report.get("check").unwrap();
     assert_eq!((check.calls, check.total_ns), (1, 3));
     assert_eq!(report.len(), 2);
+    // Busy: the time its polls ran, beside the wall time; plain scopes have none.
+    assert_eq!((row.busy_ns, check.busy_ns), (Some(20), None));
+    let table = prof.table().to_string();
+    assert_eq!(
+        table,
+        "Name   Calls   Total   Self   Busy  Busy %     Avg     Min     Max     P50     P99     %\n\
+         ----------------------------------------------------------------------------------------\n\
+         step       1  120 ns  17 ns  20 ns    16.7  120 ns  120 ns  120 ns  120 ns  120 ns  82.8\n\
+         check      1    3 ns   3 ns                   3 ns    3 ns    3 ns    3 ns    3 ns   2.1\n\
+         145 ns wall, 2 threads, 1 scope, 1 async call (2 polls), 0 dropped events\n"
+    );
 
     let trace = prof.trace();
     assert_eq!(trace.async_spans.len(), 1);

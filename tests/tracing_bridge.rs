@@ -1124,4 +1124,26 @@ fn events_are_named_by_their_static_message_else_by_target_and_line() {
     let decoded = read_back(&prof)[0].decode();
     let read: Vec<&str> = decoded.instants.iter().map(|i| i.name()).collect();
     assert_eq!(read, expected);
+    // The Chrome trace keeps where each event was written, after its fields.
+    let mut json = Vec::new();
+    tickscope::export::chrome::write(&trace, &mut json).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let events: Vec<&serde_json::Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .collect();
+    assert_eq!(events.len(), 15);
+    assert_eq!(events[0]["name"], "request done");
+    assert!(
+        events[0]["args"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("tracing_bridge.rs")
+    );
+    assert_eq!(events[0]["args"]["line"], line);
+    assert_eq!(events[1]["args"]["message"], "took 0 ms");
+    assert_eq!(events[1]["args"]["items"], 0);
+    assert_eq!(events[1]["args"]["line"], line + 1);
 }

@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use crate::{Context, Failure, input, text};
 
 /// Describes every session of a capture file: format version, producer, process id, name and
-/// host, threads, chunks, records, dropped events, whether memory was tracked, the time span,
-/// and the warnings met while reading it (listed here rather than on stderr).
+/// host, threads, chunks, records, dropped and overwritten events, whether memory was tracked,
+/// the time span (and a flight recorder's retained window, when it overwrote events), and the
+/// warnings met while reading it (listed here rather than on stderr).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture file.
@@ -43,13 +44,24 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             ("records", capture.record_count().to_string()),
             ("dropped events", capture.dropped_events().to_string()),
             (
+                "overwritten events",
+                capture.overwritten_events().to_string(),
+            ),
+            (
                 "memory tracked",
                 if capture.tracks_memory() { "yes" } else { "no" }.to_owned(),
             ),
             ("time span", text::seconds(trace.wall_ns())),
+            // A flight recorder's retained window, when it overwrote the start of the session.
+            ("retained window", text::seconds(trace.covered_ns())),
             ("warnings", warnings.len().to_string()),
         ];
         let _ = writeln!(out, "session {}", i + 1);
+        let cut = trace.covered_ns() != trace.wall_ns();
+        let fields = fields
+            .into_iter()
+            .filter(|&(key, _)| cut || key != "retained window");
+        let fields: Vec<_> = fields.collect();
         let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         for (key, value) in fields {
             let _ = writeln!(out, "  {key:<width$}  {value}");

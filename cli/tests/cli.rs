@@ -526,6 +526,7 @@ fn info_describes_the_file() {
         ("chunks", capture.chunk_count().to_string()),
         ("records", capture.record_count().to_string()),
         ("dropped events", "0".to_owned()),
+        ("overwritten events", "0".to_owned()),
         ("memory tracked", "no".to_owned()),
         ("time span", "0.003 s".to_owned()),
         ("warnings", "0".to_owned()),
@@ -568,7 +569,7 @@ fn merge_concatenates_sessions() {
         run.stdout
             .starts_with(&format!("{}: 2 sessions\n", s(&out)))
     );
-    assert_eq!(info_fields(&run.stdout, 2).len(), 12);
+    assert_eq!(info_fields(&run.stdout, 2).len(), 13);
     // Merging a merged file keeps every session.
     let out3 = dir.join("three.tsc");
     assert_eq!(
@@ -1494,4 +1495,69 @@ fn other_files_are_named_for_what_they_are() {
             );
         }
     }
+}
+
+#[test]
+fn info_and_table_of_a_flight_recorder_speak_of_its_window() {
+    let dir = folder("flight");
+    let path = dir.join("flight.tsc");
+    {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mock = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+        // One chunk of 4096 records: 10,000 scopes (20,000 records) overwrite most of them.
+        let prof = Profiler::builder()
+            .current_thread()
+            .flight_recorder(64 << 10)
+            .start();
+        for _ in 0..10_000 {
+            let _g = scope!("tick");
+            mock.increment(1_000);
+        }
+        prof.stop();
+        prof.write_capture(&path).unwrap();
+    }
+    let capture = Capture::read(&path).unwrap();
+    let overwritten = capture.overwritten_events();
+    assert!(overwritten > 0);
+    let trace = capture.decode();
+    let covered = trace.covered_ns();
+    assert!(
+        covered < trace.wall_ns() / 2,
+        "{covered} of {}",
+        trace.wall_ns()
+    );
+    let run = tickscope(&["info", s(&path)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let fields = info_fields(&run.stdout, 1);
+    let field = |key: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(field("overwritten events"), Some(overwritten.to_string()));
+    assert_eq!(
+        field("time span"),
+        Some(format!("{:.3} s", trace.wall_ns() as f64 / 1e9))
+    );
+    assert_eq!(
+        field("retained window"),
+        Some(format!("{:.3} s", covered as f64 / 1e9))
+    );
+    let run = tickscope(&["table", s(&path)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows = row(&run.stdout, "tick");
+    // Every retained call took 1 µs: the share is of the retained window, not of the session.
+    let calls: u64 = rows[1].parse().unwrap();
+    let share = format!("{:.1}", (calls * 1_000) as f64 * 100.0 / covered as f64);
+    assert_eq!(rows.last().copied(), Some(share.as_str()), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "{} wall, the flight recorder's window of a {} session, ",
+            tickscope::table::format_ns(covered),
+            tickscope::table::format_ns(trace.wall_ns())
+        )),
+        "{}",
+        run.stdout
+    );
 }

@@ -723,7 +723,11 @@ impl Writer<'_> {
             self.name(instant.callsite);
             write!(self.buf, ",\"pid\":{pid},\"tid\":{},\"ts\":", instant.thread)?;
             self.ts(instant.ns);
-            if !instant.args.is_empty() {
+            // Where it was recorded (a `tracing` event's source file, an `instant!`'s), after
+            // its own arguments.
+            let (file, line) = (instant.callsite.file(), instant.callsite.line());
+            let source = !file.is_empty() && !file.starts_with('<');
+            if !instant.args.is_empty() || source {
                 self.buf.extend_from_slice(b",\"args\":{");
                 for (i, (key, value)) in instant.args.iter().enumerate() {
                     if i > 0 {
@@ -732,6 +736,14 @@ impl Writer<'_> {
                     json::push_str(&mut self.buf, key);
                     self.buf.push(b':');
                     json::push_value(&mut self.buf, value);
+                }
+                if source {
+                    if !instant.args.is_empty() {
+                        self.buf.push(b',');
+                    }
+                    self.buf.extend_from_slice(b"\"file\":");
+                    json::push_str(&mut self.buf, file);
+                    write!(self.buf, ",\"line\":{line}")?;
                 }
                 self.buf.push(b'}');
             }

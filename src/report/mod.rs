@@ -61,7 +61,12 @@ pub struct ScopeStats {
     pub p99_ns: u64,
     /// Calls still open at stop, closed at the stop time.
     pub open_at_stop: u64,
-    /// `total_ns` as a percentage of the session's wall time (can pass 100 with several threads).
+    /// Of a row of async calls (`#[profile] async fn`, `tracing` spans entered several
+    /// times): the time their polls ran, summed; `total_ns` is their wall time, first poll to
+    /// completion. `None` for plain scopes.
+    pub busy_ns: Option<u64>,
+    /// `total_ns` as a percentage of the wall time the data covers ([`Report::wall_ns`]; can
+    /// pass 100 with several threads).
     pub percent: f64,
     /// What the calls allocated and freed, summed over calls (peak: the largest call's), when
     /// the session tracked memory ([`Config::track_memory`](crate::Config::track_memory)). An
@@ -117,7 +122,8 @@ pub(crate) fn percent_of_wall(ns: u64, wall_ns: u64) -> f64 {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Report {
     rows: Vec<ScopeStats>,
-    /// Wall time of the window.
+    /// Wall time of the window the data covers ([`Trace::covered_ns`]: of a flight recorder
+    /// that overwrote events, from the start common to every thread's retained records).
     pub wall_ns: u64,
     /// Threads with events in the window ([`Trace::thread_count`]: a thread of one process
     /// that several sessions recorded counts once).
@@ -344,6 +350,8 @@ impl Report {
                 call.open_at_stop,
                 memory,
             );
+            let busy = &mut groups.groups[group].1.busy_ns;
+            *busy = Some(busy.unwrap_or(0).saturating_add(call.busy_ns));
         }
         Self::finish(trace, groups, tracked)
     }
@@ -372,7 +380,7 @@ impl Report {
 
     /// The report of `trace` from its rows' sums.
     fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
-        let wall = trace.wall_ns();
+        let wall = trace.covered_ns();
         let mut rows: Vec<ScopeStats> = groups
             .groups
             .into_iter()
@@ -401,6 +409,7 @@ impl Report {
                     p50_ns: nearest_rank(d, 50),
                     p99_ns: nearest_rank(d, 99),
                     open_at_stop: acc.open,
+                    busy_ns: acc.busy_ns,
                     percent: percent_of_wall(total, wall),
                     memory: tracked.then_some(acc.memory),
                 }
@@ -487,6 +496,8 @@ struct Acc {
     self_ns: u64,
     open: u64,
     memory: MemoryStats,
+    /// Of async calls: the time their polls ran.
+    busy_ns: Option<u64>,
 }
 
 /// Rows by what they group: (thread when split by thread, name, label).
@@ -584,6 +595,9 @@ impl Groups {
             mine.self_ns = mine.self_ns.saturating_add(acc.self_ns);
             mine.open += acc.open;
             mine.memory.add(&acc.memory);
+            if let Some(busy) = acc.busy_ns {
+                mine.busy_ns = Some(mine.busy_ns.unwrap_or(0).saturating_add(busy));
+            }
         }
     }
 

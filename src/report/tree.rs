@@ -81,7 +81,7 @@ impl CallTree {
                 node_of_span.push(node);
             }
         }
-        let wall = trace.wall_ns();
+        let wall = trace.covered_ns();
         for (node, children_ns) in tree.nodes.iter_mut().zip(children_ns) {
             node.self_ns = node.total_ns.saturating_sub(children_ns);
             node.percent = percent_of_wall(node.total_ns, wall);

@@ -601,6 +601,15 @@ impl Trace {
         self.end_ns.saturating_sub(self.start_ns)
     }
 
+    /// Length of the part of the window the data covers: of a flight recorder that
+    /// overwrote events, from the start common to every thread's retained records
+    /// ([`Trace::cut_start_ns`]) to the end; else the whole window ([`Trace::wall_ns`]). The
+    /// table's wall time and shares are of this.
+    pub fn covered_ns(&self) -> u64 {
+        let start = self.cut_start_ns.map_or(self.start_ns, |cut| cut.max(self.start_ns));
+        self.end_ns.saturating_sub(start)
+    }
+
     /// The thread and span `at` points to.
     ///
     /// # Panics
