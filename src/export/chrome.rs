@@ -57,8 +57,9 @@
 use std::io::{self, Write};
 
 use super::Format;
+use super::lanes::{Edge, Lanes};
 use super::trace_event::{self, Dialect};
-use crate::trace::Trace;
+use crate::trace::{Span, Trace};
 
 /// Where `ts` counts from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,7 +127,8 @@ impl Options {
             poll_category: "poll",
             op_ids: false,
             flow: "link",
-            times: None,
+            times: (!absolute).then_some(distinct_edges as trace_event::Times),
+            whole_micros: false,
             async_spans: true,
             memory: true,
             allocation_instants: self.allocation_instants,
@@ -139,6 +141,44 @@ impl Format for Options {
     fn write(&self, trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
         trace_event::write(trace, out, &self.dialect(trace))
     }
+}
+
+/// Start and end (ns from `origin`) of each span of one thread as the Chrome format writes
+/// them: as recorded, except that no two edges of one track share a nanosecond. Each begin
+/// or end, in order along its track, goes 1 ns past the one before where it would fall on or
+/// before it; only the end of a zero-length scope stays on its own begin. So a child starts
+/// strictly after its parent and ends strictly before it, and a scope starts strictly after
+/// its previous sibling ends: importers that rebuild stacks from begin and end events sorted
+/// by time (speedscope adds `ts` and `dur` in doubles, and reads the ends of one instant in
+/// the order of their begins) cannot misread a tie. Times move only where the clock gave one
+/// nanosecond to several edges (ticks converted to the same nanosecond), by 1 ns per edge
+/// sharing it.
+fn distinct_edges(spans: &[Span], lanes: &Lanes, origin: u64) -> Vec<(u64, u64)> {
+    let mut out = vec![(0, 0); spans.len()];
+    // Per lane: the last edge written, and its time.
+    let mut last: Vec<Option<(Edge, u64)>> = vec![None; lanes.count() as usize];
+    lanes.walk(spans, |edge| {
+        let (Edge::Begin(i) | Edge::End(i)) = edge;
+        let span = &spans[i as usize];
+        let last = &mut last[lanes.lane(i) as usize];
+        let ns = match edge {
+            Edge::Begin(_) => span.start_ns,
+            Edge::End(_) => span.end_ns,
+        }
+        .saturating_sub(origin);
+        let ns = match *last {
+            None => ns,
+            // A zero-length scope's end on its begin.
+            Some((Edge::Begin(j), at)) if j == i && span.start_ns == span.end_ns => ns.max(at),
+            Some((_, at)) => ns.max(at.saturating_add(1)),
+        };
+        match edge {
+            Edge::Begin(_) => out[i as usize].0 = ns,
+            Edge::End(_) => out[i as usize].1 = ns,
+        }
+        *last = Some((edge, ns));
+    });
+    out
 }
 
 /// Streams `trace` as Chrome JSON with the default [`Options`].

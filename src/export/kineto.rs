@@ -98,6 +98,7 @@ impl Options {
             op_ids: true,
             flow: "fwdbwd",
             times: Some(microsecond_grid),
+            whole_micros: true,
             async_spans: false,
             memory: false,
             allocation_instants: false,
@@ -126,7 +127,7 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Resu
 }
 
 /// Start and end of each span of one thread on whole microseconds from `origin` (returned as
-/// nanoseconds on that grid), for the Kineto dialect; see the module docs.
+/// nanoseconds from `origin` on that grid), for the Kineto dialect; see the module docs.
 ///
 /// Each lane's begins and ends, in order, go to their nearest microsecond, raised where needed
 /// so that they never go back: children stay inside their parents and siblings in order.
@@ -152,7 +153,7 @@ fn microsecond_grid(spans: &[Span], lanes: &Lanes, origin: u64) -> Vec<(u64, u64
     for sequence in &sequences {
         grid.place(spans, sequence, origin);
         for (&edge, &us) in sequence.iter().zip(&grid.micros) {
-            let ns = origin.saturating_add(us.saturating_mul(1000));
+            let ns = us.saturating_mul(1000);
             match edge {
                 Edge::Begin(i) => out[i as usize].0 = ns,
                 Edge::End(i) => out[i as usize].1 = ns,
