@@ -977,7 +977,11 @@ fn speedscope_parents(events: &[&Value]) -> Result<Vec<Option<usize>>, String> {
     let mut x: Vec<(f64, f64, usize)> = (0..events.len())
         .map(|i| {
             let e = events[i];
-            (e["ts"].as_f64().unwrap() - first, e["dur"].as_f64().unwrap(), i)
+            (
+                e["ts"].as_f64().unwrap() - first,
+                e["dur"].as_f64().unwrap(),
+                i,
+            )
         })
         .collect();
     x.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
@@ -1003,7 +1007,10 @@ fn speedscope_parents(events: &[&Value]) -> Result<Vec<Option<usize>>, String> {
         }
         let (ts, i) = ends[e];
         let Some(&top) = stack.last() else {
-            return Err(format!("ts={ts}: tried to end {} on an empty stack", key(events[i])));
+            return Err(format!(
+                "ts={ts}: tried to end {} on an empty stack",
+                key(events[i])
+            ));
         };
         if top != i {
             return Err(format!(

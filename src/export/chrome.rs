@@ -26,8 +26,14 @@
 //! [`Options::allocation_instants`] each allocation and free is also an instant (`"ph":"i"`,
 //! category `memory`) on its thread with its size, address and scope in `args`.
 //!
-//! Timestamps are microseconds with three decimals (nanosecond precision). By default they
-//! count from the session start (of several sessions: the earliest), whose Unix time is in
+//! Timestamps are microseconds with three decimals (nanosecond precision). No two begins or
+//! ends of one track share a nanosecond: where the clock gave several the same one (it
+//! converts ticks to nanoseconds, and a busy machine's clock can give a child its parent's
+//! start, or a scope its previous sibling's end), each goes 1 ns past the one before, in
+//! nesting order, and a zero-length scope keeps its length. So a child lies strictly inside
+//! its parent and siblings strictly apart, and importers that rebuild stacks from begins and
+//! ends sorted by time (speedscope, which adds `ts` and `dur` as doubles) read every stack as
+//! written. By default they count from the session start (of several sessions: the earliest), whose Unix time is in
 //! `otherData.start_unix_ns`: viewers read `ts` as a double, and small values keep every
 //! nanosecond. [`TimeOrigin::UnixEpoch`] writes absolute times instead, to line up files of
 //! several processes written separately (decoding their captures into one trace with
@@ -152,33 +158,44 @@ impl Format for Options {
 /// by time (speedscope adds `ts` and `dur` in doubles, and reads the ends of one instant in
 /// the order of their begins) cannot misread a tie. Times move only where the clock gave one
 /// nanosecond to several edges (ticks converted to the same nanosecond), by 1 ns per edge
-/// sharing it.
-fn distinct_edges(spans: &[Span], lanes: &Lanes, origin: u64) -> Vec<(u64, u64)> {
+/// sharing it. `None` (nothing allocated) when no edges share a nanosecond.
+fn distinct_edges(spans: &[Span], lanes: &Lanes, origin: u64) -> Option<Vec<(u64, u64)>> {
+    let mut shared = false;
+    separate(spans, lanes, origin, |_, moved| shared |= moved);
+    if !shared {
+        return None;
+    }
     let mut out = vec![(0, 0); spans.len()];
-    // Per lane: the last edge written, and its time.
+    separate(spans, lanes, origin, |edge, _| match edge {
+        (Edge::Begin(i), ns) => out[i as usize].0 = ns,
+        (Edge::End(i), ns) => out[i as usize].1 = ns,
+    });
+    Some(out)
+}
+
+/// Walks the edges of `spans` ([`Lanes::walk`]) and gives `place` each one with its time as
+/// [`distinct_edges`] writes it (ns from `origin`), and whether that is not its own.
+fn separate(spans: &[Span], lanes: &Lanes, origin: u64, mut place: impl FnMut((Edge, u64), bool)) {
+    // Per lane: the last edge placed, and its time.
     let mut last: Vec<Option<(Edge, u64)>> = vec![None; lanes.count() as usize];
     lanes.walk(spans, |edge| {
         let (Edge::Begin(i) | Edge::End(i)) = edge;
         let span = &spans[i as usize];
         let last = &mut last[lanes.lane(i) as usize];
-        let ns = match edge {
+        let own = match edge {
             Edge::Begin(_) => span.start_ns,
             Edge::End(_) => span.end_ns,
         }
         .saturating_sub(origin);
         let ns = match *last {
-            None => ns,
+            None => own,
             // A zero-length scope's end on its begin.
-            Some((Edge::Begin(j), at)) if j == i && span.start_ns == span.end_ns => ns.max(at),
-            Some((_, at)) => ns.max(at.saturating_add(1)),
+            Some((Edge::Begin(j), at)) if j == i && span.start_ns == span.end_ns => own.max(at),
+            Some((_, at)) => own.max(at.saturating_add(1)),
         };
-        match edge {
-            Edge::Begin(_) => out[i as usize].0 = ns,
-            Edge::End(_) => out[i as usize].1 = ns,
-        }
+        place((edge, ns), ns != own);
         *last = Some((edge, ns));
     });
-    out
 }
 
 /// Streams `trace` as Chrome JSON with the default [`Options`].
@@ -188,7 +205,7 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
 
 /// Streams `trace` as Chrome JSON into `out`. Memory use does not depend on the trace size,
 /// except for a few words per span of one thread at a time on a thread whose scopes were
-/// dropped out of order (see the [module docs](self)).
+/// dropped out of order (see the [module docs](self)) or that has edges on one nanosecond.
 pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Result<()> {
     options.write(trace, out)
 }

@@ -43,8 +43,9 @@ fn push_number(buf: &mut Vec<u8>, n: Number) {
 const BLOCK: usize = 64 * 1024;
 
 /// The start and end (ns from `origin`) of each span of one thread, in the order of its spans,
-/// as a dialect writes them: `times(spans, lanes, origin)`.
-pub(crate) type Times = fn(&[Span], &Lanes, u64) -> Vec<(u64, u64)>;
+/// as a dialect writes them: `times(spans, lanes, origin)`; `None` where they are the recorded
+/// ones.
+pub(crate) type Times = fn(&[Span], &Lanes, u64) -> Option<Vec<(u64, u64)>>;
 
 /// What sets one dialect of the Trace Event format apart.
 pub(crate) struct Dialect {
@@ -311,7 +312,7 @@ impl Writer<'_> {
         let moved = self
             .dialect
             .times
-            .map(|times| times(spans, &lanes, self.dialect.origin));
+            .and_then(|times| times(spans, &lanes, self.dialect.origin));
         let origin = self.dialect.origin;
         let times = |i: u32| match &moved {
             Some(moved) => moved[i as usize],
