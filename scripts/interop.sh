@@ -426,6 +426,96 @@ else
     echo "interop: HolisticTraceAnalysis not installable here: Kineto checks skipped"
 fi
 
+# The Kineto dialect in the PyTorch TensorBoard plugin's parser (torch-tb-profiler 0.4.3, its
+# `RunProfileData` driven without a server; it needs no torch). It builds one operator tree per
+# track from the times as written: it must reject no op as overlapping another ("ranges on the
+# same thread should not intersect"), hold every op, and give every op that lasts a
+# microsecond or more the parent it has in the plain Chrome trace, with its merging of an op
+# into its parent turned off (it merges an op whose only child has its name). With it on, the
+# count it holds is printed: the zero-length `fib` ops that share a microsecond with the end of
+# their parent cannot all nest in it within the microsecond HTA rounds them to (see the Kineto
+# module docs), so some `fib` parents look as if they had one `fib` child. Installed into a
+# venv under target/ on first use; skipped when it cannot be.
+tb_venv=target/tbp-venv
+tb_ok() { "$tb_venv/bin/python" -c 'import torch_tb_profiler.profiler.data' 2>/dev/null; }
+if [ ! -x "$tb_venv/bin/python" ] || ! tb_ok; then
+    (python3 -m venv "$tb_venv" && "$tb_venv/bin/pip" install -q "torch-tb-profiler==0.4.3") \
+        >/dev/null 2>&1 || true
+fi
+if tb_ok; then
+    "$tb_venv/bin/python" - "$out/chrome_trace" "$out/tests/sub_us" "$out/tests/overlap" \
+        <<'PY' 2>"$out/tbp.log" || { cat "$out/tbp.log"; exit 1; }
+import json, sys, types
+import torch_tb_profiler.profiler.op_tree as op_tree
+from torch_tb_profiler.profiler.data import RunProfileData
+
+rejected = []
+class Log:
+    def error(self, message, *args):
+        rejected.append(message % args if args else message)
+    def __getattr__(self, _):
+        return lambda *a, **k: None
+op_tree.logger = Log()
+real_types = op_tree.EventTypes
+# The same types, but no op is an OPERATOR to the merging step (`remove_dup_nodes`).
+unmerged = types.SimpleNamespace(**{k: getattr(real_types, k) for k in dir(real_types) if k.isupper()})
+unmerged.OPERATOR = object()
+
+def complete(path):
+    return [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+
+def plain_parents(events):
+    """Each X event's parent (its ordinal), from the nanosecond times of the plain trace."""
+    stacks, found = {}, []
+    for k, e in enumerate(events):
+        start = round(e["ts"] * 1000)
+        end = start + round(e["dur"] * 1000)
+        stack = stacks.setdefault(e["tid"], [])
+        while stack and (stack[-1][1] < start or (stack[-1][1] == start and end > start)):
+            stack.pop()
+        found.append(stack[-1][0] if stack else None)
+        stack.append((k, end))
+    return found
+
+def trees(doc, merging):
+    rejected.clear()
+    op_tree.EventTypes = real_types if merging else unmerged
+    data = RunProfileData.from_json("rank0", "1", doc)
+    data.process()
+    assert not rejected, f"torch-tb rejected {len(rejected)} ops: {rejected[:2]}"
+    parents = {}
+    def walk(node, parent):
+        for child in node.children:
+            parents[child.external_id] = parent
+            walk(child, child.external_id)
+    for root in data.tid2tree.values():
+        walk(root, None)
+    return parents
+
+for base in sys.argv[1:]:
+    name = base.split("/")[-1]
+    doc = json.load(open(f"{base}.kineto.json"))
+    ops = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    assert all(e["cat"] == "cpu_op" for e in ops)
+    # `External id` k is the k-th op (1-based).
+    ordinal = {e["args"]["External id"]: k for k, e in enumerate(ops)}
+    want = plain_parents(complete(f"{base}.json"))
+    held = trees(doc, merging=False)
+    assert sorted(held) == sorted(ordinal), f"{name}: torch-tb holds {len(held)} of {len(ops)} ops"
+    long = [k for k, e in enumerate(ops) if e["dur"] > 0]
+    for k in long:
+        got = held[ops[k]["args"]["External id"]]
+        got = None if got is None else ordinal[got]
+        assert got == want[k], f"{name}: op {k} ({ops[k]['name']}) has parent {got} in torch-tb, {want[k]} in the trace"
+    merged = trees(doc, merging=True)
+    print(f"interop: torch-tb-profiler 0.4.3 reads {name}.kineto.json: no op rejected, all {len(ops)} in its "
+          f"operator trees, the {len(long)} that last 1 µs or more under their parent; "
+          f"{len(merged)} left after it merges ops into parents of their name")
+PY
+else
+    echo "interop: torch-tb-profiler not installable here: TensorBoard plugin check skipped"
+fi
+
 # OTLP (cargo feature otlp). The .otlp.json of examples/otlp.rs is decoded by the official
 # opentelemetry-proto Python package (every field checked against the OTLP schema), and its
 # spans must be the table's: per-name counts and total times, parent links. Then Arize

@@ -54,6 +54,18 @@
 //! to 7% (debug build, about 150 ns each) to 35% (release build, about 20 ns each) less in
 //! the Kineto dialect than they last. Any scope keeps its length to within 1 µs, 2 µs where
 //! it moved. The [Chrome](super::chrome) format keeps every nanosecond.
+//!
+//! Readers that take these times as written and rebuild each track's stack from them cannot
+//! all see the nesting inside one microsecond: every op that HTA rounds to a zero-length op on
+//! microsecond `t` must start in `(t - 1, t]` and end in `[t, t + 1)`, so on a microsecond where
+//! one op closes and a later one opens, the ops between them lie on `t` itself and cannot hold
+//! one another. The PyTorch TensorBoard plugin (torch-tb-profiler 0.4.3) rejects no op and
+//! keeps the parent of every op that lasts a microsecond or more, but gives some zero-length
+//! ops the op around their microsecond as parent, and then merges an op into its parent where
+//! that leaves it a single child of its own name (about 40 of the 1686 ops of the
+//! `chrome_trace` example). speedscope reads the ends of one instant in the order of their
+//! begins and tells ops apart by their args (each has its own `External id`), so it warns on
+//! most crowded microseconds. Open the Chrome format in those.
 
 use std::io::{self, Write};
 
