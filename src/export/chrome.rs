@@ -209,3 +209,55 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
 pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Result<()> {
     options.write(trace, out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::callsite::Callsite;
+    use crate::trace::SpanKind;
+
+    static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
+
+    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<Span> {
+        let mut out: Vec<Span> = Vec::new();
+        for &(start_ns, end_ns, parent) in list {
+            let depth = parent.map_or(0, |p| out[p as usize].depth + 1);
+            out.push(Span {
+                callsite: &S,
+                start_ns,
+                end_ns,
+                depth,
+                parent,
+                children_ns: 0,
+                overhead_ns: 0,
+                open_at_stop: false,
+                cut_at_start: false,
+                kind: SpanKind::Scope,
+            });
+        }
+        out
+    }
+
+    /// Edges are separated per track: a scope on an extra lane may share a nanosecond with one
+    /// on the thread's own track, and a thread without ties keeps its times (nothing is
+    /// allocated for it).
+    #[test]
+    fn edges_are_separated_per_track() {
+        let s = spans(&[
+            (100, 110, None),     // a
+            (105, 140, Some(0)),  // b outlives a: lane 1
+            (110, 110, Some(0)),  // zero-length child of a at its end
+            (110, 115, Some(1)),  // child of b, where a ends: lane 0, after a
+            (140, 150, None),     // where b ends, on lane 0
+            (140, 140, Some(4)),  // zero-length child at its parent's start
+        ]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes.count(), 2);
+        assert_eq!(
+            distinct_edges(&s, &lanes, 100),
+            Some(vec![(0, 11), (5, 40), (10, 10), (12, 15), (40, 50), (41, 41)])
+        );
+        let apart = spans(&[(0, 10, None), (1, 9, Some(0)), (11, 20, None)]);
+        assert_eq!(distinct_edges(&apart, &Lanes::assign(&apart), 0), None);
+    }
+}
