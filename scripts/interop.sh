@@ -291,12 +291,12 @@ print(f"interop: pftrace agrees with the JSON and the tables: slices {slices(cap
       f"flows {flows(links_pf)}, args {got}")
 PY
 
-# Scopes dropped out of order, and scopes shorter than a microsecond: traces the export tests
-# write. A scope that outlives its parent keeps its own duration on an extra track of its
+# Scopes dropped out of order, scopes shorter than a microsecond, and scopes whose edges share
+# a nanosecond (ties.json, which speedscope reads below): traces the export tests write. A scope that outlives its parent keeps its own duration on an extra track of its
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as
 # overlapping): one per span, each with its span's duration, and the link's flow binds.
 TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --test export -- \
-    kineto_times_survive_hta_rounding scopes_that_outlive_their_parent \
+    kineto_times_survive_hta_rounding scopes_that_outlive_their_parent chrome_edges_that_share \
     > "$out/tests.log" 2>&1 || { cat "$out/tests.log"; exit 1; }
 for f in overlap.json overlap.unix.json overlap.kineto.json sub_us.json sub_us.kineto.json; do
     "$V/check_trace.sh" "$out/tests/$f"

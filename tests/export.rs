@@ -1088,6 +1088,9 @@ fn chrome_edges_that_share_a_nanosecond_nest_in_speedscope() {
     keep_for_interop("ties.json", &out);
     let doc: Value = serde_json::from_slice(&out).unwrap();
     let slices = complete_events(&doc);
+    let parents = speedscope_parents(&slices).expect("speedscope reads the stacks as written");
+    let want: Vec<Option<usize>> = spans.iter().map(|s| s.parent.map(|p| p as usize)).collect();
+    assert_eq!(parents, want);
     let written: Vec<(&str, u64, u64)> = slices
         .iter()
         .map(|e| (e["name"].as_str().unwrap(), ns(&e["ts"]), ns(&e["dur"])))
@@ -1106,7 +1109,4 @@ fn chrome_edges_that_share_a_nanosecond_nest_in_speedscope() {
             ("r", 201, 0),
         ]
     );
-    let parents = speedscope_parents(&slices).expect("speedscope reads the stacks as written");
-    let want: Vec<Option<usize>> = spans.iter().map(|s| s.parent.map(|p| p as usize)).collect();
-    assert_eq!(parents, want);
 }
