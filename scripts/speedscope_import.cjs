@@ -1,8 +1,11 @@
-// Runs speedscope's own importer on one profile file under node, headless, and prints what it
-// imported as JSON: per profile its weight unit, total weight, and per frame name the self and
-// total weight. scripts/interop.sh checks a pprof profile of ours with it.
+// Runs speedscope's own importer on profile files under node, headless, and prints what it
+// imported as JSON, one line per file: per profile its weight unit, total weight, and per frame
+// name the self and total weight; and the warnings the importer gave (`warnings`: it warns when
+// it has to repair a stack, "Tried to end X when Y was on the top of the stack"). The bundle is
+// loaded once for all files. scripts/interop.sh checks a pprof profile of ours with it, and that
+// speedscope reads every Chrome trace of the examples without one warning.
 //
-//   node scripts/speedscope_import.cjs DIR FILE    (DIR: where `npm install speedscope` ran)
+//   node scripts/speedscope_import.cjs DIR FILE...    (DIR: where `npm install speedscope` ran)
 //
 // The npm package ships speedscope as one browser bundle; its importer
 // (importProfilesFromArrayBuffer, the function the web app calls on a dropped file) is made
@@ -12,7 +15,7 @@
 const fs = require("fs");
 const path = require("path");
 const vm = require("vm");
-const [dir, file] = process.argv.slice(2);
+const [dir, ...files] = process.argv.slice(2);
 const release = path.join(dir, "node_modules/speedscope/dist/release");
 const bundle = fs.readdirSync(release).find((f) => /^speedscope-.*\.js$/.test(f));
 let src = fs.readFileSync(path.join(release, bundle), "utf8");
@@ -26,8 +29,10 @@ const stub = () =>
     apply: () => stub(),
     construct: () => stub(),
   });
+// What the importer warns, per file.
+let warnings = [];
 const sandbox = {
-  console: { log() {}, warn() {}, error() {}, info() {} },
+  console: { log() {}, warn: (...a) => warnings.push(a.join(" ")), error() {}, info() {} },
   setTimeout, clearTimeout, Promise, TextDecoder, TextEncoder, Uint8Array, ArrayBuffer, DataView,
   URL, URLSearchParams, performance, queueMicrotask,
   document: stub(), navigator: { userAgent: "node" }, location: { hash: "", search: "", href: "" },
@@ -44,7 +49,11 @@ try {
   // The UI's start-up may fail without a DOM; the importer is hooked before it runs.
   if (!sandbox.__import) throw e;
 }
+// The UI's start-up warnings are not the importer's.
+warnings = [];
 (async () => {
+  for (const file of files) {
+  warnings = [];
   const bytes = fs.readFileSync(file);
   const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
   const group = await sandbox.__import(path.basename(file), buffer);
@@ -58,7 +67,8 @@ try {
     });
     return { name: p.getName(), unit: p.getWeightUnit(), total: p.getTotalWeight(), frames };
   });
-  process.stdout.write(JSON.stringify({ name: group.name, profiles }) + "\n");
+  process.stdout.write(JSON.stringify({ file, name: group.name, profiles, warnings }) + "\n");
+  }
 })().catch((e) => {
   console.error(String(e && e.stack || e));
   process.exit(1);

@@ -956,3 +956,157 @@ fn scopes_that_outlive_their_parent_keep_their_duration_on_lanes() {
         assert_eq!(row.self_ns, self_ns, "{name}'s self time in the report");
     }
 }
+
+/// Speedscope 1.25.0's import of one track's `X` events (`eventListToProfile` in
+/// `src/import/chrome.ts`), as strict as it can be: times rebased on the first one, the
+/// events sorted by `ts` and then longer first (a stable sort: file order last), each turned
+/// into a begin and an end at `ts + dur` (doubles), both queues sorted by time (stable), then
+/// replayed as a stack, taking the begin first on a tie only when the two fronts have the same
+/// key (name and args). Where speedscope would repair the stack (swap a later end of the same
+/// instant to the front, or end the top instead) or warn, this fails with what happened;
+/// otherwise it gives each event's parent (file indices).
+fn speedscope_parents(events: &[&Value]) -> Result<Vec<Option<usize>>, String> {
+    let key = |e: &Value| match e.get("args") {
+        Some(args) => format!("{} {args}", e["name"].as_str().unwrap()),
+        None => e["name"].as_str().unwrap().to_owned(),
+    };
+    let first = events
+        .iter()
+        .map(|e| e["ts"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    let mut x: Vec<(f64, f64, usize)> = (0..events.len())
+        .map(|i| {
+            let e = events[i];
+            (
+                e["ts"].as_f64().unwrap() - first,
+                e["dur"].as_f64().unwrap(),
+                i,
+            )
+        })
+        .collect();
+    x.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    let mut begins: Vec<(f64, usize)> = x.iter().map(|&(ts, _, i)| (ts, i)).collect();
+    let mut ends: Vec<(f64, usize)> = x.iter().map(|&(ts, dur, i)| (ts + dur, i)).collect();
+    begins.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ends.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut b, mut e) = (0, 0);
+    let mut stack: Vec<usize> = Vec::new();
+    let mut parents = vec![None; events.len()];
+    while b < begins.len() || e < ends.len() {
+        let take_begin = e == ends.len()
+            || (b < begins.len()
+                && (begins[b].0 < ends[e].0
+                    || (begins[b].0 == ends[e].0
+                        && key(events[begins[b].1]) == key(events[ends[e].1]))));
+        if take_begin {
+            let i = begins[b].1;
+            parents[i] = stack.last().copied();
+            stack.push(i);
+            b += 1;
+            continue;
+        }
+        let (ts, i) = ends[e];
+        let Some(&top) = stack.last() else {
+            return Err(format!(
+                "ts={ts}: tried to end {} on an empty stack",
+                key(events[i])
+            ));
+        };
+        if top != i {
+            return Err(format!(
+                "ts={ts}: tried to end {} when {} was on the top of the stack",
+                key(events[i]),
+                key(events[top])
+            ));
+        }
+        stack.pop();
+        e += 1;
+    }
+    Ok(parents)
+}
+
+/// On thread "ties", edges that share a nanosecond (the mock clock stands still between
+/// them, as a busy machine's clock can make them): `a` 0..200 { `b` 0..100 { `c` 0..100 },
+/// `d` 100..150, `z` 150..150, `y` 150..170 { `w` 150..150 }, `q` 200..200 { `r` 200..200 } }.
+fn ties_session() -> Profiler {
+    record_on("ties", |m| {
+        let a = scope!("a");
+        {
+            let _b = scope!("b");
+            let _c = scope!("c");
+            m.increment(100u64);
+        }
+        {
+            let _d = scope!("d");
+            m.increment(50u64);
+        }
+        drop(scope!("z"));
+        {
+            let _y = scope!("y");
+            drop(scope!("w"));
+            m.increment(20u64);
+        }
+        m.increment(30u64);
+        {
+            let _q = scope!("q");
+            drop(scope!("r"));
+        }
+        drop(a);
+    })
+}
+
+/// A child that starts on its parent's nanosecond or ends on it, and siblings that share a
+/// start or an end, are written 1 ns apart (a zero-length scope stays zero-length), so that
+/// speedscope, which rebuilds stacks from begins and ends sorted by time, reads every parent
+/// right without repairing its stack.
+#[test]
+fn chrome_edges_that_share_a_nanosecond_nest_in_speedscope() {
+    let prof = ties_session();
+    let trace = prof.trace();
+    let spans = &trace.threads[0].spans;
+    let start = trace.start_ns;
+    let recorded: Vec<(&str, u64, u64)> = spans
+        .iter()
+        .map(|s| (s.name(), s.start_ns - start, s.end_ns - start))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("a", 0, 200),
+            ("b", 0, 100),
+            ("c", 0, 100),
+            ("d", 100, 150),
+            ("z", 150, 150),
+            ("y", 150, 170),
+            ("w", 150, 150),
+            ("q", 200, 200),
+            ("r", 200, 200),
+        ]
+    );
+    let mut out = Vec::new();
+    chrome::write(&trace, &mut out).unwrap();
+    keep_for_interop("ties.json", &out);
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    let slices = complete_events(&doc);
+    let parents = speedscope_parents(&slices).expect("speedscope reads the stacks as written");
+    let want: Vec<Option<usize>> = spans.iter().map(|s| s.parent.map(|p| p as usize)).collect();
+    assert_eq!(parents, want);
+    let written: Vec<(&str, u64, u64)> = slices
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), ns(&e["ts"]), ns(&e["dur"])))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("a", 0, 203),
+            ("b", 1, 100),
+            ("c", 2, 98),
+            ("d", 102, 48),
+            ("z", 151, 0),
+            ("y", 152, 18),
+            ("w", 153, 0),
+            ("q", 200, 2),
+            ("r", 201, 0),
+        ]
+    );
+}

@@ -26,8 +26,14 @@
 //! [`Options::allocation_instants`] each allocation and free is also an instant (`"ph":"i"`,
 //! category `memory`) on its thread with its size, address and scope in `args`.
 //!
-//! Timestamps are microseconds with three decimals (nanosecond precision). By default they
-//! count from the session start (of several sessions: the earliest), whose Unix time is in
+//! Timestamps are microseconds with three decimals (nanosecond precision). No two begins or
+//! ends of one track share a nanosecond: where the clock gave several the same one (it
+//! converts ticks to nanoseconds, and a busy machine's clock can give a child its parent's
+//! start, or a scope its previous sibling's end), each goes 1 ns past the one before, in
+//! nesting order, and a zero-length scope keeps its length. So a child lies strictly inside
+//! its parent and siblings strictly apart, and importers that rebuild stacks from begins and
+//! ends sorted by time (speedscope, which adds `ts` and `dur` as doubles) read every stack as
+//! written. By default they count from the session start (of several sessions: the earliest), whose Unix time is in
 //! `otherData.start_unix_ns`: viewers read `ts` as a double, and small values keep every
 //! nanosecond. [`TimeOrigin::UnixEpoch`] writes absolute times instead, to line up files of
 //! several processes written separately (decoding their captures into one trace with
@@ -57,8 +63,9 @@
 use std::io::{self, Write};
 
 use super::Format;
+use super::lanes::{Edge, Lanes};
 use super::trace_event::{self, Dialect};
-use crate::trace::Trace;
+use crate::trace::{Span, Trace};
 
 /// Where `ts` counts from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,7 +133,8 @@ impl Options {
             poll_category: "poll",
             op_ids: false,
             flow: "link",
-            times: None,
+            times: (!absolute).then_some(distinct_edges as trace_event::Times),
+            whole_micros: false,
             async_spans: true,
             memory: true,
             allocation_instants: self.allocation_instants,
@@ -141,6 +149,55 @@ impl Format for Options {
     }
 }
 
+/// Start and end (ns from `origin`) of each span of one thread as the Chrome format writes
+/// them: as recorded, except that no two edges of one track share a nanosecond. Each begin
+/// or end, in order along its track, goes 1 ns past the one before where it would fall on or
+/// before it; only the end of a zero-length scope stays on its own begin. So a child starts
+/// strictly after its parent and ends strictly before it, and a scope starts strictly after
+/// its previous sibling ends: importers that rebuild stacks from begin and end events sorted
+/// by time (speedscope adds `ts` and `dur` in doubles, and reads the ends of one instant in
+/// the order of their begins) cannot misread a tie. Times move only where the clock gave one
+/// nanosecond to several edges (ticks converted to the same nanosecond), by 1 ns per edge
+/// sharing it. `None` (nothing allocated) when no edges share a nanosecond.
+fn distinct_edges(spans: &[Span], lanes: &Lanes, origin: u64) -> Option<Vec<(u64, u64)>> {
+    let mut shared = false;
+    separate(spans, lanes, origin, |_, moved| shared |= moved);
+    if !shared {
+        return None;
+    }
+    let mut out = vec![(0, 0); spans.len()];
+    separate(spans, lanes, origin, |edge, _| match edge {
+        (Edge::Begin(i), ns) => out[i as usize].0 = ns,
+        (Edge::End(i), ns) => out[i as usize].1 = ns,
+    });
+    Some(out)
+}
+
+/// Walks the edges of `spans` ([`Lanes::walk`]) and gives `place` each one with its time as
+/// [`distinct_edges`] writes it (ns from `origin`), and whether that is not its own.
+fn separate(spans: &[Span], lanes: &Lanes, origin: u64, mut place: impl FnMut((Edge, u64), bool)) {
+    // Per lane: the last edge placed, and its time.
+    let mut last: Vec<Option<(Edge, u64)>> = vec![None; lanes.count() as usize];
+    lanes.walk(spans, |edge| {
+        let (Edge::Begin(i) | Edge::End(i)) = edge;
+        let span = &spans[i as usize];
+        let last = &mut last[lanes.lane(i) as usize];
+        let own = match edge {
+            Edge::Begin(_) => span.start_ns,
+            Edge::End(_) => span.end_ns,
+        }
+        .saturating_sub(origin);
+        let ns = match *last {
+            None => own,
+            // A zero-length scope's end on its begin.
+            Some((Edge::Begin(j), at)) if j == i && span.start_ns == span.end_ns => own.max(at),
+            Some((_, at)) => own.max(at.saturating_add(1)),
+        };
+        place((edge, ns), ns != own);
+        *last = Some((edge, ns));
+    });
+}
+
 /// Streams `trace` as Chrome JSON with the default [`Options`].
 pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     write_with(trace, out, &Options::default())
@@ -148,7 +205,59 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
 
 /// Streams `trace` as Chrome JSON into `out`. Memory use does not depend on the trace size,
 /// except for a few words per span of one thread at a time on a thread whose scopes were
-/// dropped out of order (see the [module docs](self)).
+/// dropped out of order (see the [module docs](self)) or that has edges on one nanosecond.
 pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Result<()> {
     options.write(trace, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::callsite::Callsite;
+    use crate::trace::SpanKind;
+
+    static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
+
+    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<Span> {
+        let mut out: Vec<Span> = Vec::new();
+        for &(start_ns, end_ns, parent) in list {
+            let depth = parent.map_or(0, |p| out[p as usize].depth + 1);
+            out.push(Span {
+                callsite: &S,
+                start_ns,
+                end_ns,
+                depth,
+                parent,
+                children_ns: 0,
+                overhead_ns: 0,
+                open_at_stop: false,
+                cut_at_start: false,
+                kind: SpanKind::Scope,
+            });
+        }
+        out
+    }
+
+    /// Edges are separated per track: a scope on an extra lane may share a nanosecond with one
+    /// on the thread's own track, and a thread without ties keeps its times (nothing is
+    /// allocated for it).
+    #[test]
+    fn edges_are_separated_per_track() {
+        let s = spans(&[
+            (100, 110, None),     // a
+            (105, 140, Some(0)),  // b outlives a: lane 1
+            (110, 110, Some(0)),  // zero-length child of a at its end
+            (110, 115, Some(1)),  // child of b, where a ends: lane 0, after a
+            (140, 150, None),     // where b ends, on lane 0
+            (140, 140, Some(4)),  // zero-length child at its parent's start
+        ]);
+        let lanes = Lanes::assign(&s);
+        assert_eq!(lanes.count(), 2);
+        assert_eq!(
+            distinct_edges(&s, &lanes, 100),
+            Some(vec![(0, 11), (5, 40), (10, 10), (12, 15), (40, 50), (41, 41)])
+        );
+        let apart = spans(&[(0, 10, None), (1, 9, Some(0)), (11, 20, None)]);
+        assert_eq!(distinct_edges(&apart, &Lanes::assign(&apart), 0), None);
+    }
 }

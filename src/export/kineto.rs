@@ -53,7 +53,20 @@
 //! 1684 recursive `fib` scopes of the `chrome_trace` example, dozens per microsecond, add up
 //! to 7% (debug build, about 150 ns each) to 35% (release build, about 20 ns each) less in
 //! the Kineto dialect than they last. Any scope keeps its length to within 1 µs, 2 µs where
-//! it moved. The [Chrome](super::chrome) format keeps every nanosecond.
+//! it moved. The [Chrome](super::chrome) format keeps every nanosecond (edges of one track
+//! that share one go 1 ns apart).
+//!
+//! Readers that take these times as written and rebuild each track's stack from them cannot
+//! all see the nesting inside one microsecond: every op that HTA rounds to a zero-length op on
+//! microsecond `t` must start in `(t - 1, t]` and end in `[t, t + 1)`, so on a microsecond where
+//! one op closes and a later one opens, the ops between them lie on `t` itself and cannot hold
+//! one another. The PyTorch TensorBoard plugin (torch-tb-profiler 0.4.3) rejects no op and
+//! keeps the parent of every op that lasts a microsecond or more, but gives some zero-length
+//! ops the op around their microsecond as parent, and then merges an op into its parent where
+//! that leaves it a single child of its own name (40 to 60 of the 1686 ops of the
+//! `chrome_trace` example). speedscope reads the ends of one instant in the order of their
+//! begins and tells ops apart by their args (each has its own `External id`), so it warns on
+//! most crowded microseconds. Open the Chrome format in those.
 
 use std::io::{self, Write};
 
@@ -98,6 +111,7 @@ impl Options {
             op_ids: true,
             flow: "fwdbwd",
             times: Some(microsecond_grid),
+            whole_micros: true,
             async_spans: false,
             memory: false,
             allocation_instants: false,
@@ -126,7 +140,7 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Resu
 }
 
 /// Start and end of each span of one thread on whole microseconds from `origin` (returned as
-/// nanoseconds on that grid), for the Kineto dialect; see the module docs.
+/// nanoseconds from `origin` on that grid), for the Kineto dialect; see the module docs.
 ///
 /// Each lane's begins and ends, in order, go to their nearest microsecond, raised where needed
 /// so that they never go back: children stay inside their parents and siblings in order.
@@ -138,7 +152,7 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Resu
 /// scope closes and another opens there; otherwise the scopes that open there (with what lies
 /// inside them on that microsecond) move to the next one, a microsecond shorter. Nothing moves
 /// twice, so every time lies within 1.5 µs of the truth, and within 0.5 µs unless it moved.
-fn microsecond_grid(spans: &[Span], lanes: &Lanes, origin: u64) -> Vec<(u64, u64)> {
+fn microsecond_grid(spans: &[Span], lanes: &Lanes, origin: u64) -> Option<Vec<(u64, u64)>> {
     let mut sequences: Vec<Vec<Edge>> = vec![Vec::new(); lanes.count() as usize];
     lanes.walk(spans, |edge| {
         let (Edge::Begin(i) | Edge::End(i)) = edge;
@@ -152,14 +166,14 @@ fn microsecond_grid(spans: &[Span], lanes: &Lanes, origin: u64) -> Vec<(u64, u64
     for sequence in &sequences {
         grid.place(spans, sequence, origin);
         for (&edge, &us) in sequence.iter().zip(&grid.micros) {
-            let ns = origin.saturating_add(us.saturating_mul(1000));
+            let ns = us.saturating_mul(1000);
             match edge {
                 Edge::Begin(i) => out[i as usize].0 = ns,
                 Edge::End(i) => out[i as usize].1 = ns,
             }
         }
     }
-    out
+    Some(out)
 }
 
 /// The state of [`microsecond_grid`] for one lane.
@@ -342,7 +356,7 @@ mod tests {
             let spans = random_spans(seed * 0x9e37_79b9, 400, seed % 3 == 0);
             let lanes = Lanes::assign(&spans);
             let origin = 0;
-            let grid = microsecond_grid(&spans, &lanes, origin);
+            let grid = microsecond_grid(&spans, &lanes, origin).unwrap();
             let mut previous: Vec<Option<u32>> = vec![None; lanes.count() as usize];
             let mut open: Vec<Vec<u32>> = vec![Vec::new(); lanes.count() as usize];
             let mut edges = Vec::new();

@@ -42,9 +42,10 @@ fn push_number(buf: &mut Vec<u8>, n: Number) {
 /// Bytes buffered before they are written out.
 const BLOCK: usize = 64 * 1024;
 
-/// The start and end (ns) of each span of one thread, in the order of its spans, as a dialect
-/// writes them: `times(spans, lanes, origin)`.
-pub(crate) type Times = fn(&[Span], &Lanes, u64) -> Vec<(u64, u64)>;
+/// The start and end (ns from `origin`) of each span of one thread, in the order of its spans,
+/// as a dialect writes them: `times(spans, lanes, origin)`; `None` where they are the recorded
+/// ones.
+pub(crate) type Times = fn(&[Span], &Lanes, u64) -> Option<Vec<(u64, u64)>>;
 
 /// What sets one dialect of the Trace Event format apart.
 pub(crate) struct Dialect {
@@ -64,9 +65,11 @@ pub(crate) struct Dialect {
     pub(crate) op_ids: bool,
     /// The category and name of flow events.
     pub(crate) flow: &'static str,
-    /// Moves span times onto whole microseconds; flow starts then go to their nearest one
-    /// ([`nearest_micros`]). `None`: every time as recorded.
+    /// Moves span times. `None`: every time as recorded.
     pub(crate) times: Option<Times>,
+    /// Span times are whole microseconds; flow starts then go to their nearest one
+    /// ([`nearest_micros`]).
+    pub(crate) whole_micros: bool,
     /// Writes each async call as a `b`/`e` pair.
     pub(crate) async_spans: bool,
     /// Writes the `memory` counter when the trace tracked memory.
@@ -139,8 +142,9 @@ struct Tracks {
 struct Slice {
     pid: u32,
     tid: u64,
-    start_ns: u64,
-    end_ns: u64,
+    /// Start and end as written, in ns from the origin.
+    start: u64,
+    end: u64,
 }
 
 /// The `pid` each process of `processes` is written with: its process id, unless an earlier
@@ -317,23 +321,30 @@ impl Writer<'_> {
         let moved = self
             .dialect
             .times
-            .map(|times| times(spans, &lanes, self.dialect.origin));
+            .and_then(|times| times(spans, &lanes, self.dialect.origin));
+        let origin = self.dialect.origin;
         let times = |i: u32| match &moved {
             Some(moved) => moved[i as usize],
-            None => (spans[i as usize].start_ns, spans[i as usize].end_ns),
+            None => {
+                let span = &spans[i as usize];
+                (
+                    span.start_ns.saturating_sub(origin),
+                    span.end_ns.saturating_sub(origin),
+                )
+            }
         };
         if !self.link_args.is_empty() {
             for i in 0..spans.len() as u32 {
                 if self.link_args.contains_key(&at(i)) {
-                    let (start_ns, end_ns) = times(i);
+                    let (start, end) = times(i);
                     let tid = tids[lanes.lane(i) as usize];
                     flow_slices.insert(
                         at(i),
                         Slice {
                             pid,
                             tid,
-                            start_ns,
-                            end_ns,
+                            start,
+                            end,
                         },
                     );
                 }
@@ -363,14 +374,14 @@ impl Writer<'_> {
         }
         for i in 0..spans.len() as u32 {
             let span = &spans[i as usize];
-            let (start_ns, end_ns) = times(i);
+            let (start, end) = times(i);
             let lane = lanes.lane(i);
             let head = &heads[lane as usize];
             self.complete(
                 span,
                 (lane, head),
-                start_ns,
-                end_ns,
+                start,
+                end,
                 at(i),
                 thread.args_of(i),
             );
@@ -395,6 +406,7 @@ impl Writer<'_> {
     fn ts(&mut self, ns: u64) {
         json::push_micros(&mut self.buf, ns.saturating_sub(self.dialect.origin));
     }
+
 
     /// Appends the callsite's name as a JSON string, escaped once per trace.
     fn name(&mut self, callsite: &'static Callsite) {
@@ -462,21 +474,20 @@ impl Writer<'_> {
         self.buf.push(b'}');
     }
 
-    /// One `X` event from `start_ns` to `end_ns` for the span at `at`, on the track of
-    /// `lane` whose `head` is `,"pid":..,"tid":..,"ts":`.
+    /// One `X` event from `start` to `end` (ns from the origin) for the span at `at`, on the track of `lane` whose `head` is `,"pid":..,"tid":..,"ts":`.
     fn complete(
         &mut self,
         span: &Span,
         lane: (u32, &str),
-        start_ns: u64,
-        end_ns: u64,
+        start: u64,
+        end: u64,
         at: SpanRef,
         args: &[SpanArg],
     ) {
         self.prefix(b'X', span, lane);
-        self.ts(start_ns);
+        json::push_micros(&mut self.buf, start);
         self.buf.extend_from_slice(b",\"dur\":");
-        json::push_micros(&mut self.buf, end_ns.saturating_sub(start_ns));
+        json::push_micros(&mut self.buf, end.saturating_sub(start));
         let op_id = self.dialect.op_ids.then(|| {
             self.events += 1;
             (self.events, span.callsite.id())
@@ -555,28 +566,23 @@ impl Writer<'_> {
             else {
                 continue;
             };
-            let origin_ns = if self.dialect.times.is_some() {
+            let at = if self.dialect.whole_micros {
                 // Saturating: rounding a time in the last microsecond of the range up.
-                origin.saturating_add(nearest_micros(origin_ns, origin).saturating_mul(1000))
+                nearest_micros(origin_ns, origin).saturating_mul(1000)
             } else {
-                origin_ns
+                origin_ns.saturating_sub(origin)
             };
             let ends = [
-                (
-                    "s",
-                    from,
-                    origin_ns.clamp(from.start_ns, from.end_ns.max(from.start_ns)),
-                    "",
-                ),
-                ("f", to, to.start_ns, ",\"bp\":\"e\""),
+                ("s", from, at.clamp(from.start, from.end.max(from.start)), ""),
+                ("f", to, to.start, ",\"bp\":\"e\""),
             ];
-            for (ph, Slice { pid, tid, .. }, ns, bp) in ends {
+            for (ph, Slice { pid, tid, .. }, time, bp) in ends {
                 write!(
                     self.buf,
                     ",\n{{\"ph\":\"{ph}\"{bp},\"cat\":\"{flow}\",\"name\":\"{flow}\",\"id\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":",
                     id + 1,
                 )?;
-                self.ts(ns);
+                json::push_micros(&mut self.buf, time);
                 self.buf.push(b'}');
             }
             self.spill()?;
