@@ -785,7 +785,8 @@ impl Writer<'_> {
             write!(self.out, ",\"overwritten_events\":{}", trace.overwritten_events)?;
         }
         // The probe cost subtracted from durations in the table (the slices keep their
-        // recorded times); absent when the trace says nothing about it (a mock clock).
+        // recorded times, but for the 1 ns that separates edges that shared a nanosecond on
+        // one track); absent when the trace says nothing about it (a mock clock).
         match trace.compensation {
             Some(Compensation::Off) => write!(self.out, ",\"overhead_compensation\":\"off\"")?,
             Some(Compensation::Applied { inner_ns, outer_ns }) => write!(
