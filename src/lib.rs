@@ -210,6 +210,11 @@ not_under_loom! {
 #[doc(hidden)]
 pub use record::{buffer, event};
 
+// The README's Rust blocks, compiled and run as doctests so that they never rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctests {}
+
 /// Records every call of a function as a scope, like a `scope!` at the top of its body.
 ///
 /// ```
