@@ -812,7 +812,12 @@ impl Profiler {
         // A stream that cannot start: the window keeps its last records in memory instead, as
         // a flight recorder of the stream's memory (or of its own window, when it is one).
         let fallback = fallback && result.is_err();
+        // A flight recorder recycles only while flight recorders are the only sessions
+        // recording: beside another session its window would grow without bound, so the
+        // window then keeps nothing and counts what it records as lost (below).
+        let alone = !registry::any_recording();
         let window_bytes = match &options {
+            Some(_) if fallback && !alone && self.inner.config.flight.is_none() => None,
             Some(options) if fallback => Some(
                 self.inner
                     .config
@@ -844,8 +849,9 @@ impl Profiler {
                     size(bytes)
                 ))
             }
-            // Not even that (another flight recorder runs): the window keeps nothing, and
-            // counts every event it records as lost.
+            // Not even that (another flight recorder runs, or another session records, so
+            // that the recorder could not recycle): the window keeps nothing, and counts
+            // every event it records as lost.
             (Some(options), Some(error)) => match Stream::sink(
                 options,
                 error.clone(),
@@ -856,11 +862,15 @@ impl Profiler {
             ) {
                 Ok(sink) => {
                     stream = Some(sink);
-                    Some(
-                        "another flight recorder is running: the session keeps nothing and \
-                         counts every event it records as lost"
-                            .to_owned(),
-                    )
+                    let why = if alone {
+                        "another flight recorder is running"
+                    } else {
+                        "other sessions are recording"
+                    };
+                    Some(format!(
+                        "{why}: the session keeps nothing and counts every event it records \
+                         as lost"
+                    ))
                 }
                 Err(e) => Some(format!(
                     "the session records in memory instead, unbounded (no writer: {e})"

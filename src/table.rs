@@ -801,9 +801,25 @@ impl Table {
 /// whole.
 pub const MAX_CELL_CHARS: usize = 80;
 
-/// `cell` as a text table shows it: whole when it has at most `max` characters, else its
-/// first and last characters around `…`, `max` characters in all.
+/// `cell` as a text table shows it: its control characters escaped, whole when it then has at
+/// most `max` characters, else its first and last characters around `…`, `max` characters in
+/// all.
 pub(crate) fn shorten(cell: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    // Control characters (a newline, a carriage return, an escape sequence) would break the
+    // grid or drive the terminal: they show escaped (`\n`, `\u{1b}`).
+    if cell.chars().any(char::is_control) {
+        let escaped: String = cell
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        return std::borrow::Cow::Owned(shorten(&escaped, max).into_owned());
+    }
     let count = cell.chars().count();
     if count <= max {
         return std::borrow::Cow::Borrowed(cell);
@@ -856,7 +872,7 @@ fn widths<'a>(rows: impl Iterator<Item = &'a Vec<String>>) -> Vec<usize> {
             widths.resize(row.len(), 0);
         }
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count().min(MAX_CELL_CHARS));
+            *width = (*width).max(shorten(cell, MAX_CELL_CHARS).chars().count());
         }
     }
     widths
@@ -957,6 +973,8 @@ mod tests {
         assert_eq!(shorten("🦀🦀🦀🦀🦀🦀🦀 *", 5), "🦀🦀… *");
         assert_eq!(shorten("abc", 1), "…");
         assert_eq!(shorten("abc", 0), "…");
+        assert_eq!(shorten("a\nb\r\u{1b}[31m", 80), "a\\nb\\r\\u{1b}[31m");
+        assert_eq!(shorten("a\nbcdef", 5), "a\\…ef");
         let long = "x".repeat(200_000) + " *";
         let cell = shorten(&long, MAX_CELL_CHARS);
         assert_eq!(cell.chars().count(), MAX_CELL_CHARS);

@@ -724,6 +724,68 @@ fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and
     other.stop();
 }
 
+#[test]
+fn a_second_stream_beside_a_running_one_keeps_nothing_and_counts_all() {
+    let _turn = turn();
+    // A streaming session that writes its file, recording nothing here.
+    let first = scratch("first.tscope");
+    let other = Profiler::builder()
+        .current_thread()
+        .stream_to(&*first)
+        .try_start()
+        .unwrap();
+    let second = scratch("second.tscope");
+    let path = second.to_path_buf();
+    std::thread::spawn(move || {
+        // One stream at a time: this one cannot start, and a flight recorder beside the
+        // running stream could not recycle its chunks. The window keeps nothing.
+        let prof = Profiler::builder()
+            .current_thread()
+            .compensate_overhead(false)
+            .stream_to(&path)
+            .start();
+        {
+            let _g = scope!("lost");
+        }
+        let before = live_chunks();
+        let mut recorded = 2;
+        for _ in 0..100 {
+            for _ in 0..2048 {
+                let _g = scope!("lost");
+            }
+            recorded += 4096;
+            wait_until("counted", || {
+                prof.stream_stats().unwrap().records_lost >= recorded / 4096 * 4096
+            });
+            assert!(
+                live_chunks() <= before,
+                "{} chunks alive, {before} before",
+                live_chunks()
+            );
+        }
+        prof.stop();
+        let error = format!(
+            "{}: another streaming session is running (one at a time)",
+            path.display()
+        );
+        let stats = prof.stream_stats().unwrap();
+        assert_eq!(stats.error.as_deref(), Some(&*error));
+        assert_eq!((stats.records_written, stats.records_lost), (0, 409_602));
+        assert!(!path.exists());
+        let report = prof.report();
+        assert_eq!(report.get("lost"), None);
+        assert_eq!(
+            report.stream_failure,
+            Some(tickscope::report::StreamFailure::new(&*error, 409_602))
+        );
+    })
+    .join()
+    .unwrap();
+    other.stop();
+    // The running stream saw none of it: its thread recorded nothing.
+    assert_eq!(other.report().len(), 0);
+}
+
 /// Streams 10 000 scopes to `path` through a pool of two chunks, waits until they are
 /// written, lets `gone` take the file away and waits until the stream sees it, then records
 /// 50 000 more (25 chunks: the writer must give them back) and stops.
@@ -993,4 +1055,12 @@ fn a_full_disk_mid_run_fails_the_stream_and_counts_every_record() {
     assert!(stdout.contains(&format!(
         "\nStream failed: {error}; {lost} events lost (in neither the file nor memory)\n"
     )));
+    // Said once on stderr when it happened, as a stream that cannot start says it.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "tickscope: {error}; the stream stops writing: what the session records from now \
+             on is lost, and counted (`Profiler::stream_stats`, the table's footer)\n"
+        )
+    );
 }

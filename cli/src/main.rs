@@ -67,14 +67,16 @@ impl Failure {
     }
 }
 
-/// True when `message` names `name` as a word of its own (not inside another word or path).
+/// True when `message` names the file `name`: as a word of its own (not inside another word
+/// or path) that is quoted, ends the message or is followed by `:` (`cannot read a.tsc: …`),
+/// so that a file named like a word of the message (`input`) is still named.
 fn mentions(message: &str, name: &str) -> bool {
-    let edge =
-        |c: Option<char>| c.is_none_or(|c| c.is_whitespace() || "'\"`()[]{}<>,:;".contains(c));
+    let before = |c: Option<char>| c.is_none_or(|c| c.is_whitespace() || "'\"`([{<".contains(c));
+    let after = |c: Option<char>| c.is_none_or(|c| "'\"`)]}>:".contains(c));
     !name.is_empty()
         && message.match_indices(name).any(|(at, _)| {
-            edge(message[..at].chars().next_back())
-                && edge(message[at + name.len()..].chars().next())
+            before(message[..at].chars().next_back())
+                && after(message[at + name.len()..].chars().next())
         })
 }
 
@@ -116,6 +118,8 @@ mod tests {
         assert!(mentions("a.tsc", "a.tsc"));
         assert!(!mentions("at byte 0: bad magic", "a"));
         assert!(!mentions("cannot read data/a.tsc.bak", "a.tsc"));
+        assert!(!mentions("at byte 0: the input is empty", "input"));
+        assert!(mentions("cannot read input: not found", "input"));
         let failure = Failure::about(Path::new("a"), "at byte 0: bad magic");
         assert_eq!(failure.0, "a: at byte 0: bad magic");
         let failure = Failure::about(Path::new("a"), "a: at byte 0: bad magic");

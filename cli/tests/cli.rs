@@ -1465,6 +1465,14 @@ fn other_files_are_named_for_what_they_are() {
     }
     let gz = dir.join("run.json.gz");
     assert_eq!(tickscope(&["convert", s(&cap), "-o", s(&gz)]).code, 0);
+    let pprof = dir.join("run.pb");
+    assert_eq!(tickscope(&["convert", s(&cap), "-o", s(&pprof)]).code, 0);
+    let svg = dir.join("run.svg");
+    fs::write(
+        &svg,
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\"></svg>\n",
+    )
+    .unwrap();
     let other_json = dir.join("config.json");
     fs::write(&other_json, br#"  {"threads": 4, "name": "a config file"}"#).unwrap();
     for (file, what) in [
@@ -1478,8 +1486,15 @@ fn other_files_are_named_for_what_they_are() {
         ),
         (
             &perfetto,
-            "this looks like a Perfetto protobuf trace (it opens in ui.perfetto.dev)",
+            "this looks like a protobuf file: a Perfetto trace (it opens in ui.perfetto.dev) or \
+             a pprof profile",
         ),
+        (
+            &pprof,
+            "this looks like a protobuf file: a Perfetto trace (it opens in ui.perfetto.dev) or \
+             a pprof profile",
+        ),
+        (&svg, "this is an SVG image (a flame graph?)"),
         (&folded, "this looks like a text file of folded stacks"),
         (&other_json, "this is a JSON file"),
     ] {

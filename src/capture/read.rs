@@ -1258,11 +1258,22 @@ impl<'a> Session<'a> {
 /// other JSON. `None` when it is none of those.
 fn other_format(bytes: &[u8]) -> Option<&'static str> {
     if is_perfetto(bytes) {
-        return Some("this looks like a Perfetto protobuf trace (it opens in ui.perfetto.dev)");
+        // pprof's `Profile` starts the same way (its field 1, `sample_type`, a message).
+        return Some(
+            "this looks like a protobuf file: a Perfetto trace (it opens in ui.perfetto.dev) \
+             or a pprof profile",
+        );
     }
     let text = bytes.trim_ascii_start();
     let head = &text[..text.len().min(4096)];
     let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+    if head.starts_with(b"<?xml") || head.starts_with(b"<svg") {
+        return Some(if has(b"<svg") {
+            "this is an SVG image (a flame graph?)"
+        } else {
+            "this is an XML file"
+        });
+    }
     match text.first() {
         Some(b'{' | b'[') if has(b"\"traceEvents\"") || has(b"\"ph\"") => {
             Some("this is a Chrome JSON trace (it opens in ui.perfetto.dev)")

@@ -659,7 +659,17 @@ impl State {
     /// never written later).
     fn fail(&mut self, error: &io::Error) {
         if self.stats.error.is_none() {
-            self.stats.error = Some(format!("{}: cannot write: {error}", self.path.display()));
+            let message = format!("{}: cannot write: {error}", self.path.display());
+            // Said once, as a stream that cannot start says it: a program that never prints
+            // the table still learns that its capture is incomplete.
+            if self.out.is_some() {
+                eprintln!(
+                    "tickscope: {message}; the stream stops writing: what the session records \
+                     from now on is lost, and counted (`Profiler::stream_stats`, the table's \
+                     footer)"
+                );
+            }
+            self.stats.error = Some(message);
         }
         let Some(out) = self.out.take() else {
             return;

@@ -116,10 +116,33 @@ pub(super) fn match_async(
             (_, None) | (MarkKind::Enter(_) | MarkKind::Close, _) => {}
         }
     }
-    for r in open.into_values().chain(lives.unclosed()) {
+    let unclosed: Vec<usize> = open.into_values().chain(lives.unclosed()).collect();
+    // In a session salvaged without its footer the threads' records stop at different times,
+    // and a call's end, lost, may have been on any thread: on one whose records stop before
+    // it. The end is then known to be no earlier than its last poll's end and than the
+    // earliest of the threads' last records, and that is where it is closed: never later
+    // than it ran (the last polling thread's last record could be far past its real end).
+    let polled_until = if salvaged && !unclosed.is_empty() {
+        let mut until = vec![0u64; records.len()];
+        for span in threads.iter().flat_map(|t| &t.spans) {
+            if let SpanKind::Poll { task: Some(r) } = span.kind
+                && let Some(until) = until.get_mut(r as usize)
+            {
+                *until = (*until).max(span.end_ns);
+            }
+        }
+        until
+    } else {
+        Vec::new()
+    };
+    let earliest = ends.iter().copied().min().unwrap_or(0);
+    for r in unclosed {
         let record = &mut records[r];
         let latest = || ends.iter().copied().max().unwrap_or(0);
-        let end_ns = last.get(r).and_then(|&t| ends.get(t)).copied().unwrap_or_else(latest);
+        let mut end_ns = last.get(r).and_then(|&t| ends.get(t)).copied().unwrap_or_else(latest);
+        if let Some(&polled) = polled_until.get(r) {
+            end_ns = end_ns.min(polled.max(earliest));
+        }
         record.end_ns = end_ns.max(record.start_ns);
         record.open_at_stop = true;
     }

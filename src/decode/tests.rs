@@ -781,6 +781,44 @@ fn tracing_enters_waiting_long_for_their_close_are_matched_across_threads() {
 }
 
 #[test]
+fn a_salvaged_call_polled_on_several_threads_ends_no_later_than_it_can_have() {
+    let call = CALL.id();
+    let tagged = |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];
+    let exit = |entered: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, entered), tick);
+    let poll = |tick: u64, span: u32, until: u64| -> Vec<RawEvent> {
+        [tagged(RawKind::PollBegin, tick, span).to_vec(), vec![exit(tick, until)]].concat()
+    };
+    // Call 1 begins and is polled on thread 7, polled again on thread 8 from 20 to 22; its
+    // end is lost. Thread 7's records stop at 40, thread 8's at 90: the end may have been on
+    // thread 7 after 40, so the call is known to have lasted until 40, not until 90.
+    let seven = [
+        tagged(RawKind::AsyncBegin, 10, 1).to_vec(),
+        poll(10, 1, 12),
+        poll(30, 2, 40),
+    ]
+    .concat();
+    let eight = [poll(20, 1, 22), poll(80, 3, 90)].concat();
+    let mut capture = Capture::from_records(vec![(7, seven), (8, eight)], 0, 100);
+    // Whole: the call is open at the window's end, as it was.
+    let whole = capture.decode();
+    let first = &whole.async_spans[0];
+    assert_eq!((first.start_ns, first.end_ns, first.open_at_stop), (10, 100, true));
+    // Salvaged: at the earliest of the threads' last records, past its last poll.
+    capture.salvaged = Some(0);
+    let trace = capture.decode();
+    let first = &trace.async_spans[0];
+    assert_eq!((first.start_ns, first.end_ns, first.polls), (10, 40, 2));
+    assert!(first.open_at_stop);
+    // A call whose last poll ends after every thread's last record but one: there.
+    let seven = [tagged(RawKind::AsyncBegin, 10, 1).to_vec(), poll(10, 1, 12)].concat();
+    let eight = [poll(50, 1, 60), poll(80, 3, 90)].concat();
+    let mut capture = Capture::from_records(vec![(7, seven), (8, eight)], 0, 100);
+    capture.salvaged = Some(0);
+    let trace = capture.decode();
+    assert_eq!((trace.async_spans[0].start_ns, trace.async_spans[0].end_ns), (10, 60));
+}
+
+#[test]
 fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
     let call = CALL.id();
     let tagged = |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];

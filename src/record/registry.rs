@@ -282,6 +282,11 @@ pub(crate) fn dropped_events() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
+/// True when a session records (one that is not collecting its window).
+pub(crate) fn any_recording() -> bool {
+    registry().sessions.iter().any(|s| !s.collecting)
+}
+
 /// Registers a running session; a `streaming` one keeps only what its writer has not written
 /// (see [`stream_share`] and [`streamed`]), a `flight` recorder only its latest chunks.
 pub(crate) fn add_session(
