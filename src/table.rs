@@ -229,6 +229,9 @@ pub struct Table {
 /// The footer of a session's table in a build without the `enabled` feature.
 const COMPILED_OUT: &str =
     "tickscope was built without its `enabled` feature: nothing was recorded";
+/// The same, below the counts, when collectors recorded what the table shows.
+const COMPILED_OUT_COLLECTORS: &str =
+    "tickscope was built without its `enabled` feature: only collectors recorded";
 
 /// What a table is made of.
 #[derive(Clone, Debug)]
@@ -577,8 +580,10 @@ impl fmt::Display for Table {
             || trace.threads.iter().map(|t| t.spans.len()).sum(),
             Summary::spans,
         );
-        if self.compiled_out {
-            // A session of a build without `enabled`: its counts are zeros that mean nothing.
+        // A session of a build without `enabled`: with no collector's events, its counts are
+        // zeros that mean nothing.
+        let compiled_out_empty = self.compiled_out && trace.thread_count() == 0;
+        if compiled_out_empty {
             writeln!(f, "{COMPILED_OUT}")?;
         } else {
             write!(f, "{} wall, ", format_ns(trace.wall_ns()))?;
@@ -606,6 +611,9 @@ impl fmt::Display for Table {
                 write!(f, ", {panics} observer panic{}", plural(panics))?;
             }
             writeln!(f)?;
+        }
+        if self.compiled_out && !compiled_out_empty {
+            writeln!(f, "{COMPILED_OUT_COLLECTORS}")?;
         }
         let salvage = &trace.salvage;
         if salvage.is_salvaged() {

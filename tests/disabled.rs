@@ -197,3 +197,49 @@ fn the_mock_clock_moves_by_nanoseconds_and_durations() {
         tickscope::clock::ClockSource::Mock
     );
 }
+
+/// A collector records without `enabled` (it is not tickscope's instrumentation): the table
+/// counts its events and says that they are all there is.
+#[test]
+fn the_table_counts_a_collectors_events_and_says_the_rest_is_compiled_out() {
+    use tickscope::collector::{BoxError, Collector, SessionWriter};
+
+    struct Device;
+    impl Collector for Device {
+        fn name(&self) -> &str {
+            "device"
+        }
+        fn start(&mut self) -> Result<(), BoxError> {
+            Ok(())
+        }
+        fn stop(&mut self) -> Result<(), BoxError> {
+            Ok(())
+        }
+        fn collect(&mut self, out: &mut Vec<u8>) -> Result<(), BoxError> {
+            let mut session =
+                SessionWriter::new("gpu0", (1_000, 5_000), (1_000_000, 1_004_000), 1.0);
+            let stream = session.thread("stream 1");
+            session.span(stream, "kernel", 2_000, 3_000);
+            session.write_to(out);
+            Ok(())
+        }
+    }
+
+    let prof = config().collector(Device).start();
+    {
+        let _g = scope!("work");
+    }
+    prof.stop();
+    let table = prof.table().to_string();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    assert!(lines[2].starts_with("kernel "), "{table}");
+    assert!(
+        lines[3].ends_with(" wall, 2 processes, 1 thread, 1 scope, 0 dropped events"),
+        "{table}"
+    );
+    assert_eq!(
+        lines[4],
+        "tickscope was built without its `enabled` feature: only collectors recorded"
+    );
+}
