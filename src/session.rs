@@ -1334,7 +1334,9 @@ impl Profiler {
 
     /// A printable table of [`Profiler::trace`], sorted by total time; see [`Table`] for sort
     /// keys, row limits, per-thread rows and the call tree. Its footer counts the window's
-    /// [`observer_panics`](Report::observer_panics), if any.
+    /// [`observer_panics`](Report::observer_panics), if any; in a program built without the
+    /// `enabled` feature, it says that nothing was recorded instead of counting threads and
+    /// scopes.
     pub fn table(&self) -> Table {
         let (trace, observer_panics) = self.observed();
         let errors = self.errors().iter().map(ToString::to_string).collect();
@@ -1342,6 +1344,7 @@ impl Profiler {
             .with_observer_panics(observer_panics)
             .with_errors(errors)
             .with_stream_failure(self.stream_failure())
+            .with_compiled_out(!cfg!(feature = "enabled"))
     }
 }
 

@@ -221,7 +221,17 @@ pub struct Table {
     errors: Vec<String>,
     /// A streaming session's failed stream, a footer line.
     stream_failure: Option<StreamFailure>,
+    /// A session's table in a build without the `enabled` feature: the footer says so
+    /// instead of counting threads and scopes.
+    compiled_out: bool,
 }
+
+/// The footer of a session's table in a build without the `enabled` feature.
+const COMPILED_OUT: &str =
+    "tickscope was built without its `enabled` feature: nothing was recorded";
+/// The same, below the counts, when collectors recorded what the table shows.
+const COMPILED_OUT_COLLECTORS: &str =
+    "tickscope was built without its `enabled` feature: only collectors recorded";
 
 /// What a table is made of.
 #[derive(Clone, Debug)]
@@ -305,6 +315,7 @@ impl Table {
             observer_panics: 0,
             errors: Vec::new(),
             stream_failure: None,
+            compiled_out: false,
         }
     }
 
@@ -317,6 +328,13 @@ impl Table {
     /// Lists `errors` (collector failures) in the footer, a line each.
     pub(crate) fn with_errors(mut self, errors: Vec<String>) -> Self {
         self.errors = errors;
+        self
+    }
+
+    /// Says in the footer, instead of its counts, that nothing was recorded because the
+    /// program was built without the `enabled` feature (a session's table in such a build).
+    pub(crate) fn with_compiled_out(mut self, compiled_out: bool) -> Self {
+        self.compiled_out = compiled_out;
         self
     }
 
@@ -575,51 +593,61 @@ impl fmt::Display for Table {
                 (all - polls, polls)
             }
         };
-        write!(f, "{} wall, ", format_ns(trace.covered_ns()))?;
-        if trace.covered_ns() != trace.wall_ns() {
+        // A session of a build without `enabled`: with no collector's events, its counts are
+        // zeros that mean nothing.
+        let compiled_out_empty = self.compiled_out && trace.thread_count() == 0;
+        if compiled_out_empty {
+            writeln!(f, "{COMPILED_OUT}")?;
+        } else {
+            write!(f, "{} wall, ", format_ns(trace.covered_ns()))?;
+            if trace.covered_ns() != trace.wall_ns() {
+                write!(
+                    f,
+                    "the flight recorder's window of a {} session, ",
+                    format_ns(trace.wall_ns())
+                )?;
+            }
+            let processes = trace.processes.len();
+            if processes > 1 {
+                write!(f, "{processes} processes, ")?;
+            }
+            let threads = trace.thread_count();
             write!(
                 f,
-                "the flight recorder's window of a {} session, ",
-                format_ns(trace.wall_ns())
+                "{} thread{}, {} scope{}, ",
+                threads,
+                plural(threads as u64),
+                scopes,
+                plural(scopes as u64),
             )?;
-        }
-        let processes = trace.processes.len();
-        if processes > 1 {
-            write!(f, "{processes} processes, ")?;
-        }
-        let threads = trace.thread_count();
-        write!(
-            f,
-            "{} thread{}, {} scope{}, ",
-            threads,
-            plural(threads as u64),
-            scopes,
-            plural(scopes as u64),
-        )?;
-        let calls = trace.async_spans.len();
-        if calls > 0 || polls > 0 {
+            let calls = trace.async_spans.len();
+            if calls > 0 || polls > 0 {
+                write!(
+                    f,
+                    "{calls} async call{} ({polls} poll{}), ",
+                    plural(calls as u64),
+                    plural(polls as u64)
+                )?;
+            }
             write!(
                 f,
-                "{calls} async call{} ({polls} poll{}), ",
-                plural(calls as u64),
-                plural(polls as u64)
+                "{} dropped event{}",
+                trace.dropped_events,
+                plural(trace.dropped_events),
             )?;
+            if trace.overwritten_events > 0 {
+                let n = trace.overwritten_events;
+                write!(f, ", {n} overwritten event{} (flight recorder)", plural(n))?;
+            }
+            let panics = self.observer_panics;
+            if panics > 0 {
+                write!(f, ", {panics} observer panic{}", plural(panics))?;
+            }
+            writeln!(f)?;
         }
-        write!(
-            f,
-            "{} dropped event{}",
-            trace.dropped_events,
-            plural(trace.dropped_events),
-        )?;
-        if trace.overwritten_events > 0 {
-            let n = trace.overwritten_events;
-            write!(f, ", {n} overwritten event{} (flight recorder)", plural(n))?;
+        if self.compiled_out && !compiled_out_empty {
+            writeln!(f, "{COMPILED_OUT_COLLECTORS}")?;
         }
-        let panics = self.observer_panics;
-        if panics > 0 {
-            write!(f, ", {panics} observer panic{}", plural(panics))?;
-        }
-        writeln!(f)?;
         let salvage = &trace.salvage;
         if salvage.is_salvaged() {
             let (n, bytes, cut) = (salvage.sessions, salvage.lost_bytes, salvage.open_scopes);
@@ -654,8 +682,9 @@ impl fmt::Display for Table {
             Some(applied) => writeln!(f, "Overhead compensation: {applied} subtracted")?,
             None => {}
         }
+        // (Without `enabled` the clock is the OS's, and read for no event.)
         if let Some(source @ (ClockSource::Monotonic | ClockSource::CpuUnverified)) =
-            trace.clock_source
+            trace.clock_source.filter(|_| !self.compiled_out)
         {
             writeln!(f, "Clock: {source}")?;
         }

@@ -89,7 +89,7 @@ use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
 use ::tracing::subscriber::Interest;
 use ::tracing::{Event, Metadata, Subscriber};
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 

@@ -30,7 +30,7 @@ struct Script {
 /// "stream 1" of process "gpu0", recorded in device ticks.
 struct Device {
     name: String,
-    mock: Arc<quanta::Mock>,
+    mock: Arc<tickscope::clock::Mock>,
     script: Script,
     start_ns: u64,
     /// (begin, end) in Unix ns, launched by the host.
@@ -39,7 +39,7 @@ struct Device {
 }
 
 impl Device {
-    fn new(name: &str, mock: &Arc<quanta::Mock>, script: Script) -> (Self, Launches) {
+    fn new(name: &str, mock: &Arc<tickscope::clock::Mock>, script: Script) -> (Self, Launches) {
         let kernels = Arc::new(Mutex::new(Vec::new()));
         let device = Self {
             name: name.to_owned(),
@@ -128,7 +128,7 @@ fn run(collectors: Vec<Device>) -> Profiler {
     prof
 }
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().unwrap()
 }
 

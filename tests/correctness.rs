@@ -13,7 +13,7 @@ use tickscope::{Profiler, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> (MutexGuard<'static, ()>, Arc<quanta::Mock>) {
+fn serial() -> (MutexGuard<'static, ()>, Arc<tickscope::clock::Mock>) {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mock = tickscope::clock::use_mock_clock().expect("mock clock installed first");
     (guard, mock)

@@ -12,7 +12,7 @@ use tickscope::{Capture, Profiler, counter, instant, scope, value};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
 }
 
@@ -23,7 +23,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Runs `steps` one at a time, each on worker thread `steps[i].0` (0 or 1) of a session that
 /// records both, with the mock clock advanced by 10 ns before each; returns the session and
 /// the two workers' thread ids as the trace names them.
-fn two_threads(m: &quanta::Mock, steps: &[(usize, &(dyn Fn() + Sync))]) -> Profiler {
+fn two_threads(m: &tickscope::clock::Mock, steps: &[(usize, &(dyn Fn() + Sync))]) -> Profiler {
     let prof = Profiler::builder().current_thread().start();
     let barrier = Barrier::new(3);
     std::thread::scope(|s| {
@@ -319,7 +319,7 @@ fn no_session_records_nothing_and_evaluates_nothing() {
 }
 
 /// A session with two counters, a distribution and a scope, for the table and exports.
-fn mixed(m: &quanta::Mock) -> Profiler {
+fn mixed(m: &tickscope::clock::Mock) -> Profiler {
     let prof = Profiler::builder().current_thread().start();
     {
         let _g = scope!("produce");

@@ -18,7 +18,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Runs `body` on a thread named `thread` under a session of that thread, and stops the
 /// session while what `body` returned (an open scope, say) is still alive. The mock clock
 /// reads 1 s after the epoch at the first session.
-fn record_on<G>(thread: &str, body: impl FnOnce(&quanta::Mock) -> G + Send + 'static) -> Profiler {
+fn record_on<G>(
+    thread: &str,
+    body: impl FnOnce(&tickscope::clock::Mock) -> G + Send + 'static,
+) -> Profiler {
     let m = tickscope::clock::use_mock_clock().unwrap();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     std::thread::Builder::new()
@@ -118,7 +121,7 @@ fn chrome_json_round_trip() {
 }
 
 #[profile]
-async fn load(m: std::sync::Arc<quanta::Mock>) {
+async fn load(m: std::sync::Arc<tickscope::clock::Mock>) {
     m.increment(50u64);
     YieldOnce::default().await;
     m.increment(25u64);

@@ -15,7 +15,7 @@ use tickscope::{Profiler, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> (MutexGuard<'static, ()>, Arc<quanta::Mock>) {
+fn serial() -> (MutexGuard<'static, ()>, Arc<tickscope::clock::Mock>) {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mock = tickscope::clock::use_mock_clock().expect("mock clock installed first");
     (guard, mock)
@@ -32,7 +32,7 @@ fn times(trace: &Trace) -> Vec<(&'static str, u64, u64, u64)> {
 
 /// `root` [ `a` [ `leaf` × `leaves` ], `b` ] with 5 ns of own work before each child, 7 ns per
 /// leaf and 3 ns in `b`.
-fn tree(m: &quanta::Mock, leaves: u64) {
+fn tree(m: &tickscope::clock::Mock, leaves: u64) {
     let _root = scope!("root");
     m.increment(5u64);
     {

@@ -22,7 +22,7 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
 }
 
@@ -867,7 +867,7 @@ type Call = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Pending once: two polls, a tick each.
 #[tickscope::profile]
-async fn hop(m: Arc<quanta::Mock>) {
+async fn hop(m: Arc<tickscope::clock::Mock>) {
     m.increment(1);
     common::YieldOnce::default().await;
     m.increment(1);

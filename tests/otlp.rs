@@ -34,12 +34,12 @@ static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 /// The tests share the process-wide mock clock: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
 }
 
 /// A recording of `work` on this thread under the mock clock.
-fn record(work: impl FnOnce(&quanta::Mock)) -> Profiler {
+fn record(work: impl FnOnce(&tickscope::clock::Mock)) -> Profiler {
     let m = mock();
     let prof = Profiler::builder().current_thread().start();
     work(&m);
@@ -48,7 +48,7 @@ fn record(work: impl FnOnce(&quanta::Mock)) -> Profiler {
 }
 
 /// `main(user, n, ratio, ok) { parse { tokenize 10 } parse { tokenize 20 } }`, 1 ns between.
-fn workload(m: &quanta::Mock) {
+fn workload(m: &tickscope::clock::Mock) {
     m.increment(5u64);
     let _main = scope!(
         "main",
@@ -359,7 +359,7 @@ fn links_arguments_memory_and_the_cut_at_stop_mark() {
 }
 
 #[profile]
-async fn fetch(m: Arc<quanta::Mock>) -> u32 {
+async fn fetch(m: Arc<tickscope::clock::Mock>) -> u32 {
     m.increment(10u64);
     YieldOnce::default().await;
     {
@@ -500,7 +500,7 @@ fn kvs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// Instants and counter samples around and inside `a { b }`. A span is open from the tick
 /// it starts at: the clock moves on between an event and the next span's start.
-fn with_events(m: &quanta::Mock) {
+fn with_events(m: &tickscope::clock::Mock) {
     m.increment(5u64);
     instant!("boot", process);
     counter!("queue", set = 2);
@@ -671,7 +671,7 @@ fn events_follow_their_span_when_it_is_folded_or_sampled_out() {
 }
 
 #[profile]
-async fn fetch_more(m: Arc<quanta::Mock>) -> u32 {
+async fn fetch_more(m: Arc<tickscope::clock::Mock>) -> u32 {
     m.increment(3u64);
     YieldOnce::default().await;
     let _g = scope!("decode", bytes = 12u64);

@@ -1,7 +1,7 @@
 //! The example plug-ins, built by these tests: examples/plugins/c_sampler (C, with the
 //! system `cc`) and examples/plugins/sim_device (a Rust `cdylib` against the C ABI only,
 //! with cargo), loaded into sessions and checked in the trace and the Chrome export.
-#![cfg(all(feature = "enabled", target_os = "linux"))]
+#![cfg(all(feature = "enabled", feature = "plugins", target_os = "linux"))]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

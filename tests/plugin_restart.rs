@@ -2,7 +2,7 @@
 //! flat (run under valgrind by `.ci/run` too), and two sessions on two threads, each with the
 //! plug-in, never block each other. The plug-in is examples/plugins/c_sampler, built here
 //! with the system `cc`.
-#![cfg(all(feature = "enabled", target_os = "linux"))]
+#![cfg(all(feature = "enabled", feature = "plugins", target_os = "linux"))]
 
 use std::path::PathBuf;
 use std::sync::mpsc;

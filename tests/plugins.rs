@@ -1,7 +1,7 @@
 //! C ABI plug-ins (`include/tickscope_plugin.h`): the header against its Rust mirror, loading
 //! and its misuses, the collect protocol. The plug-ins are tests/plugins/test_plugin.c, built
 //! here by the system C compiler (`cc`) into shared objects in a temporary folder.
-#![cfg(all(feature = "enabled", target_os = "linux"))]
+#![cfg(all(feature = "enabled", feature = "plugins", target_os = "linux"))]
 
 use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};

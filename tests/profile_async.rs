@@ -15,12 +15,12 @@ use tickscope::{Profiler, profile};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
 }
 
 #[profile]
-async fn step(m: Arc<quanta::Mock>) -> u32 {
+async fn step(m: Arc<tickscope::clock::Mock>) -> u32 {
     m.increment(10u64);
     YieldOnce::default().await;
     m.increment(4u64);
@@ -30,7 +30,7 @@ async fn step(m: Arc<quanta::Mock>) -> u32 {
 }
 
 #[profile]
-fn check(m: &quanta::Mock) {
+fn check(m: &tickscope::clock::Mock) {
     m.increment(3u64);
 }
 
@@ -102,7 +102,7 @@ fn a_call_polled_on_two_threads_counts_once_with_its_wall_time() {
 }
 
 #[profile]
-async fn request(m: Arc<quanta::Mock>) -> u32 {
+async fn request(m: Arc<tickscope::clock::Mock>) -> u32 {
     m.increment(2u64);
     let a = step(m.clone()).await;
     m.increment(1u64);

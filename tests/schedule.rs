@@ -13,7 +13,7 @@ use tickscope::{Profiler, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
 }
 
@@ -76,7 +76,7 @@ fn collector() -> (
 
 /// Runs `steps` steps of a program whose step `n` holds one `work` scope of `n + 1` ns
 /// (so each recorded call names its step), calling `step` after each.
-fn run(m: &quanta::Mock, prof: &Profiler, steps: u64) {
+fn run(m: &tickscope::clock::Mock, prof: &Profiler, steps: u64) {
     for n in 0..steps {
         m.increment(1000u64);
         {

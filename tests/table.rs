@@ -10,12 +10,12 @@ use tickscope::{Profiler, scope};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn mock() -> Arc<quanta::Mock> {
+fn mock() -> Arc<tickscope::clock::Mock> {
     tickscope::clock::use_mock_clock().expect("mock clock installed first")
 }
 
 /// main 100 ns { parse 60 ns { tokenize 10 ns, tokenize 20 ns, hash 5 ns } , parse 30 ns { } }
-fn record_tree(m: &quanta::Mock) -> Profiler {
+fn record_tree(m: &tickscope::clock::Mock) -> Profiler {
     let prof = Profiler::builder().current_thread().start();
     m.increment(5u64); // session start -> main: outside every scope
     {

@@ -4,7 +4,6 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::record::pages::prefer_huge_pages_for;
 
@@ -74,6 +73,7 @@ fn read_parts(
     on_read: &(dyn Fn(u64) + Sync),
 ) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     let done = AtomicU64::new(0);
     let part = bytes.len().div_ceil(threads).next_multiple_of(PIECE);
@@ -114,6 +114,8 @@ fn read_parts(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
     use super::*;
 
     #[test]

@@ -13,9 +13,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 use std::fmt;
-use std::io::{self, Read};
+use std::io;
+#[cfg(feature = "gzip")]
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,11 +30,13 @@ use crate::record::registry::Untracked;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
     CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK, CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION,
-    GZIP_ALLOWANCE, GZIP_MAX_RATIO, NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_HEADER, SESSION_HEADER_FIXED,
+    NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_HEADER, SESSION_HEADER_FIXED,
     SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
 use crate::record::flight::CutScope;
 use super::format::EVENTS_CUT;
+#[cfg(feature = "gzip")]
+use super::format::{GZIP_ALLOWANCE, GZIP_MAX_RATIO};
 use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
 
 /// Bytes of an event chunk's prefix and of a record, as `usize`.
@@ -233,6 +237,7 @@ fn is_gzip(bytes: &[u8]) -> bool {
 
 /// The most bytes a gzipped input of `compressed` bytes may decompress to:
 /// [`GZIP_MAX_RATIO`] times its size plus [`GZIP_ALLOWANCE`].
+#[cfg(feature = "gzip")]
 fn gzip_limit(compressed: usize) -> u64 {
     (compressed as u64)
         .saturating_mul(GZIP_MAX_RATIO)
@@ -246,6 +251,7 @@ fn gzip_limit(compressed: usize) -> u64 {
 /// damaged past its start gives the bytes decompressed before the problem, and a warning that
 /// says so (the second value): they are read as a plain file cut there would be. A stream that
 /// gives no byte at all is an error.
+#[cfg(feature = "gzip")]
 fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<(Vec<u8>, Option<String>), ReadError> {
     let limit = gzip_limit(gz.len());
     let mut out = Vec::new();
@@ -277,6 +283,19 @@ fn gunzip(gz: &[u8], path: Option<&Path>) -> Result<(Vec<u8>, Option<String>), R
         });
     }
     Ok((out, cut))
+}
+
+/// Without the `gzip` feature a gzipped capture is an error that says so.
+#[cfg(not(feature = "gzip"))]
+fn gunzip(_gz: &[u8], path: Option<&Path>) -> Result<(Vec<u8>, Option<String>), ReadError> {
+    Err(ReadError {
+        path: path.map(Path::to_path_buf),
+        offset: None,
+        what: "gzipped, and tickscope was built without its `gzip` feature, which reads gzipped \
+               captures"
+            .to_owned(),
+        io: None,
+    })
 }
 
 /// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.

@@ -50,6 +50,7 @@
 
 pub mod abi;
 mod api;
+#[cfg(feature = "plugins")]
 mod plugin;
 mod writer;
 
@@ -81,8 +82,19 @@ impl Slot {
     }
 
     /// Loads the plug-in at `path`.
+    #[cfg(feature = "plugins")]
     pub(crate) fn plugin(path: &Path) -> Result<Self, CollectorError> {
         plugin::Plugin::load(path).map(|p| Self::new(Box::new(p)))
+    }
+
+    /// Without the `plugins` feature, a load error that says so: the session runs without it.
+    #[cfg(not(feature = "plugins"))]
+    pub(crate) fn plugin(path: &Path) -> Result<Self, CollectorError> {
+        Err(CollectorError::new(
+            &path.display().to_string(),
+            Stage::Load,
+            "tickscope was built without its `plugins` feature, which loads plug-ins".to_owned(),
+        ))
     }
 
     /// Runs `call` on the collector, a panic turned into an error.

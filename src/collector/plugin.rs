@@ -45,7 +45,8 @@ fn failure(status: &Status) -> Option<String> {
         .message
         .iter()
         .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
+        // `c_char` is `i8` on x86_64 and `u8` on aarch64 Linux: its byte either way, no cast.
+        .map(|&c| u8::from_ne_bytes(c.to_ne_bytes()))
         .collect();
     let message = String::from_utf8_lossy(&bytes).into_owned();
     Some(if message.is_empty() {

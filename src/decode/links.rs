@@ -2,7 +2,7 @@
 //! captured by (thread id, sequence number), across threads; and `tracing` spans that follow
 //! from spans not entered where `follows_from` was called, matched by span id.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use crate::record::hash::{FxHashMap, FxHashSet};
 
 use crate::trace::{Flow, SpanRef, ThreadTrace};
 

@@ -1,7 +1,7 @@
 //! Allocations and frees: per-span figures while a thread is paired, and frees matched to the
 //! allocations they release across threads.
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 
 use crate::record::callsite::Callsite;
 use crate::record::memory::MemoryMode;

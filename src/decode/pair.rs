@@ -1,7 +1,7 @@
 //! Pairing one thread's records: entries with exits, payloads with the records they belong to,
 //! arguments with their scope, and allocations with the scope they happened in.
 
-use rustc_hash::FxHashSet;
+use crate::record::hash::FxHashSet;
 
 use crate::record::callsite::{self, Callsite};
 use crate::record::event::{RawEvent, RawKind};
@@ -76,7 +76,7 @@ struct Entered {
     /// Per enter: the span id, the slice's index in the thread, its start and callsite.
     enters: Vec<(u64, u32, u64, &'static Callsite)>,
     /// Span ids whose enters were moved to the marks early (too many waiting).
-    moved: rustc_hash::FxHashSet<u64>,
+    moved: FxHashSet<u64>,
 }
 
 /// Enters a thread keeps waiting for their close before the oldest half go to the marks:

@@ -2,7 +2,7 @@
 //! what a flat table ([`Report`](crate::report::Report) by name or by thread) needs, at a
 //! fraction of the memory of the full [`Trace`].
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 
 use crate::record::callsite::Callsite;
 use crate::trace::{Span, SpanKind, Trace};

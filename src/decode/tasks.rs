@@ -1,6 +1,6 @@
 //! Async spans: begins, polls and ends seen on any thread, matched by span id.
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 
 use crate::record::callsite::Callsite;
 use crate::trace::{AsyncSpan, Span, SpanKind, ThreadTrace};

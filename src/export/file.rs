@@ -8,7 +8,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "gzip")]
 use flate2::Compression;
+#[cfg(feature = "gzip")]
 use flate2::write::GzEncoder;
 
 /// Symbolic links followed before giving up, as Linux does (`ELOOP`).
@@ -35,6 +37,16 @@ pub(super) fn atomic_write(
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let gz = path.extension().is_some_and(|e| e == "gz");
+    if gz && !cfg!(feature = "gzip") {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "cannot write {}: tickscope was built without its `gzip` feature, which writes \
+                 `.gz` files",
+                path.display()
+            ),
+        ));
+    }
     let (target, existing) = resolve(path).map_err(|e| context(path, path, "cannot open", e))?;
     let ctx = |what: &str, e: io::Error| context(path, &target, what, e);
     match existing {
@@ -103,13 +115,17 @@ fn stream(
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<File> {
     let mut out = BufWriter::with_capacity(1 << 16, file);
+    #[cfg(feature = "gzip")]
     if gz {
         let mut enc = GzEncoder::new(out, Compression::fast());
         write(&mut enc)?;
         out = enc.finish()?;
-    } else {
-        write(&mut out)?;
+        return out.into_inner().map_err(|e| e.into_error());
     }
+    // Without the `gzip` feature, `atomic_write` refused `.gz` paths before getting here.
+    #[cfg(not(feature = "gzip"))]
+    let _ = gz;
+    write(&mut out)?;
     out.into_inner().map_err(|e| e.into_error())
 }
 

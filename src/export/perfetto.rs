@@ -61,7 +61,7 @@
 
 use std::io::{self, Write};
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 
 use super::Format;
 use super::lanes::Lanes;

@@ -35,7 +35,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 
 use super::Format;
 use super::proto::{bytes_field, int_field, packed_field};

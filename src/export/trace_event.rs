@@ -13,7 +13,7 @@
 //! its process and id: two processes may both have thread 1), flows, async calls and memory
 //! counter; every time counts from the one origin, so the processes line up.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use crate::record::hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 

@@ -292,7 +292,7 @@ impl Drop for ChunkBox {
 /// Asks Linux to make the whole pages of the `len` bytes from `address` resident and
 /// writable (`MADV_POPULATE_WRITE`, Linux 5.14); returns the addresses it covered, empty when
 /// it could not.
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", feature = "enabled", not(loom)))]
 fn populate(address: usize, len: usize) -> std::ops::Range<usize> {
     const PAGE: usize = 4096;
     let start = address.next_multiple_of(PAGE);
@@ -315,8 +315,9 @@ fn populate(address: usize, len: usize) -> std::ops::Range<usize> {
     if done == 0 { start..end } else { 0..0 }
 }
 
-/// Off Linux: nothing populated, every page is written.
-#[cfg(all(not(target_os = "linux"), not(loom)))]
+/// Off Linux (or without `enabled`, which brings libc): nothing populated, every page is
+/// written.
+#[cfg(all(not(all(target_os = "linux", feature = "enabled")), not(loom)))]
 fn populate(_address: usize, _len: usize) -> std::ops::Range<usize> {
     0..0
 }
@@ -431,7 +432,7 @@ impl std::fmt::Debug for SharedChunk {
     }
 }
 
-#[cfg(all(test, target_os = "linux", not(loom)))]
+#[cfg(all(test, target_os = "linux", feature = "enabled", not(loom)))]
 mod tests {
     use super::*;
 

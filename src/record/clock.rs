@@ -1,5 +1,9 @@
 //! Raw ticks for the hot path, the calibration pairs that later turn them into Unix
 //! nanoseconds, and the mock clock for tests.
+//!
+//! Ticks come from quanta (the CPU's counter) with the `enabled` feature; without it (nothing
+//! is recorded, and the build does without quanta) they are the OS monotonic clock's, or the
+//! mock's.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -8,6 +12,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 struct Source {
     /// quanta's clock: the CPU's counter, or the OS clock where quanta finds no invariant
     /// counter, or a mock; unused when `os`.
+    #[cfg(feature = "enabled")]
     clock: quanta::Clock,
     /// Ticks are the OS monotonic clock's, read through [`Instant`]: the fallback where the
     /// OS does not confirm the CPU's counter invariant, or the clock the program chose
@@ -16,7 +21,7 @@ struct Source {
     /// that four-way switch compiled to an indirect jump in front of every TSC read.
     os: bool,
     /// `Some` when the clock is a test mock: its ticks are nanoseconds already.
-    mock: Option<Arc<quanta::Mock>>,
+    mock: Option<Arc<Mock>>,
     /// Where the OS clock's ticks count from (less [`OS_TICK_BASE`]).
     origin: Instant,
 }
@@ -31,6 +36,7 @@ const OS_TICK_BASE: u64 = 1 << 30;
 pub const CLOCK_ENV: &str = "TICKSCOPE_CLOCK";
 
 impl Source {
+    #[cfg(feature = "enabled")]
     fn quanta() -> Self {
         Self {
             clock: quanta::Clock::new(),
@@ -43,6 +49,7 @@ impl Source {
     fn os() -> Self {
         Self {
             // Never read; a mock costs no calibration.
+            #[cfg(feature = "enabled")]
             clock: quanta::Clock::mock().0,
             os: true,
             mock: None,
@@ -51,7 +58,8 @@ impl Source {
     }
 
     /// The clock a process gets unless it chose one: [`CLOCK_ENV`], else the OS clock where
-    /// the CPU's counter is not confirmed invariant.
+    /// the CPU's counter is not confirmed invariant. Without `enabled`, always the OS clock.
+    #[cfg(feature = "enabled")]
     fn chosen() -> Self {
         let env = std::env::var(CLOCK_ENV).ok();
         if os_chosen(env.as_deref(), detected) {
@@ -61,13 +69,23 @@ impl Source {
         }
     }
 
+    /// Without `enabled` (no quanta), the OS clock.
+    #[cfg(not(feature = "enabled"))]
+    fn chosen() -> Self {
+        Self::os()
+    }
+
     /// The current raw tick.
     #[inline(always)]
     fn raw(&self) -> u64 {
         if self.os {
             os_ticks(self.origin)
         } else {
-            self.clock.raw()
+            #[cfg(feature = "enabled")]
+            return self.clock.raw();
+            // Without quanta, a source that is not the OS clock is the mock.
+            #[cfg(not(feature = "enabled"))]
+            return self.mock.as_ref().map_or(0, |mock| mock.value());
         }
     }
 }
@@ -75,6 +93,7 @@ impl Source {
 /// Whether a process whose [`CLOCK_ENV`] is `env` uses the OS clock: `os` says yes, `cpu` no
 /// (either in any case, spaces around ignored), anything else leaves it to what `detected`
 /// says of the CPU's counter: the OS clock where the OS does not confirm it invariant.
+#[cfg(any(test, feature = "enabled"))]
 fn os_chosen(env: Option<&str>, detected: impl FnOnce() -> ClockSource) -> bool {
     match env.map(str::trim) {
         Some(v) if v.eq_ignore_ascii_case("os") => true,
@@ -112,16 +131,77 @@ impl std::fmt::Display for ClockInUse {
 
 impl std::error::Error for ClockInUse {}
 
-/// Makes every event in this process use a [`quanta::Mock`] clock whose ticks are nanoseconds,
+/// The handle of the mock clock ([`use_mock_clock`]): quanta's `Mock`, whose `increment`,
+/// `decrement` and `value` move and read the clock in nanoseconds.
+#[cfg(feature = "enabled")]
+pub use quanta::{IntoNanoseconds, Mock};
+
+/// The handle of the mock clock ([`use_mock_clock`]), in a build without the `enabled` feature
+/// (and so without quanta, whose `Mock` it is in a build with it): the same methods.
+#[cfg(not(feature = "enabled"))]
+#[derive(Debug, Default)]
+pub struct Mock {
+    nanos: std::sync::atomic::AtomicU64,
+}
+
+#[cfg(not(feature = "enabled"))]
+impl Mock {
+    /// Moves the clock forward by `amount` nanoseconds.
+    pub fn increment<N: IntoNanoseconds>(&self, amount: N) {
+        let amount = amount.into_nanos();
+        self.nanos
+            .fetch_add(amount, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Moves the clock back by `amount` nanoseconds.
+    pub fn decrement<N: IntoNanoseconds>(&self, amount: N) {
+        let amount = amount.into_nanos();
+        self.nanos
+            .fetch_sub(amount, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The clock's current value in nanoseconds.
+    pub fn value(&self) -> u64 {
+        self.nanos.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Amounts that [`Mock`] moves by: nanoseconds as a `u64`, or a [`Duration`](std::time::Duration)
+/// (quanta's trait of that name in a build with the `enabled` feature).
+#[cfg(not(feature = "enabled"))]
+pub trait IntoNanoseconds {
+    /// The amount in nanoseconds.
+    fn into_nanos(self) -> u64;
+}
+
+#[cfg(not(feature = "enabled"))]
+impl IntoNanoseconds for u64 {
+    fn into_nanos(self) -> u64 {
+        self
+    }
+}
+
+#[cfg(not(feature = "enabled"))]
+impl IntoNanoseconds for std::time::Duration {
+    fn into_nanos(self) -> u64 {
+        self.as_nanos() as u64
+    }
+}
+
+/// Makes every event in this process use a [`Mock`] clock whose ticks are nanoseconds,
 /// for tests that assert exact durations. Returns the handle that advances it.
 ///
 /// Call it before the first session starts; calling it again returns the same mock. Sessions
 /// then report times as nanoseconds since the Unix epoch equal to the mock's value.
-pub fn use_mock_clock() -> Result<Arc<quanta::Mock>, ClockInUse> {
+pub fn use_mock_clock() -> Result<Arc<Mock>, ClockInUse> {
     let _guard = crate::record::sync::lock(&INSTALL);
     let source = SOURCE.get_or_init(|| {
+        #[cfg(feature = "enabled")]
         let (clock, mock) = quanta::Clock::mock();
+        #[cfg(not(feature = "enabled"))]
+        let mock = Arc::new(Mock::default());
         Source {
+            #[cfg(feature = "enabled")]
             clock,
             os: false,
             mock: Some(mock),
@@ -282,8 +362,14 @@ pub(crate) fn tick_rate() -> Option<f64> {
     if source.os {
         return Some(1.0);
     }
-    const PROBE: u64 = 1 << 40;
-    Some(source.clock.delta_as_nanos(0, PROBE) as f64 / PROBE as f64)
+    // Without `enabled`, a source that is neither the OS clock nor the mock does not exist.
+    #[cfg(not(feature = "enabled"))]
+    return Some(1.0);
+    #[cfg(feature = "enabled")]
+    {
+        const PROBE: u64 = 1 << 40;
+        Some(source.clock.delta_as_nanos(0, PROBE) as f64 / PROBE as f64)
+    }
 }
 
 /// Where this process's ticks come from; see [`source`].

@@ -490,7 +490,7 @@ fn run_scanner(session: u64) {
 /// `SCHED_IDLE`: on a busy machine that scanner never runs, and every chunk is read by the
 /// recording threads.) Elsewhere the scanner keeps its priority.
 fn background_priority() {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", feature = "enabled"))]
     {
         // SAFETY: `gettid` has no preconditions; `setpriority` on the calling thread's id
         // changes only its own nice value (Linux's per-thread priorities), and lowering it

@@ -8,6 +8,7 @@
 pub mod buffer;
 pub mod chunk;
 pub mod event;
+pub(crate) mod hash;
 pub(crate) mod sync;
 
 /// The crate's tests' pseudo-random numbers (xorshift from `seed`): each call gives the next

@@ -8,12 +8,13 @@
 //! for 512 small ones. Nothing here changes what a buffer holds, only how it is backed.
 
 /// Buffers smaller than this are left alone: they hold no whole huge page worth the call.
+#[cfg(any(test, all(target_os = "linux", feature = "enabled")))]
 const FROM_BYTES: usize = 4 << 20;
 
 /// Asks the kernel to back the `len` bytes from `address` (memory the caller allocated and
 /// owns, such as a `Vec`'s capacity) with huge pages when it faults them in. A no-op on
 /// small buffers, on systems without transparent huge pages or with them off, and off Linux.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "enabled"))]
 pub(crate) fn prefer_huge_pages(address: usize, len: usize) {
     const PAGE: usize = 4096;
     if len < FROM_BYTES {
@@ -38,8 +39,8 @@ pub(crate) fn prefer_huge_pages(address: usize, len: usize) {
     }
 }
 
-/// Off Linux: nothing to ask.
-#[cfg(not(target_os = "linux"))]
+/// Off Linux (or without `enabled`, which brings libc): nothing to ask.
+#[cfg(not(all(target_os = "linux", feature = "enabled")))]
 pub(crate) fn prefer_huge_pages(_address: usize, _len: usize) {}
 
 /// [`prefer_huge_pages`] for the capacity of `buffer`.

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "enabled")]
 use crossbeam_queue::ArrayQueue;
 
 use crate::record::chunk::{CHUNK_EVENTS, Chunk, ChunkBox, RECORD};
@@ -20,6 +21,43 @@ const RETAIN: usize = 1024;
 const PREPARE: usize = 4;
 
 static READY: OnceLock<ArrayQueue<ChunkBox>> = OnceLock::new();
+
+/// Without `enabled` (nothing is recorded, so the pool is never on a hot path): a bounded
+/// first-in first-out queue under a mutex, with the methods of crossbeam-queue's, which the
+/// build then does without.
+#[cfg(not(feature = "enabled"))]
+struct ArrayQueue<T> {
+    items: Mutex<std::collections::VecDeque<T>>,
+    capacity: usize,
+}
+
+#[cfg(not(feature = "enabled"))]
+impl<T> ArrayQueue<T> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            items: Mutex::new(std::collections::VecDeque::new()),
+            capacity,
+        }
+    }
+
+    /// Adds `item` at the back, or hands it back when the queue is full.
+    fn push(&self, item: T) -> Result<(), T> {
+        let mut items = lock(&self.items);
+        if items.len() >= self.capacity {
+            return Err(item);
+        }
+        items.push_back(item);
+        Ok(())
+    }
+
+    fn pop(&self) -> Option<T> {
+        lock(&self.items).pop_front()
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.items).len()
+    }
+}
 
 fn ready() -> &'static ArrayQueue<ChunkBox> {
     READY.get_or_init(|| ArrayQueue::new(RETAIN))
@@ -576,5 +614,20 @@ mod tests {
         assert_eq!(reservable_chunks_of(Some(8 << 30)), (4 << 30) / 65_584);
         assert_eq!(reservable_chunks_of(None), (1 << 30) / 65_584);
         assert_eq!(reservable_chunks_of(Some(65_584)), 0);
+    }
+
+    /// The queue of a build without `enabled`: bounded, first in first out, full hands back.
+    #[cfg(not(feature = "enabled"))]
+    #[test]
+    fn the_queue_without_crossbeam_is_bounded_and_in_order() {
+        let queue = ArrayQueue::new(2);
+        assert_eq!(queue.push(1), Ok(()));
+        assert_eq!(queue.push(2), Ok(()));
+        assert_eq!(queue.push(3), Err(3));
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.pop(), Some(1));
+        assert_eq!(queue.push(4), Ok(()));
+        assert_eq!((queue.pop(), queue.pop(), queue.pop()), (Some(2), Some(4), None));
+        assert_eq!(queue.len(), 0);
     }
 }

@@ -9,7 +9,7 @@ pub(crate) mod tree;
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
+use crate::record::hash::FxHashMap;
 
 use crate::decode::parallel;
 use crate::decode::summary::Summary;
