@@ -2,6 +2,7 @@
 //! per-name statistics ([`Report`]), the memory still live at stop ([`LiveAtStop`]) and the
 //! call tree the table draws.
 
+pub mod compare;
 mod counters;
 mod live;
 pub(crate) mod tree;
@@ -17,6 +18,7 @@ use crate::record::callsite::Callsite;
 use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 
+pub use compare::{Diff, DiffRow, Metric, Verdict};
 pub use counters::{CounterStats, ValueStats};
 pub use live::LiveAtStop;
 
