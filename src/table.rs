@@ -904,6 +904,175 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// The form a report is written in: `tickscope table`, `diff` and `info --format`, and
+/// [`Table::render`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Aligned columns, as [`Table`]'s `Display` writes them.
+    #[default]
+    Text,
+    /// A GitHub-flavoured Markdown table, the footer as lines after it: ready to paste into a
+    /// pull-request comment.
+    Markdown,
+    /// JSON of the versioned schema in `docs/REPORT-SCHEMA.md` (`"schema": 1`); times in ns.
+    Json,
+    /// CSV (RFC 4180): a header row, then a row per line, times as plain numbers in ns.
+    Csv,
+}
+
+impl Format {
+    /// Every format, in the order of `--format`'s help.
+    pub const ALL: [Self; 4] = [Self::Text, Self::Markdown, Self::Json, Self::Csv];
+
+    /// The format's name: `text`, `markdown`, `json`, `csv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Markdown => "markdown",
+            Self::Json => "json",
+            Self::Csv => "csv",
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("`{s}` is not a format: text, markdown, json or csv"))
+    }
+}
+
+/// The unit of the durations of text and Markdown tables. JSON and CSV are always in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unit {
+    /// Chosen per value: 3 to 4 significant digits ([`format_ns`]).
+    #[default]
+    Auto,
+    /// Nanoseconds.
+    Ns,
+    /// Microseconds.
+    Us,
+    /// Milliseconds.
+    Ms,
+    /// Seconds.
+    S,
+}
+
+impl Unit {
+    /// Every unit, in the order of `--unit`'s help.
+    pub const ALL: [Self; 5] = [Self::Auto, Self::Ns, Self::Us, Self::Ms, Self::S];
+
+    /// The unit's name: `auto`, `ns`, `us`, `ms`, `s`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Ns => "ns",
+            Self::Us => "us",
+            Self::Ms => "ms",
+            Self::S => "s",
+        }
+    }
+
+    /// `ns` written in this unit: `1500 ns`, `1.500 µs`, `0.002 ms`; with [`Unit::Auto`] as
+    /// [`format_ns`] writes it (fractions of a ns rounded).
+    pub fn format(self, ns: f64) -> String {
+        let sign = if ns < 0.0 { "-" } else { "" };
+        let abs = ns.abs();
+        match self {
+            Self::Auto => format!("{sign}{}", format_ns(abs.round() as u64)),
+            Self::Ns => format!("{sign}{abs:.0} ns"),
+            Self::Us => format!("{sign}{:.3} µs", abs / 1e3),
+            Self::Ms => format!("{sign}{:.3} ms", abs / 1e6),
+            Self::S => format!("{sign}{:.6} s", abs / 1e9),
+        }
+    }
+}
+
+impl FromStr for Unit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|u| u.name() == s)
+            .ok_or_else(|| format!("`{s}` is not a unit: auto, ns, us, ms or s"))
+    }
+}
+
+/// `rows` under `headers` as a GitHub-flavoured Markdown table: the first `left` columns
+/// aligned left, the others right; `|` and line breaks in cells escaped.
+pub fn markdown_grid(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
+    let cell = |c: &str| {
+        c.replace('\\', "\\\\")
+            .replace('|', "\\|")
+            .replace(['\n', '\r'], " ")
+    };
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = String>| {
+        out.push('|');
+        for c in cells {
+            out.push(' ');
+            out.push_str(&c);
+            out.push_str(" |");
+        }
+        out.push('\n');
+    };
+    line(&mut out, &mut headers.iter().map(|h| cell(h)));
+    line(
+        &mut out,
+        &mut (0..headers.len()).map(|i| if i < left { ":--" } else { "--:" }.to_owned()),
+    );
+    for row in rows {
+        line(&mut out, &mut row.iter().map(|c| cell(c)));
+    }
+    out
+}
+
+/// One CSV record (RFC 4180): fields with a comma, a quote or a line break quoted, quotes
+/// doubled; ended by `\n`.
+pub fn csv_record<S: AsRef<str>>(fields: &[S]) -> String {
+    let mut out = String::new();
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let field = field.as_ref();
+        if field.contains([',', '"', '\n', '\r']) {
+            out.push('"');
+            out.push_str(&field.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(field);
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// `s` as a JSON string, quotes included.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::{MAX_CELL_CHARS, format_bytes, format_ns, grid_text, shorten};

@@ -875,97 +875,222 @@ fn diff_row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// `rounds` rounds of `main { parse { tokenize }, hash }` on this thread (with `extra` inside
+/// `main` when asked) and `io` once on a second thread. Round `i` adds `i * 7 % 10` ns to
+/// `tokenize`, `i * 3 % 10` ns to `hash`: distributions, not one value repeated.
+fn rounds(rounds: u64, tokenize_ns: u64, hash_ns: u64, extra: bool) -> Profiler {
+    record(|prof, advance| {
+        advance(1_000);
+        let main = scope!("main");
+        for i in 0..rounds {
+            {
+                let _parse = scope!("parse");
+                advance(200);
+                let _tokenize = scope!("tokenize");
+                advance(tokenize_ns + i * 7 % 10);
+            }
+            let _hash = scope!("hash");
+            advance(hash_ns + i * 3 % 10);
+        }
+        if extra {
+            let _extra = scope!("extra");
+            advance(5);
+        }
+        drop(main);
+        let prof = prof.clone();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                prof.join_current_thread();
+                let _io = scope!("io");
+                advance(300);
+            });
+        });
+        advance(1_000);
+    })
+}
+
+/// The verdict of each name in `tickscope diff`'s text output, in the order of the rows.
+fn verdicts(stdout: &str) -> Vec<(&str, &str)> {
+    diff_names(stdout)
+        .into_iter()
+        .map(|name| (name, diff_row(stdout, name)[1]))
+        .collect()
+}
+
 #[test]
-fn diff_exit_codes_follow_the_threshold() {
-    let base = workload(100, 50, false);
-    let same = workload(100, 50, false);
-    let slower = workload(200, 40, true); // tokenize +100%, parse +33%, hash -20%
+fn diff_judges_per_call_distributions() {
     let dir = folder("diff");
-    let base = capture_file(&base, &dir, "base.tsc");
-    let same = capture_file(&same, &dir, "same.tsc");
-    let slower = capture_file(&slower, &dir, "slower.tsc");
+    let base = capture_file(&rounds(100, 1_000, 500, false), &dir, "base.tsc");
+    let same = capture_file(&rounds(100, 1_000, 500, false), &dir, "same.tsc");
+    // tokenize +20 % (+200 ns), parse +200 ns (+16.7 %), hash -20 %, extra added.
+    let slower = capture_file(&rounds(100, 1_200, 400, true), &dir, "slower.tsc");
+    // Twice the calls, each as long: per call nothing changed.
+    let twice = capture_file(&rounds(200, 1_000, 500, false), &dir, "twice.tsc");
+    // +3 % (+30 ns) per tokenize call: under the 5 % threshold and under 50 ns.
+    let little = capture_file(&rounds(100, 1_030, 500, false), &dir, "little.tsc");
 
     let run = tickscope(&["diff", s(&base), s(&same)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(!run.stdout.contains("regressed  "), "{}", run.stdout);
+    // One call each of main and io: too few to judge, never a failure.
+    assert_eq!(
+        verdicts(&run.stdout),
+        [
+            ("io", "inconclusive"),
+            ("main", "inconclusive"),
+            ("hash", "unchanged"),
+            ("parse", "unchanged"),
+            ("tokenize", "unchanged"),
+        ]
+    );
+    assert!(
+        run.stdout.ends_with(
+            "0 regressed, 0 improved, 2 inconclusive, 3 unchanged, 0 added, 0 removed \
+             (per-call time: threshold 5.0%, min change 50 ns, min 20 calls; 3 names judged, \
+             each at 98.33% for 95% over all, Bonferroni)\n"
+        ),
+        "{}",
+        run.stdout
+    );
 
     let run = tickscope(&["diff", s(&base), s(&slower)]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.stderr, "");
-    // Largest change of total time first (ties by name).
     assert_eq!(
-        diff_names(&run.stdout),
-        ["parse", "tokenize", "main", "hash", "extra", "io"]
+        verdicts(&run.stdout),
+        [
+            ("tokenize", "regressed"),
+            ("parse", "regressed"),
+            ("hash", "improved"),
+            ("main", "inconclusive"),
+            ("io", "inconclusive"),
+            ("extra", "added"),
+        ]
     );
     assert_eq!(
         diff_row(&run.stdout, "tokenize"),
         [
             "tokenize",
             "regressed",
-            "3",
+            "100",
             "0",
-            "600 ns",
-            "+300 ns",
-            "+100.0%",
-            "600 ns",
-            "+300 ns",
-            "+100.0%",
-            "+100 ns",
-            "+100 ns"
+            "1.00 µs",
+            "1.20 µs",
+            "+200 ns",
+            "+19.9%",
+            "+199 ns .. +201 ns"
         ]
     );
-    assert_eq!(diff_row(&run.stdout, "hash")[1], "improved");
-    assert_eq!(diff_row(&run.stdout, "extra")[1], "added");
-    assert_eq!(
-        diff_row(&run.stdout, "io").len(),
-        11,
-        "no status: unchanged"
-    );
-    assert!(
-        run.stdout.ends_with(
-            "3 regressed, 1 improved, 1 added, 0 removed (threshold: total time +5.0%)\n"
-        ),
-        "{}",
-        run.stdout
-    );
-
-    // parse grew by a third, tokenize doubled.
-    for (threshold, code) in [("200%", 0), ("0.5", 1), ("50%", 1), ("1", 0), ("0.34", 1)] {
-        let run = tickscope(&["diff", s(&base), s(&slower), "--threshold", threshold]);
-        assert_eq!(run.code, code, "--threshold {threshold}: {}", run.stdout);
-    }
-    let run = tickscope(&["diff", s(&base), s(&slower), "--metric", "self"]);
-    assert_eq!(run.code, 1);
-    // Largest change of self time first: parse and main only grew through their children.
-    assert_eq!(
-        diff_names(&run.stdout),
-        ["tokenize", "hash", "extra", "io", "main", "parse"]
-    );
-    assert!(
-        run.stdout.ends_with(
-            "1 regressed, 1 improved, 1 added, 0 removed (threshold: self time +5.0%)\n"
-        ),
-        "{}",
-        run.stdout
-    );
-    // The other way round: hash grew by a quarter, the rest shrank or went away.
+    // The other way round: tokenize and parse improved, hash regressed, extra removed.
     let run = tickscope(&["diff", s(&slower), s(&base)]);
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert_eq!(diff_row(&run.stdout, "extra")[1], "removed");
     assert_eq!(diff_row(&run.stdout, "tokenize")[1], "improved");
     assert_eq!(diff_row(&run.stdout, "hash")[1], "regressed");
-    let run = tickscope(&["diff", s(&slower), s(&base), "--threshold", "30%"]);
+    // Self time: parse's own 200 ns did not change, its child did.
+    let run = tickscope(&["diff", s(&base), s(&slower), "--metric", "self"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(diff_row(&run.stdout, "parse")[1], "unchanged");
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "regressed");
+
+    // A workload twice as large is no regression per call; its total time is.
+    let run = tickscope(&["diff", s(&base), s(&twice)]);
     assert_eq!(run.code, 0, "{}", run.stdout);
-    // A threshold that is no threshold is a usage error.
-    let run = tickscope(&["diff", s(&base), s(&slower), "--threshold=-5%"]);
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("-5%"), "{}", run.stderr);
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "unchanged");
+    let run = tickscope(&["diff", s(&base), s(&twice), "--metric", "total"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "regressed");
+
+    // +30 ns (3 %): unchanged; past a 1 % threshold it is still under --min-change 50 ns;
+    // with no minimum change it regresses.
+    let run = tickscope(&["diff", s(&base), s(&little)]);
+    assert_eq!(
+        (run.code, diff_row(&run.stdout, "tokenize")[1]),
+        (0, "unchanged")
+    );
+    let run = tickscope(&["diff", s(&base), s(&little), "--threshold", "1%"]);
+    assert_eq!(
+        (run.code, diff_row(&run.stdout, "tokenize")[1]),
+        (0, "unchanged")
+    );
+    let run = tickscope(&[
+        "diff",
+        s(&base),
+        s(&little),
+        "--threshold",
+        "1%",
+        "--min-change",
+        "0",
+    ]);
+    assert_eq!(
+        (run.code, diff_row(&run.stdout, "tokenize")[1]),
+        (1, "regressed")
+    );
+    let run = tickscope(&["diff", s(&base), s(&little), "--min-change", "20ns"]);
+    assert_eq!(
+        (run.code, diff_row(&run.stdout, "tokenize")[1]),
+        (0, "unchanged")
+    );
+
+    // Too few calls to judge: inconclusive, exit 0.
+    let run = tickscope(&["diff", s(&base), s(&slower), "--min-calls", "101"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "inconclusive");
+    assert!(run.stdout.contains("; 0 names judged,"), "{}", run.stdout);
+
+    // --require: a name missing from either run is an error, one present is not.
+    let run = tickscope(&["diff", s(&base), s(&slower), "--require", "tokenize"]);
+    assert_eq!(run.code, 1);
+    for (args, missing) in [
+        (
+            vec!["diff", s(&base), s(&slower), "--require", "extra"],
+            s(&base).to_owned(),
+        ),
+        (
+            vec!["diff", s(&slower), s(&base), "--require", "extra"],
+            s(&base).to_owned(),
+        ),
+        (
+            vec![
+                "diff",
+                s(&base),
+                s(&slower),
+                "--require",
+                "tokenize",
+                "--require",
+                "nope",
+            ],
+            format!("either {} or {}", s(&base), s(&slower)),
+        ),
+    ] {
+        let run = tickscope(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
+        assert_eq!(run.stdout, "");
+        let name = args.last().unwrap();
+        assert_eq!(
+            run.stderr,
+            format!("error: --require {name}: no scope `{name}` in {missing}: cannot judge it\n")
+        );
+    }
+    // Values that are not thresholds, durations or levels are usage errors.
+    for (flag, value) in [
+        ("--threshold", "-5%"),
+        ("--min-change", "fast"),
+        ("--confidence", "100%"),
+        ("--format", "xml"),
+        ("--unit", "h"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let run = tickscope(&["diff", s(&base), s(&slower), &arg]);
+        assert_eq!(run.code, 2, "{flag} {value}");
+        assert!(run.stderr.contains(value), "{}", run.stderr);
+    }
 }
 
 #[test]
 fn diff_refuses_an_ambiguous_threshold() {
-    let base = workload(100, 50, false);
-    let slower = workload(200, 40, true); // parse +33%, tokenize +100%
+    // tokenize +500 ns (+50 %), parse +500 ns (+41.5 %), hash -20 %, extra added.
+    let base = rounds(30, 1_000, 500, false);
+    let slower = rounds(30, 1_500, 400, true);
     let dir = folder("diff_threshold");
     let base = capture_file(&base, &dir, "base.tsc");
     let slower = capture_file(&slower, &dir, "slower.tsc");
@@ -987,16 +1112,27 @@ fn diff_refuses_an_ambiguous_threshold() {
         "{}",
         run.stderr
     );
-    // 5% and 0.05 are the same threshold, and 40% lets parse (+33%) pass but not tokenize.
+    // 5% and 0.05 are the same threshold, and 45% lets parse (+41.5%) pass but not tokenize.
     let five = tickscope(&["diff", s(&base), s(&slower), "--threshold", "5%"]);
     let fraction = tickscope(&["diff", s(&base), s(&slower), "--threshold", "0.05"]);
     assert_eq!((five.code, fraction.code), (1, 1));
     assert_eq!(five.stdout, fraction.stdout);
-    assert!(five.stdout.ends_with("(threshold: total time +5.0%)\n"));
-    let forty = tickscope(&["diff", s(&base), s(&slower), "--threshold", "40%"]);
-    assert_eq!(forty.code, 1);
-    let summary = "1 regressed, 0 improved, 1 added, 0 removed (threshold: total time +40.0%)\n";
-    assert!(forty.stdout.ends_with(summary), "{}", forty.stdout);
+    assert!(
+        five.stdout
+            .contains("2 regressed, 1 improved, 2 inconclusive, 0 unchanged, 1 added, 0 removed (per-call time: threshold 5.0%,"),
+        "{}",
+        five.stdout
+    );
+    let run = tickscope(&["diff", s(&base), s(&slower), "--threshold", "45%"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout
+            .contains("1 regressed, 0 improved, 2 inconclusive, 2 unchanged, 1 added, 0 removed (per-call time: threshold 45.0%,"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "regressed");
+    assert_eq!(diff_row(&run.stdout, "parse")[1], "unchanged");
 }
 
 #[test]
@@ -1307,7 +1443,7 @@ fn push_reads_the_otel_environment() {
 
 #[test]
 fn diff_refuses_salvaged_and_unrelated_captures() {
-    let (a, b) = (workload(100, 50, false), workload(200, 40, true));
+    let (a, b) = (rounds(30, 1_000, 500, false), rounds(30, 1_500, 400, true));
     let dir = folder("diff_untrusted");
     let base = capture_file(&a, &dir, "base.tsc");
     let whole = capture_file(&b, &dir, "whole.tsc");
