@@ -221,6 +221,8 @@ pub struct Table {
     errors: Vec<String>,
     /// A streaming session's failed stream, a footer line.
     stream_failure: Option<StreamFailure>,
+    /// The unit of the durations in the rows.
+    unit: Unit,
 }
 
 /// What a table is made of.
@@ -305,7 +307,273 @@ impl Table {
             observer_panics: 0,
             errors: Vec::new(),
             stream_failure: None,
+            unit: Unit::Auto,
         }
+    }
+
+    /// Writes the durations of the rows in `unit` (text and Markdown; JSON and CSV are always
+    /// in ns). By default [`Unit::Auto`]: a unit per value.
+    pub fn unit(mut self, unit: Unit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// The table in `format`: [`Format::Text`] is its `Display`; [`Format::Markdown`] a
+    /// GitHub-flavoured table with the footer after it; [`Format::Json`] the schema of
+    /// `docs/REPORT-SCHEMA.md` (`"kind": "table"`, rows with times in ns, the counters,
+    /// values and footer lines); [`Format::Csv`] a header row and a row per table row, times
+    /// in ns (the counters and values sections are in the JSON only).
+    ///
+    /// ```
+    /// use tickscope::{Profiler, scope, table::Format};
+    ///
+    /// let prof = Profiler::builder().current_thread().start();
+    /// drop(scope!("step"));
+    /// prof.stop();
+    /// let csv = prof.table().render(Format::Csv);
+    /// assert!(csv.starts_with("thread,name,caused_by,arg,calls,total_ns,"));
+    /// assert_eq!(csv.lines().count(), 2);
+    /// ```
+    #[must_use]
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Text => self.to_string(),
+            Format::Markdown => self.to_markdown(),
+            Format::Json => self.to_json(),
+            Format::Csv => self.to_csv(),
+        }
+    }
+
+    /// [`Table::render`] in [`Format::Markdown`].
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let (trace, summary) = self.view();
+        let rows = self.rows(trace, summary);
+        let mut out = markdown_grid(&rows.headers, &rows.rows, rows.left);
+        let mut footer = String::new();
+        // Writing to a `String` cannot fail.
+        let _ = self.footer(&mut footer, trace, summary, rows.open, &rows.live);
+        out.push('\n');
+        if footer.trim_end().lines().count() <= 1 {
+            out.push_str(&footer);
+        } else {
+            // Several lines (aligned sections among them) keep their layout in a code block.
+            let (first, rest) = footer.split_once('\n').unwrap_or((&footer, ""));
+            out.push_str(first);
+            out.push_str("\n\n```text\n");
+            out.push_str(rest.trim_start_matches('\n'));
+            out.push_str("```\n");
+        }
+        out
+    }
+
+    /// [`Table::render`] in [`Format::Csv`].
+    #[must_use]
+    pub fn to_csv(&self) -> String {
+        let (trace, summary) = self.view();
+        let records = self.records(trace, summary);
+        let mut out = csv_record(&self.record_keys(trace));
+        for record in records {
+            let cells: Vec<String> = record.iter().map(|(_, v)| v.csv()).collect();
+            out.push_str(&csv_record(&cells));
+        }
+        out
+    }
+
+    /// [`Table::render`] in [`Format::Json`].
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let (trace, summary) = self.view();
+        let rows = self.records(trace, summary);
+        let scopes: usize = summary.map_or_else(
+            || trace.threads.iter().map(|t| t.spans.len()).sum(),
+            Summary::spans,
+        );
+        let open = self.rows(trace, summary);
+        let mut footer = String::new();
+        let _ = self.footer(&mut footer, trace, summary, open.open, &open.live);
+        let object = |fields: &[(&str, Val)]| {
+            let inner: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("{}: {}", json_string(k), v.json()))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        };
+        let list = |items: Vec<String>, indent: &str| {
+            if items.is_empty() {
+                "[]".to_owned()
+            } else {
+                format!("[\n{indent}  {}\n{indent}]", items.join(&format!(",\n{indent}  ")))
+            }
+        };
+        let rows: Vec<String> = rows.iter().map(|r| object(r)).collect();
+        let label = |name: &str, process: u32| {
+            if trace.processes.len() > 1 {
+                format!("{}/{name}", trace.process_label(process))
+            } else {
+                name.to_owned()
+            }
+        };
+        let counters: Vec<String> = CounterStats::of(trace)
+            .iter()
+            .map(|c| {
+                object(&[
+                    ("name", Val::Str(label(c.name, c.process))),
+                    ("samples", Val::Int(c.samples)),
+                    ("first", Val::Num(c.first)),
+                    ("last", Val::Num(c.last)),
+                    ("min", Val::Num(c.min)),
+                    ("max", Val::Num(c.max)),
+                    ("mean", Val::Float(c.mean)),
+                ])
+            })
+            .collect();
+        let values: Vec<String> = ValueStats::of(trace)
+            .iter()
+            .map(|v| {
+                object(&[
+                    ("name", Val::Str(label(v.name, v.process))),
+                    ("count", Val::Int(v.count)),
+                    ("min", Val::Float(v.min)),
+                    ("max", Val::Float(v.max)),
+                    ("mean", Val::Float(v.mean)),
+                    ("p50", Val::Float(v.p50)),
+                    ("p99", Val::Float(v.p99)),
+                ])
+            })
+            .collect();
+        let footer: Vec<String> = footer.lines().map(json_string).collect();
+        format!(
+            "{{\n  \"schema\": 1,\n  \"kind\": \"table\",\n  \"tree\": {},\n  \"wall_ns\": {},\n  \
+             \"processes\": {},\n  \"threads\": {},\n  \"scopes\": {},\n  \
+             \"dropped_events\": {},\n  \"overwritten_events\": {},\n  \"rows\": {},\n  \
+             \"counters\": {},\n  \"values\": {},\n  \"footer\": {}\n}}\n",
+            self.tree,
+            trace.wall_ns(),
+            trace.processes.len(),
+            trace.thread_count(),
+            scopes,
+            trace.dropped_events,
+            trace.overwritten_events,
+            list(rows, "  "),
+            list(counters, "  "),
+            list(values, "  "),
+            list(footer, "  "),
+        )
+    }
+
+    /// The rows to print: the call tree's or the flat table's.
+    fn rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
+        if self.tree {
+            self.tree_rows(trace)
+        } else {
+            self.flat_rows(trace, summary)
+        }
+    }
+
+    /// The keys of [`Table::records`], the CSV header.
+    fn record_keys(&self, trace: &Trace) -> Vec<&'static str> {
+        if self.tree {
+            return vec![
+                "thread", "depth", "name", "poll", "calls", "total_ns", "self_ns", "percent",
+                "open_at_stop",
+            ];
+        }
+        let mut keys = vec![
+            "thread",
+            "name",
+            "caused_by",
+            "arg",
+            "calls",
+            "total_ns",
+            "self_ns",
+            "avg_ns",
+            "min_ns",
+            "max_ns",
+            "p50_ns",
+            "p99_ns",
+            "percent",
+            "open_at_stop",
+        ];
+        if trace.memory.is_some() {
+            keys.extend([
+                "alloc_bytes",
+                "self_alloc_bytes",
+                "allocs",
+                "freed_bytes",
+                "peak_bytes",
+            ]);
+        }
+        keys
+    }
+
+    /// The rows the table shows (sorted and limited as printed) as fields, times in ns.
+    fn records(&self, trace: &Trace, summary: Option<&Summary>) -> Vec<Vec<(&'static str, Val)>> {
+        let keys = self.record_keys(trace);
+        let thread = |key: Option<ThreadKey>| match key {
+            Some(_) => Val::Str(self.thread_name(trace, key)),
+            None => Val::Null,
+        };
+        let opt = |s: Option<String>| s.map_or(Val::Null, Val::Str);
+        let records: Vec<Vec<Val>> = if self.tree {
+            let tree = CallTree::new(trace, self.by_thread);
+            tree.walk()
+                .take(self.limit.unwrap_or(usize::MAX))
+                .map(|(node, depth)| {
+                    vec![
+                        thread(node.thread),
+                        Val::Int(depth as u64),
+                        Val::Str(node.name.to_owned()),
+                        Val::Bool(node.poll),
+                        Val::Int(node.calls),
+                        Val::Int(node.total_ns),
+                        Val::Int(node.self_ns),
+                        Val::Float(node.percent),
+                        Val::Int(node.open),
+                    ]
+                })
+                .collect()
+        } else {
+            let report = self.report(trace, summary);
+            self.selected(&report)
+                .into_iter()
+                .map(|row| {
+                    let mut fields = vec![
+                        thread(row.process_thread()),
+                        Val::Str(row.name.to_owned()),
+                        opt(row.caused_by.map(str::to_owned)),
+                        opt(row.arg.clone()),
+                        Val::Int(row.calls),
+                        Val::Int(row.total_ns),
+                        Val::Int(row.self_ns),
+                        Val::Int(row.avg_ns()),
+                        Val::Int(row.min_ns),
+                        Val::Int(row.max_ns),
+                        Val::Int(row.p50_ns),
+                        Val::Int(row.p99_ns),
+                        Val::Float(row.percent),
+                        Val::Int(row.open_at_stop),
+                    ];
+                    if let Some(m) = row.memory {
+                        fields.extend(
+                            [
+                                m.alloc_bytes,
+                                m.self_alloc_bytes,
+                                m.allocs,
+                                m.freed_bytes,
+                                m.peak_bytes,
+                            ]
+                            .map(Val::Int),
+                        );
+                    }
+                    fields
+                })
+                .collect()
+        };
+        records
+            .into_iter()
+            .map(|r| keys.iter().copied().zip(r).collect())
+            .collect()
     }
 
     /// Counts `panics` observer callback panics in the footer (when not 0).
@@ -428,25 +696,35 @@ impl Table {
         }
     }
 
-    /// The rows of the report of `trace` (from `summary` when given), sorted and limited.
-    fn flat_rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
-        let split = self.split();
-        let report = match summary {
+    /// The report of `trace` (from `summary` when given) the flat table shows.
+    fn report(&self, trace: &Trace, summary: Option<&Summary>) -> Report {
+        match summary {
             Some(summary) => Report::from_summary(summary, self.by_thread),
-            None => Report::build(trace, self.by_thread, split),
-        };
+            None => Report::build(trace, self.by_thread, self.split()),
+        }
+    }
+
+    /// The rows of `report` the flat table shows: sorted, and limited (per thread).
+    fn selected<'r>(&self, report: &'r Report) -> Vec<&'r ScopeStats> {
         let mut rows: Vec<&ScopeStats> = report.rows().iter().collect();
         let sort = self.sort;
         rows.sort_by(|a, b| a.cmp_by(b, |row| sort.key(row)));
         let mut shown: HashMap<Option<ThreadKey>, usize> = HashMap::new();
+        rows.retain(|row| {
+            let n = shown.entry(row.process_thread()).or_default();
+            *n += 1;
+            self.limit.is_none_or(|limit| *n <= limit)
+        });
+        rows
+    }
+
+    /// The rows of the report of `trace` (from `summary` when given), sorted and limited.
+    fn flat_rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
+        let split = self.split();
+        let report = self.report(trace, summary);
         let mut out = Vec::new();
         let mut open = 0;
-        for row in rows {
-            let n = shown.entry(row.process_thread()).or_default();
-            if self.limit.is_some_and(|limit| *n >= limit) {
-                continue;
-            }
-            *n += 1;
+        for row in self.selected(&report) {
             open += row.open_at_stop;
             let mut cells = Vec::with_capacity(17);
             if self.by_thread {
@@ -468,7 +746,7 @@ impl Table {
                 row.p50_ns,
                 row.p99_ns,
             ] {
-                cells.push(format_ns(ns));
+                cells.push(self.unit.format(ns as f64));
             }
             cells.push(format_percent(row.percent));
             if let Some(m) = row.memory {
@@ -519,8 +797,8 @@ impl Table {
             }
             cells.push(name_cell(node.name, depth, node.poll, node.open));
             cells.push(node.calls.to_string());
-            cells.push(format_ns(node.total_ns));
-            cells.push(format_ns(node.self_ns));
+            cells.push(self.unit.format(node.total_ns as f64));
+            cells.push(self.unit.format(node.self_ns as f64));
             cells.push(format_percent(node.percent));
             out.push(cells);
         }
@@ -558,6 +836,21 @@ impl fmt::Display for Table {
             self.flat_rows(trace, summary)
         };
         grid(f, &headers, &rows, left)?;
+        self.footer(f, trace, summary, open, &live)
+    }
+}
+
+impl Table {
+    /// What the text table writes under its rows: the summary line, salvage, errors,
+    /// compensation, clock, memory, open calls, live at stop, counters and values.
+    fn footer(
+        &self,
+        f: &mut dyn fmt::Write,
+        trace: &Trace,
+        summary: Option<&Summary>,
+        open: u64,
+        live: &[LiveAtStop],
+    ) -> fmt::Result {
         let scopes: usize = summary.map_or_else(
             || trace.threads.iter().map(|t| t.spans.len()).sum(),
             Summary::spans,
@@ -676,7 +969,7 @@ impl Table {
     /// The "Counters" and "Values" sections, after the scopes (each only when the trace has
     /// some), sorted by the table's column where they have it (samples for Calls, mean for
     /// Avg, min, max, p50, p99), else by name, and limited like the scope rows.
-    fn sections(&self, trace: &Trace, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn sections(&self, trace: &Trace, f: &mut dyn fmt::Write) -> fmt::Result {
         let label = |name: &str, process: u32| {
             if trace.processes.len() > 1 {
                 format!("{}/{name}", trace.process_label(process))
@@ -901,6 +1194,38 @@ pub fn format_bytes(bytes: u64) -> String {
         KIB..MIB => format!("{:.2} KiB", bytes as f64 / KIB as f64),
         MIB..GIB => format!("{:.2} MiB", bytes as f64 / MIB as f64),
         _ => format!("{:.2} GiB", bytes as f64 / GIB as f64),
+    }
+}
+
+/// A field of a row of [`Table::to_json`] and [`Table::to_csv`].
+enum Val {
+    Null,
+    Bool(bool),
+    Int(u64),
+    Float(f64),
+    Num(Number),
+    Str(String),
+}
+
+impl Val {
+    fn json(&self) -> String {
+        match self {
+            Self::Null => "null".to_owned(),
+            Self::Bool(b) => b.to_string(),
+            Self::Int(n) => n.to_string(),
+            Self::Float(x) | Self::Num(Number::Float(x)) if !x.is_finite() => "null".to_owned(),
+            Self::Float(x) | Self::Num(Number::Float(x)) => format!("{x:?}"),
+            Self::Num(Number::Int(n)) => n.to_string(),
+            Self::Str(s) => json_string(s),
+        }
+    }
+
+    fn csv(&self) -> String {
+        match self {
+            Self::Null => String::new(),
+            Self::Str(s) => s.clone(),
+            other => other.json(),
+        }
     }
 }
 

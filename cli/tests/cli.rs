@@ -9,6 +9,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use tickscope::export::{self, chrome, folded, otlp};
+use tickscope::report::Report;
+use tickscope::report::compare::{Diff, Options};
 use tickscope::table::{SortBy, Table};
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, scope};
@@ -1084,6 +1086,319 @@ fn diff_judges_per_call_distributions() {
         assert_eq!(run.code, 2, "{flag} {value}");
         assert!(run.stderr.contains(value), "{}", run.stderr);
     }
+}
+
+/// The records of CSV `text` (its header row checked to be `header`), parsed by the `csv`
+/// crate.
+fn csv_rows(text: &str, header: &[&str]) -> Vec<csv::StringRecord> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    assert_eq!(reader.headers().unwrap(), header);
+    reader.records().map(Result::unwrap).collect()
+}
+
+#[test]
+fn diff_formats_parse_back_to_the_library_diff() {
+    let dir = folder("diff_formats");
+    let base = capture_file(&rounds(100, 1_000, 500, false), &dir, "base.tsc");
+    let new = capture_file(&rounds(100, 1_200, 400, true), &dir, "new.tsc");
+    let trace = |path: &Path| Trace::from_captures(&Capture::read_all(path).unwrap());
+    let diff = Diff::new(&trace(&base), &trace(&new), &Options::default());
+
+    // JSON: the library's `Diff` (serde), with the schema version, kind, files and counts.
+    let run = tickscope(&["diff", s(&base), s(&new), "--format", "json"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["schema"], 1);
+    assert_eq!(doc["kind"], "diff");
+    assert_eq!(doc["base_file"], s(&base));
+    assert_eq!(doc["new_file"], s(&new));
+    assert_eq!(doc["rows"], serde_json::to_value(&diff.rows).unwrap());
+    assert_eq!(doc["options"], serde_json::to_value(diff.options).unwrap());
+    assert_eq!(doc["judged"], 3);
+    assert_eq!(doc["base_wall_ns"], diff.base_wall_ns);
+    let counts = serde_json::json!({
+        "regressed": 2, "improved": 1, "inconclusive": 2, "unchanged": 0, "added": 1,
+        "removed": 0,
+    });
+    assert_eq!(doc["counts"], counts);
+    assert_eq!(doc["rows"][0]["name"], "tokenize");
+    assert_eq!(doc["rows"][0]["verdict"], "regressed");
+    assert_eq!(
+        doc["rows"][0]["interval_ns"],
+        serde_json::json!([199.0, 201.0])
+    );
+
+    // CSV: a row per name, plain numbers in ns, what the library's rows hold.
+    let run = tickscope(&["diff", s(&base), s(&new), "--format", "csv"]);
+    assert_eq!(run.code, 1);
+    let rows = csv_rows(
+        &run.stdout,
+        &[
+            "name",
+            "verdict",
+            "base_calls",
+            "new_calls",
+            "base_total_ns",
+            "new_total_ns",
+            "base_median_ns",
+            "new_median_ns",
+            "change_ns",
+            "change",
+            "low_ns",
+            "high_ns",
+            "margin_ns",
+        ],
+    );
+    assert_eq!(rows.len(), diff.rows.len());
+    for (record, row) in rows.iter().zip(&diff.rows) {
+        assert_eq!(&record[0], row.name);
+        assert_eq!(&record[1], row.verdict.name());
+        let int = |i: usize| record[i].parse::<u64>().ok();
+        let num = |i: usize| record[i].parse::<f64>().ok();
+        assert_eq!(int(2), row.base.map(|b| b.calls));
+        assert_eq!(int(3), row.new.map(|n| n.calls));
+        assert_eq!(int(4), row.base.map(|b| b.total_ns));
+        assert_eq!(int(7), row.new.map(|n| n.median_ns));
+        assert_eq!(num(8), row.change_ns);
+        assert_eq!(num(10), row.interval_ns.map(|i| i.0));
+        assert_eq!(num(11), row.interval_ns.map(|i| i.1));
+        assert_eq!(num(12), row.margin_ns);
+    }
+    assert_eq!((&rows[0][0], &rows[0][1]), ("tokenize", "regressed"));
+    assert_eq!(
+        rows[5].iter().collect::<Vec<_>>()[..4],
+        ["extra", "added", "", "1"]
+    );
+
+    // Markdown: a GitHub table (header, alignment row, a row per name), then the footer line.
+    let run = tickscope(&[
+        "diff",
+        s(&base),
+        s(&new),
+        "--format",
+        "markdown",
+        "--unit",
+        "ns",
+    ]);
+    assert_eq!(run.code, 1);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("**tickscope diff** `{}` → `{}`", s(&base), s(&new))
+    );
+    assert_eq!(
+        lines[2],
+        "| Name | Verdict | Calls | Δ Calls | Base p50 | New p50 | Change | Change % | Interval |"
+    );
+    assert_eq!(
+        lines[3],
+        "| :-- | :-- | --: | --: | --: | --: | --: | --: | --: |"
+    );
+    assert_eq!(
+        lines[4],
+        "| tokenize | regressed | 100 | 0 | 1004 ns | 1204 ns | +200 ns | +19.9% | +199 ns .. +201 ns |"
+    );
+    assert_eq!(
+        lines[4..10].iter().filter(|l| l.starts_with("| ")).count(),
+        6
+    );
+    assert_eq!(lines[10], "");
+    assert!(
+        lines[11].starts_with("wall ") && lines[11].contains("2 regressed, 1 improved"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lines.len(), 12);
+    // --unit us in the text table.
+    let run = tickscope(&["diff", s(&base), s(&new), "--unit", "us"]);
+    assert_eq!(
+        diff_row(&run.stdout, "tokenize")[4..7],
+        ["1.004 µs", "1.204 µs", "+0.200 µs"]
+    );
+}
+
+#[test]
+fn table_and_info_formats_parse_back() {
+    let dir = folder("table_formats");
+    let path = capture_file(&rounds(50, 1_000, 500, true), &dir, "run.tsc");
+    let captures = Capture::read_all(&path).unwrap();
+    let report = Report::new(&Trace::from_captures(&captures));
+
+    // The library's Report serialises (feature `serde`).
+    let value = serde_json::to_value(&report).unwrap();
+    assert_eq!(value["rows"].as_array().unwrap().len(), report.rows().len());
+    assert_eq!(value["rows"][0]["name"], report.rows()[0].name);
+    assert_eq!(value["wall_ns"], report.wall_ns);
+
+    let header = [
+        "thread",
+        "name",
+        "caused_by",
+        "arg",
+        "calls",
+        "total_ns",
+        "self_ns",
+        "avg_ns",
+        "min_ns",
+        "max_ns",
+        "p50_ns",
+        "p99_ns",
+        "percent",
+        "open_at_stop",
+    ];
+    let run = tickscope(&["table", s(&path), "--format", "csv"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows = csv_rows(&run.stdout, &header);
+    assert_eq!(rows.len(), report.rows().len());
+    for (record, row) in rows.iter().zip(report.rows()) {
+        assert_eq!(&record[1], row.name);
+        let int = |i: usize| record[i].parse::<u64>().unwrap();
+        assert_eq!(
+            [
+                int(4),
+                int(5),
+                int(6),
+                int(7),
+                int(8),
+                int(9),
+                int(10),
+                int(11),
+                int(13)
+            ],
+            [
+                row.calls,
+                row.total_ns,
+                row.self_ns,
+                row.avg_ns(),
+                row.min_ns,
+                row.max_ns,
+                row.p50_ns,
+                row.p99_ns,
+                row.open_at_stop
+            ]
+        );
+        assert_eq!(record[12].parse::<f64>().unwrap(), row.percent);
+    }
+
+    let run = tickscope(&["table", s(&path), "--format", "json", "--limit", "2"]);
+    assert_eq!(run.code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        (doc["schema"].clone(), doc["kind"].clone()),
+        (1.into(), "table".into())
+    );
+    assert_eq!(doc["wall_ns"], report.wall_ns);
+    assert_eq!(doc["threads"], 2);
+    assert_eq!(doc["scopes"], 50 * 3 + 3);
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "--limit 2");
+    for (json, row) in rows.iter().zip(report.rows()) {
+        assert_eq!(json["name"], row.name);
+        assert_eq!(json["calls"], row.calls);
+        assert_eq!(json["total_ns"], row.total_ns);
+        assert_eq!(json["p99_ns"], row.p99_ns);
+        // serde_json parses floats to within an ulp (without its `float_roundtrip` feature).
+        assert!((json["percent"].as_f64().unwrap() - row.percent).abs() < 1e-9);
+        assert_eq!(json["thread"], serde_json::Value::Null);
+    }
+    assert_eq!(
+        doc["footer"][0],
+        "87.75 µs wall, 2 threads, 153 scopes, 0 dropped events"
+    );
+
+    // The tree: a row per node with its depth.
+    let run = tickscope(&["table", s(&path), "--tree", "--format", "csv"]);
+    let rows = csv_rows(
+        &run.stdout,
+        &[
+            "thread",
+            "depth",
+            "name",
+            "poll",
+            "calls",
+            "total_ns",
+            "self_ns",
+            "percent",
+            "open_at_stop",
+        ],
+    );
+    let nodes: Vec<(&str, &str, &str)> = rows.iter().map(|r| (&r[1], &r[2], &r[4])).collect();
+    assert_eq!(
+        nodes,
+        [
+            ("0", "main", "1"),
+            ("1", "parse", "50"),
+            ("2", "tokenize", "50"),
+            ("1", "hash", "50"),
+            ("1", "extra", "1"),
+            ("0", "io", "1")
+        ]
+    );
+
+    // Markdown: the same rows as the text table, as a GitHub table.
+    let run = tickscope(&["table", s(&path), "--format", "markdown", "--unit", "ns"]);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "| Name | Calls | Total | Self | Avg | Min | Max | P50 | P99 | % |"
+    );
+    assert_eq!(
+        lines[1],
+        "| :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: |"
+    );
+    assert_eq!(lines.len(), 2 + report.rows().len() + 2);
+    assert!(lines[2].starts_with("| main | 1 | "), "{}", run.stdout);
+    assert_eq!(lines[lines.len() - 1], doc["footer"][0]);
+
+    // info: a row per session.
+    let capture = &captures[0];
+    let run = tickscope(&["info", s(&path), "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        (doc["schema"].clone(), doc["kind"].clone()),
+        (1.into(), "info".into())
+    );
+    assert_eq!(doc["file"], s(&path));
+    let session = &doc["sessions"][0];
+    assert_eq!(session["process_id"], capture.process_id());
+    assert_eq!(session["records"], capture.record_count());
+    assert_eq!(session["threads"], capture.thread_count());
+    assert_eq!(session["memory_tracked"], false);
+    assert_eq!(session["time_span_ns"], report.wall_ns);
+    assert_eq!(session["warning_messages"], serde_json::json!([]));
+    let run = tickscope(&["info", s(&path), "--format", "csv"]);
+    let rows = csv_rows(
+        &run.stdout,
+        &[
+            "session",
+            "format_version",
+            "producer",
+            "process_id",
+            "process_name",
+            "host_name",
+            "threads",
+            "chunks",
+            "records",
+            "dropped_events",
+            "memory_tracked",
+            "time_span_ns",
+            "warnings",
+        ],
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][3].parse::<u32>().unwrap(), capture.process_id());
+    assert_eq!(
+        rows[0][8].parse::<u64>().unwrap(),
+        capture.record_count() as u64
+    );
+    assert_eq!(rows[0][11].parse::<u64>().unwrap(), report.wall_ns);
+    let run = tickscope(&["info", s(&path), "--format", "markdown"]);
+    assert!(
+        run.stdout
+            .contains("| session | format version | producer |"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
