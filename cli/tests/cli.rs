@@ -1387,10 +1387,7 @@ fn table_and_info_formats_parse_back() {
     );
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0][3].parse::<u32>().unwrap(), capture.process_id());
-    assert_eq!(
-        rows[0][8].parse::<u64>().unwrap(),
-        capture.record_count() as u64
-    );
+    assert_eq!(rows[0][8].parse::<u64>().unwrap(), capture.record_count());
     assert_eq!(rows[0][11].parse::<u64>().unwrap(), report.wall_ns);
     let run = tickscope(&["info", s(&path), "--format", "markdown"]);
     assert!(
