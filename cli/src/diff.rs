@@ -53,6 +53,11 @@ pub(crate) struct Args {
     /// (self), or each name's total.
     #[arg(long, value_enum, default_value_t = MetricArg::PerCall)]
     metric: MetricArg,
+    /// What a name's samples are: every call (`calls`), each session's median (`sessions`:
+    /// the sessions or processes a capture holds are repetitions of the run), or `auto`:
+    /// sessions when both captures hold at least 5, else calls.
+    #[arg(long, value_enum, default_value_t = Repetitions::Auto)]
+    repetitions: Repetitions,
     /// Fail (exit 2) when this name is missing from either run (may be repeated).
     #[arg(long, value_name = "NAME")]
     require: Vec<String>,
@@ -83,6 +88,21 @@ enum MetricArg {
     #[value(name = "self")]
     SelfTime,
 }
+
+/// What a name's samples are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Repetitions {
+    /// Sessions when both captures hold at least [`AUTO_SESSIONS`], else calls.
+    Auto,
+    /// Every call of every session, pooled.
+    Calls,
+    /// Each session's median (total with --metric total).
+    Sessions,
+}
+
+/// Sessions each capture needs for `--repetitions auto` to compare per-session medians: with
+/// 5 a side a 95 % interval exists for up to 3 names judged, with 7 for up to 10 or so.
+const AUTO_SESSIONS: usize = 5;
 
 impl From<MetricArg> for Metric {
     fn from(metric: MetricArg) -> Self {
@@ -159,13 +179,21 @@ pub(crate) fn unit(s: &str) -> Result<Unit, String> {
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let progress = input::Progress::new(cx, input::size(&args.base) + input::size(&args.new));
-    let mut traces = Vec::with_capacity(2);
+    let mut inputs = Vec::with_capacity(2);
     for path in [&args.base, &args.new] {
-        let captures = input::whole(cx, path, &progress, args.allow_salvaged, "compare")?;
-        progress.step(input::decoding(std::slice::from_ref(path)));
-        traces.push(Trace::from_captures(&captures));
+        inputs.push(input::whole(
+            cx,
+            path,
+            &progress,
+            args.allow_salvaged,
+            "compare",
+        )?);
     }
-    progress.step("comparing");
+    let sessions = match args.repetitions {
+        Repetitions::Calls => false,
+        Repetitions::Sessions => true,
+        Repetitions::Auto => inputs.iter().all(|c| c.len() >= AUTO_SESSIONS),
+    };
     let options = Options {
         metric: args.metric.into(),
         threshold: args.threshold,
@@ -173,7 +201,28 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         min_calls: args.min_calls,
         confidence: args.confidence,
     };
-    let diff = Diff::new(&traces[0], &traces[1], &options);
+    let diff = if sessions {
+        let mut runs = Vec::with_capacity(2);
+        for (path, captures) in [&args.base, &args.new].into_iter().zip(&inputs) {
+            progress.step(input::decoding(std::slice::from_ref(path)));
+            let traces: Vec<Trace> = captures
+                .iter()
+                .map(|c| Trace::from_captures(std::slice::from_ref(c)))
+                .collect();
+            runs.push(traces);
+        }
+        progress.step("comparing");
+        Diff::from_repetitions(&runs[0], &runs[1], &options)
+    } else {
+        let mut traces = Vec::with_capacity(2);
+        for (path, captures) in [&args.base, &args.new].into_iter().zip(&inputs) {
+            progress.step(input::decoding(std::slice::from_ref(path)));
+            traces.push(Trace::from_captures(captures));
+        }
+        progress.step("comparing");
+        Diff::new(&traces[0], &traces[1], &options)
+    };
+    drop(inputs);
     drop(progress);
     let names = |keep: fn(&DiffRow) -> bool| diff.rows.iter().filter(|r| keep(r)).count();
     if names(|r| r.base.is_some() && r.new.is_some()) == 0 {
@@ -222,7 +271,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             out
         }
         Format::Json => json(&diff, shown, files)?,
-        Format::Csv => csv(&diff, shown),
+        Format::Csv => csv(shown),
     };
     text::print(&out)?;
     Ok(if diff.count(Verdict::Regressed) > 0 {
@@ -249,7 +298,7 @@ fn cells(diff: &Diff, rows: &[DiffRow], unit: Unit) -> (Vec<&'static str>, Vec<V
         if ns > 0.0 { format!("+{text}") } else { text }
     };
     let percent = |row: &DiffRow, ns: f64| {
-        row.relative(metric, ns)
+        row.relative(ns)
             .map_or_else(|| "-".to_owned(), |r| format!("{:+.1}%", r * 100.0))
     };
     let value = |side: Option<Side>| {
@@ -292,9 +341,13 @@ fn footer(diff: &Diff, unit: Unit) -> String {
     } else {
         ""
     };
+    let samples = match diff.repetitions {
+        Some((b, n)) => format!("; samples: the medians of {b} and {n} sessions"),
+        None => String::new(),
+    };
     format!(
-        "wall {} -> {} ({}); {} ({} time: threshold {:.1}%, min change {}{per}, min {} calls; \
-         {} name{} judged, each at {:.2}% for {:.0}% over all, Bonferroni)",
+        "wall {} -> {} ({}); {} ({} time: threshold {:.1}%, min change {}{per}, min {} \
+         calls{samples}; {} name{} judged, each at {:.2}% for {:.0}% over all, Bonferroni)",
         format_ns(diff.base_wall_ns),
         format_ns(diff.new_wall_ns),
         text::percent_change(diff.base_wall_ns, diff.new_wall_ns),
@@ -333,7 +386,7 @@ fn json(diff: &Diff, shown: &[DiffRow], (base, new): (&Path, &Path)) -> Result<S
 }
 
 /// The diff as CSV: a header row, then a row per name, times in ns (empty when not known).
-fn csv(diff: &Diff, shown: &[DiffRow]) -> String {
+fn csv(shown: &[DiffRow]) -> String {
     let mut out = csv_record(&[
         "name",
         "verdict",
@@ -363,9 +416,7 @@ fn csv(diff: &Diff, shown: &[DiffRow]) -> String {
             int(b.map(|s| s.median_ns)),
             int(n.map(|s| s.median_ns)),
             num(row.change_ns),
-            num(row
-                .change_ns
-                .and_then(|c| row.relative(diff.options.metric, c))),
+            num(row.change_ns.and_then(|c| row.relative(c))),
             num(row.interval_ns.map(|i| i.0)),
             num(row.interval_ns.map(|i| i.1)),
             num(row.margin_ns),

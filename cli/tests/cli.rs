@@ -1088,6 +1088,63 @@ fn diff_judges_per_call_distributions() {
     }
 }
 
+#[test]
+fn diff_takes_the_sessions_of_a_capture_as_repetitions() {
+    let dir = folder("diff_sessions");
+    let many = |name: &str, tokenize_ns: u64| {
+        let mut bytes = Vec::new();
+        for i in 0..5 {
+            let part = capture_file(&rounds(30, tokenize_ns + i * 20, 500, false), &dir, name);
+            bytes.extend(fs::read(&part).unwrap());
+        }
+        let path = dir.join(name);
+        fs::write(&path, bytes).unwrap();
+        path
+    };
+    // Five sessions a side, each 20 ns slower than the one before; tokenize +200 ns.
+    let base = many("base.tsc", 1_000);
+    let slower = many("slower.tsc", 1_200);
+    let run = tickscope(&["diff", s(&base), s(&slower)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("min 20 calls; samples: the medians of 5 and 5 sessions; 3 names judged,"),
+        "{}",
+        run.stdout
+    );
+    // Calls are summed over the sessions; the shift is that of the session medians.
+    let row = diff_row(&run.stdout, "tokenize");
+    assert_eq!(row[..4], ["tokenize", "regressed", "150", "0"]);
+    assert_eq!(row[6], "+200 ns");
+    assert_eq!(diff_row(&run.stdout, "hash")[1], "unchanged");
+    // One session each (main, io): too few repetitions, inconclusive.
+    assert_eq!(diff_row(&run.stdout, "io")[1], "inconclusive");
+    // --repetitions calls pools the calls of every session.
+    let run = tickscope(&["diff", s(&base), s(&slower), "--repetitions", "calls"]);
+    assert_eq!(run.code, 1);
+    assert!(!run.stdout.contains("samples:"), "{}", run.stdout);
+    assert_eq!(
+        diff_row(&run.stdout, "tokenize")[..3],
+        ["tokenize", "regressed", "150"]
+    );
+    // Single sessions: auto pools calls; asked for sessions, one a side judges nothing.
+    let one = capture_file(&rounds(30, 1_000, 500, false), &dir, "one.tsc");
+    let other = capture_file(&rounds(30, 1_200, 500, false), &dir, "other.tsc");
+    let run = tickscope(&["diff", s(&one), s(&other)]);
+    assert_eq!(
+        (run.code, diff_row(&run.stdout, "tokenize")[1]),
+        (1, "regressed")
+    );
+    let run = tickscope(&["diff", s(&one), s(&other), "--repetitions", "sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(diff_row(&run.stdout, "tokenize")[1], "inconclusive");
+    let doc: serde_json::Value = serde_json::from_str(
+        &tickscope(&["diff", s(&base), s(&slower), "--format", "json"]).stdout,
+    )
+    .unwrap();
+    assert_eq!(doc["repetitions"], serde_json::json!([5, 5]));
+}
+
 /// The records of CSV `text` (its header row checked to be `header`), parsed by the `csv`
 /// crate.
 fn csv_rows(text: &str, header: &[&str]) -> Vec<csv::StringRecord> {

@@ -21,6 +21,12 @@
 //!   when either run has fewer than `min_calls` calls (those names are not judged and do not
 //!   count in `k`). Names in one run only are `Added` or `Removed`, never a failure.
 //!
+//! **Repetitions** ([`Diff::from_repetitions`]): when each run is several sessions (a capture
+//! holding several runs of the program, or of its processes), the samples of a name are its
+//! per-session medians (totals with [`Metric::Total`]) rather than its calls, so that the
+//! noise between runs — which calls of one run share — is in the interval. The same shift,
+//! interval and verdict apply to those samples; `min_calls` still counts calls.
+//!
 //! [`Metric::Total`] compares each name's total time instead: the shift is the difference of
 //! the totals, its interval `± z·√(n_b·s_b² + n_n·s_n²)` (a sum of `n` calls of variance `s²`),
 //! its margin `max(threshold × base total, min_change × base calls)`.
@@ -174,18 +180,19 @@ pub struct DiffRow {
     pub interval_ns: Option<(f64, f64)>,
     /// The margin the interval was compared with, in ns; `None` when not judged.
     pub margin_ns: Option<f64>,
+    /// The base value the threshold and [`DiffRow::relative`] are relative to, in ns: the
+    /// median of the base samples (per call; per session with repetitions), or the base total
+    /// with [`Metric::Total`] over calls. `None` for an added name.
+    pub reference_ns: Option<u64>,
 }
 
 impl DiffRow {
-    /// `ns` relative to the base (its median per call, or its total with
-    /// [`Metric::Total`]): a fraction, `None` without a base or with a base of 0.
-    pub fn relative(&self, metric: Metric, ns: f64) -> Option<f64> {
-        let base = self.base?;
-        let reference = match metric {
-            Metric::Total => base.total_ns,
-            Metric::PerCall | Metric::SelfTime => base.median_ns,
-        };
-        (reference > 0).then(|| ns / reference as f64)
+    /// `ns` relative to [`DiffRow::reference_ns`]: a fraction, `None` without a base or with
+    /// a base of 0.
+    pub fn relative(&self, ns: f64) -> Option<f64> {
+        self.reference_ns
+            .filter(|&r| r > 0)
+            .map(|r| ns / r as f64)
     }
 }
 
@@ -199,7 +206,10 @@ pub struct Diff {
     pub judged: usize,
     /// The confidence level of each name's interval: `1 − (1 − confidence) / judged`.
     pub row_confidence: f64,
-    /// Wall time of the base run.
+    /// With [`Diff::from_repetitions`]: the sessions of the base and of the new run whose
+    /// per-session medians were the samples; `None` when the samples were the calls.
+    pub repetitions: Option<(usize, usize)>,
+    /// Wall time of the base run (the sum of its sessions' with repetitions).
     pub base_wall_ns: u64,
     /// Wall time of the new run.
     pub new_wall_ns: u64,
@@ -226,14 +236,82 @@ impl Diff {
         new: BTreeMap<&'static str, Vec<(u64, u64)>>,
         options: &Options,
     ) -> Self {
+        let calls = |side: BTreeMap<&'static str, Vec<(u64, u64)>>| {
+            side.into_iter()
+                .map(|(name, calls)| (name, Calls::new(calls, options.metric)))
+                .collect()
+        };
+        Self::judge_all(calls(base), calls(new), options, false)
+    }
+
+    /// Compares two runs of several sessions each (`base` and `new` hold a trace per session),
+    /// with each name's per-session medians (per-session totals with [`Metric::Total`]) as
+    /// its samples: see the [module documentation](self). A name counts in a run when some
+    /// session has it; its calls are summed over the sessions.
+    #[must_use]
+    pub fn from_repetitions(base: &[Trace], new: &[Trace], options: &Options) -> Self {
+        let sessions = |traces: &[Trace]| traces.iter().map(samples).collect();
+        let mut diff = Self::from_session_samples(sessions(base), sessions(new), options);
+        let wall = |traces: &[Trace]| traces.iter().map(Trace::wall_ns).sum();
+        diff.base_wall_ns = wall(base);
+        diff.new_wall_ns = wall(new);
+        diff
+    }
+
+    /// [`Diff::from_repetitions`] of per-call samples (as [`Diff::from_samples`] takes them),
+    /// a map per session. The wall times are left 0.
+    #[must_use]
+    pub fn from_session_samples(
+        base: Vec<BTreeMap<&'static str, Vec<(u64, u64)>>>,
+        new: Vec<BTreeMap<&'static str, Vec<(u64, u64)>>>,
+        options: &Options,
+    ) -> Self {
+        let repetitions = (base.len(), new.len());
+        let side = |sessions: Vec<BTreeMap<&'static str, Vec<(u64, u64)>>>| {
+            let mut names: BTreeMap<&'static str, Calls> = BTreeMap::new();
+            for session in sessions {
+                for (name, calls) in session {
+                    let session = Calls::new(calls, options.metric);
+                    let value = match options.metric {
+                        Metric::Total => session.total_ns,
+                        Metric::PerCall | Metric::SelfTime => session.side().median_ns,
+                    };
+                    let entry = names.entry(name).or_insert_with(|| Calls {
+                        values: Vec::new(),
+                        total_ns: 0,
+                        calls: 0,
+                    });
+                    entry.values.push(value);
+                    entry.total_ns = entry.total_ns.saturating_add(session.total_ns);
+                    entry.calls += session.calls;
+                }
+            }
+            for calls in names.values_mut() {
+                calls.values.sort_unstable();
+            }
+            names
+        };
+        let mut diff = Self::judge_all(side(base), side(new), options, true);
+        diff.repetitions = Some(repetitions);
+        diff
+    }
+
+    /// The diff of the samples of each name in `base` and `new`: calls, or per-session
+    /// figures when `repeated`.
+    fn judge_all(
+        base: BTreeMap<&'static str, Calls>,
+        new: BTreeMap<&'static str, Calls>,
+        options: &Options,
+        repeated: bool,
+    ) -> Self {
         let mut names: BTreeMap<&'static str, (Option<Calls>, Option<Calls>)> = BTreeMap::new();
         for (name, calls) in base {
-            names.entry(name).or_default().0 = Some(Calls::new(calls, options.metric));
+            names.entry(name).or_default().0 = Some(calls);
         }
         for (name, calls) in new {
-            names.entry(name).or_default().1 = Some(Calls::new(calls, options.metric));
+            names.entry(name).or_default().1 = Some(calls);
         }
-        let enough = |c: &Calls| c.values.len() as u64 >= options.min_calls.max(1);
+        let enough = |c: &Calls| c.calls >= options.min_calls.max(1);
         let judged = names
             .values()
             .filter(|(b, n)| b.as_ref().is_some_and(enough) && n.as_ref().is_some_and(enough))
@@ -242,12 +320,14 @@ impl Diff {
         let z = normal_quantile(1.0 - alpha / 2.0);
         let mut rows: Vec<DiffRow> = names
             .into_iter()
-            .map(|(name, (b, n))| judge(name, b.as_ref(), n.as_ref(), options, z, &enough))
+            .map(|(name, (b, n))| {
+                judge(name, b.as_ref(), n.as_ref(), options, z, repeated, &enough)
+            })
             .collect();
         let key = |row: &DiffRow| {
             let change = row
                 .change_ns
-                .and_then(|c| row.relative(options.metric, c))
+                .and_then(|c| row.relative(c))
                 .map_or(0.0, f64::abs);
             (row.verdict, std::cmp::Reverse(OrdF64(change)))
         };
@@ -256,6 +336,7 @@ impl Diff {
             options: *options,
             judged,
             row_confidence: 1.0 - alpha,
+            repetitions: None,
             base_wall_ns: 0,
             new_wall_ns: 0,
             rows,
@@ -312,11 +393,14 @@ fn samples(trace: &Trace) -> BTreeMap<&'static str, Vec<(u64, u64)>> {
     out
 }
 
-/// One run's calls of a name: the compared values, sorted, and the total duration.
+/// One run's calls of a name: the compared samples, sorted, the total duration and the
+/// number of calls.
 struct Calls {
-    /// Durations or self times, ascending.
+    /// Durations or self times of each call (with repetitions: per-session medians or
+    /// totals), ascending.
     values: Vec<u64>,
     total_ns: u64,
+    calls: u64,
 }
 
 impl Calls {
@@ -330,13 +414,18 @@ impl Calls {
             })
             .collect();
         values.sort_unstable();
-        Self { values, total_ns }
+        let calls = values.len() as u64;
+        Self {
+            values,
+            total_ns,
+            calls,
+        }
     }
 
     fn side(&self) -> Side {
         let n = self.values.len();
         Side {
-            calls: n as u64,
+            calls: self.calls,
             total_ns: self.total_ns,
             median_ns: if n == 0 { 0 } else { self.values[(n - 1) / 2] },
         }
@@ -366,6 +455,7 @@ fn judge(
     new: Option<&Calls>,
     options: &Options,
     z: f64,
+    repeated: bool,
     enough: &dyn Fn(&Calls) -> bool,
 ) -> DiffRow {
     let mut row = DiffRow {
@@ -376,6 +466,10 @@ fn judge(
         change_ns: None,
         interval_ns: None,
         margin_ns: None,
+        reference_ns: base.map(|b| match options.metric {
+            Metric::Total if !repeated => b.total_ns,
+            _ => b.side().median_ns,
+        }),
     };
     let (b, n) = match (base, new) {
         (None, _) => {
@@ -389,6 +483,14 @@ fn judge(
         (Some(b), Some(n)) => (b, n),
     };
     let (estimate, interval, margin) = match options.metric {
+        // Per-session totals are samples like per-call times.
+        Metric::Total if repeated => {
+            let (estimate, interval) = hodges_lehmann(&b.values, &n.values, z);
+            let per_session = b.calls as f64 / b.values.len() as f64;
+            let margin = (options.threshold * row.reference_ns.unwrap_or(0) as f64)
+                .max(options.min_change_ns * per_session);
+            (estimate, interval, margin)
+        }
         Metric::Total => {
             let estimate = n.total_ns as f64 - b.total_ns as f64;
             let (_, var_b) = b.moments();
@@ -401,7 +503,7 @@ fn judge(
         }
         Metric::PerCall | Metric::SelfTime => {
             let (estimate, interval) = hodges_lehmann(&b.values, &n.values, z);
-            let margin = (options.threshold * row.base.map_or(0, |s| s.median_ns) as f64)
+            let margin = (options.threshold * row.reference_ns.unwrap_or(0) as f64)
                 .max(options.min_change_ns);
             (estimate, interval, margin)
         }
@@ -729,5 +831,43 @@ mod tests {
             "{:?}",
             many.row("f")
         );
+    }
+    #[test]
+    fn repetitions_judge_the_per_session_medians() {
+        // Six sessions a side; within each session the calls agree (spread 10 ns), but the
+        // sessions differ by up to 100 ns: an offset the calls of one session share.
+        let sessions = |offsets: [u64; 6], extra: u64| -> Vec<BTreeMap<_, _>> {
+            offsets
+                .iter()
+                .map(|&o| [("step", calls(500, 2_000 + o + extra, 10))].into_iter().collect())
+                .collect()
+        };
+        let base = sessions([0, 20, 40, 60, 80, 100], 0);
+        // The same session offsets in another order.
+        let same = sessions([100, 0, 80, 20, 60, 40], 0);
+        let d = Diff::from_session_samples(base.clone(), same, &Options::default());
+        let row = d.row("step").unwrap();
+        assert_eq!(d.repetitions, Some((6, 6)));
+        assert_eq!(row.verdict, Verdict::Unchanged);
+        assert_eq!(row.base.unwrap().calls, 3_000);
+        assert_eq!(row.change_ns, Some(0.0));
+        // Medians 2,004 + offset: C = ⌊18 − 1.96·√(36·13/12)⌋ = ⌊5.76⌋ = 5: the 5th smallest
+        // and 5th largest of the 36 differences of offsets (multiples of 20 from −100: one of
+        // −100, two of −80, three of −60), within the margin (5 % of 2,044 ns).
+        assert_eq!(row.interval_ns, Some((-60.0, 60.0)));
+        assert_eq!(row.reference_ns, Some(2_044));
+        // Every session 400 ns (20 %) slower: regressed, on 6 samples a side.
+        let slower = sessions([0, 20, 40, 60, 80, 100], 400);
+        let d = Diff::from_session_samples(base.clone(), slower, &Options::default());
+        assert_eq!(d.row("step").unwrap().verdict, Verdict::Regressed);
+        assert_eq!(d.row("step").unwrap().change_ns, Some(400.0));
+        // Two sessions a side are too few for a 95 % interval: inconclusive.
+        let d = Diff::from_session_samples(
+            base[..2].to_vec(),
+            sessions([0, 20, 40, 60, 80, 100], 400)[..2].to_vec(),
+            &Options::default(),
+        );
+        assert_eq!(d.row("step").unwrap().verdict, Verdict::Inconclusive);
+        assert_eq!(d.row("step").unwrap().interval_ns, None);
     }
 }
