@@ -221,6 +221,8 @@ pub struct Table {
     errors: Vec<String>,
     /// A streaming session's failed stream, a footer line.
     stream_failure: Option<StreamFailure>,
+    /// The unit of the durations in the rows.
+    unit: Unit,
     /// A session's table in a build without the `enabled` feature: the footer says so
     /// instead of counting threads and scopes.
     compiled_out: bool,
@@ -316,7 +318,273 @@ impl Table {
             errors: Vec::new(),
             stream_failure: None,
             compiled_out: false,
+            unit: Unit::Auto,
         }
+    }
+
+    /// Writes the durations of the rows in `unit` (text and Markdown; JSON and CSV are always
+    /// in ns). By default [`Unit::Auto`]: a unit per value.
+    pub fn unit(mut self, unit: Unit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// The table in `format`: [`Format::Text`] is its `Display`; [`Format::Markdown`] a
+    /// GitHub-flavoured table with the footer after it; [`Format::Json`] the schema of
+    /// `docs/REPORT-SCHEMA.md` (`"kind": "table"`, rows with times in ns, the counters,
+    /// values and footer lines); [`Format::Csv`] a header row and a row per table row, times
+    /// in ns (the counters and values sections are in the JSON only).
+    ///
+    /// ```
+    /// use tickscope::{Profiler, scope, table::Format};
+    ///
+    /// let prof = Profiler::builder().current_thread().start();
+    /// drop(scope!("step"));
+    /// prof.stop();
+    /// let csv = prof.table().render(Format::Csv);
+    /// assert!(csv.starts_with("thread,name,caused_by,arg,calls,total_ns,"));
+    /// assert_eq!(csv.lines().count(), 2);
+    /// ```
+    #[must_use]
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Text => self.to_string(),
+            Format::Markdown => self.to_markdown(),
+            Format::Json => self.to_json(),
+            Format::Csv => self.to_csv(),
+        }
+    }
+
+    /// [`Table::render`] in [`Format::Markdown`].
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let (trace, summary) = self.view();
+        let rows = self.rows(trace, summary);
+        let mut out = markdown_grid(&rows.headers, &rows.rows, rows.left);
+        let mut footer = String::new();
+        // Writing to a `String` cannot fail.
+        let _ = self.footer(&mut footer, trace, summary, rows.open, &rows.live);
+        out.push('\n');
+        if footer.trim_end().lines().count() <= 1 {
+            out.push_str(&footer);
+        } else {
+            // Several lines (aligned sections among them) keep their layout in a code block.
+            let (first, rest) = footer.split_once('\n').unwrap_or((&footer, ""));
+            out.push_str(first);
+            out.push_str("\n\n```text\n");
+            out.push_str(rest.trim_start_matches('\n'));
+            out.push_str("```\n");
+        }
+        out
+    }
+
+    /// [`Table::render`] in [`Format::Csv`].
+    #[must_use]
+    pub fn to_csv(&self) -> String {
+        let (trace, summary) = self.view();
+        let records = self.records(trace, summary);
+        let mut out = csv_record(&self.record_keys(trace));
+        for record in records {
+            let cells: Vec<String> = record.iter().map(|(_, v)| v.csv()).collect();
+            out.push_str(&csv_record(&cells));
+        }
+        out
+    }
+
+    /// [`Table::render`] in [`Format::Json`].
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let (trace, summary) = self.view();
+        let rows = self.records(trace, summary);
+        let scopes: usize = summary.map_or_else(
+            || trace.threads.iter().map(|t| t.spans.len()).sum(),
+            Summary::spans,
+        );
+        let open = self.rows(trace, summary);
+        let mut footer = String::new();
+        let _ = self.footer(&mut footer, trace, summary, open.open, &open.live);
+        let object = |fields: &[(&str, Val)]| {
+            let inner: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("{}: {}", json_string(k), v.json()))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        };
+        let list = |items: Vec<String>, indent: &str| {
+            if items.is_empty() {
+                "[]".to_owned()
+            } else {
+                format!("[\n{indent}  {}\n{indent}]", items.join(&format!(",\n{indent}  ")))
+            }
+        };
+        let rows: Vec<String> = rows.iter().map(|r| object(r)).collect();
+        let label = |name: &str, process: u32| {
+            if trace.processes.len() > 1 {
+                format!("{}/{name}", trace.process_label(process))
+            } else {
+                name.to_owned()
+            }
+        };
+        let counters: Vec<String> = CounterStats::of(trace)
+            .iter()
+            .map(|c| {
+                object(&[
+                    ("name", Val::Str(label(c.name, c.process))),
+                    ("samples", Val::Int(c.samples)),
+                    ("first", Val::Num(c.first)),
+                    ("last", Val::Num(c.last)),
+                    ("min", Val::Num(c.min)),
+                    ("max", Val::Num(c.max)),
+                    ("mean", Val::Float(c.mean)),
+                ])
+            })
+            .collect();
+        let values: Vec<String> = ValueStats::of(trace)
+            .iter()
+            .map(|v| {
+                object(&[
+                    ("name", Val::Str(label(v.name, v.process))),
+                    ("count", Val::Int(v.count)),
+                    ("min", Val::Float(v.min)),
+                    ("max", Val::Float(v.max)),
+                    ("mean", Val::Float(v.mean)),
+                    ("p50", Val::Float(v.p50)),
+                    ("p99", Val::Float(v.p99)),
+                ])
+            })
+            .collect();
+        let footer: Vec<String> = footer.lines().map(json_string).collect();
+        format!(
+            "{{\n  \"schema\": 1,\n  \"kind\": \"table\",\n  \"tree\": {},\n  \"wall_ns\": {},\n  \
+             \"processes\": {},\n  \"threads\": {},\n  \"scopes\": {},\n  \
+             \"dropped_events\": {},\n  \"overwritten_events\": {},\n  \"rows\": {},\n  \
+             \"counters\": {},\n  \"values\": {},\n  \"footer\": {}\n}}\n",
+            self.tree,
+            trace.wall_ns(),
+            trace.processes.len(),
+            trace.thread_count(),
+            scopes,
+            trace.dropped_events,
+            trace.overwritten_events,
+            list(rows, "  "),
+            list(counters, "  "),
+            list(values, "  "),
+            list(footer, "  "),
+        )
+    }
+
+    /// The rows to print: the call tree's or the flat table's.
+    fn rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
+        if self.tree {
+            self.tree_rows(trace)
+        } else {
+            self.flat_rows(trace, summary)
+        }
+    }
+
+    /// The keys of [`Table::records`], the CSV header.
+    fn record_keys(&self, trace: &Trace) -> Vec<&'static str> {
+        if self.tree {
+            return vec![
+                "thread", "depth", "name", "poll", "calls", "total_ns", "self_ns", "percent",
+                "open_at_stop",
+            ];
+        }
+        let mut keys = vec![
+            "thread",
+            "name",
+            "caused_by",
+            "arg",
+            "calls",
+            "total_ns",
+            "self_ns",
+            "avg_ns",
+            "min_ns",
+            "max_ns",
+            "p50_ns",
+            "p99_ns",
+            "percent",
+            "open_at_stop",
+        ];
+        if trace.memory.is_some() {
+            keys.extend([
+                "alloc_bytes",
+                "self_alloc_bytes",
+                "allocs",
+                "freed_bytes",
+                "peak_bytes",
+            ]);
+        }
+        keys
+    }
+
+    /// The rows the table shows (sorted and limited as printed) as fields, times in ns.
+    fn records(&self, trace: &Trace, summary: Option<&Summary>) -> Vec<Vec<(&'static str, Val)>> {
+        let keys = self.record_keys(trace);
+        let thread = |key: Option<ThreadKey>| match key {
+            Some(_) => Val::Str(self.thread_name(trace, key)),
+            None => Val::Null,
+        };
+        let opt = |s: Option<String>| s.map_or(Val::Null, Val::Str);
+        let records: Vec<Vec<Val>> = if self.tree {
+            let tree = CallTree::new(trace, self.by_thread);
+            tree.walk()
+                .take(self.limit.unwrap_or(usize::MAX))
+                .map(|(node, depth)| {
+                    vec![
+                        thread(node.thread),
+                        Val::Int(depth as u64),
+                        Val::Str(node.name.to_owned()),
+                        Val::Bool(node.poll),
+                        Val::Int(node.calls),
+                        Val::Int(node.total_ns),
+                        Val::Int(node.self_ns),
+                        Val::Float(node.percent),
+                        Val::Int(node.open),
+                    ]
+                })
+                .collect()
+        } else {
+            let report = self.report(trace, summary);
+            self.selected(&report)
+                .into_iter()
+                .map(|row| {
+                    let mut fields = vec![
+                        thread(row.process_thread()),
+                        Val::Str(row.name.to_owned()),
+                        opt(row.caused_by.map(str::to_owned)),
+                        opt(row.arg.clone()),
+                        Val::Int(row.calls),
+                        Val::Int(row.total_ns),
+                        Val::Int(row.self_ns),
+                        Val::Int(row.avg_ns()),
+                        Val::Int(row.min_ns),
+                        Val::Int(row.max_ns),
+                        Val::Int(row.p50_ns),
+                        Val::Int(row.p99_ns),
+                        Val::Float(row.percent),
+                        Val::Int(row.open_at_stop),
+                    ];
+                    if let Some(m) = row.memory {
+                        fields.extend(
+                            [
+                                m.alloc_bytes,
+                                m.self_alloc_bytes,
+                                m.allocs,
+                                m.freed_bytes,
+                                m.peak_bytes,
+                            ]
+                            .map(Val::Int),
+                        );
+                    }
+                    fields
+                })
+                .collect()
+        };
+        records
+            .into_iter()
+            .map(|r| keys.iter().copied().zip(r).collect())
+            .collect()
     }
 
     /// Counts `panics` observer callback panics in the footer (when not 0).
@@ -446,27 +714,37 @@ impl Table {
         }
     }
 
-    /// The rows of the report of `trace` (from `summary` when given), sorted and limited.
-    fn flat_rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
-        let split = self.split();
-        let report = match summary {
+    /// The report of `trace` (from `summary` when given) the flat table shows.
+    fn report(&self, trace: &Trace, summary: Option<&Summary>) -> Report {
+        match summary {
             Some(summary) => Report::from_summary(summary, self.by_thread),
-            None => Report::build(trace, self.by_thread, split),
-        };
+            None => Report::build(trace, self.by_thread, self.split()),
+        }
+    }
+
+    /// The rows of `report` the flat table shows: sorted, and limited (per thread).
+    fn selected<'r>(&self, report: &'r Report) -> Vec<&'r ScopeStats> {
         let mut rows: Vec<&ScopeStats> = report.rows().iter().collect();
-        // Async calls get the time their polls ran beside their wall time.
-        let busy = rows.iter().any(|r| r.busy_ns.is_some());
         let sort = self.sort;
         rows.sort_by(|a, b| a.cmp_by(b, |row| sort.key(row)));
         let mut shown: HashMap<Option<ThreadKey>, usize> = HashMap::new();
+        rows.retain(|row| {
+            let n = shown.entry(row.process_thread()).or_default();
+            *n += 1;
+            self.limit.is_none_or(|limit| *n <= limit)
+        });
+        rows
+    }
+
+    /// The rows of the report of `trace` (from `summary` when given), sorted and limited.
+    fn flat_rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
+        let split = self.split();
+        let report = self.report(trace, summary);
+        // Async calls get the time their polls ran beside their wall time.
+        let busy = report.rows().iter().any(|r| r.busy_ns.is_some());
         let mut out = Vec::new();
         let mut open = 0;
-        for row in rows {
-            let n = shown.entry(row.process_thread()).or_default();
-            if self.limit.is_some_and(|limit| *n >= limit) {
-                continue;
-            }
-            *n += 1;
+        for row in self.selected(&report) {
             open += row.open_at_stop;
             let mut cells = Vec::with_capacity(17);
             if self.by_thread {
@@ -479,19 +757,19 @@ impl Table {
                 Split::Arg(_) => cells.push(row.arg.clone().unwrap_or_default()),
             }
             cells.push(row.calls.to_string());
-            cells.push(format_ns(row.total_ns));
-            cells.push(format_ns(row.self_ns));
+            cells.push(self.unit.format(row.total_ns as f64));
+            cells.push(self.unit.format(row.self_ns as f64));
             if busy {
                 match row.busy_ns {
                     Some(ns) => {
-                        cells.push(format_ns(ns));
+                        cells.push(self.unit.format(ns as f64));
                         cells.push(format_percent(percent_of(ns, row.total_ns)));
                     }
                     None => cells.extend([String::new(), String::new()]),
                 }
             }
             for ns in [row.avg_ns(), row.min_ns, row.max_ns, row.p50_ns, row.p99_ns] {
-                cells.push(format_ns(ns));
+                cells.push(self.unit.format(ns as f64));
             }
             cells.push(format_percent(row.percent));
             if let Some(m) = row.memory {
@@ -544,8 +822,8 @@ impl Table {
             }
             cells.push(name_cell(node.name, depth, node.poll, node.open));
             cells.push(node.calls.to_string());
-            cells.push(format_ns(node.total_ns));
-            cells.push(format_ns(node.self_ns));
+            cells.push(self.unit.format(node.total_ns as f64));
+            cells.push(self.unit.format(node.self_ns as f64));
             cells.push(format_percent(node.percent));
             out.push(cells);
         }
@@ -583,6 +861,21 @@ impl fmt::Display for Table {
             self.flat_rows(trace, summary)
         };
         grid(f, &headers, &rows, left)?;
+        self.footer(f, trace, summary, open, &live)
+    }
+}
+
+impl Table {
+    /// What the text table writes under its rows: the summary line, salvage, errors,
+    /// compensation, clock, memory, open calls, live at stop, counters and values.
+    fn footer(
+        &self,
+        f: &mut dyn fmt::Write,
+        trace: &Trace,
+        summary: Option<&Summary>,
+        open: u64,
+        live: &[LiveAtStop],
+    ) -> fmt::Result {
         // Scopes are calls of plain scopes; an async call counts once, its poll slices apart.
         let (scopes, polls) = match summary {
             Some(summary) => (summary.spans(), 0),
@@ -738,7 +1031,7 @@ impl Table {
     /// The "Counters" and "Values" sections, after the scopes (each only when the trace has
     /// some), sorted by the table's column where they have it (samples for Calls, mean for
     /// Avg, min, max, p50, p99), else by name, and limited like the scope rows.
-    fn sections(&self, trace: &Trace, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn sections(&self, trace: &Trace, f: &mut dyn fmt::Write) -> fmt::Result {
         let label = |name: &str, process: u32| {
             if trace.processes.len() > 1 {
                 format!("{}/{name}", trace.process_label(process))
@@ -990,6 +1283,207 @@ pub fn format_bytes(bytes: u64) -> String {
         _ => format!("{:.2} GiB", bytes as f64 / GIB as f64),
     }
 }
+
+/// A field of a row of [`Table::to_json`] and [`Table::to_csv`].
+enum Val {
+    Null,
+    Bool(bool),
+    Int(u64),
+    Float(f64),
+    Num(Number),
+    Str(String),
+}
+
+impl Val {
+    fn json(&self) -> String {
+        match self {
+            Self::Null => "null".to_owned(),
+            Self::Bool(b) => b.to_string(),
+            Self::Int(n) => n.to_string(),
+            Self::Float(x) | Self::Num(Number::Float(x)) if !x.is_finite() => "null".to_owned(),
+            Self::Float(x) | Self::Num(Number::Float(x)) => format!("{x:?}"),
+            Self::Num(Number::Int(n)) => n.to_string(),
+            Self::Str(s) => json_string(s),
+        }
+    }
+
+    fn csv(&self) -> String {
+        match self {
+            Self::Null => String::new(),
+            Self::Str(s) => s.clone(),
+            other => other.json(),
+        }
+    }
+}
+
+/// The form a report is written in: `tickscope table`, `diff` and `info --format`, and
+/// [`Table::render`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Aligned columns, as [`Table`]'s `Display` writes them.
+    #[default]
+    Text,
+    /// A GitHub-flavoured Markdown table, the footer as lines after it: ready to paste into a
+    /// pull-request comment.
+    Markdown,
+    /// JSON of the versioned schema in `docs/REPORT-SCHEMA.md` (`"schema": 1`); times in ns.
+    Json,
+    /// CSV (RFC 4180): a header row, then a row per line, times as plain numbers in ns.
+    Csv,
+}
+
+impl Format {
+    /// Every format, in the order of `--format`'s help.
+    pub const ALL: [Self; 4] = [Self::Text, Self::Markdown, Self::Json, Self::Csv];
+
+    /// The format's name: `text`, `markdown`, `json`, `csv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Markdown => "markdown",
+            Self::Json => "json",
+            Self::Csv => "csv",
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("`{s}` is not a format: text, markdown, json or csv"))
+    }
+}
+
+/// The unit of the durations of text and Markdown tables. JSON and CSV are always in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unit {
+    /// Chosen per value: 3 to 4 significant digits ([`format_ns`]).
+    #[default]
+    Auto,
+    /// Nanoseconds.
+    Ns,
+    /// Microseconds.
+    Us,
+    /// Milliseconds.
+    Ms,
+    /// Seconds.
+    S,
+}
+
+impl Unit {
+    /// Every unit, in the order of `--unit`'s help.
+    pub const ALL: [Self; 5] = [Self::Auto, Self::Ns, Self::Us, Self::Ms, Self::S];
+
+    /// The unit's name: `auto`, `ns`, `us`, `ms`, `s`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Ns => "ns",
+            Self::Us => "us",
+            Self::Ms => "ms",
+            Self::S => "s",
+        }
+    }
+
+    /// `ns` written in this unit: `1500 ns`, `1.500 µs`, `0.002 ms`; with [`Unit::Auto`] as
+    /// [`format_ns`] writes it (fractions of a ns rounded).
+    pub fn format(self, ns: f64) -> String {
+        let sign = if ns < 0.0 { "-" } else { "" };
+        let abs = ns.abs();
+        match self {
+            Self::Auto => format!("{sign}{}", format_ns(abs.round() as u64)),
+            Self::Ns => format!("{sign}{abs:.0} ns"),
+            Self::Us => format!("{sign}{:.3} µs", abs / 1e3),
+            Self::Ms => format!("{sign}{:.3} ms", abs / 1e6),
+            Self::S => format!("{sign}{:.6} s", abs / 1e9),
+        }
+    }
+}
+
+impl FromStr for Unit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|u| u.name() == s)
+            .ok_or_else(|| format!("`{s}` is not a unit: auto, ns, us, ms or s"))
+    }
+}
+
+/// `rows` under `headers` as a GitHub-flavoured Markdown table: the first `left` columns
+/// aligned left, the others right; `|` and line breaks in cells escaped.
+pub fn markdown_grid(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
+    let cell = |c: &str| {
+        c.replace('\\', "\\\\")
+            .replace('|', "\\|")
+            .replace(['\n', '\r'], " ")
+    };
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = String>| {
+        out.push('|');
+        for c in cells {
+            out.push(' ');
+            out.push_str(&c);
+            out.push_str(" |");
+        }
+        out.push('\n');
+    };
+    line(&mut out, &mut headers.iter().map(|h| cell(h)));
+    line(
+        &mut out,
+        &mut (0..headers.len()).map(|i| if i < left { ":--" } else { "--:" }.to_owned()),
+    );
+    for row in rows {
+        line(&mut out, &mut row.iter().map(|c| cell(c)));
+    }
+    out
+}
+
+/// One CSV record (RFC 4180): fields with a comma, a quote or a line break quoted, quotes
+/// doubled; ended by `\n`.
+pub fn csv_record<S: AsRef<str>>(fields: &[S]) -> String {
+    let mut out = String::new();
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let field = field.as_ref();
+        if field.contains([',', '"', '\n', '\r']) {
+            out.push('"');
+            out.push_str(&field.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(field);
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// `s` as a JSON string, quotes included.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 
 #[cfg(test)]
 mod tests {

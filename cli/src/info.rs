@@ -4,16 +4,25 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use tickscope::table::{Format, csv_record, markdown_grid};
+
 use crate::{Context, Failure, input, text};
+
+/// The fields of a session, by key: (key, heading, value as text, value as JSON).
+type Fields = Vec<(&'static str, &'static str, String, serde_json::Value)>;
 
 /// Describes every session of a capture file: format version, producer, process id, name and
 /// host, threads, chunks, records, dropped and overwritten events, whether memory was tracked,
-/// the time span (and a flight recorder's retained window, when it overwrote events), and the
+/// the time span and the time the data covers (a flight recorder's retained window), and the
 /// warnings met while reading it (listed here rather than on stderr).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture file.
     file: PathBuf,
+    /// The output: aligned text, a Markdown table (a row per session), JSON
+    /// (docs/REPORT-SCHEMA.md) or CSV (a row per session, the time span in ns).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = crate::diff::format)]
+    format: Format,
 }
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
@@ -21,58 +30,202 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let progress = input::Progress::new(cx, input::size(path));
     // Warnings are listed below rather than on stderr.
     let captures = input::all_unchecked(path, &progress)?;
-    let mut out = String::new();
-    let plural = if captures.len() == 1 { "" } else { "s" };
-    let _ = writeln!(
-        out,
-        "{}: {} session{plural}",
-        path.display(),
-        captures.len()
-    );
+    let mut sessions: Vec<(Fields, Vec<String>)> = Vec::new();
     for (i, capture) in captures.iter().enumerate() {
         progress.step(format!("decoding session {} of {}", i + 1, path.display()));
         let trace = capture.decode();
-        let warnings = capture.warnings();
-        let fields = [
-            ("format version", capture.format_version().to_string()),
-            ("producer", capture.producer().to_owned()),
-            ("process id", capture.process_id().to_string()),
-            ("process name", known(capture.process_name())),
-            ("host name", known(capture.host_name())),
-            ("threads", capture.thread_count().to_string()),
-            ("chunks", capture.chunk_count().to_string()),
-            ("records", capture.record_count().to_string()),
-            ("dropped events", capture.dropped_events().to_string()),
+        let warnings: Vec<String> = capture.warnings().iter().map(ToString::to_string).collect();
+        let fields: Fields = vec![
             (
+                "format_version",
+                "format version",
+                capture.format_version().to_string(),
+                capture.format_version().into(),
+            ),
+            (
+                "producer",
+                "producer",
+                capture.producer().to_owned(),
+                capture.producer().into(),
+            ),
+            (
+                "process_id",
+                "process id",
+                capture.process_id().to_string(),
+                capture.process_id().into(),
+            ),
+            (
+                "process_name",
+                "process name",
+                known(capture.process_name()),
+                capture.process_name().into(),
+            ),
+            (
+                "host_name",
+                "host name",
+                known(capture.host_name()),
+                capture.host_name().into(),
+            ),
+            (
+                "threads",
+                "threads",
+                capture.thread_count().to_string(),
+                capture.thread_count().into(),
+            ),
+            (
+                "chunks",
+                "chunks",
+                capture.chunk_count().to_string(),
+                capture.chunk_count().into(),
+            ),
+            (
+                "records",
+                "records",
+                capture.record_count().to_string(),
+                capture.record_count().into(),
+            ),
+            (
+                "dropped_events",
+                "dropped events",
+                capture.dropped_events().to_string(),
+                capture.dropped_events().into(),
+            ),
+            (
+                "overwritten_events",
                 "overwritten events",
                 capture.overwritten_events().to_string(),
+                capture.overwritten_events().into(),
             ),
             (
+                "memory_tracked",
                 "memory tracked",
                 if capture.tracks_memory() { "yes" } else { "no" }.to_owned(),
+                capture.tracks_memory().into(),
             ),
-            ("time span", text::seconds(trace.wall_ns())),
-            // A flight recorder's retained window, when it overwrote the start of the session.
-            ("retained window", text::seconds(trace.covered_ns())),
-            ("warnings", warnings.len().to_string()),
+            (
+                "time_span_ns",
+                "time span",
+                text::seconds(trace.wall_ns()),
+                trace.wall_ns().into(),
+            ),
+            // Of a flight recorder that overwrote events: its retained window, from the start
+            // common to every thread's records; the time span otherwise.
+            (
+                "covered_ns",
+                "time covered",
+                text::seconds(trace.covered_ns()),
+                trace.covered_ns().into(),
+            ),
+            (
+                "warnings",
+                "warnings",
+                warnings.len().to_string(),
+                warnings.len().into(),
+            ),
         ];
+        sessions.push((fields, warnings));
+    }
+    let out = match args.format {
+        Format::Text => plain(path, &sessions),
+        Format::Markdown => {
+            let mut headers = vec!["session"];
+            headers.extend(sessions.first().map_or(Vec::new(), |(f, _)| {
+                f.iter().map(|(_, heading, _, _)| *heading).collect()
+            }));
+            let rows: Vec<Vec<String>> = sessions
+                .iter()
+                .enumerate()
+                .map(|(i, (fields, _))| {
+                    std::iter::once((i + 1).to_string())
+                        .chain(fields.iter().map(|(_, _, text, _)| text.clone()))
+                        .collect()
+                })
+                .collect();
+            let mut out = format!(
+                "**{}**: {} session{}\n\n",
+                path.display(),
+                sessions.len(),
+                plural(sessions.len())
+            );
+            out.push_str(&markdown_grid(&headers, &rows, 1));
+            for (i, (_, warnings)) in sessions.iter().enumerate() {
+                for warning in warnings {
+                    let _ = writeln!(out, "\n- session {}: {warning}", i + 1);
+                }
+            }
+            out
+        }
+        Format::Json => {
+            let sessions: Vec<serde_json::Value> = sessions
+                .iter()
+                .map(|(fields, warnings)| {
+                    let mut object: serde_json::Map<String, serde_json::Value> = fields
+                        .iter()
+                        .map(|(key, _, _, value)| ((*key).to_owned(), value.clone()))
+                        .collect();
+                    object.insert("warning_messages".into(), warnings.clone().into());
+                    object.into()
+                })
+                .collect();
+            let value = serde_json::json!({
+                "schema": 1,
+                "kind": "info",
+                "file": path.display().to_string(),
+                "sessions": sessions,
+            });
+            let mut out = serde_json::to_string_pretty(&value)
+                .map_err(|e| Failure(format!("cannot write the JSON: {e}")))?;
+            out.push('\n');
+            out
+        }
+        Format::Csv => {
+            let mut keys = vec!["session"];
+            keys.extend(sessions.first().map_or(Vec::new(), |(f, _)| {
+                f.iter().map(|(key, _, _, _)| *key).collect()
+            }));
+            let mut out = csv_record(&keys);
+            for (i, (fields, _)) in sessions.iter().enumerate() {
+                let cells: Vec<String> = std::iter::once((i + 1).to_string())
+                    .chain(fields.iter().map(|(_, _, _, value)| match value {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    }))
+                    .collect();
+                out.push_str(&csv_record(&cells));
+            }
+            out
+        }
+    };
+    drop(progress);
+    text::print(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text `tickscope info` prints: a block per session, its warnings under it.
+fn plain(path: &std::path::Path, sessions: &[(Fields, Vec<String>)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {} session{}",
+        path.display(),
+        sessions.len(),
+        plural(sessions.len())
+    );
+    for (i, (fields, warnings)) in sessions.iter().enumerate() {
         let _ = writeln!(out, "session {}", i + 1);
-        let cut = trace.covered_ns() != trace.wall_ns();
-        let fields = fields
-            .into_iter()
-            .filter(|&(key, _)| cut || key != "retained window");
-        let fields: Vec<_> = fields.collect();
-        let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        for (key, value) in fields {
+        let width = fields.iter().map(|(_, k, _, _)| k.len()).max().unwrap_or(0);
+        for (_, key, value, _) in fields {
             let _ = writeln!(out, "  {key:<width$}  {value}");
         }
         for warning in warnings {
             let _ = writeln!(out, "    {warning}");
         }
     }
-    drop(progress);
-    text::print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// `name`, or `(unknown)` when empty.

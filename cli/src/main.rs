@@ -7,7 +7,7 @@
 //! tickscope convert a.tsc b.tsc -o both.json         several processes on one timeline
 //! tickscope info run.tsc                             what the file holds
 //! tickscope merge a.tsc b.tsc -o both.tsc            validated concatenation
-//! tickscope diff base.tsc new.tsc --threshold 5%     what changed; exit 1 on a regression
+//! tickscope diff base.tsc new.tsc --format markdown  per-call verdicts; exit 1 on a regression
 //! tickscope push a.tsc b.tsc --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
 //! ```
 //!

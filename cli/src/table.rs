@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
-use tickscope::table::{SortBy, Table};
+use tickscope::table::{Format, SortBy, Table, Unit};
 
 use crate::{Context, Failure, input, text};
 
@@ -45,6 +45,13 @@ pub(crate) struct Args {
     /// by default every session.
     #[arg(long, value_name = "N")]
     session: Option<usize>,
+    /// The output: aligned text, a Markdown table, JSON (docs/REPORT-SCHEMA.md) or CSV
+    /// (times in ns).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = crate::diff::format)]
+    format: Format,
+    /// The unit of text and Markdown times (JSON and CSV are in ns).
+    #[arg(long, value_name = "UNIT", default_value = "auto", value_parser = crate::diff::unit)]
+    unit: Unit,
 }
 
 /// Parses `--sort` with [`SortBy`]'s own `FromStr` (its error lists the valid keys), and
@@ -87,7 +94,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         .sort_by(args.sort)
         .by_thread(args.by_thread)
         .by_origin(args.by_origin)
-        .tree(args.tree);
+        .tree(args.tree)
+        .unit(args.unit);
     if let Some(rows) = args.limit {
         table = table.limit(rows);
     }
@@ -95,7 +103,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         table = table.by_arg(key);
     }
     progress.step(input::decoding(&args.files));
-    let text = table.to_string();
+    let text = table.render(args.format);
     drop(progress);
     text::print(&text)?;
     Ok(ExitCode::SUCCESS)

@@ -2,8 +2,6 @@
 
 use std::io::{self, Write};
 
-use tickscope::table::format_ns;
-
 use crate::Failure;
 
 /// Writes `text` to stdout. A reader that went away (`tickscope table f | head`) is not an
@@ -26,15 +24,6 @@ pub(crate) fn print(text: &str) -> Result<(), Failure> {
 /// ellipsis, as in the library's tables ([`tickscope::table::MAX_CELL_CHARS`]).
 pub(crate) fn columns(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
     tickscope::table::grid_text(headers, rows, left)
-}
-
-/// A change of a duration: `+1.50 µs`, `-3.00 ms`, `0 ns`.
-pub(crate) fn signed_ns(base: u64, new: u64) -> String {
-    match new.cmp(&base) {
-        std::cmp::Ordering::Greater => format!("+{}", format_ns(new - base)),
-        std::cmp::Ordering::Less => format!("-{}", format_ns(base - new)),
-        std::cmp::Ordering::Equal => "0 ns".to_owned(),
-    }
 }
 
 /// A change of a count: `+2`, `-1`, `0`.
@@ -67,9 +56,6 @@ mod tests {
 
     #[test]
     fn changes() {
-        assert_eq!(signed_ns(1_000, 2_500), "+1.50 µs");
-        assert_eq!(signed_ns(2_500, 1_000), "-1.50 µs");
-        assert_eq!(signed_ns(7, 7), "0 ns");
         assert_eq!(signed_count(3, 1), "-2");
         assert_eq!(percent_change(200, 300), "+50.0%");
         assert_eq!(percent_change(200, 100), "-50.0%");

@@ -7,6 +7,7 @@ use crate::trace::{Number, Trace};
 
 /// Figures of one counter (`counter!`) over the window: its values after each sample.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CounterStats {
     /// The counter's name.
     pub name: &'static str,
@@ -28,6 +29,7 @@ pub struct CounterStats {
 
 /// Figures of one value distribution (`value!`) over the window.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ValueStats {
     /// The distribution's name.
     pub name: &'static str,

@@ -12,6 +12,7 @@ use crate::trace::Trace;
 /// What is live at stop is not necessarily leaked: a cache, or a value the program frees
 /// after the session, is live at stop too.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LiveAtStop {
     /// The scope's name; `None` for allocations made outside any scope.
     pub scope: Option<&'static str>,

@@ -2,6 +2,7 @@
 //! per-name statistics ([`Report`]), the memory still live at stop ([`LiveAtStop`]) and the
 //! call tree the table draws.
 
+pub mod compare;
 mod counters;
 mod live;
 pub(crate) mod tree;
@@ -17,6 +18,7 @@ use crate::record::callsite::Callsite;
 use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
 
+pub use compare::{Diff, DiffRow, Metric, Verdict};
 pub use counters::{CounterStats, ValueStats};
 pub use live::LiveAtStop;
 
@@ -29,6 +31,7 @@ pub use live::LiveAtStop;
 /// completion as its duration and the time its own polls ran (minus the scopes they opened) as
 /// its self time; in a per-thread report it belongs to the thread of its first poll.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ScopeStats {
     /// The scope name.
     pub name: &'static str,
@@ -120,6 +123,7 @@ pub(crate) fn percent_of_wall(ns: u64, wall_ns: u64) -> f64 {
 
 /// Statistics per scope name over one session window.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Report {
     rows: Vec<ScopeStats>,
     /// Wall time of the window the data covers ([`Trace::covered_ns`]: of a flight recorder
@@ -152,6 +156,7 @@ pub struct Report {
 /// Why a streaming session's stream failed, and what that cost
 /// ([`Report::stream_failure`]; the table's footer says it too).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct StreamFailure {
     /// The error, naming the file: it could not be opened (the window then recorded in

@@ -5,6 +5,8 @@ use crate::record::value::Value;
 
 /// A number a counter or a value distribution took: integers stay exact.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(untagged))]
 pub enum Number {
     /// An integer (any Rust integer type that fits `i64`).
     Int(i64),

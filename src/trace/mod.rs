@@ -162,6 +162,7 @@ pub struct SpanArg {
 /// The plain fields include child scopes; the `self_` ones count what happened while the scope
 /// itself was the innermost open scope. Recursive scopes count every level in the totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MemoryStats {
     /// Allocations, child scopes included.
     pub allocs: u64,
