@@ -1147,3 +1147,37 @@ fn events_are_named_by_their_static_message_else_by_target_and_line() {
     assert_eq!(events[1]["args"]["items"], 0);
     assert_eq!(events[1]["args"]["line"], line + 1);
 }
+
+#[test]
+fn the_subscriber_starts_two_cache_lines_after_its_dispatch_count() {
+    use tickscope::tracing::TickscopeLayer;
+    use tracing_subscriber::Registry;
+    use tracing_subscriber::layer::{Identity, Layered};
+    type Stacked = Layered<TickscopeLayer, Registry>;
+    type Under = Layered<Identity, Stacked>;
+    // A span holds a clone of its `Dispatch` (an `Arc`): the subscriber the layer is stacked in,
+    // on top or under another layer, takes its alignment, so the registry's fields that every
+    // span call reads lie past the two cache lines of the counts each span writes.
+    assert_eq!(std::mem::align_of::<TickscopeLayer>(), 128);
+    assert_eq!(std::mem::align_of::<Stacked>(), 128);
+    assert_eq!(std::mem::align_of::<Under>(), 128);
+    let top = dispatch();
+    let subscriber: &Stacked = top.downcast_ref().unwrap();
+    assert_eq!(std::ptr::from_ref(subscriber) as usize % 128, 0);
+    let under = tracing::Dispatch::new(
+        tracing_subscriber::registry()
+            .with(tickscope::tracing::layer())
+            .with(Identity::new()),
+    );
+    let subscriber: &Under = under.downcast_ref().unwrap();
+    assert_eq!(std::ptr::from_ref(subscriber) as usize % 128, 0);
+    // Spans record through it as through any subscriber.
+    let prof = Profiler::builder().current_thread().start();
+    tracing::dispatcher::with_default(&under, || {
+        for _ in 0..3 {
+            let _s = tracing::info_span!("aligned").entered();
+        }
+    });
+    prof.stop();
+    assert_eq!(prof.report().get("aligned").unwrap().calls, 3);
+}

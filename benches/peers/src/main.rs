@@ -68,6 +68,10 @@ const CASES: &[(&str, &str)] = &[
         "tracing span, tickscope layer, recorded + Chrome file written",
     ),
     (
+        "tracing_tickscope_e2e_global",
+        "tracing span, tickscope layer, recorded + Chrome file written, global subscriber",
+    ),
+    (
         "tracing_chrome_e2e",
         "tracing span, tracing-chrome, recorded + file written",
     ),
@@ -335,8 +339,11 @@ fn trace_file(case: &str) -> std::path::PathBuf {
 
 /// End to end: scopes recorded, then the session stopped and its Chrome trace written to a
 /// file, all timed. `tracing` selects tracing spans through the tickscope layer (a subscriber
-/// set on each worker thread, as `tracing_chrome_e2e` does) rather than `scope!`.
+/// set on each worker thread, as `tracing_chrome_e2e` does) rather than `scope!`; `global`
+/// selects them through the global default subscriber (case `tracing_tickscope_e2e_global`).
 struct TickscopeE2e {
+    /// Tracing spans through the process's global default subscriber (the tickscope layer).
+    global: bool,
     tracing: Option<tracing::Dispatch>,
     session: Mutex<Option<tickscope::Profiler>>,
 }
@@ -352,6 +359,7 @@ impl Case for TickscopeE2e {
                 let _d = tracing::dispatcher::set_default(dispatch);
                 Tracing.run(n, hold)
             }
+            None if self.global => Tracing.run(n, hold),
             None => {
                 let d = time(n, || {
                     let _g = tickscope::scope!("x");
@@ -567,14 +575,19 @@ fn make_case(name: &str, scopes: u64) -> Option<(Box<dyn Case>, Box<dyn std::any
             };
             (Box::new(case), none)
         }
-        "tickscope_e2e" | "tracing_tickscope_e2e" => {
+        "tickscope_e2e" | "tracing_tickscope_e2e" | "tracing_tickscope_e2e_global" => {
             use tracing_subscriber::layer::SubscriberExt;
-            let tracing = (name == "tracing_tickscope_e2e").then(|| {
-                tracing::Dispatch::new(
-                    tracing_subscriber::registry().with(tickscope::tracing::layer()),
-                )
-            });
+            let subscriber = || tracing_subscriber::registry().with(tickscope::tracing::layer());
+            let global = name == "tracing_tickscope_e2e_global";
+            if global {
+                // The global default's spans hold no count of the `Arc` that a `Dispatch`
+                // set per thread is, which every thread's spans write otherwise.
+                tracing::subscriber::set_global_default(subscriber()).expect("subscriber");
+            }
+            let tracing =
+                (name == "tracing_tickscope_e2e").then(|| tracing::Dispatch::new(subscriber()));
             let case = TickscopeE2e {
+                global,
                 tracing,
                 session: Mutex::new(None),
             };
