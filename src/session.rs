@@ -281,7 +281,7 @@ impl Config {
     /// [`cut_at_start`](crate::trace::Span::cut_at_start); its exit never closes anything
     /// else. The threads' retained records start at different times (each at its own oldest
     /// chunk); async calls, whose polls move between threads, are built only from the records
-    /// from the latest of those starts on ([`Trace::cut_start_ns`]), where every thread's
+    /// after the latest record overwritten ([`Trace::cut_start_ns`]), where every thread's
     /// records are all there: a call that finished is never left open at stop, none is longer
     /// than that window, and a call begun before it starts there, marked
     /// [`cut_at_start`](crate::trace::AsyncSpan::cut_at_start). The trace, the capture and the

@@ -17,12 +17,12 @@
 //! anything else. The records recycled are counted
 //! ([`Trace::overwritten_events`](crate::trace::Trace::overwritten_events)).
 //!
-//! Each thread's retained records start at its own oldest chunk, so before the latest of
-//! those starts some thread's records are gone: an async call polled there on several
-//! threads cannot be told whole (its end may have been overwritten on one thread while its
-//! begin is kept on another). A snapshot or stop hands over the window start common to every
-//! thread ([`Retained::cut_start`]): the latest first retained record of the threads that
-//! lost records, and past the latest record overwritten (of a thread gone since too).
+//! Each thread's retained records start at its own oldest chunk, so before the latest record
+//! overwritten some thread's records are gone: an async call polled there on several threads
+//! cannot be told whole (its end may have been overwritten on one thread while its begin is
+//! kept on another). A snapshot or stop hands over the window start common to every thread
+//! ([`Retained::cut_start`]): just past the latest record overwritten, of any thread (one
+//! gone since too), from where every thread's records are whole.
 //! Decoding builds async calls only from the records from there on
 //! ([`Trace::cut_start_ns`](crate::trace::Trace::cut_start_ns)); the threads' scopes and poll
 //! slices stay as retained.
@@ -44,7 +44,7 @@
 //! that keeps its whole window beside it needs every chunk, so threads then take fresh ones,
 //! and the recorder gives the extra ones back once it recycles alone again.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::Thread;
@@ -158,8 +158,6 @@ struct Ring {
     /// Per thread: its scopes open at the start of its retained window, outermost first.
     cut: HashMap<u64, Vec<CutScope>>,
     overwritten: u64,
-    /// The threads that lost records (a chunk recycled) and are still registered.
-    lost: HashSet<u64>,
     /// The latest tick of a record overwritten (`None` while none was).
     lost_until: Option<u64>,
     /// Chunks read ahead (by the scanner), and when recycled (the scanner was behind).
@@ -206,7 +204,6 @@ pub(crate) fn install(session: u64, bytes: usize) -> Result<(), StartError> {
         wake_at: (capacity / 4).clamp(1, WAKE_AT),
         cut: HashMap::new(),
         overwritten: 0,
-        lost: HashSet::new(),
         lost_until: None,
         read_ahead: 0,
         read_late: 0,
@@ -326,7 +323,6 @@ pub(crate) fn take() -> Option<ChunkBox> {
                 skipped += 1;
             }
             Ok(chunk) => {
-                ring.lost.insert(thread.id);
                 match after {
                     Some(after) => *open = after,
                     None => {
@@ -354,7 +350,6 @@ pub(crate) fn take() -> Option<ChunkBox> {
                 if thread.buffer.is_drained() {
                     // An exited thread whose last chunk went: the registry forgets it.
                     ring.cut.remove(&thread.id);
-                    ring.lost.remove(&thread.id);
                     ring.scans.remove(&thread.id);
                     registry::release_exited(&thread);
                 }
@@ -589,7 +584,7 @@ pub(crate) fn retained(
             (t, cut)
         })
         .collect();
-    let cut_start = cut_start(ring, &threads);
+    let cut_start = cut_start(ring);
     Some(Retained {
         threads,
         overwritten: ring.overwritten,
@@ -597,27 +592,15 @@ pub(crate) fn retained(
     })
 }
 
-/// The start of the window common to every thread: the latest first retained record of the
-/// threads that lost records, and past the latest record overwritten (of a thread gone since
-/// too). Each thread's window starts at its own oldest retained record; before the latest of
-/// those, some thread's records are missing, so an async call whose polls moved between
-/// threads there cannot be told whole. `None` while nothing was overwritten.
-fn cut_start(ring: &Ring, threads: &[(ThreadChunks, Vec<CutScope>)]) -> Option<u64> {
-    let lost_until = ring.lost_until?;
-    let first_retained = threads
-        .iter()
-        .filter(|(t, _)| ring.lost.contains(&t.id))
-        .filter_map(|(t, _)| {
-            t.chunks
-                .iter()
-                .flat_map(|c| c.records())
-                .find(|r| !r.kind.carries_data() && r.tick >= t.from_tick)
-                .map(|r| r.tick)
-        })
-        .max();
-    Some(first_retained.map_or(lost_until.saturating_add(1), |first| {
-        first.max(lost_until.saturating_add(1))
-    }))
+/// The start of the window common to every thread: just past the latest record overwritten
+/// (of any thread, one gone since too). Recycling takes whole chunks, a thread's in order, so
+/// every record after that one is retained on every thread: from there on the threads' records
+/// are whole, and an async call whose polls moved between threads can be told whole. (A
+/// thread's oldest retained record may come later, when it recorded nothing in between: that
+/// idle time lost nothing, so it does not delay the window.) `None` while nothing was
+/// overwritten.
+fn cut_start(ring: &Ring) -> Option<u64> {
+    Some(ring.lost_until?.saturating_add(1))
 }
 
 #[cfg(test)]

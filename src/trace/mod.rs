@@ -395,9 +395,10 @@ pub struct Trace {
     /// overwrote before the window it retains, summed over sessions; 0 for other sessions.
     pub overwritten_events: u64,
     /// Where a flight recorder's window starts for every thread, once it overwrote events
-    /// (`None` otherwise; of several sessions: the latest). Each thread's retained records
-    /// start at its own oldest chunk, and before the latest of those some thread's records
-    /// are gone: async calls are built only from the records from here on, so a call whose
+    /// (`None` otherwise; of several sessions: the latest): just past the latest record
+    /// overwritten, of any thread. Each thread's retained records start at its own oldest
+    /// chunk, and before this some thread's records are gone: async calls are built only from
+    /// the records from here on, so a call whose
     /// polls moved between threads is never left open by a part another thread lost. A call
     /// begun before it starts here, flagged [`AsyncSpan::cut_at_start`]; poll slices before
     /// it stay on their threads, as recorded, without a call. The threads' scopes are kept
