@@ -175,22 +175,34 @@ macro_rules! not_under_loom {
 
 pub(crate) mod record;
 
-not_under_loom! {
-    pub mod capture;
-    pub mod collector;
-    mod decode;
-    pub mod export;
-    #[cfg(feature = "native")]
-    pub mod native;
-    pub mod report;
-    pub mod schedule;
-    mod session;
-    pub mod table;
-    pub mod thread;
-    pub mod trace;
-    #[cfg(feature = "tracing")]
-    pub mod tracing;
+#[cfg(not(loom))]
+pub mod capture;
+#[cfg(not(loom))]
+pub mod collector;
+#[cfg(not(loom))]
+mod decode;
+#[cfg(not(loom))]
+pub mod export;
+#[cfg(not(loom))]
+#[cfg(feature = "native")]
+pub mod native;
+#[cfg(not(loom))]
+pub mod report;
+#[cfg(not(loom))]
+pub mod schedule;
+#[cfg(not(loom))]
+mod session;
+#[cfg(not(loom))]
+pub mod table;
+#[cfg(not(loom))]
+pub mod thread;
+#[cfg(not(loom))]
+pub mod trace;
+#[cfg(not(loom))]
+#[cfg(feature = "tracing")]
+pub mod tracing;
 
+not_under_loom! {
     pub use capture::Capture;
     pub use record::alloc::TrackingAlloc;
     pub use record::args::ArgValue;

@@ -227,9 +227,7 @@ impl ScheduledWindow {
     /// Writes the window's capture file to `path` (as
     /// [`Profiler::write_capture`](crate::Profiler::write_capture)).
     pub fn write_capture(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        crate::export::write_file_with(path.as_ref(), |out| {
-            self.capture.write_to(out).map(drop)
-        })
+        crate::export::write_file_with(path.as_ref(), |out| self.capture.write_to(out).map(drop))
     }
 }
 
@@ -288,7 +286,18 @@ mod tests {
         );
         assert_eq!(
             run(Schedule::new(2, 0, 2).repeat(2), 10),
-            [Idle, Idle, Record, RecordAndHand, Idle, Idle, Record, RecordAndHand, Idle, Idle]
+            [
+                Idle,
+                Idle,
+                Record,
+                RecordAndHand,
+                Idle,
+                Idle,
+                Record,
+                RecordAndHand,
+                Idle,
+                Idle
+            ]
         );
         assert_eq!(
             run(Schedule::new(0, 2, 1).skip_first(1), 5),

@@ -5,16 +5,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::capture::stream::{self, Stream, StreamOptions};
-use crate::collector::{Collector, CollectorError, Slot};
 use crate::capture::{self, Capture, Handover, StreamStats};
+use crate::collector::{Collector, CollectorError, Slot};
 use crate::record::clock::{self, Calibration, Compensation};
-use crate::record::memory::MemoryMode;
 use crate::record::flight;
+use crate::record::memory::MemoryMode;
 use crate::record::pool::{self, SlowWriter};
 use crate::record::registry::{self, Members};
+use crate::record::scope::ScopeGuard;
 use crate::record::sync::lock;
 use crate::record::thread;
-use crate::record::scope::ScopeGuard;
 use crate::report::{Report, StreamFailure};
 use crate::schedule::{Action, Callback, Schedule, ScheduledWindow};
 use crate::table::Table;
@@ -450,7 +450,10 @@ impl Sessions {
             stack
                 .borrow()
                 .iter()
-                .filter(|w| w.upgrade().is_some_and(|inner| inner.state().window.is_some()))
+                .filter(|w| {
+                    w.upgrade()
+                        .is_some_and(|inner| inner.state().window.is_some())
+                })
                 .cloned()
                 .collect()
         });
@@ -842,8 +845,8 @@ impl Profiler {
         state.stream_fallback = match (&options, &state.stream_error) {
             _ if !fallback => None,
             (Some(_), Some(_)) if flight => {
-                let bytes = (window_bytes.unwrap_or(0) / flight::CHUNK_BYTES).max(1)
-                    * flight::CHUNK_BYTES;
+                let bytes =
+                    (window_bytes.unwrap_or(0) / flight::CHUNK_BYTES).max(1) * flight::CHUNK_BYTES;
                 Some(format!(
                     "the session records its last {} in memory instead",
                     size(bytes)
@@ -1440,7 +1443,11 @@ fn calibration_round() -> Option<(u64, u64)> {
                 crate::record::event::RawKind::Begin => {
                     if let Some(end) = end.take() {
                         let gap = record.tick.saturating_sub(end);
-                        if n > 0 && i == 0 { switches.push(gap) } else { outer.push(gap) }
+                        if n > 0 && i == 0 {
+                            switches.push(gap)
+                        } else {
+                            outer.push(gap)
+                        }
                     }
                     begin = Some(record.tick);
                 }

@@ -8,14 +8,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
-use crate::report::tree::CallTree;
+use crate::capture::Capture;
+use crate::decode::summary::Summary;
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
+use crate::report::tree::CallTree;
 use crate::report::{
     CounterStats, LiveAtStop, Report, ScopeStats, Split, StreamFailure, ThreadKey, ValueStats,
 };
-use crate::capture::Capture;
-use crate::decode::summary::Summary;
 use crate::trace::{Compensation, Number, SpanKind, Trace};
 
 /// Column to sort a [`Table`] by. Names sort ascending, everything else descending.
@@ -414,7 +414,10 @@ impl Table {
             if items.is_empty() {
                 "[]".to_owned()
             } else {
-                format!("[\n{indent}  {}\n{indent}]", items.join(&format!(",\n{indent}  ")))
+                format!(
+                    "[\n{indent}  {}\n{indent}]",
+                    items.join(&format!(",\n{indent}  "))
+                )
             }
         };
         let rows: Vec<String> = rows.iter().map(|r| object(r)).collect();
@@ -486,7 +489,14 @@ impl Table {
     fn record_keys(&self, trace: &Trace) -> Vec<&'static str> {
         if self.tree {
             return vec![
-                "thread", "depth", "name", "poll", "calls", "total_ns", "self_ns", "percent",
+                "thread",
+                "depth",
+                "name",
+                "poll",
+                "calls",
+                "total_ns",
+                "self_ns",
+                "percent",
                 "open_at_stop",
             ];
         }
@@ -1484,7 +1494,6 @@ pub fn json_string(s: &str) -> String {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::{MAX_CELL_CHARS, format_bytes, format_ns, grid_text, shorten};
@@ -1503,7 +1512,10 @@ mod tests {
         assert_eq!(cell.chars().count(), MAX_CELL_CHARS);
         assert!(cell.ends_with("xx *"));
         // A grid of such cells: every line as wide as the rule, nothing past it.
-        let rows = vec![vec![long.clone(), "1".to_owned()], vec!["a".to_owned(), "22".to_owned()]];
+        let rows = vec![
+            vec![long.clone(), "1".to_owned()],
+            vec!["a".to_owned(), "22".to_owned()],
+        ];
         let text = grid_text(&["Name", "N"], &rows, 1);
         let widths: Vec<usize> = text.lines().map(|l| l.chars().count()).collect();
         assert_eq!(widths, [84, 84, 84, 84]);
@@ -1566,7 +1578,10 @@ mod tests {
         // Ticks that are nanoseconds (a mock clock) read as the mock's.
         let mut capture = Capture::from_records(vec![(1, records)], 0, 100);
         capture.clock.ns_per_tick = None;
-        assert_eq!(through_a_file(&capture).clock.source, Some(ClockSource::Mock));
+        assert_eq!(
+            through_a_file(&capture).clock.source,
+            Some(ClockSource::Mock)
+        );
     }
 
     /// Hand-made `tracing` records in every order (payloads missing, closes of ids never entered,
@@ -1627,7 +1642,12 @@ mod tests {
                     .threads
                     .iter()
                     .flat_map(|t| &t.spans)
-                    .filter(|s| s.kind == SpanKind::Poll { task: Some(r as u32) })
+                    .filter(|s| {
+                        s.kind
+                            == SpanKind::Poll {
+                                task: Some(r as u32),
+                            }
+                    })
                     .count();
                 assert_eq!(polls as u32, call.polls, "round {round}");
                 assert!(call.start_ns <= call.end_ns, "round {round}");

@@ -174,7 +174,8 @@ mod enabled {
             F: FnOnce() -> T + Send + 'scope,
             T: Send + 'scope,
         {
-            self.0.spawn_scoped(&scope.0, joining(Sessions::current(), f))
+            self.0
+                .spawn_scoped(&scope.0, joining(Sessions::current(), f))
         }
     }
 

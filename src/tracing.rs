@@ -98,11 +98,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{OnceLock, RwLock};
 
+use crate::record::hash::FxHashMap;
 use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
 use ::tracing::subscriber::Interest;
 use ::tracing::{Event, Metadata, Subscriber};
-use crate::record::hash::FxHashMap;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -228,7 +228,10 @@ impl fmt::Display for MessageText<'_> {
                 self.out.write_str(s)
             }
         }
-        fmt::write(&mut Pieces { out: f, text: self }, format_args!("{:?}", self.value))
+        fmt::write(
+            &mut Pieces { out: f, text: self },
+            format_args!("{:?}", self.value),
+        )
     }
 }
 
@@ -417,8 +420,7 @@ fn plain_slot(span: u64) -> usize {
 #[inline(always)]
 fn plain_callsite(span: u64) -> Option<u32> {
     let plain = LOCAL.try_with(|l| l.plain[plain_slot(span)].get()).ok()?;
-    (plain.span == span && plain.epoch == epoch())
-        .then_some(plain.callsite)
+    (plain.span == span && plain.epoch == epoch()).then_some(plain.callsite)
 }
 
 /// True when this thread created span `span` as [`Plain`] and no span was entered since on a
@@ -515,7 +517,10 @@ fn global_site(key: usize, meta: &'static Metadata<'static>) -> &'static Site {
             .iter()
             .map(|f| {
                 let (kind, name) = metric(f.name()).filter(|_| meta.is_event())?;
-                Some((kind, callsite::intern_callsite(name, file, line, meta.target())))
+                Some((
+                    kind,
+                    callsite::intern_callsite(name, file, line, meta.target()),
+                ))
             })
             .collect();
         Box::leak(Box::new(Site {
@@ -698,7 +703,10 @@ where
         extensions = span.extensions();
     }
     let state = extensions.get::<SpanState>();
-    let cid = state.map_or_else(|| site(span.metadata()), |s| s.site).callsite.id();
+    let cid = state
+        .map_or_else(|| site(span.metadata()), |s| s.site)
+        .callsite
+        .id();
     let tick = clock::now();
     match state.and_then(|s| s.follows) {
         // A span that follows from another is a plain scope at every enter.

@@ -42,8 +42,8 @@ use std::sync::{Arc, OnceLock};
 use crate::record::callsite::{self, Callsite};
 use crate::record::chunk::SharedChunk;
 use crate::record::clock::{self, Calibration, ClockSource, Compensation};
-use crate::record::flight::CutScope;
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::flight::CutScope;
 use crate::record::memory::MemoryMode;
 use crate::record::pool;
 use crate::record::registry::Untracked;
@@ -246,11 +246,7 @@ impl FileRecords {
             .checked_mul(RECORD_LEN)
             .and_then(|len| start.checked_add(len))?;
         let region = bytes.get(start..end)?;
-        if !region
-            .as_ptr()
-            .cast::<RawEvent>()
-            .is_aligned()
-        {
+        if !region.as_ptr().cast::<RawEvent>().is_aligned() {
             return None;
         }
         let mut memory = MemoryMode::Off;
@@ -450,7 +446,12 @@ impl Capture {
     /// at the start of its window.
     pub fn record_count(&self) -> u64 {
         let cut: usize = self.cut.iter().map(|(_, scopes)| scopes.len()).sum();
-        cut as u64 + self.threads.iter().map(|t| t.record_bound() as u64).sum::<u64>()
+        cut as u64
+            + self
+                .threads
+                .iter()
+                .map(|t| t.record_bound() as u64)
+                .sum::<u64>()
     }
 
     /// The scopes of thread `thread` cut at the start of a flight recorder's window.

@@ -27,17 +27,20 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
-use super::format::{
-    ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK, CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION,
-    NO_STRING, RECORD, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_HEADER, SESSION_HEADER_FIXED,
-    SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
-};
-use crate::record::flight::CutScope;
 use super::format::EVENTS_CUT;
+use super::format::{
+    ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
+    CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK,
+    CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX,
+    FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, RECORD, SESSION_FOOTER,
+    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_HEADER,
+    SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name,
+    chunk_version,
+};
 #[cfg(feature = "gzip")]
 use super::format::{GZIP_ALLOWANCE, GZIP_MAX_RATIO};
 use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
+use crate::record::flight::CutScope;
 
 /// Bytes of an event chunk's prefix and of a record, as `usize`.
 const PREFIX: usize = EVENT_PREFIX as usize;
@@ -1433,7 +1436,10 @@ mod tests {
         for in_place in [true, false] {
             let e = read(bad.clone(), in_place).unwrap_err();
             assert_eq!(e.offset(), Some(bad_at as u64), "{e}");
-            assert!(e.to_string().contains("record 5 of the events chunk"), "{e}");
+            assert!(
+                e.to_string().contains("record 5 of the events chunk"),
+                "{e}"
+            );
         }
         // Cut in the middle of the last record: seven whole records are kept, the footer is
         // lost.
@@ -1444,7 +1450,11 @@ mod tests {
             let capture = read(fixed.clone(), in_place).unwrap();
             assert_eq!(capture.record_count(), 7);
             let salvaged = read(cut.to_vec(), in_place).unwrap();
-            assert_eq!(salvaged.record_count(), 5, "up to the record of unknown kind");
+            assert_eq!(
+                salvaged.record_count(),
+                5,
+                "up to the record of unknown kind"
+            );
         }
     }
 

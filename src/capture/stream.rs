@@ -37,13 +37,14 @@ use crate::record::registry::{self, Untracked};
 use crate::record::sync::lock;
 
 use super::format::{
-    CHUNK_HEADER, padded, CALLSITES, CALLSITES_VERSION, CLOCK, CLOCK_VERSION, SESSION_FOOTER, SESSION_FOOTER_VERSION,
-    SESSION_HEADER, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREADS, THREADS_VERSION,
+    CALLSITES, CALLSITES_VERSION, CHUNK_HEADER, CLOCK, CLOCK_VERSION, SESSION_FOOTER,
+    SESSION_FOOTER_VERSION, SESSION_HEADER, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION,
+    THREADS, THREADS_VERSION, padded,
 };
+use super::read::NO_FOOTER;
 use super::write::{
     Footer, Strings, Writer, callsite_entries, clock_content, header_content, thread_entry,
 };
-use super::read::NO_FOOTER;
 use super::{Capture, ClockPairs, Header};
 
 /// The default size of a streaming session's chunk pool: 16 MiB (256 chunks of 64 KiB).
@@ -230,7 +231,8 @@ impl Stream {
             }
         };
         let mut out = BufWriter::with_capacity(64 << 10, Counted { file, took: 0 });
-        let head = first_chunks(start, options.compensation, &mut out).and_then(|n| out.flush().map(|()| n));
+        let head = first_chunks(start, options.compensation, &mut out)
+            .and_then(|n| out.flush().map(|()| n));
         let bytes = match head {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -342,11 +344,15 @@ impl Stream {
             if state.gone {
                 // Nothing to read: what was recorded is lost, and counted.
                 let mut capture = Capture::empty();
-                capture.dropped_events = self.shared.pool.refused_events() + state.stats.records_lost;
+                capture.dropped_events =
+                    self.shared.pool.refused_events() + state.stats.records_lost;
                 capture.warnings.extend(state.stats.error.clone());
                 return capture;
             }
-            let len = state.out.as_ref().and_then(|o| o.get_ref().file.metadata().ok());
+            let len = state
+                .out
+                .as_ref()
+                .and_then(|o| o.get_ref().file.metadata().ok());
             (state.path.clone(), len.map(|m| m.len()))
         };
         let mut capture = read_back(&path, len);
@@ -544,8 +550,7 @@ impl State {
         );
         let mut thread_table = Vec::new();
         for thread in threads {
-            if let std::collections::hash_map::Entry::Vacant(new) = self.cursors.entry(thread.id)
-            {
+            if let std::collections::hash_map::Entry::Vacant(new) = self.cursors.entry(thread.id) {
                 new.insert((0, 0));
                 thread_entry(
                     &mut thread_table,

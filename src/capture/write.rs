@@ -12,17 +12,17 @@ use crate::record::flight::CutScope;
 use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
-use super::{Capture, Chunk, ClockPairs, Header};
-use crate::record::chunk::{EVENT_PREFIX, RECORD};
 use super::format::{
-    ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_FIXED,
-    CLOCK_COMPENSATED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
+    ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
+    CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
     CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION,
     EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, SESSION_FOOTER,
-    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_VERSION, SESSION_HEADER,
-    SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS,
-    THREADS_VERSION,
+    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN,
+    SESSION_FOOTER_VERSION, SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS,
+    STRINGS_VERSION, THREAD_ENTRY, THREADS, THREADS_VERSION,
 };
+use super::{Capture, Chunk, ClockPairs, Header};
+use crate::record::chunk::{EVENT_PREFIX, RECORD};
 
 impl Capture {
     /// Writes the capture to `out` as one session of a capture file and returns the bytes
@@ -116,7 +116,13 @@ impl Capture {
     fn thread_content<'c>(&'c self, strings: &mut Strings<'c>) -> Vec<u8> {
         let mut out = Vec::with_capacity(THREAD_ENTRY * self.threads.len());
         for thread in &self.threads {
-            thread_entry(&mut out, thread.id, thread.from_tick, thread.name.as_deref(), strings);
+            thread_entry(
+                &mut out,
+                thread.id,
+                thread.from_tick,
+                thread.name.as_deref(),
+                strings,
+            );
         }
         out
     }
@@ -137,7 +143,6 @@ pub(super) fn header_content(header: &Header) -> Vec<u8> {
         }
         out
     }
-
 }
 
 /// The clock calibration: flags, pair counts, tick rate, then the start and stop pairs and the
@@ -183,7 +188,6 @@ pub(super) fn clock_content(clock: &ClockPairs) -> Vec<u8> {
         }
         out
     }
-
 }
 
 /// Callsite table entries for `sites` (`(id, callsite)`), adding their strings to `strings`.

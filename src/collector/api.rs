@@ -70,9 +70,12 @@ impl CollectorError {
 
 impl fmt::Display for CollectorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "collector `{}`: {} failed: {}", self.collector, self.stage, self.message)
+        write!(
+            f,
+            "collector `{}`: {} failed: {}",
+            self.collector, self.stage, self.message
+        )
     }
 }
 
 impl std::error::Error for CollectorError {}
-

@@ -114,7 +114,11 @@ impl Slot {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".to_owned());
-                Err(CollectorError::new(&name, stage, format!("panicked: {what}")))
+                Err(CollectorError::new(
+                    &name,
+                    stage,
+                    format!("panicked: {what}"),
+                ))
             }
         }
     }
@@ -155,7 +159,11 @@ fn read_collected(name: &str, bytes: Vec<u8>, errors: &mut Vec<CollectorError>) 
     let captures = match Capture::from_bytes(&bytes) {
         Ok(captures) => captures,
         Err(e) => {
-            errors.push(CollectorError::new(name, Stage::Collect, format!("malformed chunks: {e}")));
+            errors.push(CollectorError::new(
+                name,
+                Stage::Collect,
+                format!("malformed chunks: {e}"),
+            ));
             // The chunks before the one that failed.
             match e.offset().and_then(|o| usize::try_from(o).ok()) {
                 Some(end) if end > 0 && end <= bytes.len() => {

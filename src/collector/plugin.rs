@@ -57,7 +57,12 @@ fn failure(status: &Status) -> Option<String> {
 }
 
 /// A plug-in's start, stop, collect and destroy.
-type Fns = (abi::StartStopFn, abi::StartStopFn, abi::CollectFn, abi::DestroyFn);
+type Fns = (
+    abi::StartStopFn,
+    abi::StartStopFn,
+    abi::CollectFn,
+    abi::DestroyFn,
+);
 
 /// A loaded plug-in.
 pub(super) struct Plugin {
@@ -88,10 +93,8 @@ impl Plugin {
         let library = unsafe { libloading::Library::new(path) }
             .map_err(|e| error(format!("cannot load: {e}")))?;
         // SAFETY: the symbol's type is the header's `TSP_InitProfilerFn`.
-        let init: abi::InitFn = *unsafe {
-            library.get::<abi::InitFn>(abi::INIT_SYMBOL.as_bytes())
-        }
-        .map_err(|e| error(format!("no init function `{}`: {e}", abi::INIT_SYMBOL)))?;
+        let init: abi::InitFn = *unsafe { library.get::<abi::InitFn>(abi::INIT_SYMBOL.as_bytes()) }
+            .map_err(|e| error(format!("no init function `{}`: {e}", abi::INIT_SYMBOL)))?;
         let mut profiler = Roomy::new(abi::Profiler {
             struct_size: size_of::<abi::Profiler>(),
             ext: ptr::null_mut(),
@@ -137,10 +140,13 @@ impl Plugin {
         let (start, stop, collect, destroy) = checked.map_err(rejected)?;
         let p = &profiler.value;
         // The name, a 1.1 field: only when the plug-in's struct has it.
-        let has_name = p.struct_size >= std::mem::offset_of!(abi::Profiler, name) + size_of::<*const c_char>();
+        let has_name =
+            p.struct_size >= std::mem::offset_of!(abi::Profiler, name) + size_of::<*const c_char>();
         let name = if has_name && !p.name.is_null() {
             // SAFETY: the header: a NUL-terminated string valid until destroy.
-            unsafe { CStr::from_ptr(p.name) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(p.name) }
+                .to_string_lossy()
+                .into_owned()
         } else {
             path.file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -218,7 +224,14 @@ impl Collector for Plugin {
         let mut status = Roomy::new(new_status());
         let mut size = 0usize;
         // SAFETY: a NULL buffer asks the size, written to `size`, ours for the call.
-        unsafe { (self.collect)(self.profiler(), ptr::null_mut(), &mut size, &mut status.value) };
+        unsafe {
+            (self.collect)(
+                self.profiler(),
+                ptr::null_mut(),
+                &mut size,
+                &mut status.value,
+            )
+        };
         if let Some(message) = failure(&status.value) {
             return Err(format!("size query: {message}").into());
         }

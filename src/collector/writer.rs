@@ -147,7 +147,11 @@ impl SessionWriter {
         content.extend_from_slice(&0u16.to_le_bytes());
         content.extend_from_slice(&self.process_id.to_le_bytes());
         content.extend_from_slice(&self.start.1.to_le_bytes());
-        for s in [concat!("tickscope ", env!("CARGO_PKG_VERSION")), &self.process, ""] {
+        for s in [
+            concat!("tickscope ", env!("CARGO_PKG_VERSION")),
+            &self.process,
+            "",
+        ] {
             push_str(&mut content, s);
         }
         chunk(out, format::SESSION_HEADER, &content);

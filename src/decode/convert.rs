@@ -139,7 +139,6 @@ impl Converter {
     }
 }
 
-
 /// One straight line from raw ticks to nanoseconds since the Unix epoch:
 /// `ns = base_ns + (tick - base_tick) × scale`.
 ///
@@ -336,7 +335,10 @@ mod tests {
             last = ns;
         }
         // Outside the window, the line.
-        assert_eq!(bent.to_unix_ns(70_000_000_000), line.to_unix_ns(70_000_000_000));
+        assert_eq!(
+            bent.to_unix_ns(70_000_000_000),
+            line.to_unix_ns(70_000_000_000)
+        );
     }
 
     #[test]
@@ -402,10 +404,7 @@ mod tests {
         assert_eq!(c.to_unix_ns(1 << 60), 1 << 59);
         assert_eq!(c.to_unix_ns((1 << 60) + 2), (1 << 59) + 1);
         // Saturation instead of wrapping.
-        assert_eq!(
-            Line::new(0, u64::MAX - 1, 1.0).to_unix_ns(10),
-            u64::MAX
-        );
+        assert_eq!(Line::new(0, u64::MAX - 1, 1.0).to_unix_ns(10), u64::MAX);
         assert_eq!(Line::new(100, 5, 1.0).to_unix_ns(0), 0);
         assert_eq!(Line::new(0, 0, 3.0).to_unix_ns(u64::MAX), u64::MAX);
     }

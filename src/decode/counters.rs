@@ -39,7 +39,10 @@ pub(super) fn number(payload: &RawEvent) -> Option<Number> {
 /// Merges the samples of every thread of a process (thread by thread, each in recorded
 /// order) into one counter track per name and one value series per name, ordered by name.
 /// Samples are put in time order; ties keep the order they came in.
-pub(super) fn merge(samples: Vec<RawSample>, process: u32) -> (Vec<CounterTrack>, Vec<ValueSeries>) {
+pub(super) fn merge(
+    samples: Vec<RawSample>,
+    process: u32,
+) -> (Vec<CounterTrack>, Vec<ValueSeries>) {
     let mut counters: BTreeMap<&'static str, Vec<CounterSample>> = BTreeMap::new();
     let mut values: BTreeMap<&'static str, Vec<ValueSample>> = BTreeMap::new();
     for s in samples {

@@ -80,7 +80,9 @@ impl Links {
             .flat_map(|&(_, effect, cause)| [effect, cause])
             .collect();
         let mut uses: FxHashMap<u64, Vec<(u64, Option<SpanRef>)>> = FxHashMap::default();
-        let enters = tracing_enters.into_iter().map(|(id, ns, at)| (id, ns, Some(at)));
+        let enters = tracing_enters
+            .into_iter()
+            .map(|(id, ns, at)| (id, ns, Some(at)));
         let closes = tracing_closes.into_iter().map(|(id, ns)| (id, ns, None));
         for (id, ns, at) in enters.chain(closes) {
             if named.contains(&id) {

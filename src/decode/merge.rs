@@ -23,8 +23,18 @@ pub(super) fn merge(traces: Vec<Trace>) -> Trace {
     }
     let ran = |t: &&Trace| t.start_ns != 0 || t.end_ns != 0;
     let mut out = Trace {
-        start_ns: traces.iter().filter(ran).map(|t| t.start_ns).min().unwrap_or(0),
-        end_ns: traces.iter().filter(ran).map(|t| t.end_ns).max().unwrap_or(0),
+        start_ns: traces
+            .iter()
+            .filter(ran)
+            .map(|t| t.start_ns)
+            .min()
+            .unwrap_or(0),
+        end_ns: traces
+            .iter()
+            .filter(ran)
+            .map(|t| t.end_ns)
+            .max()
+            .unwrap_or(0),
         processes: Vec::new(),
         ..Trace::empty()
     };
@@ -90,10 +100,11 @@ fn append(out: &mut Trace, trace: Trace) {
         }
         out.threads.push(thread);
     }
-    out.async_spans.extend(async_spans.into_iter().map(|mut call| {
-        call.process = process[call.process as usize];
-        call
-    }));
+    out.async_spans
+        .extend(async_spans.into_iter().map(|mut call| {
+            call.process = process[call.process as usize];
+            call
+        }));
     out.links.extend(links.into_iter().map(|mut link| {
         link.follower.thread += thread_base;
         if let Some(origin) = &mut link.origin {

@@ -27,13 +27,13 @@ use crate::record::registry::Untracked;
 use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
 use self::convert::Converter;
+use self::counters::RawSample;
 use self::links::Links;
 use self::memory::RawMemory;
-use crate::record::memory::MemoryMode;
-use self::counters::RawSample;
 use self::pair::{Extras, Pairing, Probe};
 use self::summary::{Summary, ThreadSums};
 use self::tasks::Mark;
+use crate::record::memory::MemoryMode;
 
 impl Trace {
     /// Decodes `capture`: pairs entries and exits into nested spans, converts ticks to
@@ -141,7 +141,9 @@ fn decode_with(
         return None;
     }
     let mut builder = Builder::new(shared.end_ns, capture.memory, shared.salvaged, sum);
-    let cut_start_ns = capture.cut_start.map(|tick| shared.converter.to_unix_ns(tick));
+    let cut_start_ns = capture
+        .cut_start
+        .map(|tick| shared.converter.to_unix_ns(tick));
     builder.cut_start_ns = cut_start_ns;
     let mut sums = Vec::new();
     for (thread, thread_sums) in decoded {
@@ -162,7 +164,12 @@ fn decode_with(
         }),
     };
     let declared = capture.threads.len();
-    let mut trace = builder.finish(&shared.converter, capture.start_tick, capture.dropped_events, process);
+    let mut trace = builder.finish(
+        &shared.converter,
+        capture.start_tick,
+        capture.dropped_events,
+        process,
+    );
     if let Some(lost_bytes) = capture.salvaged {
         trace.salvage.sessions = 1;
         trace.salvage.lost_bytes = lost_bytes;
@@ -352,7 +359,12 @@ impl Shared<'_> {
 
     /// Pairs the records of `thread`, at `index` in the trace; when `sum`, sums the spans as
     /// they are paired instead of keeping them (nor their arguments and links).
-    fn thread(&self, index: usize, thread: &CaptureThread, sum: bool) -> (Decoded, Option<ThreadSums>) {
+    fn thread(
+        &self,
+        index: usize,
+        thread: &CaptureThread,
+        sum: bool,
+    ) -> (Decoded, Option<ThreadSums>) {
         // Decoding allocates, on whichever thread it runs.
         let _untracked = Untracked::enter();
         let mut marks = Vec::new();
@@ -519,14 +531,13 @@ impl Builder {
         process: Process,
     ) -> Trace {
         let end_ns = self.end_ns;
-        let async_spans =
-            tasks::match_async(
-                self.marks,
-                &mut self.threads,
-                &self.ends,
-                self.salvaged,
-                self.cut_start_ns,
-            );
+        let async_spans = tasks::match_async(
+            self.marks,
+            &mut self.threads,
+            &self.ends,
+            self.salvaged,
+            self.cut_start_ns,
+        );
         let mut open_scopes = self.open_scopes;
         // Summed, the threads counted their scopes cut open (and no span is a poll: summing
         // is for sessions without async calls); kept, they are counted now, as a `tracing`

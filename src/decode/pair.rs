@@ -14,10 +14,10 @@ use crate::trace::{
 use super::counters::{self, RawSample};
 
 use super::convert::Converter;
-use crate::record::clock::PROBE_UNIT;
 use super::links::Links;
 use super::memory::{Block, Counts, MemoryPairing, RawMemory};
 use super::tasks::{Mark, MarkKind};
+use crate::record::clock::PROBE_UNIT;
 
 /// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
 /// its [`Payload`](RawKind::Payload).
@@ -205,7 +205,13 @@ impl<'a> Pairing<'a> {
     }
 
     /// A mark of `tracing` span `span` at `ns`: an enter of the slice at `index`, or a close.
-    fn tracing_mark(&mut self, what: MarkKind, span: u64, ns: u64, callsite: Option<&'static Callsite>) {
+    fn tracing_mark(
+        &mut self,
+        what: MarkKind,
+        span: u64,
+        ns: u64,
+        callsite: Option<&'static Callsite>,
+    ) {
         self.marks.push(Mark {
             ns,
             what,

@@ -21,7 +21,11 @@ pub(crate) fn map<T: Sync, R: Send>(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = cores.min(items.len());
     if workers < 2 || total < parallel_from {
-        return items.iter().enumerate().map(|(i, item)| f(i, item)).collect();
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| f(i, item))
+            .collect();
     }
     // Heaviest first.
     let mut order: Vec<usize> = (0..items.len()).collect();
@@ -60,7 +64,14 @@ mod tests {
         // Enough weight to take the parallel path, items of very different sizes.
         let items: Vec<usize> = (0..37).map(|i| (i * 7919) % 101).collect();
         let out = map(&items, 0, |_| 1, |i, &x| (i, x * 2));
-        assert_eq!(out, items.iter().enumerate().map(|(i, &x)| (i, x * 2)).collect::<Vec<_>>());
+        assert_eq!(
+            out,
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| (i, x * 2))
+                .collect::<Vec<_>>()
+        );
         let small = map(&items, usize::MAX, |_| 1, |i, &x| (i, x * 2));
         assert_eq!(small, out);
         assert!(map(&[] as &[u8], 0, |_| 0, |_, _| 0).is_empty());

@@ -139,7 +139,11 @@ pub(super) fn match_async(
     for r in unclosed {
         let record = &mut records[r];
         let latest = || ends.iter().copied().max().unwrap_or(0);
-        let mut end_ns = last.get(r).and_then(|&t| ends.get(t)).copied().unwrap_or_else(latest);
+        let mut end_ns = last
+            .get(r)
+            .and_then(|&t| ends.get(t))
+            .copied()
+            .unwrap_or_else(latest);
         if let Some(&polled) = polled_until.get(r) {
             end_ns = end_ns.min(polled.max(earliest));
         }
@@ -341,7 +345,8 @@ fn adopt(record: &mut AsyncSpan, r: usize, begin: &Mark, threads: &mut [ThreadTr
             .iter()
             .take_while(|s| s.start_ns == begin.adopts)
             .position(|s| {
-                s.kind == SpanKind::Scope && begin.callsite.is_some_and(|c| std::ptr::eq(s.callsite, c))
+                s.kind == SpanKind::Scope
+                    && begin.callsite.is_some_and(|c| std::ptr::eq(s.callsite, c))
             });
         if let Some(at) = found {
             poll_of(record, r, &mut thread.spans[from + at]);

@@ -1,7 +1,7 @@
 use super::*;
 use crate::record::callsite::Callsite;
-use crate::record::event::{RawEvent, RawKind};
 use crate::record::clock::Compensation as RawCompensation;
+use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::trace::{Compensation, MemoryKind, SpanKind, SpanRef};
 
@@ -338,20 +338,42 @@ fn threads_decoded_in_parallel_give_the_trace_decoded_in_turn() {
         one.push(RawEvent::begin(step, t));
         one.push(ev(RawKind::Link, i, t + 1));
         one.push(RawEvent::end(RawEvent::end_key(step, t), t + 2));
-        one.extend([ev(RawKind::AsyncBegin, call, t + 3), RawEvent::payload(i + 1, 0)]);
-        one.extend([ev(RawKind::PollBegin, call, t + 3), RawEvent::payload(i + 1, 0)]);
+        one.extend([
+            ev(RawKind::AsyncBegin, call, t + 3),
+            RawEvent::payload(i + 1, 0),
+        ]);
+        one.extend([
+            ev(RawKind::PollBegin, call, t + 3),
+            RawEvent::payload(i + 1, 0),
+        ]);
         one.push(RawEvent::end(RawEvent::end_key(call, t + 3), t + 4));
-        one.extend(RawEvent::memory(RawKind::Alloc, 64, 0x1000 + u64::from(i), t + 5));
+        one.extend(RawEvent::memory(
+            RawKind::Alloc,
+            64,
+            0x1000 + u64::from(i),
+            t + 5,
+        ));
         // Thread 3: a step that follows from link `i`, a nested step, the call's second poll
         // and its end, and the free.
         three.extend(RawEvent::begin_follows(step, t + 10, 1, i));
         three.push(RawEvent::begin(step, t + 11));
         three.push(RawEvent::end(RawEvent::end_key(step, t + 11), t + 12));
         three.push(RawEvent::end(RawEvent::end_key(step, t + 10), t + 13));
-        three.extend([ev(RawKind::PollBegin, call, t + 20), RawEvent::payload(i + 1, 0)]);
+        three.extend([
+            ev(RawKind::PollBegin, call, t + 20),
+            RawEvent::payload(i + 1, 0),
+        ]);
         three.push(RawEvent::end(RawEvent::end_key(call, t + 20), t + 21));
-        three.extend([ev(RawKind::AsyncEnd, call, t + 21), RawEvent::payload(i + 1, 0)]);
-        three.extend(RawEvent::memory(RawKind::Free, 64, 0x1000 + u64::from(i), t + 22));
+        three.extend([
+            ev(RawKind::AsyncEnd, call, t + 21),
+            RawEvent::payload(i + 1, 0),
+        ]);
+        three.extend(RawEvent::memory(
+            RawKind::Free,
+            64,
+            0x1000 + u64::from(i),
+            t + 22,
+        ));
     }
     let end_tick = 10_000 + u64::from(N) * 100;
     // Thread 2 recorded only after the window: it is left out, and threads 3 and 4 take the
@@ -361,21 +383,27 @@ fn threads_decoded_in_parallel_give_the_trace_decoded_in_turn() {
         RawEvent::end(RawEvent::end_key(step, end_tick + 1), end_tick + 2),
     ];
     let four = vec![RawEvent::begin(step, 10_050)];
-    let capture = Capture::from_records(
-        vec![(1, one), (2, two), (3, three), (4, four)],
-        0,
-        end_tick,
-    );
+    let capture =
+        Capture::from_records(vec![(1, one), (2, two), (3, three), (4, four)], 0, end_tick);
     let in_turn = decode(&capture, usize::MAX);
     let parallel = decode(&capture, 0);
     assert!(in_turn == parallel, "the decodes differ");
     let ids: Vec<u64> = parallel.threads.iter().map(|t| t.id).collect();
     assert_eq!(ids, [1, 3, 4]);
     assert_eq!(parallel.links.len(), N as usize);
-    assert!(parallel.links.iter().all(|l| l.origin.is_some_and(|o| o.thread == 0)
-        && l.follower.thread == 1));
+    assert!(
+        parallel
+            .links
+            .iter()
+            .all(|l| l.origin.is_some_and(|o| o.thread == 0) && l.follower.thread == 1)
+    );
     assert_eq!(parallel.async_spans.len(), N as usize);
-    assert!(parallel.async_spans.iter().all(|c| c.polls == 2 && c.end_thread == Some(3)));
+    assert!(
+        parallel
+            .async_spans
+            .iter()
+            .all(|c| c.polls == 2 && c.end_thread == Some(3))
+    );
     let memory = parallel.memory.as_ref().unwrap();
     assert_eq!(memory.events.len(), 2 * N as usize);
     assert!(memory.events.iter().all(|e| e.matched.is_some()));
@@ -403,7 +431,11 @@ fn an_async_begin_adopts_the_plain_scope_of_its_first_slice() {
     );
     let spans = &trace.threads[0].spans;
     assert_eq!(spans.len(), 2);
-    assert!(spans.iter().all(|s| s.kind == SpanKind::Poll { task: Some(0) }));
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.kind == SpanKind::Poll { task: Some(0) })
+    );
     let calls = &trace.async_spans;
     assert_eq!(calls.len(), 1);
     assert_eq!((calls[0].start_ns, calls[0].end_ns), (10, 30));
@@ -574,7 +606,10 @@ fn compensation_survives_a_capture_file() {
             .map(|s| (s.name(), s.start_ns, s.end_ns, s.overhead_ns, s.self_ns()))
             .collect()
     };
-    assert_eq!(times(&live), [("call", 0, 40, 8, 24), ("step", 10, 20, 2, 8)]);
+    assert_eq!(
+        times(&live),
+        [("call", 0, 40, 8, 24), ("step", 10, 20, 2, 8)]
+    );
     assert_eq!(times(&live), times(&from_file));
     assert_eq!(live.compensation, from_file.compensation);
 }
@@ -605,17 +640,29 @@ fn counted_memory_goes_to_the_innermost_scope_with_its_peak() {
     let memory = &trace.threads[0].memory;
     let (call_stats, step_stats) = (memory[0], memory[1]);
     assert_eq!(
-        (step_stats.allocs, step_stats.alloc_bytes, step_stats.frees, step_stats.peak_bytes),
+        (
+            step_stats.allocs,
+            step_stats.alloc_bytes,
+            step_stats.frees,
+            step_stats.peak_bytes
+        ),
         (1, 1000, 1, 1000)
     );
     assert_eq!(
-        (call_stats.self_allocs, call_stats.self_alloc_bytes, call_stats.self_frees),
+        (
+            call_stats.self_allocs,
+            call_stats.self_alloc_bytes,
+            call_stats.self_frees
+        ),
         (3, 307, 1)
     );
     assert_eq!((call_stats.allocs, call_stats.alloc_bytes), (4, 1307));
     // 250 before the child; the child rose 1000 above the 200 left: 1200.
     assert_eq!(call_stats.peak_bytes, 1200);
-    assert_eq!(trace.memory.as_ref().map(|m| m.mode), Some(MemoryMode::Counts));
+    assert_eq!(
+        trace.memory.as_ref().map(|m| m.mode),
+        Some(MemoryMode::Counts)
+    );
 }
 
 /// A pairing that lets go of final spans keeps a window and the open scopes with their
@@ -662,7 +709,10 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     }
     // The window fills to twice its size at most while a scope is open, plus the root.
     assert!(peak <= 2 * WINDOW + 1, "{peak} spans kept");
-    assert!(handed >= 2 * n as usize - 2 * WINDOW, "{handed} spans handed over");
+    assert!(
+        handed >= 2 * n as usize - 2 * WINDOW,
+        "{handed} spans handed over"
+    );
     // Nested deeper than two windows: all kept while open, then handed over.
     let depth = 3 * WINDOW as u64;
     let base = 10 + n * 10;
@@ -674,7 +724,10 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     }
     assert_eq!(pairing.kept() as u64, depth + 1 + (2 * n - handed as u64));
     for i in (0..depth).rev() {
-        pairing.push(RawEvent::end(RawEvent::end_key(2, base + i), base + 2 * depth - i));
+        pairing.push(RawEvent::end(
+            RawEvent::end_key(2, base + i),
+            base + 2 * depth - i,
+        ));
         if pairing.window_full() {
             pairing.drain_final(|_| handed += 1);
         }
@@ -684,7 +737,10 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     assert_eq!(handed + spans.len(), 1 + 2 * n as usize + depth as usize);
     // The root, open at the end, comes last among what is kept, closed there.
     let root = spans.iter().find(|s| s.name() == "root").unwrap();
-    assert_eq!((root.start_ns, root.end_ns, root.open_at_stop), (0, 1_000_000, true));
+    assert_eq!(
+        (root.start_ns, root.end_ns, root.open_at_stop),
+        (0, 1_000_000, true)
+    );
     // Each `call` ran 2 ns in the root, and the 1 ns its `step` outlived it; the outermost
     // nested scope 2 × depth.
     assert_eq!(root.children_ns, 3 * n + 2 * depth);
@@ -732,23 +788,47 @@ fn tracing_span_enters_group_by_span_id_up_to_its_close() {
     let calls = &trace.async_spans;
     assert_eq!(calls.len(), 3);
     assert_eq!(
-        (calls[2].start_ns, calls[2].end_ns, calls[2].polls, calls[2].open_at_stop),
+        (
+            calls[2].start_ns,
+            calls[2].end_ns,
+            calls[2].polls,
+            calls[2].open_at_stop
+        ),
         (200, 240, 2, false)
     );
     assert_eq!((calls[2].thread, calls[2].end_thread), (9, Some(9)));
-    assert!(trace.threads[2].spans.iter().all(|s| s.kind == SpanKind::Poll { task: Some(2) }));
+    assert!(
+        trace.threads[2]
+            .spans
+            .iter()
+            .all(|s| s.kind == SpanKind::Poll { task: Some(2) })
+    );
     assert_eq!(
-        (calls[0].start_ns, calls[0].end_ns, calls[0].polls, calls[0].open_at_stop),
+        (
+            calls[0].start_ns,
+            calls[0].end_ns,
+            calls[0].polls,
+            calls[0].open_at_stop
+        ),
         (10, 70, 3, false)
     );
     assert_eq!((calls[0].thread, calls[0].end_thread), (7, Some(8)));
     assert_eq!(calls[0].busy_ns, 30);
     assert_eq!(
-        (calls[1].start_ns, calls[1].end_ns, calls[1].polls, calls[1].open_at_stop),
+        (
+            calls[1].start_ns,
+            calls[1].end_ns,
+            calls[1].polls,
+            calls[1].open_at_stop
+        ),
         (100, 300, 2, true)
     );
-    let kinds = |t: usize| -> Vec<SpanKind> { trace.threads[t].spans.iter().map(|s| s.kind).collect() };
-    let (first, second) = (SpanKind::Poll { task: Some(0) }, SpanKind::Poll { task: Some(1) });
+    let kinds =
+        |t: usize| -> Vec<SpanKind> { trace.threads[t].spans.iter().map(|s| s.kind).collect() };
+    let (first, second) = (
+        SpanKind::Poll { task: Some(0) },
+        SpanKind::Poll { task: Some(1) },
+    );
     assert_eq!(kinds(0), [first, first, second, second]);
     assert_eq!(kinds(1), [first, SpanKind::Scope]);
     assert_eq!(trace.threads[1].spans[1].start_ns, 80);
@@ -783,10 +863,15 @@ fn tracing_enters_waiting_long_for_their_close_are_matched_across_threads() {
 #[test]
 fn a_salvaged_call_polled_on_several_threads_ends_no_later_than_it_can_have() {
     let call = CALL.id();
-    let tagged = |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];
+    let tagged =
+        |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];
     let exit = |entered: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, entered), tick);
     let poll = |tick: u64, span: u32, until: u64| -> Vec<RawEvent> {
-        [tagged(RawKind::PollBegin, tick, span).to_vec(), vec![exit(tick, until)]].concat()
+        [
+            tagged(RawKind::PollBegin, tick, span).to_vec(),
+            vec![exit(tick, until)],
+        ]
+        .concat()
     };
     // Call 1 begins and is polled on thread 7, polled again on thread 8 from 20 to 22; its
     // end is lost. Thread 7's records stop at 40, thread 8's at 90: the end may have been on
@@ -802,7 +887,10 @@ fn a_salvaged_call_polled_on_several_threads_ends_no_later_than_it_can_have() {
     // Whole: the call is open at the window's end, as it was.
     let whole = capture.decode();
     let first = &whole.async_spans[0];
-    assert_eq!((first.start_ns, first.end_ns, first.open_at_stop), (10, 100, true));
+    assert_eq!(
+        (first.start_ns, first.end_ns, first.open_at_stop),
+        (10, 100, true)
+    );
     // Salvaged: at the earliest of the threads' last records, past its last poll.
     capture.salvaged = Some(0);
     let trace = capture.decode();
@@ -815,16 +903,24 @@ fn a_salvaged_call_polled_on_several_threads_ends_no_later_than_it_can_have() {
     let mut capture = Capture::from_records(vec![(7, seven), (8, eight)], 0, 100);
     capture.salvaged = Some(0);
     let trace = capture.decode();
-    assert_eq!((trace.async_spans[0].start_ns, trace.async_spans[0].end_ns), (10, 60));
+    assert_eq!(
+        (trace.async_spans[0].start_ns, trace.async_spans[0].end_ns),
+        (10, 60)
+    );
 }
 
 #[test]
 fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
     let call = CALL.id();
-    let tagged = |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];
+    let tagged =
+        |kind: RawKind, tick: u64, span: u32| [ev(kind, call, tick), RawEvent::payload(span, 0)];
     let exit = |entered: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, entered), tick);
     let poll = |tick: u64, span: u32, until: u64| -> Vec<RawEvent> {
-        [tagged(RawKind::PollBegin, tick, span).to_vec(), vec![exit(tick, until)]].concat()
+        [
+            tagged(RawKind::PollBegin, tick, span).to_vec(),
+            vec![exit(tick, until)],
+        ]
+        .concat()
     };
     // Calls 1 to 3 begin on thread 7 before the window start, 50: 1 is polled and ends on
     // thread 8 in it, 2 only ends in it, 3 ends before it. Call 4 begins in it on thread 7
@@ -856,12 +952,24 @@ fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
     type Shape = (u64, u64, u32, u64, Option<u64>, bool, bool);
     let shapes = |trace: &Trace| -> Vec<Shape> {
         let shape = |c: &crate::trace::AsyncSpan| {
-            (c.start_ns, c.end_ns, c.polls, c.thread, c.end_thread, c.cut_at_start, c.open_at_stop)
+            (
+                c.start_ns,
+                c.end_ns,
+                c.polls,
+                c.thread,
+                c.end_thread,
+                c.cut_at_start,
+                c.open_at_stop,
+            )
         };
         trace.async_spans.iter().map(shape).collect()
     };
     let tasks = |trace: &Trace, t: usize| -> Vec<(u64, SpanKind)> {
-        trace.threads[t].spans.iter().map(|s| (s.start_ns, s.kind)).collect()
+        trace.threads[t]
+            .spans
+            .iter()
+            .map(|s| (s.start_ns, s.kind))
+            .collect()
     };
     let poll_of = |task: Option<u32>| SpanKind::Poll { task };
 
@@ -906,7 +1014,11 @@ fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
     );
     assert_eq!(
         tasks(&trace, 1),
-        [(45, poll_of(None)), (60, poll_of(Some(1))), (80, poll_of(Some(3)))]
+        [
+            (45, poll_of(None)),
+            (60, poll_of(Some(1))),
+            (80, poll_of(Some(3)))
+        ]
     );
     // The threads' slices and counts are those of the whole decoding.
     assert_eq!(trace.event_count, whole.event_count);
@@ -961,7 +1073,14 @@ fn tracing_follows_from_resolves_each_id_to_its_use_at_that_time() {
     let links: Vec<(u64, Option<u64>, u64, u32)> = trace
         .links
         .iter()
-        .map(|l| (l.origin_ns.unwrap(), l.origin.map(start), start(l.follower), l.seq))
+        .map(|l| {
+            (
+                l.origin_ns.unwrap(),
+                l.origin.map(start),
+                start(l.follower),
+                l.seq,
+            )
+        })
         .collect();
     assert_eq!(
         links,

@@ -244,18 +244,25 @@ mod tests {
     #[test]
     fn edges_are_separated_per_track() {
         let s = spans(&[
-            (100, 110, None),     // a
-            (105, 140, Some(0)),  // b outlives a: lane 1
-            (110, 110, Some(0)),  // zero-length child of a at its end
-            (110, 115, Some(1)),  // child of b, where a ends: lane 0, after a
-            (140, 150, None),     // where b ends, on lane 0
-            (140, 140, Some(4)),  // zero-length child at its parent's start
+            (100, 110, None),    // a
+            (105, 140, Some(0)), // b outlives a: lane 1
+            (110, 110, Some(0)), // zero-length child of a at its end
+            (110, 115, Some(1)), // child of b, where a ends: lane 0, after a
+            (140, 150, None),    // where b ends, on lane 0
+            (140, 140, Some(4)), // zero-length child at its parent's start
         ]);
         let lanes = Lanes::assign(&s);
         assert_eq!(lanes.count(), 2);
         assert_eq!(
             distinct_edges(&s, &lanes, 100),
-            Some(vec![(0, 11), (5, 40), (10, 10), (12, 15), (40, 50), (41, 41)])
+            Some(vec![
+                (0, 11),
+                (5, 40),
+                (10, 10),
+                (12, 15),
+                (40, 50),
+                (41, 41)
+            ])
         );
         let apart = spans(&[(0, 10, None), (1, 9, Some(0)), (11, 20, None)]);
         assert_eq!(distinct_edges(&apart, &Lanes::assign(&apart), 0), None);

@@ -70,9 +70,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    AnyValue, InstrumentationScope, KeyValue, any_value,
-};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, span};
 use prost::Message;
@@ -204,7 +202,11 @@ impl<'t> Otlp<'t> {
                 attributes.push(kv("thread.id", uint(call.thread)));
                 attributes.push(kv("tickscope.async.polls", int(i64::from(call.polls))));
                 attributes.push(kv("tickscope.async.busy_ns", uint(call.busy_ns)));
-                (call.name().to_owned(), Some(call.callsite), call.open_at_stop)
+                (
+                    call.name().to_owned(),
+                    Some(call.callsite),
+                    call.open_at_stop,
+                )
             }
             Of::Span(t, s) => {
                 let thread = &trace.threads[t as usize];

@@ -331,7 +331,11 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 let origin = links.entry(origin).or_default();
                 origin.flows.push((id, false));
                 origin.args.get_or_insert((link.seq, None));
-                links.entry(link.follower).or_default().flows.push((id, true));
+                links
+                    .entry(link.follower)
+                    .or_default()
+                    .flows
+                    .push((id, true));
             }
             links.entry(link.follower).or_default().args =
                 Some((link.seq, Some(link.origin_thread)));
@@ -371,7 +375,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 }
                 // From 0 at the start, then one sample per time: the value after the last
                 // event at that time.
-                let mut samples: Vec<(u64, CounterValue)> = vec![(trace.start_ns, CounterValue::Int(0))];
+                let mut samples: Vec<(u64, CounterValue)> =
+                    vec![(trace.start_ns, CounterValue::Int(0))];
                 for (event, &bytes) in memory.events.iter().zip(&live) {
                     if event.process != p {
                         continue;
@@ -412,7 +417,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                     Some(&track) => track,
                     None => continue,
                 },
-                InstantScope::Thread => match thread_tracks.get(&(instant.process, instant.thread)) {
+                InstantScope::Thread => match thread_tracks.get(&(instant.process, instant.thread))
+                {
                     Some(&track) => track,
                     None => {
                         let (Some(&parent), Some(&pid)) =
@@ -465,7 +471,11 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         let mut tail_len = 0;
         put_varint(&mut tail, &mut tail_len, u64::from(PACKET_SEQUENCE_ID) << 3);
         put_varint(&mut tail, &mut tail_len, u64::from(id));
-        put_varint(&mut tail, &mut tail_len, u64::from(PACKET_SEQUENCE_FLAGS) << 3);
+        put_varint(
+            &mut tail,
+            &mut tail_len,
+            u64::from(PACKET_SEQUENCE_FLAGS) << 3,
+        );
         put_varint(&mut tail, &mut tail_len, SEQ_NEEDS_INCREMENTAL_STATE);
         Sequence {
             id,
@@ -694,17 +704,23 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             };
             let (seq, end) = &mut lanes[lane];
             *end = call.end_ns;
-            self.begin_callsite(seq, call.start_ns, call.callsite, Some("async"), |w, seq| {
-                w.annotation(seq, "polls", &Value::U64(u64::from(call.polls)));
-                w.annotation(seq, "busy_ns", &Value::U64(call.busy_ns));
-                w.annotation(seq, "self_ns", &Value::U64(call.self_ns));
-                if call.open_at_stop {
-                    w.annotation(seq, "open_at_stop", &Value::Bool(true));
-                }
-                if call.cut_at_start {
-                    w.annotation(seq, "cut_at_start", &Value::Bool(true));
-                }
-            })?;
+            self.begin_callsite(
+                seq,
+                call.start_ns,
+                call.callsite,
+                Some("async"),
+                |w, seq| {
+                    w.annotation(seq, "polls", &Value::U64(u64::from(call.polls)));
+                    w.annotation(seq, "busy_ns", &Value::U64(call.busy_ns));
+                    w.annotation(seq, "self_ns", &Value::U64(call.self_ns));
+                    if call.open_at_stop {
+                        w.annotation(seq, "open_at_stop", &Value::Bool(true));
+                    }
+                    if call.cut_at_start {
+                        w.annotation(seq, "cut_at_start", &Value::Bool(true));
+                    }
+                },
+            )?;
             self.end(seq, call.end_ns)?;
         }
         Ok(())
@@ -725,7 +741,9 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             self.event.clear();
             varint_field(&mut self.event, EVENT_TYPE, TYPE_COUNTER);
             match value {
-                CounterValue::Int(v) => varint_field(&mut self.event, EVENT_COUNTER_VALUE, v as u64),
+                CounterValue::Int(v) => {
+                    varint_field(&mut self.event, EVENT_COUNTER_VALUE, v as u64)
+                }
                 CounterValue::Float(v) => {
                     fixed64_field(&mut self.event, EVENT_DOUBLE_COUNTER_VALUE, v.to_bits());
                 }
@@ -776,7 +794,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     ) -> io::Result<()> {
         self.event.clear();
         self.interned.clear();
-        self.event.extend_from_slice(&[(EVENT_TYPE << 3) as u8, TYPE_SLICE_BEGIN as u8]);
+        self.event
+            .extend_from_slice(&[(EVENT_TYPE << 3) as u8, TYPE_SLICE_BEGIN as u8]);
         let iid = self.callsite_iid(callsite);
         self.name_iid(seq, iid);
         if let Some(category) = category {
@@ -798,7 +817,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     fn callsite_iid(&mut self, callsite: &'static Callsite) -> u64 {
         let address = std::ptr::from_ref(callsite) as usize;
         // Fibonacci hashing of the address onto the cache's slots.
-        let slot = (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CALLSITE_CACHE_BITS);
+        let slot =
+            (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CALLSITE_CACHE_BITS);
         let (cached, iid) = self.callsite_cache[slot as usize];
         if cached == address {
             return iid;
@@ -875,7 +895,8 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     fn end(&mut self, seq: &mut Sequence, ns: u64) -> io::Result<()> {
         self.event.clear();
         self.interned.clear();
-        self.event.extend_from_slice(&[(EVENT_TYPE << 3) as u8, TYPE_SLICE_END as u8]);
+        self.event
+            .extend_from_slice(&[(EVENT_TYPE << 3) as u8, TYPE_SLICE_END as u8]);
         self.track_event(seq, ns)
     }
 
@@ -918,7 +939,11 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             let mut at = 2;
             put_varint(&mut packet, &mut at, u64::from(PACKET_TIMESTAMP) << 3);
             put_varint(&mut packet, &mut at, ns - last);
-            put_varint(&mut packet, &mut at, (u64::from(PACKET_TRACK_EVENT) << 3) | 2);
+            put_varint(
+                &mut packet,
+                &mut at,
+                (u64::from(PACKET_TRACK_EVENT) << 3) | 2,
+            );
             put_varint(&mut packet, &mut at, self.event.len() as u64);
             packet[at..at + self.event.len()].copy_from_slice(&self.event);
             at += self.event.len();
@@ -1265,7 +1290,11 @@ mod tests {
             .filter(|p| get(p, PACKET_INTERNED_DATA).is_some())
             .map(|p| sub(p, PACKET_INTERNED_DATA))
             .collect();
-        assert_eq!(interned.len(), 1, "interned once, in the first instant's packet: {interned:?}");
+        assert_eq!(
+            interned.len(),
+            1,
+            "interned once, in the first instant's packet: {interned:?}"
+        );
         assert_eq!(
             fields(match get(&interned[0], INTERNED_NAMES).unwrap() {
                 Wire::Bytes(b) => b,
@@ -1388,8 +1417,16 @@ mod tests {
                             3 => Value::Bool(random(2) == 0),
                             _ => Value::Str("text".into()),
                         };
-                        args.push(SpanArg { span: index, key: "k", value: value.clone() });
-                        args.push(SpanArg { span: index, key: "k2", value });
+                        args.push(SpanArg {
+                            span: index,
+                            key: "k",
+                            value: value.clone(),
+                        });
+                        args.push(SpanArg {
+                            span: index,
+                            key: "k2",
+                            value,
+                        });
                     }
                     open.push(index);
                 } else if let Some(top) = open.pop() {
@@ -1424,9 +1461,15 @@ mod tests {
             trace.links.push(Flow {
                 seq: k,
                 origin_thread: 1,
-                origin: (k % 5 != 0).then_some(SpanRef { thread, span: k * 7 }),
+                origin: (k % 5 != 0).then_some(SpanRef {
+                    thread,
+                    span: k * 7,
+                }),
                 origin_ns: None,
-                follower: SpanRef { thread: first + ((k + 1) % 3), span: k * 11 + 1 },
+                follower: SpanRef {
+                    thread: first + ((k + 1) % 3),
+                    span: k * 11 + 1,
+                },
             });
         }
         trace

@@ -69,7 +69,17 @@ mod tests {
         assert_eq!(encode(1), [1]);
         assert_eq!(encode(300), [0xac, 0x02]);
         assert_eq!(encode(u64::MAX).len(), 10);
-        for v in [0, 1, 127, 128, 300, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
             assert_eq!(varint_len(v), encode(v).len(), "{v}");
         }
         let mut field = Vec::new();

@@ -21,8 +21,8 @@ use super::json;
 use super::lanes::Lanes;
 use crate::record::callsite::Callsite;
 use crate::trace::{
-    AsyncSpan, Compensation, InstantScope, MemoryKind, MemoryTrace, Number, Process, Span,
-    SpanArg, SpanKind, SpanRef, Trace,
+    AsyncSpan, Compensation, InstantScope, MemoryKind, MemoryTrace, Number, Process, Span, SpanArg,
+    SpanKind, SpanRef, Trace,
 };
 
 /// Appends a counter value: an integer as it is, a finite float in Rust's shortest
@@ -377,14 +377,7 @@ impl Writer<'_> {
             let (start, end) = times(i);
             let lane = lanes.lane(i);
             let head = &heads[lane as usize];
-            self.complete(
-                span,
-                (lane, head),
-                start,
-                end,
-                at(i),
-                thread.args_of(i),
-            );
+            self.complete(span, (lane, head), start, end, at(i), thread.args_of(i));
             self.spill()?;
         }
         Ok(())
@@ -406,7 +399,6 @@ impl Writer<'_> {
     fn ts(&mut self, ns: u64) {
         json::push_micros(&mut self.buf, ns.saturating_sub(self.dialect.origin));
     }
-
 
     /// Appends the callsite's name as a JSON string, escaped once per trace.
     fn name(&mut self, callsite: &'static Callsite) {
@@ -511,8 +503,7 @@ impl Writer<'_> {
         } else {
             self.link_args.get(&at).filter(|link| !link.is_empty())
         };
-        if link.is_none() && args.is_empty() && !open_at_stop && !cut_at_start && op_id.is_none()
-        {
+        if link.is_none() && args.is_empty() && !open_at_stop && !cut_at_start && op_id.is_none() {
             return;
         }
         self.buf.extend_from_slice(b",\"args\":{");
@@ -573,7 +564,12 @@ impl Writer<'_> {
                 origin_ns.saturating_sub(origin)
             };
             let ends = [
-                ("s", from, at.clamp(from.start, from.end.max(from.start)), ""),
+                (
+                    "s",
+                    from,
+                    at.clamp(from.start, from.end.max(from.start)),
+                    "",
+                ),
                 ("f", to, to.start, ",\"bp\":\"e\""),
             ];
             for (ph, Slice { pid, tid, .. }, time, bp) in ends {
@@ -727,7 +723,11 @@ impl Writer<'_> {
                 ",\n{{\"ph\":\"i\",\"s\":\"{scope}\",\"cat\":\"instant\",\"name\":"
             )?;
             self.name(instant.callsite);
-            write!(self.buf, ",\"pid\":{pid},\"tid\":{},\"ts\":", instant.thread)?;
+            write!(
+                self.buf,
+                ",\"pid\":{pid},\"tid\":{},\"ts\":",
+                instant.thread
+            )?;
             self.ts(instant.ns);
             // Where it was recorded (a `tracing` event's source file, an `instant!`'s), after
             // its own arguments.
@@ -782,7 +782,11 @@ impl Writer<'_> {
         )?;
         // A flight recorder's window: the events recycled before it.
         if trace.overwritten_events > 0 {
-            write!(self.out, ",\"overwritten_events\":{}", trace.overwritten_events)?;
+            write!(
+                self.out,
+                ",\"overwritten_events\":{}",
+                trace.overwritten_events
+            )?;
         }
         // The probe cost subtracted from durations in the table (the slices keep their
         // recorded times, but for the 1 ns that separates edges that shared a nanosecond on

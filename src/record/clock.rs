@@ -226,11 +226,7 @@ pub fn use_mock_clock() -> Result<Arc<Mock>, ClockInUse> {
 pub fn use_os_clock() -> Result<(), ClockInUse> {
     let _guard = crate::record::sync::lock(&INSTALL);
     let source = SOURCE.get_or_init(Source::os);
-    if source.os {
-        Ok(())
-    } else {
-        Err(ClockInUse)
-    }
+    if source.os { Ok(()) } else { Err(ClockInUse) }
 }
 
 /// Makes sure the clock exists, calibrating it if needed. Called at session start, so neither
@@ -322,7 +318,10 @@ pub(crate) fn checkpoint() {
             let t0 = source.raw();
             let wall = unix_ns(SystemTime::now());
             let t1 = source.raw();
-            (t1.saturating_sub(t0), (t0 + t1.saturating_sub(t0) / 2, wall))
+            (
+                t1.saturating_sub(t0),
+                (t0 + t1.saturating_sub(t0) / 2, wall),
+            )
         })
         .min_by_key(|&(gap, _)| gap)
         .map(|(_, pair)| pair);

@@ -54,7 +54,7 @@ use crate::record::buffer::{Busy, LinkedChunk};
 use crate::record::chunk::{CHUNK_EVENTS, ChunkBox, RECORD};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::pool;
-use crate::record::registry::{self, ThreadEntry, ThreadChunks};
+use crate::record::registry::{self, ThreadChunks, ThreadEntry};
 use crate::record::sync::lock;
 
 /// A flight recorder is installed.
@@ -238,7 +238,9 @@ pub(crate) fn uninstall(session: u64) -> u64 {
 /// The events the flight recorder of `session` overwrote so far; `None` when it has none.
 pub(crate) fn overwritten(session: u64) -> Option<u64> {
     let slot = lock(&RING);
-    slot.as_ref().filter(|r| r.session == session).map(|r| r.overwritten)
+    slot.as_ref()
+        .filter(|r| r.session == session)
+        .map(|r| r.overwritten)
 }
 
 /// True while a flight recorder is installed: one relaxed load.
@@ -413,7 +415,14 @@ impl Ring {
     /// Ends a read begun with [`Ring::next_read`]: `open` holds the scopes open at the end of
     /// the chunk of index `index` when `done`, else (the chunk could not be read) those at
     /// its start as they were taken.
-    fn read(&mut self, thread: &ThreadEntry, index: u64, generation: u64, open: Vec<CutScope>, done: bool) {
+    fn read(
+        &mut self,
+        thread: &ThreadEntry,
+        index: u64,
+        generation: u64,
+        open: Vec<CutScope>,
+        done: bool,
+    ) {
         let Some(scan) = self.scans.get_mut(&thread.id) else {
             return;
         };

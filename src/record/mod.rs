@@ -8,6 +8,7 @@
 pub mod buffer;
 pub mod chunk;
 pub mod event;
+#[cfg(not(loom))]
 pub(crate) mod hash;
 pub(crate) mod sync;
 
@@ -24,23 +25,39 @@ pub(crate) fn test_random(seed: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
-not_under_loom! {
-    pub(crate) mod alloc;
-    pub(crate) mod args;
-    pub(crate) mod callsite;
-    pub(crate) mod counter;
-    pub mod clock;
-    pub(crate) mod flight;
-    pub(crate) mod follows;
-    pub(crate) mod link;
-    pub(crate) mod memory;
-    pub(crate) mod observe;
-    pub(crate) mod pages;
-    pub(crate) mod pool;
-    pub(crate) mod registry;
-    pub(crate) mod scope;
-    pub(crate) mod task;
-    pub(crate) mod thread;
-    pub(crate) mod untracked;
-    pub(crate) mod value;
-}
+#[cfg(not(loom))]
+pub(crate) mod alloc;
+#[cfg(not(loom))]
+pub(crate) mod args;
+#[cfg(not(loom))]
+pub(crate) mod callsite;
+#[cfg(not(loom))]
+pub mod clock;
+#[cfg(not(loom))]
+pub(crate) mod counter;
+#[cfg(not(loom))]
+pub(crate) mod flight;
+#[cfg(not(loom))]
+pub(crate) mod follows;
+#[cfg(not(loom))]
+pub(crate) mod link;
+#[cfg(not(loom))]
+pub(crate) mod memory;
+#[cfg(not(loom))]
+pub(crate) mod observe;
+#[cfg(not(loom))]
+pub(crate) mod pages;
+#[cfg(not(loom))]
+pub(crate) mod pool;
+#[cfg(not(loom))]
+pub(crate) mod registry;
+#[cfg(not(loom))]
+pub(crate) mod scope;
+#[cfg(not(loom))]
+pub(crate) mod task;
+#[cfg(not(loom))]
+pub(crate) mod thread;
+#[cfg(not(loom))]
+pub(crate) mod untracked;
+#[cfg(not(loom))]
+pub(crate) mod value;

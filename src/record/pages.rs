@@ -31,11 +31,7 @@ pub(crate) fn prefer_huge_pages(address: usize, len: usize) {
     // the caller owns (whole pages only, rounded inwards). A failure (no THP support) leaves
     // the memory as it was and is ignored.
     unsafe {
-        libc::madvise(
-            start as *mut libc::c_void,
-            end - start,
-            libc::MADV_HUGEPAGE,
-        );
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
     }
 }
 

@@ -214,9 +214,7 @@ impl Reservation {
     /// prepared on as many threads as the machine has cores.
     pub(crate) fn new(bytes: usize) -> Self {
         let _untracked = Untracked::enter();
-        let chunks = bytes
-            .div_ceil(CHUNK_RECORD_BYTES)
-            .min(reservable_chunks());
+        let chunks = bytes.div_ceil(CHUNK_RECORD_BYTES).min(reservable_chunks());
         let mut recycled = Vec::new();
         while recycled.len() < chunks
             && let Some(chunk) = ready().pop()
@@ -305,7 +303,9 @@ fn available_memory() -> Option<usize> {
 
 /// `MemAvailable` of a `/proc/meminfo` text, in bytes.
 fn parse_mem_available(meminfo: &str) -> Option<usize> {
-    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let line = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?;
     let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
     kib.checked_mul(1024)
 }
@@ -599,12 +599,16 @@ mod tests {
 
     #[test]
     fn mem_available_is_read_in_bytes() {
-        let meminfo = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   22000000 kB\n";
+        let meminfo =
+            "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   22000000 kB\n";
         assert_eq!(parse_mem_available(meminfo), Some(22_000_000 * 1024));
         assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
         assert_eq!(parse_mem_available("MemAvailable: lots kB\n"), None);
         assert_eq!(parse_mem_available("MemAvailable: 5 MB\n"), None);
-        assert_eq!(parse_mem_available(&format!("MemAvailable: {} kB", usize::MAX)), None);
+        assert_eq!(
+            parse_mem_available(&format!("MemAvailable: {} kB", usize::MAX)),
+            None
+        );
     }
 
     #[test]
@@ -627,7 +631,10 @@ mod tests {
         assert_eq!(queue.len(), 2);
         assert_eq!(queue.pop(), Some(1));
         assert_eq!(queue.push(4), Ok(()));
-        assert_eq!((queue.pop(), queue.pop(), queue.pop()), (Some(2), Some(4), None));
+        assert_eq!(
+            (queue.pop(), queue.pop(), queue.pop()),
+            (Some(2), Some(4), None)
+        );
         assert_eq!(queue.len(), 0);
     }
 }

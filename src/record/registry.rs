@@ -124,11 +124,7 @@ impl Registry {
                 .iter()
                 .all(|s| s.collecting || s.streamed.is_some());
         pool::set_streaming_only(streaming_only);
-        let flight_only = recording
-            && self
-                .sessions
-                .iter()
-                .all(|s| s.collecting || s.flight);
+        let flight_only = recording && self.sessions.iter().all(|s| s.collecting || s.flight);
         pool::set_flight_only(flight_only);
         // Before the store that publishes it: spans were created unseen while nothing
         // recorded, so the `tracing` bridge's per-thread caches of span ids may name spans
@@ -389,18 +385,16 @@ pub(crate) struct StreamThread {
 
 /// Holds, for every thread streaming session `id` records, its chunks from index
 /// `cursor(thread)` on: the complete ones, and the tails too when `tails` is true.
-pub(crate) fn stream_share(
-    id: u64,
-    tails: bool,
-    cursor: impl Fn(u64) -> u64,
-) -> Vec<StreamThread> {
+pub(crate) fn stream_share(id: u64, tails: bool, cursor: impl Fn(u64) -> u64) -> Vec<StreamThread> {
     members(id)
         .into_iter()
         .map(|(thread, from_tick)| StreamThread {
             id: thread.id,
             name: thread.name.clone(),
             from_tick,
-            chunks: thread.buffer.share_from(from_tick, cursor(thread.id), tails),
+            chunks: thread
+                .buffer
+                .share_from(from_tick, cursor(thread.id), tails),
         })
         .collect()
 }

@@ -324,7 +324,11 @@ fn record_realloc(old_size: usize, old: usize, freed_at: u64, new_size: usize, n
             return;
         }
         // (0 when the thread counted allocations as the realloc began: stamp it now.)
-        let freed_at = if freed_at == 0 { clock::now() } else { freed_at };
+        let freed_at = if freed_at == 0 {
+            clock::now()
+        } else {
+            freed_at
+        };
         let [free, free_at] =
             RawEvent::memory(RawKind::Free, old_size as u64, old as u64, freed_at);
         let [alloc, alloc_at] =
@@ -510,11 +514,7 @@ fn next_chunk(hot: &HotState, events: u64) -> bool {
             let Some(entry) = local.entry.get() else {
                 return false;
             };
-            let recycled = if flight::on() {
-                flight::take()
-            } else {
-                None
-            };
+            let recycled = if flight::on() { flight::take() } else { None };
             let Some(fresh) = recycled.or_else(pool::take_for_thread) else {
                 pool::refused(events);
                 return false;

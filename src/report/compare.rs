@@ -190,9 +190,7 @@ impl DiffRow {
     /// `ns` relative to [`DiffRow::reference_ns`]: a fraction, `None` without a base or with
     /// a base of 0.
     pub fn relative(&self, ns: f64) -> Option<f64> {
-        self.reference_ns
-            .filter(|&r| r > 0)
-            .map(|r| ns / r as f64)
+        self.reference_ns.filter(|&r| r > 0).map(|r| ns / r as f64)
     }
 }
 
@@ -495,8 +493,7 @@ fn judge(
             let estimate = n.total_ns as f64 - b.total_ns as f64;
             let (_, var_b) = b.moments();
             let (_, var_n) = n.moments();
-            let half =
-                z * (b.values.len() as f64 * var_b + n.values.len() as f64 * var_n).sqrt();
+            let half = z * (b.values.len() as f64 * var_b + n.values.len() as f64 * var_n).sqrt();
             let margin = (options.threshold * b.total_ns as f64)
                 .max(options.min_change_ns * b.values.len() as f64);
             (estimate, Some((estimate - half, estimate + half)), margin)
@@ -749,7 +746,9 @@ mod tests {
         let names: Vec<_> = d.rows.iter().map(|r| r.name).collect();
         assert_eq!(
             names,
-            ["slower", "faster", "few", "noisy", "tiny", "same", "new", "gone"]
+            [
+                "slower", "faster", "few", "noisy", "tiny", "same", "new", "gone"
+            ]
         );
         assert_eq!(d.count(Verdict::Regressed), 1);
         // Without the minimum change, the +40 ns of "tiny" (20 %) regresses.
@@ -812,7 +811,11 @@ mod tests {
         // are judged (each interval at 99.95 %).
         let base = calls(200, 2_000, 400);
         let new = calls(200, 2_150, 400);
-        let one = diff(&[("f", base.clone())], &[("f", new.clone())], &Options::default());
+        let one = diff(
+            &[("f", base.clone())],
+            &[("f", new.clone())],
+            &Options::default(),
+        );
         assert_eq!(one.row("f").unwrap().verdict, Verdict::Regressed, "{one:?}");
         let others: Vec<&'static str> = (1..100)
             .map(|i| &*Box::leak(format!("other{i}").into_boxed_str()))
@@ -839,7 +842,11 @@ mod tests {
         let sessions = |offsets: [u64; 6], extra: u64| -> Vec<BTreeMap<_, _>> {
             offsets
                 .iter()
-                .map(|&o| [("step", calls(500, 2_000 + o + extra, 10))].into_iter().collect())
+                .map(|&o| {
+                    [("step", calls(500, 2_000 + o + extra, 10))]
+                        .into_iter()
+                        .collect()
+                })
                 .collect()
         };
         let base = sessions([0, 20, 40, 60, 80, 100], 0);

@@ -346,7 +346,10 @@ impl Report {
             }
         }
         for (c, (call, memory)) in trace.async_spans.iter().zip(&calls_memory).enumerate() {
-            let label = call_labels.get_mut(c).and_then(Option::take).map(|(_, l)| l);
+            let label = call_labels
+                .get_mut(c)
+                .and_then(Option::take)
+                .map(|(_, l)| l);
             let group = groups.group((call.process, call.thread), call.callsite, label);
             groups.add(
                 group,
@@ -662,7 +665,10 @@ mod tests {
                     }
                     records.push(RawEvent::new(RawKind::ArgU64, key, i % 3));
                     records.push(RawEvent::begin(inner, t + 2));
-                    records.push(RawEvent::end(RawEvent::end_key(inner, t + 2), t + 2 + i % 7));
+                    records.push(RawEvent::end(
+                        RawEvent::end_key(inner, t + 2),
+                        t + 2 + i % 7,
+                    ));
                     records.push(RawEvent::end(RawEvent::end_key(outer, t), t + 50 + thread));
                 }
                 (thread, records)

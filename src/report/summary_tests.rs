@@ -27,7 +27,10 @@ fn assert_sums_match(captures: &[Capture]) -> Summary {
     for split_threads in [false, true] {
         let decoded = Report::build(&trace, split_threads, Split::None);
         let summed = Report::from_summary(&summary, split_threads);
-        assert!(summed == decoded, "split {split_threads}: {summed:?}\n!=\n{decoded:?}");
+        assert!(
+            summed == decoded,
+            "split {split_threads}: {summed:?}\n!=\n{decoded:?}"
+        );
     }
     let spans: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
     assert_eq!(summary.spans(), spans);
@@ -115,11 +118,17 @@ fn spans_let_go_early_sum_like_the_trace() {
     threads.push((4, records));
     let captures = [Capture::from_records(threads, 0, 1_000_000)];
     let summary = assert_sums_match(&captures);
-    let root = summary.threads[1].sites.iter().find(|s| s.callsite.name() == "root");
+    let root = summary.threads[1]
+        .sites
+        .iter()
+        .find(|s| s.callsite.name() == "root");
     assert_eq!(root.map(|s| (s.durations.len(), s.open)), Some((1, 1)));
     let nested = &summary.threads[2].sites[0];
     assert_eq!(nested.durations.len() as u64, depth);
-    assert_eq!(summary.spans(), 3 * 3 * WINDOW + 1 + 3 * WINDOW + depth as usize + 3 * 3 * WINDOW + 2);
+    assert_eq!(
+        summary.spans(),
+        3 * 3 * WINDOW + 1 + 3 * WINDOW + depth as usize + 3 * 3 * WINDOW + 2
+    );
 }
 
 #[test]

@@ -22,7 +22,6 @@ impl Number {
             Self::Float(v) => v,
         }
     }
-
 }
 
 /// `a + b`: exact for two integers (a float when the sum leaves `i64`'s range), a float sum

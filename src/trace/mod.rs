@@ -12,8 +12,7 @@ use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
 pub use crate::record::value::Value;
 pub use counters::{
-    CounterOp, CounterSample, CounterTrack, Instant, InstantScope, Number, ValueSample,
-    ValueSeries,
+    CounterOp, CounterSample, CounterTrack, Instant, InstantScope, Number, ValueSample, ValueSeries,
 };
 
 /// One scope, closed, with Unix-epoch nanosecond times.
@@ -608,7 +607,9 @@ impl Trace {
     /// ([`Trace::cut_start_ns`]) to the end; else the whole window ([`Trace::wall_ns`]). The
     /// table's wall time and shares are of this.
     pub fn covered_ns(&self) -> u64 {
-        let start = self.cut_start_ns.map_or(self.start_ns, |cut| cut.max(self.start_ns));
+        let start = self
+            .cut_start_ns
+            .map_or(self.start_ns, |cut| cut.max(self.start_ns));
         self.end_ns.saturating_sub(start)
     }
 

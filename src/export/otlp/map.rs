@@ -526,7 +526,13 @@ impl<'t> Otlp<'t> {
     /// The node of the innermost span open at `ns` on thread `thread` of process `process`
     /// (`threads`: `(process, id, index)` sorted), if any. A span is open from its start up
     /// to, not including, its end; one cut at stop up to its end included.
-    fn open_at(&self, threads: &[(u32, u64, u32)], process: u32, thread: u64, ns: u64) -> Option<u32> {
+    fn open_at(
+        &self,
+        threads: &[(u32, u64, u32)],
+        process: u32,
+        thread: u64,
+        ns: u64,
+    ) -> Option<u32> {
         let from = threads.partition_point(|&(p, id, _)| (p, id) < (process, thread));
         let mut best: Option<(u32, u32)> = None;
         for &(_, _, t) in threads[from..]

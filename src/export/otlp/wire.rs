@@ -291,7 +291,12 @@ impl<'o, 't> Encoder<'o, 't> {
             let process = &otlp.trace.processes[p as usize];
             let mut body = Vec::new();
             let service = otlp.services[p as usize].as_str();
-            attribute(&mut body, RESOURCE_ATTRIBUTE, "service.name", Any::Str(service));
+            attribute(
+                &mut body,
+                RESOURCE_ATTRIBUTE,
+                "service.name",
+                Any::Str(service),
+            );
             attribute(
                 &mut body,
                 RESOURCE_ATTRIBUTE,
@@ -307,10 +312,20 @@ impl<'o, 't> Encoder<'o, 't> {
             }
             if !process.name.is_empty() {
                 let name = Any::Str(&process.name);
-                attribute(&mut body, RESOURCE_ATTRIBUTE, "process.executable.name", name);
+                attribute(
+                    &mut body,
+                    RESOURCE_ATTRIBUTE,
+                    "process.executable.name",
+                    name,
+                );
             }
             if !process.host.is_empty() {
-                attribute(&mut body, RESOURCE_ATTRIBUTE, "host.name", Any::Str(&process.host));
+                attribute(
+                    &mut body,
+                    RESOURCE_ATTRIBUTE,
+                    "host.name",
+                    Any::Str(&process.host),
+                );
             }
             let mut resource = Vec::new();
             message_field(&mut resource, 1 << 3 | 2, &body);
@@ -352,9 +367,19 @@ impl<'o, 't> Encoder<'o, 't> {
         }
         let thread = &self.otlp.trace.threads[t as usize];
         let from = self.shared.len();
-        attribute(&mut self.shared, SPAN_ATTRIBUTE, "thread.id", uint(thread.id));
+        attribute(
+            &mut self.shared,
+            SPAN_ATTRIBUTE,
+            "thread.id",
+            uint(thread.id),
+        );
         if let Some(name) = &thread.name {
-            attribute(&mut self.shared, SPAN_ATTRIBUTE, "thread.name", Any::Str(name));
+            attribute(
+                &mut self.shared,
+                SPAN_ATTRIBUTE,
+                "thread.name",
+                Any::Str(name),
+            );
         }
         let range = from..self.shared.len();
         self.threads[t as usize] = Some(range.clone());
@@ -452,12 +477,22 @@ impl<'o, 't> Encoder<'o, 't> {
             out.extend_from_slice(&self.shared[shared]);
         }
         if open_at_stop {
-            attribute(out, SPAN_ATTRIBUTE, "tickscope.cut_at_stop", Any::Bool(true));
+            attribute(
+                out,
+                SPAN_ATTRIBUTE,
+                "tickscope.cut_at_stop",
+                Any::Bool(true),
+            );
         }
         if node.folded_count > 0 {
             let count = uint(node.folded_count);
             attribute(out, SPAN_ATTRIBUTE, "tickscope.folded.count", count);
-            attribute(out, SPAN_ATTRIBUTE, "tickscope.folded.ns", uint(node.folded_ns));
+            attribute(
+                out,
+                SPAN_ATTRIBUTE,
+                "tickscope.folded.ns",
+                uint(node.folded_ns),
+            );
         }
         let from = otlp.links.partition_point(|&(rep, _)| rep < i);
         let links = &otlp.links[from..];
