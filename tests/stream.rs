@@ -656,18 +656,14 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
     recorded.unwrap();
 }
 
-#[test]
-fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and_counts_all() {
-    let _turn = turn();
-    // The one flight recorder of the process, recording nothing here: the stream's window
-    // cannot be one.
-    let other = Profiler::builder()
-        .current_thread()
-        .flight_recorder(CHUNK)
-        .start();
-    let file = scratch("a-file");
-    std::fs::write(&file, b"not a directory").unwrap();
-    let path = file.join("run.tscope");
+/// On a thread of its own, streams to `path`, which cannot be streamed to (with `error`)
+/// beside the running session of the caller, where a flight recorder could not bound the
+/// window: the session keeps nothing and counts every record as lost, the chunks it takes
+/// going back as it goes (checked after every 4096 records, 409,602 in all).
+fn keeps_nothing_and_counts_all(
+    path: PathBuf,
+    error: impl FnOnce(&Path) -> String + Send + 'static,
+) {
     std::thread::spawn(move || {
         let prof = Profiler::builder()
             .current_thread()
@@ -698,10 +694,7 @@ fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and
             );
         }
         prof.stop();
-        let error = format!(
-            "{}: cannot open: Not a directory (os error 20)",
-            path.display()
-        );
+        let error = error(&path);
         let stats = prof.stream_stats().unwrap();
         assert_eq!(stats.error.as_deref(), Some(&*error));
         assert_eq!((stats.records_written, stats.records_lost), (0, 409_602));
@@ -721,6 +714,25 @@ fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and
     })
     .join()
     .unwrap();
+}
+
+#[test]
+fn a_file_that_cannot_be_opened_beside_another_flight_recorder_keeps_nothing_and_counts_all() {
+    let _turn = turn();
+    // The one flight recorder of the process, recording nothing here: the stream's window
+    // cannot be one.
+    let other = Profiler::builder()
+        .current_thread()
+        .flight_recorder(CHUNK)
+        .start();
+    let file = scratch("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    keeps_nothing_and_counts_all(file.join("run.tscope"), |path| {
+        format!(
+            "{}: cannot open: Not a directory (os error 20)",
+            path.display()
+        )
+    });
     other.stop();
 }
 
@@ -734,53 +746,16 @@ fn a_second_stream_beside_a_running_one_keeps_nothing_and_counts_all() {
         .stream_to(&*first)
         .try_start()
         .unwrap();
+    // One stream at a time: this one cannot start, and a flight recorder beside the running
+    // stream could not recycle its chunks. The window keeps nothing, and writes no file.
     let second = scratch("second.tscope");
-    let path = second.to_path_buf();
-    std::thread::spawn(move || {
-        // One stream at a time: this one cannot start, and a flight recorder beside the
-        // running stream could not recycle its chunks. The window keeps nothing.
-        let prof = Profiler::builder()
-            .current_thread()
-            .compensate_overhead(false)
-            .stream_to(&path)
-            .start();
-        {
-            let _g = scope!("lost");
-        }
-        let before = live_chunks();
-        let mut recorded = 2;
-        for _ in 0..100 {
-            for _ in 0..2048 {
-                let _g = scope!("lost");
-            }
-            recorded += 4096;
-            wait_until("counted", || {
-                prof.stream_stats().unwrap().records_lost >= recorded / 4096 * 4096
-            });
-            assert!(
-                live_chunks() <= before,
-                "{} chunks alive, {before} before",
-                live_chunks()
-            );
-        }
-        prof.stop();
-        let error = format!(
+    keeps_nothing_and_counts_all(second.to_path_buf(), |path| {
+        format!(
             "{}: another streaming session is running (one at a time)",
             path.display()
-        );
-        let stats = prof.stream_stats().unwrap();
-        assert_eq!(stats.error.as_deref(), Some(&*error));
-        assert_eq!((stats.records_written, stats.records_lost), (0, 409_602));
-        assert!(!path.exists());
-        let report = prof.report();
-        assert_eq!(report.get("lost"), None);
-        assert_eq!(
-            report.stream_failure,
-            Some(tickscope::report::StreamFailure::new(&*error, 409_602))
-        );
-    })
-    .join()
-    .unwrap();
+        )
+    });
+    assert!(!second.exists());
     other.stop();
     // The running stream saw none of it: its thread recorded nothing.
     assert_eq!(other.report().len(), 0);

@@ -240,25 +240,10 @@ impl Stream {
                 return Err(annotate(&options.path, "cannot write", e));
             }
         };
-        let state = State {
-            path: options.path.clone(),
-            out: Some(out),
-            unflushed: Vec::new(),
-            gone: false,
-            start_tick,
-            start: start.clone(),
-            compensation: options.compensation,
-            memory,
-            cursors: HashMap::new(),
-            callsites: 0,
-            stats: StreamStats {
-                path: options.path.clone(),
-                bytes_written: bytes,
-                pool_bytes: pool.capacity() * std::mem::size_of::<crate::record::chunk::Chunk>(),
-                ..StreamStats::default()
-            },
-            finished: false,
-        };
+        let mut state = State::new(options, Some(out), start_tick, start, memory);
+        state.stats.bytes_written = bytes;
+        state.stats.pool_bytes =
+            pool.capacity() * std::mem::size_of::<crate::record::chunk::Chunk>();
         Self::launch(session, pool, state)
     }
 
@@ -276,24 +261,8 @@ impl Stream {
         memory: MemoryMode,
     ) -> io::Result<Self> {
         let _untracked = Untracked::enter();
-        let state = State {
-            path: options.path.clone(),
-            out: None,
-            unflushed: Vec::new(),
-            gone: true,
-            start_tick,
-            start: start.clone(),
-            compensation: options.compensation,
-            memory,
-            cursors: HashMap::new(),
-            callsites: 0,
-            stats: StreamStats {
-                path: options.path.clone(),
-                error: Some(error),
-                ..StreamStats::default()
-            },
-            finished: false,
-        };
+        let mut state = State::new(options, None, start_tick, start, memory);
+        state.stats.error = Some(error);
         Self::launch(session, StreamPool::detached(options.policy), state)
     }
 
@@ -536,6 +505,35 @@ impl Shared {
 }
 
 impl State {
+    /// The state of a stream of `options` writing to `out` (`None`: it has no file, and its
+    /// path names none of its own), whose window starts at `start_tick` with calibration
+    /// `start`.
+    fn new(
+        options: &StreamOptions,
+        out: Option<BufWriter<Counted>>,
+        start_tick: u64,
+        start: &Calibration,
+        memory: MemoryMode,
+    ) -> Self {
+        Self {
+            path: options.path.clone(),
+            gone: out.is_none(),
+            out,
+            unflushed: Vec::new(),
+            start_tick,
+            start: start.clone(),
+            compensation: options.compensation,
+            memory,
+            cursors: HashMap::new(),
+            callsites: 0,
+            stats: StreamStats {
+                path: options.path.clone(),
+                ..StreamStats::default()
+            },
+            finished: false,
+        }
+    }
+
     /// Declares what the records about to be written name: the callsites registered so far
     /// (a record's callsite is registered before the record is made), and new threads.
     fn declare(&mut self, threads: &[registry::StreamThread]) -> io::Result<()> {

@@ -213,30 +213,7 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::callsite::Callsite;
-    use crate::trace::SpanKind;
-
-    static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
-
-    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<Span> {
-        let mut out: Vec<Span> = Vec::new();
-        for &(start_ns, end_ns, parent) in list {
-            let depth = parent.map_or(0, |p| out[p as usize].depth + 1);
-            out.push(Span {
-                callsite: &S,
-                start_ns,
-                end_ns,
-                depth,
-                parent,
-                children_ns: 0,
-                overhead_ns: 0,
-                open_at_stop: false,
-                cut_at_start: false,
-                kind: SpanKind::Scope,
-            });
-        }
-        out
-    }
+    use crate::export::lanes::tests::spans;
 
     /// Edges are separated per track: a scope on an extra lane may share a nanosecond with one
     /// on the thread's own track, and a thread without ties keeps its times (nothing is

@@ -185,15 +185,15 @@ fn ended_before(top: &Span, top_index: u32, span: &Span) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::record::callsite::Callsite;
     use crate::trace::SpanKind;
 
     static S: Callsite = Callsite::new("s", file!(), line!(), module_path!());
 
-    /// Spans from `(start, end, parent)`, depths from the parents.
-    fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<Span> {
+    /// Spans from `(start, end, parent)`, depths from the parents (the export tests' too).
+    pub(in crate::export) fn spans(list: &[(u64, u64, Option<u32>)]) -> Vec<Span> {
         let mut out: Vec<Span> = Vec::new();
         for &(start_ns, end_ns, parent) in list {
             let depth = parent.map_or(0, |p| out[p as usize].depth + 1);
