@@ -516,6 +516,9 @@ impl Table {
             "percent",
             "open_at_stop",
         ];
+        if !trace.async_spans.is_empty() {
+            keys.push("busy_ns");
+        }
         if trace.memory.is_some() {
             keys.extend([
                 "alloc_bytes",
@@ -575,6 +578,9 @@ impl Table {
                         Val::Float(row.percent),
                         Val::Int(row.open_at_stop),
                     ];
+                    if !trace.async_spans.is_empty() {
+                        fields.push(row.busy_ns.map_or(Val::Null, Val::Int));
+                    }
                     if let Some(m) = row.memory {
                         fields.extend(
                             [

@@ -76,6 +76,13 @@ fn a_call_polled_on_two_threads_counts_once_with_its_wall_time() {
          check      1    3 ns   3 ns                   3 ns    3 ns    3 ns    3 ns    3 ns   2.1\n\
          145 ns wall, 2 threads, 1 scope, 1 async call (2 polls), 0 dropped events\n"
     );
+    // The CSV has the busy time too, empty for a plain scope.
+    let csv = prof.table().to_csv();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].ends_with(",percent,open_at_stop,busy_ns"), "{csv}");
+    assert!(lines[1].starts_with(",step,,,1,120,17,"), "{csv}");
+    assert!(lines[1].ends_with(",0,20"), "{csv}");
+    assert!(lines[2].ends_with(",0,"), "{csv}");
 
     let trace = prof.trace();
     assert_eq!(trace.async_spans.len(), 1);
