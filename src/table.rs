@@ -1021,6 +1021,18 @@ impl Table {
                 plural(open)
             )?;
         }
+        // Of a flight recorder: calls begun before its window count from its start.
+        let cut = trace.async_spans.iter().filter(|c| c.cut_at_start).count()
+            + (trace.threads.iter().flat_map(|t| &t.spans))
+                .filter(|s| s.cut_at_start && s.kind == SpanKind::Scope)
+                .count();
+        if cut > 0 {
+            writeln!(
+                f,
+                "{cut} call{} begun before the flight recorder's window, counted from its start",
+                plural(cut as u64)
+            )?;
+        }
         if !live.is_empty() {
             writeln!(f, "Live at stop (allocated in the window, not freed):")?;
             let names: Vec<_> = live

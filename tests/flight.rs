@@ -1067,6 +1067,13 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
         tickscope::table::format_ns(trace.wall_ns())
     );
     assert!(footer.starts_with(&expected), "{footer}\n{expected}");
+    // `y`, begun before the window, is said to count from its start.
+    assert!(
+        table.contains(
+            "\n1 call begun before the flight recorder's window, counted from its start\n"
+        ),
+        "{table}"
+    );
 
     // A capture file carries the same window: read back, it decodes to the same calls, and
     // the table of the file is the live one.
