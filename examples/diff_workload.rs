@@ -12,7 +12,9 @@
 //! ```
 //!
 //! The work is a number of iterations, not a time: two runs with the same arguments do the same
-//! work, and `--slower medium=5` adds exactly 5 % more of it to each `medium` call.
+//! work, and `--slower medium=5` adds exactly 5 % more of it to each `medium` call. A build
+//! made with `DIFF_WORKLOAD_SLOWER=NAME=PERCENT` in its environment is that slower build: it
+//! does so without the argument (how `.ci/run` makes a base and a "pull request" build).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -55,11 +57,26 @@ fn calibrate() -> [u64; 3] {
     SCOPES.map(|(_, ns, _)| (ns / per_iteration).round().max(1.0) as u64)
 }
 
+/// Reads `NAME=PERCENT` into `slower`, by scope.
+fn slow_down(slower: &mut [f64; 3], spec: &str) -> Result<(), String> {
+    let (name, percent) = spec.split_once('=').ok_or("--slower NAME=PERCENT")?;
+    let i = SCOPES
+        .iter()
+        .position(|s| s.0 == name)
+        .ok_or_else(|| format!("--slower: no scope {name}"))?;
+    slower[i] = percent.parse::<f64>().map_err(|e| format!("{spec}: {e}"))?;
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut out = PathBuf::from(".");
     let mut iterations = DEFAULT_ITERATIONS;
     let mut slower = [0.0f64; 3];
+    // The slower build's change, compiled in.
+    if let Some(spec) = option_env!("DIFF_WORKLOAD_SLOWER") {
+        slow_down(&mut slower, spec)?;
+    }
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--calibrate" => {
@@ -80,12 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             "--slower" => {
                 let spec = args.next().ok_or("--slower needs NAME=PERCENT")?;
-                let (name, percent) = spec.split_once('=').ok_or("--slower NAME=PERCENT")?;
-                let i = SCOPES
-                    .iter()
-                    .position(|s| s.0 == name)
-                    .ok_or_else(|| format!("--slower: no scope {name}"))?;
-                slower[i] = percent.parse::<f64>().map_err(|e| format!("{spec}: {e}"))?;
+                slow_down(&mut slower, &spec)?;
             }
             dir => out = PathBuf::from(dir),
         }
