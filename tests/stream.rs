@@ -624,27 +624,13 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
             "{}: cannot open: No such file or directory (os error 2)",
             path.display()
         );
-        let stats = prof.stream_stats().unwrap();
-        assert_eq!(stats.error.as_deref(), Some(&*error));
-        assert_eq!(stats.records_written, 0);
         // The last chunk full (4096 records), the one being filled (2688), the 96 before
         // overwritten.
-        assert_eq!(stats.records_lost, 96 * 4096);
+        let table = stream_failed(&prof, &error, 0, 96 * 4096);
         let trace = prof.trace();
         assert_eq!(trace.overwritten_events, 96 * 4096);
         let report = prof.report();
         assert_eq!(report.get("kept").unwrap().calls, (4096 + 2688) / 2);
-        assert_eq!(
-            report.stream_failure,
-            Some(tickscope::report::StreamFailure::new(&*error, 96 * 4096))
-        );
-        let table = prof.table().to_string();
-        assert!(
-            table.contains(&format!(
-                "\nStream failed: {error}; 393216 events lost (in neither the file nor memory)\n"
-            )),
-            "{table}"
-        );
         assert!(
             table.contains("393216 overwritten events (flight recorder)"),
             "{table}"
@@ -654,6 +640,27 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
     .join();
     tickscope::__private::flight_pause_scanner(false);
     recorded.unwrap();
+}
+
+/// `prof` stopped with its stream failed with `error`, `written` records in its file and
+/// `lost` counted as lost: in `stream_stats`, in `Report::stream_failure` and in the table's
+/// footer. Returns the table.
+fn stream_failed(prof: &Profiler, error: &str, written: u64, lost: u64) -> String {
+    let stats = prof.stream_stats().unwrap();
+    assert_eq!(stats.error.as_deref(), Some(error));
+    assert_eq!((stats.records_written, stats.records_lost), (written, lost));
+    assert_eq!(
+        prof.report().stream_failure,
+        Some(tickscope::report::StreamFailure::new(error, lost))
+    );
+    let table = prof.table().to_string();
+    assert!(
+        table.contains(&format!(
+            "\nStream failed: {error}; {lost} events lost (in neither the file nor memory)\n"
+        )),
+        "{table}"
+    );
+    table
 }
 
 /// On a thread of its own, streams to `path`, which cannot be streamed to (with `error`)
@@ -694,23 +701,8 @@ fn keeps_nothing_and_counts_all(
             );
         }
         prof.stop();
-        let error = error(&path);
-        let stats = prof.stream_stats().unwrap();
-        assert_eq!(stats.error.as_deref(), Some(&*error));
-        assert_eq!((stats.records_written, stats.records_lost), (0, 409_602));
-        let report = prof.report();
-        assert_eq!(report.get("lost"), None);
-        assert_eq!(
-            report.stream_failure,
-            Some(tickscope::report::StreamFailure::new(&*error, 409_602))
-        );
-        let table = prof.table().to_string();
-        assert!(
-            table.contains(&format!(
-                "\nStream failed: {error}; 409602 events lost (in neither the file nor memory)\n"
-            )),
-            "{table}"
-        );
+        stream_failed(&prof, &error(&path), 0, 409_602);
+        assert_eq!(prof.report().get("lost"), None);
     })
     .join()
     .unwrap();
@@ -803,25 +795,11 @@ fn a_file_deleted_mid_run_fails_the_stream_and_counts_everything_lost() {
         "{}: cannot write: the file was deleted while the session streamed to it",
         path.display()
     );
-    let stats = prof.stream_stats().unwrap();
-    assert_eq!(stats.error.as_deref(), Some(&*error));
     // Nothing is left of what was written, and nothing was written after.
-    assert_eq!((stats.records_written, stats.records_lost), (0, 120_000));
-    assert_eq!(stats.bytes_written, 0);
+    stream_failed(&prof, &error, 0, 120_000);
+    assert_eq!(prof.stream_stats().unwrap().bytes_written, 0);
     assert!(!path.exists());
-    let report = prof.report();
-    assert_eq!(report.get("step"), None);
-    assert_eq!(
-        report.stream_failure,
-        Some(tickscope::report::StreamFailure::new(&*error, 120_000))
-    );
-    let table = prof.table().to_string();
-    assert!(
-        table.contains(&format!(
-            "\nStream failed: {error}; 120000 events lost (in neither the file nor memory)\n"
-        )),
-        "{table}"
-    );
+    assert_eq!(prof.report().get("step"), None);
 }
 
 #[test]
@@ -834,21 +812,12 @@ fn a_file_moved_mid_run_keeps_what_it_got_and_the_rest_is_counted_lost() {
         "{}: cannot write: the file was moved or replaced while the session streamed to it",
         path.display()
     );
-    let stats = prof.stream_stats().unwrap();
-    assert_eq!(stats.error.as_deref(), Some(&*error));
-    assert_eq!(
-        (stats.records_written, stats.records_lost),
-        (20_000, 100_000)
-    );
+    stream_failed(&prof, &error, 20_000, 100_000);
     let capture = Capture::read(&*moved).unwrap();
     assert_eq!(capture.record_count(), 20_000);
     assert_eq!(
-        stats.bytes_written,
+        prof.stream_stats().unwrap().bytes_written,
         std::fs::metadata(&moved).unwrap().len()
-    );
-    assert_eq!(
-        prof.report().stream_failure,
-        Some(tickscope::report::StreamFailure::new(&*error, 100_000))
     );
     // The session's own capture does not read its path, which now names nothing (or, as
     // well, another file).
