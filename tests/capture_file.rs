@@ -819,6 +819,35 @@ fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
     );
 }
 
+/// A salvaged session written back (as `tickscope merge --allow-salvaged` does) reads back
+/// whole, without warnings, and decodes to the same trace: its footer says it was salvaged.
+#[test]
+fn a_salvaged_session_written_back_decodes_as_it_did() {
+    let capture = one(&cut_in_thread_one());
+    let trace = capture.decode();
+    let mut again = Vec::new();
+    capture.write_to(&mut again).unwrap();
+    let back = one(&again);
+    assert!(back.warnings().is_empty(), "{:?}", back.warnings());
+    let reread = back.decode();
+    let shape = |t: &tickscope::trace::Trace| -> Vec<(u64, Vec<(u64, u64, bool)>)> {
+        t.threads
+            .iter()
+            .map(|t| {
+                let spans = t.spans.iter();
+                (t.id, spans.map(|s| (s.start_ns, s.end_ns, s.open_at_stop)).collect())
+            })
+            .collect()
+    };
+    assert_eq!(shape(&reread), shape(&trace));
+    assert_eq!(reread.salvage, trace.salvage);
+    assert_eq!((reread.start_ns, reread.end_ns), (trace.start_ns, trace.end_ns));
+    // And once more: the mark is kept.
+    let mut third = Vec::new();
+    back.write_to(&mut third).unwrap();
+    assert_eq!(third, again);
+}
+
 /// A gzipped file cut short is salvaged as the plain file cut where its decompressed bytes
 /// end, with a warning, instead of failing to decompress.
 #[test]

@@ -100,6 +100,10 @@ pub const SESSION_FOOTER_LEN_OVERWRITTEN: usize = 48;
 /// Content length of a session footer that also holds a flight recorder's window start
 /// common to every thread (readers take 40 bytes and more).
 pub const SESSION_FOOTER_LEN_CUT: usize = 56;
+/// Content length of a session footer that also says that the session was salvaged without
+/// its footer when it was read, and how many bytes it lost at the cut (written back, by
+/// `tickscope merge --allow-salvaged`): its window start is then `u64::MAX` when it has none.
+pub const SESSION_FOOTER_LEN_SALVAGED: usize = 64;
 /// The reserved field of an event chunk whose records are the entries of the thread's scopes
 /// cut at the start of a flight recorder's window (0 in every other event chunk).
 pub const EVENTS_CUT: u64 = 1;

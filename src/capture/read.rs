@@ -33,9 +33,9 @@ use super::format::{
     CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK,
     CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, EVENT_CHUNK, EVENT_CHUNK_VERSION, EVENT_PREFIX,
     FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, RECORD, SESSION_FOOTER,
-    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_HEADER,
-    SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, THREAD_ENTRY, THREADS, chunk_name,
-    chunk_version,
+    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN,
+    SESSION_FOOTER_LEN_SALVAGED, SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION,
+    STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
 #[cfg(feature = "gzip")]
 use super::format::{GZIP_ALLOWANCE, GZIP_MAX_RATIO};
@@ -680,6 +680,9 @@ struct Footer {
     overwritten_events: u64,
     /// A flight recorder's window start common to every thread (in a footer of 56 bytes).
     cut_start: Option<u64>,
+    /// The bytes a session salvaged when read before, and written back since, lost at its
+    /// cut (in a footer of 64 bytes).
+    salvaged: Option<u64>,
 }
 
 /// The session footer chunk's content, at `pos`.
@@ -708,7 +711,11 @@ fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
             false => 0,
         },
         cut_start: (content.len() >= SESSION_FOOTER_LEN_CUT)
-            .then(|| u64_at(content, SESSION_FOOTER_LEN_OVERWRITTEN)),
+            .then(|| u64_at(content, SESSION_FOOTER_LEN_OVERWRITTEN))
+            .filter(|&tick| tick != u64::MAX),
+        salvaged: (content.len() >= SESSION_FOOTER_LEN_SALVAGED)
+            .then(|| u64_at(content, SESSION_FOOTER_LEN_CUT))
+            .and_then(|marked| marked.checked_sub(1)),
     })
 }
 
@@ -1141,7 +1148,11 @@ impl<'a> Session<'a> {
             }
         });
         let overwritten_events = footer.as_ref().map_or(0, |f| f.overwritten_events);
-        let salvaged = footer.is_none().then_some(self.lost_bytes);
+        // Salvaged now, or when read before and written back with its footer since.
+        let salvaged = match &footer {
+            None => Some(self.lost_bytes),
+            Some(footer) => footer.salvaged,
+        };
         let cut_start = footer.as_ref().and_then(|f| f.cut_start);
         let (start_tick, end_tick, dropped_events, memory) = match footer {
             Some(footer) => {

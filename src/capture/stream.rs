@@ -367,6 +367,7 @@ impl Stream {
             memory: state.memory,
             overwritten_events: 0,
             cut_start: None,
+            salvaged: None,
         };
         let result = state.out.as_mut().map(|out| {
             let mut w = Writer { out, written: 0 };

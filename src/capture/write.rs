@@ -18,8 +18,8 @@ use super::format::{
     CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION,
     EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, SESSION_FOOTER,
     SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN,
-    SESSION_FOOTER_VERSION, SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS,
-    STRINGS_VERSION, THREAD_ENTRY, THREADS, THREADS_VERSION,
+    SESSION_FOOTER_LEN_SALVAGED, SESSION_FOOTER_VERSION, SESSION_HEADER, SESSION_HEADER_FIXED,
+    SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS, THREADS_VERSION,
 };
 use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
@@ -100,6 +100,7 @@ impl Capture {
             memory: self.memory,
             overwritten_events: self.overwritten_events,
             cut_start: self.cut_start,
+            salvaged: self.salvaged,
         };
         w.chunk(SESSION_FOOTER, SESSION_FOOTER_VERSION, &footer.content())?;
         Ok(w.written)
@@ -247,13 +248,18 @@ pub(super) struct Footer {
     pub(super) overwritten_events: u64,
     /// A flight recorder's window start common to every thread.
     pub(super) cut_start: Option<u64>,
+    /// The session was salvaged without its footer when read, losing this many bytes at the
+    /// cut: written back, it still decodes as it did (what was open ends at each thread's
+    /// last record).
+    pub(super) salvaged: Option<u64>,
 }
 
 impl Footer {
     /// The footer chunk's content: the window, the record count, the dropped events, the
     /// flags, the events a flight recorder overwrote (left out when there are none, for
     /// readers that know only the 40 bytes before) and its window start common to every
-    /// thread (left out when it has none, for readers that know only the 48 bytes before).
+    /// thread (left out when it has none, for readers that know only the 48 bytes before),
+    /// and whether it was salvaged, with the bytes lost plus one (left out when it was not).
     pub(super) fn content(&self) -> Vec<u8> {
         let mut out = vec![0u8; SESSION_FOOTER_LEN];
         let flags = match self.memory {
@@ -266,13 +272,18 @@ impl Footer {
         out[16..24].copy_from_slice(&self.records.to_le_bytes());
         out[24..32].copy_from_slice(&self.dropped_events.to_le_bytes());
         out[32..36].copy_from_slice(&flags.to_le_bytes());
-        if self.overwritten_events > 0 || self.cut_start.is_some() {
+        let salvaged = self.salvaged.is_some();
+        if self.overwritten_events > 0 || self.cut_start.is_some() || salvaged {
             out.extend_from_slice(&self.overwritten_events.to_le_bytes());
             debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_OVERWRITTEN);
         }
-        if let Some(tick) = self.cut_start {
-            out.extend_from_slice(&tick.to_le_bytes());
+        if self.cut_start.is_some() || salvaged {
+            out.extend_from_slice(&self.cut_start.unwrap_or(u64::MAX).to_le_bytes());
             debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_CUT);
+        }
+        if let Some(lost) = self.salvaged {
+            out.extend_from_slice(&lost.saturating_add(1).to_le_bytes());
+            debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_SALVAGED);
         }
         out
     }
