@@ -830,7 +830,8 @@ fn a_salvaged_session_written_back_decodes_as_it_did() {
     let back = one(&again);
     assert!(back.warnings().is_empty(), "{:?}", back.warnings());
     let reread = back.decode();
-    let shape = |t: &tickscope::trace::Trace| -> Vec<(u64, Vec<(u64, u64, bool)>)> {
+    type Shape = Vec<(u64, Vec<(u64, u64, bool)>)>;
+    let shape = |t: &tickscope::trace::Trace| -> Shape {
         t.threads
             .iter()
             .map(|t| {
