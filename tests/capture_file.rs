@@ -836,13 +836,21 @@ fn a_salvaged_session_written_back_decodes_as_it_did() {
             .iter()
             .map(|t| {
                 let spans = t.spans.iter();
-                (t.id, spans.map(|s| (s.start_ns, s.end_ns, s.open_at_stop)).collect())
+                (
+                    t.id,
+                    spans
+                        .map(|s| (s.start_ns, s.end_ns, s.open_at_stop))
+                        .collect(),
+                )
             })
             .collect()
     };
     assert_eq!(shape(&reread), shape(&trace));
     assert_eq!(reread.salvage, trace.salvage);
-    assert_eq!((reread.start_ns, reread.end_ns), (trace.start_ns, trace.end_ns));
+    assert_eq!(
+        (reread.start_ns, reread.end_ns),
+        (trace.start_ns, trace.end_ns)
+    );
     // And once more: the mark is kept.
     let mut third = Vec::new();
     back.write_to(&mut third).unwrap();
