@@ -1444,12 +1444,14 @@ impl FromStr for Unit {
 }
 
 /// `rows` under `headers` as a GitHub-flavoured Markdown table: the first `left` columns
-/// aligned left, the others right; `|` and line breaks in cells escaped.
+/// aligned left, the others right; cells shortened as in the text table ([`MAX_CELL_CHARS`],
+/// control characters escaped), `|` and `\` escaped.
 pub fn markdown_grid(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
+    // Shortened and with control characters escaped, as in the text table.
     let cell = |c: &str| {
-        c.replace('\\', "\\\\")
+        shorten(c, MAX_CELL_CHARS)
+            .replace('\\', "\\\\")
             .replace('|', "\\|")
-            .replace(['\n', '\r'], " ")
     };
     let mut out = String::new();
     let line = |out: &mut String, cells: &mut dyn Iterator<Item = String>| {

@@ -1950,7 +1950,9 @@ fn long_names_never_break_a_table() {
         vec!["table", s(&path)],
         vec!["table", s(&path), "--tree"],
         vec!["table", s(&path), "--by-thread"],
+        vec!["table", s(&path), "--format", "markdown"],
         vec!["diff", s(&path), s(&path)],
+        vec!["diff", s(&path), s(&path), "--format", "markdown"],
     ] {
         let run = tickscope(&args);
         assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
