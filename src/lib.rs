@@ -800,11 +800,29 @@ pub mod __private {
         line: u32,
         module_path: &'static str,
     ) -> &'static Callsite {
+        use std::collections::HashMap;
+        use std::sync::Mutex;
+
         use crate::record::callsite::{intern_callsite, intern_str};
+        /// The callsites of the types after the first of each method (a trait's provided
+        /// method, a blanket impl), by the method's cache and the type's name.
+        type Others = HashMap<(usize, &'static str), &'static Callsite>;
+        static OTHERS: Mutex<Option<Others>> = Mutex::new(None);
+
+        let _untracked = crate::record::registry::Untracked::enter();
+        let key = (std::ptr::from_ref(cache) as usize, type_name);
+        let mut others = crate::record::sync::lock(&OTHERS);
+        let others = others.get_or_insert_with(HashMap::new);
+        if let Some(&callsite) = others.get(&key) {
+            return callsite;
+        }
         let name = intern_str(&format!("{}::{method}", short_type_name(type_name)));
         let callsite = intern_callsite(name, file, line, module_path);
-        // The first type keeps the cache; others find theirs in the interned callsites.
-        let _ = cache.set((type_name, callsite));
+        // The first type keeps the cache; the others are found in the map, without a name
+        // made again.
+        if cache.set((type_name, callsite)).is_err() {
+            others.insert(key, callsite);
+        }
         callsite
     }
 
