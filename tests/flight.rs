@@ -441,7 +441,11 @@ fn resident_memory_stays_within_the_bound() {
     let _serial = serial();
     mock();
     const BOUND: u64 = 16 << 20;
-    const SLACK: u64 = 2 << 20;
+    // The recorder's bookkeeping, the scanner's stack, and now and then a step of about
+    // 3.9 MiB at one moment of the run (2 runs in 18 before issue 30's work, as many after;
+    // the recorder took fresh chunks once, or the allocator mapped more): never a growth with
+    // the scopes, which 100 M of (3.2 GB of records) would be.
+    const SLACK: u64 = 6 << 20;
     let before = resident();
     let prof = Profiler::builder()
         .current_thread()
