@@ -623,8 +623,15 @@ if not phoenix:
     sys.exit(0)
 
 def get(url):
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return json.loads(r.read())
+    # Phoenix answers 500 now and then while it ingests (its database busy): ask again.
+    for attempt in range(20):
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code < 500 or attempt == 19:
+                raise
+            time.sleep(0.5)
 
 def phoenix_spans():
     got, cursor = [], None
@@ -703,8 +710,17 @@ def phoenix_spans():
     got, cursor = [], None
     while True:
         url = f"{phoenix}/v1/projects/default/spans?limit=1000" + (f"&cursor={cursor}" if cursor else "")
-        with urllib.request.urlopen(url, timeout=30) as r:
-            page = json.loads(r.read())
+        page = None
+        # Phoenix answers 500 now and then while it ingests (its database busy): ask again.
+        for attempt in range(20):
+            try:
+                with urllib.request.urlopen(url, timeout=30) as r:
+                    page = json.loads(r.read())
+                break
+            except urllib.error.HTTPError as e:
+                if e.code < 500 or attempt == 19:
+                    raise
+                time.sleep(0.5)
         got.extend(page["data"])
         cursor = page.get("next_cursor")
         if not cursor:
