@@ -538,11 +538,17 @@ if ! "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
     timeout 900 "$otlp_venv/bin/pip" install -q arize-phoenix >/dev/null 2>&1 || true
 fi
 phoenix_pid=
-if "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
+if curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1; then
+    # Another server (a Phoenix left by an interrupted run) holds the port: ours could not
+    # listen, and the checks would read someone else's spans.
+    echo "interop: 127.0.0.1:6006 is taken by another server: Phoenix checks skipped"
+elif "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
     mkdir -p "$out/phoenix"
     PHOENIX_WORKING_DIR="$out/phoenix" PHOENIX_HOST=127.0.0.1 PHOENIX_PORT=6006 \
         "$otlp_venv/bin/phoenix" serve > "$out/phoenix.log" 2>&1 &
     phoenix_pid=$!
+    # Stopped however this script ends (a failed check included), with the scratch folder.
+    trap 'kill "$phoenix_pid" 2>/dev/null || true; rm -rf "$out"' EXIT
     for _ in $(seq 120); do
         curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1 && break
         sleep 1
