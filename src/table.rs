@@ -15,6 +15,7 @@ use crate::record::memory::MemoryMode;
 use crate::report::tree::CallTree;
 use crate::report::{
     CounterStats, LiveAtStop, Report, ScopeStats, Split, StreamFailure, ThreadKey, ValueStats,
+    percent_of,
 };
 use crate::trace::{Compensation, Number, SpanKind, Trace};
 
@@ -174,19 +175,41 @@ impl std::error::Error for ParseSortByError {}
 /// [`Profiler::table`](crate::Profiler::table) and adjust it with the builder methods, then
 /// print it with `{}`.
 ///
-/// Columns: name, calls, total, self, avg, min, max, p50, p99 and total as a percentage of the
-/// session's wall time. A `*` after a name marks scopes still open at stop. When the session
-/// tracked memory, five more: bytes allocated (child scopes included), bytes allocated by the
-/// scope itself, allocation count, bytes freed and the largest call's peak; and below the
-/// table, the memory live at stop (allocated in the window and not freed) by allocating scope
-/// ([`LiveAtStop`]).
+/// Columns: name, calls, total, total %, self, self %, avg, min, max, p50 and p99. A `*` after
+/// a name marks scopes still open at stop.
 ///
-/// The footer gives the wall time, threads, scopes and dropped events, and for a table made
-/// by [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
+/// # Percentages
+///
+/// Both percentage columns are shares of one base, named in the footer: the **time in
+/// scopes**, summed over every thread, which is every row's self time added up
+/// ([`Report::scope_ns`]; a scope inside another counts once). So:
+///
+/// - **Self %** (`self / time in scopes`) adds up to 100 over all rows (as PyTorch's
+///   "Self CPU %"): where the recorded time went, each instant of a thread counted once.
+/// - **Total %** (`total / time in scopes`) is a row's share with its children: 100 for a
+///   root scope that holds every recording thread's time in scopes, the share of its
+///   subtree for any other. A name that nests in itself (recursion) counts every level and
+///   can pass 100. An async call (`#[profile] async fn`) counts its busy time, the time its
+///   polls ran, not its wall time (a call that waits is not on a thread while it waits).
+/// - With async calls, **Busy %** is a row's busy time as a share of its own total.
+///
+/// The footer says `Total % and Self %: of 100 ns in scopes, all threads (every row's Self
+/// added up)`. The call tree's columns share the same base (every node's self time added
+/// up). A [`Table::limit`] leaves the base as it is (the hidden rows still count), and says
+/// below the table how many rows it hid (`2 rows hidden by the limit of 2`).
+///
+/// When the session tracked memory, five more columns: bytes allocated (child scopes
+/// included), bytes allocated by the scope itself, allocation count, bytes freed and the
+/// largest call's peak; and below the table, the memory live at stop (allocated in the window
+/// and not freed) by allocating scope ([`LiveAtStop`]).
+///
+/// The footer gives the wall time, threads, scopes and dropped events, the base of the
+/// percentages and the rows the limit hid, and for a table made by
+/// [`Profiler::table`](crate::Profiler::table), the observer callbacks that panicked in the
 /// window ([`Report::observer_panics`]) if there were any, and a streaming session's stream
 /// that failed, with the events lost ([`Report::stream_failure`]: `Stream failed:
 /// /data/run.tscope: cannot write: No space left on device (os error 28); 5120 events lost
-/// (in neither the file nor memory)`). A second line states the overhead
+/// (in neither the file nor memory)`). A line states the overhead
 /// compensation applied ([`Trace::compensation`]: `Overhead compensation: 8.4 ns per scope +
 /// 11.2 ns per child scope subtracted`, or `off`); a trace that says nothing about it (the mock
 /// clock, whose times are exact) has no such line. With memory tracked, a line says which
@@ -228,6 +251,10 @@ pub struct Table {
     compiled_out: bool,
 }
 
+/// The version of the table's JSON (`docs/REPORT-SCHEMA.md`): 2 since the rows' `percent`
+/// became `total_percent` and `self_percent`, shares of the time in scopes.
+const TABLE_SCHEMA: u32 = 2;
+
 /// The footer of a session's table in a build without the `enabled` feature.
 const COMPILED_OUT: &str =
     "tickscope was built without its `enabled` feature: nothing was recorded";
@@ -263,6 +290,12 @@ struct Rows<'a> {
     /// Calls still open at stop among the rows shown.
     open: u64,
     live: Vec<LiveAtStop>,
+    /// The base of the percentages: the time in scopes, every row's self time added up.
+    scope_ns: u64,
+    /// Rows (or call tree nodes) left out by the limit.
+    hidden: usize,
+    /// The rows have the "Busy" and "Busy %" columns of async calls.
+    busy: bool,
 }
 
 impl Table {
@@ -363,16 +396,24 @@ impl Table {
         let mut out = markdown_grid(&rows.headers, &rows.rows, rows.left);
         let mut footer = String::new();
         // Writing to a `String` cannot fail.
-        let _ = self.footer(&mut footer, trace, summary, rows.open, &rows.live);
-        out.push('\n');
-        if footer.trim_end().lines().count() <= 1 {
-            out.push_str(&footer);
-        } else {
-            // Several lines (aligned sections among them) keep their layout in a code block.
-            let (first, rest) = footer.split_once('\n').unwrap_or((&footer, ""));
-            out.push_str(first);
-            out.push_str("\n\n```text\n");
-            out.push_str(rest.trim_start_matches('\n'));
+        let _ = self.footer(&mut footer, trace, summary, &rows);
+        // The summary line and the notes on the percentages and the limit are paragraphs;
+        // the lines after them (aligned sections among them) keep their layout in a code
+        // block.
+        let lead = 1 + self.notes(&rows).len();
+        let lines: Vec<&str> = footer.lines().collect();
+        let (lead, rest) = lines.split_at(lead.min(lines.len()));
+        for line in lead {
+            out.push('\n');
+            out.push_str(line);
+            out.push('\n');
+        }
+        if !rest.is_empty() {
+            out.push_str("\n```text\n");
+            for line in rest {
+                out.push_str(line);
+                out.push('\n');
+            }
             out.push_str("```\n");
         }
         out
@@ -400,9 +441,9 @@ impl Table {
             || trace.threads.iter().map(|t| t.spans.len()).sum(),
             Summary::spans,
         );
-        let open = self.rows(trace, summary);
+        let shown = self.rows(trace, summary);
         let mut footer = String::new();
-        let _ = self.footer(&mut footer, trace, summary, open.open, &open.live);
+        let _ = self.footer(&mut footer, trace, summary, &shown);
         let object = |fields: &[(&str, Val)]| {
             let inner: Vec<String> = fields
                 .iter()
@@ -458,17 +499,20 @@ impl Table {
             .collect();
         let footer: Vec<String> = footer.lines().map(json_string).collect();
         format!(
-            "{{\n  \"schema\": 1,\n  \"kind\": \"table\",\n  \"tree\": {},\n  \"wall_ns\": {},\n  \
+            "{{\n  \"schema\": {TABLE_SCHEMA},\n  \"kind\": \"table\",\n  \"tree\": {},\n  \
+             \"wall_ns\": {},\n  \"scope_ns\": {},\n  \
              \"processes\": {},\n  \"threads\": {},\n  \"scopes\": {},\n  \
-             \"dropped_events\": {},\n  \"overwritten_events\": {},\n  \"rows\": {},\n  \
-             \"counters\": {},\n  \"values\": {},\n  \"footer\": {}\n}}\n",
+             \"dropped_events\": {},\n  \"overwritten_events\": {},\n  \"hidden_rows\": {},\n  \
+             \"rows\": {},\n  \"counters\": {},\n  \"values\": {},\n  \"footer\": {}\n}}\n",
             self.tree,
             trace.wall_ns(),
+            shown.scope_ns,
             trace.processes.len(),
             trace.thread_count(),
             scopes,
             trace.dropped_events,
             trace.overwritten_events,
+            shown.hidden,
             list(rows, "  "),
             list(counters, "  "),
             list(values, "  "),
@@ -496,7 +540,8 @@ impl Table {
                 "calls",
                 "total_ns",
                 "self_ns",
-                "percent",
+                "total_percent",
+                "self_percent",
                 "open_at_stop",
             ];
         }
@@ -513,7 +558,8 @@ impl Table {
             "max_ns",
             "p50_ns",
             "p99_ns",
-            "percent",
+            "total_percent",
+            "self_percent",
             "open_at_stop",
         ];
         if !trace.async_spans.is_empty() {
@@ -552,7 +598,8 @@ impl Table {
                         Val::Int(node.calls),
                         Val::Int(node.total_ns),
                         Val::Int(node.self_ns),
-                        Val::Float(node.percent),
+                        Val::Float(node.total_percent),
+                        Val::Float(node.self_percent),
                         Val::Int(node.open),
                     ]
                 })
@@ -575,7 +622,8 @@ impl Table {
                         Val::Int(row.max_ns),
                         Val::Int(row.p50_ns),
                         Val::Int(row.p99_ns),
-                        Val::Float(row.percent),
+                        Val::Float(row.total_percent),
+                        Val::Float(row.self_percent),
                         Val::Int(row.open_at_stop),
                     ];
                     if !trace.async_spans.is_empty() {
@@ -760,7 +808,9 @@ impl Table {
         let busy = report.rows().iter().any(|r| r.busy_ns.is_some());
         let mut out = Vec::new();
         let mut open = 0;
-        for row in self.selected(&report) {
+        let selected = self.selected(&report);
+        let hidden = report.rows().len() - selected.len();
+        for row in selected {
             open += row.open_at_stop;
             let mut cells = Vec::with_capacity(17);
             if self.by_thread {
@@ -774,7 +824,9 @@ impl Table {
             }
             cells.push(row.calls.to_string());
             cells.push(self.unit.format(row.total_ns as f64));
+            cells.push(format_percent(row.total_percent));
             cells.push(self.unit.format(row.self_ns as f64));
+            cells.push(format_percent(row.self_percent));
             if busy {
                 match row.busy_ns {
                     Some(ns) => {
@@ -787,7 +839,6 @@ impl Table {
             for ns in [row.avg_ns(), row.min_ns, row.max_ns, row.p50_ns, row.p99_ns] {
                 cells.push(self.unit.format(ns as f64));
             }
-            cells.push(format_percent(row.percent));
             if let Some(m) = row.memory {
                 cells.push(format_bytes(m.alloc_bytes));
                 cells.push(format_bytes(m.self_alloc_bytes));
@@ -804,11 +855,11 @@ impl Table {
             Split::Arg(key) => headers.push(key),
         }
         let left = headers.len();
-        headers.extend(["Calls", "Total", "Self"]);
+        headers.extend(["Calls", "Total", "Total %", "Self", "Self %"]);
         if busy {
             headers.extend(["Busy", "Busy %"]);
         }
-        headers.extend(["Avg", "Min", "Max", "P50", "P99", "%"]);
+        headers.extend(["Avg", "Min", "Max", "P50", "P99"]);
         if trace.memory.is_some() {
             headers.extend(["Alloc", "Self alloc", "Allocs", "Freed", "Peak"]);
         }
@@ -817,6 +868,9 @@ impl Table {
             rows: out,
             left,
             open,
+            scope_ns: report.scope_ns,
+            hidden,
+            busy,
             live: report.live_at_stop,
         })
     }
@@ -826,7 +880,8 @@ impl Table {
         let tree = CallTree::new(trace, self.by_thread);
         let mut out = Vec::new();
         let mut open = 0;
-        for (node, depth) in tree.walk().take(self.limit.unwrap_or(usize::MAX)) {
+        let shown = tree.nodes.len().min(self.limit.unwrap_or(usize::MAX));
+        for (node, depth) in tree.walk().take(shown) {
             open += node.open;
             let mut cells = Vec::with_capacity(6);
             if self.by_thread {
@@ -839,15 +894,19 @@ impl Table {
             cells.push(name_cell(node.name, depth, node.poll, node.open));
             cells.push(node.calls.to_string());
             cells.push(self.unit.format(node.total_ns as f64));
+            cells.push(format_percent(node.total_percent));
             cells.push(self.unit.format(node.self_ns as f64));
-            cells.push(format_percent(node.percent));
+            cells.push(format_percent(node.self_percent));
             out.push(cells);
         }
         self.with_thread_column(Rows {
-            headers: vec!["Call tree", "Calls", "Total", "Self", "%"],
+            headers: vec!["Call tree", "Calls", "Total", "Total %", "Self", "Self %"],
             rows: out,
             left: 1,
             open,
+            scope_ns: tree.scope_ns,
+            hidden: tree.nodes.len() - shown,
+            busy: false,
             live: LiveAtStop::of(trace),
         })
     }
@@ -865,33 +924,57 @@ impl Table {
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (trace, summary) = self.view();
-        let Rows {
-            headers,
-            rows,
-            left,
-            open,
-            live,
-        } = if self.tree {
-            self.tree_rows(trace)
-        } else {
-            self.flat_rows(trace, summary)
-        };
-        grid(f, &headers, &rows, left)?;
-        self.footer(f, trace, summary, open, &live)
+        let rows = self.rows(trace, summary);
+        grid(f, &rows.headers, &rows.rows, rows.left)?;
+        self.footer(f, trace, summary, &rows)
     }
 }
 
 impl Table {
-    /// What the text table writes under its rows: the summary line, salvage, errors,
-    /// compensation, clock, memory, open calls, live at stop, counters and values.
+    /// The lines under the summary line that say what the percentages are shares of and how
+    /// many rows the limit hid (each only when it has something to say).
+    fn notes(&self, rows: &Rows<'_>) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !rows.rows.is_empty() {
+            let mut note = format!(
+                "Total % and Self %: of {} in scopes, all threads (every row's Self added up",
+                format_ns(rows.scope_ns)
+            );
+            note.push_str(if rows.busy {
+                "; async calls count their Busy time); Busy %: of the row's Total"
+            } else {
+                ")"
+            });
+            notes.push(note);
+        }
+        if rows.hidden > 0 {
+            let what = if self.tree { "node" } else { "row" };
+            let per = if self.by_thread && !self.tree {
+                " per thread"
+            } else {
+                ""
+            };
+            notes.push(format!(
+                "{} {what}{} hidden by the limit of {}{per}",
+                rows.hidden,
+                plural(rows.hidden as u64),
+                self.limit.unwrap_or(0),
+            ));
+        }
+        notes
+    }
+
+    /// What the text table writes under its rows: the summary line, what the percentages are
+    /// of, the rows the limit hid, salvage, errors, compensation, clock, memory, open calls,
+    /// live at stop, counters and values.
     fn footer(
         &self,
         f: &mut dyn fmt::Write,
         trace: &Trace,
         summary: Option<&Summary>,
-        open: u64,
-        live: &[LiveAtStop],
+        rows: &Rows<'_>,
     ) -> fmt::Result {
+        let (open, live) = (rows.open, &rows.live);
         // Scopes are calls of plain scopes; an async call counts once, its poll slices apart.
         let (scopes, polls) = match summary {
             Some(summary) => (summary.spans(), 0),
@@ -953,6 +1036,9 @@ impl Table {
                 write!(f, ", {panics} observer panic{}", plural(panics))?;
             }
             writeln!(f)?;
+        }
+        for note in self.notes(rows) {
+            writeln!(f, "{note}")?;
         }
         if self.compiled_out && !compiled_out_empty {
             writeln!(f, "{COMPILED_OUT_COLLECTORS}")?;
@@ -1276,15 +1362,6 @@ fn name_cell(name: &str, depth: usize, poll: bool, open: u64) -> String {
     format!("{indent}{name}{poll}{open}")
 }
 
-/// `part` as a percentage of `whole` (0 when `whole` is 0).
-fn percent_of(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
-}
-
 /// A percentage with one decimal.
 fn format_percent(percent: f64) -> String {
     format!("{percent:.1}")
@@ -1354,7 +1431,8 @@ pub enum Format {
     /// A GitHub-flavoured Markdown table, the footer as lines after it: ready to paste into a
     /// pull-request comment.
     Markdown,
-    /// JSON of the versioned schema in `docs/REPORT-SCHEMA.md` (`"schema": 1`); times in ns.
+    /// JSON of the versioned schema in `docs/REPORT-SCHEMA.md` (a `"schema"` number per
+    /// `"kind"`: 2 for a table); times in ns.
     Json,
     /// CSV (RFC 4180): a header row, then a row per line, times as plain numbers in ns.
     Csv,

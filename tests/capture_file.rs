@@ -801,12 +801,14 @@ fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
         }
     );
     // The table (summed from the records, or of the decoded trace) says so.
-    let footer = "3 scopes, 0 dropped events\nSalvaged: 1 session cut short (no footer): 16 bytes \
-                  lost at the cut, 1 scope cut open (*), 1 declared thread with no record left\n";
+    let footer = "3 scopes, 0 dropped events\nTotal % and Self %: of ";
+    let salvaged = "\nSalvaged: 1 session cut short (no footer): 16 bytes lost at the cut, 1 \
+                    scope cut open (*), 1 declared thread with no record left\n";
     let summed = Table::from_captures(vec![capture])
         .by_thread(true)
         .to_string();
     assert!(summed.contains(footer), "{summed}");
+    assert!(summed.contains(salvaged), "{summed}");
     assert_eq!(
         Table::new(Arc::new(trace)).by_thread(true).to_string(),
         summed

@@ -127,8 +127,8 @@ fn the_table_says_that_nothing_was_recorded() {
     // Not "0 threads, 0 scopes": the build, not the program, is why the table is empty.
     assert_eq!(
         prof.table().to_string(),
-        "Name  Calls  Total  Self  Avg  Min  Max  P50  P99  %\n\
-         ----------------------------------------------------\n\
+        "Name  Calls  Total  Total %  Self  Self %  Avg  Min  Max  P50  P99\n\
+         ------------------------------------------------------------------\n\
          tickscope was built without its `enabled` feature: nothing was recorded\n"
     );
 }

@@ -70,16 +70,21 @@ fn a_call_polled_on_two_threads_counts_once_with_its_wall_time() {
     let table = prof.table().to_string();
     assert_eq!(
         table,
-        "Name   Calls   Total   Self   Busy  Busy %     Avg     Min     Max     P50     P99     %\n\
-         ----------------------------------------------------------------------------------------\n\
-         step       1  120 ns  17 ns  20 ns    16.7  120 ns  120 ns  120 ns  120 ns  120 ns  82.8\n\
-         check      1    3 ns   3 ns                   3 ns    3 ns    3 ns    3 ns    3 ns   2.1\n\
-         145 ns wall, 2 threads, 1 scope, 1 async call (2 polls), 0 dropped events\n"
+        "Name   Calls   Total  Total %   Self  Self %   Busy  Busy %     Avg     Min     Max     P50     P99\n\
+         ---------------------------------------------------------------------------------------------------\n\
+         step       1  120 ns    100.0  17 ns    85.0  20 ns    16.7  120 ns  120 ns  120 ns  120 ns  120 ns\n\
+         check      1    3 ns     15.0   3 ns    15.0                   3 ns    3 ns    3 ns    3 ns    3 ns\n\
+         145 ns wall, 2 threads, 1 scope, 1 async call (2 polls), 0 dropped events\n\
+         Total % and Self %: of 20 ns in scopes, all threads (every row's Self added up; async \
+         calls count their Busy time); Busy %: of the row's Total\n"
     );
     // The CSV has the busy time too, empty for a plain scope.
     let csv = prof.table().to_csv();
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0].ends_with(",percent,open_at_stop,busy_ns"), "{csv}");
+    assert!(
+        lines[0].ends_with(",total_percent,self_percent,open_at_stop,busy_ns"),
+        "{csv}"
+    );
     assert!(lines[1].starts_with(",step,,,1,120,17,"), "{csv}");
     assert!(lines[1].ends_with(",0,20"), "{csv}");
     assert!(lines[2].ends_with(",0,"), "{csv}");

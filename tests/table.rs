@@ -80,7 +80,13 @@ fn exact_total_self_min_max_avg() {
 
     let hash = report.get("hash").unwrap();
     assert_eq!((hash.calls, hash.total_ns, hash.self_ns), (1, 5, 5));
-    assert_eq!(hash.percent, 5.0 * 100.0 / 120.0);
+    // Percentages of the time in scopes: every row's self time added up, 10 + 55 + 30 + 5.
+    assert_eq!(report.scope_ns, 100);
+    assert_eq!((hash.total_percent, hash.self_percent), (5.0, 5.0));
+    assert_eq!((main.total_percent, main.self_percent), (100.0, 10.0));
+    assert_eq!((parse.total_percent, parse.self_percent), (90.0, 55.0));
+    let self_sum: f64 = report.rows().iter().map(|r| r.self_percent).sum();
+    assert_eq!(self_sum, 100.0);
 
     // Nesting as recorded.
     let trace = prof.trace();
@@ -112,13 +118,14 @@ fn table_flat_sorted_limited() {
     let prof = record_tree(&m);
     let table = prof.table().to_string();
     let expected = "\
-Name      Calls   Total   Self     Avg     Min     Max     P50     P99     %
-----------------------------------------------------------------------------
-main          1  100 ns  10 ns  100 ns  100 ns  100 ns  100 ns  100 ns  83.3
-parse         2   90 ns  55 ns   45 ns   30 ns   60 ns   30 ns   60 ns  75.0
-tokenize      2   30 ns  30 ns   15 ns   10 ns   20 ns   10 ns   20 ns  25.0
-hash          1    5 ns   5 ns    5 ns    5 ns    5 ns    5 ns    5 ns   4.2
+Name      Calls   Total  Total %   Self  Self %     Avg     Min     Max     P50     P99
+---------------------------------------------------------------------------------------
+main          1  100 ns    100.0  10 ns    10.0  100 ns  100 ns  100 ns  100 ns  100 ns
+parse         2   90 ns     90.0  55 ns    55.0   45 ns   30 ns   60 ns   30 ns   60 ns
+tokenize      2   30 ns     30.0  30 ns    30.0   15 ns   10 ns   20 ns   10 ns   20 ns
+hash          1    5 ns      5.0   5 ns     5.0    5 ns    5 ns    5 ns    5 ns    5 ns
 120 ns wall, 1 thread, 6 scopes, 0 dropped events
+Total % and Self %: of 100 ns in scopes, all threads (every row's Self added up)
 ";
     assert_eq!(table, expected);
 
@@ -130,10 +137,15 @@ hash          1    5 ns   5 ns    5 ns    5 ns    5 ns    5 ns    5 ns   4.2
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
     assert_eq!(names, ["parse", "tokenize"]);
+    // The limit leaves the base as it is, and says what it hid.
     assert_eq!(
-        by_self.lines().count(),
-        5,
-        "header, rule, 2 rows, footer:\n{by_self}"
+        by_self.lines().skip(4).collect::<Vec<_>>(),
+        [
+            "120 ns wall, 1 thread, 6 scopes, 0 dropped events",
+            "Total % and Self %: of 100 ns in scopes, all threads (every row's Self added up)",
+            "2 rows hidden by the limit of 2",
+        ],
+        "{by_self}"
     );
 
     let by_name = prof.table().sort_by(SortBy::Name).to_string();
@@ -153,13 +165,14 @@ fn table_tree_and_threads() {
     let prof = record_tree(&m);
     let tree = prof.table().tree(true).to_string();
     let expected = "\
-Call tree     Calls   Total   Self     %
-----------------------------------------
-main              1  100 ns  10 ns  83.3
-  parse           2   90 ns  55 ns  75.0
-    tokenize      2   30 ns  30 ns  25.0
-    hash          1    5 ns   5 ns   4.2
+Call tree     Calls   Total  Total %   Self  Self %
+---------------------------------------------------
+main              1  100 ns    100.0  10 ns    10.0
+  parse           2   90 ns     90.0  55 ns    55.0
+    tokenize      2   30 ns     30.0  30 ns    30.0
+    hash          1    5 ns      5.0   5 ns     5.0
 120 ns wall, 1 thread, 6 scopes, 0 dropped events
+Total % and Self %: of 100 ns in scopes, all threads (every row's Self added up)
 ";
     assert_eq!(tree, expected);
 
@@ -261,13 +274,14 @@ fn table_by_arg_splits_rows_by_value() {
     prof.stop();
     let table = prof.table().by_arg("bytes").to_string();
     let expected = "\
-Name   bytes  Calls  Total   Self    Avg    Min    Max    P50    P99     %
---------------------------------------------------------------------------
-read   4096       1  40 ns  40 ns  40 ns  40 ns  40 ns  40 ns  40 ns  40.0
-read   512        2  30 ns  30 ns  15 ns  10 ns  20 ns  10 ns  20 ns  30.0
-parse  512        1   7 ns   7 ns   7 ns   7 ns   7 ns   7 ns   7 ns   7.0
-read              1   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5.0
+Name   bytes  Calls  Total  Total %   Self  Self %    Avg    Min    Max    P50    P99
+-------------------------------------------------------------------------------------
+read   4096       1  40 ns     48.8  40 ns    48.8  40 ns  40 ns  40 ns  40 ns  40 ns
+read   512        2  30 ns     36.6  30 ns    36.6  15 ns  10 ns  20 ns  10 ns  20 ns
+parse  512        1   7 ns      8.5   7 ns     8.5   7 ns   7 ns   7 ns   7 ns   7 ns
+read              1   5 ns      6.1   5 ns     6.1   5 ns   5 ns   5 ns   5 ns   5 ns
 100 ns wall, 1 thread, 5 scopes, 0 dropped events
+Total % and Self %: of 82 ns in scopes, all threads (every row's Self added up)
 ";
     assert_eq!(table, expected);
 
@@ -298,8 +312,8 @@ read              1   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5.0
     assert!(none.starts_with("Name   size  Calls"), "{none}");
     assert_eq!(
         none.lines().count(),
-        5,
-        "header, rule, 2 rows, footer:\n{none}"
+        6,
+        "header, rule, 2 rows, footer of 2 lines:\n{none}"
     );
 
     // Split by thread or by origin first.
@@ -312,5 +326,109 @@ read              1   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5 ns   5.0
     assert_eq!(
         by_origin.clone().by_arg("bytes").to_string(),
         by_origin.to_string()
+    );
+}
+
+/// Two threads: `a` 30 ns holding `b` 10 ns here, `worker` 60 ns holding `b` 20 ns on a
+/// spawned thread. The time in scopes is 20 + 30 + 40 = 90 ns over both threads.
+#[test]
+fn percentages_are_shares_of_the_time_in_scopes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = mock();
+    let prof = Profiler::builder().current_thread().start();
+    {
+        let _a = scope!("a");
+        m.increment(10u64);
+        {
+            let _b = scope!("b");
+            m.increment(10u64);
+        }
+        m.increment(10u64);
+    }
+    let worker = Arc::clone(&m);
+    tickscope::thread::spawn(move || {
+        let _w = scope!("worker");
+        worker.increment(15u64);
+        {
+            let _b = scope!("b");
+            worker.increment(20u64);
+        }
+        worker.increment(25u64);
+    })
+    .join()
+    .unwrap();
+    m.increment(1000u64); // outside every scope: no part of the base
+    prof.stop();
+
+    let report = prof.report();
+    assert_eq!(report.scope_ns, 90);
+    let shares = |name: &str| {
+        let row = report.get(name).unwrap();
+        (row.total_percent, row.self_percent)
+    };
+    assert_eq!(shares("worker"), (60.0 * 100.0 / 90.0, 40.0 * 100.0 / 90.0));
+    assert_eq!(shares("b"), (30.0 * 100.0 / 90.0, 30.0 * 100.0 / 90.0));
+    assert_eq!(shares("a"), (30.0 * 100.0 / 90.0, 20.0 * 100.0 / 90.0));
+    // The two roots hold all the time in scopes.
+    assert_eq!(shares("worker").0 + shares("a").0, 100.0);
+
+    let table = prof.table().to_string();
+    let cells = |name: &str| -> Vec<String> {
+        let line = table.lines().find(|l| l.starts_with(name)).unwrap();
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        // Name, Calls, Total (2 words), Total %, Self (2 words), Self %.
+        vec![cells[4].to_owned(), cells[7].to_owned()]
+    };
+    assert_eq!(cells("worker"), ["66.7", "44.4"], "{table}");
+    assert_eq!(cells("b "), ["33.3", "33.3"], "{table}");
+    assert_eq!(cells("a "), ["33.3", "22.2"], "{table}");
+    assert!(
+        table.contains(
+            "\nTotal % and Self %: of 90 ns in scopes, all threads (every row's Self added up)\n"
+        ),
+        "{table}"
+    );
+
+    // By thread the rows split, the base stays: `b`'s two rows add up to its row above.
+    let report = tickscope::report::Report::by_thread(&prof.trace());
+    let b: Vec<f64> = (report.rows().iter())
+        .filter(|r| r.name == "b")
+        .map(|r| r.self_percent)
+        .collect();
+    assert_eq!(b, [10.0 * 100.0 / 90.0, 20.0 * 100.0 / 90.0]);
+
+    // JSON and CSV carry the same shares, the base and the rows the limit hid.
+    let json = prof.table().limit(1).to_json();
+    assert!(json.contains("\"schema\": 2,"), "{json}");
+    assert!(json.contains("\"scope_ns\": 90,"), "{json}");
+    assert!(json.contains("\"hidden_rows\": 2,"), "{json}");
+    assert!(
+        json.contains(&format!(
+            "\"total_percent\": {}, \"self_percent\": {}",
+            60.0 * 100.0 / 90.0,
+            40.0 * 100.0 / 90.0
+        )),
+        "{json}"
+    );
+    assert!(
+        json.contains("\"2 rows hidden by the limit of 1\""),
+        "{json}"
+    );
+    let csv = prof.table().to_csv();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(
+        header[12..15],
+        ["total_percent", "self_percent", "open_at_stop"]
+    );
+    assert!(!csv.contains("hidden"), "{csv}");
+
+    // Markdown: the base and the limit as paragraphs after the table.
+    let markdown = prof.table().limit(2).to_markdown();
+    assert!(
+        markdown.ends_with(
+            "\n\nTotal % and Self %: of 90 ns in scopes, all threads (every row's Self added up)\n\
+             \n1 row hidden by the limit of 2\n"
+        ),
+        "{markdown}"
     );
 }

@@ -1,22 +1,26 @@
 //! `tickscope convert`: a capture file to a trace viewer's format, chosen by the output's
 //! extension and written atomically by [`tickscope::export::write_file`].
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::otlp::{self, Otlp};
 use tickscope::export::{Format, flamegraph, folded, kineto, perfetto, pprof, write_file};
+use tickscope::trace::Trace;
 
-use crate::{Context, Failure, input};
+use crate::{Context, Failure, input, text};
 
-/// Converts captures to the format the output's extension names: `.json` Chrome Trace
+/// Convert captures to Chrome JSON, Perfetto, pprof, flame graphs, OTLP.
+///
+/// The output's extension names the format: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
 /// `.svg` a flame graph, `.pb` a pprof profile (go tool pprof, Pyroscope, speedscope; usually
 /// `.pb.gz`), `.pftrace` a native Perfetto trace (exact ns), `.otlp.json` OpenTelemetry traces
 /// (one OTLP request per line, for the Collector's otlpjsonfile receiver; `tickscope push`
 /// sends them over HTTP). Each may end in `.gz` to be gzipped. The output appears only when
-/// complete.
+/// complete; then convert says what it wrote (path, format, size) on stderr, unless --quiet.
 ///
 /// Every session of every file goes into the one trace, lined up on Unix time: each process
 /// under its own pid with its threads, so files of several processes or hosts (or a file of
@@ -104,16 +108,9 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
         ));
     }
-    if kind == Kind::Otlp {
-        let trace = input::trace(cx, &args.files, args.session)?;
-        let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-        progress.step(format!("writing {}", out.display()));
-        Otlp::new(&trace, &otlp::Options::new())
-            .write_json(out)
-            .map_err(|e| Failure::about(out, e))?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let format: Box<dyn Format> = match kind {
+    let trace = input::trace(cx, &args.files, args.session)?;
+    let otlp;
+    let format: Box<dyn Format + '_> = match kind {
         Kind::Json if args.kineto => Box::new(kineto::Options::new(0, 1)),
         Kind::Json => {
             let origin = if args.unix_time {
@@ -126,20 +123,92 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
-        Kind::Otlp => unreachable!("written above"),
+        Kind::Otlp => {
+            otlp = Otlp::new(&trace, &otlp::Options::new());
+            Box::new(OtlpJson(&otlp))
+        }
         Kind::Perfetto => Box::new(perfetto::Options::new()),
     };
-    let trace = input::trace(cx, &args.files, args.session)?;
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-    progress.step(format!("writing {}", out.display()));
-    write_file(&trace, out, format.as_ref()).map_err(|e| Failure::about(out, e))?;
+    let counted = Counted {
+        format: format.as_ref(),
+        progress: &progress,
+        path: out,
+    };
+    write_file(&trace, out, &counted).map_err(|e| Failure::about(out, e))?;
+    drop(progress);
+    if !cx.quiet {
+        let what = describe(kind, args.kineto, is_gz(out));
+        text::wrote(out, &what);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// True when `path` ends in `.gz` (any case): the output is gzipped.
+fn is_gz(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// What convert says it wrote: the format, and `gzipped` for `.gz`.
+fn describe(kind: Kind, kineto: bool, gz: bool) -> String {
+    let format = match kind {
+        Kind::Json if kineto => "Kineto JSON (PyTorch profiler trace)",
+        Kind::Json => "Chrome Trace Event JSON",
+        Kind::Folded => "folded stacks",
+        Kind::Svg => "flame graph SVG",
+        Kind::Pprof => "pprof profile",
+        Kind::Perfetto => "Perfetto trace",
+        Kind::Otlp => "OTLP/JSON traces",
+    };
+    if gz {
+        format!("{format}, gzipped")
+    } else {
+        format.to_owned()
+    }
+}
+
+/// The OTLP/JSON lines of [`Otlp::write_json_to`] as a [`Format`], so that they are written as
+/// every other format is (atomically, gzipped for `.gz`, with the bytes counted).
+struct OtlpJson<'a>(&'a Otlp<'a>);
+
+impl Format for OtlpJson<'_> {
+    fn write(&self, _trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
+        self.0.write_json_to(out)
+    }
+}
+
+/// `format`, with the bytes it writes counted on `progress`.
+struct Counted<'a> {
+    format: &'a dyn Format,
+    progress: &'a input::Progress,
+    path: &'a Path,
+}
+
+impl Format for Counted<'_> {
+    fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
+        self.format
+            .write(trace, &mut self.progress.writer(self.path, out))
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Kind;
+    use super::{Kind, describe, is_gz};
     use std::path::Path;
+
+    #[test]
+    fn says_what_it_wrote() {
+        assert_eq!(
+            describe(Kind::Json, false, false),
+            "Chrome Trace Event JSON"
+        );
+        assert_eq!(
+            describe(Kind::Svg, false, is_gz(Path::new("t.SVG.GZ"))),
+            "flame graph SVG, gzipped"
+        );
+        assert!(!is_gz(Path::new("t.json")));
+    }
 
     #[test]
     fn kinds() {

@@ -11,7 +11,9 @@ use tickscope::trace::Trace;
 
 use crate::{Context, Failure, input, text};
 
-/// Compares two captures name by name, from the durations of every call (every session of
+/// Compare two captures per scope name; exit 1 on a regression.
+///
+/// Compares them name by name, from the durations of every call (every session of
 /// each, as `table` counts them): for each name the Hodges–Lehmann shift per call (the median
 /// of the differences between a call of the new run and a call of the base run), its
 /// confidence interval (rank-based, Mann–Whitney), and a verdict: regressed, improved,
@@ -92,7 +94,7 @@ enum MetricArg {
 /// What a name's samples are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Repetitions {
-    /// Sessions when both captures hold at least [`AUTO_SESSIONS`], else calls.
+    /// Sessions when both captures hold 5 or more, else calls.
     Auto,
     /// Every call of every session, pooled.
     Calls,
@@ -204,7 +206,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let diff = if sessions {
         let mut runs = Vec::with_capacity(2);
         for (path, captures) in [&args.base, &args.new].into_iter().zip(&inputs) {
-            progress.step(input::decoding(std::slice::from_ref(path)));
+            input::decoding(&progress, std::slice::from_ref(path), captures);
             let traces: Vec<Trace> = captures
                 .iter()
                 .map(|c| Trace::from_captures(std::slice::from_ref(c)))
@@ -216,7 +218,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     } else {
         let mut traces = Vec::with_capacity(2);
         for (path, captures) in [&args.base, &args.new].into_iter().zip(&inputs) {
-            progress.step(input::decoding(std::slice::from_ref(path)));
+            input::decoding(&progress, std::slice::from_ref(path), captures);
             traces.push(Trace::from_captures(captures));
         }
         progress.step("comparing");

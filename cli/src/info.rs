@@ -11,7 +11,9 @@ use crate::{Context, Failure, input, text};
 /// The fields of a session, by key: (key, heading, value as text, value as JSON).
 type Fields = Vec<(&'static str, &'static str, String, serde_json::Value)>;
 
-/// Describes every session of a capture file: format version, producer, process id, name and
+/// Describe each session of a capture file.
+///
+/// For every session: format version, producer, process id, name and
 /// host, threads, chunks, records, dropped and overwritten events, whether memory was tracked,
 /// the time span and the time the data covers (a flight recorder's retained window), and the
 /// warnings met while reading it (listed here rather than on stderr).

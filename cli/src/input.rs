@@ -1,9 +1,10 @@
 //! Reading capture files: errors that name the file, warnings on stderr, and progress for
 //! large inputs: a bar of the bytes read while a file is read (in pieces, so the bar moves),
-//! then a spinner naming the step in progress for the steps the library does in one call
-//! (checking the records read, decoding, writing).
+//! then the step in progress with a count: the records being decoded (the library decodes
+//! them in one call, which reports no fraction, so their count and the time spent) and the
+//! bytes written so far.
 
-use std::io::{IsTerminal, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,16 +17,44 @@ use crate::{Context, Failure};
 /// Inputs from this size on get a progress display (when stderr is a terminal).
 const LARGE_INPUT: u64 = 16 << 20;
 
-/// Progress on stderr, shown only for large inputs on a terminal and without `--quiet`;
-/// otherwise it draws nothing. While a file is read it is a bar of the bytes read out of the
-/// file's size; for the steps after (each one call of the library, which reports no
-/// fraction) a spinner naming the step and the time spent.
+/// Progress on stderr, shown only for large inputs on a terminal and without `--quiet`
+/// ([`shown`]); otherwise it draws nothing. While a file is read it is a bar of the bytes
+/// read out of the file's size; for the steps after, a spinner naming the step with its count
+/// ([`counted`]: the records decoded, the bytes written) and the time spent.
 pub(crate) struct Progress(Option<ProgressBar>);
+
+/// True when work on `bytes` bytes of input shows progress: without `--quiet`, on a terminal,
+/// from [`LARGE_INPUT`] bytes on.
+pub(crate) fn shown(quiet: bool, bytes: u64, terminal: bool) -> bool {
+    !quiet && terminal && bytes >= LARGE_INPUT
+}
+
+/// `n` with its thousands grouped: `12,345,678`.
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// What a step says of its count: `decoding 12,345,678 / 86,500,000 records` with a total,
+/// `writing run.json: 1,048,576 bytes` without.
+pub(crate) fn counted(step: &str, done: u64, total: Option<u64>, unit: &str) -> String {
+    match total {
+        Some(total) => format!("{step} {} / {} {unit}", grouped(done), grouped(total)),
+        None => format!("{step} {} {unit}", grouped(done)),
+    }
+}
 
 impl Progress {
     /// Progress for work on `bytes` bytes of input.
     pub(crate) fn new(cx: &Context, bytes: u64) -> Self {
-        if cx.quiet || bytes < LARGE_INPUT || !std::io::stderr().is_terminal() {
+        if !shown(cx.quiet, bytes, std::io::stderr().is_terminal()) {
             return Self(None);
         }
         let bar = ProgressBar::new_spinner();
@@ -92,6 +121,27 @@ impl Progress {
         self.read(n);
     }
 
+    /// Shows `step` with a count of `n` `unit` (a spinner: the total is not known).
+    pub(crate) fn count(&self, step: &str, n: u64, unit: &str) {
+        if let Some(bar) = &self.0 {
+            self.spinner();
+            bar.set_message(counted(step, n, None, unit));
+        }
+    }
+
+    /// `out` counting what is written through it on this display: `writing PATH: N bytes`.
+    pub(crate) fn writer<'w>(&'w self, path: &Path, out: &'w mut dyn Write) -> Counting<'w> {
+        let step = format!("writing {}:", path.display());
+        self.count(&step, 0, "bytes");
+        Counting {
+            out,
+            progress: self,
+            step,
+            written: 0,
+            shown: 0,
+        }
+    }
+
     /// Runs `f` with the progress display cleared from the terminal, redrawing it afterwards,
     /// so that what `f` prints on stderr is not mixed with it.
     pub(crate) fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
@@ -99,6 +149,31 @@ impl Progress {
             Some(bar) => bar.suspend(f),
             None => f(),
         }
+    }
+}
+
+/// A writer that counts the bytes written through it on a [`Progress`], redrawn every MiB.
+pub(crate) struct Counting<'w> {
+    out: &'w mut dyn Write,
+    progress: &'w Progress,
+    step: String,
+    written: u64,
+    shown: u64,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.shown >= 1 << 20 {
+            self.shown = self.written;
+            self.progress.count(&self.step, self.written, "bytes");
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -191,16 +266,19 @@ pub(crate) fn trace(
 ) -> Result<Trace, Failure> {
     let progress = Progress::new(cx, paths.iter().map(|p| size(p)).sum());
     let captures = captures(cx, paths, session, &progress)?;
-    progress.step(decoding(paths));
+    decoding(&progress, paths, &captures);
     Ok(Trace::from_captures(&captures))
 }
 
-/// What the progress display says while the files at `paths` are decoded.
-pub(crate) fn decoding(paths: &[PathBuf]) -> String {
-    match paths {
-        [path] => format!("decoding {}", path.display()),
-        _ => format!("decoding {} files", paths.len()),
-    }
+/// Shows on `progress` that the `captures` of the files at `paths` are being decoded, with
+/// their count of records: `decoding run.tscope: 86,500,000 records`.
+pub(crate) fn decoding(progress: &Progress, paths: &[PathBuf], captures: &[Capture]) {
+    let step = match paths {
+        [path] => format!("decoding {}:", path.display()),
+        _ => format!("decoding {} files:", paths.len()),
+    };
+    let records = captures.iter().map(Capture::record_count).sum();
+    progress.count(&step, records, "records");
 }
 
 /// The captures of the files at `paths`: every session of every file, or only session
@@ -228,4 +306,33 @@ pub(crate) fn captures(
         captures = vec![captures.swap_remove(n - 1)];
     }
     Ok(captures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_numbers() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000), "1,000");
+        assert_eq!(grouped(86_500_000), "86,500,000");
+        assert_eq!(
+            counted("decoding", 12_345_678, Some(86_500_000), "records"),
+            "decoding 12,345,678 / 86,500,000 records"
+        );
+        assert_eq!(
+            counted("writing run.json:", 1_048_576, None, "bytes"),
+            "writing run.json: 1,048,576 bytes"
+        );
+    }
+
+    #[test]
+    fn only_large_inputs_on_a_terminal_show_progress() {
+        assert!(shown(false, LARGE_INPUT, true));
+        assert!(!shown(false, LARGE_INPUT - 1, true));
+        assert!(!shown(false, u64::MAX, false), "stderr is not a terminal");
+        assert!(!shown(true, u64::MAX, true), "--quiet");
+    }
 }

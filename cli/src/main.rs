@@ -17,6 +17,7 @@
 
 mod convert;
 mod diff;
+mod help;
 mod info;
 mod input;
 mod merge;
@@ -27,13 +28,18 @@ mod text;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// Reads tickscope capture files: tables, conversions, merges and diffs.
+/// Tables, traces, merges and diffs of tickscope capture files.
 #[derive(Debug, Parser)]
-#[command(name = "tickscope", version, about, long_about = None)]
+#[command(
+    name = "tickscope",
+    version,
+    long_about = None,
+    after_help = "A command's details: tickscope help COMMAND (or COMMAND --help)."
+)]
 struct Cli {
-    /// No progress bar and no warnings on stderr (errors are still printed).
+    /// Print only errors: no progress, warnings or summaries on stderr.
     #[arg(short, long, global = true)]
     quiet: bool,
     #[command(subcommand)]
@@ -86,7 +92,8 @@ pub(crate) struct Context {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = help::wrapped(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let cx = Context { quiet: cli.quiet };
     let result = match cli.command {
         Command::Table(args) => table::run(&cx, args),

@@ -6,15 +6,18 @@ use std::process::ExitCode;
 
 use tickscope::Capture;
 
-use crate::{Context, Failure, input};
+use crate::{Context, Failure, input, text};
 
-/// Concatenates capture files: every session of every input, in order, into one file that
+/// Concatenate capture files into one, checking every input first.
+///
+/// Every session of every input, in order, into one file that
 /// `tickscope info` and `Capture::read_all` read back session by session. Every input is read
 /// and checked first; if one fails, nothing is written. An input read with warnings (a
 /// salvaged tail, a missing footer, skipped chunks) is refused unless --allow-salvaged, so
 /// that the merged file never passes damaged input off as whole. The output is gzipped when
 /// its name ends in `.gz`; a regular file appears only when complete (written beside it, then
 /// renamed into place), a symbolic link is written through, a device is written directly.
+/// Then merge says what it wrote (path, sessions, size) on stderr, unless --quiet.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture files, in the order their sessions are written.
@@ -41,5 +44,18 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     progress.step(format!("writing {}", out.display()));
     let all: Vec<&Capture> = captures.iter().collect();
     tickscope::export::write_captures(out, &all).map_err(|e| Failure::about(out, e))?;
+    drop(progress);
+    if !cx.quiet {
+        let n = all.len();
+        let gz = out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+        let what = format!(
+            "capture file, {n} session{}{}",
+            if n == 1 { "" } else { "s" },
+            if gz { ", gzipped" } else { "" }
+        );
+        text::wrote(out, &what);
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,8 +9,9 @@ use tickscope::export::otlp::{Endpoint, Options, Otlp, PushOptions};
 
 use crate::{Context, Failure, input};
 
-/// Sends captures to an OpenTelemetry backend (a Collector, Jaeger, Tempo, Phoenix) as OTLP
-/// traces: protobuf over HTTP, gzipped, `POST URL/v1/traces`, in batches, retried on 429, 500, 502,
+/// Send captures to an OpenTelemetry backend as OTLP traces.
+///
+/// To a Collector, Jaeger, Tempo or Phoenix: protobuf over HTTP, gzipped, `POST URL/v1/traces`, in batches, retried on 429, 500, 502,
 /// 503 and 504. Every session of every file goes into one push, each process as its own
 /// resource. Prints the spans sent, folded and sampled out, and the span events; nothing on disk changes, so a
 /// failed push can be run again.

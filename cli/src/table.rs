@@ -11,9 +11,13 @@ use tickscope::table::{Format, SortBy, Table, Unit};
 
 use crate::{Context, Failure, input, text};
 
-/// Prints the per-name table of a capture: calls, total, self, avg, min, max, p50, p99, % of
-/// the session (and memory columns when the session tracked memory), exactly as
-/// `Profiler::table()` prints it.
+/// Print the table of calls and times per scope name.
+///
+/// The table `Profiler::table()` prints: per name, calls, total, total %, self, self %, avg,
+/// min, max, p50 and p99 (and memory columns when the session tracked memory). Total % and
+/// Self % are shares of the time in scopes summed over threads (every row's self time added
+/// up), named in the footer: Self % adds up to 100 over the rows. --limit says below the
+/// table how many rows it hid (in JSON, `hidden_rows`).
 ///
 /// Every session of every file counts, as one trace: a name's row sums its calls in every
 /// process, and --by-thread names each thread's process when there are several. --session
@@ -89,6 +93,7 @@ impl TypedValueParser for SortParser {
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let captures = input::captures(cx, &args.files, args.session, &progress)?;
+    input::decoding(&progress, &args.files, &captures);
     // Decoded (or, for a flat table, summed straight from the records) when printed.
     let mut table = Table::from_captures(captures)
         .sort_by(args.sort)
@@ -102,7 +107,6 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     if let Some(key) = args.by_arg {
         table = table.by_arg(key);
     }
-    progress.step(input::decoding(&args.files));
     let text = table.render(args.format);
     drop(progress);
     text::print(&text)?;

@@ -370,6 +370,22 @@ fn convert_writes_each_format() {
         let run = tickscope(&args);
         assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
         assert_eq!(run.stdout, "");
+        // What it wrote, on stderr: the path, the format and the size.
+        let name = out.file_name().unwrap().to_str().unwrap();
+        let what = match (name, flags) {
+            (_, ["--kineto"]) => "Kineto JSON (PyTorch profiler trace)",
+            ("trace.json.gz", _) => "Chrome Trace Event JSON, gzipped",
+            (_, _) if name.ends_with(".json") => "Chrome Trace Event JSON",
+            (_, _) if name.ends_with(".folded") => "folded stacks",
+            ("flame.svg", _) => "flame graph SVG",
+            ("profile.pb.gz", _) => "pprof profile, gzipped",
+            ("trace.pftrace", _) => "Perfetto trace",
+            _ => unreachable!("{name}"),
+        };
+        let size = size_text(fs::metadata(out).unwrap().len());
+        assert_eq!(run.stderr, format!("wrote {}: {what}, {size}\n", s(out)));
+        let quiet = tickscope(&[&args[..], &["-q"]].concat());
+        assert_eq!((quiet.code, quiet.stderr.as_str()), (0, ""));
     };
 
     let out = dir.join("trace.json");
@@ -488,6 +504,247 @@ fn convert_refuses_what_it_cannot_write() {
     assert_eq!(names, ["run.tsc"], "nothing else written");
 }
 
+/// A size under 1 MiB as the CLI writes it: `512 bytes`, `15.7 KiB (16,080 bytes)`.
+fn size_text(bytes: u64) -> String {
+    assert!(bytes < 1 << 20, "{bytes}");
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else {
+        format!(
+            "{:.1} KiB ({} bytes)",
+            bytes as f64 / 1024.0,
+            grouped(bytes)
+        )
+    }
+}
+
+/// `n` with its thousands grouped, as the CLI writes counts: `12,345`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[test]
+fn an_output_that_cannot_be_written_is_named_not_its_temporary_file() {
+    let prof = workload(100, 50, false);
+    let dir = folder("convert_unwritable");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    // A folder that does not exist, and a "folder" that is a file: the temporary file beside
+    // the target cannot be created (whoever runs the tests, root included).
+    let missing = dir.join("missing").join("trace.json");
+    let run = tickscope(&["convert", s(&file), "-o", s(&missing)]);
+    assert_input_error(&run, &missing);
+    assert!(
+        run.stderr
+            .starts_with(&format!("error: cannot create {}: ", s(&missing))),
+        "{}",
+        run.stderr
+    );
+    let under_a_file = file.join("trace.folded");
+    for command in ["convert", "merge"] {
+        let run = tickscope(&[command, s(&file), "-o", s(&under_a_file)]);
+        assert_input_error(&run, &under_a_file);
+        assert!(!run.stderr.contains(".tmp"), "{}", run.stderr);
+    }
+    let run = tickscope(&["merge", s(&file), "-o", s(&missing)]);
+    assert!(
+        run.stderr
+            .starts_with(&format!("error: cannot create {}: ", s(&missing))),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains(".tmp"), "{}", run.stderr);
+    let names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["run.tsc"], "nothing else written");
+}
+
+#[test]
+fn merge_says_what_it_wrote() {
+    let prof = workload(100, 50, false);
+    let dir = folder("merge_says");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let out = dir.join("both.tsc");
+    let run = tickscope(&["merge", s(&file), s(&file), "-o", s(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let bytes = fs::metadata(&out).unwrap().len();
+    assert_eq!(bytes, 2 * fs::metadata(&file).unwrap().len());
+    let size = size_text(bytes);
+    assert_eq!(
+        run.stderr,
+        format!("wrote {}: capture file, 2 sessions, {size}\n", s(&out))
+    );
+    let run = tickscope(&["merge", "--quiet", s(&file), "-o", s(&out)]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+}
+
+/// The workload's shares: the time in scopes is main 0 + parse 600 + tokenize 300 + hash 50
+/// + io 300 = 1250 ns over both threads.
+#[test]
+fn table_percentages_are_shares_of_the_time_in_scopes() {
+    let prof = workload(100, 50, false);
+    let dir = folder("table_percent");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let run = tickscope(&["table", s(&file), "--unit", "ns"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        [
+            "Name", "Calls", "Total", "Total", "%", "Self", "Self", "%", "Avg", "Min", "Max",
+            "P50", "P99"
+        ]
+    );
+    // Name, calls, total, total %, self, self % (the unit aside).
+    let shares: Vec<Vec<&str>> = lines[2..7]
+        .iter()
+        .map(|l| {
+            l.split_whitespace()
+                .filter(|c| *c != "ns")
+                .take(6)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        shares,
+        [
+            ["main", "1", "950", "76.0", "0", "0.0"],
+            ["parse", "3", "900", "72.0", "600", "48.0"],
+            ["io", "1", "300", "24.0", "300", "24.0"],
+            ["tokenize", "3", "300", "24.0", "300", "24.0"],
+            ["hash", "1", "50", "4.0", "50", "4.0"],
+        ]
+    );
+    assert_eq!(
+        lines[7..],
+        [
+            "3.00 ms wall, 2 threads, 9 scopes, 0 dropped events",
+            "Total % and Self %: of 1.25 µs in scopes, all threads (every row's Self added up)",
+        ]
+    );
+    let run = tickscope(&["table", s(&file), "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        (doc["schema"].clone(), doc["scope_ns"].clone()),
+        (2.into(), 1250.into())
+    );
+    let percents: Vec<(f64, f64)> = (doc["rows"].as_array().unwrap().iter())
+        .map(|r| {
+            let f = |key: &str| r[key].as_f64().unwrap();
+            (f("total_percent"), f("self_percent"))
+        })
+        .collect();
+    assert_eq!(
+        percents,
+        [
+            (76.0, 0.0),
+            (72.0, 48.0),
+            (24.0, 24.0),
+            (24.0, 24.0),
+            (4.0, 4.0)
+        ]
+    );
+    let run = tickscope(&["table", s(&file), "--tree", "--unit", "ns"]);
+    let root: Vec<&str> = (run.stdout.lines().nth(2).unwrap().split_whitespace())
+        .filter(|c| *c != "ns")
+        .collect();
+    assert_eq!(root, ["main", "1", "950", "76.0", "0", "0.0"]);
+}
+
+#[test]
+fn limit_says_how_many_rows_it_hid() {
+    let prof = workload(100, 50, false);
+    let dir = folder("table_limit");
+    let file = capture_file(&prof, &dir, "run.tsc");
+    let table = |flags: &[&str]| {
+        let run = tickscope(&[&["table", s(&file)], flags].concat());
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+    };
+    let footer = |text: &str| {
+        text.lines()
+            .skip_while(|l| !l.contains(" wall, "))
+            .nth(2)
+            .map(str::to_owned)
+    };
+    // Five names, two shown.
+    let text = table(&["--limit", "2"]);
+    assert_eq!(text.lines().count(), 2 + 2 + 3, "{text}");
+    assert_eq!(
+        footer(&text).as_deref(),
+        Some("3 rows hidden by the limit of 2")
+    );
+    // Four names on the main thread, one on the other; a row each shown.
+    let text = table(&["--limit", "1", "--by-thread"]);
+    assert_eq!(
+        footer(&text).as_deref(),
+        Some("3 rows hidden by the limit of 1 per thread"),
+        "{text}"
+    );
+    let text = table(&["--limit", "2", "--tree"]);
+    assert_eq!(
+        footer(&text).as_deref(),
+        Some("3 nodes hidden by the limit of 2")
+    );
+    // Nothing hidden, nothing said.
+    for flags in [&["--limit", "5"][..], &[]] {
+        let text = table(flags);
+        assert_eq!(footer(&text), None, "{text}");
+    }
+    // Markdown: a paragraph after the table; JSON: a field (and the footer's line); CSV: the
+    // rows only.
+    let markdown = table(&["--limit", "2", "--format", "markdown"]);
+    assert!(
+        markdown.ends_with("\n\n3 rows hidden by the limit of 2\n"),
+        "{markdown}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&table(&["--limit", "2", "--format", "json"])).unwrap();
+    assert_eq!(doc["hidden_rows"], 3);
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["footer"][2], "3 rows hidden by the limit of 2");
+    let doc: serde_json::Value = serde_json::from_str(&table(&["--format", "json"])).unwrap();
+    assert_eq!(doc["hidden_rows"], 0);
+    let csv = table(&["--limit", "2", "--format", "csv"]);
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+}
+
+/// A capture of 16 MiB or more: the size from which progress is shown on a terminal.
+#[test]
+fn a_large_input_shows_no_progress_when_stderr_is_not_a_terminal() {
+    let prof = record(|_, advance| {
+        for _ in 0..600_000 {
+            let _g = scope!("step");
+            advance(1);
+        }
+    });
+    let dir = folder("large_input");
+    let file = capture_file(&prof, &dir, "large.tsc");
+    assert!(fs::metadata(&file).unwrap().len() >= 16 << 20);
+    let run = tickscope(&["table", s(&file)]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    assert!(run.stdout.contains("600000"), "{}", run.stdout);
+    let out = dir.join("large.folded");
+    let run = tickscope(&["convert", s(&file), "-o", s(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stderr.lines().count(),
+        1,
+        "only what it wrote: {}",
+        run.stderr
+    );
+    assert!(run.stderr.starts_with("wrote "), "{}", run.stderr);
+}
+
 /// `key  value` lines of `tickscope info`, under `session N`.
 fn info_fields(stdout: &str, session: usize) -> Vec<(String, String)> {
     stdout
@@ -553,7 +810,7 @@ fn merge_concatenates_sessions() {
         capture_file(&b, &dir, "b.tsc"),
     );
     let out = dir.join("both.tsc");
-    let run = tickscope(&["merge", s(&fa), s(&fb), "-o", s(&out)]);
+    let run = tickscope(&["merge", "-q", s(&fa), s(&fb), "-o", s(&out)]);
     assert_eq!(
         (run.code, run.stdout.as_str(), run.stderr.as_str()),
         (0, "", "")
@@ -683,18 +940,19 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
     assert_eq!(
         rows[1..],
         [
-            "add_line * 2 20 ns 20 ns 10 ns 0 ns 20 ns 0 ns 20 ns 0.0",
-            "batch * 1 20 ns 0 ns 20 ns 20 ns 20 ns 20 ns 20 ns 0.0",
+            "add_line * 2 20 ns 0.0 20 ns 0.0 10 ns 0 ns 20 ns 0 ns 20 ns",
+            "batch * 1 20 ns 0.0 0 ns 0.0 20 ns 20 ns 20 ns 20 ns 20 ns",
         ],
         "{table}"
     );
     assert_eq!(
         rows[0],
-        "main 1 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms 99.9"
+        "main 1 1.00 ms 100.0 1.00 ms 100.0 1.00 ms 1.00 ms 1.00 ms 1.00 ms 1.00 ms"
     );
     assert!(
         table.contains(
-            "2 threads, 4 scopes, 0 dropped events\nSalvaged: 1 session cut short (no footer): \
+            "2 threads, 4 scopes, 0 dropped events\nTotal % and Self %: of 1.00 ms in scopes, \
+             all threads (every row's Self added up)\nSalvaged: 1 session cut short (no footer): \
              32 bytes lost at the cut, 2 scopes cut open (*)\n"
         ),
         "{table}"
@@ -791,10 +1049,16 @@ fn merge_refuses_salvaged_input() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "");
-    let expected: String = warnings
+    let mut expected: String = warnings
         .iter()
         .map(|w| format!("warning: {}: {w}\n", s(&cut)))
         .collect();
+    let size = size_text(fs::metadata(&out).unwrap().len());
+    expected.push_str(&format!(
+        "wrote {}: capture file, {} sessions, {size}\n",
+        s(&out),
+        1 + sessions.len()
+    ));
     assert_eq!(run.stderr, expected);
     let merged = Capture::read_all(&out).unwrap();
     assert_eq!(merged.len(), 1 + sessions.len());
@@ -829,9 +1093,15 @@ fn merge_writes_through_a_symlink() {
     let link = dir.join("link.tsc");
     std::os::unix::fs::symlink("real.tsc", &link).unwrap();
     let run = tickscope(&["merge", s(&fa), s(&fb), "-o", s(&link)]);
+    // Named as given: the link.
+    let size = size_text(fs::metadata(&real).unwrap().len());
     assert_eq!(
-        (run.code, run.stdout.as_str(), run.stderr.as_str()),
-        (0, "", "")
+        (run.code, run.stdout.as_str(), run.stderr),
+        (
+            0,
+            "",
+            format!("wrote {}: capture file, 2 sessions, {size}\n", s(&link))
+        )
     );
     assert!(
         fs::symlink_metadata(&link)
@@ -855,7 +1125,10 @@ fn merge_writes_through_a_symlink() {
     assert_eq!(Capture::read_all(&gz).unwrap().len(), 2);
     // A device is written directly.
     let run = tickscope(&["merge", s(&fa), "-o", "/dev/null"]);
-    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    assert_eq!(
+        (run.code, run.stderr.as_str()),
+        (0, "wrote /dev/null: capture file, 1 session\n")
+    );
 }
 
 /// The names of the data rows of `tickscope diff`, in order.
@@ -1302,7 +1575,8 @@ fn table_and_info_formats_parse_back() {
         "max_ns",
         "p50_ns",
         "p99_ns",
-        "percent",
+        "total_percent",
+        "self_percent",
         "open_at_stop",
     ];
     let run = tickscope(&["table", s(&path), "--format", "csv"]);
@@ -1322,7 +1596,7 @@ fn table_and_info_formats_parse_back() {
                 int(9),
                 int(10),
                 int(11),
-                int(13)
+                int(14)
             ],
             [
                 row.calls,
@@ -1336,7 +1610,8 @@ fn table_and_info_formats_parse_back() {
                 row.open_at_stop
             ]
         );
-        assert_eq!(record[12].parse::<f64>().unwrap(), row.percent);
+        assert_eq!(record[12].parse::<f64>().unwrap(), row.total_percent);
+        assert_eq!(record[13].parse::<f64>().unwrap(), row.self_percent);
     }
 
     let run = tickscope(&["table", s(&path), "--format", "json", "--limit", "2"]);
@@ -1344,7 +1619,7 @@ fn table_and_info_formats_parse_back() {
     let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(
         (doc["schema"].clone(), doc["kind"].clone()),
-        (1.into(), "table".into())
+        (2.into(), "table".into())
     );
     assert_eq!(doc["wall_ns"], report.wall_ns);
     assert_eq!(doc["threads"], 2);
@@ -1357,7 +1632,8 @@ fn table_and_info_formats_parse_back() {
         assert_eq!(json["total_ns"], row.total_ns);
         assert_eq!(json["p99_ns"], row.p99_ns);
         // serde_json parses floats to within an ulp (without its `float_roundtrip` feature).
-        assert!((json["percent"].as_f64().unwrap() - row.percent).abs() < 1e-9);
+        assert!((json["total_percent"].as_f64().unwrap() - row.total_percent).abs() < 1e-9);
+        assert!((json["self_percent"].as_f64().unwrap() - row.self_percent).abs() < 1e-9);
         assert_eq!(json["thread"], serde_json::Value::Null);
     }
     assert_eq!(
@@ -1377,7 +1653,8 @@ fn table_and_info_formats_parse_back() {
             "calls",
             "total_ns",
             "self_ns",
-            "percent",
+            "total_percent",
+            "self_percent",
             "open_at_stop",
         ],
     );
@@ -1399,15 +1676,17 @@ fn table_and_info_formats_parse_back() {
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
         lines[0],
-        "| Name | Calls | Total | Self | Avg | Min | Max | P50 | P99 | % |"
+        "| Name | Calls | Total | Total % | Self | Self % | Avg | Min | Max | P50 | P99 |"
     );
     assert_eq!(
         lines[1],
-        "| :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: |"
+        "| :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |"
     );
-    assert_eq!(lines.len(), 2 + report.rows().len() + 2);
+    // The rows, then the summary line and the percentages' base as paragraphs.
+    assert_eq!(lines.len(), 2 + report.rows().len() + 4);
     assert!(lines[2].starts_with("| main | 1 | "), "{}", run.stdout);
-    assert_eq!(lines[lines.len() - 1], doc["footer"][0]);
+    assert_eq!(lines[lines.len() - 3], doc["footer"][0]);
+    assert_eq!(lines[lines.len() - 1], doc["footer"][1]);
 
     // info: a row per session.
     let capture = &captures[0];
@@ -1543,6 +1822,71 @@ fn bad_inputs_exit_2_naming_the_file() {
             assert_input_error(&run, bad);
         }
         assert!(!out.exists());
+    }
+}
+
+/// `tickscope --help` as a newcomer reads it: a short line per command.
+const HELP: &str = "\
+Tables, traces, merges and diffs of tickscope capture files
+
+Usage: tickscope [OPTIONS] <COMMAND>
+
+Commands:
+  table    Print the table of calls and times per scope name
+  convert  Convert captures to Chrome JSON, Perfetto, pprof, flame graphs, OTLP
+  info     Describe each session of a capture file
+  merge    Concatenate capture files into one, checking every input first
+  diff     Compare two captures per scope name; exit 1 on a regression
+  push     Send captures to an OpenTelemetry backend as OTLP traces
+  help     Print this message or the help of the given subcommand(s)
+
+Options:
+  -q, --quiet    Print only errors: no progress, warnings or summaries on stderr
+  -h, --help     Print help
+  -V, --version  Print version
+
+A command's details: tickscope help COMMAND (or COMMAND --help).
+";
+
+#[test]
+fn help_is_a_short_line_per_command_and_details_fit_80_columns() {
+    for flags in [&["--help"][..], &["-h"], &["help"]] {
+        let run = tickscope(flags);
+        assert_eq!((run.code, run.stdout.as_str()), (0, HELP), "{flags:?}");
+    }
+    let summaries: Vec<&str> = HELP
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take(6)
+        .collect();
+    for command in ["table", "convert", "info", "merge", "diff", "push"] {
+        let long = tickscope(&["help", command]);
+        assert_eq!(long.code, 0);
+        assert_eq!(long.stdout, tickscope(&[command, "--help"]).stdout);
+        // The detail starts with the line the list gives, then says more.
+        let line = summaries
+            .iter()
+            .find(|l| l[2..].starts_with(command))
+            .unwrap();
+        let summary = line[2..].trim_start_matches(command).trim_start();
+        assert!(
+            long.stdout.starts_with(&format!("{summary}.\n\n")),
+            "{}",
+            long.stdout
+        );
+        assert!(long.stdout.lines().count() > 20, "{}", long.stdout);
+        let short = tickscope(&[command, "-h"]);
+        assert!(
+            short.stdout.starts_with(&format!("{summary}\n\n")),
+            "{}",
+            short.stdout
+        );
+        for text in [&long.stdout, &short.stdout] {
+            for line in text.lines() {
+                assert!(line.chars().count() <= 80, "{command}: {line:?}");
+            }
+        }
     }
 }
 
@@ -2076,10 +2420,15 @@ fn info_and_table_of_a_flight_recorder_speak_of_its_window() {
     let run = tickscope(&["table", s(&path)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = row(&run.stdout, "tick");
-    // Every retained call took 1 µs: the share is of the retained window, not of the session.
+    // Every retained call took 1 µs: the time in scopes is of the retained window, not of
+    // the session, and the one name holds all of it.
     let calls: u64 = rows[1].parse().unwrap();
-    let share = format!("{:.1}", (calls * 1_000) as f64 * 100.0 / covered as f64);
-    assert_eq!(rows.last().copied(), Some(share.as_str()), "{}", run.stdout);
+    assert_eq!((rows[4], rows[7]), ("100.0", "100.0"), "{}", run.stdout);
+    let base = format!(
+        "\nTotal % and Self %: of {} in scopes, ",
+        tickscope::table::format_ns(calls * 1_000)
+    );
+    assert!(run.stdout.contains(&base), "{}", run.stdout);
     assert!(
         run.stdout.contains(&format!(
             "{} wall, the flight recorder's window of a {} session, ",

@@ -218,8 +218,7 @@ fn replace(
         let e = io::Error::new(io::ErrorKind::InvalidInput, "the path names no file");
         return Err(ctx("cannot write", e));
     };
-    let (file, temp) =
-        create_temp(target, name).map_err(|e| ctx("cannot create a temporary file for", e))?;
+    let (file, temp) = create_temp(target, name).map_err(|e| ctx("cannot create", e))?;
     if let Some(meta) = existing {
         // Keep the target's permission bits (a private trace stays private). The temporary
         // file is ours, so this only fails on odd file systems; its own default mode is fine.
@@ -228,7 +227,7 @@ fn replace(
     let file = stream(file, gz, write).map_err(|e| ctx("cannot write", e))?;
     file.sync_all().map_err(|e| ctx("cannot sync", e))?;
     drop(file);
-    fs::rename(&temp.path, target).map_err(|e| ctx("cannot rename the trace into", e))?;
+    fs::rename(&temp.path, target).map_err(|e| ctx("cannot move the written file to", e))?;
     temp.keep();
     sync_dir(target);
     Ok(())

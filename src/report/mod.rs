@@ -68,9 +68,15 @@ pub struct ScopeStats {
     /// times): the time their polls ran, summed; `total_ns` is their wall time, first poll to
     /// completion. `None` for plain scopes.
     pub busy_ns: Option<u64>,
-    /// `total_ns` as a percentage of the wall time the data covers ([`Report::wall_ns`]; can
-    /// pass 100 with several threads).
-    pub percent: f64,
+    /// The row's time on threads as a percentage of the time in scopes
+    /// ([`Report::scope_ns`], every thread's): `total_ns`, or for async calls `busy_ns` (the
+    /// time their polls ran; a call's wall time is not time on a thread). The table's
+    /// "Total %". A root scope that runs the whole of every recording thread's time in scopes
+    /// has 100; a name that nests in itself (recursion) counts every level and can pass 100.
+    pub total_percent: f64,
+    /// `self_ns` as a percentage of the time in scopes ([`Report::scope_ns`]): the table's
+    /// "Self %". Over all rows these add up to 100 (as PyTorch's "Self CPU %").
+    pub self_percent: f64,
     /// What the calls allocated and freed, summed over calls (peak: the largest call's), when
     /// the session tracked memory ([`Config::track_memory`](crate::Config::track_memory)). An
     /// async call counts what its polls did.
@@ -112,12 +118,12 @@ pub(crate) fn rank(
     (thread, Reverse(key), name)
 }
 
-/// `ns` as a percentage of the wall time `wall_ns` (0 for an empty window).
-pub(crate) fn percent_of_wall(ns: u64, wall_ns: u64) -> f64 {
-    if wall_ns == 0 {
+/// `part` as a percentage of `whole` (0 when `whole` is 0).
+pub(crate) fn percent_of(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
         0.0
     } else {
-        ns as f64 * 100.0 / wall_ns as f64
+        part as f64 * 100.0 / whole as f64
     }
 }
 
@@ -129,6 +135,10 @@ pub struct Report {
     /// Wall time of the window the data covers ([`Trace::covered_ns`]: of a flight recorder
     /// that overwrote events, from the start common to every thread's retained records).
     pub wall_ns: u64,
+    /// The time threads spent inside scopes, summed over every thread: the self times of all
+    /// rows added up (a scope inside another counts once). The base of
+    /// [`ScopeStats::self_percent`] and [`ScopeStats::total_percent`].
+    pub scope_ns: u64,
     /// Threads with events in the window ([`Trace::thread_count`]: a thread of one process
     /// that several sessions recorded counts once).
     pub threads: usize,
@@ -418,15 +428,24 @@ impl Report {
                     p99_ns: nearest_rank(d, 99),
                     open_at_stop: acc.open,
                     busy_ns: acc.busy_ns,
-                    percent: percent_of_wall(total, wall),
+                    total_percent: 0.0,
+                    self_percent: 0.0,
                     memory: tracked.then_some(acc.memory),
                 }
             })
             .collect();
+        let scope_ns = rows
+            .iter()
+            .fold(0u64, |sum, r| sum.saturating_add(r.self_ns));
+        for row in &mut rows {
+            row.total_percent = percent_of(row.busy_ns.unwrap_or(row.total_ns), scope_ns);
+            row.self_percent = percent_of(row.self_ns, scope_ns);
+        }
         rows.sort_by(|a, b| a.cmp_by(b, |row| row.total_ns));
         Self {
             rows,
             wall_ns: wall,
+            scope_ns,
             threads: trace.thread_count(),
             dropped_events: trace.dropped_events,
             observer_panics: 0,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::{ThreadKey, percent_of_wall, rank};
+use super::{ThreadKey, percent_of, rank};
 use crate::trace::{SpanKind, Trace};
 
 /// One call path: the spans of one name under one parent node (and, split by thread, on one
@@ -16,8 +16,10 @@ pub(crate) struct Node {
     pub(crate) total_ns: u64,
     /// Total minus the time of the direct children.
     pub(crate) self_ns: u64,
-    /// `total_ns` as a percentage of the window's wall time.
-    pub(crate) percent: f64,
+    /// `total_ns` as a percentage of [`CallTree::scope_ns`].
+    pub(crate) total_percent: f64,
+    /// `self_ns` as a percentage of [`CallTree::scope_ns`].
+    pub(crate) self_percent: f64,
     /// Spans still open at stop.
     pub(crate) open: u64,
     /// Child nodes, sorted like the roots.
@@ -31,6 +33,9 @@ pub(crate) struct Node {
 pub(crate) struct CallTree {
     pub(crate) nodes: Vec<Node>,
     pub(crate) roots: Vec<usize>,
+    /// The time in scopes: the self times of every node summed, the base of the nodes'
+    /// percentages.
+    pub(crate) scope_ns: u64,
 }
 
 impl CallTree {
@@ -39,6 +44,7 @@ impl CallTree {
         let mut tree = Self {
             nodes: Vec::new(),
             roots: Vec::new(),
+            scope_ns: 0,
         };
         // (parent node, thread, name, is a poll) -> node
         type Key = (Option<usize>, Option<ThreadKey>, &'static str, bool);
@@ -59,7 +65,8 @@ impl CallTree {
                         calls: 0,
                         total_ns: 0,
                         self_ns: 0,
-                        percent: 0.0,
+                        total_percent: 0.0,
+                        self_percent: 0.0,
                         open: 0,
                         children: Vec::new(),
                     });
@@ -81,10 +88,13 @@ impl CallTree {
                 node_of_span.push(node);
             }
         }
-        let wall = trace.covered_ns();
         for (node, children_ns) in tree.nodes.iter_mut().zip(children_ns) {
             node.self_ns = node.total_ns.saturating_sub(children_ns);
-            node.percent = percent_of_wall(node.total_ns, wall);
+            tree.scope_ns = tree.scope_ns.saturating_add(node.self_ns);
+        }
+        for node in &mut tree.nodes {
+            node.total_percent = percent_of(node.total_ns, tree.scope_ns);
+            node.self_percent = percent_of(node.self_ns, tree.scope_ns);
         }
         let ranks: Vec<_> = (tree.nodes.iter())
             .map(|n| rank(n.thread, n.total_ns, n.name))
