@@ -232,7 +232,7 @@ fn the_table_counts_a_collectors_events_and_says_the_rest_is_compiled_out() {
     prof.stop();
     let table = prof.table().to_string();
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 5, "{table}");
+    assert_eq!(lines.len(), 6, "{table}");
     assert!(lines[2].starts_with("kernel "), "{table}");
     assert!(
         lines[3].ends_with(" wall, 2 processes, 1 thread, 1 scope, 0 dropped events"),
@@ -240,6 +240,10 @@ fn the_table_counts_a_collectors_events_and_says_the_rest_is_compiled_out() {
     );
     assert_eq!(
         lines[4],
+        "Total % and Self %: of 1.00 µs in scopes, all threads (every row's Self added up)"
+    );
+    assert_eq!(
+        lines[5],
         "tickscope was built without its `enabled` feature: only collectors recorded"
     );
 }

@@ -500,6 +500,14 @@ fn a_span_entered_on_two_threads_is_one_async_call() {
     let report = prof.report();
     // One logical call and one plain scope.
     assert_eq!(report.get("moves").unwrap().calls, 2);
+    // Its Total % counts the plain scope's duration and the call's polls, not the call's wall
+    // time (which holds the time between polls, on no thread).
+    let moves = report.get("moves").unwrap();
+    let on_threads = main.spans[1].duration_ns() + call.busy_ns;
+    assert_eq!(
+        moves.total_percent,
+        on_threads as f64 * 100.0 / report.scope_ns as f64
+    );
 
     // The same from a capture file's bytes: decoding groups the enters, not the recording.
     let read = read_back(&prof);

@@ -144,10 +144,10 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// True when `path` ends in `.gz` (any case): the output is gzipped.
-fn is_gz(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+/// True when `path` ends in `.gz`: the library gzips the output (the extension as written:
+/// `.GZ` is not gzipped).
+pub(crate) fn is_gz(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
 }
 
 /// What convert says it wrote: the format, and `gzipped` for `.gz`.
@@ -204,10 +204,14 @@ mod tests {
             "Chrome Trace Event JSON"
         );
         assert_eq!(
-            describe(Kind::Svg, false, is_gz(Path::new("t.SVG.GZ"))),
+            describe(Kind::Svg, false, is_gz(Path::new("t.svg.gz"))),
             "flame graph SVG, gzipped"
         );
         assert!(!is_gz(Path::new("t.json")));
+        assert!(
+            !is_gz(Path::new("t.JSON.GZ")),
+            "as export::write_file reads it"
+        );
     }
 
     #[test]

@@ -47,9 +47,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     drop(progress);
     if !cx.quiet {
         let n = all.len();
-        let gz = out
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+        let gz = crate::convert::is_gz(out);
         let what = format!(
             "capture file, {n} session{}{}",
             if n == 1 { "" } else { "s" },

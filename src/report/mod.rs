@@ -69,8 +69,8 @@ pub struct ScopeStats {
     /// completion. `None` for plain scopes.
     pub busy_ns: Option<u64>,
     /// The row's time on threads as a percentage of the time in scopes
-    /// ([`Report::scope_ns`], every thread's): `total_ns`, or for async calls `busy_ns` (the
-    /// time their polls ran; a call's wall time is not time on a thread). The table's
+    /// ([`Report::scope_ns`], every thread's): `total_ns`, with an async call's `busy_ns`
+    /// (the time its polls ran) in place of its wall time, which is not time on a thread. The table's
     /// "Total %". A root scope that runs the whole of every recording thread's time in scopes
     /// has 100; a name that nests in itself (recursion) counts every level and can pass 100.
     pub total_percent: f64,
@@ -368,8 +368,9 @@ impl Report {
                 call.open_at_stop,
                 memory,
             );
-            let busy = &mut groups.groups[group].1.busy_ns;
-            *busy = Some(busy.unwrap_or(0).saturating_add(call.busy_ns));
+            let acc = &mut groups.groups[group].1;
+            acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(call.busy_ns));
+            acc.async_ns = acc.async_ns.saturating_add(call.duration_ns());
         }
         Self::finish(trace, groups, tracked)
     }
@@ -399,12 +400,16 @@ impl Report {
     /// The report of `trace` from its rows' sums.
     fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
         let wall = trace.covered_ns();
-        let mut rows: Vec<ScopeStats> = groups
+        // Each row with its time on threads: its calls' durations, an async call's polls in
+        // place of its wall time.
+        let rows: Vec<(ScopeStats, u64)> = groups
             .groups
             .into_iter()
             .map(|((thread, name, label), mut acc)| {
                 let d = &mut acc.durations;
                 let total = d.iter().fold(0u64, |sum, &x| sum.saturating_add(x));
+                let on_threads =
+                    (total.saturating_sub(acc.async_ns)).saturating_add(acc.busy_ns.unwrap_or(0));
                 let (min, max) = d
                     .iter()
                     .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));
@@ -413,7 +418,7 @@ impl Report {
                     Some(Label::Origin(name)) => (Some(name), None),
                     Some(Label::Arg(value)) => (None, Some(value.into())),
                 };
-                ScopeStats {
+                let row = ScopeStats {
                     name,
                     thread: thread.map(|(_, id)| id),
                     process: thread.map(|(process, _)| process),
@@ -431,16 +436,19 @@ impl Report {
                     total_percent: 0.0,
                     self_percent: 0.0,
                     memory: tracked.then_some(acc.memory),
-                }
+                };
+                (row, on_threads)
             })
             .collect();
-        let scope_ns = rows
-            .iter()
-            .fold(0u64, |sum, r| sum.saturating_add(r.self_ns));
-        for row in &mut rows {
-            row.total_percent = percent_of(row.busy_ns.unwrap_or(row.total_ns), scope_ns);
-            row.self_percent = percent_of(row.self_ns, scope_ns);
-        }
+        let scope_ns = (rows.iter()).fold(0u64, |sum, (r, _)| sum.saturating_add(r.self_ns));
+        let mut rows: Vec<ScopeStats> = rows
+            .into_iter()
+            .map(|(mut row, on_threads)| {
+                row.total_percent = percent_of(on_threads, scope_ns);
+                row.self_percent = percent_of(row.self_ns, scope_ns);
+                row
+            })
+            .collect();
         rows.sort_by(|a, b| a.cmp_by(b, |row| row.total_ns));
         Self {
             rows,
@@ -525,6 +533,8 @@ struct Acc {
     memory: MemoryStats,
     /// Of async calls: the time their polls ran.
     busy_ns: Option<u64>,
+    /// Of async calls: their wall time, first poll to completion (part of `durations`).
+    async_ns: u64,
 }
 
 /// Rows by what they group: (thread when split by thread, name, label).
@@ -625,6 +635,7 @@ impl Groups {
             if let Some(busy) = acc.busy_ns {
                 mine.busy_ns = Some(mine.busy_ns.unwrap_or(0).saturating_add(busy));
             }
+            mine.async_ns = mine.async_ns.saturating_add(acc.async_ns);
         }
     }
 
