@@ -34,7 +34,9 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let captures = input::all_unchecked(path, &progress)?;
     let mut sessions: Vec<(Fields, Vec<String>)> = Vec::new();
     for (i, capture) in captures.iter().enumerate() {
-        progress.step(format!("decoding session {} of {}", i + 1, path.display()));
+        let step = format!("decoding {}:", path.display());
+        let (n, total) = (i as u64 + 1, captures.len() as u64);
+        progress.step(input::counted(&step, n, Some(total), "sessions"));
         let trace = capture.decode();
         let warnings: Vec<String> = capture.warnings().iter().map(ToString::to_string).collect();
         let fields: Fields = vec![
