@@ -1665,7 +1665,7 @@ mod tests {
                     .filter(|s| {
                         s.kind
                             == SpanKind::Poll {
-                                task: Some(r as u32),
+                                async_span: Some(r as u32),
                             }
                     })
                     .count();

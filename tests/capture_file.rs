@@ -227,7 +227,7 @@ fn a_session_read_back_from_its_file_decodes_as_the_live_one() {
     // The session has what it should, so the comparison means something.
     assert_eq!(file.threads.len(), 2);
     assert_eq!(file.async_spans.len(), 2);
-    assert_eq!(file.links.len(), 1);
+    assert_eq!(file.flows.len(), 1);
     let report = Report::new(&file);
     assert_eq!(report.get("step").unwrap().calls, 3);
     assert_eq!(report.get("dynamic 7").unwrap().calls, 1);
@@ -1389,7 +1389,7 @@ fn mutated_hand_made_files_never_panic() {
         assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
         let trace = capture.decode();
         assert_eq!(trace.threads.len(), 2);
-        assert_eq!(trace.links.len(), 1);
+        assert_eq!(trace.flows.len(), 1);
         assert_eq!(trace.async_spans.len(), 1);
         assert!(trace.memory.is_some());
     }
@@ -1547,8 +1547,8 @@ fn a_link_at_the_end_of_time_exports_without_overflow() {
     let capture = one(&parts.bytes());
     assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
     let trace = capture.decode();
-    assert_eq!(trace.links.len(), 1);
-    assert_eq!(trace.links[0].origin_ns, Some(MAX - 1));
+    assert_eq!(trace.flows.len(), 1);
+    assert_eq!(trace.flows[0].origin_ns, Some(MAX - 1));
     let kineto = &other_exports(&trace)[0];
     let kineto = String::from_utf8_lossy(kineto);
     assert!(kineto.contains("\"ph\":\"s\""), "{kineto}");

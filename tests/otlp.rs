@@ -220,7 +220,7 @@ fn scopes_map_to_spans_exactly() {
         int(main, "code.lineno"),
         Some(i64::from(trace.threads[0].spans[0].callsite.line()))
     );
-    assert_eq!(attr(main, "tickscope.cut_at_stop"), None);
+    assert_eq!(attr(main, "tickscope.open_at_stop"), None);
     assert_eq!(attr(main, "tickscope.folded.count"), None);
     // Memory tracking is off: no allocation attributes.
     assert_eq!(attr(main, "tickscope.alloc.bytes"), None);
@@ -305,7 +305,7 @@ fn roots_are_sampled_and_counted() {
 }
 
 #[test]
-fn links_arguments_memory_and_the_cut_at_stop_mark() {
+fn links_arguments_memory_and_the_open_at_stop_mark() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = mock();
     let prof = Profiler::builder()
@@ -339,7 +339,7 @@ fn links_arguments_memory_and_the_cut_at_stop_mark() {
     assert_eq!(follower.links[0].trace_id, origin.trace_id);
     assert_eq!(
         int(&follower.links[0].attributes, "tickscope.link.seq"),
-        Some(i64::from(trace.links[0].seq))
+        Some(i64::from(trace.flows[0].seq))
     );
     // Memory: the follower allocated 100 bytes once.
     assert_eq!(
@@ -350,12 +350,12 @@ fn links_arguments_memory_and_the_cut_at_stop_mark() {
     assert_eq!(int(&origin.attributes, "tickscope.alloc.bytes"), Some(0));
     // Open at stop: closed at the stop, marked.
     assert_eq!(
-        attr(&open.attributes, "tickscope.cut_at_stop"),
+        attr(&open.attributes, "tickscope.open_at_stop"),
         Some(&Any::BoolValue(true))
     );
     assert_eq!(open.end_time_unix_nano, trace.end_ns);
     assert_eq!(open.end_time_unix_nano - open.start_time_unix_nano, 4);
-    assert_eq!(attr(&follower.attributes, "tickscope.cut_at_stop"), None);
+    assert_eq!(attr(&follower.attributes, "tickscope.open_at_stop"), None);
 }
 
 #[profile]
@@ -774,7 +774,7 @@ fn our_encoder_writes_the_bytes_prost_writes_for_the_reference_messages() {
         (stats.sent, stats.links, stats.events, stats.event_spans),
         (3 * 16, 3, 3 * 6, 3)
     );
-    assert_eq!(trace.links.len(), 3);
+    assert_eq!(trace.flows.len(), 3);
     let size = one.requests().map(|r| r.encoded_len()).max().unwrap();
     let cases = [
         Options::new().service_name("svc"),
@@ -821,7 +821,7 @@ fn our_encoder_writes_the_bytes_prost_writes_for_the_reference_messages() {
     assert!(spans.iter().any(|s| s.name == "fetch_more poll"));
     let open = spans.iter().find(|s| s.name == "open").unwrap();
     assert_eq!(
-        attr(&open.attributes, "tickscope.cut_at_stop"),
+        attr(&open.attributes, "tickscope.open_at_stop"),
         Some(&Any::BoolValue(true))
     );
 }

@@ -467,7 +467,7 @@ impl Capture {
         self.dropped_events
     }
 
-    /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
+    /// Events a flight recorder ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder))
     /// overwrote before the window it retains: recorded, then recycled to make room for newer
     /// ones. 0 for other sessions.
     pub fn overwritten_events(&self) -> u64 {

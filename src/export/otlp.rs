@@ -19,7 +19,7 @@
 //! | its thread | `thread.id` (tickscope's id), `thread.name` when it has one |
 //! | its callsite | `code.function` (the scope's name), `code.namespace` (module path), `code.filepath`, `code.lineno` |
 //! | memory tracking | `tickscope.alloc.bytes`, `tickscope.alloc.count`, `tickscope.free.bytes`, `tickscope.free.count`, `tickscope.peak.bytes` (child scopes included) |
-//! | still open at stop | `tickscope.cut_at_stop` = `true` (its end is the session's stop) |
+//! | still open at stop | `tickscope.open_at_stop` = `true` (its end is the session's stop) |
 //! | overhead compensation | `tickscope.overhead_ns` when the span's probes were subtracted from its duration in the table |
 //! | a `#[profile] async fn` call | one span over the whole call (first poll to completion), `tickscope.async.polls`, `tickscope.async.busy_ns`; its parent is the scope around its first poll |
 //! | each poll of it | a child span of the call's span, named `<fn> poll`, on the polling thread; scopes inside the poll are its children |
@@ -239,7 +239,7 @@ impl<'t> Otlp<'t> {
             code_attributes(&mut attributes, callsite);
         }
         if open_at_stop {
-            attributes.push(kv("tickscope.cut_at_stop", bool_value(true)));
+            attributes.push(kv("tickscope.open_at_stop", bool_value(true)));
         }
         if node.folded_count > 0 {
             attributes.push(kv("tickscope.folded.count", uint(node.folded_count)));
@@ -248,7 +248,7 @@ impl<'t> Otlp<'t> {
         let mut links = Vec::new();
         let from = self.links.partition_point(|&(rep, _)| rep < i);
         for &(_, f) in self.links[from..].iter().take_while(|&&(rep, _)| rep == i) {
-            let flow = &trace.links[f as usize];
+            let flow = &trace.flows[f as usize];
             let link_attributes = vec![
                 kv("tickscope.link.seq", int(i64::from(flow.seq))),
                 kv("tickscope.link.thread", uint(flow.origin_thread)),

@@ -1,6 +1,6 @@
 //! The flight recorder: a session that keeps only its most recent chunks, across all threads,
 //! so that a program that runs forever holds a fixed amount of memory and can dump the last
-//! moments at any time ([`Config::flight_recorder`](crate::Config::flight_recorder)).
+//! moments at any time ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder)).
 //!
 //! The recorder owns a fixed number of chunks, touched at start. Threads fill them as in any
 //! session; when a thread's chunk fills up and none is free, the oldest chunk linked since the

@@ -72,7 +72,7 @@ pub struct ScopeStats {
     /// pass 100 with several threads).
     pub percent: f64,
     /// What the calls allocated and freed, summed over calls (peak: the largest call's), when
-    /// the session tracked memory ([`Config::track_memory`](crate::Config::track_memory)). An
+    /// the session tracked memory ([`ProfilerBuilder::track_memory`](crate::ProfilerBuilder::track_memory)). An
     /// async call counts what its polls did.
     pub memory: Option<MemoryStats>,
 }
@@ -259,7 +259,10 @@ impl Report {
         if tracked {
             for thread in &trace.threads {
                 for (span, memory) in thread.spans.iter().zip(&thread.memory) {
-                    if let SpanKind::Poll { task: Some(call) } = span.kind {
+                    if let SpanKind::Poll {
+                        async_span: Some(call),
+                    } = span.kind
+                    {
                         calls_memory[call as usize].add(memory);
                     }
                 }
@@ -268,7 +271,7 @@ impl Report {
         // The originating scope's name of each span that followed from a link, when split.
         let origins: FxHashMap<SpanRef, &'static str> = if split == Split::Origin {
             trace
-                .links
+                .flows
                 .iter()
                 .filter_map(|l| Some((l.follower, trace.span(l.origin?).1.name())))
                 .collect()
@@ -327,7 +330,10 @@ impl Report {
             call_labels.resize(trace.async_spans.len(), None);
             for (t, thread) in trace.threads.iter().enumerate() {
                 for (i, span) in thread.spans.iter().enumerate() {
-                    let SpanKind::Poll { task: Some(call) } = span.kind else {
+                    let SpanKind::Poll {
+                        async_span: Some(call),
+                    } = span.kind
+                    else {
                         continue;
                     };
                     let at = SpanRef {
@@ -462,7 +468,7 @@ impl Report {
 
     /// The row for `name` caused by `origin` (`None`: calls that followed from no link), in a
     /// report split by origin.
-    pub fn get_caused_by(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
+    pub fn get_by_origin(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
         self.rows
             .iter()
             .find(|r| r.name == name && r.caused_by == origin)

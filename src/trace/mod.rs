@@ -37,12 +37,12 @@ pub struct Span {
     /// (0 without overhead compensation): the part of its own probe between its two ticks,
     /// and for each direct child the child's probe and what was left out of the child. At
     /// most the time not covered by children ([`Trace::compensation`];
-    /// [`Config::compensate_overhead`](crate::Config::compensate_overhead)).
+    /// [`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)).
     pub overhead_ns: u64,
     /// The scope was still open when the session stopped and was closed at the stop time.
     pub open_at_stop: bool,
     /// The scope was entered before the window a flight recorder retains
-    /// ([`Config::flight_recorder`](crate::Config::flight_recorder)): its entry was
+    /// ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder)): its entry was
     /// overwritten, but kept aside, so it has its name and entry time; the scopes it held
     /// before the window are gone with the overwritten events.
     pub cut_at_start: bool,
@@ -59,7 +59,7 @@ pub enum SpanKind {
     Poll {
         /// Index of the call in [`Trace::async_spans`]; `None` when the call began outside the
         /// window or on a thread the session did not record.
-        task: Option<u32>,
+        async_span: Option<u32>,
     },
 }
 
@@ -390,7 +390,7 @@ pub struct Trace {
     /// Events that could not be recorded (threads tearing down) during the window, summed
     /// over sessions. Always reported; 0 in a healthy run.
     pub dropped_events: u64,
-    /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
+    /// Events a flight recorder ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder))
     /// overwrote before the window it retains, summed over sessions; 0 for other sessions.
     pub overwritten_events: u64,
     /// Where a flight recorder's window starts for every thread, once it overwrote events
@@ -406,18 +406,18 @@ pub struct Trace {
     /// Raw events post-processed into this trace.
     pub event_count: u64,
     /// Allocations and frees, when the session (or one of the sessions) tracked memory
-    /// ([`Config::track_memory`](crate::Config::track_memory)).
+    /// ([`ProfilerBuilder::track_memory`](crate::ProfilerBuilder::track_memory)).
     pub memory: Option<MemoryTrace>,
     /// Scopes that followed from a [`Link`](crate::Link), in the order of their threads and
     /// entry.
-    pub links: Vec<Flow>,
+    pub flows: Vec<Flow>,
     /// The processes that recorded it, never empty: one for a trace of one capture (from the
     /// capture: a trace read from a file names the recording process, not the reader), one per
     /// distinct process for several ([`Trace::from_captures`]), in the order they first
     /// appear. [`ThreadTrace::process`] and the other `process` fields index it.
     pub processes: Vec<Process>,
     /// The profiler overhead subtracted from the spans' durations and self times
-    /// ([`Config::compensate_overhead`](crate::Config::compensate_overhead)); `None` when
+    /// ([`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)); `None` when
     /// nothing is known about it (the mock clock, whose times are exact; a capture file
     /// written before compensation existed; of several captures, the first that says).
     pub compensation: Option<Compensation>,
@@ -474,7 +474,7 @@ impl Salvage {
 }
 
 /// The profiler overhead a trace's times were compensated for
-/// ([`Config::compensate_overhead`](crate::Config::compensate_overhead)).
+/// ([`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Compensation {
     /// Switched off: durations and self times are as recorded, probes included.
@@ -518,7 +518,7 @@ impl Trace {
             cut_start_ns: None,
             event_count: 0,
             memory: None,
-            links: Vec::new(),
+            flows: Vec::new(),
             processes: vec![Process {
                 id: std::process::id(),
                 name: String::new(),
