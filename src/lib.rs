@@ -215,7 +215,9 @@ not_under_loom! {
     pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
     pub use record::scope::ScopeGuard;
     pub use record::pool::SlowWriter;
-    pub use session::{ProfilerBuilder, Profiler, Threads};
+    pub use session::{Profiler, ProfilerBuilder, Threads};
+    #[allow(deprecated)]
+    pub use session::Config;
 }
 
 #[cfg(loom)]

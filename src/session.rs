@@ -32,7 +32,14 @@ pub enum Threads {
     Joined,
 }
 
-/// Options for a session; start it with [`ProfilerBuilder::start`].
+/// The old name of [`ProfilerBuilder`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed ProfilerBuilder (what Profiler::builder() returns)"
+)]
+pub type Config = ProfilerBuilder;
+
+/// Options for a session, from [`Profiler::builder`]; start it with [`ProfilerBuilder::start`].
 #[must_use]
 #[derive(Clone, Debug, Default)]
 pub struct ProfilerBuilder {
@@ -1191,10 +1198,9 @@ impl Profiler {
         }
     }
 
-    /// The flight recorder's retained window ([`ProfilerBuilder::flight_recorder`]) as it is now, the
-    /// session going on recording: [`Profiler::trace`] under the name a flight recorder's
-    /// users look for (any running session gives its window so far the same way). Build a
-    /// [`Report`] of it with [`Report::new`], or use [`Profiler::report`].
+    /// The old name of [`Profiler::trace`], which gives a running session's window so far
+    /// (a flight recorder's retained window as it is now) as well as a stopped one's.
+    #[deprecated(since = "0.1.0", note = "use Profiler::trace, the same trace")]
     pub fn snapshot(&self) -> Arc<Trace> {
         self.trace()
     }

@@ -2,11 +2,11 @@
 //! [`Profiler::write_capture`](tickscope::Profiler::write_capture).
 //!
 //! ```text
-//! tickscope table run.tscope --sort self --limit 20     the table Profiler::table() prints
-//! tickscope convert run.tscope -o run.json.gz           Chrome/Kineto JSON, folded stacks, SVG
+//! tickscope table run.tscope --sort self --limit 20        the table Profiler::table() prints
+//! tickscope convert run.tscope -o run.json.gz              Chrome/Kineto JSON, folded stacks, SVG
 //! tickscope convert a.tscope b.tscope -o both.json         several processes on one timeline
-//! tickscope info run.tscope                             what the file holds
-//! tickscope merge a.tscope b.tscope -o both.tscope            validated concatenation
+//! tickscope info run.tscope                                what the file holds
+//! tickscope merge a.tscope b.tscope -o both.tscope         validated concatenation
 //! tickscope diff base.tscope new.tscope --format markdown  per-call verdicts; exit 1 on a regression
 //! tickscope push a.tscope b.tscope --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
 //! ```

@@ -474,6 +474,12 @@ impl Report {
             .find(|r| r.name == name && r.caused_by == origin)
     }
 
+    /// The old name of [`Report::get_by_origin`].
+    #[deprecated(since = "0.1.0", note = "renamed get_by_origin, as Report::by_origin")]
+    pub fn get_caused_by(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
+        self.get_by_origin(name, origin)
+    }
+
     /// The row for `name` whose grouping argument had `value` (`None`: calls without it), in
     /// a report grouped by an argument.
     pub fn get_with_arg(&self, name: &str, value: Option<&str>) -> Option<&ScopeStats> {
