@@ -873,7 +873,7 @@ pub mod __private {
     }
 
     pub use crate::record::args::Args;
-    pub use crate::record::event::{RawEvent, RawKind};
+    pub use crate::record::event::RawKind;
 
     /// True when a session records this thread (`counter!`, `value!`, `instant!`).
     #[inline(always)]
@@ -897,6 +897,21 @@ pub mod __private {
     #[inline(always)]
     pub fn check_number(_: impl crate::Numeric) {}
 
+    pub use crate::record::async_span::{AsyncSpanGuard, instrument};
+
+    /// Hooks of tickscope's own tests and benchmarks into its internals (the `test-hooks`
+    /// feature); not public API.
+    #[cfg(feature = "test-hooks")]
+    pub use crate::hooks::*;
+}
+
+/// Hooks of tickscope's own tests and benchmarks into its internals (the `test-hooks`
+/// feature); not public API.
+#[cfg(all(feature = "test-hooks", not(loom)))]
+mod hooks {
+    pub use crate::capture::format;
+    pub use crate::record::event::RawEvent;
+
     /// A capture of records made by hand (benchmarks of decoding): one `(thread id, records)`
     /// per thread, ticks that are nanoseconds, and the window `start_tick..=end_tick`.
     pub fn capture_from_records(
@@ -906,7 +921,6 @@ pub mod __private {
     ) -> crate::Capture {
         crate::Capture::from_records(threads, start_tick, end_tick)
     }
-    pub use crate::record::async_span::{AsyncSpanGuard, instrument};
 
     /// Chunks allocated and not freed, process-wide.
     pub fn live_chunks() -> usize {

@@ -11,11 +11,11 @@ use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tickscope::__private::{RawEvent, RawKind};
-use tickscope::capture::format::{
+use tickscope::__private::format::{
     CALLSITES, CLOCK, CLOCK_IDENTITY, EVENT_CHUNK, FOOTER_MEMORY, NO_STRING, SESSION_FOOTER,
     SESSION_HEADER, STRINGS, THREADS,
 };
+use tickscope::__private::{RawEvent, RawKind};
 use tickscope::export::{Format, chrome, folded, kineto};
 use tickscope::report::Report;
 use tickscope::table::Table;

@@ -16,12 +16,12 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{YieldOnce, poll_once};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::Event;
 use prost::Message;
-use tickscope::export::otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use tickscope::export::otlp::opentelemetry_proto::tonic::common::v1::KeyValue;
-use tickscope::export::otlp::opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
-use tickscope::export::otlp::opentelemetry_proto::tonic::trace::v1::Span;
-use tickscope::export::otlp::opentelemetry_proto::tonic::trace::v1::span::Event;
 use tickscope::export::otlp::{
     EVENTS_SPAN_NAME, Endpoint, Options, Otlp, PushErrorKind, PushOptions, Stats,
 };

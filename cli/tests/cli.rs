@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use tickscope::export::{self, chrome, folded, otlp};
+use tickscope::export::{self, chrome, folded};
 use tickscope::report::Report;
 use tickscope::report::compare::{Diff, Options};
 use tickscope::table::{SortBy, Table};
@@ -1618,7 +1618,7 @@ fn otlp_server(
     std::thread::JoinHandle<
         Vec<(
             String,
-            otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
         )>,
     >,
 ) {
@@ -1710,7 +1710,7 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
             let attrs = &r.resource.as_ref().unwrap().attributes;
             let pid = attrs.iter().find(|kv| kv.key == "process.pid").unwrap();
             let pid = match pid.value.as_ref().unwrap().value.as_ref().unwrap() {
-                otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(v) => *v,
+                opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(v) => *v,
                 other => panic!("{other:?}"),
             };
             (pid, r.scope_spans[0].spans.len())
@@ -1803,7 +1803,7 @@ fn push_reads_the_otel_environment() {
     assert_eq!(
         service.value.as_ref().unwrap().value,
         Some(
-            otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+            opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
                 "from-env".into()
             )
         )

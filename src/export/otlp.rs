@@ -69,7 +69,6 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, span};
@@ -86,9 +85,10 @@ pub use map::{
 };
 use map::{EventOf, NONE, Of};
 
-/// The OpenTelemetry project's message types (the `opentelemetry-proto` crate), which the
-/// requests are made of.
-pub use opentelemetry_proto;
+/// The request [`Otlp::requests`] gives, the OpenTelemetry project's own message type (from
+/// the `opentelemetry-proto` crate, version 0.33, whose other types its fields have: depend on
+/// that crate to read them).
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 impl<'t> Otlp<'t> {
     fn span_id(&self, i: u32) -> Vec<u8> {

@@ -200,6 +200,7 @@ impl RawEvent {
 
     /// A scope exit at `tick`, closing the entry whose [`end_key`](Self::end_key) is `key`.
     #[inline(always)]
+    #[cfg_attr(not(feature = "enabled"), allow(dead_code))] // recorded by `enabled` code only
     pub const fn end(key: u32, tick: u64) -> Self {
         Self::new(RawKind::End, key, tick)
     }
@@ -299,6 +300,7 @@ impl RawEvent {
     /// The two records of entering `tracing` span `span` of callsite `id` at `tick`
     /// ([`RawKind::SpanEnter`]).
     #[inline(always)]
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub const fn span_enter(id: u32, tick: u64, span: u64) -> [Self; 2] {
         [
             Self {
@@ -314,6 +316,7 @@ impl RawEvent {
     /// `tick` ([`RawKind::SpanClose`]); `here` when every enter of the span was on this
     /// thread.
     #[inline(always)]
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub const fn span_close(id: u32, tick: u64, span: u64, here: bool) -> [Self; 2] {
         [
             Self {
@@ -328,6 +331,7 @@ impl RawEvent {
     /// The three records of `tracing` span `effect` following from span `cause` at `tick`
     /// ([`RawKind::SpanFollows`]).
     #[inline(always)]
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub const fn span_follows(tick: u64, effect: u64, cause: u64) -> [Self; 3] {
         [
             Self {

@@ -185,6 +185,7 @@ fn take_reserved() -> Option<ChunkBox> {
 }
 
 /// Chunks reserved and not taken yet, for all sessions together.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
 pub(crate) fn reserved_chunks() -> usize {
     RESERVED_COUNT.load(Ordering::Acquire)
 }
