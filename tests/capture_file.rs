@@ -19,7 +19,7 @@ use tickscope::__private::{RawEvent, RawKind};
 use tickscope::export::{Format, chrome, folded, kineto};
 use tickscope::report::Report;
 use tickscope::table::Table;
-use tickscope::trace::{Salvage, Trace};
+use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, profile, scope};
 
 // ---------------------------------------------------------------------------------------------
@@ -791,14 +791,15 @@ fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
         ]
     );
     assert_eq!(trace.thread_count(), 2);
+    let salvage = &trace.salvage;
     assert_eq!(
-        trace.salvage,
-        Salvage {
-            sessions: 1,
-            lost_bytes: 16,
-            open_scopes: 1,
-            threads_without_records: 1,
-        }
+        (
+            salvage.sessions,
+            salvage.lost_bytes,
+            salvage.open_scopes,
+            salvage.threads_without_records,
+        ),
+        (1, 16, 1, 1)
     );
     // The table (summed from the records, or of the decoded trace) says so.
     let footer = "3 scopes, 0 dropped events\nSalvaged: 1 session cut short (no footer): 16 bytes \

@@ -1038,7 +1038,7 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
             .iter()
             .filter_map(|s| match s.kind {
                 tickscope::trace::SpanKind::Poll { async_span: task } => Some((s.start_ns, task)),
-                tickscope::trace::SpanKind::Scope => None,
+                _ => None,
             })
             .collect()
     };

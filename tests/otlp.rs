@@ -28,6 +28,16 @@ use tickscope::export::otlp::{
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, TrackingAlloc, counter, instant, profile, scope};
 
+/// A [`Stats`] with these counts and 0 for the others (the struct is `#[non_exhaustive]`:
+/// built from its default, field by field).
+macro_rules! stats {
+    ($($field:ident: $value:expr),* $(,)?) => {{
+        let mut stats = Stats::default();
+        $(stats.$field = $value;)*
+        stats
+    }};
+}
+
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
@@ -128,7 +138,7 @@ fn scopes_map_to_spans_exactly() {
     let otlp = Otlp::new(&trace, &Options::new().service_name("svc"));
     assert_eq!(
         otlp.stats(),
-        Stats {
+        stats! {
             sent: 5,
             folded: 0,
             sampled_out: 0,
@@ -279,7 +289,7 @@ fn roots_are_sampled_and_counted() {
     // Roots 1, 3 and 5 kept with their leaf; 2 and 4 out with theirs.
     assert_eq!(
         otlp.stats(),
-        Stats {
+        stats! {
             sent: 6,
             folded: 0,
             sampled_out: 4,
@@ -533,7 +543,7 @@ fn instants_and_counter_samples_are_span_events_on_the_innermost_open_span() {
     let otlp = Otlp::new(&trace, &Options::new());
     assert_eq!(
         otlp.stats(),
-        Stats {
+        stats! {
             sent: 2,
             folded: 0,
             sampled_out: 0,

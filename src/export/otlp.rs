@@ -597,6 +597,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
 
 /// What [`Otlp::push`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PushReport {
     /// The spans of the trace: sent, folded, sampled out.
     pub stats: Stats,

@@ -32,6 +32,7 @@ pub use live::LiveAtStop;
 /// its self time; in a per-thread report it belongs to the thread of its first poll.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ScopeStats {
     /// The scope name.
     pub name: &'static str,
@@ -124,6 +125,7 @@ pub(crate) fn percent_of_wall(ns: u64, wall_ns: u64) -> f64 {
 /// Statistics per scope name over one session window.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Report {
     rows: Vec<ScopeStats>,
     /// Wall time of the window the data covers ([`Trace::covered_ns`]: of a flight recorder

@@ -17,6 +17,7 @@ pub use counters::{
 
 /// One scope, closed, with Unix-epoch nanosecond times.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Span {
     /// Where the scope was opened; [`Span::name`] is its name.
     pub callsite: &'static Callsite,
@@ -52,6 +53,7 @@ pub struct Span {
 
 /// What a [`Span`] stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpanKind {
     /// A scope: `scope!`, or a call of a sync `#[profile]` function.
     Scope,
@@ -66,6 +68,7 @@ pub enum SpanKind {
 /// One call of a `#[profile] async fn`: from its first poll to its completion (or its drop),
 /// whichever threads polled it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AsyncSpan {
     /// The function's callsite.
     pub callsite: &'static Callsite,
@@ -126,6 +129,7 @@ impl Span {
 
 /// One thread's scopes, in order of entry.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ThreadTrace {
     /// The process the thread belongs to: its index in [`Trace::processes`] (0 in a trace of
     /// one process).
@@ -146,6 +150,7 @@ pub struct ThreadTrace {
 
 /// One argument of a scope.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SpanArg {
     /// Index of the span in its thread's spans.
     pub span: u32,
@@ -162,6 +167,7 @@ pub struct SpanArg {
 /// itself was the innermost open scope. Recursive scopes count every level in the totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct MemoryStats {
     /// Allocations, child scopes included.
     pub allocs: u64,
@@ -231,6 +237,7 @@ pub enum MemoryKind {
 
 /// One allocation or free of a session that tracked memory.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct MemoryEvent {
     /// When, ns since the Unix epoch.
     pub ns: u64,
@@ -262,6 +269,7 @@ impl MemoryEvent {
 
 /// Every allocation and free of the window, all threads (of every process), in time order.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct MemoryTrace {
     /// Allocations and frees in time order (frees are stamped before the memory goes back to
     /// the allocator, allocations after they return, so reuse of an address orders right).
@@ -338,6 +346,7 @@ pub struct SpanRef {
 /// matched to where the link was captured by (sequence number, thread id), in the follower's
 /// process (links do not cross processes).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Flow {
     /// The link's sequence number on its thread; 0 for a `tracing` span that followed from
     /// one not entered on the calling thread (the bridge links the two spans by id).
@@ -360,6 +369,7 @@ pub struct Flow {
 /// three are one process of a trace decoded from several captures
 /// ([`Trace::from_captures`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Process {
     /// Its process id.
     pub id: u32,
@@ -376,6 +386,7 @@ pub struct Process {
 /// clock calibration, so that sessions of several processes (or hosts) line up: a scope that
 /// began at the same Unix instant in two processes has the same `start_ns`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Trace {
     /// Window start, ns since the Unix epoch (of several sessions: the earliest start).
     pub start_ns: u64,
@@ -448,6 +459,7 @@ pub struct Trace {
 /// Summed over the trace's sessions; all zero when every session is whole. A live snapshot of
 /// a streaming session is whole.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Salvage {
     /// Sessions salvaged without their footer.
     pub sessions: u64,
@@ -476,6 +488,7 @@ impl Salvage {
 /// The profiler overhead a trace's times were compensated for
 /// ([`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Compensation {
     /// Switched off: durations and self times are as recorded, probes included.
     Off,

@@ -105,6 +105,7 @@ impl Options {
 /// calls) is counted once, in `sent`, `folded` or `sampled_out`; every instant and counter
 /// sample once, in `events` or `events_sampled_out`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Spans in the requests.
     pub sent: u64,
