@@ -2,7 +2,9 @@
 # Applies issue 33's renames ("one word per concept", the crate docs' "Words") to every tracked
 # text file of the working tree: Rust, Markdown, shell, C, trybuild .stderr, insta snapshots.
 # Re-runnable: a second run changes nothing, and a branch made before the renames gets them by
-# running it (then `cargo fmt --all`). CHANGELOG.md keeps the old names of its past entries.
+# running it (then `cargo fmt --all`). CHANGELOG.md keeps the old names of its past entries,
+# and a line that ends in `// old name (renames.sh)`, or follows that comment on a line of its
+# own, keeps its own (the deprecated aliases).
 #
 #   scripts/renames.sh            # from the repository root
 #
@@ -34,6 +36,12 @@ git ls-files -z -- '*.rs' '*.md' '*.sh' '*.c' '*.h' '*.stderr' '*.snap' '*.toml'
     '.ci/run' ':!CHANGELOG.md' ':!scripts/renames.sh' ':!tests/ui/fail/on_struct.rs' \
     ':!tests/ui/fail/on_struct.stderr' |
     xargs -0 perl -0777 -pi -e '
+        # Lines that keep an old name on purpose (the deprecated aliases) end in this comment,
+        # or follow it on a line of its own.
+        my @kept;
+        s{^[ \t]*// old name \(renames\.sh\)\n.*\n}{push @kept, $&; "\x00KEPT$#kept\x00\n"}mge;
+        s{^.*// old name \(renames\.sh\)\n}{push @kept, $&; "\x00KEPT$#kept\x00\n"}mge;
+
         # Config → ProfilerBuilder.
         # Config of other crates (fastrace::collector::Config) and the variant Config(..) stay.
         s/\b(tickscope|crate|session)::Config\b/$1::ProfilerBuilder/g;
@@ -75,4 +83,6 @@ git ls-files -z -- '*.rs' '*.md' '*.sh' '*.c' '*.h' '*.stderr' '*.snap' '*.toml'
 
         # Capture files are .tscope.
         s/(?<=[\w}])\.tsc\b(?!\w)/.tscope/g;
+
+        s{\x00KEPT(\d+)\x00\n}{$kept[$1]}g;
     '

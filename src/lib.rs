@@ -217,7 +217,7 @@ not_under_loom! {
     pub use record::pool::SlowWriter;
     pub use session::{Profiler, ProfilerBuilder, Threads};
     #[allow(deprecated)]
-    pub use session::Config;
+    pub use session::Config; // old name (renames.sh)
 }
 
 #[cfg(loom)]

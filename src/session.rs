@@ -37,7 +37,7 @@ pub enum Threads {
     since = "0.1.0",
     note = "renamed ProfilerBuilder (what Profiler::builder() returns)"
 )]
-pub type Config = ProfilerBuilder;
+pub type Config = ProfilerBuilder; // old name (renames.sh)
 
 /// Options for a session, from [`Profiler::builder`]; start it with [`ProfilerBuilder::start`].
 #[must_use]

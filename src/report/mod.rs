@@ -478,6 +478,7 @@ impl Report {
 
     /// The old name of [`Report::get_by_origin`].
     #[deprecated(since = "0.1.0", note = "renamed get_by_origin, as Report::by_origin")]
+    // old name (renames.sh)
     pub fn get_caused_by(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
         self.get_by_origin(name, origin)
     }
