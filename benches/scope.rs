@@ -6,7 +6,7 @@
 //!
 //! `cargo bench --bench scope`. Enabled runs restart the session every 32 Ki scopes (outside
 //! the timed part) so chunks are recycled and the figure is the steady state, not page faults;
-//! `enabled_streaming` runs one streaming session (`Config::stream_to`) for all its
+//! `enabled_streaming` runs one streaming session (`ProfilerBuilder::stream_to`) for all its
 //! repetitions, its chunks written out (to `/dev/null`) as they fill.
 //!
 //! On a loaded machine, `TICKSCOPE_BENCH_ROUNDS=3000 cargo bench --bench scope` measures

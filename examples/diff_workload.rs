@@ -2,13 +2,13 @@
 //! (`scripts/diff_error_rates.sh`) and the CI recipe (`docs/ci.md`): 1,000 rounds of 20 calls
 //! of `small` (about 200 ns), 10 of `medium` (about 2 µs) and one of `large` (about 50 µs),
 //! each a fixed number of iterations of integer work, recorded and written as
-//! `diff_workload.tsc`.
+//! `diff_workload.tscope`.
 //!
 //! ```text
 //! cargo run --release --example diff_workload -- --calibrate
 //!     prints the iterations of each scope on this machine: "SMALL MEDIUM LARGE"
 //! cargo run --release --example diff_workload -- OUT_DIR [--iterations S,M,L] [--slower NAME=PERCENT]...
-//!     writes OUT_DIR/diff_workload.tsc; --slower medium=5 gives medium 5 % more iterations
+//!     writes OUT_DIR/diff_workload.tscope; --slower medium=5 gives medium 5 % more iterations
 //! ```
 //!
 //! The work is a number of iterations, not a time: two runs with the same arguments do the same
@@ -120,7 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     prof.stop();
     black_box(sum);
-    let path = out.join("diff_workload.tsc");
+    let path = out.join("diff_workload.tscope");
     prof.write_capture(&path)?;
     println!("wrote {}", path.display());
     Ok(())

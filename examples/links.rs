@@ -87,10 +87,10 @@ fn main() -> std::io::Result<()> {
 
     println!("{}", prof.table().by_origin(true));
     let trace = prof.trace();
-    let matched = trace.links.iter().filter(|l| l.origin.is_some()).count();
+    let matched = trace.flows.iter().filter(|l| l.origin.is_some()).count();
     println!(
         "checksum {sum:x}; {} links, {matched} matched",
-        trace.links.len()
+        trace.flows.len()
     );
     let path = Path::new(&out_dir).join("links.json");
     prof.write_chrome_trace(&path)?;

@@ -43,7 +43,7 @@ run() {
 verdicts() {
     local base=$1 new=$2
     shift 2
-    { "$ts" -q diff "$dir/$base/diff_workload.tsc" "$dir/$new/diff_workload.tsc" --format csv "$@" || true; } |
+    { "$ts" -q diff "$dir/$base/diff_workload.tscope" "$dir/$new/diff_workload.tscope" --format csv "$@" || true; } |
         tail -n +2 | awk -F, '{ print $1, $2, $9 }'
 }
 

@@ -5,12 +5,12 @@
 # regressed, 1 a name regressed, 2 the inputs cannot be judged (salvaged or truncated, no name
 # in common, a --require'd name missing).
 #
-#   scripts/perf_gate.sh BASE.tsc NEW.tsc [diff options: --require NAME, --threshold 5%, ...]
+#   scripts/perf_gate.sh BASE.tscope NEW.tscope [diff options: --require NAME, --threshold 5%, ...]
 #
 # TICKSCOPE names the binary (default: `tickscope` on PATH).
 set -uo pipefail
 if [ $# -lt 2 ]; then
-    echo "usage: $0 BASE.tsc NEW.tsc [tickscope diff options]" >&2
+    echo "usage: $0 BASE.tscope NEW.tscope [tickscope diff options]" >&2
     exit 2
 fi
 tickscope=${TICKSCOPE:-tickscope}

@@ -130,13 +130,13 @@
 //! worker.join().unwrap();
 //! prof.stop();
 //! let report = tickscope::report::Report::by_origin(&prof.trace());
-//! assert_eq!(report.get_caused_by("serve", Some("accept")).unwrap().calls, 1);
+//! assert_eq!(report.get_by_origin("serve", Some("accept")).unwrap().calls, 1);
 //! ```
 //!
 //! # Allocations
 //!
 //! With [`TrackingAlloc`] as the global allocator, a session started with
-//! [`Config::track_memory`] also records every allocation and free of the threads it records:
+//! [`ProfilerBuilder::track_memory`] also records every allocation and free of the threads it records:
 //! the report gets allocation figures per scope ([`report::ScopeStats::memory`]) and the
 //! memory still live at stop ([`report::Report::live_at_stop`]), [`trace::Trace::memory`] lists them
 //! all with frees matched to allocations across threads, and the Chrome export draws live
@@ -215,7 +215,9 @@ not_under_loom! {
     pub use record::observe::{ObservedScope, Observer, ObserverHandle, Phase};
     pub use record::scope::ScopeGuard;
     pub use record::pool::SlowWriter;
-    pub use session::{Config, Profiler, Threads};
+    pub use session::{Profiler, ProfilerBuilder, Threads};
+    #[allow(deprecated)]
+    pub use session::Config; // old name (renames.sh)
 }
 
 #[cfg(loom)]
@@ -871,7 +873,7 @@ pub mod __private {
     }
 
     pub use crate::record::args::Args;
-    pub use crate::record::event::{RawEvent, RawKind};
+    pub use crate::record::event::RawKind;
 
     /// True when a session records this thread (`counter!`, `value!`, `instant!`).
     #[inline(always)]
@@ -895,6 +897,21 @@ pub mod __private {
     #[inline(always)]
     pub fn check_number(_: impl crate::Numeric) {}
 
+    pub use crate::record::async_span::{AsyncSpanGuard, instrument};
+
+    /// Hooks of tickscope's own tests and benchmarks into its internals (the `test-hooks`
+    /// feature); not public API.
+    #[cfg(feature = "test-hooks")]
+    pub use crate::hooks::*;
+}
+
+/// Hooks of tickscope's own tests and benchmarks into its internals (the `test-hooks`
+/// feature); not public API.
+#[cfg(all(feature = "test-hooks", not(loom)))]
+mod hooks {
+    pub use crate::capture::format;
+    pub use crate::record::event::RawEvent;
+
     /// A capture of records made by hand (benchmarks of decoding): one `(thread id, records)`
     /// per thread, ticks that are nanoseconds, and the window `start_tick..=end_tick`.
     pub fn capture_from_records(
@@ -904,7 +921,6 @@ pub mod __private {
     ) -> crate::Capture {
         crate::Capture::from_records(threads, start_tick, end_tick)
     }
-    pub use crate::record::task::{AsyncCall, instrument};
 
     /// Chunks allocated and not freed, process-wide.
     pub fn live_chunks() -> usize {
@@ -912,7 +928,7 @@ pub mod __private {
     }
 
     /// Chunks reserved by running sessions and not taken yet
-    /// ([`Config::reserve_memory`](crate::Config::reserve_memory)).
+    /// ([`ProfilerBuilder::reserve_memory`](crate::ProfilerBuilder::reserve_memory)).
     pub fn reserved_chunks() -> usize {
         crate::record::pool::reserved_chunks()
     }

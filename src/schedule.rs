@@ -3,11 +3,11 @@
 //!
 //! A program that works in steps (training iterations, frames, request batches) calls
 //! [`Profiler::step`](crate::Profiler::step) once per step. With a [`Schedule`]
-//! ([`Config::schedule`](crate::Config::schedule)) the session records only some steps: after
+//! ([`ProfilerBuilder::schedule`](crate::ProfilerBuilder::schedule)) the session records only some steps: after
 //! `skip_first` steps, cycles of `wait` steps with nothing recorded, `warmup` steps recorded and
 //! thrown away (caches, buffers and the recorder's chunks get warm), and `active` steps
 //! recorded; `repeat` cycles (0: until stop). At the end of each active window the callback
-//! given to [`Config::on_trace_ready`](crate::Config::on_trace_ready) gets the window
+//! given to [`ProfilerBuilder::on_trace_ready`](crate::ProfilerBuilder::on_trace_ready) gets the window
 //! ([`ScheduledWindow`]): its trace, report and capture, and helpers that write them to files
 //! named by the window's index ([`chrome_trace_handler`], [`capture_handler`]).
 //!
@@ -53,7 +53,7 @@ use crate::trace::Trace;
 
 /// Which steps a session records: `skip_first` steps, then cycles of `wait` steps (nothing
 /// recorded), `warmup` steps (recorded, then thrown away) and `active` steps (recorded and
-/// handed to [`Config::on_trace_ready`](crate::Config::on_trace_ready)), `repeat` cycles (0:
+/// handed to [`ProfilerBuilder::on_trace_ready`](crate::ProfilerBuilder::on_trace_ready)), `repeat` cycles (0:
 /// until the session stops). A schedule with no active step records nothing.
 ///
 /// ```
@@ -151,7 +151,7 @@ impl Schedule {
     }
 }
 
-/// What [`Config::on_trace_ready`](crate::Config::on_trace_ready) is given: what fails in it
+/// What [`ProfilerBuilder::on_trace_ready`](crate::ProfilerBuilder::on_trace_ready) is given: what fails in it
 /// is returned by the [`Profiler::step`](crate::Profiler::step) (or
 /// [`Profiler::try_stop`](crate::Profiler::try_stop)) that ended the window.
 pub type OnTraceReady = dyn Fn(&ScheduledWindow) -> io::Result<()> + Send + Sync;
@@ -231,7 +231,7 @@ impl ScheduledWindow {
     }
 }
 
-/// A callback for [`Config::on_trace_ready`](crate::Config::on_trace_ready) that writes each
+/// A callback for [`ProfilerBuilder::on_trace_ready`](crate::ProfilerBuilder::on_trace_ready) that writes each
 /// window as Chrome JSON to `dir/{prefix}window-{index}.json` (PyTorch's
 /// `tensorboard_trace_handler`); the directory is created if needed.
 pub fn chrome_trace_handler(
@@ -243,7 +243,7 @@ pub fn chrome_trace_handler(
     })
 }
 
-/// A callback for [`Config::on_trace_ready`](crate::Config::on_trace_ready) that writes each
+/// A callback for [`ProfilerBuilder::on_trace_ready`](crate::ProfilerBuilder::on_trace_ready) that writes each
 /// window's capture to `dir/{prefix}window-{index}.tscope`; the directory is created if
 /// needed.
 pub fn capture_handler(

@@ -32,10 +32,17 @@ pub enum Threads {
     Joined,
 }
 
-/// Options for a session; start it with [`Config::start`].
+/// The old name of [`ProfilerBuilder`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed ProfilerBuilder (what Profiler::builder() returns)"
+)]
+pub type Config = ProfilerBuilder; // old name (renames.sh)
+
+/// Options for a session, from [`Profiler::builder`]; start it with [`ProfilerBuilder::start`].
 #[must_use]
 #[derive(Clone, Debug, Default)]
-pub struct Config {
+pub struct ProfilerBuilder {
     threads: Threads,
     memory: MemoryMode,
     stream: Option<std::path::PathBuf>,
@@ -43,21 +50,21 @@ pub struct Config {
     slow_disk: SlowWriter,
     schedule: Option<Schedule>,
     on_trace_ready: Option<Callback>,
-    /// Overhead compensation switched off ([`Config::compensate_overhead`]).
+    /// Overhead compensation switched off ([`ProfilerBuilder::compensate_overhead`]).
     uncompensated: bool,
-    /// Collectors run beside the threads ([`Config::collector`]).
+    /// Collectors run beside the threads ([`ProfilerBuilder::collector`]).
     collectors: Vec<Slot>,
-    /// Plug-ins to load at start ([`Config::plugin`]).
+    /// Plug-ins to load at start ([`ProfilerBuilder::plugin`]).
     plugins: Vec<std::path::PathBuf>,
-    /// Bytes of records a flight recorder keeps ([`Config::flight_recorder`]).
+    /// Bytes of records a flight recorder keeps ([`ProfilerBuilder::flight_recorder`]).
     flight: Option<usize>,
     /// Where a flight recorder writes its window when a thread panics.
     dump_on_panic: Option<std::path::PathBuf>,
-    /// Bytes of records prepared at each start ([`Config::reserve_memory`]).
+    /// Bytes of records prepared at each start ([`ProfilerBuilder::reserve_memory`]).
     reserve: usize,
 }
 
-impl Config {
+impl ProfilerBuilder {
     /// Default options: all threads.
     pub fn new() -> Self {
         Self::default()
@@ -152,7 +159,7 @@ impl Config {
 
     /// Streams the session to the capture file at `path` as it records: a background
     /// writer appends the chunks the threads fill, so the session holds a fixed amount of
-    /// memory ([`Config::stream_memory`], 16 MiB by default) however long it runs, and a
+    /// memory ([`ProfilerBuilder::stream_memory`], 16 MiB by default) however long it runs, and a
     /// process that dies mid-session leaves a file that reads up to its last write (every
     /// few milliseconds; a panic writes everything up to it). Read the file with
     /// [`Capture::read`] or the `tickscope` command; the session's own
@@ -163,11 +170,11 @@ impl Config {
     /// (a capture file holds sessions one after the other). One streaming session runs at a
     /// time. Memory stays bounded while streaming sessions are the only ones recording: a
     /// session that keeps its window in memory beside it keeps what it records, as always.
-    /// When the disk is slower than the program, [`Config::on_slow_disk`] says what happens.
+    /// When the disk is slower than the program, [`ProfilerBuilder::on_slow_disk`] says what happens.
     /// [`Profiler::stream_stats`] tells what was written, waited for and dropped.
     ///
     /// A stream never fails silently, nor grows without bound. A file that cannot be opened
-    /// is [`Config::try_start`]'s error; [`Config::start`] warns on stderr and keeps a bounded
+    /// is [`ProfilerBuilder::try_start`]'s error; [`ProfilerBuilder::start`] warns on stderr and keeps a bounded
     /// window in memory instead. A file that fails mid-session (the disk is full, the file is
     /// deleted or moved) stops the writing: the writer goes on giving the chunks back and
     /// counts every record it could not write. Either way [`Profiler::stream_stats`],
@@ -197,7 +204,7 @@ impl Config {
     /// The memory a streaming session records into, in bytes: a pool of 64 KiB chunks,
     /// prepared (touched) at start and reused as the writer writes them out. 16 MiB by
     /// default ([`DEFAULT_STREAM_MEMORY`](crate::capture::DEFAULT_STREAM_MEMORY)); at least one
-    /// chunk. Give each recording thread a few chunks. Only for [`Config::stream_to`].
+    /// chunk. Give each recording thread a few chunks. Only for [`ProfilerBuilder::stream_to`].
     pub fn stream_memory(mut self, bytes: usize) -> Self {
         self.stream_memory = Some(bytes);
         self
@@ -205,7 +212,7 @@ impl Config {
 
     /// Prepares memory for `bytes` of records before the session starts recording (at start
     /// and at each restart): 64 KiB chunks, the recycled ones first, the rest allocated and
-    /// touched on every core before [`Config::start`] returns, which the recording threads
+    /// touched on every core before [`ProfilerBuilder::start`] returns, which the recording threads
     /// take before any other. A scope
     /// takes 32 bytes (two records), so a session of known size, reserved for, never writes
     /// into fresh memory on the hot path: each first write to a 4 KiB page costs a page fault
@@ -220,8 +227,8 @@ impl Config {
     /// the rest freed; [`release_memory`](crate::release_memory) frees the kept ones). A
     /// reservation takes at most half the memory the system reports available (Linux's
     /// `MemAvailable`; 1 GiB where there is no such figure), so a mistaken size cannot
-    /// exhaust the machine. Not for streaming sessions ([`Config::stream_to`]), which record
-    /// into [`Config::stream_memory`] prepared at start.
+    /// exhaust the machine. Not for streaming sessions ([`ProfilerBuilder::stream_to`]), which record
+    /// into [`ProfilerBuilder::stream_memory`] prepared at start.
     ///
     /// ```
     /// // One thread, 1 M scopes: 32 MB of records, plus a chunk.
@@ -244,7 +251,7 @@ impl Config {
     /// wait for it ([`SlowWriter::Block`], the default: nothing is lost) or record nothing
     /// until a chunk is free ([`SlowWriter::Drop`]: every event not recorded is counted in
     /// the session's dropped events, the table's footer and [`StreamStats::dropped_events`]).
-    /// Only for [`Config::stream_to`].
+    /// Only for [`ProfilerBuilder::stream_to`].
     pub fn on_slow_disk(mut self, policy: SlowWriter) -> Self {
         self.slow_disk = policy;
         self
@@ -253,7 +260,7 @@ impl Config {
     /// Records only the steps `schedule` picks ([`Profiler::step`] counts them): the session
     /// starts recording at the first warmup or active step, throws the warmup away when the
     /// active steps begin, and hands each window of active steps to
-    /// [`Config::on_trace_ready`] when it ends. See [`schedule`](crate::schedule).
+    /// [`ProfilerBuilder::on_trace_ready`] when it ends. See [`schedule`](crate::schedule).
     pub fn schedule(mut self, schedule: Schedule) -> Self {
         self.schedule = Some(schedule);
         self
@@ -261,10 +268,10 @@ impl Config {
 
     /// Makes the session a flight recorder that keeps only the most recent `bytes` of events,
     /// across all threads, for a program that runs forever and dumps its last moments on
-    /// demand: [`Profiler::snapshot`], [`Profiler::write_chrome_trace`],
+    /// demand: [`Profiler::trace`], [`Profiler::write_chrome_trace`],
     /// [`Profiler::write_capture`] (and the other readers of a session) give the retained
     /// window at any time without stopping, and
-    /// [`Config::flight_recorder_dump_on_panic`] writes it when a thread panics.
+    /// [`ProfilerBuilder::flight_recorder_dump_on_panic`] writes it when a thread panics.
     ///
     /// The recorder's chunks (64 KiB of records each, `bytes / 64 KiB` of them, at least one)
     /// are allocated and touched at start, and recycled whole, oldest first, when the threads
@@ -287,7 +294,7 @@ impl Config {
     /// [`cut_at_start`](crate::trace::AsyncSpan::cut_at_start). The trace, the capture and the
     /// table's footer count the events overwritten
     /// ([`Trace::overwritten_events`]). One flight recorder runs at a time: the start of a
-    /// second records its window in memory, unbounded ([`Config::try_start`] fails instead).
+    /// second records its window in memory, unbounded ([`ProfilerBuilder::try_start`] fails instead).
     ///
     /// ```
     /// let prof = tickscope::Profiler::builder()
@@ -298,7 +305,7 @@ impl Config {
     ///     let _g = tickscope::scope!("request"); // two records
     /// }
     /// // Still recording: the 10 000 records fill chunks of 4096, the last one holds 1808.
-    /// let trace = prof.snapshot();
+    /// let trace = prof.trace();
     /// assert_eq!(trace.threads[0].spans.len(), 904);
     /// assert_eq!(trace.overwritten_events, 8192);
     /// println!("{}", prof.table()); // … 8192 overwritten events (flight recorder)
@@ -308,7 +315,7 @@ impl Config {
         self
     }
 
-    /// Writes the flight recorder's window ([`Config::flight_recorder`]) to the file at
+    /// Writes the flight recorder's window ([`ProfilerBuilder::flight_recorder`]) to the file at
     /// `path` when a thread panics, before the panic goes on (a panic hook, chained to the one
     /// in place): as a Chrome trace when `path` ends in `.json` or `.json.gz`, else as a
     /// capture file ([`Profiler::write_capture`]). Scopes still open are closed at the dump
@@ -346,7 +353,7 @@ impl Config {
     }
 
     /// Loads the plug-in (a shared library implementing `include/tickscope_plugin.h`) at
-    /// `path` when the session is created, and runs it as a [`Config::collector`]. The paths in
+    /// `path` when the session is created, and runs it as a [`ProfilerBuilder::collector`]. The paths in
     /// the `TICKSCOPE_PLUGINS` environment variable (separated by `:`) are loaded too. A
     /// plug-in that cannot be loaded is reported by [`Profiler::errors`], naming it; the
     /// session runs without it.
@@ -367,17 +374,17 @@ impl Config {
 
     /// Starts a session with these options.
     ///
-    /// A streaming session ([`Config::stream_to`]) whose file cannot be opened (a missing
+    /// A streaming session ([`ProfilerBuilder::stream_to`]) whose file cannot be opened (a missing
     /// directory, no permission, another streaming session running) says so in one line on
     /// stderr, naming the file and the error (`tickscope: /ro/run.tscope: cannot open:
     /// Permission denied (os error 13); the session records its last 16 MiB in memory
     /// instead`), and keeps a bounded window in memory instead: a flight recorder
-    /// ([`Config::flight_recorder`]) of the stream's memory ([`Config::stream_memory`], 16 MiB
+    /// ([`ProfilerBuilder::flight_recorder`]) of the stream's memory ([`ProfilerBuilder::stream_memory`], 16 MiB
     /// by default, at most 64 MiB; the session's own window when it is a flight recorder),
     /// which overwrites the oldest records and counts them. Where another flight recorder
     /// runs (one at a time), the session keeps nothing and counts every event it records as
     /// lost. [`Profiler::stream_stats`], [`Report::stream_failure`] and the table's footer say
-    /// what failed and how many events were lost. Use [`Config::try_start`] to get the error
+    /// what failed and how many events were lost. Use [`ProfilerBuilder::try_start`] to get the error
     /// instead.
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start(self) -> Profiler {
@@ -514,7 +521,7 @@ pub struct Profiler {
 #[derive(Debug)]
 struct Inner {
     id: u64,
-    config: Config,
+    config: ProfilerBuilder,
     /// The collectors and loaded plug-ins.
     collectors: Vec<Slot>,
     /// The plug-ins that could not be loaded.
@@ -551,7 +558,7 @@ struct Steps {
     current: u64,
     /// The first step of the window of active steps being recorded.
     first_active: u64,
-    /// Windows handed to [`Config::on_trace_ready`] so far.
+    /// Windows handed to [`ProfilerBuilder::on_trace_ready`] so far.
     handed: u64,
     /// Stopped by the user: later steps record nothing.
     ended: bool,
@@ -616,7 +623,7 @@ struct Window {
     started: Vec<usize>,
     /// A flight recorder runs for this window.
     flight: bool,
-    /// The chunks reserved for this window ([`Config::reserve_memory`]); dropped at stop.
+    /// The chunks reserved for this window ([`ProfilerBuilder::reserve_memory`]); dropped at stop.
     reservation: Option<pool::Reservation>,
 }
 
@@ -710,12 +717,12 @@ impl Profiler {
     /// Starts a session that records every thread.
     #[must_use = "the session records until it is stopped or dropped: keep it in a variable"]
     pub fn start() -> Self {
-        Config::new().start()
+        ProfilerBuilder::new().start()
     }
 
     /// Options for a new session.
-    pub fn builder() -> Config {
-        Config::new()
+    pub fn builder() -> ProfilerBuilder {
+        ProfilerBuilder::new()
     }
 
     /// The innermost running session started or joined on this thread.
@@ -738,7 +745,7 @@ impl Profiler {
     /// Starts a new window: the data of the previous stop is kept until the next stop
     /// replaces it. Does nothing if the session is running. A streaming session appends the
     /// new window to its file as a new session; if the file cannot be opened, the window
-    /// keeps a bounded amount in memory instead, as at [`Config::start`] (which warns on
+    /// keeps a bounded amount in memory instead, as at [`ProfilerBuilder::start`] (which warns on
     /// stderr when the error is not the last window's).
     pub fn restart(&self) {
         let before = self.inner.state().stream_error.clone();
@@ -759,7 +766,7 @@ impl Profiler {
     /// [`Profiler::restart`], failing when a streaming session's file cannot be opened.
     ///
     /// With `fallback`, a window whose stream cannot start keeps a bounded amount in memory
-    /// instead (see [`Config::start`]); without, the caller drops the session on the error.
+    /// instead (see [`ProfilerBuilder::start`]); without, the caller drops the session on the error.
     fn try_restart(&self, fallback: bool) -> std::io::Result<()> {
         let mut state = self.inner.state();
         if state.window.is_some() {
@@ -929,14 +936,14 @@ impl Profiler {
 
     /// Stops recording and collects the window's events. Does nothing if already stopped. A
     /// streaming session writes what is left and the file's footer. A scheduled session
-    /// ([`Config::schedule`]) hands a window of active steps cut short by the stop to
-    /// [`Config::on_trace_ready`] (use [`Profiler::try_stop`] for what that returns), and
+    /// ([`ProfilerBuilder::schedule`]) hands a window of active steps cut short by the stop to
+    /// [`ProfilerBuilder::on_trace_ready`] (use [`Profiler::try_stop`] for what that returns), and
     /// records nothing in later steps.
     pub fn stop(&self) {
         let _ = self.try_stop();
     }
 
-    /// [`Profiler::stop`], returning what [`Config::on_trace_ready`] returned for the window
+    /// [`Profiler::stop`], returning what [`ProfilerBuilder::on_trace_ready`] returned for the window
     /// the stop cut short, if any.
     pub fn try_stop(&self) -> std::io::Result<()> {
         // The step in progress ends here.
@@ -960,11 +967,11 @@ impl Profiler {
 
     /// Ends step N and begins step N + 1 (the first step, 0, begins at start): marks the
     /// steps in the trace (a `ProfilerStep#N` scope on this thread while the session records)
-    /// and, for a scheduled session ([`Config::schedule`]), starts and stops recording as the
-    /// schedule says, handing each window of active steps to [`Config::on_trace_ready`] as it
+    /// and, for a scheduled session ([`ProfilerBuilder::schedule`]), starts and stops recording as the
+    /// schedule says, handing each window of active steps to [`ProfilerBuilder::on_trace_ready`] as it
     /// ends. Returns what that callback returned, or why a streaming session's file could
     /// not be opened when recording started again (the window then keeps a bounded amount
-    /// in memory, as at [`Config::start`]). Call it from
+    /// in memory, as at [`ProfilerBuilder::start`]). Call it from
     /// one thread.
     pub fn step(&self) -> std::io::Result<()> {
         self.close_step_scope();
@@ -1031,7 +1038,7 @@ impl Profiler {
         }
     }
 
-    /// Hands the window just stopped, of `steps`, to [`Config::on_trace_ready`].
+    /// Hands the window just stopped, of `steps`, to [`ProfilerBuilder::on_trace_ready`].
     fn hand(&self, steps: std::ops::Range<u64>) -> std::io::Result<()> {
         let index = {
             let mut state = self.inner.state();
@@ -1115,14 +1122,14 @@ impl Profiler {
         state.stopped = Some(stopped);
     }
 
-    /// What a streaming session ([`Config::stream_to`]) has written so far (while it runs)
+    /// What a streaming session ([`ProfilerBuilder::stream_to`]) has written so far (while it runs)
     /// or in its last window (once stopped): bytes, chunks and records written, events
     /// dropped and time waited for a slow disk. `None` for a session that does not stream.
     ///
     /// A stream that failed has its [`StreamStats::error`] and, in
     /// [`StreamStats::records_lost`], the records lost to it (in neither the file nor
     /// memory): when the file could not be opened, nothing written and the records the
-    /// in-memory window overwrote (see [`Config::start`]); when a write failed or the file
+    /// in-memory window overwrote (see [`ProfilerBuilder::start`]); when a write failed or the file
     /// was deleted or moved mid-session, those the file did not get (everything, for a file
     /// deleted).
     pub fn stream_stats(&self) -> Option<StreamStats> {
@@ -1191,10 +1198,9 @@ impl Profiler {
         }
     }
 
-    /// The flight recorder's retained window ([`Config::flight_recorder`]) as it is now, the
-    /// session going on recording: [`Profiler::trace`] under the name a flight recorder's
-    /// users look for (any running session gives its window so far the same way). Build a
-    /// [`Report`] of it with [`Report::new`], or use [`Profiler::report`].
+    /// The old name of [`Profiler::trace`], which gives a running session's window so far
+    /// (a flight recorder's retained window as it is now) as well as a stopped one's.
+    #[deprecated(since = "0.1.0", note = "use Profiler::trace, the same trace")]
     pub fn snapshot(&self) -> Arc<Trace> {
         self.trace()
     }
@@ -1424,7 +1430,7 @@ fn calibration_round() -> Option<(u64, u64)> {
     const SCOPES: usize = 4096;
     static CALLSITE: crate::Callsite =
         crate::record::callsite::Callsite::new("tickscope::calibrate", file!(), line!(), "");
-    let session = Config::new()
+    let session = ProfilerBuilder::new()
         .current_thread()
         .compensate_overhead(false)
         .start();
@@ -1475,7 +1481,7 @@ fn calibration_round() -> Option<(u64, u64)> {
 }
 
 /// Flight recorders that write their window when a thread panics
-/// ([`Config::flight_recorder_dump_on_panic`]).
+/// ([`ProfilerBuilder::flight_recorder_dump_on_panic`]).
 mod dump {
     use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex, Once, Weak};

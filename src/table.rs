@@ -1336,7 +1336,7 @@ fn line(f: &mut dyn fmt::Write, cells: &[String], widths: &[usize], left: usize)
 }
 
 /// An integer as it is; a float as [`format_float`] writes it.
-pub fn format_number(n: Number) -> String {
+pub(crate) fn format_number(n: Number) -> String {
     match n {
         Number::Int(v) => v.to_string(),
         Number::Float(v) => format_float(v),
@@ -1344,7 +1344,7 @@ pub fn format_number(n: Number) -> String {
 }
 
 /// A float with at most 3 decimals, trailing zeros cut (`2.5`, `3`, `0.333`).
-pub fn format_float(v: f64) -> String {
+pub(crate) fn format_float(v: f64) -> String {
     let text = format!("{v:.3}");
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_owned()
@@ -1372,12 +1372,13 @@ fn plural(n: u64) -> &'static str {
 }
 
 /// Formats a duration with a unit that keeps 3 to 4 significant digits.
+#[doc(hidden)] // the command line's; not public API
 pub fn format_ns(ns: u64) -> String {
     crate::record::clock::format_ns(ns)
 }
 
 /// Formats a byte count: exact below 1 KiB, else with a binary unit and 3 to 4 digits.
-pub fn format_bytes(bytes: u64) -> String {
+pub(crate) fn format_bytes(bytes: u64) -> String {
     const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
@@ -1524,6 +1525,7 @@ impl FromStr for Unit {
 /// `rows` under `headers` as a GitHub-flavoured Markdown table: the first `left` columns
 /// aligned left, the others right; cells shortened as in the text table ([`MAX_CELL_CHARS`],
 /// control characters escaped), `|` and `\` escaped.
+#[doc(hidden)] // the command line's; not public API
 pub fn markdown_grid(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
     // Shortened and with control characters escaped, as in the text table.
     let cell = |c: &str| {
@@ -1554,6 +1556,7 @@ pub fn markdown_grid(headers: &[&str], rows: &[Vec<String>], left: usize) -> Str
 
 /// One CSV record (RFC 4180): fields with a comma, a quote or a line break quoted, quotes
 /// doubled; ended by `\n`.
+#[doc(hidden)] // the command line's; not public API
 pub fn csv_record<S: AsRef<str>>(fields: &[S]) -> String {
     let mut out = String::new();
     for (i, field) in fields.iter().enumerate() {
@@ -1574,7 +1577,7 @@ pub fn csv_record<S: AsRef<str>>(fields: &[S]) -> String {
 }
 
 /// `s` as a JSON string, quotes included.
-pub fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -1743,7 +1746,7 @@ mod tests {
                     .filter(|s| {
                         s.kind
                             == SpanKind::Poll {
-                                task: Some(r as u32),
+                                async_span: Some(r as u32),
                             }
                     })
                     .count();

@@ -1,7 +1,7 @@
 //! Threads that join the sessions of the thread that spawns them: [`spawn`], [`Builder`] and
 //! [`scope`] with the signatures of `std::thread`'s, for code that spawns its own workers.
 //!
-//! A session limited to the current thread ([`Config::current_thread`](crate::Config::current_thread),
+//! A session limited to the current thread ([`ProfilerBuilder::current_thread`](crate::ProfilerBuilder::current_thread),
 //! the one to use in a `#[test]`) sees only the threads that join it. Threads spawned by the
 //! code under test join it when that code spawns them through this module instead of
 //! `std::thread`: each new thread joins every running session of its parent (those started or

@@ -7,13 +7,14 @@ use std::task::Poll;
 
 mod common;
 
-use tickscope::trace::{MemoryKind, MemoryStats};
+use tickscope::trace::MemoryKind;
 use tickscope::{Profiler, TrackingAlloc, profile, scope};
 
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
 #[path = "common/memory.rs"]
+#[macro_use]
 mod memory;
 use memory::stats;
 
@@ -77,7 +78,7 @@ fn nested_scopes_split_self_and_total() {
     let inner = stats(&prof, "inner");
     assert_eq!(
         inner,
-        MemoryStats {
+        memory_stats! {
             allocs: 2,
             alloc_bytes: 250,
             frees: 2,
@@ -91,7 +92,7 @@ fn nested_scopes_split_self_and_total() {
     );
     assert_eq!(
         outer,
-        MemoryStats {
+        memory_stats! {
             allocs: 3,
             alloc_bytes: 350,
             frees: 3,
@@ -215,7 +216,7 @@ fn a_failed_realloc_changes_no_count() {
     let grow = stats(&prof, "try_grow");
     assert_eq!(
         grow,
-        MemoryStats {
+        memory_stats! {
             allocs: 1,
             alloc_bytes: 16,
             frees: 0,

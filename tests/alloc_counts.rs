@@ -8,13 +8,13 @@ use std::task::Poll;
 
 mod common;
 
-use tickscope::trace::MemoryStats;
 use tickscope::{Capture, MemoryMode, Profiler, TrackingAlloc, profile, scope};
 
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
 #[path = "common/memory.rs"]
+#[macro_use]
 mod memory;
 use memory::{session, stats};
 
@@ -59,7 +59,7 @@ fn counts_give_the_timeline_figures_without_events() {
     // at most 200 + 450 live.
     assert_eq!(
         inner,
-        MemoryStats {
+        memory_stats! {
             allocs: 3,
             alloc_bytes: 700,
             frees: 3,
@@ -74,7 +74,7 @@ fn counts_give_the_timeline_figures_without_events() {
     // outer: its own 100 and 30 allocated, 100 freed; at most 100 + 650 above its entry.
     assert_eq!(
         outer,
-        MemoryStats {
+        memory_stats! {
             allocs: 5,
             alloc_bytes: 830,
             frees: 4,

@@ -86,7 +86,7 @@ fn the_profilers_own_allocations_inside_counting_are_left_out() {
     {
         let _g = scope!("around_snapshot");
         let a = black_box(Vec::<u8>::with_capacity(100));
-        snapshot = prof.snapshot();
+        snapshot = prof.trace();
         let b = black_box(Vec::<u8>::with_capacity(50));
         drop((a, b));
     }
@@ -106,7 +106,7 @@ fn counts_and_timeline_agree_around_the_profilers_own_work() {
         let kept = {
             let _outer = scope!("outer");
             let mut v = black_box(Vec::<u8>::with_capacity(10));
-            let snapshot = prof.snapshot();
+            let snapshot = prof.trace();
             v.reserve_exact(90);
             let w = black_box(Vec::<u8>::with_capacity(7));
             drop(v);

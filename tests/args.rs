@@ -150,7 +150,7 @@ fn chrome_slices_carry_the_arguments() {
     assert_eq!(used["args"]["size"], 7);
     assert_eq!(used["args"]["name"], "w\"x");
     assert_eq!(used["args"]["Sequence number"], u64::from(link.seq()));
-    assert_eq!(prof.trace().links.len(), 1);
+    assert_eq!(prof.trace().flows.len(), 1);
 }
 
 #[test]
@@ -201,7 +201,7 @@ fn names_made_at_run_time_take_arguments_and_links() {
     assert_eq!(args(&prof, 4), [("n", Value::U64(7))]);
     let trace = prof.trace();
     let followers: Vec<&str> = trace
-        .links
+        .flows
         .iter()
         .map(|l| trace.span(l.follower).1.name())
         .collect();

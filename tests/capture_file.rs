@@ -11,15 +11,15 @@ use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tickscope::__private::{RawEvent, RawKind};
-use tickscope::capture::format::{
+use tickscope::__private::format::{
     CALLSITES, CLOCK, CLOCK_IDENTITY, EVENT_CHUNK, FOOTER_MEMORY, NO_STRING, SESSION_FOOTER,
     SESSION_HEADER, STRINGS, THREADS,
 };
+use tickscope::__private::{RawEvent, RawKind};
 use tickscope::export::{Format, chrome, folded, kineto};
 use tickscope::report::Report;
 use tickscope::table::Table;
-use tickscope::trace::{Salvage, Trace};
+use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, profile, scope};
 
 // ---------------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ fn a_session_read_back_from_its_file_decodes_as_the_live_one() {
     // The session has what it should, so the comparison means something.
     assert_eq!(file.threads.len(), 2);
     assert_eq!(file.async_spans.len(), 2);
-    assert_eq!(file.links.len(), 1);
+    assert_eq!(file.flows.len(), 1);
     let report = Report::new(&file);
     assert_eq!(report.get("step").unwrap().calls, 3);
     assert_eq!(report.get("dynamic 7").unwrap().calls, 1);
@@ -791,14 +791,15 @@ fn a_scope_cut_open_ends_at_its_own_threads_last_record() {
         ]
     );
     assert_eq!(trace.thread_count(), 2);
+    let salvage = &trace.salvage;
     assert_eq!(
-        trace.salvage,
-        Salvage {
-            sessions: 1,
-            lost_bytes: 16,
-            open_scopes: 1,
-            threads_without_records: 1,
-        }
+        (
+            salvage.sessions,
+            salvage.lost_bytes,
+            salvage.open_scopes,
+            salvage.threads_without_records,
+        ),
+        (1, 16, 1, 1)
     );
     // The table (summed from the records, or of the decoded trace) says so.
     let footer = "3 scopes, 0 dropped events\nTotal % and Self %: of ";
@@ -1391,7 +1392,7 @@ fn mutated_hand_made_files_never_panic() {
         assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
         let trace = capture.decode();
         assert_eq!(trace.threads.len(), 2);
-        assert_eq!(trace.links.len(), 1);
+        assert_eq!(trace.flows.len(), 1);
         assert_eq!(trace.async_spans.len(), 1);
         assert!(trace.memory.is_some());
     }
@@ -1549,8 +1550,8 @@ fn a_link_at_the_end_of_time_exports_without_overflow() {
     let capture = one(&parts.bytes());
     assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
     let trace = capture.decode();
-    assert_eq!(trace.links.len(), 1);
-    assert_eq!(trace.links[0].origin_ns, Some(MAX - 1));
+    assert_eq!(trace.flows.len(), 1);
+    assert_eq!(trace.flows[0].origin_ns, Some(MAX - 1));
     let kineto = &other_exports(&trace)[0];
     let kineto = String::from_utf8_lossy(kineto);
     assert!(kineto.contains("\"ph\":\"s\""), "{kineto}");

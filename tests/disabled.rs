@@ -3,11 +3,11 @@
 //! `cargo test --no-default-features --test disabled`
 #![cfg(not(feature = "enabled"))]
 
-use tickscope::{Config, Profiler, profile, scope};
+use tickscope::{Profiler, ProfilerBuilder, profile, scope};
 
 /// A session's config, the mock clock installed first: every test of this file uses it (the
 /// clock is the process's, chosen before the first session).
-fn config() -> Config {
+fn config() -> ProfilerBuilder {
     tickscope::clock::use_mock_clock().expect("the mock clock, installed first");
     Profiler::builder().current_thread()
 }

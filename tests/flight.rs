@@ -1,4 +1,4 @@
-//! The flight recorder (`Config::flight_recorder`): the exact window it retains, scopes cut at
+//! The flight recorder (`ProfilerBuilder::flight_recorder`): the exact window it retains, scopes cut at
 //! its start, the events it overwrote, its memory bound, snapshots while recording, and the
 //! dump on panic (in a child process).
 //!
@@ -115,7 +115,7 @@ fn the_window_is_the_latest_chunks_and_scopes_cut_at_its_start_are_marked() {
     recorded.wait();
     // While recording: the window so far, scopes still open closed at the snapshot.
     let now = m.value();
-    let snapshot = prof.snapshot();
+    let snapshot = prof.trace();
     assert_eq!(snapshot.overwritten_events, CHUNK_EVENTS as u64);
     let got = spans(&snapshot);
     // `outer`, the cut inner scope 2047, and inner scopes 2048..5000.
@@ -281,7 +281,7 @@ fn memory_stays_within_the_bound() {
     });
     let during = worker.join().unwrap();
     assert_eq!(during, live);
-    let trace = prof.snapshot();
+    let trace = prof.trace();
     // 2 000 000 records; the last 16 chunks kept: 15 full ones and the 1152 records after.
     let kept = 15 * CHUNK_EVENTS + 2_000_000 % CHUNK_EVENTS;
     assert_eq!(spans(&trace).len(), kept / 2);
@@ -313,7 +313,7 @@ fn threads_and_snapshots_together() {
         .collect();
     let mut snapshots = 0;
     while workers.iter().any(|w| !w.is_finished()) || snapshots < 3 {
-        let trace = prof.snapshot();
+        let trace = prof.trace();
         for thread in &trace.threads {
             check_nesting(&thread.spans);
         }
@@ -464,7 +464,7 @@ fn resident_memory_stays_within_the_bound() {
             round + 1
         );
     }
-    let trace = prof.snapshot();
+    let trace = prof.trace();
     assert_eq!(trace.overwritten_events + trace.event_count, 200_000_000);
     prof.stop();
     println!(
@@ -544,7 +544,7 @@ fn ten_chunks_through_four(read_after: Option<usize>) -> (Arc<Trace>, usize, (u6
         None => 0,
     };
     worker.join().unwrap();
-    let trace = prof.snapshot();
+    let trace = prof.trace();
     let reads = tickscope::__private::flight_reads().expect("the recorder runs");
     prof.stop();
     // The window, the same whoever read the recycled chunks.
@@ -631,13 +631,13 @@ fn reading_the_retained_chunks_ahead_leaves_the_window_alone() {
         })
     };
     recorded.wait();
-    let before = prof.snapshot();
+    let before = prof.trace();
     // Chunks 0..=6 were read late; 7, 8 and 9 are complete and pending; 10 is the tail.
     assert_eq!(tickscope::__private::flight_reads(), Some((0, 7)));
     assert_eq!(tickscope::__private::flight_read_pending(), 3);
     assert_eq!(tickscope::__private::flight_read_pending(), 0);
     assert_eq!(tickscope::__private::flight_reads(), Some((3, 7)));
-    let after = prof.snapshot();
+    let after = prof.trace();
     let shapes = |t: &Trace| spans(t).iter().map(shape).collect::<Vec<_>>();
     assert_eq!(shapes(&after), shapes(&before));
     assert_eq!(after.overwritten_events, before.overwritten_events);
@@ -698,7 +698,7 @@ fn two_threads_recycle_each_others_chunks_exactly() {
         turn(0);
         turn(1);
     }
-    let trace = prof.snapshot();
+    let trace = prof.trace();
     assert_eq!(tickscope::__private::flight_reads(), Some((2, 2)));
     for t in &turns {
         t.send(false).unwrap();
@@ -760,14 +760,14 @@ fn readers_snapshots_and_recycling_race() {
     let mut snapshots = 0;
     while recorded.load(Ordering::Acquire) < THREADS || snapshots < 3 {
         tickscope::__private::flight_read_pending();
-        let trace = prof.snapshot();
+        let trace = prof.trace();
         for thread in &trace.threads {
             check_nesting(&thread.spans);
         }
         snapshots += 1;
     }
     // Every thread has recorded everything and waits: the window stands still.
-    let trace = prof.snapshot();
+    let trace = prof.trace();
     let cut: u64 = trace
         .threads
         .iter()
@@ -1037,8 +1037,8 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
             .spans
             .iter()
             .filter_map(|s| match s.kind {
-                tickscope::trace::SpanKind::Poll { task } => Some((s.start_ns, task)),
-                tickscope::trace::SpanKind::Scope => None,
+                tickscope::trace::SpanKind::Poll { async_span: task } => Some((s.start_ns, task)),
+                _ => None,
             })
             .collect()
     };

@@ -1,4 +1,4 @@
-//! A flight recorder (`Config::flight_recorder`) under a tokio runtime of two workers, on the
+//! A flight recorder (`ProfilerBuilder::flight_recorder`) under a tokio runtime of two workers, on the
 //! real clock: `#[profile] async fn` calls whose polls move between the workers, many more
 //! than the window holds. However the threads' retained records interleave, no call that
 //! finished is open at stop, none is longer than the window, and every poll slice in the
@@ -83,7 +83,7 @@ fn window(bytes: usize, calls: usize) -> usize {
     let mut slices = vec![0u32; calls.len()];
     for thread in &trace.threads {
         for span in &thread.spans {
-            if let SpanKind::Poll { task } = span.kind {
+            if let SpanKind::Poll { async_span: task } = span.kind {
                 match task {
                     Some(call) => {
                         assert!(span.start_ns >= window);
@@ -129,7 +129,9 @@ fn window(bytes: usize, calls: usize) -> usize {
     let mut threads: Vec<Option<u64>> = calls.iter().map(|c| Some(c.thread)).collect();
     for thread in &trace.threads {
         for span in &thread.spans {
-            if let SpanKind::Poll { task: Some(call) } = span.kind
+            if let SpanKind::Poll {
+                async_span: Some(call),
+            } = span.kind
                 && threads[call as usize] != Some(thread.id)
             {
                 threads[call as usize] = None;

@@ -46,8 +46,8 @@ fn followers_match_their_own_link_exactly() {
     });
     prof.stop();
     let trace = prof.trace();
-    assert_eq!(trace.links.len(), 5);
-    for (k, link) in trace.links.iter().enumerate() {
+    assert_eq!(trace.flows.len(), 5);
+    for (k, link) in trace.flows.iter().enumerate() {
         let origin = link.origin.expect("matched");
         assert_eq!(
             (name(&trace, origin), name(&trace, link.follower)),
@@ -77,8 +77,8 @@ fn links_match_after_the_origin_thread_has_exited() {
     }
     prof.stop();
     let trace = prof.trace();
-    assert_eq!(trace.links.len(), 1);
-    let record = &trace.links[0];
+    assert_eq!(trace.flows.len(), 1);
+    let record = &trace.flows[0];
     assert_eq!(record.origin_thread, origin_thread);
     let origin = record.origin.expect("matched");
     assert_eq!(name(&trace, origin), "origin");
@@ -109,7 +109,7 @@ fn links_outside_scopes_windows_and_sessions() {
     prof.stop();
     let trace = prof.trace();
     let got: Vec<_> = trace
-        .links
+        .flows
         .iter()
         .map(|l| {
             (
@@ -153,11 +153,11 @@ fn the_report_splits_a_scope_by_origin() {
     prof.stop();
     let trace = prof.trace();
     let report = Report::by_origin(&trace);
-    let calls = |origin| report.get_caused_by("handle", origin).map(|r| r.calls);
+    let calls = |origin| report.get_by_origin("handle", origin).map(|r| r.calls);
     assert_eq!(calls(Some("from_a")), Some(3));
     assert_eq!(calls(Some("from_b")), Some(2));
     assert_eq!(calls(None), Some(1));
-    assert_eq!(report.get_caused_by("from_a", None).unwrap().calls, 3);
+    assert_eq!(report.get_by_origin("from_a", None).unwrap().calls, 3);
     // The plain report keeps one row per name.
     assert_eq!(prof.report().get("handle").unwrap().calls, 6);
     let table = prof.table().by_origin(true).to_string();

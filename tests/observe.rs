@@ -65,7 +65,7 @@ fn every_kind_of_scope_is_observed_with_its_data() {
     assert_eq!(args, &[("n", Value::U64(5)), ("s", Value::Str("x".into()))]);
     // Observing changes nothing in what the session recorded.
     assert_eq!(prof.report().get("obs_args").unwrap().calls, 1);
-    assert_eq!(prof.trace().links.len(), 1);
+    assert_eq!(prof.trace().flows.len(), 1);
 }
 
 #[test]

@@ -16,17 +16,27 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{YieldOnce, poll_once};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::Event;
 use prost::Message;
-use tickscope::export::otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use tickscope::export::otlp::opentelemetry_proto::tonic::common::v1::KeyValue;
-use tickscope::export::otlp::opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
-use tickscope::export::otlp::opentelemetry_proto::tonic::trace::v1::Span;
-use tickscope::export::otlp::opentelemetry_proto::tonic::trace::v1::span::Event;
 use tickscope::export::otlp::{
     EVENTS_SPAN_NAME, Endpoint, Options, Otlp, PushErrorKind, PushOptions, Stats,
 };
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, TrackingAlloc, counter, instant, profile, scope};
+
+/// A [`Stats`] with these counts and 0 for the others (the struct is `#[non_exhaustive]`:
+/// built from its default, field by field).
+macro_rules! stats {
+    ($($field:ident: $value:expr),* $(,)?) => {{
+        let mut stats = Stats::default();
+        $(stats.$field = $value;)*
+        stats
+    }};
+}
 
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
@@ -128,7 +138,7 @@ fn scopes_map_to_spans_exactly() {
     let otlp = Otlp::new(&trace, &Options::new().service_name("svc"));
     assert_eq!(
         otlp.stats(),
-        Stats {
+        stats! {
             sent: 5,
             folded: 0,
             sampled_out: 0,
@@ -220,7 +230,7 @@ fn scopes_map_to_spans_exactly() {
         int(main, "code.lineno"),
         Some(i64::from(trace.threads[0].spans[0].callsite.line()))
     );
-    assert_eq!(attr(main, "tickscope.cut_at_stop"), None);
+    assert_eq!(attr(main, "tickscope.open_at_stop"), None);
     assert_eq!(attr(main, "tickscope.folded.count"), None);
     // Memory tracking is off: no allocation attributes.
     assert_eq!(attr(main, "tickscope.alloc.bytes"), None);
@@ -279,7 +289,7 @@ fn roots_are_sampled_and_counted() {
     // Roots 1, 3 and 5 kept with their leaf; 2 and 4 out with theirs.
     assert_eq!(
         otlp.stats(),
-        Stats {
+        stats! {
             sent: 6,
             folded: 0,
             sampled_out: 4,
@@ -305,7 +315,7 @@ fn roots_are_sampled_and_counted() {
 }
 
 #[test]
-fn links_arguments_memory_and_the_cut_at_stop_mark() {
+fn links_arguments_memory_and_the_open_at_stop_mark() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = mock();
     let prof = Profiler::builder()
@@ -339,7 +349,7 @@ fn links_arguments_memory_and_the_cut_at_stop_mark() {
     assert_eq!(follower.links[0].trace_id, origin.trace_id);
     assert_eq!(
         int(&follower.links[0].attributes, "tickscope.link.seq"),
-        Some(i64::from(trace.links[0].seq))
+        Some(i64::from(trace.flows[0].seq))
     );
     // Memory: the follower allocated 100 bytes once.
     assert_eq!(
@@ -350,12 +360,12 @@ fn links_arguments_memory_and_the_cut_at_stop_mark() {
     assert_eq!(int(&origin.attributes, "tickscope.alloc.bytes"), Some(0));
     // Open at stop: closed at the stop, marked.
     assert_eq!(
-        attr(&open.attributes, "tickscope.cut_at_stop"),
+        attr(&open.attributes, "tickscope.open_at_stop"),
         Some(&Any::BoolValue(true))
     );
     assert_eq!(open.end_time_unix_nano, trace.end_ns);
     assert_eq!(open.end_time_unix_nano - open.start_time_unix_nano, 4);
-    assert_eq!(attr(&follower.attributes, "tickscope.cut_at_stop"), None);
+    assert_eq!(attr(&follower.attributes, "tickscope.open_at_stop"), None);
 }
 
 #[profile]
@@ -533,7 +543,7 @@ fn instants_and_counter_samples_are_span_events_on_the_innermost_open_span() {
     let otlp = Otlp::new(&trace, &Options::new());
     assert_eq!(
         otlp.stats(),
-        Stats {
+        stats! {
             sent: 2,
             folded: 0,
             sampled_out: 0,
@@ -774,7 +784,7 @@ fn our_encoder_writes_the_bytes_prost_writes_for_the_reference_messages() {
         (stats.sent, stats.links, stats.events, stats.event_spans),
         (3 * 16, 3, 3 * 6, 3)
     );
-    assert_eq!(trace.links.len(), 3);
+    assert_eq!(trace.flows.len(), 3);
     let size = one.requests().map(|r| r.encoded_len()).max().unwrap();
     let cases = [
         Options::new().service_name("svc"),
@@ -821,7 +831,7 @@ fn our_encoder_writes_the_bytes_prost_writes_for_the_reference_messages() {
     assert!(spans.iter().any(|s| s.name == "fetch_more poll"));
     let open = spans.iter().find(|s| s.name == "open").unwrap();
     assert_eq!(
-        attr(&open.attributes, "tickscope.cut_at_stop"),
+        attr(&open.attributes, "tickscope.open_at_stop"),
         Some(&Any::BoolValue(true))
     );
 }

@@ -683,7 +683,7 @@ fn link_arguments_and_the_open_at_stop_mark_are_annotations() {
         let seq = |n: u64| ("Sequence number".to_owned(), Arg::U(n));
         let fwd = ("Fwd thread id".to_owned(), Arg::U(origin_thread));
         let links = trace
-            .links
+            .flows
             .iter()
             .map(|l| u64::from(l.seq))
             .collect::<Vec<_>>();

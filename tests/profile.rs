@@ -380,7 +380,7 @@ fn async_calls_on_a_multi_thread_runtime() {
     let mut polls = vec![0u32; trace.async_spans.len()];
     let mut moved = 0;
     for (thread, span) in trace.spans() {
-        if let SpanKind::Poll { task } = span.kind {
+        if let SpanKind::Poll { async_span: task } = span.kind {
             let task = task.expect("poll matched to its call") as usize;
             assert_eq!(trace.async_spans[task].name(), span.name());
             polls[task] += 1;
@@ -394,7 +394,12 @@ fn async_calls_on_a_multi_thread_runtime() {
                 .unwrap()
                 .spans[span.parent.expect("nested in a poll") as usize];
             assert_eq!(parent.name(), "fetch");
-            assert!(matches!(parent.kind, SpanKind::Poll { task: Some(_) }));
+            assert!(matches!(
+                parent.kind,
+                SpanKind::Poll {
+                    async_span: Some(_)
+                }
+            ));
         }
     }
     for (task, call) in trace.async_spans.iter().enumerate() {

@@ -101,10 +101,20 @@ fn a_call_polled_on_two_threads_counts_once_with_its_wall_time() {
     assert!(!call.open_at_stop);
     // One poll slice on each thread; `check` nests in the second.
     assert_eq!(first.spans.len(), 1);
-    assert_eq!(first.spans[0].kind, SpanKind::Poll { task: Some(0) });
+    assert_eq!(
+        first.spans[0].kind,
+        SpanKind::Poll {
+            async_span: Some(0)
+        }
+    );
     assert_eq!(first.spans[0].duration_ns(), 10);
     assert_eq!(second.spans.len(), 2);
-    assert_eq!(second.spans[0].kind, SpanKind::Poll { task: Some(0) });
+    assert_eq!(
+        second.spans[0].kind,
+        SpanKind::Poll {
+            async_span: Some(0)
+        }
+    );
     assert_eq!(second.spans[0].duration_ns(), 10);
     assert_eq!(second.spans[1].name(), "check");
     assert_eq!(
@@ -208,7 +218,7 @@ fn calls_begun_before_the_session_are_left_out_of_the_table() {
     // The poll is in the trace, unmatched; the call is not counted.
     assert!(trace.async_spans.is_empty());
     let spans = &trace.threads[0].spans;
-    assert_eq!(spans[0].kind, SpanKind::Poll { task: None });
+    assert_eq!(spans[0].kind, SpanKind::Poll { async_span: None });
     assert_eq!(spans[0].duration_ns(), 10);
     let report = prof.report();
     assert!(report.get("step").is_none());

@@ -1,4 +1,4 @@
-//! Reserved memory (`Config::reserve_memory`): chunks prepared before the session starts,
+//! Reserved memory (`ProfilerBuilder::reserve_memory`): chunks prepared before the session starts,
 //! taken by its threads instead of fresh ones, and given back at stop.
 //!
 //! Counts are exact: in this process nothing else takes chunks, and a thread served from the

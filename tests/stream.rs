@@ -1,4 +1,4 @@
-//! Streaming sessions (`Config::stream_to`): the file holds every record, memory stays within
+//! Streaming sessions (`ProfilerBuilder::stream_to`): the file holds every record, memory stays within
 //! the pool however much is recorded, a slow disk blocks or drops with exact counts, and a
 //! process that panics or is killed leaves a file that reads up to its last write.
 //!

@@ -134,7 +134,9 @@ fn fields_and_recorded_values_are_arguments() {
     let slices = &trace.threads[0].spans;
     assert_eq!(call.start_ns, slices[0].start_ns);
     assert!(call.end_ns >= slices[1].end_ns);
-    let poll = SpanKind::Poll { task: Some(0) };
+    let poll = SpanKind::Poll {
+        async_span: Some(0),
+    };
     assert!(slices.iter().all(|s| s.kind == poll));
     let report = prof.report();
     let row = report.get("load").unwrap();
@@ -236,14 +238,14 @@ fn follows_from_is_a_link_with_a_flow() {
     prof.stop();
 
     let trace = prof.trace();
-    assert_eq!(trace.links.len(), 1);
-    let flow = &trace.links[0];
+    assert_eq!(trace.flows.len(), 1);
+    let flow = &trace.flows[0];
     assert_eq!(trace.span(flow.follower).1.name(), "consume");
     assert_eq!(trace.span(flow.origin.unwrap()).1.name(), "produce");
     let report = tickscope::report::Report::by_origin(&trace);
     assert_eq!(
         report
-            .get_caused_by("consume", Some("produce"))
+            .get_by_origin("consume", Some("produce"))
             .unwrap()
             .calls,
         1
@@ -307,7 +309,12 @@ fn instrumented_async_fns_under_tokio_multi_thread() {
             .threads
             .iter()
             .flat_map(|t| &t.spans)
-            .all(|s| matches!(s.kind, SpanKind::Poll { task: Some(_) }))
+            .all(|s| matches!(
+                s.kind,
+                SpanKind::Poll {
+                    async_span: Some(_)
+                }
+            ))
     );
     // The arguments of `#[instrument]`: the leaf's `i`.
     let mut is: Vec<String> = trace
@@ -410,8 +417,8 @@ fn follows_from_a_plain_span_created_here_is_seen_by_its_enter_here() {
     );
     // A span that follows from another is a plain scope at every enter, each with its flow.
     assert!(trace.async_spans.is_empty());
-    assert_eq!(trace.links.len(), 2);
-    assert!(trace.links.iter().all(|l| {
+    assert_eq!(trace.flows.len(), 2);
+    assert!(trace.flows.iter().all(|l| {
         trace.span(l.follower).1.name() == "consume here"
             && trace.span(l.origin.unwrap()).1.name() == "produce here"
     }));
@@ -492,7 +499,9 @@ fn a_span_entered_on_two_threads_is_one_async_call() {
     let kinds = |t: &tickscope::trace::ThreadTrace| -> Vec<SpanKind> {
         t.spans.iter().map(|s| s.kind).collect()
     };
-    let poll = SpanKind::Poll { task: Some(0) };
+    let poll = SpanKind::Poll {
+        async_span: Some(0),
+    };
     assert_eq!(kinds(main), [poll, SpanKind::Scope]);
     assert_eq!(kinds(there), [poll, poll]);
     assert_eq!(call.start_ns, main.spans[0].start_ns);
@@ -637,7 +646,7 @@ fn snapshot_while_spans_are_open_and_the_streamed_table() {
     span.in_scope(|| {});
     span.in_scope(|| {});
     let open = tracing::info_span!("snap_open").entered();
-    let snap = prof.snapshot();
+    let snap = prof.trace();
     assert_eq!(snap.async_spans.len(), 1);
     drop(open);
     drop(span);
@@ -915,7 +924,9 @@ fn a_span_back_from_another_thread_and_closed_where_it_was_made() {
         )
     );
     let kinds: Vec<SpanKind> = trace.threads[main].spans.iter().map(|s| s.kind).collect();
-    let poll = SpanKind::Poll { task: Some(0) };
+    let poll = SpanKind::Poll {
+        async_span: Some(0),
+    };
     assert_eq!(kinds, [poll, poll, SpanKind::Scope]);
     assert_eq!(prof.report().get("round_trip").unwrap().calls, 2);
 }
@@ -961,11 +972,11 @@ fn a_batch_follows_from_requests_entered_on_other_threads() {
     prof.stop();
 
     let check = |trace: &Trace| {
-        assert_eq!(trace.links.len(), 100);
-        let batch = trace.links[0].follower;
+        assert_eq!(trace.flows.len(), 100);
+        let batch = trace.flows[0].follower;
         assert_eq!(trace.span(batch).1.name(), "batch");
         let mut seen: Vec<u64> = Vec::new();
-        for flow in &trace.links {
+        for flow in &trace.flows {
             assert_eq!((flow.follower, flow.seq), (batch, 0));
             let origin = flow.origin.expect("a request");
             let (thread, span) = trace.span(origin);
@@ -980,7 +991,7 @@ fn a_batch_follows_from_requests_entered_on_other_threads() {
         seen.sort_unstable();
         assert_eq!(seen, (0..100).collect::<Vec<u64>>());
         let report = tickscope::report::Report::by_origin(trace);
-        let row = report.get_caused_by("batch", Some("request")).unwrap();
+        let row = report.get_by_origin("batch", Some("request")).unwrap();
         assert_eq!(row.calls, 1);
 
         // A flow arrow from each request to the batch.

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickscope::{Config, Profiler, scope};
+use tickscope::{Profiler, ProfilerBuilder, scope};
 
 /// Iterations per session window: each restart recycles the chunks of the last one.
 const BATCH: u64 = 32 * 1024;
@@ -13,7 +13,7 @@ const BATCH: u64 = 32 * 1024;
 /// Times `iters` runs of `body` inside a session made from `config`, restarted every `BATCH`
 /// iterations outside the timed part, so that the figure is the steady state, not page
 /// faults or post-processing.
-pub fn in_sessions(config: Config, iters: u64, body: impl Fn()) -> Duration {
+pub fn in_sessions(config: ProfilerBuilder, iters: u64, body: impl Fn()) -> Duration {
     let prof = config.start();
     prof.stop();
     let mut total = Duration::ZERO;

@@ -2,13 +2,13 @@
 //! [`Profiler::write_capture`](tickscope::Profiler::write_capture).
 //!
 //! ```text
-//! tickscope table run.tsc --sort self --limit 20     the table Profiler::table() prints
-//! tickscope convert run.tsc -o run.json.gz           Chrome/Kineto JSON, folded stacks, SVG
-//! tickscope convert a.tsc b.tsc -o both.json         several processes on one timeline
-//! tickscope info run.tsc                             what the file holds
-//! tickscope merge a.tsc b.tsc -o both.tsc            validated concatenation
-//! tickscope diff base.tsc new.tsc --format markdown  per-call verdicts; exit 1 on a regression
-//! tickscope push a.tsc b.tsc --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
+//! tickscope table run.tscope --sort self --limit 20        the table Profiler::table() prints
+//! tickscope convert run.tscope -o run.json.gz              Chrome/Kineto JSON, folded stacks, SVG
+//! tickscope convert a.tscope b.tscope -o both.json         several processes on one timeline
+//! tickscope info run.tscope                                what the file holds
+//! tickscope merge a.tscope b.tscope -o both.tscope         validated concatenation
+//! tickscope diff base.tscope new.tscope --format markdown  per-call verdicts; exit 1 on a regression
+//! tickscope push a.tscope b.tscope --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
@@ -74,7 +74,7 @@ impl Failure {
 }
 
 /// True when `message` names the file `name`: as a word of its own (not inside another word
-/// or path) that is quoted, ends the message or is followed by `:` (`cannot read a.tsc: …`),
+/// or path) that is quoted, ends the message or is followed by `:` (`cannot read a.tscope: …`),
 /// so that a file named like a word of the message (`input`) is still named.
 fn mentions(message: &str, name: &str) -> bool {
     let before = |c: Option<char>| c.is_none_or(|c| c.is_whitespace() || "'\"`([{<".contains(c));
@@ -121,10 +121,10 @@ mod tests {
     #[test]
     fn names_the_file_once() {
         assert!(mentions("cannot write out.json: denied", "out.json"));
-        assert!(mentions("`a.tsc` at byte 3: bad", "a.tsc"));
-        assert!(mentions("a.tsc", "a.tsc"));
+        assert!(mentions("`a.tscope` at byte 3: bad", "a.tscope"));
+        assert!(mentions("a.tscope", "a.tscope"));
         assert!(!mentions("at byte 0: bad magic", "a"));
-        assert!(!mentions("cannot read data/a.tsc.bak", "a.tsc"));
+        assert!(!mentions("cannot read data/a.tscope.bak", "a.tscope"));
         assert!(!mentions("at byte 0: the input is empty", "input"));
         assert!(mentions("cannot read input: not found", "input"));
         let failure = Failure::about(Path::new("a"), "at byte 0: bad magic");

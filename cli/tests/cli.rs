@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use tickscope::export::{self, chrome, folded, otlp};
+use tickscope::export::{self, chrome, folded};
 use tickscope::report::Report;
 use tickscope::report::compare::{Diff, Options};
 use tickscope::table::{SortBy, Table};
@@ -116,7 +116,7 @@ fn assert_input_error(run: &Run, file: &Path) {
 fn table_prints_what_the_profiler_prints() {
     let prof = workload(100, 50, false);
     let dir = folder("table");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let cases: [(&[&str], tickscope::table::Table); 7] = [
         (&[], prof.table()),
         (
@@ -168,7 +168,7 @@ fn table_shows_counters_and_values() {
         tickscope::instant!("drained");
     });
     let dir = folder("table_counters");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let run = tickscope(&["table", s(&file), "--sort", "max"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, prof.table().sort_by(SortBy::Max).to_string());
@@ -194,10 +194,10 @@ fn table_selects_a_session() {
     let (a, b) = (workload(100, 50, false), workload(100, 50, true));
     let dir = folder("table_session");
     let (fa, fb) = (
-        capture_file(&a, &dir, "a.tsc"),
-        capture_file(&b, &dir, "b.tsc"),
+        capture_file(&a, &dir, "a.tscope"),
+        capture_file(&b, &dir, "b.tscope"),
     );
-    let both = dir.join("both.tsc");
+    let both = dir.join("both.tscope");
     assert_eq!(
         tickscope(&["merge", s(&fa), s(&fb), "-o", s(&both)]).code,
         0
@@ -248,12 +248,12 @@ fn as_process(path: &Path, pid: u32) -> Vec<u8> {
 fn a_file_of_two_processes_converts_into_one_trace() {
     let (a, b) = (workload(100, 50, false), workload(100, 50, true));
     let dir = folder("two_processes");
-    let fa = capture_file(&a, &dir, "a.tsc");
+    let fa = capture_file(&a, &dir, "a.tscope");
     let pid = std::process::id();
     let other = pid + 1;
-    let fb = dir.join("b.tsc");
-    fs::write(&fb, as_process(&capture_file(&b, &dir, "b0.tsc"), other)).unwrap();
-    let both = dir.join("both.tsc");
+    let fb = dir.join("b.tscope");
+    fs::write(&fb, as_process(&capture_file(&b, &dir, "b0.tscope"), other)).unwrap();
+    let both = dir.join("both.tscope");
     fs::write(
         &both,
         [fs::read(&fa).unwrap(), fs::read(&fb).unwrap()].concat(),
@@ -362,7 +362,7 @@ fn events_with(doc: &serde_json::Value, key: &str, value: &str) -> usize {
 fn convert_writes_each_format() {
     let prof = workload(100, 50, false);
     let dir = folder("convert");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let scopes = 9; // main, 3 parse, 3 tokenize, hash, io
     let convert = |out: &Path, flags: &[&str]| {
         let mut args = vec!["convert", s(&file), "-o", s(out)];
@@ -475,7 +475,7 @@ fn convert_writes_each_format() {
 fn convert_refuses_what_it_cannot_write() {
     let prof = workload(100, 50, false);
     let dir = folder("convert_refuses");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let out = dir.join("trace.txt");
     let run = tickscope(&["convert", s(&file), "-o", s(&out)]);
     assert_input_error(&run, &out);
@@ -501,7 +501,7 @@ fn convert_refuses_what_it_cannot_write() {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(names, ["run.tsc"], "nothing else written");
+    assert_eq!(names, ["run.tscope"], "nothing else written");
 }
 
 /// A size under 1 MiB as the CLI writes it: `512 bytes`, `15.7 KiB (16,080 bytes)`.
@@ -535,7 +535,7 @@ fn grouped(n: u64) -> String {
 fn an_output_that_cannot_be_written_is_named_not_its_temporary_file() {
     let prof = workload(100, 50, false);
     let dir = folder("convert_unwritable");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     // A folder that does not exist, and a "folder" that is a file: the temporary file beside
     // the target cannot be created (whoever runs the tests, root included).
     let missing = dir.join("missing").join("trace.json");
@@ -565,15 +565,15 @@ fn an_output_that_cannot_be_written_is_named_not_its_temporary_file() {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(names, ["run.tsc"], "nothing else written");
+    assert_eq!(names, ["run.tscope"], "nothing else written");
 }
 
 #[test]
 fn merge_says_what_it_wrote() {
     let prof = workload(100, 50, false);
     let dir = folder("merge_says");
-    let file = capture_file(&prof, &dir, "run.tsc");
-    let out = dir.join("both.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
+    let out = dir.join("both.tscope");
     let run = tickscope(&["merge", s(&file), s(&file), "-o", s(&out)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let bytes = fs::metadata(&out).unwrap().len();
@@ -593,7 +593,7 @@ fn merge_says_what_it_wrote() {
 fn table_percentages_are_shares_of_the_time_in_scopes() {
     let prof = workload(100, 50, false);
     let dir = folder("table_percent");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let run = tickscope(&["table", s(&file), "--unit", "ns"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines: Vec<&str> = run.stdout.lines().collect();
@@ -664,7 +664,7 @@ fn table_percentages_are_shares_of_the_time_in_scopes() {
 fn limit_says_how_many_rows_it_hid() {
     let prof = workload(100, 50, false);
     let dir = folder("table_limit");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let table = |flags: &[&str]| {
         let run = tickscope(&[&["table", s(&file)], flags].concat());
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -728,7 +728,7 @@ fn a_large_input_shows_no_progress_when_stderr_is_not_a_terminal() {
         }
     });
     let dir = folder("large_input");
-    let file = capture_file(&prof, &dir, "large.tsc");
+    let file = capture_file(&prof, &dir, "large.tscope");
     assert!(fs::metadata(&file).unwrap().len() >= 16 << 20);
     let run = tickscope(&["table", s(&file)]);
     assert_eq!((run.code, run.stderr.as_str()), (0, ""));
@@ -766,7 +766,7 @@ fn known(name: &str) -> String {
 fn info_describes_the_file() {
     let prof = workload(100, 50, false);
     let dir = folder("info");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let run = tickscope(&["info", s(&file)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stderr, "");
@@ -806,10 +806,10 @@ fn merge_concatenates_sessions() {
     let (a, b) = (workload(100, 50, false), workload(200, 40, true));
     let dir = folder("merge");
     let (fa, fb) = (
-        capture_file(&a, &dir, "a.tsc"),
-        capture_file(&b, &dir, "b.tsc"),
+        capture_file(&a, &dir, "a.tscope"),
+        capture_file(&b, &dir, "b.tscope"),
     );
-    let out = dir.join("both.tsc");
+    let out = dir.join("both.tscope");
     let run = tickscope(&["merge", "-q", s(&fa), s(&fb), "-o", s(&out)]);
     assert_eq!(
         (run.code, run.stdout.as_str(), run.stderr.as_str()),
@@ -831,7 +831,7 @@ fn merge_concatenates_sessions() {
     );
     assert_eq!(info_fields(&run.stdout, 2).len(), 14);
     // Merging a merged file keeps every session.
-    let out3 = dir.join("three.tsc");
+    let out3 = dir.join("three.tscope");
     assert_eq!(
         tickscope(&["merge", s(&out), s(&fa), "-o", s(&out3)]).code,
         0
@@ -852,16 +852,16 @@ fn merge_concatenates_sessions() {
 fn merge_writes_nothing_when_an_input_is_bad() {
     let prof = workload(100, 50, false);
     let dir = folder("merge_bad");
-    let good = capture_file(&prof, &dir, "good.tsc");
-    let bad = dir.join("bad.tsc");
+    let good = capture_file(&prof, &dir, "good.tscope");
+    let bad = dir.join("bad.tscope");
     fs::write(&bad, b"definitely not a capture").unwrap();
-    let out = dir.join("out.tsc");
+    let out = dir.join("out.tscope");
     let run = tickscope(&["merge", s(&good), s(&bad), "-o", s(&out)]);
     assert_input_error(&run, &bad);
     assert!(!out.exists());
     // An existing output stays as it was.
     fs::write(&out, b"old").unwrap();
-    let missing = dir.join("missing.tsc");
+    let missing = dir.join("missing.tscope");
     let run = tickscope(&["merge", s(&good), s(&missing), "-o", s(&out)]);
     assert_input_error(&run, &missing);
     assert_eq!(fs::read(&out).unwrap(), b"old");
@@ -912,13 +912,13 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
         drop(main);
     });
     let dir = folder("table_cut");
-    let whole = fs::read(capture_file(&prof, &dir, "whole.tsc")).unwrap();
+    let whole = fs::read(capture_file(&prof, &dir, "whole.tscope")).unwrap();
     let events: Vec<_> = chunks(&whole).into_iter().filter(|c| c.1 == 5).collect();
     assert_eq!(events.len(), 2, "one event chunk per thread");
     // The worker's chunk: its prefix (thread id, flags) and six records.
     let (at, _, len) = events[1];
     assert_eq!(len, 16 + 6 * 16);
-    let cut = dir.join("cut.tsc");
+    let cut = dir.join("cut.tscope");
     fs::write(&cut, &whole[..at + 16 + 16 + 4 * 16 + 5]).unwrap();
 
     let run = tickscope(&["table", s(&cut), "--by-thread", "--sort", "name"]);
@@ -965,7 +965,7 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
 
     // Gzipped, cut in its compressed bytes where what it decompresses to holds the first
     // event chunk but not the footer: the table of that prefix.
-    let gz = capture_file(&prof, &dir, "whole.tsc.gz");
+    let gz = capture_file(&prof, &dir, "whole.tscope.gz");
     let packed = fs::read(&gz).unwrap();
     let prefix_of = |len: usize| {
         let mut prefix = Vec::new();
@@ -983,9 +983,9 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
         .unwrap();
     assert!(prefix.len() > events[0].0 + 32, "{} bytes", prefix.len());
     assert_eq!(prefix[..], whole[..prefix.len()]);
-    let cut_gz = dir.join("cut.tsc.gz");
+    let cut_gz = dir.join("cut.tscope.gz");
     fs::write(&cut_gz, &packed[..len]).unwrap();
-    let plain = dir.join("prefix.tsc");
+    let plain = dir.join("prefix.tscope");
     fs::write(&plain, &prefix).unwrap();
     let (from_gz, from_plain) = (
         tickscope(&["table", s(&cut_gz), "--by-thread"]),
@@ -1009,9 +1009,9 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
 fn merge_refuses_salvaged_input() {
     let (a, b) = (workload(100, 50, false), workload(200, 40, true));
     let dir = folder("merge_salvaged");
-    let good = capture_file(&a, &dir, "good.tsc");
-    let whole = capture_file(&b, &dir, "whole.tsc");
-    let cut = dir.join("cut.tsc");
+    let good = capture_file(&a, &dir, "good.tscope");
+    let whole = capture_file(&b, &dir, "whole.tscope");
+    let cut = dir.join("cut.tscope");
     let bytes = fs::read(&whole).unwrap();
     fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
     let sessions = Capture::read_all(&cut).expect("a cut capture is salvaged, not refused");
@@ -1020,7 +1020,7 @@ fn merge_refuses_salvaged_input() {
         .flat_map(|c| c.warnings().iter().cloned())
         .collect();
     assert!(!warnings.is_empty());
-    let out = dir.join("out.tsc");
+    let out = dir.join("out.tscope");
 
     let run = tickscope(&["merge", s(&good), s(&cut), "-o", s(&out)]);
     assert_input_error(&run, &cut);
@@ -1085,13 +1085,13 @@ fn merge_writes_through_a_symlink() {
     let (a, b) = (workload(100, 50, false), workload(200, 40, true));
     let dir = folder("merge_symlink");
     let (fa, fb) = (
-        capture_file(&a, &dir, "a.tsc"),
-        capture_file(&b, &dir, "b.tsc"),
+        capture_file(&a, &dir, "a.tscope"),
+        capture_file(&b, &dir, "b.tscope"),
     );
-    let real = dir.join("real.tsc");
+    let real = dir.join("real.tscope");
     fs::write(&real, b"old").unwrap();
-    let link = dir.join("link.tsc");
-    std::os::unix::fs::symlink("real.tsc", &link).unwrap();
+    let link = dir.join("link.tscope");
+    std::os::unix::fs::symlink("real.tscope", &link).unwrap();
     let run = tickscope(&["merge", s(&fa), s(&fb), "-o", s(&link)]);
     // Named as given: the link.
     let size = size_text(fs::metadata(&real).unwrap().len());
@@ -1109,17 +1109,20 @@ fn merge_writes_through_a_symlink() {
             .file_type()
             .is_symlink()
     );
-    assert_eq!(fs::read_link(&link).unwrap(), Path::new("real.tsc"));
+    assert_eq!(fs::read_link(&link).unwrap(), Path::new("real.tscope"));
     assert_eq!(Capture::read_all(&real).unwrap().len(), 2);
     let mut names: Vec<_> = fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["a.tsc", "b.tsc", "link.tsc", "real.tsc"]);
+    assert_eq!(
+        names,
+        ["a.tscope", "b.tscope", "link.tscope", "real.tscope"]
+    );
 
     // A `.gz` output is gzipped, and reads back.
-    let gz = dir.join("both.tsc.gz");
+    let gz = dir.join("both.tscope.gz");
     assert_eq!(tickscope(&["merge", s(&fa), s(&fb), "-o", s(&gz)]).code, 0);
     assert_eq!(fs::read(&gz).unwrap()[..2], [0x1f, 0x8b]);
     assert_eq!(Capture::read_all(&gz).unwrap().len(), 2);
@@ -1197,14 +1200,14 @@ fn verdicts(stdout: &str) -> Vec<(&str, &str)> {
 #[test]
 fn diff_judges_per_call_distributions() {
     let dir = folder("diff");
-    let base = capture_file(&rounds(100, 1_000, 500, false), &dir, "base.tsc");
-    let same = capture_file(&rounds(100, 1_000, 500, false), &dir, "same.tsc");
+    let base = capture_file(&rounds(100, 1_000, 500, false), &dir, "base.tscope");
+    let same = capture_file(&rounds(100, 1_000, 500, false), &dir, "same.tscope");
     // tokenize +20 % (+200 ns), parse +200 ns (+16.7 %), hash -20 %, extra added.
-    let slower = capture_file(&rounds(100, 1_200, 400, true), &dir, "slower.tsc");
+    let slower = capture_file(&rounds(100, 1_200, 400, true), &dir, "slower.tscope");
     // Twice the calls, each as long: per call nothing changed.
-    let twice = capture_file(&rounds(200, 1_000, 500, false), &dir, "twice.tsc");
+    let twice = capture_file(&rounds(200, 1_000, 500, false), &dir, "twice.tscope");
     // +3 % (+30 ns) per tokenize call: under the 5 % threshold and under 50 ns.
-    let little = capture_file(&rounds(100, 1_030, 500, false), &dir, "little.tsc");
+    let little = capture_file(&rounds(100, 1_030, 500, false), &dir, "little.tscope");
 
     let run = tickscope(&["diff", s(&base), s(&same)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -1377,8 +1380,8 @@ fn diff_takes_the_sessions_of_a_capture_as_repetitions() {
         path
     };
     // Five sessions a side, each 20 ns slower than the one before; tokenize +200 ns.
-    let base = many("base.tsc", 1_000);
-    let slower = many("slower.tsc", 1_200);
+    let base = many("base.tscope", 1_000);
+    let slower = many("slower.tscope", 1_200);
     let run = tickscope(&["diff", s(&base), s(&slower)]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(
@@ -1403,8 +1406,8 @@ fn diff_takes_the_sessions_of_a_capture_as_repetitions() {
         ["tokenize", "regressed", "150"]
     );
     // Single sessions: auto pools calls; asked for sessions, one a side judges nothing.
-    let one = capture_file(&rounds(30, 1_000, 500, false), &dir, "one.tsc");
-    let other = capture_file(&rounds(30, 1_200, 500, false), &dir, "other.tsc");
+    let one = capture_file(&rounds(30, 1_000, 500, false), &dir, "one.tscope");
+    let other = capture_file(&rounds(30, 1_200, 500, false), &dir, "other.tscope");
     let run = tickscope(&["diff", s(&one), s(&other)]);
     assert_eq!(
         (run.code, diff_row(&run.stdout, "tokenize")[1]),
@@ -1431,8 +1434,8 @@ fn csv_rows(text: &str, header: &[&str]) -> Vec<csv::StringRecord> {
 #[test]
 fn diff_formats_parse_back_to_the_library_diff() {
     let dir = folder("diff_formats");
-    let base = capture_file(&rounds(100, 1_000, 500, false), &dir, "base.tsc");
-    let new = capture_file(&rounds(100, 1_200, 400, true), &dir, "new.tsc");
+    let base = capture_file(&rounds(100, 1_000, 500, false), &dir, "base.tscope");
+    let new = capture_file(&rounds(100, 1_200, 400, true), &dir, "new.tscope");
     let trace = |path: &Path| Trace::from_captures(&Capture::read_all(path).unwrap());
     let diff = Diff::new(&trace(&base), &trace(&new), &Options::default());
 
@@ -1552,7 +1555,7 @@ fn diff_formats_parse_back_to_the_library_diff() {
 #[test]
 fn table_and_info_formats_parse_back() {
     let dir = folder("table_formats");
-    let path = capture_file(&rounds(50, 1_000, 500, true), &dir, "run.tsc");
+    let path = capture_file(&rounds(50, 1_000, 500, true), &dir, "run.tscope");
     let captures = Capture::read_all(&path).unwrap();
     let report = Report::new(&Trace::from_captures(&captures));
 
@@ -1748,8 +1751,8 @@ fn diff_refuses_an_ambiguous_threshold() {
     let base = rounds(30, 1_000, 500, false);
     let slower = rounds(30, 1_500, 400, true);
     let dir = folder("diff_threshold");
-    let base = capture_file(&base, &dir, "base.tsc");
-    let slower = capture_file(&slower, &dir, "slower.tsc");
+    let base = capture_file(&base, &dir, "base.tscope");
+    let slower = capture_file(&slower, &dir, "slower.tscope");
     for bare in ["5", "50", "1.5"] {
         let run = tickscope(&["diff", s(&base), s(&slower), "--threshold", bare]);
         assert_eq!(run.code, 2, "--threshold {bare}: {}", run.stdout);
@@ -1795,11 +1798,11 @@ fn diff_refuses_an_ambiguous_threshold() {
 fn bad_inputs_exit_2_naming_the_file() {
     let prof = workload(100, 50, false);
     let dir = folder("bad_inputs");
-    let good = capture_file(&prof, &dir, "good.tsc");
-    let missing = dir.join("missing.tsc");
-    let empty = dir.join("empty.tsc");
+    let good = capture_file(&prof, &dir, "good.tscope");
+    let missing = dir.join("missing.tscope");
+    let empty = dir.join("empty.tscope");
     fs::write(&empty, b"").unwrap();
-    let garbage = dir.join("garbage.tsc");
+    let garbage = dir.join("garbage.tscope");
     let bytes: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -1907,7 +1910,7 @@ fn help_and_usage() {
     assert_eq!(tickscope(&["table"]).code, 2);
     // Sort keys are the library's (`SortBy`'s `FromStr`), listed when one is wrong and in
     // the help.
-    let run = tickscope(&["table", "x.tsc", "--sort", "colour"]);
+    let run = tickscope(&["table", "x.tscope", "--sort", "colour"]);
     assert_eq!(run.code, 2);
     let keys: Vec<&str> = SortBy::ALL.iter().map(|c| c.key_name()).collect();
     assert!(
@@ -1924,13 +1927,13 @@ fn help_and_usage() {
         assert!(help.contains(&line), "{line} in {help}");
     }
     // A valid key gets as far as the file.
-    let run = tickscope(&["table", "x.tsc", "--sort", "self-alloc"]);
+    let run = tickscope(&["table", "x.tscope", "--sort", "self-alloc"]);
     assert!(
-        run.stderr.starts_with("error: cannot read x.tsc"),
+        run.stderr.starts_with("error: cannot read x.tscope"),
         "{}",
         run.stderr
     );
-    assert_eq!(tickscope(&["merge", "-o", "out.tsc"]).code, 2);
+    assert_eq!(tickscope(&["merge", "-o", "out.tscope"]).code, 2);
     assert_eq!(tickscope(&["frobnicate"]).code, 2);
 }
 
@@ -1938,7 +1941,7 @@ fn help_and_usage() {
 fn quiet_changes_nothing_on_success() {
     let prof = workload(100, 50, false);
     let dir = folder("quiet");
-    let file = capture_file(&prof, &dir, "run.tsc");
+    let file = capture_file(&prof, &dir, "run.tscope");
     let loud = tickscope(&["table", s(&file)]);
     let quiet = tickscope(&["--quiet", "table", s(&file)]);
     let quiet_after = tickscope(&["table", s(&file), "-q"]);
@@ -1959,7 +1962,7 @@ fn otlp_server(
     std::thread::JoinHandle<
         Vec<(
             String,
-            otlp::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
         )>,
     >,
 ) {
@@ -2009,10 +2012,10 @@ fn otlp_server(
 fn push_sends_four_processes_and_convert_writes_otlp_json() {
     let prof = workload(100, 50, false);
     let dir = folder("push_four");
-    let first = capture_file(&prof, &dir, "p0.tsc");
+    let first = capture_file(&prof, &dir, "p0.tscope");
     let mut files = Vec::new();
     for (i, pid) in [201u32, 202, 203, 204].into_iter().enumerate() {
-        let path = dir.join(format!("p{}.tsc", i + 1));
+        let path = dir.join(format!("p{}.tscope", i + 1));
         fs::write(&path, as_process(&first, pid)).unwrap();
         files.push(path);
     }
@@ -2051,7 +2054,7 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
             let attrs = &r.resource.as_ref().unwrap().attributes;
             let pid = attrs.iter().find(|kv| kv.key == "process.pid").unwrap();
             let pid = match pid.value.as_ref().unwrap().value.as_ref().unwrap() {
-                otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(v) => *v,
+                opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(v) => *v,
                 other => panic!("{other:?}"),
             };
             (pid, r.scope_spans[0].spans.len())
@@ -2111,7 +2114,7 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
 fn push_reads_the_otel_environment() {
     let prof = workload(100, 50, false);
     let dir = folder("push_env");
-    let file = capture_file(&prof, &dir, "a.tsc");
+    let file = capture_file(&prof, &dir, "a.tscope");
     let (endpoint, server) = otlp_server(1, 200);
     let out = Command::new(env!("CARGO_BIN_EXE_tickscope"))
         .args(["push", s(&file)])
@@ -2144,7 +2147,7 @@ fn push_reads_the_otel_environment() {
     assert_eq!(
         service.value.as_ref().unwrap().value,
         Some(
-            otlp::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+            opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
                 "from-env".into()
             )
         )
@@ -2166,9 +2169,9 @@ fn push_reads_the_otel_environment() {
 fn diff_refuses_salvaged_and_unrelated_captures() {
     let (a, b) = (rounds(30, 1_000, 500, false), rounds(30, 1_500, 400, true));
     let dir = folder("diff_untrusted");
-    let base = capture_file(&a, &dir, "base.tsc");
-    let whole = capture_file(&b, &dir, "whole.tsc");
-    let cut = dir.join("cut.tsc");
+    let base = capture_file(&a, &dir, "base.tscope");
+    let whole = capture_file(&b, &dir, "whole.tscope");
+    let cut = dir.join("cut.tscope");
     let bytes = fs::read(&whole).unwrap();
     fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
     let warnings = Capture::read(&cut).unwrap().warnings().to_vec();
@@ -2208,7 +2211,7 @@ fn diff_refuses_salvaged_and_unrelated_captures() {
         let _b = scope!("upload");
         advance(700);
     });
-    let other = capture_file(&other, &dir, "other.tsc");
+    let other = capture_file(&other, &dir, "other.tscope");
     let run = tickscope(&["diff", s(&base), s(&other)]);
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.stdout, "");
@@ -2228,7 +2231,7 @@ fn diff_refuses_salvaged_and_unrelated_captures() {
         let _b = scope!("hash");
         advance(50);
     });
-    let shared = capture_file(&shared, &dir, "shared.tsc");
+    let shared = capture_file(&shared, &dir, "shared.tscope");
     let run = tickscope(&["diff", s(&base), s(&shared)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(diff_row(&run.stdout, "render")[1], "added");
@@ -2256,7 +2259,7 @@ fn long_names_never_break_a_table() {
         }
     });
     let dir = folder("long_names");
-    let path = capture_file(&prof, &dir, "long.tsc");
+    let path = capture_file(&prof, &dir, "long.tscope");
     let short = |text: &str| {
         let line = text
             .lines()
@@ -2314,7 +2317,7 @@ fn long_names_never_break_a_table() {
 fn other_files_are_named_for_what_they_are() {
     let prof = workload(100, 50, false);
     let dir = folder("other_files");
-    let cap = capture_file(&prof, &dir, "run.tsc");
+    let cap = capture_file(&prof, &dir, "run.tscope");
     let chrome = dir.join("run.json");
     let perfetto = dir.join("run.pftrace");
     let folded = dir.join("run.folded");
@@ -2373,7 +2376,7 @@ fn other_files_are_named_for_what_they_are() {
 #[test]
 fn info_and_table_of_a_flight_recorder_speak_of_its_window() {
     let dir = folder("flight");
-    let path = dir.join("flight.tsc");
+    let path = dir.join("flight.tscope");
     {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let mock = tickscope::clock::use_mock_clock().expect("mock clock installed first");

@@ -10,8 +10,9 @@
 //! A capture is also a file: [`Capture::write_to`] (or
 //! [`Profiler::write_capture`](crate::Profiler::write_capture)) writes it as a sequence of
 //! chunks, the event chunks copied straight from memory, and [`Capture::read`],
-//! [`Capture::read_all`] and [`Capture::from_bytes`] read it back. The layout is in
-//! [`format`](mod@format) and, field by field, in the repository's `docs/FORMAT.md`.
+//! [`Capture::read_all`] and [`Capture::from_bytes`] read it back. The layout, field by field,
+//! is in the repository's `docs/FORMAT.md`; [`FORMAT_VERSION`] is the version this build
+//! writes.
 //!
 //! ```
 //! use tickscope::Capture;
@@ -32,7 +33,13 @@
 //! ```
 
 mod file;
+// The layout's constants: internal, documented in the repository's docs/FORMAT.md (the tests
+// read them through the `test-hooks` feature).
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
 pub mod format;
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) mod format;
 mod read;
 pub(crate) mod stream;
 mod write;
@@ -48,6 +55,8 @@ use crate::record::memory::MemoryMode;
 use crate::record::pool;
 use crate::record::registry::Untracked;
 
+// The CLI's parallel reading of a file into memory; not public API.
+#[doc(hidden)]
 pub use file::read_file;
 pub use format::FORMAT_VERSION;
 pub use read::ReadError;
@@ -467,7 +476,7 @@ impl Capture {
         self.dropped_events
     }
 
-    /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
+    /// Events a flight recorder ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder))
     /// overwrote before the window it retains: recorded, then recycled to make room for newer
     /// ones. 0 for other sessions.
     pub fn overwritten_events(&self) -> u64 {
@@ -488,6 +497,7 @@ impl Capture {
 impl Capture {
     /// A capture of records made by hand, one `(thread id, records)` per thread, with ticks
     /// that are nanoseconds (the identity clock) and the window `start_tick..=end_tick`.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub(crate) fn from_records(
         threads: Vec<(u64, Vec<RawEvent>)>,
         start_tick: u64,

@@ -120,8 +120,7 @@ impl Capture {
     /// [`Profiler::write_capture`](crate::Profiler::write_capture) holds one; for a file of
     /// several, see [`Capture::read_all`], and the capture's [`warnings`](Capture::warnings)
     /// say how many there were). A gzipped file (such as one written to a `.gz` path) is
-    /// decompressed first, to at most [`GZIP_MAX_RATIO`] times its size plus
-    /// [`GZIP_ALLOWANCE`] (64 × + 64 MiB): a file that decompresses past that is an error (a
+    /// decompressed first, to at most 64 times its size plus 64 MiB: a file that decompresses past that is an error (a
     /// gzip bomb).
     ///
     /// What can be read past is, with a warning: a chunk type or version this build does not

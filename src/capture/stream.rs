@@ -87,7 +87,7 @@ pub struct StreamStats {
     /// and 48 bytes of header each).
     pub pool_bytes: usize,
     /// Why the stream failed: the file could not be opened (the window then recorded in
-    /// memory instead, see [`Config::start`](crate::Config::start)), or the first write
+    /// memory instead, see [`ProfilerBuilder::start`](crate::ProfilerBuilder::start)), or the first write
     /// error (the disk is full, the file was deleted or moved): the writer then stops writing,
     /// counts what it could not write in [`StreamStats::records_lost`] and keeps giving
     /// chunks back, so memory stays bounded.

@@ -30,7 +30,7 @@ impl Capture {
     ///
     /// The session is a header, the clock calibration, a string table, the callsite and
     /// thread tables, one event chunk per chunk of records, and a footer (see
-    /// [`format`](super::format)). Event chunks are the recorded memory itself: a 16-byte
+    /// the repository's `docs/FORMAT.md`). Event chunks are the recorded memory itself: a 16-byte
     /// header and then one write of the chunk's bytes, nothing encoded per record, so a
     /// capture costs 16 bytes per record plus about 32 bytes per 4096 records and its tables.
     /// Writes to a [`Vec`] or a buffered file run at memory speed; `out` should be buffered

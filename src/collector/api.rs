@@ -6,7 +6,7 @@ use std::fmt;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A profiler of its own that a session runs beside its threads
-/// ([`Config::collector`](crate::Config::collector)).
+/// ([`ProfilerBuilder::collector`](crate::ProfilerBuilder::collector)).
 ///
 /// The session calls `start` when it starts (and at each restart), then `stop` and `collect`
 /// when it stops, one call at a time, on the thread that starts or stops the session.

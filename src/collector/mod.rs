@@ -16,7 +16,7 @@
 //! chunk of the failing one.
 //!
 //! Plug-ins written in C (or anything with a C ABI) implement `include/tickscope_plugin.h`
-//! and are loaded with [`Config::plugin`](crate::Config::plugin) or `TICKSCOPE_PLUGINS`
+//! and are loaded with [`ProfilerBuilder::plugin`](crate::ProfilerBuilder::plugin) or `TICKSCOPE_PLUGINS`
 //! ([`abi`] is the header's Rust mirror).
 //!
 //! ```
@@ -65,7 +65,7 @@ use crate::record::sync::lock;
 pub use api::{BoxError, Collector, CollectorError, Stage};
 pub use writer::SessionWriter;
 
-/// A collector of a session, shared by the clones of its [`Config`](crate::Config).
+/// A collector of a session, shared by the clones of its [`ProfilerBuilder`](crate::ProfilerBuilder).
 #[derive(Clone)]
 pub(crate) struct Slot(Arc<Mutex<Box<dyn Collector>>>);
 

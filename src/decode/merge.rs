@@ -58,7 +58,7 @@ fn append(out: &mut Trace, trace: Trace) {
         cut_start_ns,
         event_count,
         memory,
-        links,
+        flows: links,
         processes,
         compensation,
         clock_source,
@@ -94,7 +94,10 @@ fn append(out: &mut Trace, trace: Trace) {
     for mut thread in threads {
         thread.process = process[thread.process as usize];
         for span in &mut thread.spans {
-            if let SpanKind::Poll { task: Some(task) } = &mut span.kind {
+            if let SpanKind::Poll {
+                async_span: Some(task),
+            } = &mut span.kind
+            {
                 *task += task_base;
             }
         }
@@ -105,7 +108,7 @@ fn append(out: &mut Trace, trace: Trace) {
             call.process = process[call.process as usize];
             call
         }));
-    out.links.extend(links.into_iter().map(|mut link| {
+    out.flows.extend(links.into_iter().map(|mut link| {
         link.follower.thread += thread_base;
         if let Some(origin) = &mut link.origin {
             origin.thread += thread_base;
@@ -163,7 +166,10 @@ fn sort_by_start(trace: &mut Trace) {
     trace.async_spans = calls;
     if let Some(new_call) = new_call {
         for span in trace.threads.iter_mut().flat_map(|t| &mut t.spans) {
-            if let SpanKind::Poll { task: Some(task) } = &mut span.kind {
+            if let SpanKind::Poll {
+                async_span: Some(task),
+            } = &mut span.kind
+            {
                 *task = new_call[*task as usize];
             }
         }

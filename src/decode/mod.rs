@@ -3,10 +3,11 @@
 //! Each thread's records are read once, in recorded order, and paired as they come
 //! ([`pair`]): entries with exits, payloads with the records they belong to, arguments with
 //! their scope, allocations with the scope they happened in. What crosses threads is matched
-//! once every thread is in: async spans ([`tasks`]), links ([`links`]) and frees with the
+//! once every thread is in: async spans ([`async_spans`]), links ([`links`]) and frees with the
 //! allocations they release ([`memory`]). Ticks become Unix nanoseconds through the
 //! capture's calibration ([`convert`]).
 
+mod async_spans;
 pub(crate) mod convert;
 mod counters;
 mod links;
@@ -15,7 +16,6 @@ mod merge;
 mod pair;
 pub(crate) mod parallel;
 pub(crate) mod summary;
-mod tasks;
 
 use std::ops::RangeInclusive;
 
@@ -26,13 +26,13 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
+use self::async_spans::Mark;
 use self::convert::Converter;
 use self::counters::RawSample;
 use self::links::Links;
 use self::memory::RawMemory;
 use self::pair::{Extras, Pairing, Probe};
 use self::summary::{Summary, ThreadSums};
-use self::tasks::Mark;
 use crate::record::memory::MemoryMode;
 
 impl Trace {
@@ -531,7 +531,7 @@ impl Builder {
         process: Process,
     ) -> Trace {
         let end_ns = self.end_ns;
-        let async_spans = tasks::match_async(
+        let async_spans = async_spans::match_async(
             self.marks,
             &mut self.threads,
             &self.ends,
@@ -565,7 +565,7 @@ impl Builder {
             memory: self
                 .memory
                 .map(|raw| memory::match_memory(raw, self.memory_mode)),
-            links,
+            flows: links,
             processes: vec![process],
             compensation: None,
             clock_source: None,

@@ -13,10 +13,10 @@ use crate::trace::{
 
 use super::counters::{self, RawSample};
 
+use super::async_spans::{Mark, MarkKind};
 use super::convert::Converter;
 use super::links::Links;
 use super::memory::{Block, Counts, MemoryPairing, RawMemory};
-use super::tasks::{Mark, MarkKind};
 use crate::record::clock::PROBE_UNIT;
 
 /// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
@@ -760,7 +760,7 @@ impl<'a> Pairing<'a> {
                 kind: if event.kind == RawKind::Begin {
                     SpanKind::Scope
                 } else {
-                    SpanKind::Poll { task: None }
+                    SpanKind::Poll { async_span: None }
                 },
             });
             if let Some(memory) = &mut self.memory {

@@ -36,7 +36,12 @@ fn async_call_with_payloads_pairs_across_kinds() {
     assert_eq!(trace.event_count, 9);
     let spans = &trace.threads[0].spans;
     assert_eq!(spans.len(), 2);
-    assert_eq!(spans[0].kind, SpanKind::Poll { task: Some(0) });
+    assert_eq!(
+        spans[0].kind,
+        SpanKind::Poll {
+            async_span: Some(0)
+        }
+    );
     assert_eq!((spans[0].start_ns, spans[0].end_ns), (10, 20));
     assert_eq!((spans[1].depth, spans[1].parent), (1, Some(0)));
     let calls = &trace.async_spans;
@@ -69,7 +74,7 @@ fn missing_and_orphan_payloads() {
     assert_eq!(trace.event_count, 5);
     let spans = &trace.threads[0].spans;
     assert_eq!(spans.len(), 2);
-    assert_eq!(spans[0].kind, SpanKind::Poll { task: None });
+    assert_eq!(spans[0].kind, SpanKind::Poll { async_span: None });
     assert_eq!((spans[0].start_ns, spans[0].end_ns), (2, 6));
     assert_eq!(spans[0].self_ns(), 3);
     assert!(trace.async_spans.is_empty());
@@ -253,11 +258,21 @@ fn captures_of_two_processes_decode_into_one_trace() {
         let spans = &trace.threads[thread].spans;
         spans.iter().find(|s| s.name() == "call").unwrap().kind
     };
-    assert_eq!(poll(0), SpanKind::Poll { task: Some(1) });
-    assert_eq!(poll(2), SpanKind::Poll { task: Some(0) });
+    assert_eq!(
+        poll(0),
+        SpanKind::Poll {
+            async_span: Some(1)
+        }
+    );
+    assert_eq!(
+        poll(2),
+        SpanKind::Poll {
+            async_span: Some(0)
+        }
+    );
     // Links are matched within their process: B's follower found nothing of A's.
     let links: Vec<_> = trace
-        .links
+        .flows
         .iter()
         .map(|l| (l.follower, l.origin, l.origin_ns))
         .collect();
@@ -305,7 +320,7 @@ fn sessions_of_one_process_are_one_process() {
     assert_eq!(threads, [(0, 1), (0, 2), (0, 1), (0, 2)]);
     assert_eq!(trace.thread_count(), 2);
     // Each session's link stays within it.
-    let followers: Vec<_> = trace.links.iter().map(|l| (l.follower, l.origin)).collect();
+    let followers: Vec<_> = trace.flows.iter().map(|l| (l.follower, l.origin)).collect();
     let at = |thread, span| SpanRef { thread, span };
     assert_eq!(
         followers,
@@ -390,10 +405,10 @@ fn threads_decoded_in_parallel_give_the_trace_decoded_in_turn() {
     assert!(in_turn == parallel, "the decodes differ");
     let ids: Vec<u64> = parallel.threads.iter().map(|t| t.id).collect();
     assert_eq!(ids, [1, 3, 4]);
-    assert_eq!(parallel.links.len(), N as usize);
+    assert_eq!(parallel.flows.len(), N as usize);
     assert!(
         parallel
-            .links
+            .flows
             .iter()
             .all(|l| l.origin.is_some_and(|o| o.thread == 0) && l.follower.thread == 1)
     );
@@ -431,11 +446,10 @@ fn an_async_begin_adopts_the_plain_scope_of_its_first_slice() {
     );
     let spans = &trace.threads[0].spans;
     assert_eq!(spans.len(), 2);
-    assert!(
-        spans
-            .iter()
-            .all(|s| s.kind == SpanKind::Poll { task: Some(0) })
-    );
+    assert!(spans.iter().all(|s| s.kind
+        == SpanKind::Poll {
+            async_span: Some(0)
+        }));
     let calls = &trace.async_spans;
     assert_eq!(calls.len(), 1);
     assert_eq!((calls[0].start_ns, calls[0].end_ns), (10, 30));
@@ -797,12 +811,10 @@ fn tracing_span_enters_group_by_span_id_up_to_its_close() {
         (200, 240, 2, false)
     );
     assert_eq!((calls[2].thread, calls[2].end_thread), (9, Some(9)));
-    assert!(
-        trace.threads[2]
-            .spans
-            .iter()
-            .all(|s| s.kind == SpanKind::Poll { task: Some(2) })
-    );
+    assert!(trace.threads[2].spans.iter().all(|s| s.kind
+        == SpanKind::Poll {
+            async_span: Some(2)
+        }));
     assert_eq!(
         (
             calls[0].start_ns,
@@ -826,8 +838,12 @@ fn tracing_span_enters_group_by_span_id_up_to_its_close() {
     let kinds =
         |t: usize| -> Vec<SpanKind> { trace.threads[t].spans.iter().map(|s| s.kind).collect() };
     let (first, second) = (
-        SpanKind::Poll { task: Some(0) },
-        SpanKind::Poll { task: Some(1) },
+        SpanKind::Poll {
+            async_span: Some(0),
+        },
+        SpanKind::Poll {
+            async_span: Some(1),
+        },
     );
     assert_eq!(kinds(0), [first, first, second, second]);
     assert_eq!(kinds(1), [first, SpanKind::Scope]);
@@ -971,7 +987,7 @@ fn a_flight_window_start_common_to_every_thread_cuts_async_calls() {
             .map(|s| (s.start_ns, s.kind))
             .collect()
     };
-    let poll_of = |task: Option<u32>| SpanKind::Poll { task };
+    let poll_of = |task: Option<u32>| SpanKind::Poll { async_span: task };
 
     // Every record counts: each call from its begin.
     let whole = capture().decode();
@@ -1071,7 +1087,7 @@ fn tracing_follows_from_resolves_each_id_to_its_use_at_that_time() {
     let trace = Capture::from_records(vec![(7, seven), (8, eight)], 0, 300).decode();
     let start = |at: SpanRef| trace.span(at).1.start_ns;
     let links: Vec<(u64, Option<u64>, u64, u32)> = trace
-        .links
+        .flows
         .iter()
         .map(|l| {
             (
@@ -1098,7 +1114,7 @@ fn tracing_follows_from_resolves_each_id_to_its_use_at_that_time() {
             (125, Some(70), 120, 0),
         ]
     );
-    assert!(trace.links.iter().all(|l| trace.span(l.follower).0.id == 8));
-    let causes: Vec<u64> = trace.links.iter().map(|l| l.origin_thread).collect();
+    assert!(trace.flows.iter().all(|l| trace.span(l.follower).0.id == 8));
+    let causes: Vec<u64> = trace.flows.iter().map(|l| l.origin_thread).collect();
     assert_eq!(causes, [7, 7, 7, 7, 0, 7, 7]);
 }

@@ -19,7 +19,7 @@
 //! | its thread | `thread.id` (tickscope's id), `thread.name` when it has one |
 //! | its callsite | `code.function` (the scope's name), `code.namespace` (module path), `code.filepath`, `code.lineno` |
 //! | memory tracking | `tickscope.alloc.bytes`, `tickscope.alloc.count`, `tickscope.free.bytes`, `tickscope.free.count`, `tickscope.peak.bytes` (child scopes included) |
-//! | still open at stop | `tickscope.cut_at_stop` = `true` (its end is the session's stop) |
+//! | still open at stop | `tickscope.open_at_stop` = `true` (its end is the session's stop) |
 //! | overhead compensation | `tickscope.overhead_ns` when the span's probes were subtracted from its duration in the table |
 //! | a `#[profile] async fn` call | one span over the whole call (first poll to completion), `tickscope.async.polls`, `tickscope.async.busy_ns`; its parent is the scope around its first poll |
 //! | each poll of it | a child span of the call's span, named `<fn> poll`, on the polling thread; scopes inside the poll are its children |
@@ -69,7 +69,6 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, span};
@@ -86,9 +85,10 @@ pub use map::{
 };
 use map::{EventOf, NONE, Of};
 
-/// The OpenTelemetry project's message types (the `opentelemetry-proto` crate), which the
-/// requests are made of.
-pub use opentelemetry_proto;
+/// The request [`Otlp::requests`] gives, the OpenTelemetry project's own message type (from
+/// the `opentelemetry-proto` crate, version 0.33, whose other types its fields have: depend on
+/// that crate to read them).
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 impl<'t> Otlp<'t> {
     fn span_id(&self, i: u32) -> Vec<u8> {
@@ -239,7 +239,7 @@ impl<'t> Otlp<'t> {
             code_attributes(&mut attributes, callsite);
         }
         if open_at_stop {
-            attributes.push(kv("tickscope.cut_at_stop", bool_value(true)));
+            attributes.push(kv("tickscope.open_at_stop", bool_value(true)));
         }
         if node.folded_count > 0 {
             attributes.push(kv("tickscope.folded.count", uint(node.folded_count)));
@@ -248,7 +248,7 @@ impl<'t> Otlp<'t> {
         let mut links = Vec::new();
         let from = self.links.partition_point(|&(rep, _)| rep < i);
         for &(_, f) in self.links[from..].iter().take_while(|&&(rep, _)| rep == i) {
-            let flow = &trace.links[f as usize];
+            let flow = &trace.flows[f as usize];
             let link_attributes = vec![
                 kv("tickscope.link.seq", int(i64::from(flow.seq))),
                 kv("tickscope.link.thread", uint(flow.origin_thread)),
@@ -597,6 +597,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
 
 /// What [`Otlp::push`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PushReport {
     /// The spans of the trace: sent, folded, sampled out.
     pub stats: Stats,

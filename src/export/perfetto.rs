@@ -326,7 +326,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         // number (its first link's), a follower's sequence number and forward thread (its last
         // link's), which win when a slice is both.
         let mut links: FxHashMap<SpanRef, SliceLinks> = FxHashMap::default();
-        for (id, link) in (1..).zip(&trace.links) {
+        for (id, link) in (1..).zip(&trace.flows) {
             if let Some(origin) = link.origin {
                 let origin = links.entry(origin).or_default();
                 origin.flows.push((id, false));
@@ -1393,7 +1393,7 @@ mod tests {
                 if spans.len() < 3000 && (open.is_empty() || random(2) == 0) {
                     let index = spans.len() as u32;
                     let kind = match random(10) {
-                        0 => SpanKind::Poll { task: None },
+                        0 => SpanKind::Poll { async_span: None },
                         _ => SpanKind::Scope,
                     };
                     spans.push(Span {
@@ -1458,7 +1458,7 @@ mod tests {
         let first = trace.threads.len() as u32 - 4;
         for k in 0..40 {
             let thread = first + (k % 3);
-            trace.links.push(Flow {
+            trace.flows.push(Flow {
                 seq: k,
                 origin_thread: 1,
                 origin: (k % 5 != 0).then_some(SpanRef {

@@ -105,8 +105,10 @@ fn encode(trace: &Trace) -> Vec<u8> {
             });
             span_nodes.push(node);
             let calls = match span.kind {
-                SpanKind::Scope | SpanKind::Poll { task: None } => 1,
-                SpanKind::Poll { task: Some(task) } => {
+                SpanKind::Scope | SpanKind::Poll { async_span: None } => 1,
+                SpanKind::Poll {
+                    async_span: Some(task),
+                } => {
                     let seen = counted_calls.get_mut(task as usize);
                     match seen {
                         Some(seen) if !*seen => {

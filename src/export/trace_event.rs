@@ -219,7 +219,7 @@ fn escape(callsite: &Callsite) -> Vec<u8> {
 /// entry) for the slices of a link without sequence number.
 fn link_args(trace: &Trace) -> FxHashMap<SpanRef, Vec<u8>> {
     let mut args: FxHashMap<SpanRef, Vec<u8>> = FxHashMap::default();
-    for link in &trace.links {
+    for link in &trace.flows {
         if link.seq == 0 {
             // A `tracing` span's `follows_from` has no PyTorch link args, but its slices take
             // part in a flow.
@@ -549,7 +549,7 @@ impl Writer<'_> {
     fn flows(&mut self, trace: &Trace, slices: &FxHashMap<SpanRef, Slice>) -> io::Result<()> {
         let flow = self.dialect.flow;
         let origin = self.dialect.origin;
-        for (id, link) in trace.links.iter().enumerate() {
+        for (id, link) in trace.flows.iter().enumerate() {
             let (Some(from_span), Some(origin_ns)) = (link.origin, link.origin_ns) else {
                 continue;
             };

@@ -8,7 +8,7 @@ use crate::record::memory::MemoryMode;
 use crate::record::{clock, registry, thread};
 
 /// Wraps a [`GlobalAlloc`] (by default [`System`]) and records every allocation and free
-/// while a session that tracks memory ([`Config::track_memory`](crate::Config::track_memory))
+/// while a session that tracks memory ([`ProfilerBuilder::track_memory`](crate::ProfilerBuilder::track_memory))
 /// records the calling thread.
 ///
 /// ```

@@ -1,6 +1,6 @@
 //! The fixed-size records the hot path writes.
 
-/// What a [`RawEvent`] records.
+/// What a `RawEvent` records.
 ///
 /// The discriminants are written as they are into captures; they are stable from the first
 /// capture file format on.
@@ -9,7 +9,7 @@
 pub enum RawKind {
     /// A scope was entered; `id` is its callsite id.
     Begin = 1,
-    /// A scope was left; `id` is the key of the entry it closes ([`RawEvent::end_key`] of the
+    /// A scope was left; `id` is the key of the entry it closes (`RawEvent::end_key` of the
     /// entry's callsite id and tick), so that guards dropped in any order, also several of one
     /// callsite, each close their own entry. Also ends a [`PollBegin`](RawKind::PollBegin).
     End = 2,
@@ -32,7 +32,7 @@ pub enum RawKind {
     /// high 32 bits of the size in `id`. After [`BeginFollows`](RawKind::BeginFollows): the
     /// link's thread id in `tick` and its sequence number in `id`. After
     /// [`SpanEnter`](RawKind::SpanEnter) and [`SpanClose`](RawKind::SpanClose): the `tracing`
-    /// span id in `tick`, `id` 0 (or, after a close, [`RawEvent::SPAN_CLOSED_HERE`]).
+    /// span id in `tick`, `id` 0 (or, after a close, `RawEvent::SPAN_CLOSED_HERE`).
     Payload = 6,
     /// Memory was allocated (recorded by [`TrackingAlloc`](crate::TrackingAlloc)); `id` holds the
     /// low 32 bits of the size. A [`Payload`](RawKind::Payload) with the address follows.
@@ -73,7 +73,7 @@ pub enum RawKind {
     FreeCount = 41,
     /// A counter was set (`counter!("name", set = n)`): `id` is the counter's callsite id,
     /// followed by a [`Payload`](RawKind::Payload) with the value: its bits in `tick`, its
-    /// type in `id` ([`RawEvent::NUMBER_INT`] for an `i64`, [`RawEvent::NUMBER_FLOAT`] for
+    /// type in `id` (`RawEvent::NUMBER_INT` for an `i64`, `RawEvent::NUMBER_FLOAT` for
     /// an `f64`).
     CounterSet = 17,
     /// An amount was added to a counter (`counter!("name", add = n)`), laid out as
@@ -96,7 +96,7 @@ pub enum RawKind {
     SpanEnter = 22,
     /// A `tracing` span was closed (its last handle dropped); `id` is its callsite id, or 0
     /// where unknown, and a [`Payload`](RawKind::Payload) with the span id in `tick` follows;
-    /// the payload's `id` is [`RawEvent::SPAN_CLOSED_HERE`] when every enter of the span was
+    /// the payload's `id` is `RawEvent::SPAN_CLOSED_HERE` when every enter of the span was
     /// on this thread (decoding then resolves it on the thread), else 0.
     /// It ends the span's async call, if it became one, and the use of its id: the next enter
     /// of the same id is another span's.
@@ -200,6 +200,7 @@ impl RawEvent {
 
     /// A scope exit at `tick`, closing the entry whose [`end_key`](Self::end_key) is `key`.
     #[inline(always)]
+    #[cfg_attr(not(feature = "enabled"), allow(dead_code))] // recorded by `enabled` code only
     pub const fn end(key: u32, tick: u64) -> Self {
         Self::new(RawKind::End, key, tick)
     }
@@ -299,6 +300,7 @@ impl RawEvent {
     /// The two records of entering `tracing` span `span` of callsite `id` at `tick`
     /// ([`RawKind::SpanEnter`]).
     #[inline(always)]
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub const fn span_enter(id: u32, tick: u64, span: u64) -> [Self; 2] {
         [
             Self {
@@ -314,6 +316,7 @@ impl RawEvent {
     /// `tick` ([`RawKind::SpanClose`]); `here` when every enter of the span was on this
     /// thread.
     #[inline(always)]
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub const fn span_close(id: u32, tick: u64, span: u64, here: bool) -> [Self; 2] {
         [
             Self {
@@ -328,6 +331,7 @@ impl RawEvent {
     /// The three records of `tracing` span `effect` following from span `cause` at `tick`
     /// ([`RawKind::SpanFollows`]).
     #[inline(always)]
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
     pub const fn span_follows(tick: u64, effect: u64, cause: u64) -> [Self; 3] {
         [
             Self {

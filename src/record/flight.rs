@@ -1,6 +1,6 @@
 //! The flight recorder: a session that keeps only its most recent chunks, across all threads,
 //! so that a program that runs forever holds a fixed amount of memory and can dump the last
-//! moments at any time ([`Config::flight_recorder`](crate::Config::flight_recorder)).
+//! moments at any time ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder)).
 //!
 //! The recorder owns a fixed number of chunks, touched at start. Threads fill them as in any
 //! session; when a thread's chunk fills up and none is free, the oldest chunk linked since the
@@ -542,12 +542,14 @@ fn scan(open: &mut Vec<CutScope>, records: &[RawEvent]) {
 /// What the running flight recorder's chunks cost to read so far: `(ahead, late)`, the
 /// chunks its scanner read and those read when recycled (the scanner was behind); `None`
 /// without a flight recorder.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
 pub(crate) fn reads() -> Option<(u64, u64)> {
     lock(&RING).as_ref().map(|r| (r.read_ahead, r.read_late))
 }
 
 /// Pauses (or resumes) the scanner: while paused, chunks are read only by [`read_pending`]
 /// or when recycled.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
 pub(crate) fn pause_scanner(paused: bool) {
     PAUSED.store(paused, Ordering::Release);
     if !paused && let Some(Some(scanner)) = lock(&RING).as_ref().map(|r| r.scanner.clone()) {
@@ -557,6 +559,7 @@ pub(crate) fn pause_scanner(paused: bool) {
 
 /// Reads every pending chunk of the running flight recorder on the calling thread, as its
 /// scanner does; returns how many.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
 pub(crate) fn read_pending() -> usize {
     let _untracked = registry::Untracked::enter();
     let session = lock(&RING).as_ref().map(|r| r.session);

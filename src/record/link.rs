@@ -29,7 +29,7 @@ use crate::record::thread;
 /// assert_eq!(worker.join().unwrap(), 42);
 /// prof.stop();
 /// let trace = prof.trace();
-/// let found = trace.links.iter().find(|l| trace.span(l.follower).1.name() == "work");
+/// let found = trace.flows.iter().find(|l| trace.span(l.follower).1.name() == "work");
 /// let origin = found.unwrap().origin.unwrap();
 /// assert_eq!(trace.span(origin).1.name(), "enqueue");
 /// ```

@@ -3,7 +3,7 @@
 use crate::record::event::RawKind;
 
 /// What a session records of the allocations of the threads it records
-/// ([`Config::track_memory`](crate::Config::track_memory)).
+/// ([`ProfilerBuilder::track_memory`](crate::ProfilerBuilder::track_memory)).
 ///
 /// ```
 /// use tickscope::MemoryMode;

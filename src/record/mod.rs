@@ -30,6 +30,8 @@ pub(crate) mod alloc;
 #[cfg(not(loom))]
 pub(crate) mod args;
 #[cfg(not(loom))]
+pub(crate) mod async_span;
+#[cfg(not(loom))]
 pub(crate) mod callsite;
 #[cfg(not(loom))]
 pub mod clock;
@@ -53,8 +55,6 @@ pub(crate) mod pool;
 pub(crate) mod registry;
 #[cfg(not(loom))]
 pub(crate) mod scope;
-#[cfg(not(loom))]
-pub(crate) mod task;
 #[cfg(not(loom))]
 pub(crate) mod thread;
 #[cfg(not(loom))]

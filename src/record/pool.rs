@@ -185,6 +185,7 @@ fn take_reserved() -> Option<ChunkBox> {
 }
 
 /// Chunks reserved and not taken yet, for all sessions together.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
 pub(crate) fn reserved_chunks() -> usize {
     RESERVED_COUNT.load(Ordering::Acquire)
 }
@@ -192,7 +193,7 @@ pub(crate) fn reserved_chunks() -> usize {
 /// Bytes of records a chunk holds: what [`Reservation::new`] counts reservations in.
 const CHUNK_RECORD_BYTES: usize = CHUNK_EVENTS * RECORD as usize;
 
-/// A session's reserved memory ([`Config::reserve_memory`](crate::Config::reserve_memory)):
+/// A session's reserved memory ([`ProfilerBuilder::reserve_memory`](crate::ProfilerBuilder::reserve_memory)):
 /// chunks allocated and touched before the session starts recording, so that its threads
 /// take resident chunks and never pay a page fault on the hot path while the reservation
 /// lasts, even when every core is busy recording (a prefaulter then has no idle core, and

@@ -497,6 +497,7 @@ pub(crate) fn observer_panics(id: u64) -> u64 {
 }
 
 /// Registered threads (live, or exited with events still needed).
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))] // used by `__private`'s test hooks
 pub(crate) fn thread_count() -> usize {
     registry().threads.len()
 }

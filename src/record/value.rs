@@ -7,6 +7,7 @@ use crate::record::event::{RawEvent, RawKind};
 
 /// The value of a scope argument.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Value {
     /// A signed integer.
     I64(i64),

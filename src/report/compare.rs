@@ -65,6 +65,7 @@ impl Metric {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[non_exhaustive]
 pub enum Verdict {
     /// Slower: the whole interval lies past the margin.
     Regressed,
@@ -150,6 +151,7 @@ impl Default for Options {
 /// One run's figures of a name in a [`DiffRow`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Side {
     /// Number of calls.
     pub calls: u64,
@@ -163,6 +165,7 @@ pub struct Side {
 /// What changed for one name.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct DiffRow {
     /// The scope name.
     pub name: &'static str,
@@ -197,6 +200,7 @@ impl DiffRow {
 /// Two runs compared name by name (see the [module documentation](self) for the statistics).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Diff {
     /// How it judged.
     pub options: Options,

@@ -8,6 +8,7 @@ use crate::trace::{Number, Trace};
 /// Figures of one counter (`counter!`) over the window: its values after each sample.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct CounterStats {
     /// The counter's name.
     pub name: &'static str,
@@ -30,6 +31,7 @@ pub struct CounterStats {
 /// Figures of one value distribution (`value!`) over the window.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ValueStats {
     /// The distribution's name.
     pub name: &'static str,

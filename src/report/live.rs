@@ -13,6 +13,7 @@ use crate::trace::Trace;
 /// after the session, is live at stop too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct LiveAtStop {
     /// The scope's name; `None` for allocations made outside any scope.
     pub scope: Option<&'static str>,

@@ -32,6 +32,7 @@ pub use live::LiveAtStop;
 /// its self time; in a per-thread report it belongs to the thread of its first poll.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ScopeStats {
     /// The scope name.
     pub name: &'static str,
@@ -78,7 +79,7 @@ pub struct ScopeStats {
     /// "Self %". Over all rows these add up to 100 (as PyTorch's "Self CPU %").
     pub self_percent: f64,
     /// What the calls allocated and freed, summed over calls (peak: the largest call's), when
-    /// the session tracked memory ([`Config::track_memory`](crate::Config::track_memory)). An
+    /// the session tracked memory ([`ProfilerBuilder::track_memory`](crate::ProfilerBuilder::track_memory)). An
     /// async call counts what its polls did.
     pub memory: Option<MemoryStats>,
 }
@@ -130,6 +131,7 @@ pub(crate) fn percent_of(part: u64, whole: u64) -> f64 {
 /// Statistics per scope name over one session window.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Report {
     rows: Vec<ScopeStats>,
     /// Wall time of the window the data covers ([`Trace::covered_ns`]: of a flight recorder
@@ -269,7 +271,10 @@ impl Report {
         if tracked {
             for thread in &trace.threads {
                 for (span, memory) in thread.spans.iter().zip(&thread.memory) {
-                    if let SpanKind::Poll { task: Some(call) } = span.kind {
+                    if let SpanKind::Poll {
+                        async_span: Some(call),
+                    } = span.kind
+                    {
                         calls_memory[call as usize].add(memory);
                     }
                 }
@@ -278,7 +283,7 @@ impl Report {
         // The originating scope's name of each span that followed from a link, when split.
         let origins: FxHashMap<SpanRef, &'static str> = if split == Split::Origin {
             trace
-                .links
+                .flows
                 .iter()
                 .filter_map(|l| Some((l.follower, trace.span(l.origin?).1.name())))
                 .collect()
@@ -337,7 +342,10 @@ impl Report {
             call_labels.resize(trace.async_spans.len(), None);
             for (t, thread) in trace.threads.iter().enumerate() {
                 for (i, span) in thread.spans.iter().enumerate() {
-                    let SpanKind::Poll { task: Some(call) } = span.kind else {
+                    let SpanKind::Poll {
+                        async_span: Some(call),
+                    } = span.kind
+                    else {
                         continue;
                     };
                     let at = SpanRef {
@@ -489,10 +497,17 @@ impl Report {
 
     /// The row for `name` caused by `origin` (`None`: calls that followed from no link), in a
     /// report split by origin.
-    pub fn get_caused_by(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
+    pub fn get_by_origin(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
         self.rows
             .iter()
             .find(|r| r.name == name && r.caused_by == origin)
+    }
+
+    /// The old name of [`Report::get_by_origin`].
+    #[deprecated(since = "0.1.0", note = "renamed get_by_origin, as Report::by_origin")]
+    // old name (renames.sh)
+    pub fn get_caused_by(&self, name: &str, origin: Option<&str>) -> Option<&ScopeStats> {
+        self.get_by_origin(name, origin)
     }
 
     /// The row for `name` whose grouping argument had `value` (`None`: calls without it), in

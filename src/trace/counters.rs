@@ -60,6 +60,7 @@ pub enum CounterOp {
 
 /// One sample of a counter, on the counter's process-wide timeline.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct CounterSample {
     /// When, ns since the Unix epoch.
     pub ns: u64,
@@ -80,6 +81,7 @@ pub struct CounterSample {
 /// and, on one thread, the order they were recorded in. The running value of `add`s is exact
 /// for integers, whichever threads added (see [`Number`]'s `+`).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CounterTrack {
     /// The counter's name.
     pub name: &'static str,
@@ -103,6 +105,7 @@ impl CounterTrack {
 
 /// One sample of a value distribution (`value!`).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct ValueSample {
     /// When, ns since the Unix epoch.
     pub ns: u64,
@@ -114,6 +117,7 @@ pub struct ValueSample {
 
 /// Every sample of one value distribution's name in one process, in time order.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ValueSeries {
     /// The distribution's name.
     pub name: &'static str,
@@ -134,6 +138,7 @@ pub enum InstantScope {
 
 /// A zero-duration event (`instant!`).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Instant {
     /// Where it was recorded; [`Instant::name`] is its name.
     pub callsite: &'static Callsite,

@@ -17,6 +17,7 @@ pub use counters::{
 
 /// One scope, closed, with Unix-epoch nanosecond times.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Span {
     /// Where the scope was opened; [`Span::name`] is its name.
     pub callsite: &'static Callsite,
@@ -37,12 +38,12 @@ pub struct Span {
     /// (0 without overhead compensation): the part of its own probe between its two ticks,
     /// and for each direct child the child's probe and what was left out of the child. At
     /// most the time not covered by children ([`Trace::compensation`];
-    /// [`Config::compensate_overhead`](crate::Config::compensate_overhead)).
+    /// [`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)).
     pub overhead_ns: u64,
     /// The scope was still open when the session stopped and was closed at the stop time.
     pub open_at_stop: bool,
     /// The scope was entered before the window a flight recorder retains
-    /// ([`Config::flight_recorder`](crate::Config::flight_recorder)): its entry was
+    /// ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder)): its entry was
     /// overwritten, but kept aside, so it has its name and entry time; the scopes it held
     /// before the window are gone with the overwritten events.
     pub cut_at_start: bool,
@@ -52,6 +53,7 @@ pub struct Span {
 
 /// What a [`Span`] stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpanKind {
     /// A scope: `scope!`, or a call of a sync `#[profile]` function.
     Scope,
@@ -59,13 +61,14 @@ pub enum SpanKind {
     Poll {
         /// Index of the call in [`Trace::async_spans`]; `None` when the call began outside the
         /// window or on a thread the session did not record.
-        task: Option<u32>,
+        async_span: Option<u32>,
     },
 }
 
 /// One call of a `#[profile] async fn`: from its first poll to its completion (or its drop),
 /// whichever threads polled it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AsyncSpan {
     /// The function's callsite.
     pub callsite: &'static Callsite,
@@ -126,6 +129,7 @@ impl Span {
 
 /// One thread's scopes, in order of entry.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ThreadTrace {
     /// The process the thread belongs to: its index in [`Trace::processes`] (0 in a trace of
     /// one process).
@@ -146,6 +150,7 @@ pub struct ThreadTrace {
 
 /// One argument of a scope.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SpanArg {
     /// Index of the span in its thread's spans.
     pub span: u32,
@@ -162,6 +167,7 @@ pub struct SpanArg {
 /// itself was the innermost open scope. Recursive scopes count every level in the totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct MemoryStats {
     /// Allocations, child scopes included.
     pub allocs: u64,
@@ -231,6 +237,7 @@ pub enum MemoryKind {
 
 /// One allocation or free of a session that tracked memory.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct MemoryEvent {
     /// When, ns since the Unix epoch.
     pub ns: u64,
@@ -262,6 +269,7 @@ impl MemoryEvent {
 
 /// Every allocation and free of the window, all threads (of every process), in time order.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct MemoryTrace {
     /// Allocations and frees in time order (frees are stamped before the memory goes back to
     /// the allocator, allocations after they return, so reuse of an address orders right).
@@ -338,6 +346,7 @@ pub struct SpanRef {
 /// matched to where the link was captured by (sequence number, thread id), in the follower's
 /// process (links do not cross processes).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Flow {
     /// The link's sequence number on its thread; 0 for a `tracing` span that followed from
     /// one not entered on the calling thread (the bridge links the two spans by id).
@@ -360,6 +369,7 @@ pub struct Flow {
 /// three are one process of a trace decoded from several captures
 /// ([`Trace::from_captures`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Process {
     /// Its process id.
     pub id: u32,
@@ -376,6 +386,7 @@ pub struct Process {
 /// clock calibration, so that sessions of several processes (or hosts) line up: a scope that
 /// began at the same Unix instant in two processes has the same `start_ns`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Trace {
     /// Window start, ns since the Unix epoch (of several sessions: the earliest start).
     pub start_ns: u64,
@@ -390,7 +401,7 @@ pub struct Trace {
     /// Events that could not be recorded (threads tearing down) during the window, summed
     /// over sessions. Always reported; 0 in a healthy run.
     pub dropped_events: u64,
-    /// Events a flight recorder ([`Config::flight_recorder`](crate::Config::flight_recorder))
+    /// Events a flight recorder ([`ProfilerBuilder::flight_recorder`](crate::ProfilerBuilder::flight_recorder))
     /// overwrote before the window it retains, summed over sessions; 0 for other sessions.
     pub overwritten_events: u64,
     /// Where a flight recorder's window starts for every thread, once it overwrote events
@@ -406,18 +417,18 @@ pub struct Trace {
     /// Raw events post-processed into this trace.
     pub event_count: u64,
     /// Allocations and frees, when the session (or one of the sessions) tracked memory
-    /// ([`Config::track_memory`](crate::Config::track_memory)).
+    /// ([`ProfilerBuilder::track_memory`](crate::ProfilerBuilder::track_memory)).
     pub memory: Option<MemoryTrace>,
     /// Scopes that followed from a [`Link`](crate::Link), in the order of their threads and
     /// entry.
-    pub links: Vec<Flow>,
+    pub flows: Vec<Flow>,
     /// The processes that recorded it, never empty: one for a trace of one capture (from the
     /// capture: a trace read from a file names the recording process, not the reader), one per
     /// distinct process for several ([`Trace::from_captures`]), in the order they first
     /// appear. [`ThreadTrace::process`] and the other `process` fields index it.
     pub processes: Vec<Process>,
     /// The profiler overhead subtracted from the spans' durations and self times
-    /// ([`Config::compensate_overhead`](crate::Config::compensate_overhead)); `None` when
+    /// ([`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)); `None` when
     /// nothing is known about it (the mock clock, whose times are exact; a capture file
     /// written before compensation existed; of several captures, the first that says).
     pub compensation: Option<Compensation>,
@@ -448,6 +459,7 @@ pub struct Trace {
 /// Summed over the trace's sessions; all zero when every session is whole. A live snapshot of
 /// a streaming session is whole.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Salvage {
     /// Sessions salvaged without their footer.
     pub sessions: u64,
@@ -474,8 +486,9 @@ impl Salvage {
 }
 
 /// The profiler overhead a trace's times were compensated for
-/// ([`Config::compensate_overhead`](crate::Config::compensate_overhead)).
+/// ([`ProfilerBuilder::compensate_overhead`](crate::ProfilerBuilder::compensate_overhead)).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Compensation {
     /// Switched off: durations and self times are as recorded, probes included.
     Off,
@@ -518,7 +531,7 @@ impl Trace {
             cut_start_ns: None,
             event_count: 0,
             memory: None,
-            links: Vec::new(),
+            flows: Vec::new(),
             processes: vec![Process {
                 id: std::process::id(),
                 name: String::new(),

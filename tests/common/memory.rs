@@ -2,6 +2,17 @@
 //! installs its own `TrackingAlloc`).
 #![allow(dead_code)]
 
+/// A [`MemoryStats`] with these figures and 0 for the others (the struct is
+/// `#[non_exhaustive]`: built from its default, field by field).
+#[allow(unused_macros)] // not every test that includes this file builds figures
+macro_rules! memory_stats {
+    ($($field:ident: $value:expr),* $(,)?) => {{
+        let mut stats = tickscope::trace::MemoryStats::default();
+        $(stats.$field = $value;)*
+        stats
+    }};
+}
+
 use tickscope::trace::MemoryStats;
 use tickscope::{MemoryMode, Profiler};
 

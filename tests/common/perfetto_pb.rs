@@ -177,7 +177,7 @@ pub fn write_with_prost(trace: &tickscope::trace::Trace, out: &mut impl std::io:
     const BLOCK: usize = 64 * 1024;
     assert!(
         trace.processes.len() == 1
-            && trace.links.is_empty()
+            && trace.flows.is_empty()
             && trace.async_spans.is_empty()
             && trace.memory.is_none()
             && trace.counters.is_empty()

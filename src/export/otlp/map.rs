@@ -105,6 +105,7 @@ impl Options {
 /// calls) is counted once, in `sent`, `folded` or `sampled_out`; every instant and counter
 /// sample once, in `events` or `events_sampled_out`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Spans in the requests.
     pub sent: u64,
@@ -196,7 +197,7 @@ pub struct Otlp<'t> {
     pub(super) kept: Vec<u32>,
     /// Index in `nodes` of each thread's first span.
     pub(super) thread_base: Vec<u32>,
-    /// Flows (indices in `Trace::links`) by the kept node of their follower, sorted.
+    /// Flows (indices in `Trace::flows`) by the kept node of their follower, sorted.
     pub(super) links: Vec<(u32, u32)>,
     /// Span events by node, in time order.
     pub(super) events: Vec<Event>,
@@ -261,7 +262,9 @@ impl<'t> Otlp<'t> {
                     _ => NONE,
                 };
                 let parent = match span.kind {
-                    SpanKind::Poll { task: Some(task) } if (task as usize) < asyncs => {
+                    SpanKind::Poll {
+                        async_span: Some(task),
+                    } if (task as usize) < asyncs => {
                         let first = &mut first_poll[task as usize];
                         if first.is_none_or(|(start, _)| span.start_ns < start) {
                             *first = Some((span.start_ns, thread_parent));
@@ -410,7 +413,7 @@ impl<'t> Otlp<'t> {
             .collect();
         kept.sort_by_key(|&i| self.nodes[i as usize].process);
         self.kept = kept;
-        for (f, flow) in trace.links.iter().enumerate() {
+        for (f, flow) in trace.flows.iter().enumerate() {
             if let Some(node) = self.node_of(flow.follower.thread, flow.follower.span) {
                 let rep = self.nodes[node as usize].rep;
                 if rep != NONE {

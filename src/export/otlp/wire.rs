@@ -480,7 +480,7 @@ impl<'o, 't> Encoder<'o, 't> {
             attribute(
                 out,
                 SPAN_ATTRIBUTE,
-                "tickscope.cut_at_stop",
+                "tickscope.open_at_stop",
                 Any::Bool(true),
             );
         }
@@ -499,7 +499,7 @@ impl<'o, 't> Encoder<'o, 't> {
         let links = &links[..links.partition_point(|&(rep, _)| rep == i)];
         // Links whose origin has no span: attributes of the span, before its events.
         for &(_, f) in links {
-            let flow = &trace.links[f as usize];
+            let flow = &trace.flows[f as usize];
             if otlp.link_origin(flow).is_none() {
                 link_attributes(out, SPAN_ATTRIBUTE, flow.seq, flow.origin_thread);
             }
@@ -545,7 +545,7 @@ impl<'o, 't> Encoder<'o, 't> {
             message_field(out, 11 << 3 | 2, part);
         }
         for &(_, f) in links {
-            let flow = &trace.links[f as usize];
+            let flow = &trace.flows[f as usize];
             if let Some(o) = otlp.link_origin(flow) {
                 let part = &mut self.part;
                 part.clear();

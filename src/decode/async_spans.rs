@@ -125,7 +125,9 @@ pub(super) fn match_async(
     let polled_until = if salvaged && !unclosed.is_empty() {
         let mut until = vec![0u64; records.len()];
         for span in threads.iter().flat_map(|t| &t.spans) {
-            if let SpanKind::Poll { task: Some(r) } = span.kind
+            if let SpanKind::Poll {
+                async_span: Some(r),
+            } = span.kind
                 && let Some(until) = until.get_mut(r as usize)
             {
                 *until = (*until).max(span.end_ns);
@@ -327,7 +329,7 @@ impl AsyncSpan {
 /// Makes `span` a poll of the async call `record` (at index `r`).
 fn poll_of(record: &mut AsyncSpan, r: usize, span: &mut Span) {
     span.kind = SpanKind::Poll {
-        task: Some(r as u32),
+        async_span: Some(r as u32),
     };
     record.polls += 1;
     // Saturating: forged ticks (a capture file) may overlap anyhow.

@@ -1,7 +1,7 @@
 //! Async calls: one logical span from first poll to completion, plus one slice per poll on the
 //! thread that polled.
 //!
-//! Nothing thread-bound is held across `.await`: the [`AsyncCall`] only carries ids, and each
+//! Nothing thread-bound is held across `.await`: the [`AsyncSpanGuard`] only carries ids, and each
 //! poll opens and closes an ordinary [`ScopeGuard`] on the polling thread.
 
 use std::future::{Future, poll_fn};
@@ -15,13 +15,13 @@ use crate::record::{clock, thread};
 /// The logical span of one async call; ends (recording an end) when dropped, whether the call
 /// completed or was cancelled.
 #[derive(Debug)]
-pub struct AsyncCall {
+pub struct AsyncSpanGuard {
     callsite: &'static Callsite,
     /// 0 when the span's beginning was not recorded.
     span: u32,
 }
 
-impl AsyncCall {
+impl AsyncSpanGuard {
     /// Begins a span now if a session wants this thread.
     #[inline]
     pub fn begin(callsite: &'static Callsite) -> Self {
@@ -48,7 +48,7 @@ impl AsyncCall {
     }
 }
 
-impl Drop for AsyncCall {
+impl Drop for AsyncSpanGuard {
     fn drop(&mut self) {
         if self.span != 0 && thread::thread_wants() {
             push_tagged(RawKind::AsyncEnd, self.callsite.id(), self.span);
@@ -67,7 +67,7 @@ fn push_tagged(kind: RawKind, id: u32, payload: u32) -> u64 {
 
 /// Runs `fut` as one async call named by `callsite`: the code `#[profile] async fn` expands to.
 pub async fn instrument<F: Future>(callsite: &'static Callsite, fut: F) -> F::Output {
-    let span = AsyncCall::begin(callsite);
+    let span = AsyncSpanGuard::begin(callsite);
     let mut fut = pin!(fut);
     poll_fn(|cx| {
         let _poll = span.poll();
