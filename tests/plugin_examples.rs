@@ -11,10 +11,13 @@ use tickscope::{Profiler, scope};
 mod cbuild;
 use cbuild::ROOT;
 
-/// A folder of this test binary's own for what it builds.
-fn out_dir() -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("tickscope-plugin-examples-{}", std::process::id()));
+/// A folder of this test's own (`test` names it) for what it builds: the tests run in
+/// parallel, and each removes its folder when done.
+fn out_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tickscope-plugin-examples-{}-{test}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -68,7 +71,7 @@ fn proc_stat() -> (u64, u64) {
 
 #[test]
 fn c_sampler_records_procstat_samples_with_their_counters() {
-    let dir = out_dir();
+    let dir = out_dir("c_sampler");
     let lib = c_sampler(&dir);
     let prof = Profiler::builder().current_thread().plugin(&lib).start();
     let (cpu0, faults0) = proc_stat();
@@ -180,7 +183,8 @@ fn sim_device_kernels_line_up_with_the_host_scopes_that_launched_them() {
     );
 
     // In the Chrome trace, each kernel starts within its launch scope, up to the calibration.
-    let path = out_dir().join("sim_device.json");
+    let dir = out_dir("sim_device");
+    let path = dir.join("sim_device.json");
     prof.write_chrome_trace(&path).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let spans = |name: &str| -> Vec<(f64, f64)> {
@@ -202,5 +206,5 @@ fn sim_device_kernels_line_up_with_the_host_scopes_that_launched_them() {
             l_ts + l_dur
         );
     }
-    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
