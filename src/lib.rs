@@ -44,10 +44,12 @@
 //!   buffers, pool)
 //! ```
 //!
-//! - **record**: the hot path stamps a raw clock tick ([`quanta::Clock::raw`], the TSC where
-//!   there is one) and a static callsite id into a 16-byte record in the current thread's own
-//!   chunk: no lock, no allocation (after the thread's first chunk), no write to memory
-//!   another thread writes.
+//! - **record**: the hot path stamps a raw clock tick ([`quanta::Clock::raw`][raw], the TSC
+//!   where there is one) and a static callsite id into a 16-byte record in the current
+//!   thread's own chunk: no lock, no allocation (after the thread's first chunk), no write to
+//!   memory another thread writes.
+//!
+//! [raw]: https://docs.rs/quanta/latest/quanta/struct.Clock.html#method.raw
 //! - **capture**: a session's stop hands its threads' chunks over, as recorded, to a
 //!   [`Capture`] ([`Profiler::capture`]): no copy, no decoding. Its chunks already have the
 //!   layout of a capture file (a 16-byte header of magic, type, version and length), so
