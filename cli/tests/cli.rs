@@ -949,8 +949,9 @@ fn diff_judges_per_call_distributions() {
     assert!(
         run.stdout.ends_with(
             "0 regressed, 0 improved, 2 inconclusive, 3 unchanged, 0 added, 0 removed \
-             (per-call time: threshold 5.0%, min change 50 ns, min 20 calls; 3 names judged, \
-             each at 98.33% for 95% over all, Bonferroni)\n"
+             (per-call time: threshold 5.0%, min change 50 ns, min 20 calls; samples: 20 time \
+             blocks of calls, run noise 0.6%; 3 names judged, each at 98.33% for 95% over all, \
+             Bonferroni)\n"
         ),
         "{}",
         run.stdout
@@ -981,7 +982,7 @@ fn diff_judges_per_call_distributions() {
             "1.20 µs",
             "+200 ns",
             "+19.9%",
-            "+199 ns .. +201 ns"
+            "+186 ns .. +214 ns"
         ]
     );
     // The other way round: tokenize and parse improved, hash regressed, extra removed.
@@ -1124,7 +1125,12 @@ fn diff_takes_the_sessions_of_a_capture_as_repetitions() {
     // --repetitions calls pools the calls of every session.
     let run = tickscope(&["diff", s(&base), s(&slower), "--repetitions", "calls"]);
     assert_eq!(run.code, 1);
-    assert!(!run.stdout.contains("samples:"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("; samples: 20 time blocks of calls, run noise 0.6%; 3 names judged"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(
         diff_row(&run.stdout, "tokenize")[..3],
         ["tokenize", "regressed", "150"]
@@ -1182,10 +1188,18 @@ fn diff_formats_parse_back_to_the_library_diff() {
     assert_eq!(doc["counts"], counts);
     assert_eq!(doc["rows"][0]["name"], "tokenize");
     assert_eq!(doc["rows"][0]["verdict"], "regressed");
-    assert_eq!(
-        doc["rows"][0]["interval_ns"],
-        serde_json::json!([199.0, 201.0])
+    // tokenize: 20 blocks of 5 calls a side, block medians 1,004/1,005 and 1,204/1,205: the
+    // blocks give 200 .. 200, widened by the run noise, z·0.006 × the base median 1,004 ns
+    // (z = 2.394 for 98.33 %): 14.42 ns each way.
+    let interval = &doc["rows"][0]["interval_ns"];
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(
+        (low - 185.58).abs() < 0.01 && (high - 214.42).abs() < 0.01,
+        "{interval}"
     );
+    assert_eq!(doc["options"]["blocks"], 20);
+    assert_eq!(doc["options"]["run_noise"], 0.006);
+    assert_eq!(doc["rows"][0]["base"]["samples"], 20);
 
     // CSV: a row per name, plain numbers in ns, what the library's rows hold.
     let run = tickscope(&["diff", s(&base), s(&new), "--format", "csv"]);
@@ -1255,7 +1269,7 @@ fn diff_formats_parse_back_to_the_library_diff() {
     );
     assert_eq!(
         lines[4],
-        "| tokenize | regressed | 100 | 0 | 1004 ns | 1204 ns | +200 ns | +19.9% | +199 ns .. +201 ns |"
+        "| tokenize | regressed | 100 | 0 | 1004 ns | 1204 ns | +200 ns | +19.9% | +186 ns .. +214 ns |"
     );
     assert_eq!(
         lines[4..10].iter().filter(|l| l.starts_with("| ")).count(),
