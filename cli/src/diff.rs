@@ -69,10 +69,10 @@ pub(crate) struct Args {
     blocks: usize,
     /// Without repetitions: the noise between two runs of one build that one run a side
     /// cannot show (an offset all calls of a run share: code layout, a speed held for the
-    /// whole run), as the standard deviation of their relative change, `0.6%` or `0.006`,
+    /// whole run), as the standard deviation of their relative change, `0.7%` or `0.007`,
     /// added to the interval's variance. Measure yours with A/A runs (README: "Regression
     /// gate"); 0 adds none.
-    #[arg(long, value_name = "FRACTION", default_value = "0.6%", value_parser = threshold)]
+    #[arg(long, value_name = "FRACTION", default_value = "0.7%", value_parser = threshold)]
     run_noise: f64,
     /// Fail (exit 2) when this name is missing from either run (may be repeated).
     #[arg(long, value_name = "NAME")]
@@ -138,7 +138,10 @@ fn threshold(s: &str) -> Result<f64, String> {
         None => (s.trim(), false),
     };
     match number.parse::<f64>() {
-        Ok(x) if percent && x.is_finite() && x >= 0.0 => Ok(x / 100.0),
+        // `0.7%` is the float nearest 0.007, as `0.007` is (0.7 / 100 is not).
+        Ok(x) if percent && x.is_finite() && x >= 0.0 => {
+            Ok(format!("{number}e-2").parse().unwrap_or(x / 100.0))
+        }
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
         Ok(x) if !percent && x.is_finite() && x > 1.0 => Err(format!(
             "`{s}` is ambiguous: write `{number}%` for {number} percent, or a fraction \
@@ -462,6 +465,8 @@ mod tests {
         assert_eq!(threshold("5%"), Ok(0.05));
         assert_eq!(threshold("0.05"), Ok(0.05));
         assert_eq!(threshold(" 12.5 % "), Ok(0.125));
+        // The float nearest 0.007, not 0.7 / 100 (0.007000000000000001).
+        assert_eq!(threshold("0.7%"), Ok(0.007));
         assert_eq!(threshold("0"), Ok(0.0));
         assert_eq!(threshold("1"), Ok(1.0));
         assert_eq!(threshold("500%"), Ok(5.0));
