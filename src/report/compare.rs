@@ -172,8 +172,8 @@ impl Options {
     pub const BLOCKS: usize = 20;
     /// The default between-run noise: 0.7 %, the root mean square of the relative A/A change
     /// of the 2 µs and 50 µs scopes measured by `scripts/diff_error_rates.sh` on a loaded
-    /// 2-core VM (0.61 % to 0.67 % over four runs of 30 to 50 pairs), rounded up (README:
-    /// "Regression gate").
+    /// 2-core VM under load (0.46 % to 0.67 % in five runs of 30 to 50 pairs), the largest
+    /// rounded up (docs/CLI.md: "Regression gate").
     pub const RUN_NOISE: f64 = 0.007;
 }
 
