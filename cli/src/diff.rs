@@ -15,8 +15,10 @@ use crate::{Context, Failure, input, text};
 ///
 /// Compares them name by name, from the durations of every call (every session of
 /// each, as `table` counts them): for each name the Hodges–Lehmann shift per call (the median
-/// of the differences between a call of the new run and a call of the base run), its
-/// confidence interval (rank-based, Mann–Whitney), and a verdict: regressed, improved,
+/// of the differences between the medians of 20 time blocks of the new run's calls and those
+/// of the base run: consecutive calls share the drift of a run, so blocks, not calls, are the
+/// samples), its confidence interval (rank-based, Mann–Whitney, widened by --run-noise, the
+/// noise between runs that one run a side cannot show), and a verdict: regressed, improved,
 /// unchanged or inconclusive. Names found in one run only are listed as added or removed.
 ///
 /// A name regresses only when the whole interval lies past both the threshold (relative to the
@@ -60,6 +62,20 @@ pub(crate) struct Args {
     /// sessions when both captures hold at least 5, else calls.
     #[arg(long, value_enum, default_value_t = Repetitions::Auto)]
     repetitions: Repetitions,
+    /// Without repetitions: the contiguous time blocks each run's calls of a name are cut
+    /// into, whose medians are the samples, so that the drift of a run (frequency, caches,
+    /// other processes), which consecutive calls share, is in the interval. 0 takes every
+    /// call as an independent sample (right only when they are, as calls made by separate
+    /// processes are).
+    #[arg(long, value_name = "N", default_value_t = Options::BLOCKS)]
+    blocks: usize,
+    /// Without repetitions: the noise between two runs of one build that one run a side
+    /// cannot show (an offset all calls of a run share: code layout, a speed held for the
+    /// whole run), as the standard deviation of their relative change, `0.7%` or `0.007`,
+    /// added to the interval's variance. Measure yours with A/A runs (README: "Regression
+    /// gate"); 0 adds none.
+    #[arg(long, value_name = "FRACTION", default_value = "0.7%", value_parser = threshold)]
+    run_noise: f64,
     /// Fail (exit 2) when this name is missing from either run (may be repeated).
     #[arg(long, value_name = "NAME")]
     require: Vec<String>,
@@ -124,7 +140,10 @@ fn threshold(s: &str) -> Result<f64, String> {
         None => (s.trim(), false),
     };
     match number.parse::<f64>() {
-        Ok(x) if percent && x.is_finite() && x >= 0.0 => Ok(x / 100.0),
+        // `0.7%` is the float nearest 0.007, as `0.007` is (0.7 / 100 is not).
+        Ok(x) if percent && x.is_finite() && x >= 0.0 => {
+            Ok(format!("{number}e-2").parse().unwrap_or(x / 100.0))
+        }
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
         Ok(x) if !percent && x.is_finite() && x > 1.0 => Err(format!(
             "`{s}` is ambiguous: write `{number}%` for {number} percent, or a fraction \
@@ -202,6 +221,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         min_change_ns: args.min_change,
         min_calls: args.min_calls,
         confidence: args.confidence,
+        blocks: args.blocks,
+        run_noise: args.run_noise,
     };
     let diff = if sessions {
         let mut runs = Vec::with_capacity(2);
@@ -343,9 +364,19 @@ fn footer(diff: &Diff, unit: Unit) -> String {
     } else {
         ""
     };
+    let of = if o.metric == Metric::Total {
+        "totals"
+    } else {
+        "medians"
+    };
     let samples = match diff.repetitions {
-        Some((b, n)) => format!("; samples: the medians of {b} and {n} sessions"),
-        None => String::new(),
+        Some((b, n)) => format!("; samples: the {of} of {b} and {n} sessions"),
+        None if o.blocks > 0 => format!(
+            "; samples: {} time blocks of calls, run noise {:.1}%",
+            o.blocks,
+            o.run_noise * 100.0
+        ),
+        None => format!("; samples: calls, run noise {:.1}%", o.run_noise * 100.0),
     };
     format!(
         "wall {} -> {} ({}); {} ({} time: threshold {:.1}%, min change {}{per}, min {} \
@@ -436,6 +467,8 @@ mod tests {
         assert_eq!(threshold("5%"), Ok(0.05));
         assert_eq!(threshold("0.05"), Ok(0.05));
         assert_eq!(threshold(" 12.5 % "), Ok(0.125));
+        // The float nearest 0.007, not 0.7 / 100 (0.007000000000000001).
+        assert_eq!(threshold("0.7%"), Ok(0.007));
         assert_eq!(threshold("0"), Ok(0.0));
         assert_eq!(threshold("1"), Ok(1.0));
         assert_eq!(threshold("500%"), Ok(5.0));

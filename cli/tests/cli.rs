@@ -1225,8 +1225,9 @@ fn diff_judges_per_call_distributions() {
     assert!(
         run.stdout.ends_with(
             "0 regressed, 0 improved, 2 inconclusive, 3 unchanged, 0 added, 0 removed \
-             (per-call time: threshold 5.0%, min change 50 ns, min 20 calls; 3 names judged, \
-             each at 98.33% for 95% over all, Bonferroni)\n"
+             (per-call time: threshold 5.0%, min change 50 ns, min 20 calls; samples: 20 time \
+             blocks of calls, run noise 0.7%; 3 names judged, each at 98.33% for 95% over all, \
+             Bonferroni)\n"
         ),
         "{}",
         run.stdout
@@ -1257,7 +1258,7 @@ fn diff_judges_per_call_distributions() {
             "1.20 µs",
             "+200 ns",
             "+19.9%",
-            "+199 ns .. +201 ns"
+            "+183 ns .. +217 ns"
         ]
     );
     // The other way round: tokenize and parse improved, hash regressed, extra removed.
@@ -1400,7 +1401,12 @@ fn diff_takes_the_sessions_of_a_capture_as_repetitions() {
     // --repetitions calls pools the calls of every session.
     let run = tickscope(&["diff", s(&base), s(&slower), "--repetitions", "calls"]);
     assert_eq!(run.code, 1);
-    assert!(!run.stdout.contains("samples:"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("; samples: 20 time blocks of calls, run noise 0.7%; 3 names judged"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(
         diff_row(&run.stdout, "tokenize")[..3],
         ["tokenize", "regressed", "150"]
@@ -1447,8 +1453,17 @@ fn diff_formats_parse_back_to_the_library_diff() {
     assert_eq!(doc["kind"], "diff");
     assert_eq!(doc["base_file"], s(&base));
     assert_eq!(doc["new_file"], s(&new));
-    assert_eq!(doc["rows"], serde_json::to_value(&diff.rows).unwrap());
-    assert_eq!(doc["options"], serde_json::to_value(diff.options).unwrap());
+    // Both sides through JSON text: serde_json's reading of a float may differ from the
+    // float written in its last bit, the same way for the same text.
+    let as_read = |text: String| serde_json::from_str::<serde_json::Value>(&text).unwrap();
+    assert_eq!(
+        doc["rows"],
+        as_read(serde_json::to_string(&diff.rows).unwrap())
+    );
+    assert_eq!(
+        doc["options"],
+        as_read(serde_json::to_string(&diff.options).unwrap())
+    );
     assert_eq!(doc["judged"], 3);
     assert_eq!(doc["base_wall_ns"], diff.base_wall_ns);
     let counts = serde_json::json!({
@@ -1458,10 +1473,18 @@ fn diff_formats_parse_back_to_the_library_diff() {
     assert_eq!(doc["counts"], counts);
     assert_eq!(doc["rows"][0]["name"], "tokenize");
     assert_eq!(doc["rows"][0]["verdict"], "regressed");
-    assert_eq!(
-        doc["rows"][0]["interval_ns"],
-        serde_json::json!([199.0, 201.0])
+    // tokenize: 20 blocks of 5 calls a side, block medians 1,004/1,005 and 1,204/1,205: the
+    // blocks give 200 .. 200, widened by the run noise, z·0.007 × the base median 1,004 ns
+    // (z = 2.394 for 98.33 %): 16.83 ns each way.
+    let interval = &doc["rows"][0]["interval_ns"];
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(
+        (low - 183.17).abs() < 0.01 && (high - 216.83).abs() < 0.01,
+        "{interval}"
     );
+    assert_eq!(doc["options"]["blocks"], 20);
+    assert_eq!(doc["options"]["run_noise"], 0.007);
+    assert_eq!(doc["rows"][0]["base"]["samples"], 20);
 
     // CSV: a row per name, plain numbers in ns, what the library's rows hold.
     let run = tickscope(&["diff", s(&base), s(&new), "--format", "csv"]);
@@ -1531,7 +1554,7 @@ fn diff_formats_parse_back_to_the_library_diff() {
     );
     assert_eq!(
         lines[4],
-        "| tokenize | regressed | 100 | 0 | 1004 ns | 1204 ns | +200 ns | +19.9% | +199 ns .. +201 ns |"
+        "| tokenize | regressed | 100 | 0 | 1004 ns | 1204 ns | +200 ns | +19.9% | +183 ns .. +217 ns |"
     );
     assert_eq!(
         lines[4..10].iter().filter(|l| l.starts_with("| ")).count(),

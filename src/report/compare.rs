@@ -2,17 +2,40 @@
 //! and what its exit code is made of.
 //!
 //! For each scope name found in both traces the per-call durations (or self times) of the two
-//! runs are compared as distributions, not as one number each:
+//! runs are compared as distributions, not as one number each.
 //!
+//! - **Samples: time blocks, not calls.** Consecutive calls of one run are not independent:
+//!   the CPU's frequency, the caches, the pages and the other processes of the machine change
+//!   during a run, and every call made meanwhile shares the change. An interval that takes the
+//!   calls as independent samples is then far too narrow: it measures how well the run's own
+//!   median is known, not how much a second run of the same build would differ. So the calls
+//!   of a name, in the order they started, are cut into [`Options::blocks`] (20) contiguous
+//!   blocks of as equal a number of calls as can be (at most one block per call), and each
+//!   block's median is one sample: the method of non-overlapping *batch means* used for the
+//!   output of simulations, with medians for the robustness to preempted calls. Blocks long
+//!   enough that the drift inside a run has little memory from one block to the next are
+//!   nearly independent, so the spread of the block medians is the drift of the run, and the
+//!   interval below holds under it. An offset that a whole run shares (the code's layout, a
+//!   frequency held for the whole run) cannot be seen in one run a side: see the run noise
+//!   below. `blocks = 0` takes every call as a sample (valid only when calls are
+//!   independent, as calls made by separate processes are).
 //! - **Effect size:** the Hodges–Lehmann shift, the median of the `m × n` differences
-//!   `new_j − base_i` between a call of the new run and a call of the base run. It is robust
-//!   to the long tail of timings (a preempted call moves it by one pair in `m × n`), and
-//!   computed exactly, without forming the pairs: the k-th smallest difference is found by a
-//!   binary search on the (integer) difference with an `O(m + n)` count of the pairs below it.
+//!   `new_j − base_i` between a sample of the new run and a sample of the base run. It is
+//!   robust to the long tail of timings, and computed exactly, without forming the pairs: the
+//!   k-th smallest difference is found by a binary search on the (integer) difference with an
+//!   `O(m + n)` count of the pairs below it.
 //! - **Interval:** the rank-based (Mann–Whitney/Moses) confidence interval of that shift: the
 //!   `C`-th smallest and `C`-th largest differences, with `C = ⌊mn/2 − z·√(mn(m+n+1)/12)⌋`
 //!   (normal approximation, without the correction for ties, which only makes it wider). No
-//!   resampling: the same inputs give the same interval on every machine.
+//!   resampling: the same inputs give the same interval on every machine. With 20 blocks a
+//!   side an interval exists up to about 600,000 names judged.
+//! - **Run noise:** two runs of one build also differ by an offset that every call of a run
+//!   shares, which no statistic of one run a side can measure. [`Options::run_noise`] is its
+//!   standard deviation, relative to the base (default 0.7 %, measured by A/A runs: see the
+//!   README), taken as a variance component independent of the drift within runs: each half
+//!   of the interval widens from `h` to `√(h² + (z·run_noise·reference)²)`, the interval of
+//!   the shift when the variance of its estimate is the sum of the two. With repetitions the
+//!   sessions measure that noise, and none is added.
 //! - **Multiple comparisons:** the confidence level is family-wise (default 95 %) over the
 //!   names judged (Bonferroni): with `k` names judged each interval is at `1 − (1 − level)/k`.
 //! - **Verdict:** with the margin `max(threshold × base median, min_change)`, a name
@@ -23,13 +46,15 @@
 //!
 //! **Repetitions** ([`Diff::from_repetitions`]): when each run is several sessions (a capture
 //! holding several runs of the program, or of its processes), the samples of a name are its
-//! per-session medians (totals with [`Metric::Total`]) rather than its calls, so that the
-//! noise between runs — which calls of one run share — is in the interval. The same shift,
-//! interval and verdict apply to those samples; `min_calls` still counts calls.
+//! per-session medians (totals with [`Metric::Total`]) rather than its blocks, so that the
+//! noise between runs — which every call of one run shares — is in the interval. The same
+//! shift, interval and verdict apply to those samples; `min_calls` still counts calls.
 //!
 //! [`Metric::Total`] compares each name's total time instead: the shift is the difference of
-//! the totals, its interval `± z·√(n_b·s_b² + n_n·s_n²)` (a sum of `n` calls of variance `s²`),
-//! its margin `max(threshold × base total, min_change × base calls)`.
+//! the totals, its interval `± z·√(V_b + V_n)` with `V = n²·s²/k` the batch-means variance of a
+//! run's total (`n` calls in `k` blocks whose mean durations have the variance `s²`; with
+//! `blocks = 0`, `n·s²` of independent calls), its margin
+//! `max(threshold × base total, min_change × base calls)`.
 
 use std::collections::BTreeMap;
 
@@ -121,6 +146,15 @@ pub struct Options {
     pub min_calls: u64,
     /// The family-wise confidence level over the names judged (0.95).
     pub confidence: f64,
+    /// Contiguous time blocks each run's calls of a name are cut into, whose medians are the
+    /// samples (at most one block per call); 0: every call is a sample (see the
+    /// [module documentation](self)). Not used with repetitions.
+    pub blocks: usize,
+    /// The between-run noise one run a side cannot show, allowed for in the interval: the
+    /// standard deviation of the relative change between two runs of one build (a fraction:
+    /// 0.007 is 0.7 %), as A/A runs measure it (see the [module documentation](self)). Not
+    /// used with repetitions, which measure it.
+    pub run_noise: f64,
 }
 
 impl Options {
@@ -134,6 +168,14 @@ impl Options {
     pub const MIN_CALLS: u64 = 20;
     /// The default family-wise confidence level.
     pub const CONFIDENCE: f64 = 0.95;
+    /// The default number of time blocks: 20, within the 10 to 30 batches the batch-means
+    /// method is used with, enough for an interval with Bonferroni over many names.
+    pub const BLOCKS: usize = 20;
+    /// The default between-run noise: 0.7 %, the root mean square of the relative A/A change
+    /// of the 2 µs and 50 µs scopes measured by `scripts/diff_error_rates.sh` on a loaded
+    /// 2-core VM under load (0.46 % to 0.67 % in five runs of 30 to 50 pairs), the largest
+    /// rounded up (docs/CLI.md: "Regression gate").
+    pub const RUN_NOISE: f64 = 0.007;
 }
 
 impl Default for Options {
@@ -144,6 +186,8 @@ impl Default for Options {
             min_change_ns: Self::MIN_CHANGE_NS,
             min_calls: Self::MIN_CALLS,
             confidence: Self::CONFIDENCE,
+            blocks: Self::BLOCKS,
+            run_noise: Self::RUN_NOISE,
         }
     }
 }
@@ -158,8 +202,11 @@ pub struct Side {
     /// Sum of durations.
     pub total_ns: u64,
     /// Median (nearest rank, the lower of two) of the compared time per call: durations, or
-    /// self times with [`Metric::SelfTime`].
+    /// self times with [`Metric::SelfTime`] (with repetitions: of the per-session medians).
     pub median_ns: u64,
+    /// Number of samples the interval was made of: time blocks, sessions with repetitions,
+    /// or calls with [`Options::blocks`] 0.
+    pub samples: usize,
 }
 
 /// What changed for one name.
@@ -184,8 +231,8 @@ pub struct DiffRow {
     /// The margin the interval was compared with, in ns; `None` when not judged.
     pub margin_ns: Option<f64>,
     /// The base value the threshold and [`DiffRow::relative`] are relative to, in ns: the
-    /// median of the base samples (per call; per session with repetitions), or the base total
-    /// with [`Metric::Total`] over calls. `None` for an added name.
+    /// base median per call (of the per-session medians with repetitions), or the base total
+    /// with [`Metric::Total`] without repetitions. `None` for an added name.
     pub reference_ns: Option<u64>,
 }
 
@@ -231,7 +278,9 @@ impl Diff {
     }
 
     /// Compares per-call samples: for each name, `(duration, self time)` in ns of each call of
-    /// the base and of the new run. The wall times are left 0.
+    /// the base and of the new run, in the order the calls started (the time blocks of
+    /// [`Options::blocks`] are runs of consecutive calls in that order). The wall times are
+    /// left 0.
     #[must_use]
     pub fn from_samples(
         base: BTreeMap<&'static str, Vec<(u64, u64)>>,
@@ -240,7 +289,7 @@ impl Diff {
     ) -> Self {
         let calls = |side: BTreeMap<&'static str, Vec<(u64, u64)>>| {
             side.into_iter()
-                .map(|(name, calls)| (name, Calls::new(calls, options.metric)))
+                .map(|(name, calls)| (name, Calls::new(calls, options.metric, options.blocks)))
                 .collect()
         };
         Self::judge_all(calls(base), calls(new), options, false)
@@ -273,14 +322,16 @@ impl Diff {
             let mut names: BTreeMap<&'static str, Calls> = BTreeMap::new();
             for session in sessions {
                 for (name, calls) in session {
-                    let session = Calls::new(calls, options.metric);
+                    let session = Calls::new(calls, options.metric, 0);
                     let value = match options.metric {
                         Metric::Total => session.total_ns,
-                        Metric::PerCall | Metric::SelfTime => session.side().median_ns,
+                        Metric::PerCall | Metric::SelfTime => session.median_ns,
                     };
                     let entry = names.entry(name).or_insert_with(|| Calls {
                         values: Vec::new(),
+                        median_ns: 0,
                         total_ns: 0,
+                        total_var: 0.0,
                         calls: 0,
                     });
                     entry.values.push(value);
@@ -290,6 +341,7 @@ impl Diff {
             }
             for calls in names.values_mut() {
                 calls.values.sort_unstable();
+                calls.median_ns = calls.values[(calls.values.len() - 1) / 2];
             }
             names
         };
@@ -374,79 +426,107 @@ impl Ord for OrdF64 {
     }
 }
 
-/// `(duration, self time)` of every call in `trace`, by name: scopes (not the polls of async
-/// calls) and async calls.
+/// `(duration, self time)` of every call in `trace`, by name, in the order the calls started
+/// (of two that started together, the one of the lower thread first): scopes (not the polls of
+/// async calls) and async calls.
 fn samples(trace: &Trace) -> BTreeMap<&'static str, Vec<(u64, u64)>> {
-    let mut out: BTreeMap<&'static str, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut timed: BTreeMap<&'static str, Vec<(u64, u64, u64)>> = BTreeMap::new();
     for thread in &trace.threads {
         for span in &thread.spans {
             if span.kind == SpanKind::Scope {
-                out.entry(span.name())
-                    .or_default()
-                    .push((span.duration_ns(), span.self_ns()));
+                timed.entry(span.name()).or_default().push((
+                    span.start_ns,
+                    span.duration_ns(),
+                    span.self_ns(),
+                ));
             }
         }
     }
     for call in &trace.async_spans {
-        out.entry(call.name())
-            .or_default()
-            .push((call.duration_ns(), call.self_ns));
+        timed.entry(call.name()).or_default().push((
+            call.start_ns,
+            call.duration_ns(),
+            call.self_ns,
+        ));
     }
-    out
+    timed
+        .into_iter()
+        .map(|(name, mut calls)| {
+            // Stable: calls of one start keep the order of their threads.
+            calls.sort_by_key(|&(start, _, _)| start);
+            let calls = calls.into_iter().map(|(_, d, s)| (d, s)).collect();
+            (name, calls)
+        })
+        .collect()
 }
 
-/// One run's calls of a name: the compared samples, sorted, the total duration and the
-/// number of calls.
+/// One run's calls of a name: the compared samples, sorted, and the figures of its [`Side`].
 struct Calls {
-    /// Durations or self times of each call (with repetitions: per-session medians or
-    /// totals), ascending.
+    /// The samples, ascending: the medians of the time blocks of the compared time per call
+    /// (the calls themselves without blocks; with repetitions, the per-session medians or
+    /// totals).
     values: Vec<u64>,
+    /// The median per call (with repetitions: of the per-session values).
+    median_ns: u64,
     total_ns: u64,
+    /// The estimated variance of `total_ns` from the spread of the blocks' mean durations
+    /// (batch means), for [`Metric::Total`] without repetitions.
+    total_var: f64,
     calls: u64,
 }
 
 impl Calls {
-    fn new(calls: Vec<(u64, u64)>, metric: Metric) -> Self {
+    /// The calls (in the order they started) cut into `blocks` time blocks (0: a sample per
+    /// call).
+    fn new(calls: Vec<(u64, u64)>, metric: Metric, blocks: usize) -> Self {
+        let n = calls.len();
         let total_ns = calls.iter().fold(0u64, |s, &(d, _)| s.saturating_add(d));
-        let mut values: Vec<u64> = calls
-            .into_iter()
-            .map(|(duration, self_ns)| match metric {
+        let mut compared: Vec<u64> = calls
+            .iter()
+            .map(|&(duration, self_ns)| match metric {
                 Metric::SelfTime => self_ns,
                 Metric::PerCall | Metric::Total => duration,
             })
             .collect();
+        let k = if blocks == 0 { n } else { blocks.min(n) };
+        // Block j holds the calls [j·n/k, (j+1)·n/k): sizes differ by one at most.
+        let bounds = |j: usize| (j * n / k, (j + 1) * n / k);
+        let mut means = Vec::with_capacity(k);
+        let mut values = Vec::with_capacity(k);
+        for j in 0..k {
+            let (start, end) = bounds(j);
+            let block = &mut compared[start..end];
+            let sum: f64 = block.iter().map(|&v| v as f64).sum();
+            means.push(sum / block.len() as f64);
+            let mid = (block.len() - 1) / 2;
+            values.push(*block.select_nth_unstable(mid).1);
+        }
         values.sort_unstable();
-        let calls = values.len() as u64;
+        compared.sort_unstable();
+        // The total of n calls in k blocks of mean variance s²: n² · s² / k.
+        let total_var = if k > 1 {
+            let mean = means.iter().sum::<f64>() / k as f64;
+            let s2 = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
+            (n as f64).powi(2) * s2 / k as f64
+        } else {
+            0.0
+        };
         Self {
             values,
+            median_ns: if n == 0 { 0 } else { compared[(n - 1) / 2] },
             total_ns,
-            calls,
+            total_var,
+            calls: n as u64,
         }
     }
 
     fn side(&self) -> Side {
-        let n = self.values.len();
         Side {
             calls: self.calls,
             total_ns: self.total_ns,
-            median_ns: if n == 0 { 0 } else { self.values[(n - 1) / 2] },
+            median_ns: self.median_ns,
+            samples: self.values.len(),
         }
-    }
-
-    /// Mean and variance (n − 1) of the values.
-    fn moments(&self) -> (f64, f64) {
-        let n = self.values.len() as f64;
-        let mean = self.values.iter().map(|&v| v as f64).sum::<f64>() / n;
-        let var = if self.values.len() > 1 {
-            self.values
-                .iter()
-                .map(|&v| (v as f64 - mean).powi(2))
-                .sum::<f64>()
-                / (n - 1.0)
-        } else {
-            0.0
-        };
-        (mean, var)
     }
 }
 
@@ -470,7 +550,7 @@ fn judge(
         margin_ns: None,
         reference_ns: base.map(|b| match options.metric {
             Metric::Total if !repeated => b.total_ns,
-            _ => b.side().median_ns,
+            _ => b.median_ns,
         }),
     };
     let (b, n) = match (base, new) {
@@ -484,6 +564,10 @@ fn judge(
         }
         (Some(b), Some(n)) => (b, n),
     };
+    // A name given with no calls (possible through `from_samples`): nothing to compare.
+    if b.values.is_empty() || n.values.is_empty() {
+        return row;
+    }
     let (estimate, interval, margin) = match options.metric {
         // Per-session totals are samples like per-call times.
         Metric::Total if repeated => {
@@ -495,11 +579,9 @@ fn judge(
         }
         Metric::Total => {
             let estimate = n.total_ns as f64 - b.total_ns as f64;
-            let (_, var_b) = b.moments();
-            let (_, var_n) = n.moments();
-            let half = z * (b.values.len() as f64 * var_b + n.values.len() as f64 * var_n).sqrt();
-            let margin = (options.threshold * b.total_ns as f64)
-                .max(options.min_change_ns * b.values.len() as f64);
+            let half = z * (b.total_var + n.total_var).sqrt();
+            let margin =
+                (options.threshold * b.total_ns as f64).max(options.min_change_ns * b.calls as f64);
             (estimate, Some((estimate - half, estimate + half)), margin)
         }
         Metric::PerCall | Metric::SelfTime => {
@@ -513,6 +595,19 @@ fn judge(
     if !(enough(b) && enough(n)) {
         return row;
     }
+    // The between-run noise, a variance added to the estimate's: each half of the interval
+    // widened to √(half² + (z·noise·reference)²).
+    let interval = match interval {
+        Some((low, high)) if !repeated && options.run_noise > 0.0 => {
+            let floor = z * options.run_noise * row.reference_ns.unwrap_or(0) as f64;
+            let widen = |half: f64| half.hypot(floor);
+            Some((
+                estimate - widen(estimate - low),
+                estimate + widen(high - estimate),
+            ))
+        }
+        other => other,
+    };
     row.margin_ns = Some(margin);
     row.interval_ns = interval;
     row.verdict = match interval {
@@ -809,36 +904,271 @@ mod tests {
         assert_eq!(d.row("parent").unwrap().change_ns, Some(300.0));
     }
 
+    /// `blocks` blocks of `per_block` calls each, every call of block `j` lasting
+    /// `ns + step·j`: a run whose machine slows down step by step (block medians known exactly).
+    fn ramp(blocks: u64, per_block: u64, ns: u64, step: u64) -> Vec<(u64, u64)> {
+        (0..blocks * per_block)
+            .map(|i| {
+                let d = ns + step * (i / per_block);
+                (d, d)
+            })
+            .collect()
+    }
+
     #[test]
     fn more_names_widen_each_interval() {
-        // +150 ns (6.8 %) on 200 calls: past the 5 % margin at 95 % for one name, not once 100 names
-        // are judged (each interval at 99.95 %).
-        let base = calls(200, 2_000, 400);
-        let new = calls(200, 2_150, 400);
-        let one = diff(
-            &[("f", base.clone())],
-            &[("f", new.clone())],
-            &Options::default(),
-        );
-        assert_eq!(one.row("f").unwrap().verdict, Verdict::Regressed, "{one:?}");
+        // 20 blocks a side, block medians 2,000 + 20·j (base) and 2,200 + 20·j (new): the
+        // differences are 200 + 20·k, k = j' − j, 20 − |k| times each. Base median 2,180 (block
+        // 9): margin 109 ns.
+        let base = ramp(20, 10, 2_000, 20);
+        let new = ramp(20, 10, 2_200, 20);
+        // One name, 95 %: C = ⌊200 − 1.96·√(400·41/12)⌋ = 127, the 127th difference is at
+        // k = −4 (1 + 2 + … + 15 = 120 < 127 ≤ 136): 120 .. 280, past the margin.
+        let one = diff(&[("f", base.clone())], &[("f", new.clone())], &quiet());
+        let row = one.row("f").unwrap();
+        assert_eq!(row.verdict, Verdict::Regressed, "{one:?}");
+        assert_eq!(row.interval_ns, Some((120.0, 280.0)));
+        assert_eq!(row.margin_ns, Some(109.0));
+        assert_eq!(row.change_ns, Some(200.0));
         let others: Vec<&'static str> = (1..100)
             .map(|i| &*Box::leak(format!("other{i}").into_boxed_str()))
             .collect();
         let mut b = vec![("f", base)];
         let mut n = vec![("f", new)];
         for name in &others {
-            b.push((name, calls(200, 2_000, 400)));
-            n.push((name, calls(200, 2_000, 400)));
+            b.push((name, ramp(20, 10, 2_000, 20)));
+            n.push((name, ramp(20, 10, 2_000, 20)));
         }
-        let many = diff(&b, &n, &Options::default());
+        // 100 names, each at 99.95 %: z = 3.481, C = ⌊200 − 128.68⌋ = 71, at k = −8
+        // (66 < 71 ≤ 78): 40 .. 360, across the margin.
+        let many = diff(&b, &n, &quiet());
         assert_eq!(many.judged, 100);
+        let row = many.row("f").unwrap();
+        assert_eq!(row.verdict, Verdict::Inconclusive, "{row:?}");
+        assert_eq!(row.interval_ns, Some((40.0, 360.0)));
+    }
+
+    /// The default options without run noise: intervals of the samples alone.
+    fn quiet() -> Options {
+        Options {
+            run_noise: 0.0,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn run_noise_widens_the_interval() {
+        // 10,000 calls a side, every block alike (jitter 0..20 ns, block medians 2,009 and
+        // 2,039): +30 ns (1.5 %) with an interval of 30 .. 30 from the blocks. At --threshold
+        // 1 % and no minimum change (margin 20.09 ns) that regresses without run noise.
+        let base = [("f", calls(10_000, 2_000, 20))];
+        let new = [("f", calls(10_000, 2_030, 20))];
+        let strict = Options {
+            threshold: 0.01,
+            min_change_ns: 0.0,
+            ..quiet()
+        };
+        let d = diff(&base, &new, &strict);
+        let row = d.row("f").unwrap();
         assert_eq!(
-            many.row("f").unwrap().verdict,
-            Verdict::Inconclusive,
-            "{:?}",
-            many.row("f")
+            (row.verdict, row.interval_ns, row.reference_ns),
+            (Verdict::Regressed, Some((30.0, 30.0)), Some(2_009))
+        );
+        // With the default 0.7 % of noise between runs, each half widens to
+        // √(0² + (1.96·0.007·2,009)²) = 27.56 ns: 2.44 .. 57.56 crosses the margin.
+        let d = diff(
+            &base,
+            &new,
+            &Options {
+                run_noise: Options::RUN_NOISE,
+                ..strict
+            },
+        );
+        let row = d.row("f").unwrap();
+        assert_eq!(row.verdict, Verdict::Inconclusive);
+        let (low, high) = row.interval_ns.unwrap();
+        let floor = normal_quantile(0.975) * 0.007 * 2_009.0;
+        assert!((floor - 27.563).abs() < 1e-3, "{floor}");
+        assert!((low - (30.0 - floor)).abs() < 1e-9 && (high - (30.0 + floor)).abs() < 1e-9);
+        // Repetitions measure the noise between runs: none is added. Six sessions a side of
+        // the same calls: the session medians 2,009 and 2,039 give 30 .. 30, regressed.
+        let sessions = |calls: &[(&'static str, Vec<(u64, u64)>)]| -> Vec<BTreeMap<_, _>> {
+            (0..6).map(|_| calls.iter().cloned().collect()).collect()
+        };
+        let d = Diff::from_session_samples(
+            sessions(&base),
+            sessions(&new),
+            &Options {
+                run_noise: Options::RUN_NOISE,
+                ..strict
+            },
+        );
+        let row = d.row("f").unwrap();
+        assert_eq!(
+            (row.verdict, row.interval_ns),
+            (Verdict::Regressed, Some((30.0, 30.0)))
         );
     }
+
+    #[test]
+    fn calls_are_cut_into_time_blocks() {
+        // 10 calls in 4 blocks: [1, 2], [3, 4, 5], [6, 7], [8, 9, 10] (calls j·10/4 ..
+        // (j+1)·10/4), lower medians 1, 4, 6, 9; means 1.5, 4, 6.5, 9 (variance 31.25/3), so
+        // the total's variance is 10²·(31.25/3)/4.
+        let calls: Vec<(u64, u64)> = (1..=10).map(|v| (v, v)).collect();
+        let c = Calls::new(calls.clone(), Metric::PerCall, 4);
+        assert_eq!(c.values, [1, 4, 6, 9]);
+        assert_eq!((c.median_ns, c.total_ns, c.calls), (5, 55, 10));
+        assert!((c.total_var - 100.0 * 31.25 / 3.0 / 4.0).abs() < 1e-9);
+        // The blocks follow the order of the calls, not their sizes.
+        let reversed: Vec<(u64, u64)> = calls.iter().rev().copied().collect();
+        assert_eq!(
+            Calls::new(reversed, Metric::PerCall, 4).values,
+            [2, 4, 7, 9]
+        );
+        // At most one block per call; 0 blocks: every call a sample, the total's variance
+        // that of 10 independent calls (10 · 55/6).
+        for blocks in [0, 10, 20] {
+            let c = Calls::new(calls.clone(), Metric::PerCall, blocks);
+            assert_eq!(c.values, (1..=10).collect::<Vec<u64>>(), "{blocks}");
+            assert!((c.total_var - 10.0 * 55.0 / 6.0).abs() < 1e-9, "{blocks}");
+        }
+        // Self times are cut the same way.
+        let with_self: Vec<(u64, u64)> = (1..=10).map(|v| (100 + v, v)).collect();
+        assert_eq!(
+            Calls::new(with_self, Metric::SelfTime, 4).values,
+            [1, 4, 6, 9]
+        );
+    }
+
+    #[test]
+    fn a_drifting_run_is_not_a_regression() {
+        // A/A on a machine that slows down through each run (a frequency or a neighbour that
+        // changes): 10,000 calls in 20 stretches of 500, the k-th at 2,000 + 30·k ns. The base
+        // run goes through stretches 0..20, the new run (the same build) through 5..25,
+        // in the other order: +150 ns (6.6 %) between the runs, with 570 ns of drift within
+        // each.
+        let base = ramp(20, 500, 2_000, 30);
+        let mut new = ramp(20, 500, 2_150, 30);
+        new.reverse();
+        // Taking the calls as independent samples: the 10⁸ differences 150 + 30·k, k = j' − j,
+        // (20 − |k|)·500² times each; C = 5·10⁷ − 1.96·√(10⁸·20,001/12) = 49,199,814 falls at
+        // k = 0 (190 < 196.8 ≤ 210 in units of 500²): 150 .. 150, past the margin (5 % of the
+        // base median 2,270 = 113.5 ns): regressed, with certainty it does not have.
+        let calls = Options {
+            blocks: 0,
+            ..quiet()
+        };
+        let d = diff(&[("f", base.clone())], &[("f", new.clone())], &calls);
+        let row = d.row("f").unwrap();
+        assert_eq!(row.verdict, Verdict::Regressed);
+        assert_eq!(row.interval_ns, Some((150.0, 150.0)));
+        assert_eq!(row.margin_ns, Some(113.5));
+        // 20 blocks a side (the default): the block medians carry the drift; C = 127 at
+        // k = −4: 30 .. 270, across the margin: inconclusive, exit 0.
+        let d = diff(&[("f", base)], &[("f", new)], &quiet());
+        let row = d.row("f").unwrap();
+        assert_eq!(row.verdict, Verdict::Inconclusive);
+        assert_eq!(row.interval_ns, Some((30.0, 270.0)));
+        assert_eq!(row.change_ns, Some(150.0));
+        assert_eq!(row.base.unwrap().samples, 20);
+        assert_eq!(d.count(Verdict::Regressed), 0);
+    }
+
+    #[test]
+    fn a_shift_over_a_steady_run_is_found() {
+        // Without run noise first (exact intervals), then with the default.
+        // Calls with a jitter that does not drift (every block alike): +100 ns on `medium`,
+        // +2,500 ns on `large`, +40 ns on `two`, over base medians of 2,099 and 51,013 ns (the
+        // jitter included): 4.8 %, 4.9 % and 1.9 %. At --threshold 2 % the first two regress
+        // (medium's interval is 100 .. 100, large's 2,483 .. 2,517, past 50 and 1,020 ns) and
+        // `two` stays within --min-change (50 ns); at the default 5 % (margins 105 and
+        // 2,551 ns) all are unchanged.
+        let options = quiet();
+        let at_2 = Options {
+            threshold: 0.02,
+            ..options
+        };
+        let base = [
+            ("medium", calls(10_000, 2_000, 200)),
+            ("large", calls(1_000, 50_000, 2_000)),
+            ("two", calls(10_000, 2_000, 200)),
+            ("same", calls(10_000, 2_000, 200)),
+        ];
+        let new = [
+            ("medium", calls(10_000, 2_100, 200)),
+            ("large", calls(1_000, 52_500, 2_000)),
+            ("two", calls(10_000, 2_040, 200)),
+            ("same", calls(10_000, 2_000, 200)),
+        ];
+        let verdicts = |d: &Diff| -> Vec<(&str, Verdict)> {
+            let mut v: Vec<_> = d.rows.iter().map(|r| (r.name, r.verdict)).collect();
+            v.sort();
+            v
+        };
+        let d = diff(&base, &new, &at_2);
+        assert_eq!(d.row("medium").unwrap().interval_ns, Some((100.0, 100.0)));
+        assert_eq!(
+            d.row("large").unwrap().interval_ns,
+            Some((2_483.0, 2_517.0))
+        );
+        assert_eq!(
+            verdicts(&d),
+            [
+                ("large", Verdict::Regressed),
+                ("medium", Verdict::Regressed),
+                ("same", Verdict::Unchanged),
+                ("two", Verdict::Unchanged),
+            ]
+        );
+        assert_eq!(
+            verdicts(&diff(&base, &new, &options)),
+            [
+                ("large", Verdict::Unchanged),
+                ("medium", Verdict::Unchanged),
+                ("same", Verdict::Unchanged),
+                ("two", Verdict::Unchanged),
+            ]
+        );
+        // With the default run noise (0.7 %; 4 names, z = 2.498): medium's interval widens by
+        // 2.498·0.007·2,099 = 36.7 ns to 63.3 .. 136.7, large's to about 1,608 .. 3,392 ns:
+        // still past the margins at 2 %, no longer within them at 5 % (inconclusive); `two`
+        // (3.3 .. 76.7) crosses the 50 ns margin at 2 % (inconclusive) and lies within it at
+        // 5 %; `same` (−36.7 .. 36.7) is unchanged.
+        let noisy = Options::default();
+        assert_eq!(
+            verdicts(&diff(
+                &base,
+                &new,
+                &Options {
+                    threshold: 0.02,
+                    ..noisy
+                }
+            )),
+            [
+                ("large", Verdict::Regressed),
+                ("medium", Verdict::Regressed),
+                ("same", Verdict::Unchanged),
+                ("two", Verdict::Inconclusive),
+            ]
+        );
+        let d = diff(&base, &new, &noisy);
+        let (low, high) = d.row("medium").unwrap().interval_ns.unwrap();
+        assert!(
+            (low - 63.3).abs() < 0.1 && (high - 136.7).abs() < 0.1,
+            "{low} {high}"
+        );
+        assert_eq!(
+            verdicts(&d),
+            [
+                ("large", Verdict::Inconclusive),
+                ("medium", Verdict::Inconclusive),
+                ("same", Verdict::Unchanged),
+                ("two", Verdict::Unchanged),
+            ]
+        );
+    }
+
     #[test]
     fn repetitions_judge_the_per_session_medians() {
         // Six sessions a side; within each session the calls agree (spread 10 ns), but the
