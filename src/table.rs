@@ -881,6 +881,19 @@ impl fmt::Display for Table {
     }
 }
 
+/// The lines the table of `trace` writes under its rows (the footer of
+/// [`Table::new`]`(trace)`: wall time, threads, scopes, dropped events, salvage, compensation,
+/// clock, memory, open calls, live at stop, counters and values), for reports that show it
+/// elsewhere (the HTML report's Session view). `report` is `Report::new(trace)`.
+pub(crate) fn footer_text(trace: &Trace, report: &Report) -> String {
+    let table = Table::new(Arc::new(Trace::empty()));
+    let open = report.rows().iter().map(|r| r.open_at_stop).sum();
+    let mut out = String::new();
+    // Writing to a `String` cannot fail.
+    let _ = table.footer(&mut out, trace, None, open, &report.live_at_stop);
+    out
+}
+
 impl Table {
     /// What the text table writes under its rows: the summary line, salvage, errors,
     /// compensation, clock, memory, open calls, live at stop, counters and values.

@@ -9,6 +9,7 @@
 //! tickscope merge a.tsc b.tsc -o both.tsc            validated concatenation
 //! tickscope diff base.tsc new.tsc --format markdown  per-call verdicts; exit 1 on a regression
 //! tickscope push a.tsc b.tsc --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
+//! tickscope report new.tsc --baseline base.tsc -o r.html   one HTML file that opens offline
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
@@ -21,6 +22,7 @@ mod info;
 mod input;
 mod merge;
 mod push;
+mod report;
 mod table;
 mod text;
 
@@ -48,6 +50,7 @@ enum Command {
     Merge(merge::Args),
     Diff(diff::Args),
     Push(push::Args),
+    Report(report::Args),
 }
 
 /// Why a command failed: one line for stderr, which names the file concerned. Exit code 2.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge::run(&cx, args),
         Command::Diff(args) => diff::run(&cx, args),
         Command::Push(args) => push::run(&cx, args),
+        Command::Report(args) => report::run(&cx, args),
     };
     match result {
         Ok(code) => code,
