@@ -1,6 +1,8 @@
 //! Captures for the HTML report's browser check and benchmark (`scripts/html_check.sh`,
 //! `scripts/html_bench.sh`): `hostile.tscope`, whose scope names are quotes, `</script>`, HTML
-//! tags, emoji, control characters and a 100 KB name, with counters, instants and links; and
+//! tags, emoji, control characters and a 100 KB name, with counters, instants and links;
+//! `mixed.tscope`, with memory tracked (a timeline of allocations), `#[profile] async fn`
+//! calls polled in several steps and a process-wide instant; and
 //! with `--scopes N`, `scopes-N.tscope`, N scopes on 4 threads (nested three deep: a `frame`
 //! holds `update`s, each holding `step`s), the size the benchmark measures.
 //!
@@ -8,10 +10,77 @@
 //! `--html`, also writes `scopes-N.html` (`Profiler::write` with `export::html::Options`) and
 //! prints how long that took.
 
+use std::future::Future;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
-use tickscope::{Profiler, counter, instant, scope};
+use tickscope::{Profiler, TrackingAlloc, counter, instant, profile, scope};
+
+#[global_allocator]
+static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
+
+/// Pending `n` times, then ready.
+struct Pending(u32);
+
+impl Future for Pending {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.0 == 0 {
+            Poll::Ready(())
+        } else {
+            self.0 -= 1;
+            Poll::Pending
+        }
+    }
+}
+
+#[profile]
+async fn load(size: usize) -> usize {
+    let mut data = Vec::new();
+    for _ in 0..3 {
+        data.extend(std::iter::repeat_n(1u8, size));
+        Pending(1).await;
+    }
+    data.len()
+}
+
+/// Polls `fut` until it is ready, with a waker that does nothing.
+fn run<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        let _g = scope!("between polls");
+        black_box(work(500));
+    }
+}
+
+fn mixed(out: &Path) -> std::io::Result<()> {
+    let prof = Profiler::builder().track_memory(true).start();
+    let mut kept = Vec::new();
+    for i in 0..20usize {
+        let _g = scope!("request");
+        let body = {
+            let _b = scope!("build");
+            vec![i as u8; 1024 * (i + 1)]
+        };
+        kept.push(run(load(body.len() / 4)));
+        if i % 5 == 0 {
+            instant!("checkpoint", process);
+        }
+    }
+    black_box(&kept);
+    prof.stop();
+    let path = out.join("mixed.tscope");
+    prof.write_capture(&path)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
 
 fn work(n: u64) -> u64 {
     (0..n).fold(1u64, |a, b| black_box(a.wrapping_mul(31).wrapping_add(b)))
@@ -136,7 +205,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     match total {
         Some(n) => scopes(&out, n, html)?,
-        None => hostile(&out)?,
+        None => {
+            hostile(&out)?;
+            mixed(&out)?;
+        }
     }
     Ok(())
 }

@@ -100,7 +100,13 @@ async function main() {
     if (c.table_text) {
       const totals = textTotals(fs.readFileSync(c.table_text, 'utf8'));
       let n = 0, agree = 0;
-      for (const r of rows) { const t = totals.get(r.name.replace(/ \*$/, '')); if (t !== undefined) { n++; if (t === r.totalText) agree++; } }
+      for (const r of rows) {
+        const t = totals.get(r.name.replace(/ \*$/, ''));
+        if (t === undefined) continue;
+        n++;
+        if (t === r.totalText) agree++;
+        else console.log('    ' + short(r.name) + ': page ' + r.totalText + ' (' + r.total + ' ns), text table ' + t);
+      }
       check(n > 0 && agree === n, 'summary totals read as the text table prints them (' + agree + '/' + n + ' rows)');
     }
     // Sorting by each column orders the rows.
@@ -140,9 +146,21 @@ async function main() {
     check(JSON.stringify(treeRoots) === JSON.stringify(flameRoots), 'the flame graph\'s root children equal the call tree\'s (' + treeRoots.length + ')');
     if (c.tree_json) {
       const tree = JSON.parse(fs.readFileSync(c.tree_json, 'utf8'));
-      const top = tree.rows.filter((r) => r.depth === 0 && !r.poll).map((r) => [r.name, r.calls, r.total_ns]).sort();
+      const label = (r) => r.name + (r.poll ? ' (poll)' : '');
+      const top = tree.rows.filter((r) => r.depth === 0).map((r) => [label(r), r.calls, r.total_ns]).sort();
       const mine = treeRoots.slice().sort();
       check(JSON.stringify(top) === JSON.stringify(mine), 'the call tree\'s roots equal `tickscope table --tree`\'s (names, calls, totals)');
+      // Every path of the tree, at every depth.
+      const stack = [];
+      const paths = [];
+      for (const r of tree.rows) {
+        stack.length = r.depth;
+        stack.push(label(r));
+        paths.push([stack.join('\u0000'), r.calls, r.total_ns]);
+      }
+      paths.sort();
+      const pagePaths = (await page.evaluate(() => window.tickscope.treePaths())).sort();
+      check(JSON.stringify(paths) === JSON.stringify(pagePaths), 'every path of the call tree (' + paths.length + ') has `tickscope table --tree`\'s calls and total');
     }
     await page.screenshot({ path: path.join(manifest.shots, c.name + '-flame.png') });
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The HTML report in a real browser: writes reports of example captures (examples/capture.rs,
-# examples/report_captures.rs's hostile names, examples/diff_workload.rs against a slower
+# examples/report_captures.rs's hostile names and mixed capture (memory, async calls),
+# examples/diff_workload.rs against a slower
 # build of itself for the diff view) with `tickscope report`, opens each from file:// in
 # headless Chromium with the network blocked, and checks from the page itself
 # (scripts/html_check.cjs): summary rows equal `tickscope table`'s (names, calls, totals in ns
@@ -76,6 +77,7 @@ require("fs").writeFileSync(process.argv[2], JSON.stringify(t.rows.map((r) => r.
 ' <("$bin/tickscope" table --quiet "$out/hostile.tscope" --format json) "$out/hostile.names.json"
 add_case capture "$out/run.tscope"
 add_case hostile "$out/hostile.tscope"
+add_case mixed "$out/mixed.tscope"
 add_case diff "$out/new/diff_workload.tsc" "$out/base/diff_workload.tsc"
 
 shots=${HTML_CHECK_SHOTS:-$PWD/target/html-check}

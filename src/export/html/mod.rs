@@ -36,7 +36,7 @@ use crate::record::memory::MemoryMode;
 use crate::report::compare::{self, Diff};
 use crate::report::{Report, ScopeStats};
 use crate::table::json_string;
-use crate::trace::{Compensation, InstantScope, Trace};
+use crate::trace::{Compensation, InstantScope, SpanKind, Trace};
 
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
@@ -308,10 +308,12 @@ fn rows_json(j: &mut String, trace: &Trace, report: &Report, names: &mut Names) 
 }
 
 /// The call tree merged by path, one tree per thread: columns of nodes (parent node or -1,
-/// thread, name, calls, total and self ns), parents before children.
+/// thread, name, whether the node is the polls of an async call (shown `(poll)`, as in the
+/// table's tree), calls, total and self ns), parents before children.
 fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
-    let mut index: HashMap<(i64, u32, u32), u32> = HashMap::new();
+    let mut index: HashMap<(i64, u32, u32, bool), u32> = HashMap::new();
     let (mut parent, mut thread, mut name) = (Vec::new(), Vec::new(), Vec::new());
+    let mut poll: Vec<bool> = Vec::new();
     let (mut calls, mut total, mut self_ns) =
         (Vec::<u64>::new(), Vec::<u64>::new(), Vec::<u64>::new());
     for (t, th) in trace.threads.iter().enumerate() {
@@ -322,8 +324,10 @@ fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
                 .parent
                 .and_then(|p| node_of.get(p as usize))
                 .map_or(-1, |&n| i64::from(n));
-            let node = *index.entry((p, t as u32, id)).or_insert_with(|| {
+            let is_poll = span.kind != SpanKind::Scope;
+            let node = *index.entry((p, t as u32, id, is_poll)).or_insert_with(|| {
                 parent.push(p);
+                poll.push(is_poll);
                 thread.push(t as u32);
                 name.push(id);
                 calls.push(0);
@@ -353,6 +357,12 @@ fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
     list(j, "thread", &mut thread.iter().map(ToString::to_string));
     j.push(',');
     list(j, "name", &mut name.iter().map(ToString::to_string));
+    j.push(',');
+    list(
+        j,
+        "poll",
+        &mut poll.iter().map(|&p| u8::from(p).to_string()),
+    );
     j.push(',');
     list(j, "calls", &mut calls.iter().map(ToString::to_string));
     j.push(',');

@@ -217,7 +217,7 @@
   // ---------- call trees ----------
   function buildTree(tree) {
     const nodes = tree.name.map((nm, i) => ({
-      name: names[nm], calls: tree.calls[i], total: tree.total_ns[i], self: tree.self_ns[i],
+      name: names[nm] + (tree.poll[i] ? ' (poll)' : ''), calls: tree.calls[i], total: tree.total_ns[i], self: tree.self_ns[i],
       thread: tree.thread[i], children: [], parent: null,
     }));
     const roots = [];
@@ -518,6 +518,12 @@
     render();
   }
   api.treeRoots = () => mergedRoots(newRoots, -1).children.map((c) => [c.name, c.calls, c.total]);
+  // Every node of the merged tree: [path (names joined by U+0000), calls, total ns].
+  api.treePaths = () => {
+    const out = [];
+    (function walk(n, path) { for (const c of n.children) { const p = path.concat(c.name); out.push([p.join('\u0000'), c.calls, c.total]); walk(c, p); } })(mergedRoots(newRoots, -1), []);
+    return out;
+  };
 
   // ---------- Flame graph (icicle), also the differential one ----------
   function flameGraph(container, getRoot, opts) {
