@@ -188,6 +188,35 @@ async function main() {
     await page.waitForFunction(() => document.documentElement.getAttribute('data-ready'));
     check(await page.evaluate(() => window.tickscope.view === 'session'), 'reloading opens the view the hash names');
 
+    // Keyboard: the tab bar moves between views with the arrow keys, and Tab reaches the rows.
+    await page.evaluate(() => { location.hash = 'summary'; });
+    await page.waitForSelector('#summary tbody tr');
+    await page.focus('#tab-summary');
+    await page.keyboard.press('ArrowRight');
+    await page.waitForFunction(() => window.tickscope.view === 'tree');
+    const viaKeys = await page.evaluate(() => location.hash);
+    await page.keyboard.press('ArrowLeft');
+    await page.waitForFunction(() => window.tickscope.view === 'summary' && document.querySelector('#summary tbody tr'));
+    await page.focus('#tab-summary');
+    let reached = false;
+    for (let i = 0; i < 40 && !reached; i++) {
+      await page.keyboard.press('Tab');
+      reached = await page.evaluate(() => document.activeElement && document.activeElement.matches('#summary tbody tr'));
+    }
+    if (!reached) console.log('    focus ended on ' + await page.evaluate(() => { const e = document.activeElement; return e ? e.tagName + '#' + e.id + ' ' + (e.textContent || '').slice(0, 30) : 'nothing'; }));
+    if (reached) await page.keyboard.press('Enter');
+    check(viaKeys === '#tree' && reached && await page.evaluate(() => !!document.querySelector('.hist canvas')),
+      'keyboard: arrows move between views, Tab reaches the rows, Enter opens a row\'s histogram (' + viaKeys + ', ' + reached + ')');
+    // The dark theme, as a system in dark mode shows it.
+    await page.emulateMedia({ colorScheme: 'dark' });
+    const dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    check(dark !== 'rgb(255, 255, 255)', 'a dark system theme gives a dark page (' + dark + ')');
+    await page.screenshot({ path: path.join(manifest.shots, c.name + '-summary-dark.png') });
+    await page.evaluate(() => { location.hash = 'timeline'; });
+    await page.waitForSelector('#timeline');
+    await page.screenshot({ path: path.join(manifest.shots, c.name + '-timeline-dark.png') });
+    await page.emulateMedia({ colorScheme: 'light' });
+
     if (c.base_table_json) {
       await page.evaluate(() => { location.hash = 'diff'; });
       await page.waitForSelector('#diff');
