@@ -107,13 +107,15 @@ fn hostile(out: &Path) -> std::io::Result<()> {
         .spawn({
             let names = names.clone();
             move || {
-                let link = tickscope::link();
+                let mut link = None;
                 for (i, name) in names.iter().enumerate() {
                     let _g = scope!(name = name.as_str());
                     counter!("queue </script>", set = i as u64);
                     black_box(work(2_000));
+                    // Captured in a scope: the flow starts there.
+                    link.get_or_insert_with(tickscope::link);
                 }
-                link
+                link.expect("at least one name")
             }
         })?;
     {

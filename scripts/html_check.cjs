@@ -173,6 +173,8 @@ async function main() {
     });
     const missing = drawn.filter(([, n, d]) => n > 0 && !(d > 0));
     check(drawn.length > 0 && missing.length === 0, 'the timeline draws every thread (' + drawn.length + ' threads' + (missing.length ? '; missing ' + missing.map((m) => short(m[0])).join(', ') : '') + ')');
+    const flows = await page.evaluate(() => [window.tickscope.meta.flows.length / 4, window.tickscope.timeline.flows]);
+    if (flows[0] > 0) check(flows[1] === flows[0], 'the timeline draws every flow between linked scopes (' + flows[1] + ' of ' + flows[0] + ')');
     await page.focus('#timeline');
     for (const k of ['w', 'w', 'd', 's', '0']) await page.keyboard.press(k);
     await page.screenshot({ path: path.join(manifest.shots, c.name + '-timeline.png') });

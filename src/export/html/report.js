@@ -786,6 +786,7 @@
       flush();
       // Flows between linked scopes, when few enough are in view.
       const F = meta.flows;
+      let flows = 0;
       if (F.length && F.length / 4 < 20000) {
         ctx.strokeStyle = muted;
         ctx.beginPath();
@@ -799,6 +800,7 @@
           if ((xa < LABEL && xb < LABEL) || (xa > W && xb > W)) continue;
           const ya = ta.y - st.y + 3 + a.depth[ia] * ROWH + ROWH / 2, yb = tb.y - st.y + 3 + b.depth[ib] * ROWH + ROWH / 2;
           ctx.moveTo(xa, ya); ctx.lineTo(xb, yb);
+          flows++;
           ctx.moveTo(xb, yb); ctx.lineTo(xb - 5, yb - 3); ctx.moveTo(xb, yb); ctx.lineTo(xb - 5, yb + 3);
         }
         ctx.stroke();
@@ -816,6 +818,7 @@
       for (let t = Math.ceil(st.t0 / step) * step; t <= st.t1; t += step) { const x = X(t); ctx.fillRect(x, 0, 1, 4); ctx.fillText(fmtNs(t), x + 2, 8); }
       status.textContent = fmtNs(st.t0) + ' – ' + fmtNs(st.t1) + ' (' + fmtNs(span) + ' in view) · ' + exact + ' scopes drawn exactly, ' + binned + ' pre-aggregated bins';
       api.timeline.drawn = drawn;
+      api.timeline.flows = flows;
       api.timeline.lastFrameMs = performance.now() - t0f;
     }
     const trackMap = new Map();
