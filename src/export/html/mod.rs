@@ -32,6 +32,7 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 use super::Format;
+use crate::record::callsite::Callsite;
 use crate::record::memory::MemoryMode;
 use crate::report::compare::{self, Diff};
 use crate::report::{Report, ScopeStats};
@@ -126,6 +127,9 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Resu
 struct Names {
     index: HashMap<&'static str, u32>,
     list: Vec<&'static str>,
+    /// The index of each callsite's name, by the callsite's address: a scope's name is found
+    /// without hashing it (names can be long).
+    callsites: HashMap<usize, u32>,
 }
 
 impl Names {
@@ -134,6 +138,18 @@ impl Names {
             self.list.push(name);
             (self.list.len() - 1) as u32
         })
+    }
+
+    fn of(&mut self, callsite: &'static Callsite) -> u32 {
+        let key = std::ptr::from_ref(callsite) as usize;
+        match self.callsites.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.id(callsite.name());
+                self.callsites.insert(key, id);
+                id
+            }
+        }
     }
 }
 
@@ -227,24 +243,30 @@ fn sep(j: &mut String, i: usize) {
 /// A JSON number for `v`: `null` when not finite.
 fn float(v: f64) -> String {
     if v.is_finite() {
-        let s = format!("{v}");
-        s
+        format!("{v}")
     } else {
         "null".to_owned()
     }
 }
 
+/// The index in [`Trace::threads`] of each (process, thread id): the first entry of a thread
+/// that several sessions recorded.
+fn thread_indices(trace: &Trace) -> HashMap<(u32, u64), usize> {
+    let mut map = HashMap::with_capacity(trace.threads.len());
+    for (i, t) in trace.threads.iter().enumerate() {
+        map.entry((t.process, t.id)).or_insert(i);
+    }
+    map
+}
+
 /// The rows of `report` as columns of the table (`Profiler::table()`'s, times in ns).
 fn rows_json(j: &mut String, trace: &Trace, report: &Report, names: &mut Names) {
     let rows = report.rows();
+    let threads = thread_indices(trace);
     let thread_index = |row: &ScopeStats| -> i64 {
-        row.process_thread().map_or(-1, |(p, id)| {
-            trace
-                .threads
-                .iter()
-                .position(|t| t.process == p && t.id == id)
-                .map_or(-1, |i| i as i64)
-        })
+        row.process_thread()
+            .and_then(|key| threads.get(&key))
+            .map_or(-1, |&i| i as i64)
     };
     let col = |j: &mut String, key: &str, f: &dyn Fn(&ScopeStats) -> String| {
         j.push_str(&format!("{}:[", json_string(key)));
@@ -319,7 +341,7 @@ fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
     for (t, th) in trace.threads.iter().enumerate() {
         let mut node_of: Vec<u32> = Vec::with_capacity(th.spans.len());
         for span in &th.spans {
-            let id = names.id(span.name());
+            let id = names.of(span.callsite);
             let p = span
                 .parent
                 .and_then(|p| node_of.get(p as usize))
@@ -421,13 +443,9 @@ fn rel(trace: &Trace, ns: u64) -> i64 {
 
 /// Counters, instants, async calls, flows and the memory timeline.
 fn events_json(j: &mut String, trace: &Trace, names: &mut Names) {
-    let thread_of = |process: u32, id: u64| -> i64 {
-        trace
-            .threads
-            .iter()
-            .position(|t| t.process == process && t.id == id)
-            .map_or(-1, |i| i as i64)
-    };
+    let threads = thread_indices(trace);
+    let thread_of =
+        |process: u32, id: u64| -> i64 { threads.get(&(process, id)).map_or(-1, |&i| i as i64) };
     j.push_str(",\"counters\":[");
     for (i, c) in trace.counters.iter().enumerate() {
         sep(j, i);
@@ -578,7 +596,7 @@ fn spans_blob(trace: &Trace, names: &mut Names) -> (Vec<u8>, bool, usize) {
                 }
                 None => last_root_end,
             };
-            varint(&mut cols[0], u64::from(names.id(span.name())));
+            varint(&mut cols[0], u64::from(names.of(span.callsite)));
             varint(&mut cols[1], parent.map_or(0, |p| (i - p) as u64));
             varint(&mut cols[2], zigzag(start.wrapping_sub(reference)));
             varint(&mut cols[3], duration);
