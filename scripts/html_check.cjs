@@ -162,6 +162,19 @@ async function main() {
       const pagePaths = (await page.evaluate(() => window.tickscope.treePaths())).sort();
       check(JSON.stringify(paths) === JSON.stringify(pagePaths), 'every path of the call tree (' + paths.length + ') has `tickscope table --tree`\'s calls and total');
     }
+    // Search highlights, click zooms.
+    const first = treeRoots.length ? treeRoots[0][0] : null;
+    if (first) {
+      await page.fill('main input[type="search"]', first.slice(0, 50));
+      const stat = await page.evaluate(() => document.querySelector('main .controls .legend').textContent);
+      check(stat.startsWith('matched '), 'the flame graph\'s search sums the matching frames (' + stat + ')');
+      await page.screenshot({ path: path.join(manifest.shots, c.name + '-flame-search.png') });
+      await page.fill('main input[type="search"]', '');
+      const box = await page.$eval('main canvas', (cv) => { const r = cv.getBoundingClientRect(); return [r.left, r.top]; });
+      await page.mouse.click(box[0] + 5, box[1] + 18 + 9);
+      const zoomed = await page.evaluate(() => window.tickscope.flameZoom);
+      check(zoomed === first, 'a click on a frame zooms to it (' + short(String(zoomed)) + ')');
+    }
     await page.screenshot({ path: path.join(manifest.shots, c.name + '-flame.png') });
 
     // Timeline: every thread drawn.

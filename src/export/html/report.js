@@ -559,16 +559,21 @@
         return hit;
       }
       chain.forEach((n, d) => rect(n, 0, d * ROW, W, n !== focus));
-      function lay(n, x, w, d) {
+      // `counted`: an enclosing frame matched, and its time holds this one's.
+      function lay(n, x, w, d, counted) {
         if (w < 0.3) return;
         let cx = x;
         for (const c of n.children) {
           const cw = n.total > 0 ? (c.total / n.total) * w : 0;
-          if (cw >= 0.3) { if (rect(c, cx, d * ROW, cw, false)) matched += c.total; lay(c, cx, cw, d + 1); }
+          if (cw >= 0.3) {
+            const hit = rect(c, cx, d * ROW, cw, false);
+            if (hit && !counted) matched += c.total;
+            lay(c, cx, cw, d + 1, counted || hit);
+          }
           cx += cw;
         }
       }
-      lay(focus, 0, W, chain.length);
+      lay(focus, 0, W, chain.length, false);
       api.flameRoots = () => root.children.map((c) => [c.name, c.calls, c.total]);
       if (opts.onDraw) opts.onDraw({ matched, total: focus.total, search });
     }
@@ -589,7 +594,7 @@
       showTip(ev, lines);
     });
     canvas.addEventListener('mouseleave', hideTip);
-    canvas.addEventListener('click', (ev) => { const n = at(ev); zoom = n && !n.root ? n : null; draw(); });
+    canvas.addEventListener('click', (ev) => { const n = at(ev); zoom = n && !n.root ? n : null; api.flameZoom = zoom ? zoom.name : null; draw(); });
     canvas.addEventListener('keydown', (e) => {
       if (e.key === 'Escape' || e.key === 'Backspace') { zoom = zoom && zoom.parent && !zoom.parent.root ? zoom.parent : null; draw(); e.preventDefault(); }
     });
