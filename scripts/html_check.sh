@@ -5,11 +5,12 @@
 # build of itself for the diff view) with `tickscope report`, opens each from file:// in
 # headless Chromium with the network blocked, and checks from the page itself
 # (scripts/html_check.cjs): summary rows equal `tickscope table`'s (names, calls, totals in ns
-# and as displayed), sorting by each column, the flame graph's roots equal the call tree's and
-# `tickscope table --tree`'s, the timeline draws every thread, the hash keeps the view, the
-# diff view lists the names of both captures, hostile names render as text, no request left
-# the page and no console error. Screenshots of each view go to a folder it prints
-# (HTML_CHECK_SHOTS, by default target/html-check).
+# and as displayed), sorting by each column, a row's histogram, every call-tree path equals
+# `tickscope table --tree`'s and the flame graph's roots the tree's, flame search and zoom,
+# the timeline draws every thread and flow, the hash keeps the view, keyboard navigation, the
+# dark theme, the diff view lists the names of both captures, hostile names render as text,
+# no request left the page and no console error. Screenshots of each view go to a folder it
+# prints (HTML_CHECK_SHOTS, by default target/html-check).
 #
 # Installs Debian's `chromium` with apt-get when it is missing, and playwright-core with npm
 # into target/npm; skips cleanly (exit 0, saying why) when either cannot be had.
