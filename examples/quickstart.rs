@@ -1,8 +1,9 @@
 //! The README's demo: profile a small workload on several threads, print the table, write a
-//! trace for ui.perfetto.dev.
+//! trace for ui.perfetto.dev and a single-file HTML report.
 //!
 //! `cargo run --release --example quickstart [OUT_DIR]` (the trace goes to
-//! `OUT_DIR/quickstart.json`, by default in the current directory).
+//! `OUT_DIR/quickstart.json`, the report to `OUT_DIR/quickstart.html`, by default in the current
+//! directory).
 
 use std::hint::black_box;
 
@@ -66,6 +67,15 @@ fn main() -> std::io::Result<()> {
     println!(
         "trace written to {} (open it in https://ui.perfetto.dev)",
         path.display()
+    );
+    let html = std::path::Path::new(&out_dir).join("quickstart.html");
+    prof.write(
+        &html,
+        &tickscope::export::html::Options::new().title("quickstart"),
+    )?;
+    println!(
+        "report written to {} (open it in a browser: it needs no network)",
+        html.display()
     );
     Ok(())
 }

@@ -224,6 +224,17 @@ impl ScheduledWindow {
         )
     }
 
+    /// Writes the window to `path` in `format` (any [`Format`](crate::export::Format): the
+    /// HTML report, folded stacks, …; gzipped for `.gz`, atomically, as
+    /// [`Profiler::write`](crate::Profiler::write)).
+    pub fn write(
+        &self,
+        path: impl AsRef<Path>,
+        format: &(impl crate::export::Format + ?Sized),
+    ) -> io::Result<()> {
+        crate::export::write_file(&self.trace(), path, format)
+    }
+
     /// Writes the window's capture file to `path` (as
     /// [`Profiler::write_capture`](crate::Profiler::write_capture)).
     pub fn write_capture(&self, path: impl AsRef<Path>) -> io::Result<()> {
@@ -252,6 +263,22 @@ pub fn capture_handler(
 ) -> impl Fn(&ScheduledWindow) -> io::Result<()> + Send + Sync + 'static {
     per_window(dir.into(), prefix, "tscope", |window, path| {
         window.write_capture(path)
+    })
+}
+
+/// A callback for [`ProfilerBuilder::on_trace_ready`](crate::ProfilerBuilder::on_trace_ready) that writes each
+/// window as the single-file HTML report ([`export::html`](crate::export::html)) to
+/// `dir/{prefix}window-{index}.html`; the directory is created if needed.
+pub fn html_report_handler(
+    dir: impl Into<PathBuf>,
+    prefix: &str,
+) -> impl Fn(&ScheduledWindow) -> io::Result<()> + Send + Sync + 'static {
+    per_window(dir.into(), prefix, "html", |window, path| {
+        let title = format!(
+            "tickscope window {} (steps {:?})",
+            window.index, window.steps
+        );
+        window.write(path, &crate::export::html::Options::new().title(title))
     })
 }
 

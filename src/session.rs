@@ -317,8 +317,9 @@ impl ProfilerBuilder {
 
     /// Writes the flight recorder's window ([`ProfilerBuilder::flight_recorder`]) to the file at
     /// `path` when a thread panics, before the panic goes on (a panic hook, chained to the one
-    /// in place): as a Chrome trace when `path` ends in `.json` or `.json.gz`, else as a
-    /// capture file ([`Profiler::write_capture`]). Scopes still open are closed at the dump
+    /// in place): as a Chrome trace when `path` ends in `.json` or `.json.gz`, as the HTML
+    /// report ([`export::html`](crate::export::html)) when it ends in `.html` or `.html.gz`,
+    /// else as a capture file ([`Profiler::write_capture`]). Scopes still open are closed at the dump
     /// and flagged `open_at_stop`. Nothing is written if the session is not recording then.
     pub fn flight_recorder_dump_on_panic(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.dump_on_panic = Some(path.into());
@@ -328,7 +329,8 @@ impl ProfilerBuilder {
     /// What a scheduled session does with each window of active steps, when it ends (in the
     /// [`Profiler::step`] that ends it, or at stop for a window cut short): on the thread that
     /// calls `step`, with the window's trace, report and capture. What it returns is returned
-    /// by that `step` ([`Profiler::try_stop`] at stop). [`schedule::chrome_trace_handler`](crate::schedule::chrome_trace_handler) and
+    /// by that `step` ([`Profiler::try_stop`] at stop). [`schedule::chrome_trace_handler`](crate::schedule::chrome_trace_handler),
+    /// [`schedule::html_report_handler`](crate::schedule::html_report_handler) and
     /// [`schedule::capture_handler`](crate::schedule::capture_handler) write each window to a file.
     pub fn on_trace_ready(
         mut self,
@@ -1538,13 +1540,18 @@ mod dump {
             .collect()
     }
 
-    /// Writes `capture` to `path`: a Chrome trace for `.json` and `.json.gz`, else a capture
-    /// file.
+    /// Writes `capture` to `path`: a Chrome trace for `.json` and `.json.gz`, the HTML report
+    /// for `.html` and `.html.gz`, else a capture file.
     fn write(capture: &crate::Capture, path: &Path) -> std::io::Result<()> {
         let name = path.to_string_lossy();
         if name.ends_with(".json") || name.ends_with(".json.gz") {
             let trace = capture.decode();
             crate::export::write_file(&trace, path, &crate::export::chrome::Options::default())
+        } else if name.ends_with(".html") || name.ends_with(".html.gz") {
+            let trace = capture.decode();
+            let report =
+                crate::export::html::Options::new().title("tickscope flight recorder dump");
+            crate::export::write_file(&trace, path, &report)
         } else {
             crate::export::write_file_with(path, |out| capture.write_to(out).map(drop))
         }

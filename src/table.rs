@@ -930,6 +930,28 @@ impl fmt::Display for Table {
     }
 }
 
+/// The lines the table of `trace` writes under its rows (the footer of
+/// [`Table::new`]`(trace)`: wall time, threads, scopes, dropped events, salvage, compensation,
+/// clock, memory, open calls, live at stop, counters and values), for reports that show it
+/// elsewhere (the HTML report's Session view). `report` is `Report::new(trace)`.
+pub(crate) fn footer_text(trace: &Trace, report: &Report) -> String {
+    let table = Table::new(Arc::new(Trace::empty()));
+    let rows = Rows {
+        headers: Vec::new(),
+        rows: Vec::new(),
+        left: 0,
+        open: report.rows().iter().map(|r| r.open_at_stop).sum(),
+        live: report.live_at_stop.clone(),
+        scope_ns: report.scope_ns,
+        hidden: 0,
+        busy: false,
+    };
+    let mut out = String::new();
+    // Writing to a `String` cannot fail.
+    let _ = table.footer(&mut out, trace, None, &rows);
+    out
+}
+
 impl Table {
     /// The lines under the summary line that say what the percentages are shares of and how
     /// many rows the limit hid (each only when it has something to say).

@@ -432,6 +432,23 @@ fn a_panic_dumps_the_window() {
     );
 }
 
+/// A dump path ending in `.html` gets the HTML report of the window, whole: its data names
+/// the scopes kept.
+#[test]
+fn a_panic_dumps_an_html_report() {
+    let path = scratch("panic.html");
+    let status = child("child_that_panics", &path).wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    let page = std::fs::read_to_string(&path).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.trim_end().ends_with("</html>"));
+    let open = "id=\"ts-meta\">";
+    let start = page.find(open).unwrap() + open.len();
+    let meta = &page[start..start + page[start..].find("</script>").unwrap()];
+    assert!(meta.contains("\"before_panic\""), "{meta:.300}");
+    assert!(meta.contains("\"open_at_panic\""), "{meta:.300}");
+}
+
 /// Resident memory while 100 million scopes go through a 16 MiB recorder: it grows by the
 /// recorder's chunks and a little more, never with the scopes. Slow in a debug build: run
 /// it with `cargo test --release --test flight -- --ignored resident` (`.ci/run` does).

@@ -222,10 +222,15 @@ fn the_handlers_write_a_file_per_window() {
     let dir = std::env::temp_dir().join(format!("tickscope-schedule-{}", std::process::id()));
     let chrome = tickscope::schedule::chrome_trace_handler(dir.join("json"), "run-");
     let capture = tickscope::schedule::capture_handler(dir.join("tscope"), "run-");
+    let html = tickscope::schedule::html_report_handler(dir.join("html"), "run-");
     let prof = Profiler::builder()
         .current_thread()
         .schedule(Schedule::new(1, 0, 1).repeat(2))
-        .on_trace_ready(move |window| chrome(window).and_then(|()| capture(window)))
+        .on_trace_ready(move |window| {
+            chrome(window)
+                .and_then(|()| capture(window))
+                .and_then(|()| html(window))
+        })
         .start();
     run(&m, &prof, 6);
     prof.stop();
@@ -239,7 +244,12 @@ fn the_handlers_write_a_file_per_window() {
         assert_eq!(report.get("work").unwrap().calls, 1);
         // Window 0 is step 1, window 1 step 3: a work call of step n lasts n + 1 ns.
         assert_eq!(report.get("work").unwrap().total_ns, 2 * index + 2);
+        let page =
+            std::fs::read_to_string(dir.join(format!("html/run-window-{index}.html"))).unwrap();
+        assert!(page.contains(&format!("tickscope window {index} (steps ")));
+        assert!(page.contains("\"work\""));
     }
+    assert!(!dir.join("html/run-window-2.html").exists());
     assert!(!dir.join("json/run-window-2.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

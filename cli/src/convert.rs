@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::otlp::{self, Otlp};
-use tickscope::export::{Format, flamegraph, folded, kineto, perfetto, pprof, write_file};
+use tickscope::export::{Format, flamegraph, folded, html, kineto, perfetto, pprof, write_file};
 use tickscope::trace::Trace;
 
 use crate::{Context, Failure, input, text};
@@ -17,7 +17,8 @@ use crate::{Context, Failure, input, text};
 /// The output's extension names the format: `.json` Chrome Trace
 /// Event JSON (ui.perfetto.dev; Kineto's dialect with --kineto), `.folded` folded stacks,
 /// `.svg` a flame graph, `.pb` a pprof profile (go tool pprof, Pyroscope, speedscope; usually
-/// `.pb.gz`), `.pftrace` a native Perfetto trace (exact ns), `.otlp.json` OpenTelemetry traces
+/// `.pb.gz`), `.pftrace` a native Perfetto trace (exact ns), `.html` the single-file report
+/// that opens offline (as `tickscope report` writes it), `.otlp.json` OpenTelemetry traces
 /// (one OTLP request per line, for the Collector's otlpjsonfile receiver; `tickscope push`
 /// sends them over HTTP). Each may end in `.gz` to be gzipped. The output appears only when
 /// complete; then convert says what it wrote (path, format, size) on stderr, unless --quiet.
@@ -31,7 +32,8 @@ pub(crate) struct Args {
     /// The capture files.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The output file: .json, .folded, .svg, .pb, .pftrace, .otlp.json (each also with .gz).
+    /// The output file: .json, .folded, .svg, .pb, .pftrace, .html, .otlp.json (each also
+    /// with .gz).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// JSON in the PyTorch profiler's (Kineto's) dialect, for HolisticTraceAnalysis.
@@ -59,10 +61,11 @@ enum Kind {
     Pprof,
     Perfetto,
     Otlp,
+    Html,
 }
 
 const KNOWN: &str = ".json, .json.gz, .folded, .folded.gz, .svg, .svg.gz, .pb, .pb.gz, .pftrace, \
-                     .pftrace.gz, .otlp.json, .otlp.json.gz";
+                     .pftrace.gz, .html, .html.gz, .otlp.json, .otlp.json.gz";
 
 impl Kind {
     /// The format `path`'s extension names, `.gz` aside.
@@ -78,6 +81,7 @@ impl Kind {
             "svg" => Some(Self::Svg),
             "pb" => Some(Self::Pprof),
             "pftrace" => Some(Self::Perfetto),
+            "html" | "htm" => Some(Self::Html),
             _ => None,
         }
     }
@@ -102,7 +106,11 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             format!("{flag} applies to JSON output only (.json or .json.gz)"),
         ));
     }
-    if matches!(kind, Kind::Json | Kind::Pprof | Kind::Perfetto | Kind::Otlp) && args.by_thread {
+    if matches!(
+        kind,
+        Kind::Json | Kind::Pprof | Kind::Perfetto | Kind::Otlp | Kind::Html
+    ) && args.by_thread
+    {
         return Err(Failure::about(
             out,
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
@@ -128,6 +136,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             Box::new(OtlpJson(&otlp))
         }
         Kind::Perfetto => Box::new(perfetto::Options::new()),
+        Kind::Html => Box::new(html::Options::new()),
     };
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let counted = Counted {
@@ -160,6 +169,7 @@ fn describe(kind: Kind, kineto: bool, gz: bool) -> String {
         Kind::Pprof => "pprof profile",
         Kind::Perfetto => "Perfetto trace",
         Kind::Otlp => "OTLP/JSON traces",
+        Kind::Html => "HTML report",
     };
     if gz {
         format!("{format}, gzipped")
@@ -226,6 +236,8 @@ mod tests {
         assert_eq!(kind("T.OTLP.JSON.gz"), Some(Kind::Otlp));
         assert_eq!(kind("t.pftrace"), Some(Kind::Perfetto));
         assert_eq!(kind("t.PFTRACE.gz"), Some(Kind::Perfetto));
+        assert_eq!(kind("run.html"), Some(Kind::Html));
+        assert_eq!(kind("run.HTM.gz"), Some(Kind::Html));
         assert_eq!(kind("t.gz"), None);
         assert_eq!(kind("t.txt"), None);
         assert_eq!(kind("json"), None);

@@ -9,6 +9,7 @@
 //! tickscope merge a.tscope b.tscope -o both.tscope         validated concatenation
 //! tickscope diff base.tscope new.tscope --format markdown  per-call verdicts; exit 1 on a regression
 //! tickscope push a.tscope b.tscope --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
+//! tickscope report new.tscope --baseline base.tscope -o r.html  one HTML file that opens offline
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
@@ -22,6 +23,7 @@ mod info;
 mod input;
 mod merge;
 mod push;
+mod report;
 mod table;
 mod text;
 
@@ -54,6 +56,7 @@ enum Command {
     Merge(merge::Args),
     Diff(diff::Args),
     Push(push::Args),
+    Report(report::Args),
 }
 
 /// Why a command failed: one line for stderr, which names the file concerned. Exit code 2.
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge::run(&cx, args),
         Command::Diff(args) => diff::run(&cx, args),
         Command::Push(args) => push::run(&cx, args),
+        Command::Report(args) => report::run(&cx, args),
     };
     match result {
         Ok(code) => code,

@@ -2465,3 +2465,100 @@ fn info_and_table_of_a_flight_recorder_speak_of_its_window() {
         run.stdout
     );
 }
+
+/// The JSON data block of an HTML report.
+fn report_meta(path: &Path) -> serde_json::Value {
+    let page = fs::read_to_string(path).unwrap();
+    let open = "id=\"ts-meta\">";
+    let start = page.find(open).unwrap() + open.len();
+    let end = start + page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..end]).unwrap()
+}
+
+/// The names of an HTML report's table rows.
+fn report_names(meta: &serde_json::Value, table: &serde_json::Value) -> Vec<String> {
+    let names = meta["names"].as_array().unwrap();
+    let mut out: Vec<String> = table["name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            names[i.as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn report_writes_one_html_file() {
+    let dir = folder("report_writes");
+    let base = capture_file(&workload(100, 50, false), &dir, "base.tscope");
+    let new = capture_file(&workload(150, 50, true), &dir, "new.tscope");
+    let out = dir.join("run.html");
+    let run = tickscope(&["report", s(&new), "-o", s(&out), "--title", "nightly"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    let meta = report_meta(&out);
+    assert_eq!(meta["title"], "nightly");
+    let expected = Report::new(&Trace::from_captures(&Capture::read_all(&new).unwrap()));
+    let mut names: Vec<String> = expected.rows().iter().map(|r| r.name.to_owned()).collect();
+    names.sort();
+    assert_eq!(report_names(&meta, &meta["table"]), names);
+    assert_eq!(meta["diff"], serde_json::Value::Null);
+    // With a baseline: the diff's verdicts, and the baseline's rows.
+    let out = dir.join("diff.html");
+    let run = tickscope(&["report", s(&new), "--baseline", s(&base), "-o", s(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let meta = report_meta(&out);
+    assert_eq!(report_names(&meta, &meta["table"]), names);
+    let base_names = report_names(&meta, &meta["base"]["table"]);
+    assert!(!base_names.contains(&"extra".to_owned()));
+    assert_eq!(meta["diff"]["rows"].as_array().unwrap().len(), names.len());
+    // Two captures: one report, each process with its threads.
+    let other = dir.join("other.tscope");
+    fs::write(&other, as_process(&base, 4242)).unwrap();
+    let out = dir.join("both.html");
+    let run = tickscope(&["report", s(&new), s(&other), "-o", s(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(report_meta(&out)["processes"].as_array().unwrap().len(), 2);
+    // `convert` writes the same page for `.html`.
+    let out = dir.join("converted.html");
+    let run = tickscope(&["convert", s(&new), "-o", s(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let meta_of_out = report_meta(&out);
+    assert_eq!(report_names(&meta_of_out, &meta_of_out["table"]), names);
+}
+
+#[test]
+fn report_writes_nothing_when_an_input_is_bad() {
+    let dir = folder("report_bad");
+    let good = capture_file(&workload(100, 50, false), &dir, "good.tscope");
+    let bad = dir.join("bad.tscope");
+    fs::write(&bad, b"definitely not a capture").unwrap();
+    let out = dir.join("out.html");
+    let run = tickscope(&["report", s(&good), s(&bad), "-o", s(&out)]);
+    assert_input_error(&run, &bad);
+    assert!(!out.exists());
+    let run = tickscope(&["report", s(&good), "--baseline", s(&bad), "-o", s(&out)]);
+    assert_input_error(&run, &bad);
+    assert!(!out.exists());
+    // An existing output stays as it was.
+    fs::write(&out, b"old").unwrap();
+    let missing = dir.join("missing.tscope");
+    let run = tickscope(&["report", s(&missing), "-o", s(&out)]);
+    assert_input_error(&run, &missing);
+    assert_eq!(fs::read(&out).unwrap(), b"old");
+    // An output that cannot be written: an error naming it, and no temporary file left.
+    let blocked = dir.join("no-such-dir").join("out.html");
+    let run = tickscope(&["report", s(&good), "-o", s(&blocked)]);
+    assert_input_error(&run, &blocked);
+    assert_eq!(
+        fs::read_dir(&dir).unwrap().count(),
+        3,
+        "no temporary file left"
+    );
+}

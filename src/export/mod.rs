@@ -11,6 +11,7 @@
 //! | pprof profile (`go tool pprof`, Pyroscope, speedscope) | [`pprof`] | [`pprof::Options`] |
 //! | OpenTelemetry traces, `.otlp.json` or pushed over OTLP/HTTP (cargo feature `otlp`) | `otlp` | none: `otlp::Otlp` |
 //! | native Perfetto trace (`.pftrace`, exact ns) | [`perfetto`] | [`perfetto::Options`] |
+//! | single-file HTML report that opens offline (`.html`) | [`html`] | [`html::Options`] |
 //!
 //! ```no_run
 //! use tickscope::export::{self, chrome, folded, kineto};
@@ -52,6 +53,7 @@ mod file;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod folded;
+pub mod html;
 mod json;
 pub mod kineto;
 mod lanes;

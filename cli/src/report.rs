@@ -1,0 +1,69 @@
+//! `tickscope report`: the single-file HTML report of captures
+//! ([`tickscope::export::html`]), with a diff view against a baseline when asked.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tickscope::export::{html, write_file};
+use tickscope::report::compare;
+
+use crate::{Context, Failure, input};
+
+/// Writes one HTML file that opens offline (no request of any kind) with the summary table,
+/// call tree, flame graph, timeline, memory and session views of the captures; with
+/// --baseline, a diff view too: per-name change of calls, total, avg, p50 and p99, the verdict
+/// of `tickscope diff` (its default thresholds), and a differential flame graph.
+///
+/// Every session of every file goes into the one report, as `convert` merges them: captures
+/// of several processes show side by side on the timeline. Inputs are read whole before
+/// anything is written; the output appears only when complete (gzipped when its name ends in
+/// `.gz`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The capture files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// A baseline capture (every session of it): adds a diff view comparing the files with it.
+    #[arg(long, value_name = "BASE")]
+    baseline: Option<PathBuf>,
+    /// The page's title; by default the input files' names.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
+    /// Only this session (1 is the first), counting the sessions of the files in order;
+    /// by default every session.
+    #[arg(long, value_name = "N")]
+    session: Option<usize>,
+}
+
+pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
+    let out = &args.output;
+    let trace = input::trace(cx, &args.files, args.session)?;
+    let title = args.title.clone().unwrap_or_else(|| {
+        let files: Vec<String> = args
+            .files
+            .iter()
+            .map(|f| {
+                f.file_name().map_or_else(
+                    || f.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        format!("tickscope report: {}", files.join(", "))
+    });
+    let mut options = html::Options::new().title(title);
+    if let Some(base) = &args.baseline {
+        let base = input::trace(cx, std::slice::from_ref(base), None)?;
+        options = options
+            .baseline(Arc::new(base))
+            .diff_options(compare::Options::default());
+    }
+    let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
+    progress.step(format!("writing {}", out.display()));
+    write_file(&trace, out, &options).map_err(|e| Failure::about(out, e))?;
+    Ok(ExitCode::SUCCESS)
+}
