@@ -10,7 +10,9 @@ use tickscope::report::compare;
 
 use crate::{Context, Failure, input};
 
-/// Writes one HTML file that opens offline (no request of any kind) with the summary table,
+/// Write one HTML report that opens offline: tables, flame graph, timeline
+///
+/// The file makes no request of any kind when it opens. It has the summary table,
 /// call tree, flame graph, timeline, memory and session views of the captures; with
 /// --baseline, a diff view too: per-name change of calls, total, avg, p50 and p99, the verdict
 /// of `tickscope diff` (its default thresholds), and a differential flame graph.

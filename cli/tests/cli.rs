@@ -1864,6 +1864,7 @@ Commands:
   merge    Concatenate capture files into one, checking every input first
   diff     Compare two captures per scope name; exit 1 on a regression
   push     Send captures to an OpenTelemetry backend as OTLP traces
+  report   Write one HTML report that opens offline: tables, flame graph, timeline
   help     Print this message or the help of the given subcommand(s)
 
 Options:
