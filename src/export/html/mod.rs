@@ -312,6 +312,13 @@ fn rows_json(j: &mut String, trace: &Trace, report: &Report, names: &mut Names) 
             r.busy_ns
                 .map_or_else(|| "null".to_owned(), |b| b.to_string())
         });
+        j.push(',');
+        col(j, "busy_percent", &|r| {
+            r.busy_ns.map_or_else(
+                || "null".to_owned(),
+                |b| float(crate::report::percent_of(b, r.total_ns)),
+            )
+        });
     }
     if trace.memory.is_some() {
         let mem = |f: fn(&crate::trace::MemoryStats) -> u64| {

@@ -6,15 +6,23 @@
   window.addEventListener('error', (e) => api.errors.push(String(e.message)));
 
   // ---------- formatting (as the text table writes numbers) ----------
-  // Rust's `{:.N}`: the exact value rounded, ties to even.
+  // Rust's `{:.N}`: the exact decimal value of the double rounded to N places, ties to even.
+  // (`toFixed` rounds ties up, and `x * 10^N` is itself rounded, so neither alone agrees.)
+  // `toPrecision(100)` writes the double's exact expansion for the magnitudes shown here.
   function fixed(x, d) {
-    const s = x.toFixed(d);
-    const m = x * Math.pow(10, d);
-    const f = Math.floor(m);
-    if (m - f === 0.5 && (f + 0.5) / Math.pow(10, d) === x && f % 2 === 0) {
-      return (f / Math.pow(10, d)).toFixed(d);
-    }
-    return s;
+    if (!Number.isFinite(x)) return String(x);
+    const neg = x < 0;
+    const exact = Math.abs(x).toPrecision(100);
+    if (exact.includes('e')) return x.toFixed(d);
+    const [ip, fp0 = ''] = exact.split('.');
+    const fp = fp0.padEnd(d + 1, '0');
+    const keep = ip + fp.slice(0, d);
+    const rest = fp.slice(d);
+    const last = Number(keep[keep.length - 1]);
+    const up = rest[0] > '5' || (rest[0] === '5' && (/[1-9]/.test(rest.slice(1)) || last % 2 === 1));
+    const n = (BigInt(keep) + (up ? 1n : 0n)).toString().padStart(d + 1, '0');
+    const out = d > 0 ? n.slice(0, n.length - d) + '.' + n.slice(n.length - d) : n;
+    return (neg && /[1-9]/.test(out) ? '-' : '') + out;
   }
   function fmtNs(ns) {
     const neg = ns < 0;
@@ -311,6 +319,7 @@
     ['name', 'Name', null], ['thread', 'Thread', null], ['calls', 'Calls', fmtCount], ['total_ns', 'Total', fmtNs],
     ['total_percent', 'Total %', fmtPct], ['self_ns', 'Self', fmtNs], ['self_percent', 'Self %', fmtPct],
     ['busy_ns', 'Busy', (v) => (v === null ? '' : fmtNs(v))],
+    ['busy_percent', 'Busy %', (v) => (v === null ? '' : fmtPct(v))],
     ['avg_ns', 'Avg', fmtNs], ['min_ns', 'Min', fmtNs], ['max_ns', 'Max', fmtNs], ['p50_ns', 'P50', fmtNs],
     ['p99_ns', 'P99', fmtNs], ['alloc_bytes', 'Alloc', fmtBytes],
     ['self_alloc_bytes', 'Self alloc', fmtBytes], ['allocs', 'Allocs', fmtCount], ['freed_bytes', 'Freed', fmtBytes],
@@ -348,7 +357,7 @@
     const note = h('p', { class: 'note' });
     const hist = h('div', { class: 'hist', hidden: true });
     root.append(h('div', { class: 'controls' }, filter, h('label', null, split, ' per thread'),
-      h('span', { class: 'legend', text: 'Times per call in the unit shown; % of the wall time. Click a row for its call durations.' })),
+      h('span', { class: 'legend', text: 'Times per call in the unit shown. Total % and Self %: shares of the time in scopes, all threads (every row\'s Self added up; async calls count their Busy time); Busy %: of the row\'s Total. Click a row for its call durations.' })),
     h('div', { class: 'scroll' }, table), note, hist);
     function render() {
       const src = st.byThread ? meta.by_thread : meta.table;
