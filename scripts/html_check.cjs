@@ -20,12 +20,22 @@ function check(ok, what) {
 const short = (s) => (s.length > 60 ? JSON.stringify(s.slice(0, 40)) + '…(' + s.length + ' chars)' : JSON.stringify(s));
 
 // Rust's format_ns (src/record/clock.rs): the text table's unit per value.
+// Rust's `{:.N}`: the exact decimal value of the double rounded to N places, ties to even
+// (written apart from the page's own, so that the two are checked against each other).
 function rustFixed(x, d) {
-  const s = x.toFixed(d);
-  const m = x * Math.pow(10, d);
-  const f = Math.floor(m);
-  if (m - f === 0.5 && (f + 0.5) / Math.pow(10, d) === x && f % 2 === 0) return (f / Math.pow(10, d)).toFixed(d);
-  return s;
+  const exact = Math.abs(x).toPrecision(100);
+  if (exact.includes('e')) return x.toFixed(d);
+  const [ip, fp0 = ''] = exact.split('.');
+  const fp = fp0.padEnd(d + 1, '0');
+  let digits = ip + fp.slice(0, d);
+  const rest = fp.slice(d);
+  const tie = rest[0] === '5' && !/[1-9]/.test(rest.slice(1));
+  if (rest[0] > '5' || (rest[0] === '5' && (!tie || Number(digits.at(-1)) % 2 === 1))) {
+    digits = (BigInt(digits) + 1n).toString();
+  }
+  digits = digits.padStart(d + 1, '0');
+  const out = d > 0 ? digits.slice(0, -d) + '.' + digits.slice(-d) : digits;
+  return (x < 0 && /[1-9]/.test(out) ? '-' : '') + out;
 }
 function formatNs(ns) {
   if (ns < 1e3) return ns + ' ns';

@@ -90,3 +90,26 @@ cat > "$out/manifest.json" <<JSON
 {"chromium": "$chromium", "playwright": "$playwright", "shots": "$shots", "cases": [$joined]}
 JSON
 node scripts/html_check.cjs "$out/manifest.json"
+
+# The same reports in Firefox (Debian's firefox-esr, installed when missing), driven by
+# puppeteer-core over WebDriver BiDi: skipped, saying why, when either cannot be had.
+firefox=$(command -v firefox-esr || command -v firefox || true)
+if [ -z "$firefox" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "html_check: installing firefox-esr with apt-get"
+    apt-get install -y --no-install-recommends firefox-esr >/dev/null 2>&1 || true
+    firefox=$(command -v firefox-esr || true)
+fi
+puppeteer="$PWD/$npm_dir/node_modules/puppeteer-core"
+if [ -n "$firefox" ] && [ ! -d "$puppeteer" ] && command -v npm >/dev/null; then
+    (cd "$npm_dir" && npm install --no-audit --no-fund --silent --prefix . puppeteer-core@24 >/dev/null 2>&1) || true
+fi
+if [ -z "$firefox" ]; then
+    echo "html_check: Firefox checks skipped (no firefox, and apt-get could not install it)"
+elif [ ! -d "$puppeteer" ]; then
+    echo "html_check: Firefox checks skipped (npm could not install puppeteer-core)"
+else
+    cat > "$out/firefox.json" <<JSON
+{"firefox": "$firefox", "puppeteer": "$puppeteer", "shots": "$shots", "cases": [$joined]}
+JSON
+    node scripts/html_firefox.cjs "$out/firefox.json"
+fi
