@@ -5,6 +5,7 @@
 use crate::record::hash::FxHashMap;
 
 use crate::record::callsite::Callsite;
+use crate::report::quantiles::Durations;
 use crate::trace::{Span, SpanKind, Trace};
 
 /// Spans a thread being summed keeps at a time (more only while scopes nest deeper).
@@ -18,8 +19,9 @@ const CACHE: usize = 64;
 #[derive(Debug)]
 pub(crate) struct SiteSums {
     pub(crate) callsite: &'static Callsite,
-    /// Each call's duration ([`Span::duration_ns`]), in no particular order.
-    pub(crate) durations: Vec<u64>,
+    /// Each call's duration ([`Span::duration_ns`]), in no particular order, or their
+    /// histogram.
+    pub(crate) durations: Durations,
     /// The sum of their self times ([`Span::self_ns`]), saturating.
     pub(crate) self_ns: u64,
     /// Calls still open at stop.
@@ -38,20 +40,22 @@ pub(crate) struct ThreadSums {
     /// (callsite address, entry) at a slot given by the address: most spans find their entry
     /// here without a hash map (address 0: an empty slot).
     cache: [(usize, usize); CACHE],
+    /// Durations are kept each (else in histograms).
+    exact: bool,
 }
 
-impl Default for ThreadSums {
-    fn default() -> Self {
+impl ThreadSums {
+    /// No span yet; durations kept each when `exact`, else in histograms.
+    pub(crate) fn new(exact: bool) -> Self {
         Self {
             sites: Vec::new(),
             spans: 0,
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
+            exact,
         }
     }
-}
 
-impl ThreadSums {
     /// Counts `span`; a scope is added to its callsite's sums (a poll is part of an async
     /// call, which the report counts from the trace's async calls).
     #[inline]
@@ -66,10 +70,11 @@ impl ThreadSums {
             (cached, at) if cached == address => at,
             _ => {
                 let sites = &mut self.sites;
+                let exact = self.exact;
                 let at = *self.index.entry(address).or_insert_with(|| {
                     sites.push(SiteSums {
                         callsite: span.callsite,
-                        durations: Vec::new(),
+                        durations: Durations::new(exact),
                         self_ns: 0,
                         open: 0,
                     });
@@ -94,6 +99,9 @@ pub(crate) struct Summary {
     pub(crate) trace: Trace,
     /// The sums of each thread of `trace`, at the same index.
     pub(crate) threads: Vec<ThreadSums>,
+    /// The sums keep every duration (else histograms: the captures may hold more scopes than
+    /// [`EXACT_BUDGET`](crate::report::quantiles::EXACT_BUDGET)).
+    pub(crate) exact: bool,
 }
 
 impl Summary {
