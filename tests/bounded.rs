@@ -110,8 +110,9 @@ fn stream(path: &Path, requests: u64) -> Profiler {
 
 /// The most bytes allocated at once by: reading `path` (records and all), printing its
 /// table, writing it again (as `tickscope merge` does), reading its index (as `tickscope
-/// info` does), and the session's own `table()`, `report()` and `capture()`.
-fn peaks(path: &Path, prof: &Profiler) -> [usize; 4] {
+/// info` does), the session's own `table()`, `report()` and `capture()`, and converting it
+/// to folded stacks and pprof (as `tickscope convert` does).
+fn peaks(path: &Path, prof: &Profiler) -> [usize; 5] {
     let (read_and_table, table) = peak_of(|| {
         let captures = Capture::read_all(path).unwrap();
         Table::from_captures(captures).to_string()
@@ -131,7 +132,18 @@ fn peaks(path: &Path, prof: &Profiler) -> [usize; 4] {
             capture.record_count(),
         )
     });
-    [read_and_table, rewrite, index, session]
+    let (convert, ()) = peak_of(|| {
+        let captures = Capture::read_all(path).unwrap();
+        let captures: Vec<&Capture> = captures.iter().collect();
+        for format in [
+            &folded::Options::new() as &dyn Format,
+            &pprof::Options::new(),
+        ] {
+            let written = format.write_captures(&captures, &mut std::io::sink());
+            assert!(matches!(written, Some(Ok(()))));
+        }
+    });
+    [read_and_table, rewrite, index, session, convert]
 }
 
 #[test]
@@ -149,7 +161,14 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
     let small_peaks = peaks(&small, &small_prof);
     let large_peaks = peaks(&large, &large_prof);
     tickscope::__private::set_exact_quantile_budget(8 << 20);
-    for (what, (s, l)) in ["read + table", "read + write", "index", "session table"]
+    let names = [
+        "read + table",
+        "read + write",
+        "index",
+        "session",
+        "folded + pprof",
+    ];
+    for (what, (s, l)) in names
         .into_iter()
         .zip(small_peaks.into_iter().zip(large_peaks))
     {
@@ -211,4 +230,92 @@ fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     assert!(report == Report::new(&trace));
     assert_eq!(report.total_calls(), 40_000);
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Records, in a streaming session to `path`, a `root` scope open around everything (so that
+/// summing keeps it aside while its children go) holding requests nested three deep, some
+/// scopes left in the wrong order, and one left open at stop.
+fn nested(path: &Path, requests: u64) -> Profiler {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .try_start()
+        .unwrap();
+    let root = scope!("root");
+    for i in 0..requests {
+        let request = scope!("request");
+        {
+            let _parse = scope!("parse");
+            if i % 7 == 0 {
+                let _deep = scope!("deep");
+            }
+        }
+        let handle = scope!("handle");
+        let query = scope!("query");
+        if i % 5 == 0 {
+            // Out of order: the handle ends before its query.
+            drop(handle);
+            drop(query);
+        } else {
+            drop(query);
+            drop(handle);
+        }
+        drop(request);
+    }
+    std::mem::forget(scope!("open_at_stop"));
+    drop(root);
+    prof.stop();
+    prof
+}
+
+#[test]
+fn folded_stacks_and_pprof_summed_from_captures_are_the_decoded_traces() {
+    let _serial = serial();
+    let (a, b) = (scratch("nested-a.tscope"), scratch("nested-b.tscope"));
+    let _a = nested(&a, 5_000);
+    let _b = stream(&b, 3_000);
+    // Two files, and both concatenated: a file of two sessions.
+    let mut both = std::fs::read(&a).unwrap();
+    both.extend(std::fs::read(&b).unwrap());
+    let c = scratch("nested-both.tscope");
+    std::fs::write(&c, &both).unwrap();
+    for path in [&a, &b, &c] {
+        let captures = Capture::read_all(path).unwrap();
+        let captures: Vec<&Capture> = captures.iter().collect();
+        let trace = Trace::from_captures(captures.iter().copied());
+        let formats: [&dyn Format; 3] = [
+            &folded::Options::new(),
+            &folded::Options::new().by_thread(true),
+            &pprof::Options::new(),
+        ];
+        for format in formats {
+            let mut summed = Vec::new();
+            let written = format.write_captures(&captures, &mut summed);
+            assert!(matches!(written, Some(Ok(()))), "{}", path.display());
+            let mut decoded = Vec::new();
+            format.write(&trace, &mut decoded).unwrap();
+            assert!(
+                summed == decoded,
+                "{}: {} bytes, decoded {}",
+                path.display(),
+                summed.len(),
+                decoded.len()
+            );
+        }
+    }
+    let text = String::from_utf8({
+        let mut out = Vec::new();
+        let captures = Capture::read_all(&a).unwrap();
+        folded::Options::new()
+            .write_captures(&[&captures[0]], &mut out)
+            .unwrap()
+            .unwrap();
+        out
+    })
+    .unwrap();
+    assert!(text.contains("root;request;parse;deep "));
+    assert!(text.contains("root;open_at_stop "));
+    for path in [&a, &b, &c] {
+        std::fs::remove_file(path).unwrap();
+    }
 }

@@ -4,9 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use tickscope::Capture;
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::otlp::{self, Otlp};
-use tickscope::export::{Format, flamegraph, folded, kineto, perfetto, pprof, write_file};
+use tickscope::export::{
+    Format, flamegraph, folded, kineto, perfetto, pprof, write_file_from_captures,
+};
 
 use crate::{Context, Failure, input};
 
@@ -129,10 +132,14 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Otlp => unreachable!("written above"),
         Kind::Perfetto => Box::new(perfetto::Options::new()),
     };
-    let trace = input::trace(cx, &args.files, args.session)?;
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
+    let captures = input::captures(cx, &args.files, args.session, &progress)?;
+    let captures: Vec<&Capture> = captures.iter().collect();
     progress.step(format!("writing {}", out.display()));
-    write_file(&trace, out, format.as_ref()).map_err(|e| Failure::about(out, e))?;
+    // Folded stacks and pprof are summed as the records are decoded; the other formats
+    // decode the trace whole first.
+    write_file_from_captures(&captures, out, format.as_ref())
+        .map_err(|e| Failure::about(out, e))?;
     Ok(ExitCode::SUCCESS)
 }
 

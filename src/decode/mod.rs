@@ -31,7 +31,7 @@ use self::counters::RawSample;
 use self::links::Links;
 use self::memory::RawMemory;
 use self::pair::{Extras, Pairing, Probe};
-use self::summary::{Summary, ThreadSums};
+use self::summary::{Sum, Summary, ThreadSums};
 use self::tasks::Mark;
 use crate::record::memory::MemoryMode;
 
@@ -72,13 +72,25 @@ impl Summary {
         // Two records a scope at least: an upper bound on the scopes, known before any is
         // decoded, so that every row is summed the same way.
         let scopes: u64 = captures.iter().map(|c| c.borrow().record_count() / 2).sum();
-        Self::of_with(captures, scopes <= crate::report::quantiles::exact_budget())
+        Self::of_with(
+            captures,
+            scopes <= crate::report::quantiles::exact_budget(),
+            false,
+        )
     }
 
-    /// [`Summary::of`], keeping every duration when `exact`, else histograms.
+    /// [`Summary::of`] with the spans summed by stack too ([`ThreadSums::stacks`]), for
+    /// folded stacks and pprof profiles; durations in histograms.
+    pub(crate) fn stacks_of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
+        Self::of_with(captures, false, true)
+    }
+
+    /// [`Summary::of`], keeping every duration when `exact`, else histograms; summing the
+    /// spans by stack too when `stacks`.
     pub(crate) fn of_with<C: std::borrow::Borrow<Capture>>(
         captures: &[C],
         exact: bool,
+        stacks: bool,
     ) -> Option<Self> {
         let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
         if captures.iter().any(|c| c.memory.is_on()) {
@@ -87,7 +99,7 @@ impl Summary {
         let mut traces = Vec::with_capacity(captures.len());
         let mut threads = Vec::new();
         for capture in captures {
-            let (trace, sums) = summarize(capture, exact)?;
+            let (trace, sums) = summarize(capture, Sum { exact, stacks })?;
             traces.push(trace);
             threads.extend(sums);
         }
@@ -103,19 +115,18 @@ impl Summary {
 
 /// The trace of `capture` without spans, and the sums of each thread's spans, for
 /// [`Summary::of`]; `None` when the capture holds async calls.
-fn summarize(capture: &Capture, exact: bool) -> Option<(Trace, Vec<ThreadSums>)> {
-    decode_with(capture, parallel::PARALLEL_FROM, Some(exact))
+fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
+    decode_with(capture, parallel::PARALLEL_FROM, Some(sum))
 }
 
-/// [`decode`], with each thread's spans summed ([`ThreadSums`]: every duration when
-/// `Some(true)`, histograms when `Some(false)`) and let go as they are paired when `sum` is
-/// given, instead of kept; then the sums are returned too, and the trace holds no spans, span
-/// arguments or links. `None` only when summing a capture with async calls, whose matching
-/// needs the spans.
+/// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
+/// they are paired when `sum` is given, instead of kept; then the sums are returned too, and
+/// the trace holds no spans, span arguments or links. `None` only when summing a capture with
+/// async calls, whose matching needs the spans.
 fn decode_with(
     capture: &Capture,
     parallel_from: usize,
-    sum: Option<bool>,
+    sum: Option<Sum>,
 ) -> Option<(Trace, Vec<ThreadSums>)> {
     let exact = sum;
     let sum = sum.is_some();
@@ -416,7 +427,7 @@ impl Shared<'_> {
         &self,
         index: usize,
         thread: &CaptureThread,
-        exact: Option<bool>,
+        exact: Option<Sum>,
     ) -> (Decoded, Option<ThreadSums>) {
         let sum = exact.is_some();
         // Decoding allocates, on whichever thread it runs.
@@ -446,7 +457,10 @@ impl Shared<'_> {
         if let Some(tick) = self.capture.cut_start {
             pairing.calls_from(tick);
         }
-        let mut sums = exact.map(ThreadSums::new);
+        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
+        if exact.is_some_and(|s| s.stacks) {
+            pairing.keep_stacks();
+        }
         if let Some(sums) = &mut sums {
             pairing.drain_every(summary::WINDOW);
             self.for_each_record(thread, |record| {
@@ -467,7 +481,10 @@ impl Shared<'_> {
             }),
             false => self.end_ns,
         };
-        let (events, mut spans, stats, mut args, extras) = pairing.finish(end_ns);
+        let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
+        if let Some(sums) = &mut sums {
+            sums.stacks = extras.stacks.take();
+        }
         let open_scopes = if self.salvaged {
             spans
                 .iter()

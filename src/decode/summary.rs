@@ -42,6 +42,17 @@ pub(crate) struct ThreadSums {
     cache: [(usize, usize); CACHE],
     /// Durations are kept each (else in histograms).
     exact: bool,
+    /// The spans summed by stack, when asked for ([`Summary::stacks_of`]).
+    pub(crate) stacks: Option<StackTree>,
+}
+
+/// How a decoding sums each thread's spans.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sum {
+    /// Durations are kept each (else in histograms).
+    pub(crate) exact: bool,
+    /// The spans are summed by stack too ([`StackTree`]).
+    pub(crate) stacks: bool,
 }
 
 impl ThreadSums {
@@ -53,6 +64,7 @@ impl ThreadSums {
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
             exact,
+            stacks: None,
         }
     }
 
@@ -108,5 +120,46 @@ impl Summary {
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
     pub(crate) fn spans(&self) -> usize {
         self.threads.iter().map(|t| t.spans).sum()
+    }
+}
+
+/// A thread's spans summed by stack (the chain of enclosing scopes, outermost first), for
+/// folded stacks and pprof profiles written without keeping the spans: each distinct stack
+/// is a node, numbered in the order its first span opened (as the exports number them
+/// walking the thread's spans), with its calls and the self time of its spans.
+#[derive(Debug, Default)]
+pub(crate) struct StackTree {
+    /// Nodes in order of creation: (parent node, leaf's callsite).
+    pub(crate) nodes: Vec<(Option<u32>, &'static Callsite)>,
+    /// Per node: spans, and the sum of their self times (saturating).
+    pub(crate) values: Vec<[u64; 2]>,
+    /// Node by (parent node, callsite address).
+    index: FxHashMap<(Option<u32>, usize), u32>,
+    /// The node of each span opened and not summed yet, by the span's index in its thread:
+    /// as many as the spans the pairing keeps.
+    node_of: FxHashMap<u32, u32>,
+}
+
+impl StackTree {
+    /// The span at `index` of the thread opened under the span at `parent`.
+    pub(crate) fn open(&mut self, index: u32, parent: Option<u32>, callsite: &'static Callsite) {
+        let parent = parent.and_then(|p| self.node_of.get(&p).copied());
+        let key = (parent, std::ptr::from_ref(callsite) as usize);
+        let (nodes, values) = (&mut self.nodes, &mut self.values);
+        let node = *self.index.entry(key).or_insert_with(|| {
+            nodes.push((parent, callsite));
+            values.push([0, 0]);
+            nodes.len() as u32 - 1
+        });
+        self.node_of.insert(index, node);
+    }
+
+    /// The span at `index`, final: counted in its stack's node.
+    pub(crate) fn close(&mut self, index: u32, span: &Span) {
+        if let Some(node) = self.node_of.remove(&index) {
+            let values = &mut self.values[node as usize];
+            values[0] = values[0].saturating_add(1);
+            values[1] = values[1].saturating_add(span.self_ns());
+        }
     }
 }

@@ -198,7 +198,7 @@ fn quantiles_past_the_budget_come_from_histograms() {
             row.p99_ns,
         )
     };
-    let exact = Report::from_summary(&Summary::of_with(&captures, true).unwrap(), false);
+    let exact = Report::from_summary(&Summary::of_with(&captures, true, false).unwrap(), false);
     assert!(!exact.approximate_quantiles);
     assert!(exact == Report::build(&Trace::from_captures(&captures), false, Split::None));
     assert_eq!(
@@ -206,7 +206,7 @@ fn quantiles_past_the_budget_come_from_histograms() {
         (100, 104_000_000, 1_000_000, 5_000_000, 1_000_000, 1_000_000)
     );
     assert_eq!(row(&exact, "inner"), (100, 79_500, 300, 1290, 790, 1280));
-    let binned = Report::from_summary(&Summary::of_with(&captures, false).unwrap(), false);
+    let binned = Report::from_summary(&Summary::of_with(&captures, false, false).unwrap(), false);
     assert!(binned.approximate_quantiles);
     // 1 ms lies in the bucket 999_424..=1_001_471, whose middle is 1_000_447 (0.045 % off);
     // 790 in 790..=791 (middle 790); 1280 in 1280..=1283 (middle 1281).
