@@ -6,12 +6,14 @@
 #   scripts/big_capture.sh [MIB] [TICKSCOPE]
 #
 # Streams a session of MIB MiB (default 1400) with examples/big_capture.rs into
-# target/big/big-MIB.tscope (kept for the next run; delete it when done, or set CLEAN=1 to
+# target/bcap/big-MIB.tscope (kept for the next run; delete it when done, or set CLEAN=1 to
 # delete it and the outputs at the end), then runs each command under `/usr/bin/time -v` and
 # prints one line per command: peak RSS in MB and wall time in seconds. TICKSCOPE: another
-# build of the command to measure (say of main), else this tree's release build. Outputs
-# that would be huge (Chrome JSON, Perfetto, OTLP, merge) go through a symbolic link to
-# /dev/null when SINK=1 (the default above 4000 MiB). Skips when /usr/bin/time is absent.
+# build of the command to measure (say of main), else this tree's release build. FORMATS:
+# the `convert` outputs to measure (default "folded pb json pftrace otlp.json"; above 4000
+# MiB "folded pb", as the others decode the whole trace: tens of GB). Outputs go through a
+# symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
+# only the capture. Skips when /usr/bin/time is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1400}
@@ -21,7 +23,7 @@ if [ ! -x /usr/bin/time ]; then
     exit 0
 fi
 target=${CARGO_TARGET_DIR:-target}
-dir=$target/big
+dir=$target/bcap
 mkdir -p "$dir"
 capture=$dir/big-$mib.tscope
 if [ -z "$bin" ]; then
@@ -62,7 +64,9 @@ out() {
 measure "info" info "$capture"
 measure "table" table "$capture"
 measure "table --by-thread" table --by-thread "$capture"
-for ext in folded pb json pftrace otlp.json; do
+big=$([ "$mib" -gt 4000 ] && echo 1 || echo 0)
+formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb" || echo "folded pb json pftrace otlp.json")}
+for ext in $formats; do
     o=$(out "$ext")
     measure "convert -o .$ext" convert "$capture" -o "$o"
     [ -L "$o" ] || rm -f "$o"

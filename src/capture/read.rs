@@ -387,6 +387,9 @@ pub(super) fn read_path(
             io::Error::other("the file is too large for this machine's address space"),
         )
     })?;
+    if skim {
+        advise_random(&file);
+    }
     let file = Arc::new(file);
     let mut source = FileSource {
         file: &file,
@@ -411,6 +414,23 @@ pub(super) fn read_path(
     })?;
     on_read(size);
     Ok(sessions)
+}
+
+/// Tells the OS that `file` is read at scattered places (chunk headers, skimming): without
+/// it, reading ahead after each header would read the records between them too, all of a
+/// file that is not in the page cache.
+fn advise_random(file: &File) {
+    #[cfg(all(target_os = "linux", feature = "enabled"))]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `posix_fadvise` only reads its arguments; the descriptor is open (`file` is
+        // borrowed for the call). Its result is advice taken or not: nothing to check.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", feature = "enabled")))]
+    let _ = file;
 }
 
 /// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.
