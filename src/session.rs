@@ -1290,11 +1290,25 @@ impl Profiler {
     /// prof.write("stacks.folded", &folded::Options::new())?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    ///
+    /// Of a stopped streaming session ([`Config::stream_to`]) not decoded yet, a format that
+    /// writes captures as they are decoded ([`Format::write_captures`](crate::export::Format::write_captures):
+    /// folded stacks, pprof) reads the file chunk by chunk, in memory bounded by its stacks
+    /// rather than the file's size; other formats decode the trace whole.
     pub fn write(
         &self,
         path: impl AsRef<std::path::Path>,
         format: &(impl crate::export::Format + ?Sized),
     ) -> std::io::Result<()> {
+        if let Some((captures, _)) = self.streamed_captures() {
+            let captures: Vec<&Capture> = captures.iter().map(|c| &**c).collect();
+            return crate::export::write_file_with(path.as_ref(), |out| {
+                match format.write_captures(&captures, &mut *out) {
+                    Some(result) => result,
+                    None => format.write(&self.trace(), out),
+                }
+            });
+        }
         crate::export::write_file(&self.trace(), path, format)
     }
 

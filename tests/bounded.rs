@@ -126,6 +126,9 @@ fn peaks(path: &Path, prof: &Profiler) -> [usize; 5] {
     assert_eq!(records, prof.stream_stats().unwrap().records_written);
     let (session, _) = peak_of(|| {
         let capture = prof.capture();
+        let out = path.with_extension("pb");
+        prof.write(&out, &pprof::Options::new()).unwrap();
+        std::fs::remove_file(&out).unwrap();
         (
             prof.table().to_string(),
             prof.report(),
@@ -223,11 +226,19 @@ fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     assert_eq!(index[0].chunk_count(), whole[0].chunk_count());
     assert_eq!(index[0].wall_ns(), whole_trace.wall_ns());
     assert_eq!(index[0].covered_ns(), whole_trace.covered_ns());
-    // The session's table and report, summed from the file, are the decoded trace's.
+    // The session's table, report and folded stacks, summed from the file, are the decoded
+    // trace's.
     let (table, report) = (prof.table().to_string(), prof.report());
+    let folded_path = path.with_extension("folded");
+    prof.write(&folded_path, &folded::Options::new()).unwrap();
+    let summed = std::fs::read(&folded_path).unwrap();
+    std::fs::remove_file(&folded_path).unwrap();
     let trace = prof.trace();
     assert_eq!(table, Table::new(Arc::clone(&trace)).to_string());
     assert!(report == Report::new(&trace));
+    let mut decoded = Vec::new();
+    folded::Options::new().write(&trace, &mut decoded).unwrap();
+    assert!(summed == decoded);
     assert_eq!(report.total_calls(), 40_000);
     std::fs::remove_file(&path).unwrap();
 }
