@@ -294,17 +294,26 @@ fn folded_stacks_and_pprof_summed_from_captures_are_the_decoded_traces() {
         let captures = Capture::read_all(path).unwrap();
         let captures: Vec<&Capture> = captures.iter().collect();
         let trace = Trace::from_captures(captures.iter().copied());
-        let formats: [&dyn Format; 3] = [
-            &folded::Options::new(),
-            &folded::Options::new().by_thread(true),
-            &pprof::Options::new(),
-        ];
+        let (plain, by_thread, profile) = (
+            folded::Options::new(),
+            folded::Options::new().by_thread(true),
+            pprof::Options::new(),
+        );
+        #[allow(unused_mut)]
+        let mut formats: Vec<&dyn Format> = vec![&plain, &by_thread, &profile];
+        // Flame graphs are drawn from folded stacks.
+        #[cfg(feature = "flamegraph")]
+        let svg = tickscope::export::flamegraph::Options::new().by_thread(true);
+        #[cfg(feature = "flamegraph")]
+        formats.push(&svg);
         for format in formats {
             let mut summed = Vec::new();
             let written = format.write_captures(&captures, &mut summed);
             assert!(matches!(written, Some(Ok(()))), "{}", path.display());
             let mut decoded = Vec::new();
             format.write(&trace, &mut decoded).unwrap();
+            // Flame graphs colour their frames at random: the colours aside.
+            let (summed, decoded) = (without_colours(summed), without_colours(decoded));
             assert!(
                 summed == decoded,
                 "{}: {} bytes, decoded {}",
@@ -329,4 +338,24 @@ fn folded_stacks_and_pprof_summed_from_captures_are_the_decoded_traces() {
     for path in [&a, &b, &c] {
         std::fs::remove_file(path).unwrap();
     }
+}
+
+/// `bytes` without the `fill="rgb(…)"` colours a flame graph picks at random (unchanged for
+/// the other formats, which have none).
+fn without_colours(bytes: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = String::from_utf8(bytes.clone()) else {
+        return bytes;
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("fill=\"rgb(") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match rest.find(")\"") {
+            Some(end) => rest = &rest[end + 2..],
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out.into_bytes()
 }

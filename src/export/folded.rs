@@ -43,14 +43,22 @@ impl Format for Options {
         captures: &[&crate::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
-        let summary = Summary::stacks_of(captures)?;
-        let stacks = summed_stacks(&summary, *self)?;
+        let stacks = summed_stacks_of(captures, *self)?;
         Some(
             stacks
                 .iter()
                 .try_for_each(|(stack, self_ns)| writeln!(out, "{stack} {self_ns}")),
         )
     }
+}
+
+/// The stacks of the trace `captures` decode to, as [`stacks`] gives them, summed as the
+/// records are decoded; `None` when they cannot be (memory tracked, async calls).
+pub(crate) fn summed_stacks_of(
+    captures: &[&crate::Capture],
+    options: Options,
+) -> Option<BTreeMap<String, u64>> {
+    summed_stacks(&Summary::stacks_of(captures)?, options)
 }
 
 /// The stacks of the trace `summary` stands for, as [`stacks`] gives them, from its threads'

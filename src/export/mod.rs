@@ -105,8 +105,8 @@ pub trait Format {
 
     /// Streams what `captures` decode to ([`Trace::from_captures`]) in this format into
     /// `out` without decoding them whole, when the format can: `None` when it cannot (the
-    /// default), and the caller decodes the trace and calls [`Format::write`]. Folded stacks
-    /// and pprof profiles, which sum spans by stack, do it for captures that did not track
+    /// default), and the caller decodes the trace and calls [`Format::write`]. Folded stacks,
+    /// flame graphs and pprof profiles, which sum spans by stack, do it for captures that did not track
     /// memory and hold no async call, in memory bounded by the distinct stacks and the
     /// scopes open at once ([`write_file_from_captures`]; `tickscope convert`).
     fn write_captures(
