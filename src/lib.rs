@@ -762,6 +762,14 @@ pub mod __private {
         generation != 0 && (registry::observers_exist() || thread::thread_wants_at(generation))
     }
 
+    /// Sets the number of scopes past which a table made from captures
+    /// ([`Table::from_captures`](crate::table::Table::from_captures)) takes its p50 and p99
+    /// from histograms instead of every duration (8 Mi by default): for tests of both ways on
+    /// small captures. Not for programs.
+    pub fn set_exact_quantile_budget(scopes: u64) {
+        crate::report::quantiles::set_exact_budget(scopes);
+    }
+
     /// A callsite for a `static`: `scope!` and `#[profile]` put one at each call site.
     pub const fn callsite(
         name: &'static str,

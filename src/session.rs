@@ -1238,10 +1238,41 @@ impl Profiler {
         }
     }
 
+    /// The captures of a stopped streaming session whose trace is not decoded yet and that
+    /// has no collector's sessions, and its observer panics: what [`Profiler::table`] and
+    /// [`Profiler::report`] sum from the file rather than decode whole. `None` otherwise.
+    fn streamed_captures(&self) -> Option<(Vec<Arc<Capture>>, u64)> {
+        let state = self.inner.state();
+        match (&state.window, &state.stopped) {
+            (None, Some(stopped))
+                if stopped.streamed.is_some()
+                    && stopped.collected.is_empty()
+                    && stopped.trace.get().is_none() =>
+            {
+                Some((vec![stopped.capture().clone()], state.observer_panics))
+            }
+            _ => None,
+        }
+    }
+
     /// Per-name statistics of [`Profiler::trace`], with the window's
     /// [`observer_panics`](Report::observer_panics).
+    ///
+    /// Of a stopped streaming session ([`ProfilerBuilder::stream_to`]) not decoded yet, the report is
+    /// summed from its file chunk by chunk, in memory bounded by its rows rather than by the
+    /// file's size, when sums can stand for the spans (no memory tracking, no async calls);
+    /// its p50 and p99 are then within 0.2 % of the exact values past 8 Mi scopes
+    /// ([`Report::approximate_quantiles`]).
     pub fn report(&self) -> Report {
         let _untracked = registry::Untracked::enter();
+        if let Some((captures, observer_panics)) = self.streamed_captures()
+            && let Some(summary) = crate::decode::summary::Summary::of(&captures)
+        {
+            let mut report = Report::from_summary(&summary, false);
+            report.observer_panics = observer_panics;
+            report.stream_failure = self.stream_failure();
+            return report;
+        }
         let (trace, observer_panics) = self.observed();
         let mut report = Report::new(&trace);
         report.observer_panics = observer_panics;
@@ -1267,11 +1298,25 @@ impl Profiler {
     /// prof.write("stacks.folded", &folded::Options::new())?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    ///
+    /// Of a stopped streaming session ([`ProfilerBuilder::stream_to`]) not decoded yet, a format that
+    /// writes captures as they are decoded ([`Format::write_captures`](crate::export::Format::write_captures):
+    /// folded stacks, pprof) reads the file chunk by chunk, in memory bounded by its stacks
+    /// rather than the file's size; other formats decode the trace whole.
     pub fn write(
         &self,
         path: impl AsRef<std::path::Path>,
         format: &(impl crate::export::Format + ?Sized),
     ) -> std::io::Result<()> {
+        if let Some((captures, _)) = self.streamed_captures() {
+            let captures: Vec<&Capture> = captures.iter().map(|c| &**c).collect();
+            return crate::export::write_file_with(path.as_ref(), |out| {
+                match format.write_captures(&captures, &mut *out) {
+                    Some(result) => result,
+                    None => format.write(&self.trace(), out),
+                }
+            });
+        }
         crate::export::write_file(&self.trace(), path, format)
     }
 
@@ -1348,11 +1393,22 @@ impl Profiler {
     /// [`observer_panics`](Report::observer_panics), if any; in a program built without the
     /// `enabled` feature, it says that nothing was recorded instead of counting threads and
     /// scopes.
+    ///
+    /// Of a stopped streaming session ([`ProfilerBuilder::stream_to`]) not decoded yet, the table is
+    /// made from its file as `tickscope table` makes it ([`Table::from_captures`]): a flat
+    /// table is summed chunk by chunk in memory bounded by its rows, not by the file's size.
     pub fn table(&self) -> Table {
-        let (trace, observer_panics) = self.observed();
         let errors = self.errors().iter().map(ToString::to_string).collect();
-        Table::new(trace)
-            .with_observer_panics(observer_panics)
+        let table = match self.streamed_captures() {
+            Some((captures, observer_panics)) => {
+                Table::from_shared_captures(captures).with_observer_panics(observer_panics)
+            }
+            None => {
+                let (trace, observer_panics) = self.observed();
+                Table::new(trace).with_observer_panics(observer_panics)
+            }
+        };
+        table
             .with_errors(errors)
             .with_stream_failure(self.stream_failure())
             .with_compiled_out(!cfg!(feature = "enabled"))

@@ -12,6 +12,7 @@ use crate::capture::Capture;
 use crate::decode::summary::Summary;
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
+use crate::report::quantiles::{RELATIVE_ERROR, exact_budget};
 use crate::report::tree::CallTree;
 use crate::report::{
     CounterStats, LiveAtStop, Report, ScopeStats, Split, StreamFailure, ThreadKey, ValueStats,
@@ -274,7 +275,7 @@ enum Source {
 /// Captures of [`Table::from_captures`], with what was made of them so far.
 #[derive(Debug)]
 struct Captures {
-    captures: Vec<Capture>,
+    captures: Vec<Arc<Capture>>,
     /// Their spans summed ([`Summary::of`]); `None` inside when sums cannot stand for them.
     summary: OnceLock<Option<Summary>>,
     /// Their trace ([`Trace::from_captures`]).
@@ -331,6 +332,12 @@ impl Table {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_captures(captures: Vec<Capture>) -> Self {
+        Self::from_shared_captures(captures.into_iter().map(Arc::new).collect())
+    }
+
+    /// [`Table::from_captures`] of captures shared with others (a streaming session's, read
+    /// back from its file).
+    pub(crate) fn from_shared_captures(captures: Vec<Arc<Capture>>) -> Self {
         Self::with_source(Source::Captures(Arc::new(Captures {
             captures,
             summary: OnceLock::new(),
@@ -755,7 +762,9 @@ impl Table {
                 {
                     return (&summary.trace, Some(summary));
                 }
-                let trace = c.trace.get_or_init(|| Trace::from_captures(&c.captures));
+                let trace = c
+                    .trace
+                    .get_or_init(|| Trace::from_captures(c.captures.iter().map(|c| &**c)));
                 (trace, None)
             }
         }
@@ -1064,6 +1073,15 @@ impl Table {
         }
         if self.compiled_out && !compiled_out_empty {
             writeln!(f, "{COMPILED_OUT_COLLECTORS}")?;
+        }
+        if summary.is_some_and(|s| !s.exact) {
+            writeln!(
+                f,
+                "Quantiles: p50 and p99 from log-linear histograms, within {RELATIVE_ERROR} of the \
+                 exact values, as the captures may hold more than {} scopes (calls, total, self, \
+                 min and max are exact)",
+                exact_budget()
+            )?;
         }
         let salvage = &trace.salvage;
         if salvage.is_salvaged() {

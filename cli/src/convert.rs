@@ -5,9 +5,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use tickscope::Capture;
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::otlp::{self, Otlp};
-use tickscope::export::{Format, flamegraph, folded, html, kineto, perfetto, pprof, write_file};
+use tickscope::export::{
+    Format, flamegraph, folded, html, kineto, perfetto, pprof, write_file_from_captures,
+};
 use tickscope::trace::Trace;
 
 use crate::{Context, Failure, input, text};
@@ -116,8 +119,12 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
         ));
     }
-    let trace = input::trace(cx, &args.files, args.session)?;
-    let otlp;
+    let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
+    let captures = input::captures(cx, &args.files, args.session, &progress)?;
+    input::decoding(&progress, &args.files, &captures);
+    let captures: Vec<&Capture> = captures.iter().collect();
+    // OTLP/JSON is made from the whole trace (links and async calls cross threads).
+    let (trace, otlp);
     let format: Box<dyn Format + '_> = match kind {
         Kind::Json if args.kineto => Box::new(kineto::Options::new(0, 1)),
         Kind::Json => {
@@ -132,19 +139,21 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
         Kind::Otlp => {
+            trace = Trace::from_captures(captures.iter().copied());
             otlp = Otlp::new(&trace, &otlp::Options::new());
             Box::new(OtlpJson(&otlp))
         }
         Kind::Perfetto => Box::new(perfetto::Options::new()),
         Kind::Html => Box::new(html::Options::new()),
     };
-    let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let counted = Counted {
         format: format.as_ref(),
         progress: &progress,
         path: out,
     };
-    write_file(&trace, out, &counted).map_err(|e| Failure::about(out, e))?;
+    // Folded stacks, flame graphs and pprof are summed as the records are decoded; the other
+    // formats decode the trace whole first.
+    write_file_from_captures(&captures, out, &counted).map_err(|e| Failure::about(out, e))?;
     drop(progress);
     if !cx.quiet {
         let what = describe(kind, args.kineto, is_gz(out));
@@ -199,6 +208,15 @@ impl Format for Counted<'_> {
     fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
         self.format
             .write(trace, &mut self.progress.writer(self.path, out))
+    }
+
+    fn write_captures(
+        &self,
+        captures: &[&Capture],
+        out: &mut dyn io::Write,
+    ) -> Option<io::Result<()>> {
+        self.format
+            .write_captures(captures, &mut self.progress.writer(self.path, out))
     }
 }
 

@@ -30,14 +30,11 @@ pub(crate) struct Args {
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let path = &args.file;
     let progress = input::Progress::new(cx, input::size(path));
-    // Warnings are listed below rather than on stderr.
-    let captures = input::all_unchecked(path, &progress)?;
+    // Warnings are listed below rather than on stderr. The records are not read: the counts
+    // come from the chunks' lengths, the times from the footers.
+    let captures = input::index(path, &progress)?;
     let mut sessions: Vec<(Fields, Vec<String>)> = Vec::new();
-    for (i, capture) in captures.iter().enumerate() {
-        let step = format!("decoding {}:", path.display());
-        let (n, total) = (i as u64 + 1, captures.len() as u64);
-        progress.step(input::counted(&step, n, Some(total), "sessions"));
-        let trace = capture.decode();
+    for capture in &captures {
         let warnings: Vec<String> = capture.warnings().iter().map(ToString::to_string).collect();
         let fields: Fields = vec![
             (
@@ -109,16 +106,16 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             (
                 "time_span_ns",
                 "time span",
-                text::seconds(trace.wall_ns()),
-                trace.wall_ns().into(),
+                text::seconds(capture.wall_ns()),
+                capture.wall_ns().into(),
             ),
             // Of a flight recorder that overwrote events: its retained window, from the start
             // common to every thread's records; the time span otherwise.
             (
                 "covered_ns",
                 "time covered",
-                text::seconds(trace.covered_ns()),
-                trace.covered_ns().into(),
+                text::seconds(capture.covered_ns()),
+                capture.covered_ns().into(),
             ),
             (
                 "warnings",

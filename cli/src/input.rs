@@ -204,20 +204,20 @@ pub(crate) fn warn(cx: &Context, path: &Path, capture: &Capture, progress: &Prog
     });
 }
 
-/// The bytes of the file at `path` ([`tickscope::capture::read_file`]: in parallel pieces
-/// when large), with `progress` showing how far it got.
-fn read_file(path: &Path, progress: &Progress) -> Result<Vec<u8>, Failure> {
+/// Every session of the file at `path`, its warnings left to the caller: read chunk by
+/// chunk ([`Capture::read_all_with_progress`]: the records stay in the file, read again when
+/// decoded), with `progress` showing how far it got.
+pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
     progress.reading(path, size(path));
-    tickscope::capture::read_file(path, &|read| progress.read(read))
-        .map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
+    Capture::read_all_with_progress(path, &|read| progress.read(read))
+        .map_err(|e| Failure::about(path, e))
 }
 
-/// Every session of the file at `path`, its warnings left to the caller.
-pub(crate) fn all_unchecked(path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
-    let bytes = read_file(path, progress)?;
-    progress.step(format!("checking {}", path.display()));
-    // The captures keep the bytes read and use the records where they lie.
-    Capture::from_vec(bytes).map_err(|e| Failure::about(path, e))
+/// Every session of the file at `path` without their records ([`Capture::read_index`]:
+/// headers, tables and footers), its warnings left to the caller.
+pub(crate) fn index(path: &Path, progress: &Progress) -> Result<Vec<Capture>, Failure> {
+    progress.step(format!("reading {}", path.display()));
+    Capture::read_index(path).map_err(|e| Failure::about(path, e))
 }
 
 /// Every session of the file at `path`, refused when one was read with warnings (a salvaged

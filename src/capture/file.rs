@@ -64,6 +64,37 @@ pub fn read_file(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> io::Result<Vec<
     }
 }
 
+/// Reads `bytes.len()` bytes of `file` from byte `offset` into `bytes`, without moving the
+/// file's cursor (so that threads read one file at once); returns how many were read: fewer
+/// at the end of the file or on an error.
+pub(crate) fn read_at(file: &File, bytes: &mut [u8], offset: u64) -> usize {
+    let mut done = 0;
+    while done < bytes.len() {
+        match read_some_at(file, &mut bytes[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    done
+}
+
+#[cfg(unix)]
+fn read_some_at(file: &File, bytes: &mut [u8], offset: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, bytes, offset)
+}
+
+#[cfg(windows)]
+fn read_some_at(file: &File, bytes: &mut [u8], offset: u64) -> io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, bytes, offset)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn read_some_at(_file: &File, _bytes: &mut [u8], _offset: u64) -> io::Result<usize> {
+    Err(io::Error::other("no positional reads on this platform"))
+}
+
 /// Fills `bytes` from the start of `file` with `threads` threads, each reading its own part.
 #[cfg(unix)]
 fn read_parts(

@@ -194,7 +194,7 @@ pub(crate) struct CaptureThread {
 impl CaptureThread {
     /// An upper bound on the thread's records.
     pub(crate) fn record_bound(&self) -> usize {
-        self.chunks.iter().map(|c| c.records().len()).sum()
+        self.chunks.iter().map(Chunk::len).sum()
     }
 }
 
@@ -210,15 +210,89 @@ pub(crate) enum Chunk {
     /// as many as there are, in a vector of their size (a pooled chunk would cost 64 KiB
     /// however few they are).
     Owned(Vec<RawEvent>),
+    /// The records of one event chunk of a file that is not held in memory: read from the
+    /// file each time they are asked for, so that a capture of any size costs a few words
+    /// per chunk ([`Capture::read_all`]).
+    Lazy(LazyRecords),
 }
 
 impl Chunk {
-    pub(crate) fn records(&self) -> &[RawEvent] {
+    /// The chunk's records: where they lie, or read from the file for a [`Chunk::Lazy`].
+    pub(crate) fn records(&self) -> Records<'_> {
         match self {
-            Self::Held(held) => held.as_ref().map_or(&[], SharedChunk::records),
-            Self::File(records) => records.records(),
-            Self::Owned(records) => records,
+            Self::Held(held) => Records::Borrowed(held.as_ref().map_or(&[], SharedChunk::records)),
+            Self::File(records) => Records::Borrowed(records.records()),
+            Self::Owned(records) => Records::Borrowed(records),
+            Self::Lazy(lazy) => Records::Loaded(lazy.load()),
         }
+    }
+
+    /// Records in the chunk, without reading them from a file.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Lazy(lazy) => lazy.len,
+            _ => self.records().len(),
+        }
+    }
+}
+
+/// A chunk's records ([`Chunk::records`]): borrowed where they lie in memory, or read from
+/// a file for the time they are used.
+pub(crate) enum Records<'a> {
+    Borrowed(&'a [RawEvent]),
+    Loaded(Vec<RawEvent>),
+}
+
+impl std::ops::Deref for Records<'_> {
+    type Target = [RawEvent];
+
+    fn deref(&self) -> &[RawEvent] {
+        match self {
+            Self::Borrowed(records) => records,
+            Self::Loaded(records) => records,
+        }
+    }
+}
+
+/// The records of an event chunk of a capture file read lazily: `len` records from byte
+/// `offset` of `file`, checked when the file was read (every kind known). The file is read
+/// again each time they are used ([`LazyRecords::load`]).
+#[derive(Debug)]
+pub(crate) struct LazyRecords {
+    pub(crate) file: Arc<std::fs::File>,
+    pub(crate) offset: u64,
+    pub(crate) len: usize,
+}
+
+impl LazyRecords {
+    /// The records, read from the file. A file changed since it was read (cut short, or
+    /// rewritten with records of unknown kinds) gives the records up to the change: decoding
+    /// never trusts more than the bytes it reads.
+    pub(crate) fn load(&self) -> Vec<RawEvent> {
+        let mut bytes = vec![0u8; self.len * RECORD_LEN];
+        let read = file::read_at(&self.file, &mut bytes, self.offset);
+        let whole = read / RECORD_LEN;
+        let mut records = Vec::with_capacity(whole);
+        for record in bytes[..whole * RECORD_LEN].chunks_exact(RECORD_LEN) {
+            // `chunks_exact` gives 16 bytes: every index is in range.
+            let tick = u64::from_le_bytes(std::array::from_fn(|i| record[i]));
+            let id = u32::from_le_bytes(std::array::from_fn(|i| record[8 + i]));
+            let kind = u32::from_le_bytes(std::array::from_fn(|i| record[12 + i]));
+            let Some(kind) = RawKind::from_u32(kind) else {
+                break;
+            };
+            records.push(RawEvent::new(kind, id, tick));
+        }
+        records
+    }
+
+    /// The file's bytes of the records (their content in an event chunk, as written), read
+    /// again; cut short where the file is.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        let mut bytes = vec![0u8; self.len * RECORD_LEN];
+        let read = file::read_at(&self.file, &mut bytes, self.offset);
+        bytes.truncate(read / RECORD_LEN * RECORD_LEN);
+        bytes
     }
 }
 

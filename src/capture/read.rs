@@ -15,6 +15,7 @@ use std::collections::HashMap;
 
 use crate::record::hash::FxHashMap;
 use std::fmt;
+use std::fs::File;
 use std::io;
 #[cfg(feature = "gzip")]
 use std::io::Read;
@@ -39,12 +40,15 @@ use super::format::{
 };
 #[cfg(feature = "gzip")]
 use super::format::{GZIP_ALLOWANCE, GZIP_MAX_RATIO};
-use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header};
+use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header, LazyRecords};
 use crate::record::flight::CutScope;
 
 /// Bytes of an event chunk's prefix and of a record, as `usize`.
 const PREFIX: usize = EVENT_PREFIX as usize;
 const RECORD_LEN: usize = RECORD as usize;
+
+/// Bytes of a file's start that say what it is when it is not a capture.
+const SNIFF: usize = 1 << 20;
 
 /// Why a capture could not be read: the file could not be read, or its bytes are not a
 /// capture this build can read. Its message names the file (when read from a path), the byte
@@ -179,11 +183,60 @@ impl Capture {
     /// sessions, which [`Trace::from_captures`](crate::trace::Trace::from_captures) decodes
     /// into one trace, each process with its threads, on Unix time. See [`Capture::read`] for
     /// what is an error and what a warning.
+    ///
+    /// A plain (not gzipped) regular file is not held in memory: it is read chunk by chunk,
+    /// each event chunk's records checked and let go, and read again from the file when the
+    /// capture is decoded or written, a chunk at a time. The memory the captures take is then
+    /// a few words per event chunk and their tables, whatever the file's size; the file must
+    /// stay as it is while they are used (records it lost since read as cut there). A gzipped
+    /// file is decompressed into memory, whole.
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
+        Self::read_all_with_progress(path, &|_| {})
+    }
+
+    /// [`Capture::read_all`], calling `on_read` with the number of bytes of the file read so
+    /// far as it goes (for a progress display).
+    pub fn read_all_with_progress(
+        path: impl AsRef<Path>,
+        on_read: &(dyn Fn(u64) + Sync),
+    ) -> Result<Vec<Capture>, ReadError> {
+        read_path(path.as_ref(), None, false, on_read)
+    }
+
+    /// Every session of the capture file at `path` as [`Capture::read_all`] reads it, but
+    /// without reading the records of its event chunks: only the chunk headers, the session
+    /// headers, tables and footers, and each event chunk's 16-byte prefix (whose thread it
+    /// is), seeking over the records. It takes the same time and memory whatever the file's
+    /// size: what `tickscope info` reads.
+    ///
+    /// The counts ([`Capture::record_count`], [`Capture::chunk_count`]) come from the chunks'
+    /// lengths, and the window from the footer; records are not checked, so a record of an
+    /// unknown kind, which [`Capture::read_all`] refuses, is counted here (decoding the
+    /// capture reads the records and stops a chunk at it). A session without footer (salvaged)
+    /// is read as [`Capture::read_all`] reads it, records and all, as only they say where its
+    /// window ends. A gzipped file is decompressed whole.
+    ///
+    /// ```
+    /// let prof = tickscope::Profiler::builder().current_thread().start();
+    /// for _ in 0..3 {
+    ///     let _g = tickscope::scope!("step");
+    /// }
+    /// prof.stop();
+    /// let path = std::env::temp_dir().join(format!("doc-index-{}.tscope", std::process::id()));
+    /// prof.write_capture(&path)?;
+    /// let index = tickscope::Capture::read_index(&path)?;
+    /// assert_eq!(index[0].record_count(), 6);
+    /// assert_eq!(index[0].decode().threads[0].spans.len(), 3);
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_index(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         let path = path.as_ref();
-        let bytes = super::read_file(path, &|_| {})
-            .map_err(|e| ReadError::io(Some(path), "cannot read", e))?;
-        parse(bytes, Some(path))
+        let sessions = read_path(path, None, true, &|_| {})?;
+        if sessions.iter().any(|s| s.salvaged.is_some()) {
+            return read_path(path, None, false, &|_| {});
+        }
+        Ok(sessions)
     }
 
     /// Reads every session of a capture file held in memory, as [`Capture::read_all`] (errors
@@ -300,6 +353,85 @@ fn gunzip(_gz: &[u8], path: Option<&Path>) -> Result<(Vec<u8>, Option<String>), 
     })
 }
 
+/// The sessions of the file at `path`, of its first `limit` bytes when given: read chunk by
+/// chunk and left in the file ([`Input::File`]; only chunk headers and tables when `skim`),
+/// or, gzipped or not a regular file, read whole into memory.
+pub(super) fn read_path(
+    path: &Path,
+    limit: Option<u64>,
+    skim: bool,
+    on_read: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Capture>, ReadError> {
+    let _untracked = Untracked::enter();
+    let cannot_read = |e| ReadError::io(Some(path), "cannot read", e);
+    let file = File::open(path).map_err(cannot_read)?;
+    let metadata = file.metadata().map_err(cannot_read)?;
+    let mut magic = [0u8; 2];
+    let lazy = cfg!(any(unix, windows))
+        && metadata.is_file()
+        && super::file::read_at(&file, &mut magic, 0) == 2
+        && !is_gzip(&magic);
+    if !lazy {
+        let mut bytes = super::read_file(path, on_read).map_err(cannot_read)?;
+        if let Some(limit) = limit {
+            bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+        return parse(bytes, Some(path));
+    }
+    let size = limit.map_or(metadata.len(), |limit| limit.min(metadata.len()));
+    let len = usize::try_from(size).map_err(|_| {
+        ReadError::io(
+            Some(path),
+            "cannot read",
+            io::Error::other("the file is too large for this machine's address space"),
+        )
+    })?;
+    if skim {
+        advise_random(&file);
+    }
+    let file = Arc::new(file);
+    let mut source = FileSource {
+        file: &file,
+        len,
+        buffer: Vec::new(),
+        on_read,
+        reported: 0,
+    };
+    let sessions = Parser {
+        input: Input::File {
+            file: Arc::clone(&file),
+            skim,
+        },
+        names_left: len,
+        sessions: Vec::new(),
+        session: None,
+    }
+    .run(&mut source)
+    .map_err(|mut e| {
+        e.path = Some(path.to_path_buf());
+        e
+    })?;
+    on_read(size);
+    Ok(sessions)
+}
+
+/// Tells the OS that `file` is read at scattered places (chunk headers, skimming): without
+/// it, reading ahead after each header would read the records between them too, all of a
+/// file that is not in the page cache.
+fn advise_random(file: &File) {
+    #[cfg(all(target_os = "linux", feature = "enabled"))]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `posix_fadvise` only reads its arguments; the descriptor is open (`file` is
+        // borrowed for the call). Its result is advice taken or not: nothing to check.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", feature = "enabled")))]
+    let _ = file;
+}
+
 /// The sessions of `bytes`, read from `path` if given; decompressed first when gzipped.
 fn parse(bytes: Vec<u8>, path: Option<&Path>) -> Result<Vec<Capture>, ReadError> {
     parse_with(bytes, path, true, None)
@@ -325,15 +457,15 @@ fn parse_with(
     };
     let bytes = Arc::new(bytes);
     Parser {
-        input: Input {
-            bytes: &bytes,
+        input: Input::Memory {
+            bytes: Arc::clone(&bytes),
             in_place,
         },
         names_left: bytes.len(),
         sessions: Vec::new(),
         session: None,
     }
-    .run(&bytes)
+    .run(&mut Memory(&bytes))
     .map(|mut sessions| {
         if let (Some(cut), Some(last)) = (gz_cut, sessions.last_mut()) {
             last.warnings.push(cut);
@@ -346,61 +478,135 @@ fn parse_with(
     })
 }
 
-/// The bytes being read, which the captures read share.
-struct Input<'a> {
-    bytes: &'a Arc<Vec<u8>>,
-    /// Records are read where they lie in `bytes` when the machine allows it
-    /// ([`FileRecords::scan`]); copied otherwise.
-    in_place: bool,
+/// What is being read, which the captures read share.
+enum Input {
+    /// Bytes in memory.
+    Memory {
+        bytes: Arc<Vec<u8>>,
+        /// Records are read where they lie in `bytes` when the machine allows it
+        /// ([`FileRecords::scan`]); copied otherwise.
+        in_place: bool,
+    },
+    /// A file that is not held in memory: each event chunk's records are checked as they
+    /// are read, then let go, and read again from the file when used ([`Chunk::Lazy`]).
+    File {
+        file: Arc<File>,
+        /// Event chunks' records are not even read ([`Capture::read_index`]): only their
+        /// prefix (the thread), the count coming from the chunk's length.
+        skim: bool,
+    },
+}
+
+/// Where the parser reads chunks from: bytes in memory, or a file read piece by piece.
+trait Source {
+    /// Bytes in all.
+    fn len(&self) -> usize;
+    /// The `len` bytes at `at`, which lie within [`Source::len`].
+    fn get(&mut self, at: usize, len: usize) -> Result<&[u8], ReadError>;
+}
+
+/// Bytes in memory.
+struct Memory<'a>(&'a [u8]);
+
+impl Source for Memory<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn get(&mut self, at: usize, len: usize) -> Result<&[u8], ReadError> {
+        Ok(&self.0[at..at + len])
+    }
+}
+
+/// A file, read a piece at a time into a buffer that holds the largest piece asked for
+/// (a chunk's content: a recorded chunk is 64 KiB).
+struct FileSource<'a> {
+    file: &'a File,
+    len: usize,
+    buffer: Vec<u8>,
+    /// Told how far the reading got, every [`PROGRESS_EVERY`] bytes.
+    on_read: &'a (dyn Fn(u64) + Sync),
+    /// Where the reading was when last told.
+    reported: usize,
+}
+
+/// Bytes read between calls of [`FileSource::on_read`].
+const PROGRESS_EVERY: usize = 4 << 20;
+
+impl Source for FileSource<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&mut self, at: usize, len: usize) -> Result<&[u8], ReadError> {
+        self.buffer.resize(len, 0);
+        let read = super::file::read_at(self.file, &mut self.buffer, at as u64);
+        if read < len {
+            return Err(ReadError::at(
+                at + read,
+                format!(
+                    "the file ends after {} bytes, shorter than when its reading began ({}                      bytes): was it cut while being read?",
+                    at + read,
+                    self.len
+                ),
+            ));
+        }
+        if at + len >= self.reported + PROGRESS_EVERY {
+            self.reported = at + len;
+            (self.on_read)(self.reported as u64);
+        }
+        Ok(&self.buffer)
+    }
 }
 
 /// Reads chunk after chunk, gathering sessions.
-struct Parser<'a> {
-    input: Input<'a>,
+struct Parser {
+    input: Input,
     /// Bytes of thread names that may still be copied: each thread holds its name as a string
     /// of its own, so that many thread entries naming one long string would cost far more
     /// than the input; names are copied up to the input's size in all, and cut short past it.
     names_left: usize,
     sessions: Vec<Capture>,
     /// The session being read: its header was read, its footer not yet.
-    session: Option<Session<'a>>,
+    session: Option<Session>,
 }
 
-impl<'a> Parser<'a> {
-    fn run(mut self, bytes: &'a [u8]) -> Result<Vec<Capture>, ReadError> {
-        if bytes.is_empty() {
+impl Parser {
+    fn run(mut self, source: &mut dyn Source) -> Result<Vec<Capture>, ReadError> {
+        let total = source.len();
+        if total == 0 {
             return Err(ReadError::at(
                 0,
                 "the input is empty: a capture starts with a session header chunk",
             ));
         }
+        let skim = matches!(self.input, Input::File { skim: true, .. });
         let mut pos = 0;
-        while pos < bytes.len() {
-            let rest = &bytes[pos..];
-            if rest.len() < CHUNK_HEADER {
+        while pos < total {
+            let left = total - pos;
+            if left < CHUNK_HEADER {
                 if pos == 0 {
                     return Err(ReadError::at(
                         0,
                         format!(
-                            "{} bytes are too few for a chunk header ({CHUNK_HEADER} bytes): \
-                             not a capture",
-                            rest.len()
+                            "{left} bytes are too few for a chunk header ({CHUNK_HEADER} bytes): \
+                             not a capture"
                         ),
                     ));
                 }
                 self.warn(format!(
-                    "byte {pos}: the last {} bytes are too few for a chunk header \
-                     ({CHUNK_HEADER} bytes): ignored (the file was cut short?)",
-                    rest.len()
+                    "byte {pos}: the last {left} bytes are too few for a chunk header \
+                     ({CHUNK_HEADER} bytes): ignored (the file was cut short?)"
                 ));
                 if let Some(session) = &mut self.session {
-                    session.lost_bytes = session.lost_bytes.saturating_add(rest.len() as u64);
+                    session.lost_bytes = session.lost_bytes.saturating_add(left as u64);
                 }
                 break;
             }
-            if u32_at(rest, 0) != CHUNK_MAGIC {
+            let head: [u8; CHUNK_HEADER] = array(source.get(pos, CHUNK_HEADER)?, 0);
+            if u32_at(&head, 0) != CHUNK_MAGIC {
                 if pos == 0
-                    && let Some(what) = other_format(rest)
+                    && let Some(what) = other_format(source.get(0, total.min(SNIFF))?)
                 {
                     return Err(ReadError::at(0, format!("{what}, not a tickscope capture")));
                 }
@@ -408,11 +614,11 @@ impl<'a> Parser<'a> {
                     pos,
                     format!(
                         "no chunk starts here: found {:02x?}, expected the magic \"TSCP\"",
-                        &rest[..4]
+                        &head[..4]
                     ),
                 ));
             }
-            let (kind, version, len) = (u16_at(rest, 4), u16_at(rest, 6), u64_at(rest, 8));
+            let (kind, version, len) = (u16_at(&head, 4), u16_at(&head, 6), u64_at(&head, 8));
             if pos == 0 && kind != SESSION_HEADER {
                 return Err(ReadError::at(
                     0,
@@ -423,24 +629,32 @@ impl<'a> Parser<'a> {
                     ),
                 ));
             }
-            let body = &rest[CHUNK_HEADER..];
-            let Some(len) = usize::try_from(len).ok().filter(|&len| len <= body.len()) else {
+            let body_len = left - CHUNK_HEADER;
+            let Some(len) = usize::try_from(len).ok().filter(|&len| len <= body_len) else {
+                let body = source.get(pos + CHUNK_HEADER, body_len)?;
                 self.cut_short(pos, kind, version, len, body)?;
                 break;
             };
             let next = CHUNK_HEADER + len.next_multiple_of(ALIGN);
-            if next > rest.len() {
+            if next > left {
                 self.warn(format!(
                     "byte {pos}: the {} chunk misses {} bytes of padding at the end of the \
                      input (the file was cut short?)",
                     describe(kind),
-                    next - rest.len()
+                    next - left
                 ));
             }
-            self.chunk(pos, kind, version, &body[..len])?;
-            pos += next.min(rest.len());
+            // Skimming, an event chunk's records are not read: its prefix says whose they
+            // are (and whether they are the entries of cut scopes, which are read).
+            let skimmed = skim
+                && kind == EVENT_CHUNK
+                && len >= PREFIX
+                && u64_at(source.get(pos + CHUNK_HEADER, PREFIX)?, 8) != EVENTS_CUT;
+            let content = source.get(pos + CHUNK_HEADER, if skimmed { PREFIX } else { len })?;
+            self.chunk(pos, kind, version, content, len)?;
+            pos += next.min(left);
         }
-        self.end_session(None, bytes.len());
+        self.end_session(None, total);
         Ok(self.sessions)
     }
 
@@ -453,13 +667,15 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// One whole chunk at `pos`.
+    /// One whole chunk at `pos`, of `len` bytes of content: `content`, or when skimming an
+    /// event chunk its prefix only.
     fn chunk(
         &mut self,
         pos: usize,
         kind: u16,
         version: u16,
-        content: &'a [u8],
+        content: &[u8],
+        len: usize,
     ) -> Result<(), ReadError> {
         if kind == SESSION_HEADER {
             self.end_session(None, pos);
@@ -477,8 +693,7 @@ impl<'a> Parser<'a> {
         }
         let Some(name) = chunk_name(kind) else {
             self.warn(format!(
-                "byte {pos}: unknown chunk type {kind} (version {version}, {} bytes): skipped",
-                content.len()
+                "byte {pos}: unknown chunk type {kind} (version {version}, {len} bytes): skipped"
             ));
             return Ok(());
         };
@@ -505,7 +720,7 @@ impl<'a> Parser<'a> {
             CALLSITES => session.callsites(pos, content)?,
             THREADS => session.threads(pos, content, &mut self.names_left)?,
             EVENT_CHUNK => {
-                session.events(&self.input, pos, content, false)?;
+                session.events(&self.input, pos, content, len, false)?;
             }
             SESSION_FOOTER => {
                 let footer = footer(pos, content)?;
@@ -525,7 +740,7 @@ impl<'a> Parser<'a> {
         kind: u16,
         version: u16,
         len: u64,
-        body: &'a [u8],
+        body: &[u8],
     ) -> Result<(), ReadError> {
         if kind == SESSION_HEADER {
             return Err(ReadError::at(
@@ -544,7 +759,7 @@ impl<'a> Parser<'a> {
                     && body.len() >= PREFIX =>
             {
                 let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;
-                session.events(&self.input, pos, &body[..whole], true)?
+                session.events(&self.input, pos, &body[..whole], whole, true)?
             }
             _ => 0,
         };
@@ -629,14 +844,14 @@ fn header(pos: usize, content: &[u8]) -> Result<Header, ReadError> {
 /// string however short it is. String `n` ends at the NUL before string `n + 1`, the last one
 /// at the end of the bytes.
 #[derive(Default)]
-struct StringTable<'a> {
-    bytes: &'a [u8],
+struct StringTable {
+    bytes: Vec<u8>,
     starts: Vec<u32>,
 }
 
-impl<'a> StringTable<'a> {
-    /// The strings of `bytes`, NUL-separated; `None` past 4 GiB.
-    fn new(bytes: &'a [u8]) -> Option<Self> {
+impl StringTable {
+    /// The strings of `bytes` (copied), NUL-separated; `None` past 4 GiB.
+    fn new(bytes: &[u8]) -> Option<Self> {
         u32::try_from(bytes.len()).ok()?;
         let mut starts = Vec::with_capacity(1 + bytes.iter().filter(|&&b| b == 0).count());
         starts.push(0);
@@ -648,7 +863,10 @@ impl<'a> StringTable<'a> {
                 .filter(|&(_, &b)| b == 0)
                 .map(|(at, _)| at as u32 + 1),
         );
-        Some(Self { bytes, starts })
+        Some(Self {
+            bytes: bytes.to_vec(),
+            starts,
+        })
     }
 
     /// Strings in the table.
@@ -657,7 +875,7 @@ impl<'a> StringTable<'a> {
     }
 
     /// String `id`, without its NUL.
-    fn get(&self, id: u32) -> Option<&'a [u8]> {
+    fn get(&self, id: u32) -> Option<&[u8]> {
         let index = id as usize;
         let start = *self.starts.get(index)? as usize;
         let end = self
@@ -719,13 +937,13 @@ fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
 }
 
 /// A session being read.
-struct Session<'a> {
+struct Session {
     /// Where its header starts.
     offset: usize,
     header: Header,
     clock: Option<ClockPairs>,
     /// The current string table.
-    strings: StringTable<'a>,
+    strings: StringTable,
     /// The strings of the current table interned (see `callsite::intern_str`) by id, as
     /// callsites ask for them: each string is hashed and leaked once, however many callsites
     /// name it.
@@ -768,15 +986,35 @@ impl ThreadBuild {
         if records.is_empty() {
             return;
         }
-        if let Some(last) = records.iter().rev().find(|r| !r.kind.carries_data()) {
-            self.last_tick = Some(last.tick);
+        let last = records
+            .iter()
+            .rev()
+            .find(|r| !r.kind.carries_data())
+            .map(|r| r.tick);
+        drop(records);
+        self.push_checked(chunk, memory, last);
+    }
+
+    /// Adds the records of an event chunk, which holds some, checked by the caller: `memory`
+    /// as for [`ThreadBuild::push`], `last` the tick of its last record that is not data.
+    fn push_checked(&mut self, chunk: Chunk, memory: MemoryMode, last: Option<u64>) {
+        if last.is_some() {
+            self.last_tick = last;
         }
         self.memory = self.memory.max(memory);
         self.chunks.push(chunk);
     }
+
+    /// Adds the records of an event chunk that were not read ([`Capture::read_index`]): they
+    /// say nothing of the thread's last tick nor of the memory mode.
+    fn push_unread(&mut self, records: LazyRecords) {
+        if records.len > 0 {
+            self.chunks.push(Chunk::Lazy(records));
+        }
+    }
 }
 
-impl<'a> Session<'a> {
+impl Session {
     fn new(offset: usize, header: Header) -> Self {
         Self {
             offset,
@@ -869,7 +1107,7 @@ impl<'a> Session<'a> {
     }
 
     /// The string table at `pos`: it replaces the one before.
-    fn strings(&mut self, pos: usize, content: &'a [u8]) {
+    fn strings(&mut self, pos: usize, content: &[u8]) {
         let content = match content.split_last() {
             Some((0, strings)) => strings,
             Some(_) => {
@@ -914,7 +1152,7 @@ impl<'a> Session<'a> {
         at: usize,
         what: &dyn fmt::Display,
         id: u32,
-    ) -> Result<Cow<'a, str>, ReadError> {
+    ) -> Result<Cow<'_, str>, ReadError> {
         match self.strings.get(id) {
             Some(s) => Ok(String::from_utf8_lossy(s)),
             None => Err(ReadError::at(
@@ -953,7 +1191,7 @@ impl<'a> Session<'a> {
         for (i, entry) in content.chunks_exact(CALLSITE_ENTRY).enumerate() {
             let at = pos + CHUNK_HEADER + i * CALLSITE_ENTRY;
             let id = u32_at(entry, 0);
-            let field = |what: &str, offset: usize| -> Result<Cow<'a, str>, ReadError> {
+            let field = |what: &str, offset: usize| -> Result<Cow<'_, str>, ReadError> {
                 self.string(
                     at,
                     &format_args!("callsite {id}'s {what}"),
@@ -1000,7 +1238,10 @@ impl<'a> Session<'a> {
             let id = u64_at(entry, 0);
             let name = match u32_at(entry, 16) {
                 NO_STRING => None,
-                string => Some(self.string(at, &format_args!("thread {id}'s name"), string)?),
+                string => Some(
+                    self.string(at, &format_args!("thread {id}'s name"), string)?
+                        .into_owned(),
+                ),
             };
             if self.thread_index.contains_key(&id) {
                 self.warnings.push(format!(
@@ -1039,18 +1280,18 @@ impl<'a> Session<'a> {
     /// failing.
     fn events(
         &mut self,
-        input: &Input<'_>,
+        input: &Input,
         pos: usize,
         content: &[u8],
+        len: usize,
         salvage: bool,
     ) -> Result<usize, ReadError> {
-        if content.len() < PREFIX || !(content.len() - PREFIX).is_multiple_of(RECORD_LEN) {
+        if len < PREFIX || !(len - PREFIX).is_multiple_of(RECORD_LEN) || content.len() < PREFIX {
             return Err(ReadError::at(
                 pos,
                 format!(
                     "an events chunk holds {PREFIX} bytes (thread id, reserved) and then \
-                     {RECORD_LEN}-byte records: {} bytes are not that",
-                    content.len()
+                     {RECORD_LEN}-byte records: {len} bytes are not that"
                 ),
             ));
         }
@@ -1065,8 +1306,20 @@ impl<'a> Session<'a> {
             ));
         };
         let records = &content[PREFIX..];
-        let count = records.len() / RECORD_LEN;
+        let count = (len - PREFIX) / RECORD_LEN;
         let start = pos + CHUNK_HEADER + PREFIX;
+        if records.len() < count * RECORD_LEN {
+            // Skimmed: the records are neither read nor checked; they are counted.
+            if let Input::File { file, .. } = input {
+                self.threads[index].push_unread(LazyRecords {
+                    file: Arc::clone(file),
+                    offset: start as u64,
+                    len: count,
+                });
+            }
+            self.records += count as u64;
+            return Ok(len);
+        }
         if u64_at(content, 8) == EVENTS_CUT {
             // The entries of the scopes cut at the window's start, outermost first.
             for (n, record) in records.chunks_exact(RECORD_LEN).enumerate() {
@@ -1089,16 +1342,47 @@ impl<'a> Session<'a> {
             self.records += count as u64;
             return Ok(content.len());
         }
-        let in_place = input
-            .in_place
-            .then(|| FileRecords::scan(input.bytes, start, count))
-            .flatten();
-        let (chunk, taken, memory) = match in_place {
-            Some(scanned) => {
+        let in_place = match input {
+            Input::Memory {
+                bytes,
+                in_place: true,
+            } => FileRecords::scan(bytes, start, count),
+            _ => None,
+        };
+        let (chunk, taken, memory) = match (in_place, input) {
+            (Some(scanned), _) => {
                 let taken = scanned.records.records().len();
                 (Chunk::File(scanned.records), taken, scanned.memory)
             }
-            None => {
+            (None, Input::File { file, .. }) => {
+                // Checked here, read again from the file when used.
+                let mut memory = MemoryMode::Off;
+                let mut taken = 0;
+                for record in records.chunks_exact(RECORD_LEN) {
+                    let Some(kind) = RawKind::from_u32(u32_at(record, 12)) else {
+                        break;
+                    };
+                    memory = memory.max(MemoryMode::of_kind(kind as u32));
+                    taken += 1;
+                }
+                let lazy = LazyRecords {
+                    file: Arc::clone(file),
+                    offset: start as u64,
+                    len: taken,
+                };
+                let last = records[..taken * RECORD_LEN]
+                    .chunks_exact(RECORD_LEN)
+                    .rev()
+                    .filter_map(|r| Some((RawKind::from_u32(u32_at(r, 12))?, u64_at(r, 0))))
+                    .find(|(kind, _)| !kind.carries_data())
+                    .map(|(_, tick)| tick);
+                if taken > 0 {
+                    self.threads[index].push_checked(Chunk::Lazy(lazy), memory, last);
+                }
+                self.records += taken as u64;
+                return self.events_end(records, pos, start, taken, count, salvage, len);
+            }
+            (None, Input::Memory { .. }) => {
                 // Bounded by the chunk's bytes, which are in the input.
                 let mut owned = Vec::with_capacity(count);
                 let mut memory = MemoryMode::Off;
@@ -1115,6 +1399,23 @@ impl<'a> Session<'a> {
         };
         self.threads[index].push(chunk, memory);
         self.records += taken as u64;
+        self.events_end(records, pos, start, taken, count, salvage, len)
+    }
+
+    /// What [`Session::events`] returns once `taken` of the `count` records of the chunk at
+    /// `pos` (`records`, from byte `start`; `len` bytes of content) are taken: the bytes read,
+    /// or the error of a record of unknown kind (kept up to it when salvaging).
+    #[allow(clippy::too_many_arguments)]
+    fn events_end(
+        &self,
+        records: &[u8],
+        pos: usize,
+        start: usize,
+        taken: usize,
+        count: usize,
+        salvage: bool,
+        len: usize,
+    ) -> Result<usize, ReadError> {
         if taken < count {
             if salvage {
                 return Ok(PREFIX + taken * RECORD_LEN);
@@ -1125,7 +1426,7 @@ impl<'a> Session<'a> {
                 format!("record {taken} of the events chunk at byte {pos} has unknown kind {kind}"),
             ));
         }
-        Ok(content.len())
+        Ok(len)
     }
 
     /// The capture of the session, which ends at `end` (its footer, or where the next session
@@ -1419,8 +1720,8 @@ mod tests {
         assert_eq!(chunk(&in_place), expected);
         assert_eq!(chunk(&copied), "owned");
         assert_eq!(
-            in_place.threads[0].chunks[0].records(),
-            copied.threads[0].chunks[0].records()
+            *in_place.threads[0].chunks[0].records(),
+            *copied.threads[0].chunks[0].records()
         );
         assert_eq!(in_place.record_count(), 8);
         assert!(in_place.tracks_memory() && copied.tracks_memory());

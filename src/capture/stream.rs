@@ -417,16 +417,8 @@ pub(crate) fn read_back(path: &Path, len: Option<u64>) -> Capture {
             path.display()
         ));
     }
-    let sessions = match len {
-        None => Capture::read_all(path),
-        Some(len) => match std::fs::read(path) {
-            Ok(mut bytes) => {
-                bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
-                Capture::from_bytes(&bytes)
-            }
-            Err(e) => return unreadable(format!("{}: {e}", path.display())),
-        },
-    };
+    // Read chunk by chunk and left in the file: the capture holds a few words per chunk.
+    let sessions = super::read::read_path(path, len, false, &|_| {});
     match sessions {
         Ok(mut sessions) => sessions.pop().unwrap_or_else(Capture::empty),
         Err(e) => unreadable(e.to_string()),

@@ -89,6 +89,18 @@ impl Capture {
                     Chunk::Held(None) => {}
                     Chunk::File(records) => w.file_events(thread.id, records.bytes())?,
                     Chunk::Owned(records) => w.owned_events(thread.id, records)?,
+                    Chunk::Lazy(lazy) => {
+                        // Read again from its file, a chunk at a time.
+                        let bytes = lazy.bytes();
+                        if bytes.len() != lazy.len * 16 {
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "the capture file read was cut short since: its records \
+                                 cannot be written whole",
+                            ));
+                        }
+                        w.file_events(thread.id, &bytes)?;
+                    }
                 }
             }
         }

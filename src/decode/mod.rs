@@ -27,12 +27,13 @@ use crate::record::registry::Untracked;
 use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
 use self::async_spans::Mark;
+use self::async_spans::Mark;
 use self::convert::Converter;
 use self::counters::RawSample;
 use self::links::Links;
 use self::memory::RawMemory;
 use self::pair::{Extras, Pairing, Probe};
-use self::summary::{Summary, ThreadSums};
+use self::summary::{Sum, Summary, ThreadSums};
 use crate::record::memory::MemoryMode;
 
 impl Trace {
@@ -58,7 +59,7 @@ impl Trace {
 /// [`Trace::from_capture`], on several cores when the capture holds at least `parallel_from`
 /// records (threads decode apart; the trace is the same either way).
 fn decode(capture: &Capture, parallel_from: usize) -> Trace {
-    decode_with(capture, parallel_from, false)
+    decode_with(capture, parallel_from, None)
         .expect("a trace decoded whole")
         .0
 }
@@ -68,38 +69,68 @@ impl Summary {
     /// the sums cannot stand for their spans: a session that tracked memory (the table's
     /// memory columns and live-at-stop list need every allocation), or async calls (their
     /// polls on several threads make one call each).
-    pub(crate) fn of(captures: &[Capture]) -> Option<Self> {
+    pub(crate) fn of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
+        // Two records a scope at least: an upper bound on the scopes, known before any is
+        // decoded, so that every row is summed the same way.
+        let scopes: u64 = captures.iter().map(|c| c.borrow().record_count() / 2).sum();
+        Self::of_with(
+            captures,
+            scopes <= crate::report::quantiles::exact_budget(),
+            false,
+        )
+    }
+
+    /// [`Summary::of`] with the spans summed by stack too ([`ThreadSums::stacks`]), for
+    /// folded stacks and pprof profiles; durations in histograms.
+    pub(crate) fn stacks_of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
+        Self::of_with(captures, false, true)
+    }
+
+    /// [`Summary::of`], keeping every duration when `exact`, else histograms; summing the
+    /// spans by stack too when `stacks`.
+    pub(crate) fn of_with<C: std::borrow::Borrow<Capture>>(
+        captures: &[C],
+        exact: bool,
+        stacks: bool,
+    ) -> Option<Self> {
+        let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
         if captures.iter().any(|c| c.memory.is_on()) {
             return None;
         }
         let mut traces = Vec::with_capacity(captures.len());
         let mut threads = Vec::new();
         for capture in captures {
-            let (trace, sums) = summarize(capture)?;
+            let (trace, sums) = summarize(capture, Sum { exact, stacks })?;
             traces.push(trace);
             threads.extend(sums);
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
-        Some(Self { trace, threads })
+        Some(Self {
+            trace,
+            threads,
+            exact,
+        })
     }
 }
 
 /// The trace of `capture` without spans, and the sums of each thread's spans, for
 /// [`Summary::of`]; `None` when the capture holds async calls.
-fn summarize(capture: &Capture) -> Option<(Trace, Vec<ThreadSums>)> {
-    decode_with(capture, parallel::PARALLEL_FROM, true)
+fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
+    decode_with(capture, parallel::PARALLEL_FROM, Some(sum))
 }
 
-/// [`decode`], with each thread's spans summed ([`ThreadSums`]) and let go as they are
-/// paired when `sum`, instead of kept; then the sums are returned too, and the trace holds no
-/// spans, span arguments or links. `None` only when summing a capture with async calls, whose
-/// matching needs the spans.
+/// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
+/// they are paired when `sum` is given, instead of kept; then the sums are returned too, and
+/// the trace holds no spans, span arguments or links. `None` only when summing a capture with
+/// async calls, whose matching needs the spans.
 fn decode_with(
     capture: &Capture,
     parallel_from: usize,
-    sum: bool,
+    sum: Option<Sum>,
 ) -> Option<(Trace, Vec<ThreadSums>)> {
+    let exact = sum;
+    let sum = sum.is_some();
     // Decoding allocates; that is the profiler's work, not the program's.
     let _untracked = Untracked::enter();
     let clock = &capture.clock;
@@ -135,7 +166,7 @@ fn decode_with(
         &threads,
         parallel_from,
         |thread| thread.record_bound(),
-        |index, thread| shared.thread(index, thread, sum),
+        |index, thread| shared.thread(index, thread, exact),
     );
     if sum && decoded.iter().any(|(thread, _)| !thread.marks.is_empty()) {
         return None;
@@ -237,6 +268,40 @@ impl Capture {
     pub fn decode(&self) -> Trace {
         Trace::from_capture(self)
     }
+
+    /// The length of the capture's window in nanoseconds: what its trace's
+    /// [`Trace::wall_ns`] gives, from the window and the clock calibration alone (no record
+    /// is read).
+    pub fn wall_ns(&self) -> u64 {
+        let (start, end, _) = self.window_ns();
+        end.saturating_sub(start)
+    }
+
+    /// The part of the window the data covers, in nanoseconds: what its trace's
+    /// [`Trace::covered_ns`] gives (of a flight recorder that overwrote events, from the start
+    /// common to every thread's retained records), without reading a record.
+    pub fn covered_ns(&self) -> u64 {
+        let (start, end, cut) = self.window_ns();
+        let start = cut.map_or(start, |cut| cut.max(start));
+        end.saturating_sub(start)
+    }
+
+    /// The window's start, end and flight recorder's cut in Unix nanoseconds, as decoding
+    /// converts them.
+    fn window_ns(&self) -> (u64, u64, Option<u64>) {
+        let clock = &self.clock;
+        let converter = Converter::new(
+            &clock.start,
+            &clock.stop,
+            clock.ns_per_tick,
+            &clock.checkpoints,
+        );
+        (
+            converter.to_unix_ns(self.start_tick),
+            converter.to_unix_ns(self.end_tick),
+            self.cut_start.map(|tick| converter.to_unix_ns(tick)),
+        )
+    }
 }
 
 /// True when every record of `records` is in `window`: it starts with a record that is not a
@@ -313,13 +378,13 @@ impl Shared<'_> {
         let mut keep = false;
         for chunk in &thread.chunks {
             let records = chunk.records();
-            if within(records, &window) {
+            if within(&records, &window) {
                 // The usual case: the whole chunk is in the window.
                 records.iter().for_each(|&record| f(record));
                 keep = true;
                 continue;
             }
-            for &record in records {
+            for &record in records.iter() {
                 if !record.kind.carries_data() {
                     keep = window.contains(&record.tick);
                 }
@@ -363,8 +428,9 @@ impl Shared<'_> {
         &self,
         index: usize,
         thread: &CaptureThread,
-        sum: bool,
+        exact: Option<Sum>,
     ) -> (Decoded, Option<ThreadSums>) {
+        let sum = exact.is_some();
         // Decoding allocates, on whichever thread it runs.
         let _untracked = Untracked::enter();
         let mut marks = Vec::new();
@@ -392,7 +458,10 @@ impl Shared<'_> {
         if let Some(tick) = self.capture.cut_start {
             pairing.calls_from(tick);
         }
-        let mut sums = sum.then(ThreadSums::default);
+        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
+        if exact.is_some_and(|s| s.stacks) {
+            pairing.keep_stacks();
+        }
         if let Some(sums) = &mut sums {
             pairing.drain_every(summary::WINDOW);
             self.for_each_record(thread, |record| {
@@ -413,7 +482,10 @@ impl Shared<'_> {
             }),
             false => self.end_ns,
         };
-        let (events, mut spans, stats, mut args, extras) = pairing.finish(end_ns);
+        let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
+        if let Some(sums) = &mut sums {
+            sums.stacks = extras.stacks.take();
+        }
         let open_scopes = if self.salvaged {
             spans
                 .iter()

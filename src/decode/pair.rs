@@ -12,6 +12,7 @@ use crate::trace::{
 };
 
 use super::counters::{self, RawSample};
+use super::summary::StackTree;
 
 use super::async_spans::{Mark, MarkKind};
 use super::convert::Converter;
@@ -38,6 +39,8 @@ pub(super) struct Pairing<'a> {
     /// The spans before `base` that are kept, with their index, in index order: open spans
     /// and their ancestors when [`Pairing::drain_final`] ran.
     pinned: Vec<(u32, Span)>,
+    /// The spans summed by stack as they become final, when asked for.
+    stacks: Option<StackTree>,
     /// [`Pairing::window_full`] from this many kept spans on.
     drain_at: usize,
     open: Vec<Open>,
@@ -100,6 +103,8 @@ enum ArgsOf {
 pub(super) struct Extras {
     pub(super) samples: Vec<RawSample>,
     pub(super) instants: Vec<Instant>,
+    /// The spans summed by stack, when asked for ([`Pairing::keep_stacks`]).
+    pub(super) stacks: Option<StackTree>,
 }
 
 /// The probe overhead decoding subtracts, in 1/[`PROBE_UNIT`] tick (zeros: nothing is
@@ -179,6 +184,7 @@ impl<'a> Pairing<'a> {
             spans,
             base: 0,
             pinned: Vec::new(),
+            stacks: None,
             drain_at: usize::MAX,
             open: Vec::new(),
             pending: None,
@@ -300,6 +306,12 @@ impl<'a> Pairing<'a> {
         self.drain_at = spans;
     }
 
+    /// Sums the spans by stack as they become final ([`StackTree`], handed over in
+    /// [`Extras::stacks`]).
+    pub(super) fn keep_stacks(&mut self) {
+        self.stacks = Some(StackTree::default());
+    }
+
     /// True when the spans kept have reached the size [`Pairing::drain_every`] set.
     #[inline]
     pub(super) fn window_full(&self) -> bool {
@@ -324,6 +336,11 @@ impl<'a> Pairing<'a> {
         let next = self.next_index();
         if self.open.is_empty() && self.pinned.is_empty() {
             // The usual case: between top-level scopes, every span is final.
+            if let Some(stacks) = &mut self.stacks {
+                for (index, span) in (self.base..).zip(&self.spans) {
+                    stacks.close(index, span);
+                }
+            }
             self.spans.iter().for_each(&mut f);
             self.spans.clear();
             self.base = next;
@@ -342,9 +359,13 @@ impl<'a> Pairing<'a> {
         let mut keep: Vec<u32> = seen.into_iter().collect();
         keep.sort_unstable();
         let mut kept = keep.iter().peekable();
+        let stacks = &mut self.stacks;
         self.pinned.retain(|(index, span)| {
             let pinned = kept.next_if(|&&k| k == *index).is_some();
             if !pinned {
+                if let Some(stacks) = stacks.as_mut() {
+                    stacks.close(*index, span);
+                }
                 f(span);
             }
             pinned
@@ -353,6 +374,9 @@ impl<'a> Pairing<'a> {
             if kept.next_if(|&&k| k == index).is_some() {
                 self.pinned.push((index, span.clone()));
             } else {
+                if let Some(stacks) = stacks.as_mut() {
+                    stacks.close(index, span);
+                }
                 f(span);
             }
         }
@@ -747,6 +771,9 @@ impl<'a> Pairing<'a> {
             let index = self.next_index();
             let parent = self.open.last().map(|o| o.index);
             let depth = parent.map_or(0, |p| self.span_mut(p).depth + 1);
+            if let Some(stacks) = &mut self.stacks {
+                stacks.open(index, parent, callsite);
+            }
             self.spans.push(Span {
                 callsite,
                 start_ns: ns,
@@ -792,6 +819,15 @@ impl<'a> Pairing<'a> {
         while let Some(open) = self.open.pop() {
             self.close(open, end_ns, true);
         }
+        if let Some(stacks) = &mut self.stacks {
+            // What is left is final now.
+            for (index, span) in &self.pinned {
+                stacks.close(*index, span);
+            }
+            for (index, span) in (self.base..).zip(&self.spans) {
+                stacks.close(index, span);
+            }
+        }
         let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
         let spans = if self.pinned.is_empty() {
             self.spans
@@ -803,6 +839,7 @@ impl<'a> Pairing<'a> {
         let extras = Extras {
             samples: self.samples,
             instants: self.instants,
+            stacks: self.stacks,
         };
         (self.events, spans, memory, self.args, extras)
     }

@@ -5,6 +5,7 @@
 use crate::record::hash::FxHashMap;
 
 use crate::record::callsite::Callsite;
+use crate::report::quantiles::Durations;
 use crate::trace::{Span, SpanKind, Trace};
 
 /// Spans a thread being summed keeps at a time (more only while scopes nest deeper).
@@ -18,8 +19,9 @@ const CACHE: usize = 64;
 #[derive(Debug)]
 pub(crate) struct SiteSums {
     pub(crate) callsite: &'static Callsite,
-    /// Each call's duration ([`Span::duration_ns`]), in no particular order.
-    pub(crate) durations: Vec<u64>,
+    /// Each call's duration ([`Span::duration_ns`]), in no particular order, or their
+    /// histogram.
+    pub(crate) durations: Durations,
     /// The sum of their self times ([`Span::self_ns`]), saturating.
     pub(crate) self_ns: u64,
     /// Calls still open at stop.
@@ -38,20 +40,34 @@ pub(crate) struct ThreadSums {
     /// (callsite address, entry) at a slot given by the address: most spans find their entry
     /// here without a hash map (address 0: an empty slot).
     cache: [(usize, usize); CACHE],
+    /// Durations are kept each (else in histograms).
+    exact: bool,
+    /// The spans summed by stack, when asked for ([`Summary::stacks_of`]).
+    pub(crate) stacks: Option<StackTree>,
 }
 
-impl Default for ThreadSums {
-    fn default() -> Self {
+/// How a decoding sums each thread's spans.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sum {
+    /// Durations are kept each (else in histograms).
+    pub(crate) exact: bool,
+    /// The spans are summed by stack too ([`StackTree`]).
+    pub(crate) stacks: bool,
+}
+
+impl ThreadSums {
+    /// No span yet; durations kept each when `exact`, else in histograms.
+    pub(crate) fn new(exact: bool) -> Self {
         Self {
             sites: Vec::new(),
             spans: 0,
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
+            exact,
+            stacks: None,
         }
     }
-}
 
-impl ThreadSums {
     /// Counts `span`; a scope is added to its callsite's sums (a poll is part of an async
     /// call, which the report counts from the trace's async calls).
     #[inline]
@@ -66,10 +82,11 @@ impl ThreadSums {
             (cached, at) if cached == address => at,
             _ => {
                 let sites = &mut self.sites;
+                let exact = self.exact;
                 let at = *self.index.entry(address).or_insert_with(|| {
                     sites.push(SiteSums {
                         callsite: span.callsite,
-                        durations: Vec::new(),
+                        durations: Durations::new(exact),
                         self_ns: 0,
                         open: 0,
                     });
@@ -94,11 +111,55 @@ pub(crate) struct Summary {
     pub(crate) trace: Trace,
     /// The sums of each thread of `trace`, at the same index.
     pub(crate) threads: Vec<ThreadSums>,
+    /// The sums keep every duration (else histograms: the captures may hold more scopes than
+    /// [`EXACT_BUDGET`](crate::report::quantiles::EXACT_BUDGET)).
+    pub(crate) exact: bool,
 }
 
 impl Summary {
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
     pub(crate) fn spans(&self) -> usize {
         self.threads.iter().map(|t| t.spans).sum()
+    }
+}
+
+/// A thread's spans summed by stack (the chain of enclosing scopes, outermost first), for
+/// folded stacks and pprof profiles written without keeping the spans: each distinct stack
+/// is a node, numbered in the order its first span opened (as the exports number them
+/// walking the thread's spans), with its calls and the self time of its spans.
+#[derive(Debug, Default)]
+pub(crate) struct StackTree {
+    /// Nodes in order of creation: (parent node, leaf's callsite).
+    pub(crate) nodes: Vec<(Option<u32>, &'static Callsite)>,
+    /// Per node: spans, and the sum of their self times (saturating).
+    pub(crate) values: Vec<[u64; 2]>,
+    /// Node by (parent node, callsite address).
+    index: FxHashMap<(Option<u32>, usize), u32>,
+    /// The node of each span opened and not summed yet, by the span's index in its thread:
+    /// as many as the spans the pairing keeps.
+    node_of: FxHashMap<u32, u32>,
+}
+
+impl StackTree {
+    /// The span at `index` of the thread opened under the span at `parent`.
+    pub(crate) fn open(&mut self, index: u32, parent: Option<u32>, callsite: &'static Callsite) {
+        let parent = parent.and_then(|p| self.node_of.get(&p).copied());
+        let key = (parent, std::ptr::from_ref(callsite) as usize);
+        let (nodes, values) = (&mut self.nodes, &mut self.values);
+        let node = *self.index.entry(key).or_insert_with(|| {
+            nodes.push((parent, callsite));
+            values.push([0, 0]);
+            nodes.len() as u32 - 1
+        });
+        self.node_of.insert(index, node);
+    }
+
+    /// The span at `index`, final: counted in its stack's node.
+    pub(crate) fn close(&mut self, index: u32, span: &Span) {
+        if let Some(node) = self.node_of.remove(&index) {
+            let values = &mut self.values[node as usize];
+            values[0] = values[0].saturating_add(1);
+            values[1] = values[1].saturating_add(span.self_ns());
+        }
     }
 }

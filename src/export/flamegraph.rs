@@ -60,6 +60,15 @@ impl Format for Options {
     fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
         write(trace, &mut out, self)
     }
+
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        mut out: &mut dyn Write,
+    ) -> Option<io::Result<()>> {
+        let stacks = folded::summed_stacks_of(captures, self.stacks)?;
+        Some(draw(stacks, &mut out, self))
+    }
 }
 
 /// Draws `trace` as an SVG flame graph into `out`.
@@ -67,7 +76,16 @@ impl Format for Options {
 /// A trace with no scopes gives an SVG that says so ("No stack counts found"), like
 /// inferno's own tool.
 pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Result<()> {
-    let lines: Vec<String> = folded::stacks(trace, options.stacks)
+    draw(folded::stacks(trace, options.stacks), out, options)
+}
+
+/// Draws the folded `stacks` (with their self times) as an SVG flame graph into `out`.
+fn draw(
+    stacks: std::collections::BTreeMap<String, u64>,
+    out: &mut impl Write,
+    options: &Options,
+) -> io::Result<()> {
+    let lines: Vec<String> = stacks
         .into_iter()
         .filter(|(_, self_ns)| *self_ns > 0)
         .map(|(stack, self_ns)| format!("{stack} {self_ns}"))

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use super::Format;
+use crate::decode::summary::Summary;
 use crate::trace::Trace;
 
 /// Options of folded stacks: the [`Format`] to hand to
@@ -36,6 +37,68 @@ impl Format for Options {
     fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
         write(trace, &mut out, *self)
     }
+
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        out: &mut dyn Write,
+    ) -> Option<io::Result<()>> {
+        let stacks = summed_stacks_of(captures, *self)?;
+        Some(
+            stacks
+                .iter()
+                .try_for_each(|(stack, self_ns)| writeln!(out, "{stack} {self_ns}")),
+        )
+    }
+}
+
+/// The stacks of the trace `captures` decode to, as [`stacks`] gives them, summed as the
+/// records are decoded; `None` when they cannot be (memory tracked, async calls).
+pub(crate) fn summed_stacks_of(
+    captures: &[&crate::Capture],
+    options: Options,
+) -> Option<BTreeMap<String, u64>> {
+    summed_stacks(&Summary::stacks_of(captures)?, options)
+}
+
+/// The stacks of the trace `summary` stands for, as [`stacks`] gives them, from its threads'
+/// [`StackTree`](crate::decode::summary::StackTree)s; `None` when it has none.
+fn summed_stacks(summary: &Summary, options: Options) -> Option<BTreeMap<String, u64>> {
+    let trace = &summary.trace;
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for (thread, sums) in trace.threads.iter().zip(&summary.threads) {
+        let tree = sums.stacks.as_ref()?;
+        let root = root(trace, thread, options);
+        let mut paths: Vec<String> = Vec::with_capacity(tree.nodes.len());
+        for (&(parent, callsite), values) in tree.nodes.iter().zip(&tree.values) {
+            let prefix = match parent {
+                Some(parent) => Some(paths[parent as usize].as_str()),
+                None => root.as_deref(),
+            };
+            let name = clean(callsite.name());
+            let path = match prefix {
+                Some(prefix) => format!("{prefix};{name}"),
+                None => name,
+            };
+            let self_ns = stacks.entry(path.clone()).or_default();
+            *self_ns = self_ns.saturating_add(values[1]);
+            paths.push(path);
+        }
+    }
+    Some(stacks)
+}
+
+/// The first frame of `thread`'s stacks with [`Options::by_thread`]: its name, after its
+/// process's label in a trace of several processes.
+fn root(trace: &Trace, thread: &crate::trace::ThreadTrace, options: Options) -> Option<String> {
+    options.by_thread.then(|| {
+        let name = clean(&thread.display_name());
+        if trace.processes.len() > 1 {
+            format!("{};{name}", clean(&trace.process_label(thread.process)))
+        } else {
+            name
+        }
+    })
 }
 
 /// Writes one line per distinct stack with the total self time (ns) spent in its leaf, sorted by
@@ -50,16 +113,8 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: Options) -> io::Resul
 /// Every distinct stack (`outer;inner;leaf`) with the self time of its leaf, in ns.
 pub(crate) fn stacks(trace: &Trace, options: Options) -> BTreeMap<String, u64> {
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-    let processes = trace.processes.len() > 1;
     for thread in &trace.threads {
-        let root = options.by_thread.then(|| {
-            let name = clean(&thread.display_name());
-            if processes {
-                format!("{};{name}", clean(&trace.process_label(thread.process)))
-            } else {
-                name
-            }
-        });
+        let root = root(trace, thread, options);
         let mut paths: Vec<String> = Vec::with_capacity(thread.spans.len());
         for span in &thread.spans {
             let prefix = match span.parent {

@@ -104,6 +104,58 @@ pub trait Format {
     /// Streams `trace` in this format into `out`, returning the first write error. `out` is
     /// not flushed: [`write_file`] buffers and flushes it.
     fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()>;
+
+    /// Streams what `captures` decode to ([`Trace::from_captures`]) in this format into
+    /// `out` without decoding them whole, when the format can: `None` when it cannot (the
+    /// default), and the caller decodes the trace and calls [`Format::write`]. Folded stacks,
+    /// flame graphs and pprof profiles, which sum spans by stack, do it for captures that did not track
+    /// memory and hold no async call, in memory bounded by the distinct stacks and the
+    /// scopes open at once ([`write_file_from_captures`]; `tickscope convert`).
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        out: &mut dyn io::Write,
+    ) -> Option<io::Result<()>> {
+        let _ = (captures, out);
+        None
+    }
+}
+
+/// Writes the trace `captures` decode to in `format` to the file at `path`, as
+/// [`write_file`] does with `Trace::from_captures(captures)`, and with the same bytes; but
+/// without decoding the trace whole when the format can write the captures as they are
+/// decoded ([`Format::write_captures`]: folded stacks and pprof profiles), so that the memory
+/// taken does not grow with the captures' size. What `tickscope convert` does.
+///
+/// ```
+/// use tickscope::export::{folded, write_file, write_file_from_captures};
+///
+/// let prof = tickscope::Profiler::builder().current_thread().start();
+/// for _ in 0..3 {
+///     let _outer = tickscope::scope!("outer");
+///     let _inner = tickscope::scope!("inner");
+/// }
+/// prof.stop();
+/// let dir = std::env::temp_dir();
+/// let (a, b) = (dir.join("doc-from-captures.folded"), dir.join("doc-from-trace.folded"));
+/// write_file_from_captures(&[&*prof.capture()], &a, &folded::Options::new())?;
+/// write_file(&prof.trace(), &b, &folded::Options::new())?;
+/// assert_eq!(std::fs::read(&a)?, std::fs::read(&b)?);
+/// # std::fs::remove_file(&a)?;
+/// # std::fs::remove_file(&b)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn write_file_from_captures(
+    captures: &[&crate::Capture],
+    path: impl AsRef<Path>,
+    format: &(impl Format + ?Sized),
+) -> io::Result<()> {
+    file::atomic_write(path.as_ref(), |out| {
+        match format.write_captures(captures, &mut *out) {
+            Some(result) => result,
+            None => format.write(&Trace::from_captures(captures.iter().copied()), out),
+        }
+    })
 }
 
 /// Writes `trace` to the file at `path` in `format`, gzipped when the path ends in `.gz`.

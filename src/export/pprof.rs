@@ -39,6 +39,7 @@ use crate::record::hash::FxHashMap;
 
 use super::Format;
 use super::proto::{bytes_field, int_field, packed_field};
+use crate::decode::summary::Summary;
 use crate::record::callsite::Callsite;
 use crate::trace::{SpanKind, Trace};
 
@@ -60,6 +61,15 @@ impl Format for Options {
     fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
         write(trace, &mut out)
     }
+
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        out: &mut dyn Write,
+    ) -> Option<io::Result<()>> {
+        let summary = Summary::stacks_of(captures)?;
+        Some(out.write_all(&encode_summary(&summary)?))
+    }
 }
 
 /// Writes `trace` as an (uncompressed) pprof `Profile` message.
@@ -77,7 +87,6 @@ type Node = (Option<u32>, u32);
 /// The profile of `trace`, encoded.
 fn encode(trace: &Trace) -> Vec<u8> {
     let memory = trace.memory.is_some();
-    let mut strings = Strings::default();
     // Locations by callsite (address), numbered from 1 in order of first use.
     let mut locations: FxHashMap<usize, u32> = FxHashMap::default();
     let mut location_order: Vec<&'static Callsite> = Vec::new();
@@ -131,6 +140,73 @@ fn encode(trace: &Trace) -> Vec<u8> {
         }
     }
 
+    let tree = Tree {
+        node_list,
+        values,
+        location_order,
+    };
+    encode_tree(&tree, memory, trace.start_ns, trace.wall_ns())
+}
+
+/// The stacks of a profile: each node's parent and location, each node's values, and the
+/// locations' callsites, numbered from 1.
+struct Tree {
+    node_list: Vec<Node>,
+    values: Vec<Values>,
+    location_order: Vec<&'static Callsite>,
+}
+
+/// The profile of the trace `summary` stands for, as [`encode`] gives it, from its threads'
+/// [`StackTree`](crate::decode::summary::StackTree)s (taken in thread order, each in the
+/// order its nodes were made: the order of first use [`encode`] numbers by); `None` when it
+/// has none. The summary has no memory figures (sessions that tracked memory are not
+/// summed).
+fn encode_summary(summary: &Summary) -> Option<Vec<u8>> {
+    let mut locations: FxHashMap<usize, u32> = FxHashMap::default();
+    let mut location_order: Vec<&'static Callsite> = Vec::new();
+    let mut nodes: HashMap<Node, u32> = HashMap::new();
+    let mut node_list: Vec<Node> = Vec::new();
+    let mut values: Vec<Values> = Vec::new();
+    for sums in &summary.threads {
+        let tree = sums.stacks.as_ref()?;
+        let mut mapped: Vec<u32> = Vec::with_capacity(tree.nodes.len());
+        for (&(parent, callsite), counted) in tree.nodes.iter().zip(&tree.values) {
+            let address = std::ptr::from_ref(callsite) as usize;
+            let next_id = locations.len() as u32 + 1;
+            let location = *locations.entry(address).or_insert_with(|| {
+                location_order.push(callsite);
+                next_id
+            });
+            let key = (parent.map(|p| mapped[p as usize]), location);
+            let node = *nodes.entry(key).or_insert_with(|| {
+                node_list.push(key);
+                values.push(Values::default());
+                node_list.len() as u32 - 1
+            });
+            mapped.push(node);
+            let own = &mut values[node as usize].0;
+            own[0] = own[0].saturating_add(counted[0]);
+            own[1] = own[1].saturating_add(counted[1]);
+        }
+    }
+    let tree = Tree {
+        node_list,
+        values,
+        location_order,
+    };
+    let trace = &summary.trace;
+    Some(encode_tree(&tree, false, trace.start_ns, trace.wall_ns()))
+}
+
+/// The profile of `tree`, with memory values when `memory`, of the window from `start_ns`
+/// lasting `wall_ns`.
+fn encode_tree(tree: &Tree, memory: bool, start_ns: u64, wall_ns: u64) -> Vec<u8> {
+    let Tree {
+        node_list,
+        values,
+        location_order,
+    } = tree;
+    let mut strings = Strings::default();
     let mut profile = Vec::new();
     // 1: sample_type.
     let mut types = vec![("calls", "count"), ("wall", "nanoseconds")];
@@ -187,8 +263,8 @@ fn encode(trace: &Trace) -> Vec<u8> {
     }
     // 9, 10: time_nanos, duration_nanos; 11, 12: period_type and period (one ns of wall time);
     // 14: default_sample_type.
-    int_field(&mut profile, 9, trace.start_ns);
-    int_field(&mut profile, 10, trace.wall_ns());
+    int_field(&mut profile, 9, start_ns);
+    int_field(&mut profile, 10, wall_ns);
     let mut period_type = Vec::new();
     int_field(&mut period_type, 1, strings.id("wall"));
     int_field(&mut period_type, 2, strings.id("nanoseconds"));

@@ -5,6 +5,7 @@
 pub mod compare;
 mod counters;
 mod live;
+pub(crate) mod quantiles;
 pub(crate) mod tree;
 
 use std::cmp::{Ordering, Reverse};
@@ -17,6 +18,7 @@ use crate::decode::summary::Summary;
 use crate::record::callsite::Callsite;
 use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
+use quantiles::{Durations, Histogram};
 
 pub use compare::{Diff, DiffRow, Metric, Verdict};
 pub use counters::{CounterStats, ValueStats};
@@ -163,6 +165,13 @@ pub struct Report {
     /// [`Profiler::report`](crate::Profiler::report) fills it in; `None` for a stream that
     /// did not fail, a session that does not stream, and a report built from a [`Trace`].
     pub stream_failure: Option<StreamFailure>,
+    /// True when the rows' p50 and p99 come from histograms, within 0.2 % of the exact values
+    /// (calls, total, self, min and max stay exact): a table of captures
+    /// ([`Table::from_captures`](crate::table::Table::from_captures), `tickscope table`) that
+    /// hold more than 8 Mi scopes keeps its memory bounded so. False for every report built
+    /// from a [`Trace`], whose quantiles are exact.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
+    pub approximate_quantiles: bool,
 }
 
 /// Why a streaming session's stream failed, and what that cost
@@ -386,28 +395,59 @@ impl Report {
     /// The rows of a summary ([`Summary::of`]): what [`Report::build`] gives for the trace
     /// the summary stands for, split by thread when `split_threads` (by nothing else: that
     /// needs the spans).
+    ///
+    /// The sums hold every duration while the captures' scopes fit
+    /// [`quantiles::EXACT_BUDGET`]; beyond, histograms, and the rows' p50 and p99 are then
+    /// within [`quantiles::RELATIVE_ERROR`] of the exact values
+    /// ([`Report::approximate_quantiles`]).
     pub(crate) fn from_summary(summary: &Summary, split_threads: bool) -> Self {
         let trace = &summary.trace;
         let mut groups = Groups::new(split_threads, false);
+        // Of each group, when the sums are histograms.
+        let mut histograms: Vec<Histogram> = Vec::new();
         for (thread, sums) in trace.threads.iter().zip(&summary.threads) {
             for site in &sums.sites {
                 let group = groups.group((thread.process, thread.id), site.callsite, None);
                 let acc = &mut groups.groups[group].1;
-                if acc.durations.is_empty() {
-                    acc.durations.clone_from(&site.durations);
-                } else {
-                    acc.durations.extend_from_slice(&site.durations);
+                match &site.durations {
+                    Durations::Exact(durations) if acc.durations.is_empty() => {
+                        acc.durations.clone_from(durations);
+                    }
+                    Durations::Exact(durations) => acc.durations.extend_from_slice(durations),
+                    Durations::Histogram(histogram) => {
+                        if group >= histograms.len() {
+                            histograms.resize(group + 1, Histogram::default());
+                        }
+                        histograms[group].merge(histogram);
+                    }
                 }
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
             }
         }
-        Self::finish(trace, groups, false)
+        if summary.exact {
+            return Self::finish(trace, groups, false);
+        }
+        histograms.resize(groups.groups.len(), Histogram::default());
+        let mut report = Self::finish_with(trace, groups, false, Some(histograms));
+        report.approximate_quantiles = true;
+        report
     }
 
     /// The report of `trace` from its rows' sums.
     fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
+        Self::finish_with(trace, groups, tracked, None)
+    }
+
+    /// [`Report::finish`], the durations of each group in `histograms` (by group) when given.
+    fn finish_with(
+        trace: &Trace,
+        groups: Groups,
+        tracked: bool,
+        histograms: Option<Vec<Histogram>>,
+    ) -> Self {
         let wall = trace.covered_ns();
+        let mut histograms = histograms.map(Vec::into_iter);
         // Each row with its time on threads: its calls' durations, an async call's polls in
         // place of its wall time.
         let rows: Vec<(ScopeStats, u64)> = groups
@@ -415,12 +455,27 @@ impl Report {
             .into_iter()
             .map(|((thread, name, label), mut acc)| {
                 let d = &mut acc.durations;
-                let total = d.iter().fold(0u64, |sum, &x| sum.saturating_add(x));
+                let histogram = histograms.as_mut().and_then(Iterator::next);
+                let (calls, total, min, max, p50, p99) = match &histogram {
+                    Some(h) => (
+                        h.count(),
+                        h.total(),
+                        h.min(),
+                        h.max(),
+                        h.quantile(50),
+                        h.quantile(99),
+                    ),
+                    None => {
+                        let total = d.iter().fold(0u64, |sum, &x| sum.saturating_add(x));
+                        let (min, max) = d
+                            .iter()
+                            .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                        let (p50, p99) = (nearest_rank(d, 50), nearest_rank(d, 99));
+                        (d.len() as u64, total, min, max, p50, p99)
+                    }
+                };
                 let on_threads =
                     (total.saturating_sub(acc.async_ns)).saturating_add(acc.busy_ns.unwrap_or(0));
-                let (min, max) = d
-                    .iter()
-                    .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));
                 let (caused_by, arg) = match label {
                     None => (None, None),
                     Some(Label::Origin(name)) => (Some(name), None),
@@ -432,13 +487,13 @@ impl Report {
                     process: thread.map(|(process, _)| process),
                     caused_by,
                     arg,
-                    calls: d.len() as u64,
+                    calls,
                     total_ns: total,
                     self_ns: acc.self_ns,
                     min_ns: min,
                     max_ns: max,
-                    p50_ns: nearest_rank(d, 50),
-                    p99_ns: nearest_rank(d, 99),
+                    p50_ns: p50,
+                    p99_ns: p99,
                     open_at_stop: acc.open,
                     busy_ns: acc.busy_ns,
                     total_percent: 0.0,
@@ -469,6 +524,7 @@ impl Report {
             live_at_stop: LiveAtStop::of(trace),
             counters: CounterStats::of(trace),
             values: ValueStats::of(trace),
+            approximate_quantiles: false,
         }
     }
 

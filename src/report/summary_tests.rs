@@ -58,13 +58,13 @@ fn sums_are_exact() {
     assert_eq!(sites.len(), 2);
     assert_eq!(sites[0].callsite.name(), "outer");
     assert_eq!(
-        (sites[0].durations.clone(), sites[0].self_ns, sites[0].open),
-        (vec![100], 60, 0)
+        (sites[0].durations.exact(), sites[0].self_ns, sites[0].open),
+        (Some(&[100][..]), 60, 0)
     );
     assert_eq!(sites[1].callsite.name(), "inner");
     assert_eq!(
-        (sites[1].durations.clone(), sites[1].self_ns, sites[1].open),
-        (vec![30, 10, 50], 90, 1)
+        (sites[1].durations.exact(), sites[1].self_ns, sites[1].open),
+        (Some(&[30, 10, 50][..]), 90, 1)
     );
     assert_eq!(summary.spans(), 4);
 }
@@ -122,9 +122,9 @@ fn spans_let_go_early_sum_like_the_trace() {
         .sites
         .iter()
         .find(|s| s.callsite.name() == "root");
-    assert_eq!(root.map(|s| (s.durations.len(), s.open)), Some((1, 1)));
+    assert_eq!(root.map(|s| (s.durations.count(), s.open)), Some((1, 1)));
     let nested = &summary.threads[2].sites[0];
-    assert_eq!(nested.durations.len() as u64, depth);
+    assert_eq!(nested.durations.count(), depth);
     assert_eq!(
         summary.spans(),
         3 * 3 * WINDOW + 1 + 3 * WINDOW + depth as usize + 3 * 3 * WINDOW + 2
@@ -169,4 +169,57 @@ fn async_calls_and_tracked_memory_are_not_summed() {
     let captures = [Capture::from_records(vec![(1, records)], 0, 100)];
     assert!(captures[0].memory.is_on());
     assert!(Summary::of(&captures).is_none());
+}
+
+#[test]
+fn quantiles_past_the_budget_come_from_histograms() {
+    // 100 `outer` calls: 99 of 1 ms and one of 5 ms; 100 `inner` calls of 300, 310, ...,
+    // 1290 ns, after them.
+    let mut records = Vec::new();
+    for i in 0..100u64 {
+        let t = i * 10_000_000;
+        let outer = if i == 42 { 5_000_000 } else { 1_000_000 };
+        records.extend([
+            begin(&OUTER, t),
+            end(&OUTER, t, t + outer),
+            begin(&INNER, t + 6_000_000),
+            end(&INNER, t + 6_000_000, t + 6_000_300 + 10 * i),
+        ]);
+    }
+    let captures = [Capture::from_records(vec![(1, records)], 0, 1_000_000_000)];
+    let row = |report: &Report, name: &str| {
+        let row = report.rows().iter().find(|r| r.name == name).unwrap();
+        (
+            row.calls,
+            row.total_ns,
+            row.min_ns,
+            row.max_ns,
+            row.p50_ns,
+            row.p99_ns,
+        )
+    };
+    let exact = Report::from_summary(&Summary::of_with(&captures, true, false).unwrap(), false);
+    assert!(!exact.approximate_quantiles);
+    assert!(exact == Report::build(&Trace::from_captures(&captures), false, Split::None));
+    assert_eq!(
+        row(&exact, "outer"),
+        (100, 104_000_000, 1_000_000, 5_000_000, 1_000_000, 1_000_000)
+    );
+    assert_eq!(row(&exact, "inner"), (100, 79_500, 300, 1290, 790, 1280));
+    let binned = Report::from_summary(&Summary::of_with(&captures, false, false).unwrap(), false);
+    assert!(binned.approximate_quantiles);
+    // 1 ms lies in the bucket 999_424..=1_001_471, whose middle is 1_000_447 (0.045 % off);
+    // 790 in 790..=791 (middle 790); 1280 in 1280..=1283 (middle 1281).
+    assert_eq!(
+        row(&binned, "outer"),
+        (100, 104_000_000, 1_000_000, 5_000_000, 1_000_447, 1_000_447)
+    );
+    assert_eq!(row(&binned, "inner"), (100, 79_500, 300, 1290, 790, 1281));
+    // Everything else is the exact report's.
+    let (mut a, mut b) = (exact.clone(), binned.clone());
+    for r in a.rows.iter_mut().chain(b.rows.iter_mut()) {
+        (r.p50_ns, r.p99_ns) = (0, 0);
+    }
+    b.approximate_quantiles = false;
+    assert!(a == b);
 }

@@ -1,0 +1,65 @@
+//! Writes a large capture file by streaming a session ([`ProfilerBuilder::stream_to`]): `THREADS`
+//! threads (4 by default) each run the same loop of nested scopes (`request` holding
+//! `parse`, `handle` and, inside `handle`, `query`) until the file holds about `MIB` MiB of
+//! records. The structure (names, nesting, number of scopes) is the same on every run; only
+//! the durations vary. For measuring the `tickscope` command on big captures
+//! (`scripts/big_capture.sh`).
+//!
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS]`
+//!
+//! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
+
+use tickscope::{Profiler, scope};
+
+/// Records per iteration of the loop: four scopes, an entry and an exit each.
+const RECORDS_PER_ITERATION: u64 = 8;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS]";
+    let path = args.next().ok_or(usage)?;
+    let mib: u64 = args.next().ok_or(usage)?.parse()?;
+    let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
+    let iterations = (mib << 20) / 16 / RECORDS_PER_ITERATION / threads.max(1);
+
+    let prof = Profiler::builder()
+        .stream_to(&path)
+        .stream_memory(64 << 20)
+        .try_start()?;
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::Builder::new()
+                .name(format!("worker-{t}"))
+                .spawn(move || {
+                    let mut sum = 0u64;
+                    for i in 0..iterations {
+                        let _request = scope!("request");
+                        {
+                            let _parse = scope!("parse");
+                            sum = sum.wrapping_add(std::hint::black_box(i ^ t));
+                        }
+                        let _handle = scope!("handle");
+                        let _query = scope!("query");
+                        sum = sum.rotate_left(3);
+                    }
+                    sum
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    for worker in workers {
+        std::hint::black_box(worker.join().map_err(|_| "a worker panicked")?);
+    }
+    prof.stop();
+    let stats = prof.stream_stats().ok_or("not a streaming session")?;
+    if let Some(error) = stats.error {
+        return Err(error.into());
+    }
+    println!(
+        "wrote {path}: {} bytes, {} records, {} scopes on {threads} threads, {} dropped",
+        stats.bytes_written,
+        stats.records_written,
+        iterations * threads * 4,
+        stats.dropped_events
+    );
+    Ok(())
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Peak resident memory and wall time of the `tickscope` command on a big capture, for issue
+# 31's bounds (`info` <= 64 MB and <= 1 s; `table`, `convert` to every format and `merge`
+# <= 512 MB whatever the file's size).
+#
+#   scripts/big_capture.sh [MIB] [TICKSCOPE]
+#
+# Streams a session of MIB MiB (default 1400) with examples/big_capture.rs into
+# target/bcap/big-MIB.tscope (kept for the next run; delete it when done, or set CLEAN=1 to
+# delete it and the outputs at the end), then runs each command under `/usr/bin/time -v` and
+# prints one line per command: peak RSS in MB and wall time in seconds. TICKSCOPE: another
+# build of the command to measure (say of main), else this tree's release build. FORMATS:
+# the `convert` outputs to measure (default "folded pb json pftrace otlp.json"; above 4000
+# MiB "folded pb", as the others decode the whole trace: tens of GB). Outputs go through a
+# symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
+# only the capture. Skips when /usr/bin/time is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mib=${1:-1400}
+bin=${2:-}
+if [ ! -x /usr/bin/time ]; then
+    echo "skipped: /usr/bin/time (GNU time) is not installed"
+    exit 0
+fi
+target=${CARGO_TARGET_DIR:-target}
+dir=$target/bcap
+mkdir -p "$dir"
+capture=$dir/big-$mib.tscope
+if [ -z "$bin" ]; then
+    cargo build --quiet --release -p tickscope-cli
+    bin=$target/release/tickscope
+fi
+if [ ! -s "$capture" ]; then
+    cargo build --quiet --release --example big_capture
+    /usr/bin/time -f 'generated in %e s, peak RSS %M KB' \
+        "$target/release/examples/big_capture" "$capture" "$mib"
+fi
+sink=${SINK:-$([ "$mib" -gt 4000 ] && echo 1 || echo 0)}
+echo "capture: $capture ($(stat -c %s "$capture") bytes), command: $bin"
+printf '%-34s %10s %8s\n' command "peak MB" "wall s"
+measure() {
+    local name=$1
+    shift
+    local log=$dir/time.log
+    if /usr/bin/time -v -o "$log" "$bin" --quiet "$@" >/dev/null; then
+        local kb wall
+        kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$log")
+        wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$log")
+        printf '%-34s %10d %8s\n' "$name" $((kb / 1024)) "$wall"
+    else
+        printf '%-34s %10s\n' "$name" failed
+    fi
+}
+out() {
+    # A big output goes to /dev/null through a link when asked (the command writes through
+    # links), else into the folder, deleted after.
+    if [ "$sink" = 1 ]; then
+        ln -sf /dev/null "$dir/out.$1"
+    else
+        rm -f "$dir/out.$1"
+    fi
+    echo "$dir/out.$1"
+}
+measure "info" info "$capture"
+measure "table" table "$capture"
+measure "table --by-thread" table --by-thread "$capture"
+big=$([ "$mib" -gt 4000 ] && echo 1 || echo 0)
+formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb" || echo "folded pb json pftrace otlp.json")}
+for ext in $formats; do
+    o=$(out "$ext")
+    measure "convert -o .$ext" convert "$capture" -o "$o"
+    [ -L "$o" ] || rm -f "$o"
+done
+o=$(out merged.tscope)
+measure "merge" merge "$capture" -o "$o"
+[ -L "$o" ] || rm -f "$o"
+rm -f "$dir"/out.*
+if [ "${CLEAN:-0}" = 1 ]; then
+    rm -f "$capture"
+fi

@@ -1,0 +1,361 @@
+//! Big capture files in bounded memory: reading a file (`Capture::read_all`,
+//! `Capture::read_index`), summing its table, writing it again, and a streaming session's
+//! `table()`, `report()` and `capture()` take memory bounded independently of the file's size
+//! (measured by a counting global allocator); and what they give is what reading the whole
+//! file into memory gives, byte for byte.
+#![cfg(all(feature = "enabled", unix))]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tickscope::export::{Format, chrome, folded, pprof};
+use tickscope::report::Report;
+use tickscope::table::Table;
+use tickscope::trace::Trace;
+use tickscope::{Capture, Profiler, scope};
+
+/// Counts the bytes allocated by every thread (decoding runs on several), and their peak.
+struct Counting;
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn count(delta: isize) {
+    let now = LIVE.fetch_add(delta, Ordering::Relaxed) + delta;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments and returns its
+// result; counting touches two atomics (no allocation).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            count(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) };
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        new
+    }
+}
+
+/// The most bytes allocated at once while `f` ran, beyond what was allocated before.
+fn peak_of<R>(f: impl FnOnce() -> R) -> (usize, R) {
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let result = f();
+    let peak = PEAK.load(Ordering::Relaxed) - before;
+    (peak.max(0) as usize, result)
+}
+
+/// One test at a time: the counts are of the whole process, and the quantile budget is
+/// global.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tickscope-bounded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Records `requests` requests of two scopes each (`request` holding `work`) in a streaming
+/// session to `path`; returns the session, stopped.
+fn stream(path: &Path, requests: u64) -> Profiler {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    for i in 0..requests {
+        let _request = scope!("request");
+        let _work = scope!("work");
+        std::hint::black_box(i);
+    }
+    prof.stop();
+    assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+    prof
+}
+
+/// The most bytes allocated at once by: reading `path` (records and all), printing its
+/// table, writing it again (as `tickscope merge` does), reading its index (as `tickscope
+/// info` does), the session's own `table()`, `report()` and `capture()`, and converting it
+/// to folded stacks and pprof (as `tickscope convert` does).
+fn peaks(path: &Path, prof: &Profiler) -> [usize; 5] {
+    let (read_and_table, table) = peak_of(|| {
+        let captures = Capture::read_all(path).unwrap();
+        Table::from_captures(captures).to_string()
+    });
+    assert!(table.contains("Quantiles: p50 and p99 from log-linear histograms"));
+    let (rewrite, ()) = peak_of(|| {
+        let captures = Capture::read_all(path).unwrap();
+        captures[0].write_to(&mut std::io::sink()).unwrap();
+    });
+    let (index, records) = peak_of(|| Capture::read_index(path).unwrap()[0].record_count());
+    assert_eq!(records, prof.stream_stats().unwrap().records_written);
+    let (session, _) = peak_of(|| {
+        let capture = prof.capture();
+        let out = path.with_extension("pb");
+        prof.write(&out, &pprof::Options::new()).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        (
+            prof.table().to_string(),
+            prof.report(),
+            capture.record_count(),
+        )
+    });
+    let (convert, ()) = peak_of(|| {
+        let captures = Capture::read_all(path).unwrap();
+        let captures: Vec<&Capture> = captures.iter().collect();
+        for format in [
+            &folded::Options::new() as &dyn Format,
+            &pprof::Options::new(),
+        ] {
+            let written = format.write_captures(&captures, &mut std::io::sink());
+            assert!(matches!(written, Some(Ok(()))));
+        }
+    });
+    [read_and_table, rewrite, index, session, convert]
+}
+
+#[test]
+fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
+    let _serial = serial();
+    // Quantiles from histograms from the first scope: durations would grow with the file
+    // up to the budget (8 Mi scopes, 64 MiB) otherwise.
+    tickscope::__private::set_exact_quantile_budget(0);
+    let (small, large) = (scratch("small.tscope"), scratch("large.tscope"));
+    let small_prof = stream(&small, 50_000);
+    let large_prof = stream(&large, 800_000);
+    let large_bytes = std::fs::metadata(&large).unwrap().len() as usize;
+    // 800_000 requests: 3.2 M records, 51 MB.
+    assert!(large_bytes > 50_000_000, "{large_bytes}");
+    let small_peaks = peaks(&small, &small_prof);
+    let large_peaks = peaks(&large, &large_prof);
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    let names = [
+        "read + table",
+        "read + write",
+        "index",
+        "session",
+        "folded + pprof",
+    ];
+    for (what, (s, l)) in names
+        .into_iter()
+        .zip(small_peaks.into_iter().zip(large_peaks))
+    {
+        // Sixteen times the records, the same memory but for a few words per chunk (a
+        // chunk holds up to 4096 records: 800 chunks) and the hash tables' growth.
+        assert!(
+            l <= s + (256 << 10),
+            "{what}: {l} bytes at most for {large_bytes} bytes, {s} for a sixteenth"
+        );
+        assert!(l < large_bytes / 16, "{what}: {l} bytes for {large_bytes}");
+    }
+    for path in [&small, &large] {
+        std::fs::remove_file(path).unwrap();
+    }
+}
+
+#[test]
+fn files_read_lazily_give_what_their_bytes_in_memory_give() {
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    let path = scratch("same.tscope");
+    let prof = stream(&path, 20_000);
+    let lazy = Capture::read_all(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let whole = Capture::from_bytes(&bytes).unwrap();
+    assert_eq!(lazy.len(), whole.len());
+    let text = |captures: Vec<Capture>| Table::from_captures(captures).to_string();
+    let table = text(Capture::read_all(&path).unwrap());
+    assert_eq!(table, text(Capture::from_bytes(&bytes).unwrap()));
+    assert!(!table.contains("Quantiles:"));
+    let (lazy_trace, whole_trace) = (Trace::from_captures(&lazy), Trace::from_captures(&whole));
+    let formats: [&dyn Format; 3] = [
+        &chrome::Options::new(),
+        &folded::Options::new(),
+        &pprof::Options::new(),
+    ];
+    for format in formats {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        format.write(&lazy_trace, &mut a).unwrap();
+        format.write(&whole_trace, &mut b).unwrap();
+        assert!(a == b, "{} bytes and {} differ", a.len(), b.len());
+    }
+    // Written back, the file is the same bytes.
+    let mut again = Vec::new();
+    lazy[0].write_to(&mut again).unwrap();
+    let mut from_memory = Vec::new();
+    whole[0].write_to(&mut from_memory).unwrap();
+    assert!(again == from_memory);
+    // The index counts what reading the records counts, and gives the same times.
+    let index = Capture::read_index(&path).unwrap();
+    assert_eq!(index[0].record_count(), whole[0].record_count());
+    assert_eq!(index[0].chunk_count(), whole[0].chunk_count());
+    assert_eq!(index[0].wall_ns(), whole_trace.wall_ns());
+    assert_eq!(index[0].covered_ns(), whole_trace.covered_ns());
+    // The session's table, report and folded stacks, summed from the file, are the decoded
+    // trace's.
+    let (table, report) = (prof.table().to_string(), prof.report());
+    let folded_path = path.with_extension("folded");
+    prof.write(&folded_path, &folded::Options::new()).unwrap();
+    let summed = std::fs::read(&folded_path).unwrap();
+    std::fs::remove_file(&folded_path).unwrap();
+    let trace = prof.trace();
+    assert_eq!(table, Table::new(Arc::clone(&trace)).to_string());
+    assert!(report == Report::new(&trace));
+    let mut decoded = Vec::new();
+    folded::Options::new().write(&trace, &mut decoded).unwrap();
+    assert!(summed == decoded);
+    assert_eq!(report.total_calls(), 40_000);
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// Records, in a streaming session to `path`, a `root` scope open around everything (so that
+/// summing keeps it aside while its children go) holding requests nested three deep, some
+/// scopes left in the wrong order, and one left open at stop.
+fn nested(path: &Path, requests: u64) -> Profiler {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .try_start()
+        .unwrap();
+    let root = scope!("root");
+    for i in 0..requests {
+        let request = scope!("request");
+        {
+            let _parse = scope!("parse");
+            if i % 7 == 0 {
+                let _deep = scope!("deep");
+            }
+        }
+        let handle = scope!("handle");
+        let query = scope!("query");
+        if i % 5 == 0 {
+            // Out of order: the handle ends before its query.
+            drop(handle);
+            drop(query);
+        } else {
+            drop(query);
+            drop(handle);
+        }
+        drop(request);
+    }
+    std::mem::forget(scope!("open_at_stop"));
+    drop(root);
+    prof.stop();
+    prof
+}
+
+#[test]
+fn folded_stacks_and_pprof_summed_from_captures_are_the_decoded_traces() {
+    let _serial = serial();
+    let (a, b) = (scratch("nested-a.tscope"), scratch("nested-b.tscope"));
+    let _a = nested(&a, 5_000);
+    let _b = stream(&b, 3_000);
+    // Two files, and both concatenated: a file of two sessions.
+    let mut both = std::fs::read(&a).unwrap();
+    both.extend(std::fs::read(&b).unwrap());
+    let c = scratch("nested-both.tscope");
+    std::fs::write(&c, &both).unwrap();
+    for path in [&a, &b, &c] {
+        let captures = Capture::read_all(path).unwrap();
+        let captures: Vec<&Capture> = captures.iter().collect();
+        let trace = Trace::from_captures(captures.iter().copied());
+        let (plain, by_thread, profile) = (
+            folded::Options::new(),
+            folded::Options::new().by_thread(true),
+            pprof::Options::new(),
+        );
+        #[allow(unused_mut)]
+        let mut formats: Vec<&dyn Format> = vec![&plain, &by_thread, &profile];
+        // Flame graphs are drawn from folded stacks.
+        #[cfg(feature = "flamegraph")]
+        let svg = tickscope::export::flamegraph::Options::new().by_thread(true);
+        #[cfg(feature = "flamegraph")]
+        formats.push(&svg);
+        for format in formats {
+            let mut summed = Vec::new();
+            let written = format.write_captures(&captures, &mut summed);
+            assert!(matches!(written, Some(Ok(()))), "{}", path.display());
+            let mut decoded = Vec::new();
+            format.write(&trace, &mut decoded).unwrap();
+            // Flame graphs colour their frames at random: the colours aside.
+            let (summed, decoded) = (without_colours(summed), without_colours(decoded));
+            assert!(
+                summed == decoded,
+                "{}: {} bytes, decoded {}",
+                path.display(),
+                summed.len(),
+                decoded.len()
+            );
+        }
+    }
+    let text = String::from_utf8({
+        let mut out = Vec::new();
+        let captures = Capture::read_all(&a).unwrap();
+        folded::Options::new()
+            .write_captures(&[&captures[0]], &mut out)
+            .unwrap()
+            .unwrap();
+        out
+    })
+    .unwrap();
+    assert!(text.contains("root;request;parse;deep "));
+    assert!(text.contains("root;open_at_stop "));
+    for path in [&a, &b, &c] {
+        std::fs::remove_file(path).unwrap();
+    }
+}
+
+/// `bytes` without the `fill="rgb(…)"` colours a flame graph picks at random (unchanged for
+/// the other formats, which have none).
+fn without_colours(bytes: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = String::from_utf8(bytes.clone()) else {
+        return bytes;
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("fill=\"rgb(") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match rest.find(")\"") {
+            Some(end) => rest = &rest[end + 2..],
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out.into_bytes()
+}
