@@ -767,7 +767,7 @@ pub mod __private {
     /// from histograms instead of every duration (8 Mi by default): for tests of both ways on
     /// small captures. Not for programs.
     pub fn set_exact_quantile_budget(scopes: u64) {
-        crate::report::quantiles::set_exact_budget(scopes);
+        crate::decode::quantiles::set_exact_budget(scopes);
     }
 
     /// A callsite for a `static`: `scope!` and `#[profile]` put one at each call site.

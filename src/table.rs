@@ -9,10 +9,10 @@ use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
 use crate::capture::Capture;
+use crate::decode::quantiles::{RELATIVE_ERROR, exact_budget};
 use crate::decode::summary::Summary;
 use crate::record::clock::ClockSource;
 use crate::record::memory::MemoryMode;
-use crate::report::quantiles::{RELATIVE_ERROR, exact_budget};
 use crate::report::tree::CallTree;
 use crate::report::{
     CounterStats, LiveAtStop, Report, ScopeStats, Split, StreamFailure, ThreadKey, ValueStats,

@@ -15,6 +15,7 @@ mod memory;
 mod merge;
 mod pair;
 pub(crate) mod parallel;
+pub(crate) mod quantiles;
 pub(crate) mod summary;
 
 use std::ops::RangeInclusive;
@@ -26,7 +27,6 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
-use self::async_spans::Mark;
 use self::async_spans::Mark;
 use self::convert::Converter;
 use self::counters::RawSample;
@@ -75,7 +75,7 @@ impl Summary {
         let scopes: u64 = captures.iter().map(|c| c.borrow().record_count() / 2).sum();
         Self::of_with(
             captures,
-            scopes <= crate::report::quantiles::exact_budget(),
+            scopes <= crate::decode::quantiles::exact_budget(),
             false,
         )
     }

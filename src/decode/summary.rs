@@ -4,8 +4,8 @@
 
 use crate::record::hash::FxHashMap;
 
+use crate::decode::quantiles::Durations;
 use crate::record::callsite::Callsite;
-use crate::report::quantiles::Durations;
 use crate::trace::{Span, SpanKind, Trace};
 
 /// Spans a thread being summed keeps at a time (more only while scopes nest deeper).
@@ -112,7 +112,7 @@ pub(crate) struct Summary {
     /// The sums of each thread of `trace`, at the same index.
     pub(crate) threads: Vec<ThreadSums>,
     /// The sums keep every duration (else histograms: the captures may hold more scopes than
-    /// [`EXACT_BUDGET`](crate::report::quantiles::EXACT_BUDGET)).
+    /// [`EXACT_BUDGET`](crate::decode::quantiles::EXACT_BUDGET)).
     pub(crate) exact: bool,
 }
 

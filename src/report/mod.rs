@@ -5,7 +5,6 @@
 pub mod compare;
 mod counters;
 mod live;
-pub(crate) mod quantiles;
 pub(crate) mod tree;
 
 use std::cmp::{Ordering, Reverse};
@@ -14,11 +13,11 @@ use std::collections::HashMap;
 use crate::record::hash::FxHashMap;
 
 use crate::decode::parallel;
+use crate::decode::quantiles::{Durations, Histogram};
 use crate::decode::summary::Summary;
 use crate::record::callsite::Callsite;
 use crate::record::pages::prefer_huge_pages_for;
 use crate::trace::{MemoryStats, SpanKind, SpanRef, ThreadTrace, Trace};
-use quantiles::{Durations, Histogram};
 
 pub use compare::{Diff, DiffRow, Metric, Verdict};
 pub use counters::{CounterStats, ValueStats};
@@ -397,8 +396,8 @@ impl Report {
     /// needs the spans).
     ///
     /// The sums hold every duration while the captures' scopes fit
-    /// [`quantiles::EXACT_BUDGET`]; beyond, histograms, and the rows' p50 and p99 are then
-    /// within [`quantiles::RELATIVE_ERROR`] of the exact values
+    /// [`EXACT_BUDGET`](crate::decode::quantiles::EXACT_BUDGET); beyond, histograms, and the rows' p50 and p99 are then
+    /// within [`RELATIVE_ERROR`](crate::decode::quantiles::RELATIVE_ERROR) of the exact values
     /// ([`Report::approximate_quantiles`]).
     pub(crate) fn from_summary(summary: &Summary, split_threads: bool) -> Self {
         let trace = &summary.trace;
