@@ -1148,10 +1148,13 @@ impl Table {
             )?;
         }
         // Of a flight recorder: calls begun before its window count from its start.
-        let cut = trace.async_spans.iter().filter(|c| c.cut_at_start).count()
-            + (trace.threads.iter().flat_map(|t| &t.spans))
+        let scopes_cut = match summary {
+            Some(summary) => summary.cut_at_start(),
+            None => (trace.threads.iter().flat_map(|t| &t.spans))
                 .filter(|s| s.cut_at_start && s.kind == SpanKind::Scope)
-                .count();
+                .count(),
+        };
+        let cut = trace.async_spans.iter().filter(|c| c.cut_at_start).count() + scopes_cut;
         if cut > 0 {
             writeln!(
                 f,

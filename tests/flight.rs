@@ -883,6 +883,38 @@ fn a_tracing_span_entered_across_the_cut_is_a_cut_scope() {
     assert_eq!(streamed, prof.table().to_string());
 }
 
+/// A plain scope begun before the window is counted in the footer of the table made from the
+/// captures (summed without keeping spans) as in the session's own.
+#[test]
+fn a_scope_begun_before_the_window_is_counted_by_the_table_of_its_captures() {
+    let _serial = serial();
+    let m = mock();
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(2 * CHUNK)
+        .start();
+    {
+        let _outer = scope!("cut_outer");
+        for _ in 0..5000 {
+            m.increment(5);
+            let _g = scope!("filler");
+            m.increment(5);
+        }
+    }
+    prof.stop();
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let read = Capture::from_bytes(&bytes).unwrap();
+    let streamed = tickscope::table::Table::from_captures(read).to_string();
+    assert_eq!(streamed, prof.table().to_string());
+    assert!(
+        streamed.ends_with(
+            "\n2 calls begun before the flight recorder's window, counted from its start\n"
+        ),
+        "{streamed}"
+    );
+}
+
 /// An async call polled by hand, moved between the test's two worker threads.
 type Call = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 

@@ -35,6 +35,8 @@ pub(crate) struct ThreadSums {
     pub(crate) sites: Vec<SiteSums>,
     /// The thread's spans (scopes and polls), as `ThreadTrace::spans.len()` would count them.
     pub(crate) spans: usize,
+    /// Its scopes begun before a flight recorder's window ([`Span::cut_at_start`]).
+    pub(crate) cut_at_start: usize,
     /// The entry of each callsite in `sites`, by address.
     index: FxHashMap<usize, usize>,
     /// (callsite address, entry) at a slot given by the address: most spans find their entry
@@ -61,6 +63,7 @@ impl ThreadSums {
         Self {
             sites: Vec::new(),
             spans: 0,
+            cut_at_start: 0,
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
             exact,
@@ -76,6 +79,7 @@ impl ThreadSums {
         if span.kind != SpanKind::Scope {
             return;
         }
+        self.cut_at_start += usize::from(span.cut_at_start);
         let address = std::ptr::from_ref(span.callsite) as usize;
         let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
         let at = match self.cache[slot] {
@@ -120,6 +124,12 @@ impl Summary {
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
     pub(crate) fn spans(&self) -> usize {
         self.threads.iter().map(|t| t.spans).sum()
+    }
+
+    /// The scopes begun before a flight recorder's window, as the trace's spans would count
+    /// them.
+    pub(crate) fn cut_at_start(&self) -> usize {
+        self.threads.iter().map(|t| t.cut_at_start).sum()
     }
 }
 
