@@ -9,12 +9,15 @@
 //! tickscope merge a.tsc b.tsc -o both.tsc            validated concatenation
 //! tickscope diff base.tsc new.tsc --format markdown  per-call verdicts; exit 1 on a regression
 //! tickscope push a.tsc b.tsc --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
+//! tickscope ps                                       programs that can be attached to
+//! tickscope record --pid N --duration 10s -o r.tsc   a capture of a running program
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
 //! (one line on stderr, naming the file). Warnings met while reading a file go to stderr as
 //! `warning: FILE: …` unless `--quiet`.
 
+mod attach;
 mod convert;
 mod diff;
 mod info;
@@ -48,6 +51,8 @@ enum Command {
     Merge(merge::Args),
     Diff(diff::Args),
     Push(push::Args),
+    Ps(attach::PsArgs),
+    Record(attach::RecordArgs),
 }
 
 /// Why a command failed: one line for stderr, which names the file concerned. Exit code 2.
@@ -95,6 +100,8 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge::run(&cx, args),
         Command::Diff(args) => diff::run(&cx, args),
         Command::Push(args) => push::run(&cx, args),
+        Command::Ps(args) => attach::ps(&cx, args),
+        Command::Record(args) => attach::record(&cx, args),
     };
     match result {
         Ok(code) => code,

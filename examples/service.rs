@@ -1,0 +1,57 @@
+//! A long-running service to attach to: it keeps its last 16 MiB of events in a flight
+//! recorder and listens for `tickscope` (`Config::listen`), so that a capture of it can be
+//! taken at any time, the seconds before the attach included, without restarting it.
+//!
+//! ```text
+//! cargo run --example service &                        # prints its pid, serves until killed
+//! tickscope ps                                         # the programs that can be attached to
+//! tickscope record --pid PID --duration 5s -o run.tscope
+//! tickscope table run.tscope                           # or convert, info, diff ...
+//! ```
+//!
+//! `cargo run --example service -- --requests 2000` stops after 2000 requests and prints its
+//! own table. Unix only (elsewhere it runs without listening, and says so).
+
+use std::time::Duration;
+
+use tickscope::{Profiler, scope};
+
+fn main() {
+    let limit: Option<u64> = std::env::args()
+        .skip_while(|a| a != "--requests")
+        .nth(1)
+        .and_then(|n| n.parse().ok());
+    let prof = Profiler::builder()
+        .flight_recorder(16 << 20)
+        .listen(true)
+        .start();
+    eprintln!(
+        "service: pid {}: `tickscope record --pid {} --duration 5s -o run.tscope` to look",
+        std::process::id(),
+        std::process::id()
+    );
+    let mut served = 0u64;
+    while limit.is_none_or(|limit| served < limit) {
+        handle(served);
+        served += 1;
+        // About a thousand requests a second.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    prof.stop();
+    println!("{}", prof.table());
+}
+
+/// One request: parse it, look it up, answer.
+fn handle(id: u64) {
+    let _request = scope!("request");
+    let key = {
+        let _g = scope!("parse");
+        std::hint::black_box(id.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    };
+    {
+        let _g = scope!("lookup");
+        std::hint::black_box((0..64u64).fold(key, |h, x| h.rotate_left(5) ^ x));
+    }
+    let _g = scope!("respond");
+    std::hint::black_box(key.to_string());
+}
