@@ -126,6 +126,11 @@ fn listen(listener: &UnixListener, served: &Served, stop: &AtomicBool) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if let Err(e) = serve(&client, served, stop) {
                 let _ = protocol::write_error(&mut &client, &e.to_string());
+                // What the client sent and the thread did not read would reset the
+                // connection at its close, the error unread: read it first (a little).
+                let _ = client.shutdown(std::net::Shutdown::Write);
+                let _ = client.set_read_timeout(Some(POLL));
+                let _ = io::copy(&mut (&client).take(1 << 16), &mut io::sink());
             }
         }));
     }
@@ -159,6 +164,17 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
     let message = match protocol::read_message(&mut &*client) {
         Ok(Some(message)) => message,
         Ok(None) => return Err(Ended::Gone),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(Ended::Error(format!(
+                "bad request: none came within {} s",
+                REQUEST_TIMEOUT.as_secs()
+            )));
+        }
         Err(e) => return Err(Ended::Error(format!("bad request: {e}"))),
     };
     if message.kind != REQUEST {
