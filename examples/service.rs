@@ -10,17 +10,20 @@
 //! ```
 //!
 //! `cargo run --example service -- --requests 2000` stops after 2000 requests and prints its
-//! own table. Unix only (elsewhere it runs without listening, and says so).
+//! own table; `--count-file PATH` writes `unix_ms requests_so_far` lines to PATH four times a
+//! second (what `scripts/top_tmux.sh` compares `tickscope top`'s rates with). Unix only
+//! (elsewhere it runs without listening, and says so).
 
-use std::time::Duration;
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tickscope::{Profiler, scope};
 
 fn main() {
-    let limit: Option<u64> = std::env::args()
-        .skip_while(|a| a != "--requests")
-        .nth(1)
-        .and_then(|n| n.parse().ok());
+    let arg = |name: &str| std::env::args().skip_while(|a| a != name).nth(1);
+    let limit: Option<u64> = arg("--requests").and_then(|n| n.parse().ok());
+    let mut counts = arg("--count-file").map(|path| std::fs::File::create(path).unwrap());
+    let mut last_count = Instant::now();
     let prof = Profiler::builder()
         .flight_recorder(16 << 20)
         .listen(true)
@@ -34,6 +37,16 @@ fn main() {
     while limit.is_none_or(|limit| served < limit) {
         handle(served);
         served += 1;
+        if let Some(file) = &mut counts
+            && last_count.elapsed() >= Duration::from_millis(250)
+        {
+            last_count = Instant::now();
+            let ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis();
+            writeln!(file, "{ms} {served}").unwrap();
+        }
         // About a thousand requests a second.
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -338,3 +338,38 @@ fn the_client_reports_a_bad_program_in_one_line_and_leaves_no_file() {
     part.push(".part");
     assert!(!PathBuf::from(part).exists());
 }
+
+#[test]
+fn watched_windows_hold_every_record_once() {
+    let _serial = serial();
+    let prof = Profiler::builder().listen(true).start();
+    let socket = attach::socket_path(std::process::id()).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (attached_tx, attached) = mpsc::channel();
+    let watcher = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut windows = Vec::new();
+            attach::watch_at(
+                &socket,
+                Duration::from_millis(10),
+                &stop,
+                &mut |_| attached_tx.send(()).unwrap(),
+                &mut |capture| windows.push(calls(&capture.decode())),
+            )
+            .map(|()| windows)
+        })
+    };
+    attached.recv().unwrap();
+    for _ in 0..20 {
+        work(50, "during");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let windows = watcher.join().unwrap().unwrap();
+    assert!(windows.len() > 1, "{} windows", windows.len());
+    let total: u64 = windows.iter().flatten().map(|(_, calls)| calls).sum();
+    assert_eq!(total, 1000);
+    prof.stop();
+    assert_eq!(calls(&prof.trace()), named(&[("during", 1000)]));
+}

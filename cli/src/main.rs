@@ -11,6 +11,7 @@
 //! tickscope push a.tsc b.tsc --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
 //! tickscope ps                                       programs that can be attached to
 //! tickscope record --pid N --duration 10s -o r.tsc   a capture of a running program
+//! tickscope top --pid N                              a live table of a running program
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
@@ -26,6 +27,7 @@ mod merge;
 mod push;
 mod table;
 mod text;
+mod top;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -53,6 +55,7 @@ enum Command {
     Push(push::Args),
     Ps(attach::PsArgs),
     Record(attach::RecordArgs),
+    Top(top::Args),
 }
 
 /// Why a command failed: one line for stderr, which names the file concerned. Exit code 2.
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Push(args) => push::run(&cx, args),
         Command::Ps(args) => attach::ps(&cx, args),
         Command::Record(args) => attach::record(&cx, args),
+        Command::Top(args) => top::run(&cx, args),
     };
     match result {
         Ok(code) => code,

@@ -150,6 +150,10 @@ fn next(r: &mut dyn Read) -> Result<Message, AttachError> {
         Ok(None) => Err(AttachError::Protocol(
             "the program closed the connection without answering".to_owned(),
         )),
+        // Its session ended as the request came.
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Err(AttachError::Protocol(
+            "the program closed the connection without answering".to_owned(),
+        )),
         Err(e)
             if matches!(
                 e.kind(),
@@ -226,7 +230,7 @@ pub fn record_at(
         stream: &stream,
         stop,
         stopped: false,
-        deadline,
+        deadline: Some(deadline),
     };
     let info = read_info(&mut reader)?;
     attached(&info);
@@ -307,18 +311,77 @@ fn receive(
     }
 }
 
+/// Watches the program listening on `socket`: windows of `interval` back to back (see
+/// [`Command::Watch`]), each handed to `window` as a [`Capture`](crate::Capture) as it
+/// arrives, until `stop` is set (the program then sends its last window) or the program's
+/// session ends. `attached` gets the program's info first.
+pub fn watch_at(
+    socket: &Path,
+    interval: Duration,
+    stop: &AtomicBool,
+    attached: &mut dyn FnMut(&Info),
+    window: &mut dyn FnMut(crate::Capture),
+) -> Result<(), AttachError> {
+    let stream = connect(socket)?;
+    stream
+        .set_read_timeout(Some(POLL))
+        .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
+        .map_err(|e| io_error("the socket", &e))?;
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    send(&stream, Request::new(Command::Watch { interval_ms }))?;
+    let mut reader = Patient {
+        stream: &stream,
+        stop,
+        stopped: false,
+        deadline: None,
+    };
+    let info = read_info(&mut reader)?;
+    attached(&info);
+    let mut session = Vec::new();
+    loop {
+        let message = next(&mut reader)?;
+        if message.kind == END {
+            return Ok(());
+        }
+        if !message.is_data() {
+            return Err(AttachError::Protocol(format!(
+                "unexpected message of type {} amid the data",
+                message.kind
+            )));
+        }
+        if message.kind == crate::capture::format::SESSION_HEADER {
+            session.clear();
+        }
+        session.extend_from_slice(&message.to_bytes());
+        if message.kind == crate::capture::format::SESSION_FOOTER {
+            let read = crate::Capture::from_vec(std::mem::take(&mut session))
+                .map_err(|e| AttachError::Protocol(format!("a window does not read: {e}")))?;
+            for capture in read {
+                window(capture);
+            }
+        }
+    }
+}
+
 /// A reader of the socket that waits out its read timeouts, sending [`STOP`] once when
 /// `stop` is set, until `deadline`.
 struct Patient<'a> {
     stream: &'a UnixStream,
     stop: &'a AtomicBool,
     stopped: bool,
-    deadline: Instant,
+    /// When to give up waiting; `None`: never.
+    deadline: Option<Instant>,
 }
 
 impl Read for Patient<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
+            // Before each read: data that keeps coming (a watch) never lets a read time out.
+            if !self.stopped && self.stop.load(Ordering::Acquire) {
+                self.stopped = true;
+                // A program that no longer reads is told by the connection's end.
+                let _ = protocol::write_chunk(&mut &*self.stream, STOP, MESSAGE_VERSION, &[]);
+            }
             match (&*self.stream).read(buf) {
                 Err(e)
                     if matches!(
@@ -326,14 +389,8 @@ impl Read for Patient<'_> {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    if Instant::now() >= self.deadline {
+                    if self.deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(e);
-                    }
-                    if !self.stopped && self.stop.load(Ordering::Acquire) {
-                        self.stopped = true;
-                        // A program that no longer reads is told by the connection's end.
-                        let _ =
-                            protocol::write_chunk(&mut &*self.stream, STOP, MESSAGE_VERSION, &[]);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -38,7 +38,7 @@ mod dir;
 pub(crate) mod server;
 
 #[cfg(unix)]
-pub use client::{AttachError, Program, Recorded, info, list, record, record_at};
+pub use client::{AttachError, Program, Recorded, info, list, record, record_at, watch_at};
 #[cfg(unix)]
 pub use dir::{socket_dir, socket_path};
 

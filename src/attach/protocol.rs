@@ -71,6 +71,12 @@ pub enum Command {
         /// The live window's length; 0 takes the flight recorder's window alone.
         duration_ms: u64,
     },
+    /// Live windows back to back, one every `interval_ms` milliseconds (at least 10), each
+    /// sent as it ends, until the client sends [`STOP`] (what `tickscope top` asks).
+    Watch {
+        /// The length of each window.
+        interval_ms: u64,
+    },
 }
 
 /// A client's request: the first message of a connection.
@@ -96,6 +102,7 @@ impl Request {
         let (code, duration) = match self.command {
             Command::Info => (1u16, 0),
             Command::Record { duration_ms } => (2, duration_ms),
+            Command::Watch { interval_ms } => (3, interval_ms),
         };
         let mut out = Vec::with_capacity(REQUEST_LEN);
         out.extend_from_slice(&self.version.to_le_bytes());
@@ -128,6 +135,9 @@ impl Request {
         let command = match code {
             1 => Command::Info,
             2 => Command::Record { duration_ms },
+            3 => Command::Watch {
+                interval_ms: duration_ms,
+            },
             other => return Err(ProtocolError(format!("unknown command {other}"))),
         };
         Ok(Self { version, command })
@@ -463,6 +473,7 @@ mod tests {
             Command::Record {
                 duration_ms: 10_000,
             },
+            Command::Watch { interval_ms: 500 },
         ] {
             let request = Request::new(command);
             let bytes = request.encode();

@@ -200,6 +200,7 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
     let duration_ms = match request.command {
         Command::Info => None,
         Command::Record { duration_ms } => Some(duration_ms),
+        Command::Watch { interval_ms } => Some(interval_ms.max(MIN_INTERVAL_MS)),
     };
     if duration_ms == Some(0) && !recording.flight {
         return Err(Ended::Error(
@@ -232,10 +233,22 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
             .unwrap_or(0) as u64,
         program: crate::Capture::empty().process_name().to_owned(),
     };
-    protocol::write_chunk(&mut &*client, INFO, MESSAGE_VERSION, &info.encode())?;
     let Some(duration_ms) = duration_ms else {
+        // Let go of the session before answering: a client told that the program listens,
+        // which then drops its session, finds the socket gone at once.
+        drop(session);
+        protocol::write_chunk(&mut &*client, INFO, MESSAGE_VERSION, &info.encode())?;
         return Ok(());
     };
+    protocol::write_chunk(&mut &*client, INFO, MESSAGE_VERSION, &info.encode())?;
+    if matches!(request.command, Command::Watch { .. }) {
+        drop(session);
+        // A watch's interval is never 0: its live window runs.
+        return match live {
+            Some(live) => watch(client, live, duration_ms, served, stop, attach_ns),
+            None => Ok(()),
+        };
+    }
     let mut out = Counted::new(client);
     let mut sessions = 0;
     if recording.flight {
@@ -270,26 +283,84 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
     Ok(())
 }
 
+/// The shortest window a watch sends.
+const MIN_INTERVAL_MS: u64 = 10;
+
+/// Sends windows of `interval_ms` back to back, until the client's `STOP`, the program's
+/// session ending or this listener closing: each next window starts before the last one
+/// stops, which ends just before it, so that every record is in one window.
+fn watch(
+    client: &UnixStream,
+    mut live: Profiler,
+    interval_ms: u64,
+    served: &Served,
+    stop: &AtomicBool,
+    attach_ns: u64,
+) -> Result<(), Ended> {
+    let mut out = Counted::new(client);
+    let mut sessions = 0;
+    out.flush()?;
+    let mut deadline = Instant::now();
+    loop {
+        deadline += Duration::from_millis(interval_ms);
+        let ended = wait(client, deadline, served, stop)?;
+        let next = (!ended).then(|| Config::new().listen(false).start());
+        live.stop();
+        let capture = live.capture();
+        // The session's own hold on its capture goes with it.
+        drop(live);
+        let next_start = next
+            .as_ref()
+            .and_then(Profiler::recording)
+            .map(|r| r.start_tick);
+        match Arc::try_unwrap(capture) {
+            Ok(mut window) => {
+                if let Some(start) = next_start {
+                    end_before(&mut window, start);
+                }
+                write_session(&window, Origin::Live, attach_ns, &mut out)?;
+            }
+            Err(shared) => write_session(&shared, Origin::Live, attach_ns, &mut out)?,
+        }
+        out.flush()?;
+        sessions += 1;
+        match next {
+            Some(next) => live = next,
+            None => break,
+        }
+    }
+    let end = End {
+        sessions,
+        bytes: out.bytes,
+    };
+    protocol::write_chunk(&mut out, protocol::END, MESSAGE_VERSION, &end.encode())?;
+    out.flush()?;
+    Ok(())
+}
+
 /// Waits until `deadline`, the client's `STOP`, or the program's session ending (or this
-/// listener closing); `Err` when the client leaves or misbehaves.
+/// listener closing): `Ok(true)` for these last three, `Ok(false)` at the deadline; `Err`
+/// when the client leaves or misbehaves.
 fn wait(
     client: &UnixStream,
     deadline: Instant,
     served: &Served,
     stop: &AtomicBool,
-) -> Result<(), Ended> {
+) -> Result<bool, Ended> {
     let mut got = Vec::new();
     let mut buf = [0u8; 256];
     loop {
         let now = Instant::now();
-        if now >= deadline
-            || stop.load(Ordering::Acquire)
+        if stop.load(Ordering::Acquire)
             || served
                 .session
                 .upgrade()
                 .is_none_or(|s| s.recording().is_none())
         {
-            return Ok(());
+            return Ok(true);
+        }
+        if now >= deadline {
+            return Ok(false);
         }
         client.set_read_timeout(Some((deadline - now).min(POLL)))?;
         match (&*client).read(&mut buf) {
@@ -307,7 +378,7 @@ fn wait(
             Err(_) => return Err(Ended::Gone),
         }
         match protocol::parse(&got) {
-            Ok(Some((message, _))) if message.kind == STOP => return Ok(()),
+            Ok(Some((message, _))) if message.kind == STOP => return Ok(true),
             Ok(Some((message, _))) => {
                 return Err(Ended::Error(format!(
                     "bad message: type {} while recording (only a stop, type {STOP}, may come)",
