@@ -2,8 +2,8 @@
 //! the user's own.
 
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 /// The directory of the current user's sockets: `$XDG_RUNTIME_DIR/tickscope` where
 /// `XDG_RUNTIME_DIR` names a directory, else `tickscope-<uid>` in the temporary directory.
@@ -25,7 +25,9 @@ pub fn socket_path(pid: u32) -> io::Result<PathBuf> {
 
 /// [`socket_dir`], created (mode 0700) when missing, and checked: a directory (not a link)
 /// that this user owns and nobody else may enter.
+#[cfg(feature = "enabled")]
 pub(crate) fn private_dir() -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
     let dir = socket_dir()?;
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
@@ -48,7 +50,8 @@ pub(crate) fn private_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-fn named(path: &Path, what: &str, e: io::Error) -> io::Error {
+#[cfg(feature = "enabled")]
+fn named(path: &std::path::Path, what: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
 }
 
