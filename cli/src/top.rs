@@ -267,9 +267,18 @@ pub(crate) fn run(_cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Ok(Event::Ended(Err(e))) => return Err(Failure(e)),
         _ => return Err(Failure("the program ended the connection".to_owned())),
     };
-    let mut terminal = ratatui::init();
-    let result = screen(&mut terminal, &info, &rx);
-    ratatui::restore();
+    let result = match ratatui::try_init() {
+        Ok(mut terminal) => {
+            let result = screen(&mut terminal, &info, &rx);
+            ratatui::restore();
+            result
+        }
+        Err(e) => {
+            // Raw mode may be half set: put the terminal back as it was.
+            ratatui::restore();
+            Err(Failure(format!("top needs a terminal: {e}")))
+        }
+    };
     stop.store(true, Ordering::Release);
     let _ = connection.join();
     result.map(|()| ExitCode::SUCCESS)
