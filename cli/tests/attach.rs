@@ -17,7 +17,8 @@ use tickscope::{Profiler, scope};
 const CHILD: &str = "TICKSCOPE_ATTACH_TEST_CHILD";
 
 /// The child: a flight recorder that listens; `NAME N` on stdin records N scopes `NAME`
-/// (`before` or `during`) and answers `did NAME N`; `quit` stops and prints its own calls.
+/// (`before` or `during`) and answers `did NAME N`; `quit` stops and prints its own calls;
+/// `exit` calls `std::process::exit` with the session running.
 #[test]
 fn child_program() {
     if std::env::var_os(CHILD).is_none() {
@@ -30,6 +31,10 @@ fn child_program() {
     println!("\nready {}", std::process::id());
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
+        if line == "exit" {
+            // No destructor runs: the socket goes through `atexit`.
+            std::process::exit(0);
+        }
         let Some((name, n)) = line.split_once(' ') else {
             break;
         };
@@ -268,6 +273,21 @@ fn ps_and_record_pid_capture_what_the_program_did() {
     );
     let ps = tickscope(&runtime).arg("ps").output().unwrap();
     assert_eq!(String::from_utf8(ps.stdout).unwrap().lines().count(), 1);
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+#[test]
+fn exit_removes_the_socket() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let runtime = runtime_dir("exit");
+    let mut program = Program::start(&runtime);
+    let socket = runtime.join(format!("tickscope/{}.sock", program.pid));
+    assert!(socket.exists());
+    writeln!(program.stdin, "exit").unwrap();
+    assert!(program.child.wait().unwrap().success());
+    assert!(!socket.exists());
     let _ = std::fs::remove_dir_all(&runtime);
 }
 
