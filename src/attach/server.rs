@@ -241,16 +241,21 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
         return Ok(());
     };
     protocol::write_chunk(&mut &*client, INFO, MESSAGE_VERSION, &info.encode())?;
+    let mut out = Counted::new(client);
+    let mut sessions = 0;
     if matches!(request.command, Command::Watch { .. }) {
         drop(session);
         // A watch's interval is never 0: its live window runs.
-        return match live {
-            Some(live) => watch(client, live, duration_ms, served, stop, attach_ns),
-            None => Ok(()),
-        };
+        if let Some(live) = live {
+            let windows = Windows {
+                interval_ms: duration_ms,
+                until: None,
+                attach_ns,
+            };
+            sessions = windows.send(client, live, served, stop, &mut out)?;
+        }
+        return end(out, sessions);
     }
-    let mut out = Counted::new(client);
-    let mut sessions = 0;
     if recording.flight {
         match Arc::try_unwrap(session.capture()) {
             Ok(mut window) => {
@@ -267,13 +272,20 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
     // The thread holds no handle of the program's session while it waits.
     drop(session);
     if let Some(live) = live {
-        out.flush()?;
-        let deadline = Instant::now() + Duration::from_millis(duration_ms);
-        wait(client, deadline, served, stop)?;
-        live.stop();
-        write_session(&live.capture(), Origin::Live, attach_ns, &mut out)?;
-        sessions += 1;
+        // Sent a window at a time, so that the program holds at most a window's records
+        // however long the client asks for.
+        let windows = Windows {
+            interval_ms: duration_ms.min(RECORD_WINDOW_MS),
+            until: Some(Instant::now() + Duration::from_millis(duration_ms)),
+            attach_ns,
+        };
+        sessions += windows.send(client, live, served, stop, &mut out)?;
     }
+    end(out, sessions)
+}
+
+/// The `END` message, after `sessions` sessions.
+fn end(mut out: Counted<'_>, sessions: u32) -> Result<(), Ended> {
     let end = End {
         sessions,
         bytes: out.bytes,
@@ -283,59 +295,69 @@ fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), 
     Ok(())
 }
 
+/// The longest window a recording holds in the program before sending it: a recording of
+/// ten seconds is ten sessions of the capture file.
+const RECORD_WINDOW_MS: u64 = 1000;
+
 /// The shortest window a watch sends.
 const MIN_INTERVAL_MS: u64 = 10;
 
-/// Sends windows of `interval_ms` back to back, until the client's `STOP`, the program's
-/// session ending or this listener closing: each next window starts before the last one
-/// stops, which ends just before it, so that every record is in one window.
-fn watch(
-    client: &UnixStream,
-    mut live: Profiler,
+/// Live windows sent back to back: each next window starts before the last one stops,
+/// which ends just before it, so that every record is in one window.
+struct Windows {
     interval_ms: u64,
-    served: &Served,
-    stop: &AtomicBool,
+    /// When the last window ends (a recording); `None`: at the client's `STOP` (a watch).
+    until: Option<Instant>,
     attach_ns: u64,
-) -> Result<(), Ended> {
-    let mut out = Counted::new(client);
-    let mut sessions = 0;
-    out.flush()?;
-    let mut deadline = Instant::now();
-    loop {
-        deadline += Duration::from_millis(interval_ms);
-        let ended = wait(client, deadline, served, stop)?;
-        let next = (!ended).then(|| Config::new().listen(false).start());
-        live.stop();
-        let capture = live.capture();
-        // The session's own hold on its capture goes with it.
-        drop(live);
-        let next_start = next
-            .as_ref()
-            .and_then(Profiler::recording)
-            .map(|r| r.start_tick);
-        match Arc::try_unwrap(capture) {
-            Ok(mut window) => {
-                if let Some(start) = next_start {
-                    end_before(&mut window, start);
-                }
-                write_session(&window, Origin::Live, attach_ns, &mut out)?;
-            }
-            Err(shared) => write_session(&shared, Origin::Live, attach_ns, &mut out)?,
-        }
+}
+
+impl Windows {
+    /// Sends the windows of `live` and its successors until `until`, the client's `STOP`, the
+    /// program's session ending or this listener closing; returns how many.
+    fn send(
+        &self,
+        client: &UnixStream,
+        mut live: Profiler,
+        served: &Served,
+        stop: &AtomicBool,
+        out: &mut Counted<'_>,
+    ) -> Result<u32, Ended> {
+        let mut sessions = 0;
         out.flush()?;
-        sessions += 1;
-        match next {
-            Some(next) => live = next,
-            None => break,
+        let mut deadline = Instant::now();
+        loop {
+            deadline += Duration::from_millis(self.interval_ms);
+            if let Some(until) = self.until {
+                deadline = deadline.min(until);
+            }
+            let ended = wait(client, deadline, served, stop)?
+                || self.until.is_some_and(|until| deadline >= until);
+            let next = (!ended).then(|| Config::new().listen(false).start());
+            live.stop();
+            let capture = live.capture();
+            // The session's own hold on its capture goes with it.
+            drop(live);
+            let next_start = next
+                .as_ref()
+                .and_then(Profiler::recording)
+                .map(|r| r.start_tick);
+            match Arc::try_unwrap(capture) {
+                Ok(mut window) => {
+                    if let Some(start) = next_start {
+                        end_before(&mut window, start);
+                    }
+                    write_session(&window, Origin::Live, self.attach_ns, out)?;
+                }
+                Err(shared) => write_session(&shared, Origin::Live, self.attach_ns, out)?,
+            }
+            out.flush()?;
+            sessions += 1;
+            match next {
+                Some(next) => live = next,
+                None => return Ok(sessions),
+            }
         }
     }
-    let end = End {
-        sessions,
-        bytes: out.bytes,
-    };
-    protocol::write_chunk(&mut out, protocol::END, MESSAGE_VERSION, &end.encode())?;
-    out.flush()?;
-    Ok(())
 }
 
 /// Waits until `deadline`, the client's `STOP`, or the program's session ending (or this
