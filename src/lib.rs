@@ -178,6 +178,8 @@ macro_rules! not_under_loom {
 pub(crate) mod record;
 
 #[cfg(not(loom))]
+pub mod attach;
+#[cfg(not(loom))]
 pub mod capture;
 #[cfg(not(loom))]
 pub mod collector;

@@ -20,6 +20,25 @@ use crate::schedule::{Action, Callback, Schedule, ScheduledWindow};
 use crate::table::Table;
 use crate::trace::Trace;
 
+/// The control socket of a session that listens: on Unix, with recording compiled in.
+#[cfg(all(unix, feature = "enabled"))]
+type Listener = crate::attach::server::Listener;
+/// No control socket here: opening one is an error that says why.
+#[cfg(not(all(unix, feature = "enabled")))]
+#[derive(Debug)]
+struct Listener;
+
+#[cfg(not(all(unix, feature = "enabled")))]
+impl Listener {
+    fn open(_: &Profiler) -> std::io::Result<Self> {
+        Err(std::io::Error::other(if cfg!(unix) {
+            "recording is compiled out (the `enabled` feature is off)"
+        } else {
+            "attaching needs Unix domain sockets, which this platform lacks"
+        }))
+    }
+}
+
 /// Which threads a session records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Threads {
@@ -62,6 +81,8 @@ pub struct ProfilerBuilder {
     dump_on_panic: Option<std::path::PathBuf>,
     /// Bytes of records prepared at each start ([`ProfilerBuilder::reserve_memory`]).
     reserve: usize,
+    /// Listen for attaches ([`ProfilerBuilder::listen`]); `None`: as `TICKSCOPE_LISTEN` says.
+    listen: Option<bool>,
 }
 
 impl ProfilerBuilder {
@@ -364,6 +385,33 @@ impl ProfilerBuilder {
         self
     }
 
+    /// Lets `tickscope ps`, `tickscope record --pid` and [`attach::record`](crate::attach::record)
+    /// find the session and take captures of it while it runs (see [`attach`](crate::attach)):
+    /// a control socket, `<pid>.sock` in [`attach::socket_dir`](crate::attach::socket_dir)
+    /// (`$XDG_RUNTIME_DIR/tickscope`, else a per-user directory of mode 0700 in the temporary
+    /// directory), of mode 0600. When not called, `TICKSCOPE_LISTEN=1` in the environment
+    /// turns it on; `listen(false)` keeps it off whatever the environment says.
+    ///
+    /// A capture taken by a client is the flight recorder's window at the attach (when the
+    /// session is one, [`ProfilerBuilder::flight_recorder`]), then everything recorded for the time
+    /// the client asks, in a nested session of all threads: the session itself goes on as if
+    /// nothing happened. Listening costs one thread, asleep until a client connects, and
+    /// nothing on the recording path. The socket is removed when the session stops or is
+    /// dropped, or the process exits. One session per process listens: a second one, or a
+    /// socket that cannot be opened (or a platform without Unix domain sockets), is a warning
+    /// on stderr, and the session runs without listening.
+    pub fn listen(mut self, on: bool) -> Self {
+        self.listen = Some(on);
+        self
+    }
+
+    /// True when the session should listen: [`ProfilerBuilder::listen`], else `TICKSCOPE_LISTEN=1`.
+    fn listens(&self) -> bool {
+        self.listen.unwrap_or_else(|| {
+            std::env::var_os("TICKSCOPE_LISTEN").is_some_and(|v| v == "1" || v == "true")
+        })
+    }
+
     /// The options of a streaming session, if this is one.
     fn stream_options(&self) -> Option<StreamOptions> {
         Some(StreamOptions {
@@ -394,6 +442,7 @@ impl ProfilerBuilder {
         if profiler.begin(true).is_err() {
             profiler.warn_stream_fallback();
         }
+        profiler.open_listener();
         profiler
     }
 
@@ -410,7 +459,9 @@ impl ProfilerBuilder {
     /// ```
     pub fn try_start(self) -> std::io::Result<Profiler> {
         let profiler = self.session();
-        profiler.begin(false).map(|()| profiler)
+        profiler.begin(false)?;
+        profiler.open_listener();
+        Ok(profiler)
     }
 
     fn session(self) -> Profiler {
@@ -425,6 +476,7 @@ impl ProfilerBuilder {
             }
         }
         let inner = Arc::new(Inner {
+            listener: Mutex::new(None),
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             config: self,
             collectors,
@@ -499,6 +551,19 @@ thread_local! {
     static STACK: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A [`Profiler`] held weakly: see [`Profiler::downgrade`].
+#[cfg(all(unix, feature = "enabled"))]
+#[derive(Debug, Clone)]
+pub(crate) struct WeakProfiler(Weak<Inner>);
+
+#[cfg(all(unix, feature = "enabled"))]
+impl WeakProfiler {
+    /// The session, while some handle of it lives.
+    pub(crate) fn upgrade(&self) -> Option<Profiler> {
+        self.0.upgrade().map(|inner| Profiler { inner })
+    }
+}
+
 /// A profiling session: records scopes from `start` to `stop` and reports on them.
 ///
 /// Sessions nest: an inner session reports only its own window, an outer one everything,
@@ -529,6 +594,8 @@ struct Inner {
     /// The plug-ins that could not be loaded.
     load_errors: Vec<CollectorError>,
     state: Mutex<State>,
+    /// The control socket of a session that listens ([`ProfilerBuilder::listen`]).
+    listener: Mutex<Option<Listener>>,
 }
 
 #[derive(Debug)]
@@ -754,6 +821,47 @@ impl Profiler {
         if self.try_restart(true).is_err() && self.inner.state().stream_error != before {
             self.warn_stream_fallback();
         }
+        self.open_listener();
+    }
+
+    /// Opens the control socket of a session that listens ([`ProfilerBuilder::listen`]), unless it is
+    /// open; says on stderr, in one line, why it cannot.
+    fn open_listener(&self) {
+        if !self.inner.config.listens() {
+            return;
+        }
+        let mut listener = lock(&self.inner.listener);
+        if listener.is_some() {
+            return;
+        }
+        match Listener::open(self) {
+            Ok(opened) => *listener = Some(opened),
+            Err(e) => eprintln!("tickscope: not listening for attaches: {e}"),
+        }
+    }
+
+    /// A handle that does not keep the session alive (for its listening thread).
+    #[cfg(all(unix, feature = "enabled"))]
+    pub(crate) fn downgrade(&self) -> WeakProfiler {
+        WeakProfiler(Arc::downgrade(&self.inner))
+    }
+
+    /// The flight recorder's window in bytes ([`ProfilerBuilder::flight_recorder`]), if any.
+    #[cfg(all(unix, feature = "enabled"))]
+    pub(crate) fn flight_bytes(&self) -> Option<usize> {
+        self.inner.config.flight
+    }
+
+    /// What the running window is, for an attach; `None` when stopped.
+    #[cfg(all(unix, feature = "enabled"))]
+    pub(crate) fn recording(&self) -> Option<crate::attach::server::Recording> {
+        let state = self.inner.state();
+        let window = state.window.as_ref()?;
+        Some(crate::attach::server::Recording {
+            flight: window.flight,
+            stream: window.stream.is_some(),
+            start_tick: window.start_tick,
+        })
     }
 
     /// Says on stderr, in one line, why the window just started could not stream, and what
@@ -948,6 +1056,8 @@ impl Profiler {
     /// [`Profiler::stop`], returning what [`ProfilerBuilder::on_trace_ready`] returned for the window
     /// the stop cut short, if any.
     pub fn try_stop(&self) -> std::io::Result<()> {
+        // The session ends for clients too: its socket goes.
+        *lock(&self.inner.listener) = None;
         // The step in progress ends here.
         self.close_step_scope();
         let Some(schedule) = self.inner.config.schedule else {

@@ -10,12 +10,16 @@
 //! tickscope diff base.tscope new.tscope --format markdown  per-call verdicts; exit 1 on a regression
 //! tickscope push a.tscope b.tscope --endpoint URL          OTLP traces to a Collector, Jaeger, Tempo
 //! tickscope report new.tscope --baseline base.tscope -o r.html  one HTML file that opens offline
+//! tickscope ps                                           programs that can be attached to
+//! tickscope record --pid N --duration 10s -o r.tscope     a capture of a running program
+//! tickscope top --pid N                                  a live table of a running program
 //! ```
 //!
 //! Exit codes: 0 on success, 1 when `diff` finds a regression, 2 on a usage or input error
 //! (one line on stderr, naming the file). Warnings met while reading a file go to stderr as
 //! `warning: FILE: …` unless `--quiet`.
 
+mod attach;
 mod convert;
 mod diff;
 mod help;
@@ -26,6 +30,7 @@ mod push;
 mod report;
 mod table;
 mod text;
+mod top;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -57,6 +62,9 @@ enum Command {
     Diff(diff::Args),
     Push(push::Args),
     Report(report::Args),
+    Ps(attach::PsArgs),
+    Record(attach::RecordArgs),
+    Top(top::Args),
 }
 
 /// Why a command failed: one line for stderr, which names the file concerned. Exit code 2.
@@ -106,6 +114,9 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff::run(&cx, args),
         Command::Push(args) => push::run(&cx, args),
         Command::Report(args) => report::run(&cx, args),
+        Command::Ps(args) => attach::ps(&cx, args),
+        Command::Record(args) => attach::record(&cx, args),
+        Command::Top(args) => top::run(&cx, args),
     };
     match result {
         Ok(code) => code,

@@ -1865,6 +1865,9 @@ Commands:
   diff     Compare two captures per scope name; exit 1 on a regression
   push     Send captures to an OpenTelemetry backend as OTLP traces
   report   Write one HTML report that opens offline: tables, flame graph, timeline
+  ps       List the running programs of this user that can be attached to
+  record   Capture a running program: the seconds before the attach, then --duration
+  top      Show a live table of a running program, refreshed every 0.5 s
   help     Print this message or the help of the given subcommand(s)
 
 Options:

@@ -17,6 +17,7 @@
 //! | 5 | [`EVENT_CHUNK`] | thread id, 8 reserved bytes, 16-byte records as recorded |
 //! | 6 | [`THREADS`] | [`THREAD_ENTRY`]-byte entries: id, first tick, name |
 //! | 7 | [`SESSION_FOOTER`] | the window's ticks, record count, dropped events, flags |
+//! | 8 | [`ORIGIN`] | where a session taken by an attach comes from, and when |
 //!
 //! The repository's `docs/FORMAT.md` gives every field with its offset.
 // The layout is listed whole: some constants are read only under some features (gzip) or by
@@ -116,6 +117,16 @@ pub const FOOTER_MEMORY: u32 = 1;
 /// ([`MemoryMode::Counts`](crate::MemoryMode::Counts): size records without time or address).
 pub const FOOTER_MEMORY_COUNTS: u32 = 2;
 
+/// Chunk type that says where a session taken by an attach (`tickscope record --pid`) comes
+/// from, right after its header: the flight recorder's window at the attach, or what was
+/// recorded while attached (see [`attach::origins`](crate::attach::origins)).
+pub const ORIGIN: u16 = 8;
+/// Version of the [`ORIGIN`] chunk.
+pub const ORIGIN_VERSION: u16 = 1;
+/// Bytes of the [`ORIGIN`] chunk's content: origin (`u32`: 1 flight recorder window, 2
+/// recorded while attached), reserved (`u32`), Unix nanoseconds of the attach (`u64`).
+pub const ORIGIN_LEN: usize = 16;
+
 /// A gzipped capture may decompress to at most this many times its size, plus
 /// [`GZIP_ALLOWANCE`]: a capture's records hold clock ticks, which compress a few times at
 /// best, so anything past that is refused as a gzip bomb rather than read into memory.
@@ -142,6 +153,7 @@ pub const fn chunk_name(kind: u16) -> Option<&'static str> {
         EVENT_CHUNK => "events",
         THREADS => "thread table",
         SESSION_FOOTER => "session footer",
+        ORIGIN => "origin",
         _ => return None,
     })
 }
@@ -156,6 +168,7 @@ pub const fn chunk_version(kind: u16) -> Option<u16> {
         EVENT_CHUNK => EVENT_CHUNK_VERSION,
         THREADS => THREADS_VERSION,
         SESSION_FOOTER => SESSION_FOOTER_VERSION,
+        ORIGIN => ORIGIN_VERSION,
         _ => return None,
     })
 }

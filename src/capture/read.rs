@@ -726,7 +726,8 @@ impl Parser {
                 let footer = footer(pos, content)?;
                 self.end_session(Some(footer), pos);
             }
-            // `chunk_name` knows no other type.
+            // An attach's `ORIGIN` chunk holds nothing a capture keeps (`attach::origins`
+            // reads it); `chunk_name` knows no other type.
             _ => {}
         }
         Ok(())
