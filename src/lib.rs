@@ -198,6 +198,30 @@ pub mod schedule;
 mod session;
 #[cfg(not(loom))]
 pub mod table;
+
+/// Opens the control socket of a session that listens: the one place where the session stage
+/// reaches the attach front end built on top of it (`attach::server` serves a session through
+/// its public handle, so `session.rs` cannot name it without a cycle). The listener is kept as
+/// a guard: dropping it closes the socket and stops its thread.
+#[cfg(all(not(loom), unix, feature = "enabled"))]
+pub(crate) fn open_control_socket(
+    session: &Profiler,
+) -> std::io::Result<Box<dyn std::fmt::Debug + Send + Sync>> {
+    attach::server::Listener::open(session)
+        .map(|l| Box::new(l) as Box<dyn std::fmt::Debug + Send + Sync>)
+}
+
+/// No control socket here: opening one is an error that says why.
+#[cfg(all(not(loom), not(all(unix, feature = "enabled"))))]
+pub(crate) fn open_control_socket(
+    _: &Profiler,
+) -> std::io::Result<Box<dyn std::fmt::Debug + Send + Sync>> {
+    Err(std::io::Error::other(if cfg!(unix) {
+        "recording is compiled out (the `enabled` feature is off)"
+    } else {
+        "attaching needs Unix domain sockets, which this platform lacks"
+    }))
+}
 #[cfg(not(loom))]
 pub mod thread;
 #[cfg(not(loom))]

@@ -20,23 +20,22 @@ use crate::schedule::{Action, Callback, Schedule, ScheduledWindow};
 use crate::table::Table;
 use crate::trace::Trace;
 
-/// The control socket of a session that listens: on Unix, with recording compiled in.
-#[cfg(all(unix, feature = "enabled"))]
-type Listener = crate::attach::server::Listener;
-/// No control socket here: opening one is an error that says why.
-#[cfg(not(all(unix, feature = "enabled")))]
-#[derive(Debug)]
-struct Listener;
+/// The control socket of a session that listens (`attach::server::Listener`, opened through
+/// the crate root's [`open_control_socket`](crate::open_control_socket) so that this file,
+/// below the attach front end in the pipeline, does not refer to it): dropping it closes the
+/// socket and stops its thread.
+type Listener = Box<dyn std::fmt::Debug + Send + Sync>;
 
-#[cfg(not(all(unix, feature = "enabled")))]
-impl Listener {
-    fn open(_: &Profiler) -> std::io::Result<Self> {
-        Err(std::io::Error::other(if cfg!(unix) {
-            "recording is compiled out (the `enabled` feature is off)"
-        } else {
-            "attaching needs Unix domain sockets, which this platform lacks"
-        }))
-    }
+/// What the running session of a program is, for an attach ([`Profiler::recording`]).
+#[cfg(all(unix, feature = "enabled"))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recording {
+    /// Its window is a flight recorder's.
+    pub(crate) flight: bool,
+    /// It streams to a file.
+    pub(crate) stream: bool,
+    /// The tick at which its window started.
+    pub(crate) start_tick: u64,
 }
 
 /// Which threads a session records.
@@ -834,7 +833,7 @@ impl Profiler {
         if listener.is_some() {
             return;
         }
-        match Listener::open(self) {
+        match crate::open_control_socket(self) {
             Ok(opened) => *listener = Some(opened),
             Err(e) => eprintln!("tickscope: not listening for attaches: {e}"),
         }
@@ -854,10 +853,10 @@ impl Profiler {
 
     /// What the running window is, for an attach; `None` when stopped.
     #[cfg(all(unix, feature = "enabled"))]
-    pub(crate) fn recording(&self) -> Option<crate::attach::server::Recording> {
+    pub(crate) fn recording(&self) -> Option<Recording> {
         let state = self.inner.state();
         let window = state.window.as_ref()?;
-        Some(crate::attach::server::Recording {
+        Some(Recording {
             flight: window.flight,
             stream: window.stream.is_some(),
             start_tick: window.start_tick,

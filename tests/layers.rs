@@ -49,6 +49,9 @@ const STAGES: &[(&str, u32)] = &[
     ("collector", 6),
     // src/native.rs: the C functions of the `native` feature, a front end like session.
     ("native", 6),
+    // src/attach/**: attaching to a running program, a front end over sessions (its server
+    // serves a session through `Profiler`; the crate root opens it for a listening session).
+    ("attach", 7),
 ];
 
 fn rank(stage: &str) -> Option<u32> {

@@ -20,7 +20,7 @@ use super::protocol::{
 use crate::capture::Capture;
 use crate::capture::format::{CHUNK_HEADER, ORIGIN, ORIGIN_LEN, ORIGIN_VERSION, padded};
 use crate::record::untracked::Untracked;
-use crate::session::WeakProfiler;
+use crate::session::{Recording, WeakProfiler};
 use crate::{Profiler, ProfilerBuilder};
 
 /// How long a client may take to send its request.
@@ -438,17 +438,6 @@ impl Write for Counted<'_> {
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
-}
-
-/// What the running session of a program is, for the listener.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Recording {
-    /// Its window is a flight recorder's.
-    pub(crate) flight: bool,
-    /// It streams to a file.
-    pub(crate) stream: bool,
-    /// The tick at which its window started.
-    pub(crate) start_tick: u64,
 }
 
 /// Writes `capture` as one session with an `ORIGIN` chunk after its header.
