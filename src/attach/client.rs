@@ -20,6 +20,7 @@ const POLL: Duration = Duration::from_millis(100);
 const GRACE: Duration = Duration::from_secs(60);
 
 /// Why an attach failed: one line, for stderr.
+#[non_exhaustive]
 #[derive(Debug)]
 pub enum AttachError {
     /// No program listens on the socket (none of that pid, or it does not listen).
@@ -67,6 +68,7 @@ fn io_error(what: &str, e: &io::Error) -> AttachError {
 }
 
 /// A program that listens, as `tickscope ps` lists it.
+#[non_exhaustive]
 #[derive(Debug)]
 pub struct Program {
     /// Its socket.
@@ -180,6 +182,7 @@ fn read_info(r: &mut dyn Read) -> Result<Info, AttachError> {
 }
 
 /// What [`record`] wrote.
+#[non_exhaustive]
 #[derive(Debug, Clone)]
 pub struct Recorded {
     /// The program's description.

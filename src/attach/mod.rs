@@ -13,7 +13,7 @@
 //!
 //! The wire protocol ([`protocol`], `docs/PROTOCOL.md` in the repository) sends the capture
 //! file's own chunks: what a client receives is a capture file, each session of it marked
-//! by an [`ORIGIN`](crate::capture::format::ORIGIN) chunk ([`origins`]).
+//! by an `ORIGIN` chunk ([`origins`]).
 //!
 //! ```no_run
 //! # #[cfg(unix)] {
@@ -45,7 +45,7 @@ pub use dir::{socket_dir, socket_path};
 use crate::capture::format::{CHUNK_HEADER, ORIGIN, padded};
 
 /// Where a session of an attach's capture comes from, as its
-/// [`ORIGIN`](crate::capture::format::ORIGIN) chunk says.
+/// `ORIGIN` chunk says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// The flight recorder's window at the attach: what the program recorded before.

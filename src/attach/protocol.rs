@@ -310,7 +310,7 @@ pub fn is_control(kind: u16) -> bool {
     (REQUEST..=END).contains(&kind)
 }
 
-/// Reads a chunk header from the first [`CHUNK_HEADER`] bytes: type, version and content
+/// Reads a chunk header from the first `CHUNK_HEADER` (16) bytes: type, version and content
 /// length, or an error when the magic is wrong, the bytes are too few, or the content is
 /// longer than its type's bound.
 pub fn parse_header(bytes: &[u8]) -> Result<(u16, u16, u64), ProtocolError> {
