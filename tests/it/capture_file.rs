@@ -26,7 +26,8 @@ use crate::common::scratch_path as scratch;
 // ---------------------------------------------------------------------------------------------
 // What reading and decoding allocate, per thread (tests run on several threads at once).
 
-/// Counts the bytes each thread holds allocated, and their peak.
+/// Counts the bytes each thread holds allocated, and their peak: the allocator under this
+/// binary's `TrackingAlloc` (`tests/it/main.rs`).
 pub(crate) struct Counting;
 
 thread_local! {
