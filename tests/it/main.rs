@@ -1,7 +1,7 @@
 //! Integration tests on the real clock that may run beside each other: every session here
 //! records its own threads (`current_thread`, `Threads::Joined`) and nothing reads what the
 //! whole process shares, so the harness runs them in parallel and none takes
-//! `crate::common::serial()`. (What needs the process to itself is in `tests/process`, what needs
+//! `common::serial()`. (What needs the process to itself is in `tests/process`, what needs
 //! the mock clock in `tests/mock`.)
 //!
 //! One binary, one global allocator: `TrackingAlloc` (the memory tests) over the counting

@@ -1,6 +1,6 @@
 //! Integration tests on the mock clock (`tickscope::clock::use_mock_clock`), whose ticks are
 //! nanoseconds, for exact times. The mock is process-wide and cannot be undone, so these tests
-//! share one binary; they take `crate::common::serial()` whenever they record, so they run one at a
+//! share one binary; they take `common::serial()` whenever they record, so they run one at a
 //! time (the mock's value and the sessions of all threads are shared).
 //!
 //! The global allocator is `TrackingAlloc`, for the exports of memory events.

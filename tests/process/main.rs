@@ -1,6 +1,7 @@
 //! Integration tests on the real clock that need the process to themselves: sessions of all
-//! threads (they see every thread's scopes), the global chunk counters, resident memory. Each
-//! takes `crate::common::serial()`, so they run one at a time.
+//! threads (they see every thread's scopes), the global chunk counters, resident memory. Every
+//! test that records in this process takes `common::serial()`, so they run one at a time (the
+//! streams' tests that only read what a child process wrote do not).
 //!
 //! The global allocator is `TrackingAlloc`, for the memory-counting tests.
 
