@@ -1,5 +1,5 @@
 //! With the `native` feature, the integration tests export their symbols (`-rdynamic`): the C
-//! code of tests/native.rs, loaded as a shared object, finds `tickscope_scope_begin` and
+//! code of tests/it/native.rs, loaded as a shared object, finds `tickscope_scope_begin` and
 //! its siblings in the test program, as C linked into a program would.
 
 fn main() {

@@ -100,7 +100,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("perfetto_to_sink", |b| {
         b.iter(|| perfetto::write(&trace, &mut std::io::sink()).unwrap())
     });
-    // The same packets built as prost messages and encoded by prost (tests/perfetto.rs checks
+    // The same packets built as prost messages and encoded by prost (tests/mock/perfetto.rs checks
     // that they decode the same).
     g.bench_function("perfetto_prost_to_sink", |b| {
         b.iter(|| perfetto_pb::write_with_prost(&trace, &mut std::io::sink()))

@@ -295,8 +295,9 @@ PY
 # a nanosecond (ties.json, which speedscope reads below): traces the export tests write. A scope that outlives its parent keeps its own duration on an extra track of its
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as
 # overlapping): one per span, each with its span's duration, and the link's flow binds.
-TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --test export -- \
-    kineto_times_survive_hta_rounding scopes_that_outlive_their_parent chrome_edges_that_share \
+TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --test mock -- \
+    export::kineto_times_survive_hta_rounding export::scopes_that_outlive_their_parent \
+    export::chrome_edges_that_share \
     > "$out/tests.log" 2>&1 || { cat "$out/tests.log"; exit 1; }
 for f in overlap.json overlap.unix.json overlap.kineto.json sub_us.json sub_us.kineto.json; do
     "$V/check_trace.sh" "$out/tests/$f"

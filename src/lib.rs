@@ -31,7 +31,7 @@
 //! # How it works: one pipeline
 //!
 //! Data walks one way, and each stage is a folder of `src/` that imports only from the stages
-//! before it (a test, `tests/layers.rs`, keeps it so). The model (`trace/`) holds data types
+//! before it (a test, `tests/it/layers.rs`, keeps it so). The model (`trace/`) holds data types
 //! only, and `decode/` builds it, so in imports the model ranks just before `decode/`:
 //! record → capture → trace → decode → report → table, export → session.
 //!

@@ -3,6 +3,9 @@
 //! `table()`, `report()` and `capture()` take memory bounded independently of the file's size
 //! (measured by a counting global allocator); and what they give is what reading the whole
 //! file into memory gives, byte for byte.
+//!
+//! A binary of its own: its global allocator counts every thread's bytes and their peak, which
+//! the shared binaries' `TrackingAlloc` (and their tests running beside these) would blur.
 #![cfg(all(feature = "enabled", unix))]
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -5,18 +5,17 @@
 //! (thread-local destructors included) before the next test starts.
 #![cfg(feature = "enabled")]
 
-use std::sync::Mutex;
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tickscope::__private::registered_threads;
 use tickscope::{Observer, Phase, Profiler, scope};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 /// Runs `test` on a fresh thread while no other test of this file runs, and waits until that
 /// thread has exited.
 fn serial(test: impl FnOnce() + Send + 'static) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = common::serial();
     std::thread::spawn(test).join().unwrap();
 }
 

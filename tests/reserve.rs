@@ -7,12 +7,11 @@
 //! at a time.
 #![cfg(feature = "enabled")]
 
-use std::sync::Mutex;
+mod common;
 
+use common::serial;
 use tickscope::__private::{live_chunks, reserved_chunks};
 use tickscope::{Profiler, scope};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Bytes of records in a chunk: 4096 records of 16 bytes.
 const CHUNK: usize = 64 << 10;
@@ -37,7 +36,7 @@ fn record_on_a_thread(prof: &Profiler, scopes: usize) {
 
 #[test]
 fn threads_take_reserved_chunks_and_the_rest_goes_back_at_stop() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     tickscope::release_memory();
     let before = live_chunks();
     // 200 chunks of records; a size that is not a whole number of chunks rounds up.
@@ -83,7 +82,7 @@ fn threads_take_reserved_chunks_and_the_rest_goes_back_at_stop() {
 
 #[test]
 fn a_reservation_beyond_the_pool_bound_is_freed_at_stop() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     tickscope::release_memory();
     let before = live_chunks();
     // 1100 chunks (69 MiB): more than the pool keeps (1024 chunks, 64 MiB).
@@ -104,7 +103,7 @@ fn a_reservation_beyond_the_pool_bound_is_freed_at_stop() {
 
 #[test]
 fn each_restart_reserves_again_and_overlapping_sessions_give_back_their_claims() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     tickscope::release_memory();
     let a = Profiler::builder()
         .current_thread()
@@ -139,7 +138,7 @@ fn each_restart_reserves_again_and_overlapping_sessions_give_back_their_claims()
 
 #[test]
 fn streaming_sessions_reserve_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     let dir = std::env::temp_dir().join(format!("tickscope-reserve-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prof = Profiler::builder()
@@ -155,7 +154,7 @@ fn streaming_sessions_reserve_nothing() {
 
 #[test]
 fn a_restarted_session_reserves_the_chunks_it_gave_back() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     tickscope::release_memory();
     let before = live_chunks();
     let prof = Profiler::builder()

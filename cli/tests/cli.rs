@@ -451,7 +451,7 @@ fn convert_writes_each_format() {
     let svg = fs::read_to_string(&out).unwrap();
     assert!(svg.contains("<svg") && svg.contains("tokenize"), "{svg}");
 
-    // pprof, gzipped: what the library writes (tests/pprof.rs decodes it).
+    // pprof, gzipped: what the library writes (tests/mock/pprof.rs decodes it).
     let out = dir.join("profile.pb.gz");
     convert(&out, &[]);
     let expected = dir.join("expected.pb");
@@ -463,7 +463,7 @@ fn convert_writes_each_format() {
         .unwrap();
     assert_eq!(plain, fs::read(&expected).unwrap());
 
-    // A native Perfetto trace: what the library writes (tests/perfetto.rs decodes it).
+    // A native Perfetto trace: what the library writes (tests/mock/perfetto.rs decodes it).
     let out = dir.join("trace.pftrace");
     convert(&out, &[]);
     let expected = dir.join("expected.pftrace");

@@ -1,6 +1,6 @@
 //! The `#[repr(C)]` mirror of `include/tickscope_plugin.h`, the C ABI of profiler plug-ins.
 //!
-//! `tests/plugins.rs` compiles the header with static assertions of every size and offset
+//! `tests/it/plugins.rs` compiles the header with static assertions of every size and offset
 //! given here, so the two cannot drift apart.
 
 use std::ffi::{c_char, c_void};

@@ -1,5 +1,5 @@
-//! Helpers shared by the memory-tracking tests (included with `#[path]`; each test binary
-//! installs its own `TrackingAlloc`).
+//! Helpers shared by the memory-tracking tests (the binaries that hold them install
+//! `TrackingAlloc` as their global allocator).
 #![allow(dead_code)]
 
 /// A [`MemoryStats`] with these figures and 0 for the others (the struct is

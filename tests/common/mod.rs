@@ -1,8 +1,108 @@
-//! Helpers shared by the integration tests that drive futures by hand.
+//! Helpers shared by the integration-test binaries (`tests/it`, `tests/mock`, `tests/process`
+//! and the few that must stay alone): one lock for tests that need the process to themselves,
+//! the mock clock, scratch paths, child runs of a test, and futures driven by hand.
+//!
+//! Each binary declares it once (`#[path = "../common/mod.rs"] mod common;`) and uses part
+//! of it.
+#![allow(dead_code)]
+
+pub mod cbuild;
+#[macro_use]
+pub mod memory;
+pub mod perfetto_pb;
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+
+/// The lock of the tests that need what the whole process shares: the mock clock's value,
+/// sessions of all threads (which see every thread's scopes), the global chunk and thread
+/// counters, resident memory, the flight recorder's scanner.
+///
+/// In `tests/mock` and `tests/process` every test that records takes it, so they run one at
+/// a time; `tests/it` holds only tests that may run beside any other (sessions of their own
+/// thread, nothing process-wide) and takes it nowhere.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Waits until no other test holds [`SERIAL`]; the test runs alone until the guard drops. A
+/// test that failed while holding it does not block the others.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The process-wide mock clock (`tickscope::clock::use_mock_clock`), installed by the first
+/// call; every test of `tests/mock` calls it before its first session.
+pub fn mock() -> Arc<tickscope::clock::Mock> {
+    tickscope::clock::use_mock_clock().expect("mock clock installed first")
+}
+
+/// [`serial`] and [`mock`] at once.
+pub fn serial_mock() -> (MutexGuard<'static, ()>, Arc<tickscope::clock::Mock>) {
+    let guard = serial();
+    (guard, mock())
+}
+
+/// This process's folder for what its tests write: `tickscope-tests-<pid>` in the temporary
+/// folder.
+fn process_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tickscope-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A fresh path (nothing there) in this process's folder, for one test: `name` is unique
+/// within the test binary.
+pub fn scratch_path(name: &str) -> PathBuf {
+    let path = process_dir().join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// A fresh path for one test (see [`scratch_path`]), whose file is removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A fresh path for one test, its file removed when dropped.
+pub fn scratch(name: &str) -> Scratch {
+    Scratch(scratch_path(name))
+}
+
+/// A fresh, empty folder for one test: `name` is unique within the test binary.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = process_dir().join(format!("{name}.d"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The name by which `--exact` selects the test `name` of the module `module` (its
+/// `module_path!()`): the path without the binary's crate name, as the test harness lists it.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
 
 /// Pending on its first poll, ready on the second.
 #[derive(Default)]

@@ -1,8 +1,9 @@
 //! The messages of Perfetto's `protos/perfetto/trace/` (`trace.proto`, `trace_packet.proto`,
 //! `track_event/*.proto`, `interned_data/*.proto`, `clock_snapshot.proto`,
 //! `trace_packet_defaults.proto`), only the fields tickscope writes, as prost messages: the
-//! independent decoder of `tests/perfetto.rs` and the prost encoder that `benches/export.rs`
-//! measures against tickscope's own. Included by both with `#[path]`.
+//! independent decoder of `tests/mock/perfetto.rs` and the prost encoder that
+//! `benches/export.rs` measures against tickscope's own. A module of `tests/common`, and
+//! included by the bench with `#[path]`.
 // Each user reads part of them.
 #![allow(dead_code)]
 
@@ -164,7 +165,7 @@ pub struct CounterDescriptor {
 /// one process whose threads' scopes all nest in their parents and have no arguments, flows
 /// or categories (the export bench's trace), built as the messages above and encoded by prost
 /// into `out`, streamed in blocks of 64 KiB as tickscope's writer does. The export bench
-/// measures it beside tickscope's own encoder; `tests/perfetto.rs` checks that both decode to
+/// measures it beside tickscope's own encoder; `tests/mock/perfetto.rs` checks that both decode to
 /// the same packets.
 ///
 /// # Panics

@@ -1,6 +1,6 @@
 //! Our own protobuf encoder of the OTLP requests: the bytes that prost writes for the
 //! messages of [`Otlp::requests`], written straight from the [`Trace`](crate::trace::Trace)
-//! without building the messages (`tests/otlp.rs` proves them equal, and `benches/otlp.rs`
+//! without building the messages (`tests/mock/otlp.rs` proves them equal, and `benches/otlp.rs`
 //! measures both).
 //!
 //! Each span's body is written once into a scratch buffer, whose length is then its length
