@@ -238,7 +238,9 @@ impl ScheduledWindow {
     /// Writes the window's capture file to `path` (as
     /// [`Profiler::write_capture`](crate::Profiler::write_capture)).
     pub fn write_capture(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        crate::export::write_file_with(path.as_ref(), |out| self.capture.write_to(out).map(drop))
+        crate::capture::output::atomic_write(path.as_ref(), |out| {
+            self.capture.write_to(out).map(drop)
+        })
     }
 }
 

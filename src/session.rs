@@ -1419,7 +1419,7 @@ impl Profiler {
     ) -> std::io::Result<()> {
         if let Some((captures, _)) = self.streamed_captures() {
             let captures: Vec<&Capture> = captures.iter().map(|c| &**c).collect();
-            return crate::export::write_file_with(path.as_ref(), |out| {
+            return crate::capture::output::atomic_write(path.as_ref(), |out| {
                 match format.write_captures(&captures, &mut *out) {
                     Some(result) => result,
                     None => format.write(&self.trace(), out),
@@ -1474,7 +1474,7 @@ impl Profiler {
             (None, Some(stopped)) => stopped.collected.as_slice(),
             _ => &[],
         };
-        crate::export::write_file_with(path.as_ref(), |out| {
+        crate::capture::output::atomic_write(path.as_ref(), |out| {
             capture.write_to(out)?;
             for c in collected {
                 c.write_to(out)?;
@@ -1718,7 +1718,7 @@ mod dump {
                 crate::export::html::Options::new().title("tickscope flight recorder dump");
             crate::export::write_file(&trace, path, &report)
         } else {
-            crate::export::write_file_with(path, |out| capture.write_to(out).map(drop))
+            crate::capture::output::atomic_write(path, |out| capture.write_to(out).map(drop))
         }
     }
 }

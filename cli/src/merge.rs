@@ -43,7 +43,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let out = &args.output;
     progress.step(format!("writing {}", out.display()));
     let all: Vec<&Capture> = captures.iter().collect();
-    tickscope::export::write_captures(out, &all).map_err(|e| Failure::about(out, e))?;
+    tickscope::Capture::write_all(out, &all).map_err(|e| Failure::about(out, e))?;
     drop(progress);
     if !cx.quiet {
         let n = all.len();

@@ -40,6 +40,7 @@ mod file;
 pub mod format;
 #[cfg(not(feature = "test-hooks"))]
 pub(crate) mod format;
+pub(crate) mod output;
 mod read;
 pub(crate) mod stream;
 mod write;

@@ -25,6 +25,32 @@ use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
 
 impl Capture {
+    /// Writes `captures` to the file at `path` as one capture file: each one's
+    /// [`write_to`](Capture::write_to) output in order, so that [`Capture::read_all`] gives
+    /// them back session by session (what `tickscope merge` writes). The file is put in place
+    /// as every export is: gzipped when the path ends in `.gz`, through a temporary file
+    /// renamed into place for a regular file, through a symbolic link to its target, straight
+    /// into a device or FIFO (see the export module's [Files](crate::export#files)). The first
+    /// error stops the writing, and names the path and the step that failed.
+    ///
+    /// ```no_run
+    /// use tickscope::Capture;
+    ///
+    /// let a = Capture::read_all("a.tscope")?;
+    /// let b = Capture::read_all("b.tscope")?;
+    /// let both: Vec<&Capture> = a.iter().chain(&b).collect();
+    /// Capture::write_all("both.tscope.gz", &both)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_all(path: impl AsRef<std::path::Path>, captures: &[&Capture]) -> io::Result<()> {
+        super::output::atomic_write(path.as_ref(), |out| {
+            for capture in captures {
+                capture.write_to(out)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Writes the capture to `out` as one session of a capture file and returns the bytes
     /// written. `out` is not flushed.
     ///

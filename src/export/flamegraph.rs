@@ -63,7 +63,7 @@ impl Format for Options {
 
     fn write_captures(
         &self,
-        captures: &[&crate::Capture],
+        captures: &[&crate::capture::Capture],
         mut out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
         let stacks = folded::summed_stacks_of(captures, self.stacks)?;

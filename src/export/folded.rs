@@ -40,7 +40,7 @@ impl Format for Options {
 
     fn write_captures(
         &self,
-        captures: &[&crate::Capture],
+        captures: &[&crate::capture::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
         let stacks = summed_stacks_of(captures, *self)?;
@@ -55,7 +55,7 @@ impl Format for Options {
 /// The stacks of the trace `captures` decode to, as [`stacks`] gives them, summed as the
 /// records are decoded; `None` when they cannot be (memory tracked, async calls).
 pub(crate) fn summed_stacks_of(
-    captures: &[&crate::Capture],
+    captures: &[&crate::capture::Capture],
     options: Options,
 ) -> Option<BTreeMap<String, u64>> {
     summed_stacks(&Summary::stacks_of(captures)?, options)

@@ -49,7 +49,6 @@
 //! survives it.
 
 pub mod chrome;
-mod file;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod folded;
@@ -67,6 +66,8 @@ mod trace_event;
 use std::io;
 use std::path::Path;
 
+use crate::capture::Capture;
+use crate::capture::output::atomic_write;
 use crate::trace::Trace;
 
 /// A file format for traces: the one way every exporter is called, so that a new format needs
@@ -113,7 +114,7 @@ pub trait Format {
     /// scopes open at once ([`write_file_from_captures`]; `tickscope convert`).
     fn write_captures(
         &self,
-        captures: &[&crate::Capture],
+        captures: &[&Capture],
         out: &mut dyn io::Write,
     ) -> Option<io::Result<()>> {
         let _ = (captures, out);
@@ -146,11 +147,11 @@ pub trait Format {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn write_file_from_captures(
-    captures: &[&crate::Capture],
+    captures: &[&Capture],
     path: impl AsRef<Path>,
     format: &(impl Format + ?Sized),
 ) -> io::Result<()> {
-    file::atomic_write(path.as_ref(), |out| {
+    atomic_write(path.as_ref(), |out| {
         match format.write_captures(captures, &mut *out) {
             Some(result) => result,
             None => format.write(&Trace::from_captures(captures.iter().copied()), out),
@@ -166,40 +167,12 @@ pub fn write_file(
     path: impl AsRef<Path>,
     format: &(impl Format + ?Sized),
 ) -> io::Result<()> {
-    file::atomic_write(path.as_ref(), |out| format.write(trace, out))
+    atomic_write(path.as_ref(), |out| format.write(trace, out))
 }
 
-/// Writes `captures` to the file at `path` as one capture file: each one's
-/// [`Capture::write_to`](crate::Capture::write_to) output in order, so that
-/// [`Capture::read_all`](crate::Capture::read_all) gives them back session by session. The
-/// file is put in place as [`write_file`] puts a trace: gzipped when the path ends in `.gz`,
-/// through a temporary file renamed into place for a regular file, through a symbolic link to
-/// its target, straight into a device or FIFO; see [Files](self#files). The first error
-/// stops the writing, and names the path and the step that failed.
-///
-/// ```no_run
-/// use tickscope::Capture;
-///
-/// let a = Capture::read_all("a.tscope")?;
-/// let b = Capture::read_all("b.tscope")?;
-/// let both: Vec<&Capture> = a.iter().chain(&b).collect();
-/// tickscope::export::write_captures("both.tscope.gz", &both)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn write_captures(path: impl AsRef<Path>, captures: &[&crate::Capture]) -> io::Result<()> {
-    file::atomic_write(path.as_ref(), |out| {
-        for capture in captures {
-            capture.write_to(out)?;
-        }
-        Ok(())
-    })
-}
-
-/// Writes the file at `path` through `write` as [`write_file`] does (gzipped for `.gz`,
-/// atomically for regular files; see [Files](self#files)), for output that is not a trace.
-pub(crate) fn write_file_with(
-    path: &Path,
-    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
-) -> io::Result<()> {
-    file::atomic_write(path, write)
+/// Writes `captures` to the file at `path` as one capture file: [`Capture::write_all`],
+/// where capture files are written.
+#[deprecated(note = "capture files are written by `Capture::write_all`")]
+pub fn write_captures(path: impl AsRef<Path>, captures: &[&Capture]) -> io::Result<()> {
+    Capture::write_all(path, captures)
 }

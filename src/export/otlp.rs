@@ -333,7 +333,7 @@ impl<'t> Otlp<'t> {
     /// Collector's `otlpjsonfile` receiver reads it), to the file at `path` (gzipped when it
     /// ends in `.gz`; put in place atomically as [`write_file`](super::write_file) does).
     pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<Stats> {
-        super::write_file_with(path.as_ref(), |out| self.write_json_to(out))?;
+        crate::capture::output::atomic_write(path.as_ref(), |out| self.write_json_to(out))?;
         Ok(self.stats)
     }
 

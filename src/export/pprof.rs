@@ -64,7 +64,7 @@ impl Format for Options {
 
     fn write_captures(
         &self,
-        captures: &[&crate::Capture],
+        captures: &[&crate::capture::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
         let summary = Summary::stacks_of(captures)?;

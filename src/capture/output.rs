@@ -1,6 +1,6 @@
 //! Putting a file in place whole: through a temporary file renamed over the target, or
-//! straight into a device or FIFO. See the [module docs](super) for what each kind of path
-//! gets.
+//! straight into a device or FIFO. Capture files and every export are written this way; the
+//! export module's [Files](crate::export#files) section says what each kind of path gets.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
@@ -28,11 +28,11 @@ const MAX_TEMP_STEM: usize = 100;
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `path` through `write`, gzipped when the path ends in `.gz`. See the
-/// [module docs](super): a regular file (or a new one) is written to a unique temporary file
+/// [export docs](crate::export#files): a regular file (or a new one) is written to a unique temporary file
 /// beside it, synced and renamed into place; symbolic links are followed to their target;
 /// other existing files (devices, FIFOs) are written directly. Errors name the path and the
 /// step that failed, and no temporary file survives them.
-pub(super) fn atomic_write(
+pub(crate) fn atomic_write(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
