@@ -409,7 +409,7 @@ fn cut(what: &str) -> io::Error {
     )
 }
 
-/// Writes a chunk: header, `content`, zero padding to [`ALIGN`].
+/// Writes a chunk: header, `content`, zero padding to `ALIGN` (8 bytes).
 pub fn write_chunk(out: &mut dyn Write, kind: u16, version: u16, content: &[u8]) -> io::Result<()> {
     let mut header = [0u8; CHUNK_HEADER];
     header[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
