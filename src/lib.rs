@@ -796,6 +796,12 @@ pub mod __private {
         crate::decode::quantiles::set_exact_budget(scopes);
     }
 
+    /// The records this process has decoded so far, every decoding together (one relaxed
+    /// load): the `tickscope` command's progress display counts a decoding's records with it.
+    pub fn decoded_records() -> u64 {
+        crate::decode::decoded_records()
+    }
+
     /// A callsite for a `static`: `scope!` and `#[profile]` put one at each call site.
     pub const fn callsite(
         name: &'static str,

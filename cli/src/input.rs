@@ -1,11 +1,14 @@
 //! Reading capture files: errors that name the file, warnings on stderr, and progress for
 //! large inputs: a bar of the bytes read while a file is read (in pieces, so the bar moves),
-//! then the step in progress with a count: the records being decoded (the library decodes
-//! them in one call, which reports no fraction, so their count and the time spent) and the
-//! bytes written so far.
+//! then the step in progress with a count: a bar of the records decoded out of the captures'
+//! records (counted by the library as it decodes, read every 100 ms) and the bytes written
+//! so far.
 
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -21,7 +24,39 @@ const LARGE_INPUT: u64 = 16 << 20;
 /// ([`shown`]); otherwise it draws nothing. While a file is read it is a bar of the bytes
 /// read out of the file's size; for the steps after, a spinner naming the step with its count
 /// ([`counted`]: the records decoded, the bytes written) and the time spent.
-pub(crate) struct Progress(Option<ProgressBar>);
+pub(crate) struct Progress(Option<ProgressBar>, Ticker);
+
+/// The thread that moves a bar of decoded records while the library decodes, until the next
+/// step.
+#[derive(Default)]
+struct Ticker(Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>);
+
+impl Ticker {
+    /// Starts moving `bar` to the records decoded since now, up to `total`.
+    fn start(&self, bar: &ProgressBar, total: u64) {
+        self.stop();
+        let (stop, bar) = (Arc::new(AtomicBool::new(false)), bar.clone());
+        let base = tickscope::__private::decoded_records();
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let done = tickscope::__private::decoded_records().saturating_sub(base);
+                bar.set_position(done.min(total));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, thread));
+    }
+
+    /// Stops the thread, if one runs, and waits for it.
+    fn stop(&self) {
+        let running = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((stop, thread)) = running {
+            stop.store(true, Ordering::Relaxed);
+            let _ = thread.join();
+        }
+    }
+}
 
 /// True when work on `bytes` bytes of input shows progress: without `--quiet`, on a terminal,
 /// from [`LARGE_INPUT`] bytes on.
@@ -55,11 +90,11 @@ impl Progress {
     /// Progress for work on `bytes` bytes of input.
     pub(crate) fn new(cx: &Context, bytes: u64) -> Self {
         if !shown(cx.quiet, bytes, std::io::stderr().is_terminal()) {
-            return Self(None);
+            return Self(None, Ticker::default());
         }
         let bar = ProgressBar::new_spinner();
         bar.enable_steady_tick(Duration::from_millis(100));
-        let progress = Self(Some(bar));
+        let progress = Self(Some(bar), Ticker::default());
         progress.spinner();
         progress
     }
@@ -73,6 +108,7 @@ impl Progress {
     }
 
     fn spinner(&self) {
+        self.1.stop();
         if let (Some(bar), Ok(style)) = (
             &self.0,
             ProgressStyle::with_template("{spinner} {msg} ({elapsed})"),
@@ -83,6 +119,7 @@ impl Progress {
 
     /// Shows a bar for reading `path`, of `size` bytes.
     fn reading(&self, path: &Path, size: u64) {
+        self.1.stop();
         if let Some(bar) = &self.0 {
             bar.set_message(format!("reading {}", path.display()));
             bar.set_length(size);
@@ -102,8 +139,27 @@ impl Progress {
         }
     }
 
+    /// Shows a bar of the `total` records of a decoding, named `step`, that moves as the
+    /// library decodes them.
+    fn decoding(&self, step: &str, total: u64) {
+        if let Some(bar) = &self.0 {
+            // Length and position before the style, so that no frame shows the new style
+            // with the old step's figures.
+            bar.set_length(total);
+            bar.set_position(0);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{msg} [{bar:30}] {human_pos}/{human_len} records ({elapsed})",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_message(step.to_owned());
+            self.1.start(bar, total);
+        }
+    }
+
     /// Shows a bar of `total` spans, named `message`.
     pub(crate) fn spans(&self, message: String, total: u64) {
+        self.1.stop();
         if let Some(bar) = &self.0 {
             bar.set_message(message);
             bar.set_length(total);
@@ -179,6 +235,7 @@ impl Write for Counting<'_> {
 
 impl Drop for Progress {
     fn drop(&mut self) {
+        self.1.stop();
         if let Some(bar) = &self.0 {
             bar.finish_and_clear();
         }
@@ -270,15 +327,16 @@ pub(crate) fn trace(
     Ok(Trace::from_captures(&captures))
 }
 
-/// Shows on `progress` that the `captures` of the files at `paths` are being decoded, with
-/// their count of records: `decoding run.tscope: 86,500,000 records`.
+/// Shows on `progress` that the `captures` of the files at `paths` are being decoded: a bar
+/// of their records, `decoding run.tscope [=====>    ] 43,250,000/86,500,000 records`, that
+/// moves as the library decodes them.
 pub(crate) fn decoding(progress: &Progress, paths: &[PathBuf], captures: &[Capture]) {
     let step = match paths {
-        [path] => format!("decoding {}:", path.display()),
-        _ => format!("decoding {} files:", paths.len()),
+        [path] => format!("decoding {}", path.display()),
+        _ => format!("decoding {} files", paths.len()),
     };
     let records = captures.iter().map(Capture::record_count).sum();
-    progress.count(&step, records, "records");
+    progress.decoding(&step, records);
 }
 
 /// The captures of the files at `paths`: every session of every file, or only session

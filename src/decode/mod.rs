@@ -19,6 +19,7 @@ pub(crate) mod quantiles;
 pub(crate) mod summary;
 
 use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
@@ -35,6 +36,16 @@ use self::memory::RawMemory;
 use self::pair::{Extras, Pairing, Probe};
 use self::summary::{Sum, Summary, ThreadSums};
 use crate::record::memory::MemoryMode;
+
+/// Records this process has taken through decoding so far, summed over every decoding (for a
+/// progress display: [`decoded_records`]).
+static DECODED: AtomicU64 = AtomicU64::new(0);
+
+/// The records this process has decoded so far, every decoding together; a display of one
+/// decoding's progress subtracts the count it started from.
+pub(crate) fn decoded_records() -> u64 {
+    DECODED.load(Ordering::Relaxed)
+}
 
 impl Trace {
     /// Decodes `capture`: pairs entries and exits into nested spans, converts ticks to
@@ -378,6 +389,8 @@ impl Shared<'_> {
         let mut keep = false;
         for chunk in &thread.chunks {
             let records = chunk.records();
+            // One add per chunk (64 KiB of records): a progress display's count.
+            DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
             if within(&records, &window) {
                 // The usual case: the whole chunk is in the window.
                 records.iter().for_each(|&record| f(record));

@@ -1118,3 +1118,25 @@ fn tracing_follows_from_resolves_each_id_to_its_use_at_that_time() {
     let causes: Vec<u64> = trace.flows.iter().map(|l| l.origin_thread).collect();
     assert_eq!(causes, [7, 7, 7, 7, 0, 7, 7]);
 }
+
+/// Every record a decoding takes is counted for progress displays (other tests decode at the
+/// same time, so the count grows by at least this capture's records).
+#[test]
+fn decoding_counts_the_records_it_takes() {
+    let step = STEP.id();
+    let events: Vec<RawEvent> = (0..100u64)
+        .flat_map(|i| {
+            let tick = 10 + 2 * i;
+            [
+                RawEvent::begin(step, tick),
+                RawEvent::end(RawEvent::end_key(step, tick), tick + 1),
+            ]
+        })
+        .collect();
+    let capture = Capture::from_records(vec![(7, events)], 0, 1000);
+    assert_eq!(capture.record_count(), 200);
+    let before = decoded_records();
+    let trace = capture.decode();
+    assert_eq!(trace.threads[0].spans.len(), 100);
+    assert!(decoded_records() - before >= 200);
+}
