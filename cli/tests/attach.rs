@@ -15,7 +15,7 @@ use tickscope::report::Report;
 use tickscope::{Profiler, scope};
 
 const CHILD: &str = "TICKSCOPE_ATTACH_TEST_CHILD";
-/// Set for a child that listens on TCP too (`listen_tcp("127.0.0.1:0")`).
+/// Set for a child that listens on TCP too: `listen_tcp` of its value.
 const CHILD_TCP: &str = "TICKSCOPE_ATTACH_TEST_TCP";
 
 /// The child: a flight recorder that listens; `NAME N` on stdin records N scopes `NAME`
@@ -27,8 +27,8 @@ fn child_program() {
         return;
     }
     let mut builder = Profiler::builder().flight_recorder(4 << 20).listen(true);
-    if std::env::var_os(CHILD_TCP).is_some() {
-        builder = builder.listen_tcp("127.0.0.1:0");
+    if let Ok(addr) = std::env::var(CHILD_TCP) {
+        builder = builder.listen_tcp(addr);
     }
     let prof = builder.start();
     println!("\nready {}", std::process::id());
@@ -407,7 +407,7 @@ fn record_tcp_with_the_printed_token() {
     let mut program = Program::start_with(
         &runtime,
         Command::new(std::env::current_exe().unwrap())
-            .env(CHILD_TCP, "1")
+            .env(CHILD_TCP, "127.0.0.1:0")
             .stderr(Stdio::piped()),
     );
     let stderr = lines_of(program.child.stderr.take().unwrap());
@@ -468,6 +468,34 @@ fn record_tcp_with_the_printed_token() {
             .filter(|l| l.contains(token) || l.contains("listening on"))
             .count(),
         0
+    );
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+#[test]
+fn a_wide_tcp_address_is_refused_in_one_line() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let runtime = runtime_dir("tcp-wide");
+    let mut program = Program::start_with(
+        &runtime,
+        Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_TCP, "0.0.0.0:0")
+            .stderr(Stdio::piped()),
+    );
+    let stderr = lines_of(program.child.stderr.take().unwrap());
+    program.work("before", 2);
+    let own = program.quit();
+    assert_eq!(own, r#"own [("handle_before", 2)]"#);
+    // The one line; the session ran (and listened on its socket) without TCP.
+    let said: Vec<String> = stderr.iter().collect();
+    assert_eq!(
+        said,
+        [
+            "tickscope: not listening on TCP: 0.0.0.0:0 is not a loopback address \
+             (listen_tcp_any lets clients of other machines in)"
+        ]
     );
     let _ = std::fs::remove_dir_all(&runtime);
 }
