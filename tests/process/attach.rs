@@ -445,6 +445,37 @@ fn tcp_needs_the_token_and_records_exactly() {
         .sum();
     assert_eq!(live, 25);
 
+    // Watched through TCP (what `tickscope top --tcp` does): every record once.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (attached_tx, attached) = mpsc::channel();
+    let watcher = {
+        let stop = std::sync::Arc::clone(&stop);
+        let endpoint = attach::Endpoint::Tcp {
+            addr: addr.to_string(),
+            token: token.clone(),
+        };
+        std::thread::spawn(move || {
+            let mut windows = Vec::new();
+            attach::watch_from(
+                &endpoint,
+                Duration::from_millis(10),
+                &stop,
+                &mut |_| attached_tx.send(()).unwrap(),
+                &mut |capture| windows.push(calls(&capture.decode())),
+            )
+            .map(|()| windows)
+        })
+    };
+    attached.recv().unwrap();
+    for _ in 0..5 {
+        work(6, "during");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let windows = watcher.join().unwrap().unwrap();
+    let watched: u64 = windows.iter().flatten().map(|(_, calls)| calls).sum();
+    assert_eq!(watched, 30);
+
     // A wrong token: one line, no file.
     let never = AtomicBool::new(false);
     let wrong = scratch("wrong.tscope");
@@ -523,7 +554,7 @@ fn tcp_needs_the_token_and_records_exactly() {
     assert_eq!(prof.listen_addr(), None);
     assert_eq!(
         calls(&prof.trace()),
-        named(&[("after", 5), ("before", 40), ("during", 25)])
+        named(&[("after", 5), ("before", 40), ("during", 55)])
     );
 }
 
