@@ -422,7 +422,8 @@ impl ProfilerBuilder {
     /// still opened only as [`ProfilerBuilder::listen`] says.
     ///
     /// `addr` must be a loopback address (`127.0.0.1:7000`, `[::1]:7000`, `localhost:7000`;
-    /// port 0 lets the system choose, see [`Profiler::listen_addr`]): any other is refused,
+    /// port 0 lets the system choose, see [`Profiler::listen_addr`]; a name is resolved
+    /// here, when this is called, and every address it resolves to must be one): any other is refused,
     /// in one line on stderr, and the session runs without TCP. At start the session draws a
     /// token of 16 random bytes (`/dev/urandom`) and prints it once on stderr, with the
     /// address bound (`tickscope: listening on 127.0.0.1:40123, token 5f0c…`); a client must
