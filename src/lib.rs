@@ -211,16 +211,69 @@ pub(crate) fn open_control_socket(
         .map(|l| Box::new(l) as Box<dyn std::fmt::Debug + Send + Sync>)
 }
 
+/// Opens a session's TCP endpoint ([`ProfilerBuilder::listen_tcp`]), through the crate root
+/// for the same reason as [`open_control_socket`]: the guard and the address bound.
+#[cfg(all(not(loom), unix, feature = "enabled"))]
+pub(crate) fn open_tcp_endpoint(
+    session: &Profiler,
+    addrs: &[std::net::SocketAddr],
+    remote: bool,
+) -> std::io::Result<TcpGuard> {
+    attach::server::TcpEndpoint::open(session, addrs, remote).map(|endpoint| TcpGuard {
+        addr: endpoint.addr(),
+        token: endpoint.token().to_owned(),
+        guard: Box::new(endpoint),
+    })
+}
+
+/// An open TCP endpoint, as the session keeps it: dropping it closes it.
+#[cfg(not(loom))]
+pub(crate) struct TcpGuard {
+    /// The address bound.
+    pub(crate) addr: std::net::SocketAddr,
+    /// The token clients send first.
+    pub(crate) token: String,
+    /// The endpoint.
+    #[allow(dead_code)] // Held for its `Drop`.
+    pub(crate) guard: Box<dyn std::fmt::Debug + Send + Sync>,
+}
+
+#[cfg(not(loom))]
+impl std::fmt::Debug for TcpGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the token: a debug print goes to logs.
+        f.debug_struct("TcpGuard")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// No TCP endpoint here: opening one is an error that says why.
+#[cfg(all(not(loom), not(all(unix, feature = "enabled"))))]
+pub(crate) fn open_tcp_endpoint(
+    _: &Profiler,
+    _: &[std::net::SocketAddr],
+    _: bool,
+) -> std::io::Result<TcpGuard> {
+    Err(no_attach_here())
+}
+
 /// No control socket here: opening one is an error that says why.
 #[cfg(all(not(loom), not(all(unix, feature = "enabled"))))]
 pub(crate) fn open_control_socket(
     _: &Profiler,
 ) -> std::io::Result<Box<dyn std::fmt::Debug + Send + Sync>> {
-    Err(std::io::Error::other(if cfg!(unix) {
+    Err(no_attach_here())
+}
+
+/// Why no session of this build can be attached to.
+#[cfg(all(not(loom), not(all(unix, feature = "enabled"))))]
+fn no_attach_here() -> std::io::Error {
+    std::io::Error::other(if cfg!(unix) {
         "recording is compiled out (the `enabled` feature is off)"
     } else {
         "attaching needs Unix domain sockets, which this platform lacks"
-    }))
+    })
 }
 #[cfg(not(loom))]
 pub mod thread;

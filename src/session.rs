@@ -82,6 +82,17 @@ pub struct ProfilerBuilder {
     reserve: usize,
     /// Listen for attaches ([`ProfilerBuilder::listen`]); `None`: as `TICKSCOPE_LISTEN` says.
     listen: Option<bool>,
+    /// A TCP endpoint to open ([`ProfilerBuilder::listen_tcp`]).
+    tcp: Option<TcpOptions>,
+}
+
+/// The TCP endpoint a session opens ([`ProfilerBuilder::listen_tcp`]).
+#[derive(Clone, Debug)]
+struct TcpOptions {
+    /// The addresses to bind (the first that binds), or why they could not be resolved.
+    addrs: Result<Vec<std::net::SocketAddr>, String>,
+    /// Other than loopback addresses allowed ([`ProfilerBuilder::listen_tcp_any`]).
+    remote: bool,
 }
 
 impl ProfilerBuilder {
@@ -404,6 +415,42 @@ impl ProfilerBuilder {
         self
     }
 
+    /// Lets clients attach over TCP as well (Unix only, like [`ProfilerBuilder::listen`]):
+    /// `tickscope record --tcp HOST:PORT --token T`, `tickscope top --tcp HOST:PORT --token
+    /// T`, or [`attach::Endpoint::Tcp`](crate::attach::Endpoint::Tcp). Nothing listens on TCP
+    /// unless this (or [`ProfilerBuilder::listen_tcp_any`]) is called; the Unix socket is
+    /// still opened only as [`ProfilerBuilder::listen`] says.
+    ///
+    /// `addr` must be a loopback address (`127.0.0.1:7000`, `[::1]:7000`, `localhost:7000`;
+    /// port 0 lets the system choose, see [`Profiler::listen_addr`]; a name is resolved
+    /// here, when this is called, and every address it resolves to must be one): any other is refused,
+    /// in one line on stderr, and the session runs without TCP. At start the session draws a
+    /// token of 16 random bytes (`/dev/urandom`) and prints it once on stderr, with the
+    /// address bound (`tickscope: listening on 127.0.0.1:40123, token 5f0c…`); a client must
+    /// send it first, or gets one line of error and its connection closed (the program and
+    /// its session are unharmed). A restart ([`Profiler::restart`]) after a stop opens the
+    /// endpoint again, with a new token. The endpoint has a thread of its own, asleep until
+    /// a client connects; it and the Unix socket serve one client at a time between them.
+    pub fn listen_tcp(self, addr: impl std::net::ToSocketAddrs) -> Self {
+        self.tcp(addr, false)
+    }
+
+    /// [`ProfilerBuilder::listen_tcp`] on any address, `0.0.0.0:7000` included: clients of
+    /// other machines may connect, with the token. The protocol is neither encrypted nor
+    /// authenticated beyond the token: use it on a network you trust, or through a tunnel.
+    pub fn listen_tcp_any(self, addr: impl std::net::ToSocketAddrs) -> Self {
+        self.tcp(addr, true)
+    }
+
+    fn tcp(mut self, addr: impl std::net::ToSocketAddrs, remote: bool) -> Self {
+        let addrs = addr
+            .to_socket_addrs()
+            .map(Iterator::collect)
+            .map_err(|e| format!("cannot resolve the address: {e}"));
+        self.tcp = Some(TcpOptions { addrs, remote });
+        self
+    }
+
     /// True when the session should listen: [`ProfilerBuilder::listen`], else `TICKSCOPE_LISTEN=1`.
     fn listens(&self) -> bool {
         self.listen.unwrap_or_else(|| {
@@ -476,6 +523,7 @@ impl ProfilerBuilder {
         }
         let inner = Arc::new(Inner {
             listener: Mutex::new(None),
+            tcp: Mutex::new(None),
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             config: self,
             collectors,
@@ -595,6 +643,8 @@ struct Inner {
     state: Mutex<State>,
     /// The control socket of a session that listens ([`ProfilerBuilder::listen`]).
     listener: Mutex<Option<Listener>>,
+    /// The TCP endpoint ([`ProfilerBuilder::listen_tcp`]) and the address it is bound to.
+    tcp: Mutex<Option<crate::TcpGuard>>,
 }
 
 #[derive(Debug)]
@@ -826,6 +876,23 @@ impl Profiler {
     /// Opens the control socket of a session that listens ([`ProfilerBuilder::listen`]), unless it is
     /// open; says on stderr, in one line, why it cannot.
     fn open_listener(&self) {
+        if let Some(options) = &self.inner.config.tcp {
+            let mut tcp = lock(&self.inner.tcp);
+            if tcp.is_none() {
+                let opened = options
+                    .addrs
+                    .as_ref()
+                    .map_err(Clone::clone)
+                    .and_then(|addrs| {
+                        crate::open_tcp_endpoint(self, addrs, options.remote)
+                            .map_err(|e| e.to_string())
+                    });
+                match opened {
+                    Ok(opened) => *tcp = Some(opened),
+                    Err(e) => eprintln!("tickscope: not listening on TCP: {e}"),
+                }
+            }
+        }
         if !self.inner.config.listens() {
             return;
         }
@@ -837,6 +904,19 @@ impl Profiler {
             Ok(opened) => *listener = Some(opened),
             Err(e) => eprintln!("tickscope: not listening for attaches: {e}"),
         }
+    }
+
+    /// The address of the session's TCP endpoint ([`ProfilerBuilder::listen_tcp`]) while it
+    /// is open, with the port the system chose for port 0; `None` without one (not asked, or
+    /// refused), and once the session is stopped.
+    pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
+        lock(&self.inner.tcp).as_ref().map(|tcp| tcp.addr)
+    }
+
+    /// The token of the session's TCP endpoint ([`ProfilerBuilder::listen_tcp`]) while it is
+    /// open, as printed on stderr: for a program that hands it to its clients another way.
+    pub fn listen_token(&self) -> Option<String> {
+        lock(&self.inner.tcp).as_ref().map(|tcp| tcp.token.clone())
     }
 
     /// A handle that does not keep the session alive (for its listening thread).
@@ -1057,6 +1137,7 @@ impl Profiler {
     pub fn try_stop(&self) -> std::io::Result<()> {
         // The session ends for clients too: its socket goes.
         *lock(&self.inner.listener) = None;
+        *lock(&self.inner.tcp) = None;
         // The step in progress ends here.
         self.close_step_scope();
         let Some(schedule) = self.inner.config.schedule else {

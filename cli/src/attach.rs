@@ -25,12 +25,8 @@ pub(crate) struct PsArgs {}
 /// written whole either way.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RecordArgs {
-    /// The process to attach to (see `tickscope ps`).
-    #[arg(long, required_unless_present = "socket", conflicts_with = "socket")]
-    pid: Option<u32>,
-    /// The program's socket, instead of `--pid` (for a socket in another directory).
-    #[arg(long, value_name = "PATH")]
-    socket: Option<PathBuf>,
+    #[command(flatten)]
+    target: Target,
     /// How long to record after attaching: `10s`, `500ms`, `2m`, or seconds; `0` takes the
     /// flight recorder's window alone.
     #[arg(long, short, default_value = "10s", value_parser = parse_duration)]
@@ -38,6 +34,54 @@ pub(crate) struct RecordArgs {
     /// The capture file to write.
     #[arg(long, short)]
     output: PathBuf,
+}
+
+/// Which program to attach to: `--pid`, `--socket` or `--tcp` (one of them).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Target {
+    /// The process to attach to (see `tickscope ps`).
+    #[arg(long, required_unless_present_any = ["socket", "tcp"], conflicts_with_all = ["socket", "tcp"])]
+    pid: Option<u32>,
+    /// The program's socket, instead of `--pid` (for a socket in another directory).
+    #[arg(long, value_name = "PATH", conflicts_with = "tcp")]
+    socket: Option<PathBuf>,
+    /// The program's TCP endpoint (`ProfilerBuilder::listen_tcp`), instead of `--pid`.
+    #[arg(long, value_name = "HOST:PORT")]
+    tcp: Option<String>,
+    /// The token the program printed on stderr, with `--tcp` (default: $TICKSCOPE_TOKEN).
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+}
+
+impl Target {
+    /// The endpoint named.
+    #[cfg(unix)]
+    pub(crate) fn endpoint(&self) -> Result<tickscope::attach::Endpoint, Failure> {
+        use tickscope::attach::Endpoint;
+        match (&self.socket, self.pid, &self.tcp) {
+            (Some(socket), _, _) => Ok(Endpoint::Socket(socket.clone())),
+            (None, Some(pid), _) => tickscope::attach::socket_path(pid)
+                .map(Endpoint::Socket)
+                .map_err(|e| Failure(format!("the socket directory: {e}"))),
+            (None, None, Some(addr)) => {
+                let token = match &self.token {
+                    Some(token) => token.clone(),
+                    None => std::env::var("TICKSCOPE_TOKEN").map_err(|_| {
+                        Failure(
+                            "--tcp needs the program's token: --token or TICKSCOPE_TOKEN"
+                                .to_owned(),
+                        )
+                    })?,
+                };
+                let token = token.trim().to_owned();
+                Ok(Endpoint::Tcp {
+                    addr: addr.clone(),
+                    token,
+                })
+            }
+            (None, None, None) => Err(Failure("--pid, --socket or --tcp is needed".to_owned())),
+        }
+    }
 }
 
 /// `10s`, `500ms`, `2m`, `1.5s` or a plain number of seconds.
@@ -109,12 +153,7 @@ pub(crate) fn record(cx: &Context, args: RecordArgs) -> Result<ExitCode, Failure
         }
     })
     .map_err(|e| Failure(format!("cannot catch Ctrl-C: {e}")))?;
-    let socket = match (&args.socket, args.pid) {
-        (Some(socket), _) => socket.clone(),
-        (None, Some(pid)) => tickscope::attach::socket_path(pid)
-            .map_err(|e| Failure(format!("the socket directory: {e}")))?,
-        (None, None) => return Err(Failure("--pid or --socket is needed".to_owned())),
-    };
+    let endpoint = args.target.endpoint()?;
     let quiet = cx.quiet;
     let mut attached = |info: &tickscope::attach::protocol::Info| {
         if !quiet {
@@ -134,9 +173,14 @@ pub(crate) fn record(cx: &Context, args: RecordArgs) -> Result<ExitCode, Failure
             );
         }
     };
-    let recorded =
-        tickscope::attach::record_at(&socket, args.duration, &args.output, &stop, &mut attached)
-            .map_err(|e| Failure(e.to_string()))?;
+    let recorded = tickscope::attach::record_from(
+        &endpoint,
+        args.duration,
+        &args.output,
+        &stop,
+        &mut attached,
+    )
+    .map_err(|e| Failure(e.to_string()))?;
     if !cx.quiet {
         let info = &recorded.info;
         let first = recorded.first_data.map_or("-".to_owned(), |d| {

@@ -2,7 +2,6 @@
 //! each window the program sends (every 0.5 s by default).
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -17,12 +16,8 @@ use crate::{Context, Failure};
 /// `w` last window / since attach, `p` pause, `q` quit.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The process to attach to (see `tickscope ps`).
-    #[arg(long, required_unless_present = "socket", conflicts_with = "socket")]
-    pid: Option<u32>,
-    /// The program's socket, instead of `--pid`.
-    #[arg(long, value_name = "PATH")]
-    socket: Option<PathBuf>,
+    #[command(flatten)]
+    target: crate::attach::Target,
     /// How often the table is refreshed: `500ms`, `1s` (at least 10 ms).
     #[arg(long, default_value = "500ms", value_parser = crate::attach::parse_duration)]
     interval: Duration,
@@ -235,12 +230,7 @@ pub(crate) fn run(_cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     use std::sync::atomic::Ordering;
     use std::sync::mpsc;
 
-    let socket = match (&args.socket, args.pid) {
-        (Some(socket), _) => socket.clone(),
-        (None, Some(pid)) => tickscope::attach::socket_path(pid)
-            .map_err(|e| Failure(format!("the socket directory: {e}")))?,
-        (None, None) => return Err(Failure("--pid or --socket is needed".to_owned())),
-    };
+    let endpoint = args.target.endpoint()?;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let connection = {
@@ -248,8 +238,8 @@ pub(crate) fn run(_cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         let interval = args.interval;
         std::thread::spawn(move || {
             let (info_tx, window_tx) = (tx.clone(), tx.clone());
-            let result = tickscope::attach::watch_at(
-                &socket,
+            let result = tickscope::attach::watch_from(
+                &endpoint,
                 interval,
                 &stop,
                 &mut |info| {

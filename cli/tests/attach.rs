@@ -15,6 +15,8 @@ use tickscope::report::Report;
 use tickscope::{Profiler, scope};
 
 const CHILD: &str = "TICKSCOPE_ATTACH_TEST_CHILD";
+/// Set for a child that listens on TCP too: `listen_tcp` of its value.
+const CHILD_TCP: &str = "TICKSCOPE_ATTACH_TEST_TCP";
 
 /// The child: a flight recorder that listens; `NAME N` on stdin records N scopes `NAME`
 /// (`before` or `during`) and answers `did NAME N`; `quit` stops and prints its own calls;
@@ -24,10 +26,11 @@ fn child_program() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    let prof = Profiler::builder()
-        .flight_recorder(4 << 20)
-        .listen(true)
-        .start();
+    let mut builder = Profiler::builder().flight_recorder(4 << 20).listen(true);
+    if let Ok(addr) = std::env::var(CHILD_TCP) {
+        builder = builder.listen_tcp(addr);
+    }
+    let prof = builder.start();
     println!("\nready {}", std::process::id());
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
@@ -64,7 +67,11 @@ struct Program {
 
 impl Program {
     fn start(runtime: &Path) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        Self::start_with(runtime, &mut Command::new(std::env::current_exe().unwrap()))
+    }
+
+    fn start_with(runtime: &Path, command: &mut Command) -> Self {
+        let mut child = command
             .args([
                 "--exact",
                 "child_program",
@@ -387,6 +394,108 @@ fn another_user_is_refused() {
     assert_eq!(
         program.quit(),
         r#"own [("handle_before", 3), ("handle_during", 4)]"#
+    );
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+#[test]
+fn record_tcp_with_the_printed_token() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let runtime = runtime_dir("tcp");
+    let mut program = Program::start_with(
+        &runtime,
+        Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_TCP, "127.0.0.1:0")
+            .stderr(Stdio::piped()),
+    );
+    let stderr = lines_of(program.child.stderr.take().unwrap());
+    let listening = wait_for(&stderr, "tickscope: listening on ");
+    let (addr, token) = listening["tickscope: listening on ".len()..]
+        .split_once(", token ")
+        .unwrap();
+    assert!(addr.starts_with("127.0.0.1:"), "{listening}");
+    assert_eq!(token.len(), 32, "{listening}");
+    program.work("before", 30);
+
+    let out = runtime.join("tcp.tscope");
+    let record = tickscope(&runtime)
+        .args([
+            "record",
+            "--tcp",
+            addr,
+            "--token",
+            token,
+            "--duration",
+            "0",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        record.status.success(),
+        "{}",
+        String::from_utf8_lossy(&record.stderr)
+    );
+    let captures = Capture::read_all(&out).unwrap();
+    assert_eq!(captures.len(), 1);
+    assert_eq!(calls(&captures[0]), named(&[("handle_before", 30)]));
+
+    // The token from the environment; a wrong one is one line, and no file.
+    let wrong = runtime.join("wrong.tscope");
+    let refused = tickscope(&runtime)
+        .args(["record", "--tcp", addr, "--duration", "0", "-o"])
+        .arg(&wrong)
+        .env("TICKSCOPE_TOKEN", "0".repeat(32))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(refused.stderr).unwrap(),
+        "error: the program says: wrong token\n"
+    );
+    assert!(!wrong.exists());
+
+    program.work("during", 5);
+    let own = program.quit();
+    assert_eq!(own, r#"own [("handle_before", 30), ("handle_during", 5)]"#);
+    // The token was printed once: no other line names it.
+    assert_eq!(
+        stderr
+            .iter()
+            .filter(|l| l.contains(token) || l.contains("listening on"))
+            .count(),
+        0
+    );
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+#[test]
+fn a_wide_tcp_address_is_refused_in_one_line() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let runtime = runtime_dir("tcp-wide");
+    let mut program = Program::start_with(
+        &runtime,
+        Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_TCP, "0.0.0.0:0")
+            .stderr(Stdio::piped()),
+    );
+    let stderr = lines_of(program.child.stderr.take().unwrap());
+    program.work("before", 2);
+    let own = program.quit();
+    assert_eq!(own, r#"own [("handle_before", 2)]"#);
+    // The one line; the session ran (and listened on its socket) without TCP.
+    let said: Vec<String> = stderr.iter().collect();
+    assert_eq!(
+        said,
+        [
+            "tickscope: not listening on TCP: 0.0.0.0:0 is not a loopback address \
+             (listen_tcp_any lets clients of other machines in)"
+        ]
     );
     let _ = std::fs::remove_dir_all(&runtime);
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{
     self, Command, END, ERROR, End, INFO, Info, MESSAGE_VERSION, Message, REQUEST, Request, STOP,
+    TOKEN,
 };
+use super::stream::Stream;
 
 /// How long a program may take to answer a request for its info.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -114,7 +117,65 @@ pub fn info(pid: u32) -> Result<Info, AttachError> {
     info_at(&path)
 }
 
-fn connect(path: &Path) -> Result<UnixStream, AttachError> {
+/// Where a program listens: its Unix domain socket, or a TCP endpoint
+/// ([`ProfilerBuilder::listen_tcp`](crate::ProfilerBuilder::listen_tcp)) and its token.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix domain socket ([`socket_path`](super::socket_path)).
+    Socket(PathBuf),
+    /// A TCP endpoint: `host:port`, and the token the program printed on stderr, which the
+    /// client sends first.
+    Tcp {
+        /// `host:port`.
+        addr: String,
+        /// The token.
+        token: String,
+    },
+}
+
+/// Connects to `endpoint`, sending the token first over TCP.
+fn connect(endpoint: &Endpoint) -> Result<Box<dyn Stream>, AttachError> {
+    match endpoint {
+        Endpoint::Socket(path) => Ok(Box::new(connect_socket(path)?)),
+        Endpoint::Tcp { addr, token } => {
+            let stream = connect_tcp(addr)?;
+            let mut out: &dyn Stream = &stream;
+            stream
+                .set_write_timeout(Some(ANSWER_TIMEOUT))
+                .and_then(|()| {
+                    protocol::write_chunk(&mut out, TOKEN, MESSAGE_VERSION, token.as_bytes())
+                })
+                .map_err(|e| io_error("sending the token", &e))?;
+            Ok(Box::new(stream))
+        }
+    }
+}
+
+fn connect_tcp(addr: &str) -> Result<TcpStream, AttachError> {
+    let addrs = addr
+        .to_socket_addrs()
+        .map_err(|e| AttachError::Io(format!("{addr}: {e}")))?;
+    let mut last = None;
+    for to in addrs {
+        match TcpStream::connect_timeout(&to, ANSWER_TIMEOUT) {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) if e.kind() == io::ErrorKind::ConnectionRefused => AttachError::Io(format!(
+            "{addr}: no program listens there (connection refused)"
+        )),
+        Some(e) => AttachError::Io(format!("{addr}: {e}")),
+        None => AttachError::Io(format!("{addr}: the address resolves to nothing")),
+    })
+}
+
+fn connect_socket(path: &Path) -> Result<UnixStream, AttachError> {
     UnixStream::connect(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => AttachError::NotListening {
             path: path.to_owned(),
@@ -127,16 +188,17 @@ fn connect(path: &Path) -> Result<UnixStream, AttachError> {
 }
 
 fn info_at(path: &Path) -> Result<Info, AttachError> {
-    let stream = connect(path)?;
+    let stream = connect_socket(path)?;
+    let mut stream: &dyn Stream = &stream;
     stream
         .set_read_timeout(Some(ANSWER_TIMEOUT))
         .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
         .map_err(|e| io_error("the socket", &e))?;
-    send(&stream, Request::new(Command::Info))?;
-    read_info(&mut &stream)
+    send(stream, Request::new(Command::Info))?;
+    read_info(&mut stream)
 }
 
-fn send(mut stream: &UnixStream, request: Request) -> Result<(), AttachError> {
+fn send(mut stream: &dyn Stream, request: Request) -> Result<(), AttachError> {
     protocol::write_chunk(&mut stream, REQUEST, MESSAGE_VERSION, &request.encode())
         .map_err(|e| io_error("sending the request", &e))
 }
@@ -220,17 +282,36 @@ pub fn record_at(
     stop: &AtomicBool,
     attached: &mut dyn FnMut(&Info),
 ) -> Result<Recorded, AttachError> {
+    record_from(
+        &Endpoint::Socket(socket.to_owned()),
+        duration,
+        out,
+        stop,
+        attached,
+    )
+}
+
+/// [`record_at`] through any [`Endpoint`]: a Unix domain socket, or a TCP endpoint with its
+/// token.
+pub fn record_from(
+    endpoint: &Endpoint,
+    duration: Duration,
+    out: &Path,
+    stop: &AtomicBool,
+    attached: &mut dyn FnMut(&Info),
+) -> Result<Recorded, AttachError> {
     let begun = Instant::now();
-    let stream = connect(socket)?;
+    let stream = connect(endpoint)?;
+    let stream = &*stream;
     stream
         .set_read_timeout(Some(POLL))
         .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
         .map_err(|e| io_error("the socket", &e))?;
     let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    send(&stream, Request::new(Command::Record { duration_ms }))?;
+    send(stream, Request::new(Command::Record { duration_ms }))?;
     let deadline = begun + duration + GRACE;
     let mut reader = Patient {
-        stream: &stream,
+        stream,
         stop,
         stopped: false,
         deadline: Some(deadline),
@@ -325,15 +406,34 @@ pub fn watch_at(
     attached: &mut dyn FnMut(&Info),
     window: &mut dyn FnMut(crate::Capture),
 ) -> Result<(), AttachError> {
-    let stream = connect(socket)?;
+    watch_from(
+        &Endpoint::Socket(socket.to_owned()),
+        interval,
+        stop,
+        attached,
+        window,
+    )
+}
+
+/// [`watch_at`] through any [`Endpoint`]: a Unix domain socket, or a TCP endpoint with its
+/// token.
+pub fn watch_from(
+    endpoint: &Endpoint,
+    interval: Duration,
+    stop: &AtomicBool,
+    attached: &mut dyn FnMut(&Info),
+    window: &mut dyn FnMut(crate::Capture),
+) -> Result<(), AttachError> {
+    let stream = connect(endpoint)?;
+    let stream = &*stream;
     stream
         .set_read_timeout(Some(POLL))
         .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
         .map_err(|e| io_error("the socket", &e))?;
     let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
-    send(&stream, Request::new(Command::Watch { interval_ms }))?;
+    send(stream, Request::new(Command::Watch { interval_ms }))?;
     let mut reader = Patient {
-        stream: &stream,
+        stream,
         stop,
         stopped: false,
         deadline: None,
@@ -369,7 +469,7 @@ pub fn watch_at(
 /// A reader of the socket that waits out its read timeouts, sending [`STOP`] once when
 /// `stop` is set, until `deadline`.
 struct Patient<'a> {
-    stream: &'a UnixStream,
+    stream: &'a dyn Stream,
     stop: &'a AtomicBool,
     stopped: bool,
     /// When to give up waiting; `None`: never.
@@ -383,9 +483,10 @@ impl Read for Patient<'_> {
             if !self.stopped && self.stop.load(Ordering::Acquire) {
                 self.stopped = true;
                 // A program that no longer reads is told by the connection's end.
-                let _ = protocol::write_chunk(&mut &*self.stream, STOP, MESSAGE_VERSION, &[]);
+                let mut out = self.stream;
+                let _ = protocol::write_chunk(&mut out, STOP, MESSAGE_VERSION, &[]);
             }
-            match (&*self.stream).read(buf) {
+            match self.stream.read_bytes(buf) {
                 Err(e)
                     if matches!(
                         e.kind(),

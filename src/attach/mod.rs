@@ -11,6 +11,14 @@
 //! is added to the recording path. The socket is removed when the session stops or is
 //! dropped, or the process exits (`tickscope ps` removes those of processes killed).
 //!
+//! A TCP endpoint is opened only when asked, by
+//! [`ProfilerBuilder::listen_tcp`](crate::ProfilerBuilder::listen_tcp): on a loopback address
+//! (another one is refused unless asked by
+//! [`ProfilerBuilder::listen_tcp_any`](crate::ProfilerBuilder::listen_tcp_any)), with a random
+//! token printed once on stderr (`tickscope: listening on 127.0.0.1:40123, token 5f0c…`) that
+//! each client sends first ([`Endpoint::Tcp`]); a wrong or missing token gets one line of
+//! error and the connection closed.
+//!
 //! The wire protocol ([`protocol`], `docs/PROTOCOL.md` in the repository) sends the capture
 //! file's own chunks: what a client receives is a capture file, each session of it marked
 //! by an `ORIGIN` chunk ([`origins`]).
@@ -36,9 +44,14 @@ mod client;
 mod dir;
 #[cfg(all(unix, feature = "enabled"))]
 pub(crate) mod server;
+#[cfg(unix)]
+mod stream;
 
 #[cfg(unix)]
-pub use client::{AttachError, Program, Recorded, info, list, record, record_at, watch_at};
+pub use client::{
+    AttachError, Endpoint, Program, Recorded, info, list, record, record_at, record_from, watch_at,
+    watch_from,
+};
 #[cfg(unix)]
 pub use dir::{socket_dir, socket_path};
 

@@ -13,8 +13,9 @@ use std::io::{self, Read, Write};
 use crate::capture::format::{ALIGN, CHUNK_HEADER, CHUNK_MAGIC, padded};
 
 /// Version of the attach protocol, sent in every [`Request`] and [`Info`]. A peer of another
-/// version gets an [`ERROR`] message naming both versions.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// version gets an [`ERROR`] message naming both versions. Version 2 added the TCP endpoint
+/// and its [`TOKEN`] message.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Chunk type of a client's request ([`Request`]): the first message of a connection.
 pub const REQUEST: u16 = 64;
@@ -26,10 +27,14 @@ pub const INFO: u16 = 66;
 pub const ERROR: u16 = 67;
 /// Chunk type of the end of a recording's data ([`End`]): the last message of a whole answer.
 pub const END: u16 = 68;
-/// Version of every control chunk type (`REQUEST` to `END`).
+/// Chunk type of a client's token (its content: the token's text, as the program printed
+/// it): the first message on a TCP connection, before the request.
+pub const TOKEN: u16 = 69;
+/// Version of every control chunk type (`REQUEST` to `TOKEN`).
 pub const MESSAGE_VERSION: u16 = 1;
 
-/// The most bytes of content a control message (`REQUEST`, `STOP`, `INFO`, `ERROR`, `END`)
+/// The most bytes of content a control message (`REQUEST`, `STOP`, `INFO`, `ERROR`, `END`,
+/// `TOKEN`)
 /// may have: anything longer is refused before it is read.
 pub const MAX_CONTROL: u64 = 4096;
 /// The most bytes of content a data chunk (a capture file's chunk) may have on the wire.
@@ -307,7 +312,7 @@ impl Message {
 
 /// True for the control chunk types, false for the others (a capture file's chunks).
 pub fn is_control(kind: u16) -> bool {
-    (REQUEST..=END).contains(&kind)
+    (REQUEST..=TOKEN).contains(&kind)
 }
 
 /// Reads a chunk header from the first `CHUNK_HEADER` (16) bytes: type, version and content
@@ -489,7 +494,7 @@ mod tests {
         let e = Request::decode(&bytes).unwrap_err();
         assert_eq!(
             e.0,
-            "protocol version 7 is not supported (the program speaks version 1)"
+            "protocol version 7 is not supported (the program speaks version 2)"
         );
         let info = Info {
             version: 9,
@@ -502,7 +507,7 @@ mod tests {
         let e = Info::decode(&info.encode()).unwrap_err();
         assert_eq!(
             e.0,
-            "the program speaks protocol version 9, this client version 1"
+            "the program speaks protocol version 9, this client version 2"
         );
     }
 

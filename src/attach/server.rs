@@ -4,8 +4,13 @@
 //! connects; a recording it serves is a nested session of its own (all threads), started and
 //! stopped by the thread, beside the program's session, which goes on as if nothing
 //! happened.
+//!
+//! The same serving code answers on the Unix domain socket ([`Listener`]) and on a TCP
+//! endpoint ([`TcpEndpoint`]), where the client must first send the endpoint's token. The
+//! two endpoints of a process serve one client at a time between them.
 
 use std::io::{self, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -15,10 +20,13 @@ use std::time::{Duration, Instant};
 
 use super::Origin;
 use super::protocol::{
-    self, Command, End, INFO, Info, MESSAGE_VERSION, Mode, PROTOCOL_VERSION, REQUEST, Request, STOP,
+    self, Command, End, INFO, Info, MESSAGE_VERSION, Message, Mode, PROTOCOL_VERSION, REQUEST,
+    Request, STOP, TOKEN,
 };
+use super::stream::{Stream, new_token, same_bytes};
 use crate::capture::Capture;
 use crate::capture::format::{CHUNK_HEADER, ORIGIN, ORIGIN_LEN, ORIGIN_VERSION, padded};
+use crate::record::sync::lock;
 use crate::record::untracked::Untracked;
 use crate::session::{Recording, WeakProfiler};
 use crate::{Profiler, ProfilerBuilder};
@@ -32,6 +40,10 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// One listener per process: set while a session listens.
 static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// Held while a client is served: the Unix socket and a TCP endpoint serve one client at a
+/// time between them (each recording is a nested session of every thread).
+static SERVING: Mutex<()> = Mutex::new(());
 
 /// A listening socket and its thread; dropping it closes the socket, removes its file and
 /// lets the thread end (without waiting for it: a recording being served ends within
@@ -90,7 +102,14 @@ impl Listener {
         let thread_stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("tickscope-listen".to_owned())
-            .spawn(move || listen(&listener, &served, &thread_stop))?;
+            .spawn(move || {
+                listen(
+                    || listener.accept().map(|(client, _)| client),
+                    &served,
+                    &thread_stop,
+                    None,
+                );
+            })?;
         at_exit::register(&path);
         Ok(Self { path, inode, stop })
     }
@@ -110,10 +129,113 @@ impl Drop for Listener {
     }
 }
 
-/// The thread: one client at a time, until `stop`.
-fn listen(listener: &UnixListener, served: &Served, stop: &AtomicBool) {
+/// A TCP endpoint ([`ProfilerBuilder::listen_tcp`]) and its thread: clients send its token
+/// first. Dropping it lets the thread end and close the socket.
+pub(crate) struct TcpEndpoint {
+    /// The address bound (with the port chosen by the system for port 0).
+    addr: SocketAddr,
+    /// The token clients send first.
+    token: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl TcpEndpoint {
+    /// Binds the first of `addrs` that can be bound, draws a token, prints both on stderr
+    /// (once) and starts the thread; or says why not: an address that is not a loopback one
+    /// unless `remote`, no address, no randomness, an address that cannot be bound.
+    pub(crate) fn open(session: &Profiler, addrs: &[SocketAddr], remote: bool) -> io::Result<Self> {
+        let _untracked = Untracked::enter();
+        let Some(first) = addrs.first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the address resolves to nothing",
+            ));
+        };
+        if !remote && let Some(wide) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{wide} is not a loopback address (listen_tcp_any lets clients of other \
+                     machines in)"
+                ),
+            ));
+        }
+        let token = new_token()?;
+        let listener = TcpListener::bind(addrs)
+            .map_err(|e| io::Error::new(e.kind(), format!("{first}: {e}")))?;
+        let addr = listener.local_addr()?;
+        let served = Served {
+            session: session.downgrade(),
+            start_unix_ns: unix_now_ns(),
+            flight_bytes: session.flight_bytes(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = Arc::clone(&stop);
+        let thread_token = token.clone();
+        std::thread::Builder::new()
+            .name("tickscope-listen-tcp".to_owned())
+            .spawn(move || {
+                let accept = || {
+                    listener.accept().map(|(client, _)| {
+                        // Control messages are small: each goes at once.
+                        let _ = client.set_nodelay(true);
+                        client
+                    })
+                };
+                listen(accept, &served, &thread_stop, Some(&thread_token));
+            })?;
+        eprintln!("tickscope: listening on {addr}, token {token}");
+        Ok(Self { addr, token, stop })
+    }
+
+    /// The address bound.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The token clients send first.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+impl std::fmt::Debug for TcpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the token: a debug print goes to logs.
+        f.debug_struct("TcpEndpoint")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for TcpEndpoint {
+    fn drop(&mut self) {
+        let _untracked = Untracked::enter();
+        self.stop.store(true, Ordering::Release);
+        // Wakes the thread from `accept` (through loopback where the endpoint is bound to
+        // every address): it sees `stop` and ends, closing the socket.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+    }
+}
+
+/// The thread: one client at a time, until `stop`. `accept` waits for the next client;
+/// `token`: the token each client must send first (a TCP endpoint).
+fn listen<S: Stream>(
+    mut accept: impl FnMut() -> io::Result<S>,
+    served: &Served,
+    stop: &AtomicBool,
+    token: Option<&str>,
+) {
     let _untracked = Untracked::enter();
-    for client in listener.incoming() {
+    loop {
+        let client = accept();
         if stop.load(Ordering::Acquire) {
             return;
         }
@@ -122,15 +244,17 @@ fn listen(listener: &UnixListener, served: &Served, stop: &AtomicBool) {
             std::thread::sleep(POLL);
             continue;
         };
+        let client: &dyn Stream = &client;
         // A client's misuse ends its connection, never the thread; nor may a bug here.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if let Err(e) = serve(&client, served, stop) {
-                let _ = protocol::write_error(&mut &client, &e.to_string());
+            // A client that left is told nothing.
+            if let Err(Ended::Error(e)) = serve(client, served, stop, token) {
+                let _ = protocol::write_error(&mut &*client, &e);
                 // What the client sent and the thread did not read would reset the
                 // connection at its close, the error unread: read it first (a little).
-                let _ = client.shutdown(std::net::Shutdown::Write);
+                let _ = client.shutdown_write();
                 let _ = client.set_read_timeout(Some(POLL));
-                let _ = io::copy(&mut (&client).take(1 << 16), &mut io::sink());
+                let _ = io::copy(&mut Read::take(client, 1 << 16), &mut io::sink());
             }
         }));
     }
@@ -158,25 +282,68 @@ impl From<io::Error> for Ended {
     }
 }
 
-fn serve(client: &UnixStream, served: &Served, stop: &AtomicBool) -> Result<(), Ended> {
-    client.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    client.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let message = match protocol::read_message(&mut &*client) {
-        Ok(Some(message)) => message,
-        Ok(None) => return Err(Ended::Gone),
+/// The client's next message, within [`REQUEST_TIMEOUT`] (set by [`serve`]).
+fn first_message(client: &dyn Stream) -> Result<Message, Ended> {
+    match protocol::read_message(&mut &*client) {
+        Ok(Some(message)) => Ok(message),
+        Ok(None) => Err(Ended::Gone),
         Err(e)
             if matches!(
                 e.kind(),
                 io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
             ) =>
         {
-            return Err(Ended::Error(format!(
+            Err(Ended::Error(format!(
                 "bad request: none came within {} s",
                 REQUEST_TIMEOUT.as_secs()
-            )));
+            )))
         }
-        Err(e) => return Err(Ended::Error(format!("bad request: {e}"))),
-    };
+        Err(e) => Err(Ended::Error(format!("bad request: {e}"))),
+    }
+}
+
+/// Checks the token a TCP client sends first (compared in constant time).
+fn check_token(client: &dyn Stream, token: &str) -> Result<(), Ended> {
+    let message = first_message(client)?;
+    if message.kind != TOKEN {
+        return Err(Ended::Error(format!(
+            "token required: a TCP client sends the token the program printed first (type \
+             {TOKEN}), not type {}",
+            message.kind
+        )));
+    }
+    if message.version != MESSAGE_VERSION || !same_bytes(&message.content, token.as_bytes()) {
+        return Err(Ended::Error("wrong token".to_owned()));
+    }
+    Ok(())
+}
+
+fn serve(
+    client: &dyn Stream,
+    served: &Served,
+    stop: &AtomicBool,
+    token: Option<&str>,
+) -> Result<(), Ended> {
+    client.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    client.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    if let Some(token) = token {
+        check_token(client, token)?;
+    }
+    let message = first_message(client)?;
+    // One client at a time, whichever endpoint it came through.
+    let _serving = lock(&SERVING);
+    if stop.load(Ordering::Acquire) {
+        return Err(Ended::Error("the program stopped listening".to_owned()));
+    }
+    serve_request(client, message, served, stop)
+}
+
+fn serve_request(
+    client: &dyn Stream,
+    message: Message,
+    served: &Served,
+    stop: &AtomicBool,
+) -> Result<(), Ended> {
     if message.kind != REQUEST {
         return Err(Ended::Error(format!(
             "bad request: the first message must be a request (type {REQUEST}), not type {}",
@@ -316,7 +483,7 @@ impl Windows {
     /// program's session ending or this listener closing; returns how many.
     fn send(
         &self,
-        client: &UnixStream,
+        client: &dyn Stream,
         mut live: Profiler,
         served: &Served,
         stop: &AtomicBool,
@@ -364,7 +531,7 @@ impl Windows {
 /// listener closing): `Ok(true)` for these last three, `Ok(false)` at the deadline; `Err`
 /// when the client leaves or misbehaves.
 fn wait(
-    client: &UnixStream,
+    client: &dyn Stream,
     deadline: Instant,
     served: &Served,
     stop: &AtomicBool,
@@ -385,7 +552,7 @@ fn wait(
             return Ok(false);
         }
         client.set_read_timeout(Some((deadline - now).min(POLL)))?;
-        match (&*client).read(&mut buf) {
+        match client.read_bytes(&mut buf) {
             Ok(0) => return Err(Ended::Gone),
             Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e)
@@ -415,12 +582,12 @@ fn wait(
 
 /// A buffered writer to the client that counts the bytes.
 struct Counted<'a> {
-    out: BufWriter<&'a UnixStream>,
+    out: BufWriter<&'a dyn Stream>,
     bytes: u64,
 }
 
 impl<'a> Counted<'a> {
-    fn new(client: &'a UnixStream) -> Self {
+    fn new(client: &'a dyn Stream) -> Self {
         Self {
             out: BufWriter::with_capacity(64 << 10, client),
             bytes: 0,
@@ -573,6 +740,39 @@ mod at_exit {
 mod tests {
     use super::*;
     use crate::attach::origins;
+
+    #[test]
+    fn tcp_is_loopback_only_unless_widened() {
+        let prof = crate::Profiler::builder().current_thread().start();
+        for wide in ["10.0.0.1:0", "0.0.0.0:7000", "[::]:0"] {
+            let addr: SocketAddr = wide.parse().unwrap();
+            let e = TcpEndpoint::open(&prof, &[addr], false).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "{addr} is not a loopback address (listen_tcp_any lets clients of other \
+                     machines in)"
+                )
+            );
+        }
+        // One wide address among loopback ones is refused too.
+        let mixed: Vec<SocketAddr> = vec![
+            "127.0.0.1:0".parse().unwrap(),
+            "10.0.0.1:0".parse().unwrap(),
+        ];
+        assert!(TcpEndpoint::open(&prof, &mixed, false).is_err());
+        assert_eq!(
+            TcpEndpoint::open(&prof, &[], false)
+                .unwrap_err()
+                .to_string(),
+            "the address resolves to nothing"
+        );
+        let open = TcpEndpoint::open(&prof, &["127.0.0.1:0".parse().unwrap()], false).unwrap();
+        assert!(open.addr().ip().is_loopback() && open.addr().port() != 0);
+        assert_eq!(open.token().len(), 32);
+        assert!(!format!("{open:?}").contains(open.token()));
+    }
 
     #[test]
     fn origin_follows_each_header() {

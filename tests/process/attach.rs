@@ -197,7 +197,7 @@ fn misuse_gets_one_line_and_never_harms_the_program() {
     protocol::write_chunk(&mut message, REQUEST, MESSAGE_VERSION, &old).unwrap();
     assert_eq!(
         error_of(&exchange(&message)),
-        "protocol version 0 is not supported (the program speaks version 1)"
+        "protocol version 0 is not supported (the program speaks version 2)"
     );
     let mut stop_first = Vec::new();
     protocol::write_chunk(&mut stop_first, protocol::STOP, MESSAGE_VERSION, &[]).unwrap();
@@ -301,10 +301,10 @@ fn the_client_reports_a_bad_program_in_one_line_and_leaves_no_file() {
             .to_string()
     };
 
-    let (socket, thread) = fake_program("newer.sock", info_message(2));
+    let (socket, thread) = fake_program("newer.sock", info_message(3));
     assert_eq!(
         record(&socket),
-        "the program speaks protocol version 2, this client version 1"
+        "the program speaks protocol version 3, this client version 2"
     );
     thread.join().unwrap();
 
@@ -314,7 +314,7 @@ fn the_client_reports_a_bad_program_in_one_line_and_leaves_no_file() {
     prof.stop();
     let mut data = Vec::new();
     prof.capture().write_to(&mut data).unwrap();
-    let mut answer = info_message(1);
+    let mut answer = info_message(protocol::PROTOCOL_VERSION);
     answer.extend_from_slice(&data[..data.len() / 2]);
     let (socket, thread) = fake_program("cut.sock", answer);
     let said = record(&socket);
@@ -326,7 +326,7 @@ fn the_client_reports_a_bad_program_in_one_line_and_leaves_no_file() {
     );
 
     // Whole data, but an end that does not match it.
-    let mut answer = info_message(1);
+    let mut answer = info_message(protocol::PROTOCOL_VERSION);
     answer.extend_from_slice(&data);
     let end = End {
         sessions: 1,
@@ -382,4 +382,218 @@ fn watched_windows_hold_every_record_once() {
     assert_eq!(total, 1000);
     prof.stop();
     assert_eq!(calls(&prof.trace()), named(&[("during", 1000)]));
+}
+
+/// Records `endpoint` until `stop`, in a thread, once the program answered: the join handle.
+fn record_in_thread(
+    endpoint: attach::Endpoint,
+    out: PathBuf,
+    stop: &std::sync::Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Result<attach::Recorded, AttachError>> {
+    let (attached_tx, attached) = mpsc::channel();
+    let stop = std::sync::Arc::clone(stop);
+    let client = std::thread::spawn(move || {
+        attach::record_from(
+            &endpoint,
+            Duration::from_secs(600),
+            &out,
+            &stop,
+            &mut |_| attached_tx.send(()).unwrap(),
+        )
+    });
+    attached.recv().unwrap();
+    client
+}
+
+#[test]
+fn tcp_needs_the_token_and_records_exactly() {
+    let _serial = serial();
+    let prof = Profiler::builder()
+        .flight_recorder(1 << 20)
+        .listen(false)
+        .listen_tcp("127.0.0.1:0")
+        .start();
+    let addr = prof.listen_addr().unwrap();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    let token = prof.listen_token().unwrap();
+    assert_eq!(token.len(), 32);
+    // TCP alone: no Unix socket.
+    assert!(!attach::socket_path(std::process::id()).unwrap().exists());
+    work(40, "before");
+
+    // The flight recorder's window, then a live window, through TCP with the token.
+    let endpoint = attach::Endpoint::Tcp {
+        addr: addr.to_string(),
+        token: token.clone(),
+    };
+    let out = scratch("tcp.tscope");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let client = record_in_thread(endpoint, out.clone(), &stop);
+    work(25, "during");
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let recorded = client.join().unwrap().unwrap();
+    let captures = Capture::read_all(&out).unwrap();
+    assert_eq!(captures.len(), recorded.sessions as usize);
+    assert_eq!(calls(&captures[0].decode()), named(&[("before", 40)]));
+    let live: u64 = captures[1..]
+        .iter()
+        .flat_map(|c| calls(&c.decode()))
+        .map(|(name, n)| {
+            assert_eq!(name, "during");
+            n
+        })
+        .sum();
+    assert_eq!(live, 25);
+
+    // Watched through TCP (what `tickscope top --tcp` does): every record once.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (attached_tx, attached) = mpsc::channel();
+    let watcher = {
+        let stop = std::sync::Arc::clone(&stop);
+        let endpoint = attach::Endpoint::Tcp {
+            addr: addr.to_string(),
+            token: token.clone(),
+        };
+        std::thread::spawn(move || {
+            let mut windows = Vec::new();
+            attach::watch_from(
+                &endpoint,
+                Duration::from_millis(10),
+                &stop,
+                &mut |_| attached_tx.send(()).unwrap(),
+                &mut |capture| windows.push(calls(&capture.decode())),
+            )
+            .map(|()| windows)
+        })
+    };
+    attached.recv().unwrap();
+    for _ in 0..5 {
+        work(6, "during");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let windows = watcher.join().unwrap().unwrap();
+    let watched: u64 = windows.iter().flatten().map(|(_, calls)| calls).sum();
+    assert_eq!(watched, 30);
+
+    // A wrong token: one line, no file.
+    let never = AtomicBool::new(false);
+    let wrong = scratch("wrong.tscope");
+    let e = attach::record_from(
+        &attach::Endpoint::Tcp {
+            addr: addr.to_string(),
+            token: "0".repeat(32),
+        },
+        Duration::ZERO,
+        &wrong,
+        &never,
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "the program says: wrong token");
+    assert!(!wrong.exists());
+    // The token cut short, or longer, is as wrong.
+    for bad in [&token[..31], &format!("{token}0")] {
+        let e = attach::record_from(
+            &attach::Endpoint::Tcp {
+                addr: addr.to_string(),
+                token: bad.to_owned(),
+            },
+            Duration::ZERO,
+            &wrong,
+            &never,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "the program says: wrong token");
+    }
+    // No token: a request first.
+    let mut request = Vec::new();
+    let info = Request::new(Command::Info);
+    protocol::write_chunk(&mut request, REQUEST, MESSAGE_VERSION, &info.encode()).unwrap();
+    let tcp_exchange = |bytes: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.write_all(bytes).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        answer
+    };
+    assert_eq!(
+        error_of(&tcp_exchange(&request)),
+        "token required: a TCP client sends the token the program printed first (type 69), \
+         not type 64"
+    );
+    // Nothing at all, and garbage.
+    assert_eq!(tcp_exchange(b""), b"");
+    assert_eq!(
+        error_of(&tcp_exchange(b"GET / HTTP/1.1\r\n\r\n")),
+        "bad request: not a tickscope attach message (magic 0x20544547, not 0x50435354)"
+    );
+    // The right token, then the request: the program's info.
+    let mut both = Vec::new();
+    protocol::write_chunk(
+        &mut both,
+        protocol::TOKEN,
+        MESSAGE_VERSION,
+        token.as_bytes(),
+    )
+    .unwrap();
+    both.extend_from_slice(&request);
+    let answer = tcp_exchange(&both);
+    let (message, used) = protocol::parse(&answer).unwrap().unwrap();
+    assert_eq!((message.kind, used), (INFO, answer.len()));
+    assert_eq!(
+        Info::decode(&message.content).unwrap().pid,
+        std::process::id()
+    );
+
+    // The program's own session is exact.
+    work(5, "after");
+    prof.stop();
+    assert_eq!(prof.listen_addr(), None);
+    assert_eq!(
+        calls(&prof.trace()),
+        named(&[("after", 5), ("before", 40), ("during", 55)])
+    );
+}
+
+#[test]
+fn tcp_is_loopback_only_unless_widened() {
+    let _serial = serial();
+    for wide in ["0.0.0.0:0", "[::]:0"] {
+        let prof = Profiler::builder()
+            .current_thread()
+            .listen(false)
+            .listen_tcp(wide)
+            .start();
+        assert_eq!(prof.listen_addr(), None, "{wide}");
+        assert_eq!(prof.listen_token(), None, "{wide}");
+        prof.stop();
+    }
+    let prof = Profiler::builder()
+        .flight_recorder(1 << 20)
+        .listen(false)
+        .listen_tcp_any("0.0.0.0:0")
+        .start();
+    let addr = prof.listen_addr().unwrap();
+    assert!(addr.ip().is_unspecified(), "{addr}");
+    work(3, "before");
+    let out = scratch("any.tscope");
+    let recorded = attach::record_from(
+        &attach::Endpoint::Tcp {
+            addr: format!("127.0.0.1:{}", addr.port()),
+            token: prof.listen_token().unwrap(),
+        },
+        Duration::ZERO,
+        &out,
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(recorded.sessions, 1);
+    let captures = Capture::read_all(&out).unwrap();
+    assert_eq!(calls(&captures[0].decode()), named(&[("before", 3)]));
+    prof.stop();
+    assert_eq!(calls(&prof.trace()), named(&[("before", 3)]));
 }
