@@ -887,7 +887,7 @@ unit = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
 rows = [r for r in open(sys.argv[1]).read().split("\n\n")[0].splitlines()[2:] if re.match(r"\S+\s+\d+\s", r)]
 assert sorted(r.split()[0] for r in rows) == sorted(calls), (rows, dict(calls))
 for row in rows:
-    name, n, _total, _tu, self_time, self_unit = row.split()[:6]
+    name, n, _total, _tu, _total_percent, self_time, self_unit = row.split()[:7]
     assert calls[name] == int(n), f"{name}: {calls[name]} calls in the profile, {n} in the table"
     decimals = len(self_time.split(".")[1]) if "." in self_time else 0
     slack = 0.5 * 10 ** -decimals * unit[self_unit] + 1
