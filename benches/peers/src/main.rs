@@ -39,6 +39,14 @@ const CASES: &[(&str, &str)] = &[
         "tickscope_long_reserved",
         "tickscope scope!, one session never stopped, memory reserved for the run",
     ),
+    (
+        "tickscope_stream",
+        "tickscope scope!, streamed to a file, SlowWriter::Block",
+    ),
+    (
+        "tickscope_stream_drop",
+        "tickscope scope!, streamed to a file, SlowWriter::Drop",
+    ),
     ("tickscope_profile", "tickscope #[profile] fn, recording"),
     ("tickscope_disabled", "tickscope scope!, no session"),
     ("empty_loop", "empty loop turn (what no session is held to)"),
@@ -209,6 +217,49 @@ impl Case for TickscopeLong {
             "the reservation ran out: chunks were taken from elsewhere"
         );
         None
+    }
+}
+
+/// One session streaming to a file for every repetition, never stopped: the stream's writer
+/// hands chunks back as it writes them, so the threads record into recycled memory at the
+/// disk's pace (`Block`) or drop what finds no free chunk (`Drop`).
+struct TickscopeStream {
+    session: tickscope::Profiler,
+    _dir: TempDir,
+}
+
+impl Case for TickscopeStream {
+    fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
+        let d = time(n, || {
+            let _g = tickscope::scope!("x");
+        });
+        hold();
+        d
+    }
+
+    fn end(&self, _expected: u64) -> Option<f64> {
+        assert!(self.session.is_running(), "the streaming session stopped");
+        if let Some(stats) = self.session.stream_stats() {
+            assert!(stats.error.is_none(), "stream error: {:?}", stats.error);
+        }
+        None
+    }
+}
+
+/// A folder removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("peers-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temporary folder");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -520,6 +571,20 @@ fn make_case(name: &str, scopes: u64) -> Option<(Box<dyn Case>, Box<dyn std::any
             };
             (Box::new(case), none)
         }
+        "tickscope_stream" | "tickscope_stream_drop" => {
+            let dir = TempDir::new(name);
+            let policy = if name == "tickscope_stream" {
+                tickscope::SlowWriter::Block
+            } else {
+                tickscope::SlowWriter::Drop
+            };
+            let session = tickscope::Profiler::builder()
+                .stream_to(dir.0.join("stream.tscope"))
+                .on_slow_disk(policy)
+                .start();
+            let case = TickscopeStream { session, _dir: dir };
+            (Box::new(case), none)
+        }
         "tickscope_disabled" => (Box::new(tickscope(false, false)), none),
         "puffin" => {
             puffin::set_scopes_on(true);
@@ -627,8 +692,8 @@ fn rss_bytes() -> u64 {
 }
 
 /// CPU time this process has used so far, every thread (exited ones included): user and
-/// system, in nanoseconds.
-fn process_cpu_ns() -> u64 {
+/// system, in nanoseconds; and the page faults it has taken (minor and major).
+fn process_cpu_ns() -> (u64, u64) {
     // SAFETY: `getrusage` fills the zeroed `rusage` it is given and reads nothing else.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -636,14 +701,18 @@ fn process_cpu_ns() -> u64 {
         usage
     };
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    ns(usage.ru_utime) + ns(usage.ru_stime)
+    (
+        ns(usage.ru_utime) + ns(usage.ru_stime),
+        (usage.ru_minflt + usage.ru_majflt) as u64,
+    )
 }
 
 /// One repetition: `threads` workers each time `n` scopes together. Returns the mean ns per
 /// scope over the threads, the resident growth while they held their data, and the CPU time
 /// per scope the whole process used meanwhile (the workers, and any background thread of the
-/// library: what other programs on the machine take is not in it).
-fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64, f64) {
+/// library: what other programs on the machine take is not in it), and the page faults per
+/// scope the process took meanwhile.
+fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64, f64, f64) {
     case.begin();
     let cpu_before = process_cpu_ns();
     let start = Barrier::new(threads);
@@ -668,9 +737,17 @@ fn repetition(case: &dyn Case, threads: usize, n: u64) -> (f64, u64, f64) {
         release.wait();
         workers.into_iter().map(|w| w.join().unwrap()).collect()
     });
-    let cpu = process_cpu_ns().saturating_sub(cpu_before) as f64 / (n * threads as u64) as f64;
+    let (cpu_after, faults_after) = process_cpu_ns();
+    let scopes = (n * threads as u64) as f64;
+    let cpu = cpu_after.saturating_sub(cpu_before.0) as f64 / scopes;
+    let faults = faults_after.saturating_sub(cpu_before.1) as f64 / scopes;
     let mean = times.iter().map(Duration::as_secs_f64).sum::<f64>() / threads as f64;
-    (mean * 1e9 / n as f64, after.saturating_sub(before), cpu)
+    (
+        mean * 1e9 / n as f64,
+        after.saturating_sub(before),
+        cpu,
+        faults,
+    )
 }
 
 struct Opts {
@@ -724,9 +801,12 @@ fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
     let mut mem = 0;
     let mut post = Vec::new();
     let mut cpu = Vec::new();
+    let mut faults = Vec::new();
     for rep in 0..opts.reps {
-        let (mut per_scope, grown, cpu_per_scope) = repetition(case.as_ref(), threads, opts.scopes);
+        let (mut per_scope, grown, cpu_per_scope, faults_per_scope) =
+            repetition(case.as_ref(), threads, opts.scopes);
         cpu.push(cpu_per_scope);
+        faults.push(faults_per_scope * 1000.0);
         if let Some(written) = case.write() {
             per_scope += written.as_secs_f64() * 1e9 / (opts.scopes * threads as u64) as f64;
         }
@@ -744,7 +824,7 @@ fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
     };
     let scopes = opts.scopes * threads as u64;
     println!(
-        "ns={} mem={:.2} post={} cpu={}",
+        "ns={} mem={:.2} post={} cpu={} faults={}",
         list(&ns),
         mem as f64 / scopes as f64,
         if post.is_empty() {
@@ -752,7 +832,8 @@ fn child(name: &str, threads: usize, opts: &Opts) -> Result<(), String> {
         } else {
             list(&post)
         },
-        list(&cpu)
+        list(&cpu),
+        list(&faults)
     );
     Ok(())
 }
@@ -765,6 +846,8 @@ struct Figures {
     post: Option<f64>,
     /// Median process CPU time per scope (every thread of the process).
     cpu: f64,
+    /// Median page faults per thousand scopes (every thread of the process).
+    faults: f64,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -820,6 +903,14 @@ fn run_child(name: &str, threads: usize, opts: &Opts) -> Result<Figures, String>
                 f64::NAN
             } else {
                 median(&mut cpu)
+            }
+        },
+        faults: {
+            let mut faults = floats(field("faults=")?);
+            if faults.is_empty() {
+                f64::NAN
+            } else {
+                median(&mut faults)
             }
         },
         post: (!post.is_empty()).then(|| median(&mut post)),
@@ -920,6 +1011,18 @@ fn parent(opts: &Opts) -> Result<(), String> {
     for (_, label, figs) in &rows {
         let cpu: Vec<String> = figs.iter().map(|f| format!("{:.2}", f.cpu)).collect();
         println!("| {label} | {} |", cpu.join(" | "));
+    }
+    println!(
+        "\npage faults per 1,000 scopes (every thread of the process, median): {}",
+        thread_counts
+            .iter()
+            .map(|t| format!("{t}t"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    for (_, label, figs) in &rows {
+        let faults: Vec<String> = figs.iter().map(|f| format!("{:.2}", f.faults)).collect();
+        println!("| {label} | {} |", faults.join(" | "));
     }
     Ok(())
 }
