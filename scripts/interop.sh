@@ -54,8 +54,9 @@ by_name() {
 
 # Every trace the chrome_trace example writes is accepted, and the Unix-epoch (B/E, gzipped)
 # variant holds the same slices at the same depths as the default one. So does the Kineto
-# variant, by name and count: its times are whole microseconds (for HTA), so its many
-# sub-microsecond `fib` scopes have zero length there and may show at other depths.
+# variant, by name and count: its times are whole microseconds (for HTA and the TensorBoard
+# plugin), so its many sub-microsecond `fib` scopes last 0 or 1 µs there and zero-length ones
+# may show at other depths.
 cargo run --quiet --release --example chrome_trace -- "$out" > "$out/chrome_trace.txt"
 for f in chrome_trace.json chrome_trace.unix.json.gz chrome_trace.kineto.json chrome_trace.folded; do
     "$V/check_trace.sh" "$out/$f"
@@ -296,7 +297,7 @@ PY
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as
 # overlapping): one per span, each with its span's duration, and the link's flow binds.
 TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --test mock -- \
-    export::kineto_times_survive_hta_rounding export::scopes_that_outlive_their_parent \
+    export::kineto_times_nest_in_both_readers export::scopes_that_outlive_their_parent \
     export::chrome_edges_that_share \
     > "$out/tests.log" 2>&1 || { cat "$out/tests.log"; exit 1; }
 for f in overlap.json overlap.unix.json overlap.kineto.json sub_us.json sub_us.kineto.json; do
@@ -430,13 +431,11 @@ fi
 # The Kineto dialect in the PyTorch TensorBoard plugin's parser (torch-tb-profiler 0.4.3, its
 # `RunProfileData` driven without a server; it needs no torch). It builds one operator tree per
 # track from the times as written: it must reject no op as overlapping another ("ranges on the
-# same thread should not intersect"), hold every op, and give every op that lasts a
-# microsecond or more the parent it has in the plain Chrome trace, with its merging of an op
-# into its parent turned off (it merges an op whose only child has its name). With it on, the
-# count it holds is printed: the zero-length `fib` ops that share a microsecond with the end of
-# their parent cannot all nest in it within the microsecond HTA rounds them to (see the Kineto
-# module docs), so some `fib` parents look as if they had one `fib` child. Installed into a
-# venv under target/ on first use; skipped when it cannot be.
+# same thread should not intersect"), hold every op, also after it merges an op into its parent
+# where that leaves it a single child of its own name, and give every op (zero-length ones
+# too) the parent it has in the plain Chrome trace. The Kineto grid makes that possible in
+# whole microseconds (see the Kineto module docs). Installed into a venv under target/ on first
+# use; skipped when it cannot be.
 tb_venv=target/tbp-venv
 tb_ok() { "$tb_venv/bin/python" -c 'import torch_tb_profiler.profiler.data' 2>/dev/null; }
 if [ ! -x "$tb_venv/bin/python" ] || ! tb_ok; then
@@ -501,17 +500,19 @@ for base in sys.argv[1:]:
     # `External id` k is the k-th op (1-based).
     ordinal = {e["args"]["External id"]: k for k, e in enumerate(ops)}
     want = plain_parents(complete(f"{base}.json"))
-    held = trees(doc, merging=False)
-    assert sorted(held) == sorted(ordinal), f"{name}: torch-tb holds {len(held)} of {len(ops)} ops"
-    long = [k for k, e in enumerate(ops) if e["dur"] > 0]
-    for k in long:
-        got = held[ops[k]["args"]["External id"]]
-        got = None if got is None else ordinal[got]
-        assert got == want[k], f"{name}: op {k} ({ops[k]['name']}) has parent {got} in torch-tb, {want[k]} in the trace"
-    merged = trees(doc, merging=True)
+    for merging in (False, True):
+        held = trees(doc, merging)
+        how = "with" if merging else "without"
+        assert sorted(held) == sorted(ordinal), \
+            f"{name}: torch-tb holds {len(held)} of {len(ops)} ops {how} its merging"
+        for k, e in enumerate(ops):
+            got = held[e["args"]["External id"]]
+            got = None if got is None else ordinal[got]
+            assert got == want[k], \
+                f"{name}: op {k} ({e['name']}) has parent {got} in torch-tb ({how} its merging), {want[k]} in the trace"
+    zero = sum(1 for e in ops if e["dur"] == 0)
     print(f"interop: torch-tb-profiler 0.4.3 reads {name}.kineto.json: no op rejected, all {len(ops)} in its "
-          f"operator trees, the {len(long)} that last 1 µs or more under their parent; "
-          f"{len(merged)} left after it merges ops into parents of their name")
+          f"operator trees under their parent ({zero} of zero length), also after it merges ops into parents of their name")
 PY
 else
     echo "interop: torch-tb-profiler not installable here: TensorBoard plugin check skipped"
