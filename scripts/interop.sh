@@ -54,9 +54,9 @@ by_name() {
 
 # Every trace the chrome_trace example writes is accepted, and the Unix-epoch (B/E, gzipped)
 # variant holds the same slices at the same depths as the default one. So does the Kineto
-# variant, by name and count: its times are whole microseconds (for HTA and the TensorBoard
-# plugin), so its many sub-microsecond `fib` scopes last 0 or 1 µs there and zero-length ones
-# may show at other depths.
+# variant, by name and count: its many sub-microsecond `fib` scopes are placed for HTA and
+# the TensorBoard plugin (most without children last no time, on whole microseconds), so
+# zero-length ones may show at other depths.
 cargo run --quiet --release --example chrome_trace -- "$out" > "$out/chrome_trace.txt"
 for f in chrome_trace.json chrome_trace.unix.json.gz chrome_trace.kineto.json chrome_trace.folded; do
     "$V/check_trace.sh" "$out/$f"
@@ -433,9 +433,9 @@ fi
 # track from the times as written: it must reject no op as overlapping another ("ranges on the
 # same thread should not intersect"), hold every op, also after it merges an op into its parent
 # where that leaves it a single child of its own name, and give every op (zero-length ones
-# too) the parent it has in the plain Chrome trace. The Kineto grid makes that possible in
-# whole microseconds (see the Kineto module docs). Installed into a venv under target/ on first
-# use; skipped when it cannot be.
+# too) the parent it has in the plain Chrome trace, while HTA's rounding leaves every op a whole
+# microsecond (see the Kineto module docs). Installed into a venv under target/ on first use;
+# skipped when it cannot be.
 tb_venv=target/tbp-venv
 tb_ok() { "$tb_venv/bin/python" -c 'import torch_tb_profiler.profiler.data' 2>/dev/null; }
 if [ ! -x "$tb_venv/bin/python" ] || ! tb_ok; then

@@ -1851,7 +1851,7 @@ fn concatenated_sessions_of_two_processes_decode_into_one_trace() {
     assert_eq!(process_names(&kineto), process_names(&doc));
     let pids: Vec<u64> = slices(&kineto).iter().map(|s| s.0).collect();
     assert_eq!(pids, [100, 100, 100, 200, 200]);
-    assert_eq!(kineto_ts(&kineto, 200, "outer"), us(D + 100).round());
+    assert_eq!(kineto_ts(&kineto, 200, "outer"), us(D + 100));
 
     // The report sums each name over the processes; by thread, a row per thread of each.
     let report = Report::new(&trace);

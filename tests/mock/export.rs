@@ -663,13 +663,13 @@ fn torch_tb_parents(ops: &[(f64, f64)]) -> Vec<Option<usize>> {
     parents
 }
 
-/// The Kineto dialect's whole microseconds in both of its readers. HolisticTraceAnalysis
-/// rounds (ceil of `ts`, floor of `ts + dur`; `round_down_time_stamps` in
-/// `hta/common/trace_parser.py`), which leaves whole microseconds as they are, and builds
-/// call stacks from the rounded times; the PyTorch TensorBoard plugin builds its operator tree
-/// from the times as written. Sub-microsecond scopes keep their nesting (each child begins
-/// before its parent ends) and sibling order through both, the plugin gives every op its
-/// parent, and HTA every op that lasts a microsecond or more.
+/// The Kineto dialect's times in both of its readers. HolisticTraceAnalysis rounds (ceil of
+/// `ts`, floor of `ts + dur`; `round_down_time_stamps` in `hta/common/trace_parser.py`) and
+/// builds call stacks from the rounded times; the PyTorch TensorBoard plugin builds its
+/// operator tree from the times as written. Sub-microsecond scopes keep their nesting and
+/// sibling order through both (as written, each child begins before its parent ends), last
+/// no less than nothing in HTA, the plugin gives every op its parent, and HTA every op that
+/// lasts a microsecond or more.
 #[test]
 fn kineto_times_nest_in_both_readers() {
     let prof = sub_microsecond_session();
@@ -685,41 +685,63 @@ fn kineto_times_nest_in_both_readers() {
     let doc: Value = serde_json::from_slice(&out).unwrap();
     let ops = complete_events(&doc);
     assert_eq!(ops.len(), spans.len());
-    // HTA's rounding, in doubles as HTA does it.
-    let rounded: Vec<(i64, i64)> = ops
+    // The times as written (the TensorBoard plugin's), and after HTA's rounding, in doubles as
+    // both do it.
+    let written: Vec<(f64, f64)> = ops
         .iter()
         .map(|op| {
             let (ts, dur) = (op["ts"].as_f64().unwrap(), op["dur"].as_f64().unwrap());
-            (ts.ceil() as i64, (ts + dur).floor() as i64)
+            (ts, ts + dur)
         })
         .collect();
+    let rounded: Vec<(i64, i64)> = written
+        .iter()
+        .map(|&(s, e)| (s.ceil() as i64, e.floor() as i64))
+        .collect();
     let start = trace.start_ns as i64;
-    for (i, (span, &(s, e))) in spans.iter().zip(&rounded).enumerate() {
+    for (i, span) in spans.iter().enumerate() {
         let name = span.name();
         assert_eq!(ops[i]["name"], name);
-        assert!(e >= s, "{name}: [{s}, {e}] lasts less than nothing");
-        // No time is more than 0.5 µs early or 1.5 µs late (this thread is short).
-        for (got, want) in [(s, span.start_ns), (e, span.end_ns)] {
-            let off = got * 1000 - (want as i64 - start);
-            assert!(
-                (-500..=1500).contains(&off),
-                "{name}: {got} µs is {off} ns off"
-            );
-        }
+        let (s, e) = rounded[i];
+        assert!(e >= s, "{name}: [{s}, {e}] lasts less than nothing in HTA");
+        // No time is early (a zero-length op's by at most 0.5 µs from its middle), nor more
+        // than 1 µs late (this thread is short).
+        let (ws, we) = written[i];
+        let (ws, we) = ((ws * 1000.0).round() as i64, (we * 1000.0).round() as i64);
+        let (start_ns, end_ns) = (span.start_ns as i64 - start, span.end_ns as i64 - start);
+        let (least_late, most_late) = if ws == we {
+            let late = ws - (start_ns + end_ns) / 2;
+            (late + 500, late)
+        } else {
+            (
+                (ws - start_ns).min(we - end_ns),
+                (ws - start_ns).max(we - end_ns),
+            )
+        };
+        assert!(
+            least_late >= 0 && most_late <= 1000,
+            "{name}: [{ws}, {we}] ns for [{start_ns}, {end_ns}]"
+        );
         if let Some(p) = span.parent {
-            let (ps, pe) = rounded[p as usize];
+            let p = p as usize;
+            let ((ps, pe), (rps, rpe)) = (written[p], rounded[p]);
+            let (ws, we) = written[i];
             assert!(
-                ps <= s && s < pe && e <= pe,
-                "{name} [{s}, {e}] leaves its parent [{ps}, {pe}]"
+                ps <= ws && ws < pe && we <= pe,
+                "{name} [{ws}, {we}] leaves its parent [{ps}, {pe}]"
+            );
+            assert!(
+                rps <= s && e <= rpe,
+                "{name} [{s}, {e}] leaves its parent [{rps}, {rpe}] in HTA"
             );
         }
         // The previous sibling ends before this one starts.
         if let Some(prev) = (0..i).rev().find(|&j| spans[j].parent == span.parent) {
-            let (_, prev_end) = rounded[prev];
             assert!(
-                prev_end <= s,
-                "{name} starts at {s}, before its sibling ends ({prev_end})"
+                written[prev].1 <= written[i].0,
+                "{name} overlaps its sibling"
             );
+            assert!(rounded[prev].1 <= s, "{name} overlaps its sibling in HTA");
         }
     }
     // No microsecond holds a scope that closes, one that opens and one of zero length: HTA's
@@ -747,43 +769,41 @@ fn kineto_times_nest_in_both_readers() {
         }
     }
     // The TensorBoard plugin's tree, from the times as written: every op under its parent.
-    let written: Vec<(f64, f64)> = ops
-        .iter()
-        .map(|op| {
-            let (ts, dur) = (op["ts"].as_f64().unwrap(), op["dur"].as_f64().unwrap());
-            (ts, ts + dur)
-        })
-        .collect();
     let tree = torch_tb_parents(&written);
     for (i, span) in spans.iter().enumerate() {
         let want = span.parent.map(|p| p as usize);
         assert_eq!(tree[i], want, "{}'s parent in torch-tb", span.name());
     }
-    // The grid of this trace (µs): nearest microseconds, except that on 2, where `x` closes
-    // and `y` (which has children) opens, zero-length `z` goes to 3; `pair` (which lasts)
-    // opens on 4, after zero-length `leaf` on 3; `pair`, `y` and `step` end a microsecond
-    // after their last child begins (`a3` on 4, `pair` on 4, `tail` on 5), and `w`, `tail`
-    // and `after` follow.
+    // The times of this trace (ns): as recorded, but that the leaves which contain no whole
+    // microsecond (`z`, `leaf`, `a1`..`a3`, `w`, `tail`, `after`) last no time, on the whole
+    // microsecond nearest their middle or the first after the edge before (`z` after `y`'s
+    // begin at 2450, `a1` after `pair`'s at 3100, `w` after `y`'s end); and that each edge
+    // comes a nanosecond after the one before (`pair` ends at 4001 after `a3` on 4000, `y`
+    // at 4002), and an end not on a whole microsecond unless its begin is (`step` ends at
+    // 5001, after `tail` on 5000).
     let got: Vec<(&str, i64, i64)> = spans
         .iter()
-        .zip(&rounded)
-        .map(|(span, &(s, e))| (span.name(), s, e))
+        .zip(&written)
+        .map(|(span, &(s, e))| {
+            let ns = |t: f64| (t * 1000.0).round() as i64;
+            (span.name(), ns(s), ns(e))
+        })
         .collect();
     assert_eq!(
         got,
         [
-            ("step", 0, 6),
-            ("x", 0, 2),
-            ("y", 2, 5),
-            ("z", 3, 3),
-            ("leaf", 3, 3),
-            ("pair", 4, 5),
-            ("a1", 4, 4),
-            ("a2", 4, 4),
-            ("a3", 4, 4),
-            ("w", 5, 5),
-            ("tail", 5, 5),
-            ("after", 6, 6),
+            ("step", 0, 5001),
+            ("x", 100, 2400),
+            ("y", 2450, 4002),
+            ("z", 3000, 3000),
+            ("leaf", 3000, 3000),
+            ("pair", 3100, 4001),
+            ("a1", 4000, 4000),
+            ("a2", 4000, 4000),
+            ("a3", 4000, 4000),
+            ("w", 5000, 5000),
+            ("tail", 5000, 5000),
+            ("after", 6000, 6000),
         ]
     );
 }
@@ -967,7 +987,9 @@ fn scopes_that_outlive_their_parent_keep_their_duration_on_lanes() {
     want.sort();
     assert_eq!(durations, want);
 
-    // Kineto: the same tracks, whole microseconds.
+    // Kineto: the same tracks and times, but that `b` (10..50 ns, on a track of its own)
+    // contains no whole microsecond, which HolisticTraceAnalysis needs: it lasts no time, on
+    // the microsecond nearest its middle (`a`, 0..20 ns, contains 0 µs).
     let mut out = Vec::new();
     kineto::write(&trace, &mut out, &kineto::Options::new(0, 1)).unwrap();
     keep_for_interop("overlap.kineto.json", &out);
@@ -980,9 +1002,9 @@ fn scopes_that_outlive_their_parent_keep_their_duration_on_lanes() {
     let want: Vec<(u64, u64, u64)> = OVERLAP
         .iter()
         .zip(OVERLAP_LANES)
-        .map(|((_, s, e, _), lane)| {
-            let (s, e) = ((s + 500) / 1000 * 1000, (e + 500) / 1000 * 1000);
-            (lane_tids[lane], s, e - s)
+        .map(|(&(name, s, e, _), lane)| match name {
+            "b" => (lane_tids[lane], 0, 0),
+            _ => (lane_tids[lane], s, e - s),
         })
         .collect();
     assert_eq!(got, want);
