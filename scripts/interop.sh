@@ -926,7 +926,8 @@ PY
     # on the top of the stack"): it rebuilds each track's stack from begins and ends sorted by
     # time, so edges of one track that share a nanosecond (a busy machine's clock gives them)
     # would be misread, had the writer not set them 1 ns apart. The Kineto dialect is left
-    # out: its whole microseconds hold dozens of edges each, which speedscope cannot order.
+    # out: its zero-length ops on whole microseconds (sub-µs scopes placed for HTA), which
+    # speedscope cannot nest.
     # So are traces on the Unix epoch (below).
     runs=${TICKSCOPE_INTEROP_RUNS:-20}
     examples=(quickstart chrome_trace counters profile_attr allocations links)
