@@ -413,8 +413,11 @@ mod tests {
         ((id >> SLOT_BITS) & ((1 << SHARD_BITS) - 1)) as u32
     }
 
+    // One test: tables handed back by threads of other tests would be taken by its threads.
     #[test]
     fn each_thread_takes_and_frees_the_slots_of_its_own_table() {
+        // On the test's thread, which keeps its table until the test ends.
+        an_id_no_longer_finds_its_slot_once_the_span_closed();
         let dispatch = ::tracing::Dispatch::new(TickscopeSubscriber::default());
         // Two threads, each making 10,000 spans one after another, then one it keeps.
         let run = || {
@@ -472,7 +475,7 @@ mod tests {
         assert_eq!((next.1, shard_of(id)), (1, next.0));
     }
 
-    #[test]
+    /// A span's id finds its slot while a handle of it is left, and not after.
     fn an_id_no_longer_finds_its_slot_once_the_span_closed() {
         let dispatch = ::tracing::Dispatch::new(TickscopeSubscriber::default());
         let _d = ::tracing::dispatcher::set_default(&dispatch);
