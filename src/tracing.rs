@@ -161,7 +161,7 @@ mod subscriber;
 pub use subscriber::TickscopeSubscriber;
 
 /// The tickscope subscriber, for `tracing::subscriber::set_global_default` (or
-/// `tracing::Dispatch::new`): records as the [layer](layer) does, without `tracing-subscriber`'s
+/// `tracing::Dispatch::new`): records as the [layer] does, without `tracing-subscriber`'s
 /// registry, writing nothing that other threads write on the path of a thread's own spans.
 pub fn subscriber() -> TickscopeSubscriber {
     TickscopeSubscriber::default()

@@ -34,8 +34,8 @@ const FIRST_PAGE: usize = 64;
 /// Pages of a table: together `FIRST_PAGE * (2^PAGES - 1)` slots, at least `2^SLOT_BITS - 1`.
 const PAGES: usize = 22;
 
-/// The tickscope subscriber: records `tracing` spans and events as [`TickscopeLayer`]
-/// (super::TickscopeLayer) does, keeping its spans itself rather than in a
+/// The tickscope subscriber: records `tracing` spans and events as
+/// [`TickscopeLayer`](super::TickscopeLayer) does, keeping its spans itself rather than in a
 /// `tracing-subscriber` registry; see the [module documentation](super).
 ///
 /// It holds nothing: every instance is the same subscriber, so that each thread may set a
@@ -194,8 +194,9 @@ fn adopt() -> Option<Owned> {
     Some(make_table(shard))
 }
 
-/// This thread's table, handed back when it exits.
-struct Owner(RefCell<Option<Owned>>);
+/// This thread's table, handed back when it exits; and whether it asked for one (when all
+/// were taken, it uses the shared one from then on, without asking again).
+struct Owner(RefCell<Option<Owned>>, Cell<bool>);
 
 impl Drop for Owner {
     fn drop(&mut self) {
@@ -206,7 +207,7 @@ impl Drop for Owner {
 }
 
 thread_local! {
-    static OWNER: Owner = const { Owner(RefCell::new(None)) };
+    static OWNER: Owner = const { Owner(RefCell::new(None), Cell::new(false)) };
     /// The table this thread owns (`u32::MAX`: none yet), read when a span closes.
     static OWN_SHARD: Cell<u32> = const { Cell::new(u32::MAX) };
     /// The spans entered on this thread, innermost last, for `current_span`.
@@ -255,7 +256,7 @@ fn make_span(metadata: &'static Metadata<'static>) -> Option<(Id, &'static Slot)
     let own = OWNER
         .try_with(|owner| {
             let mut owned = owner.0.borrow_mut();
-            if owned.is_none() {
+            if owned.is_none() && !owner.1.replace(true) {
                 *owned = adopt();
                 let shard = owned.as_ref().map_or(u32::MAX, |o| o.shard);
                 let _ = OWN_SHARD.try_with(|s| s.set(shard));
@@ -418,6 +419,7 @@ mod tests {
     fn each_thread_takes_and_frees_the_slots_of_its_own_table() {
         // On the test's thread, which keeps its table until the test ends.
         an_id_no_longer_finds_its_slot_once_the_span_closed();
+        the_current_span_is_the_innermost_entered_here();
         let dispatch = ::tracing::Dispatch::new(TickscopeSubscriber::default());
         // Two threads, each making 10,000 spans one after another, then one it keeps.
         let run = || {
@@ -494,5 +496,26 @@ mod tests {
             again.id().unwrap().into_u64() & ((1 << SLOT_BITS) - 1),
             id.into_u64() & ((1 << SLOT_BITS) - 1)
         );
+    }
+
+    /// `Span::current()` is the innermost span entered on the thread.
+    fn the_current_span_is_the_innermost_entered_here() {
+        let dispatch = ::tracing::Dispatch::new(TickscopeSubscriber::default());
+        let _d = ::tracing::dispatcher::set_default(&dispatch);
+        let name = || ::tracing::Span::current().metadata().map(|m| m.name());
+        assert_eq!(name(), None);
+        let outer = ::tracing::info_span!("outer");
+        let inner = ::tracing::info_span!("inner");
+        {
+            let _o = outer.enter();
+            assert_eq!(name(), Some("outer"));
+            {
+                let _i = inner.enter();
+                assert_eq!(name(), Some("inner"));
+                assert_eq!(::tracing::Span::current().id(), inner.id());
+            }
+            assert_eq!(name(), Some("outer"));
+        }
+        assert_eq!(name(), None);
     }
 }
