@@ -1,8 +1,8 @@
 //! A bridge from the `tracing` ecosystem: a `tracing-subscriber` [`Layer`](TickscopeLayer)
 //! that records `tracing` spans and events as tickscope scopes (cargo feature `tracing`), and
 //! a [`Subscriber`](TickscopeSubscriber) that records them the same way without
-//! `tracing-subscriber`'s registry, for programs that need no other layer (see *Cost*: it
-//! costs the same on 16 threads as on one).
+//! `tracing-subscriber`'s registry, for programs that need no other layer (see *Cost*: a
+//! thread's spans write nothing there that other threads write).
 //!
 //! ```
 //! use tracing_subscriber::layer::SubscriberExt;
