@@ -1,5 +1,8 @@
 //! A bridge from the `tracing` ecosystem: a `tracing-subscriber` [`Layer`](TickscopeLayer)
-//! that records `tracing` spans and events as tickscope scopes (cargo feature `tracing`).
+//! that records `tracing` spans and events as tickscope scopes (cargo feature `tracing`), and
+//! a [`Subscriber`](TickscopeSubscriber) that records them the same way without
+//! `tracing-subscriber`'s registry, for programs that need no other layer (see *Cost*: a
+//! thread's spans write nothing there that other threads write).
 //!
 //! ```
 //! use tracing_subscriber::layer::SubscriberExt;
@@ -16,6 +19,17 @@
 //!     assert_eq!(report.get("load").unwrap().calls, 1);
 //!     assert_eq!(report.get("decode").unwrap().calls, 1);
 //! });
+//! ```
+//!
+//! The subscriber, as each thread's default (or the global one,
+//! `tracing::subscriber::set_global_default(tickscope::tracing::subscriber())`):
+//!
+//! ```
+//! let _d = tracing::dispatcher::set_default(&tickscope::tracing::dispatch());
+//! let prof = tickscope::Profiler::builder().current_thread().start();
+//! tracing::info_span!("load", file = "a.png").in_scope(|| {});
+//! prof.stop();
+//! assert_eq!(prof.report().get("load").unwrap().calls, 1);
 //! ```
 //!
 //! # What is recorded
@@ -77,18 +91,31 @@
 //! (formatted when the span is created, while any session runs) and copies them after each
 //! enter.
 //!
-//! The layer's path of a span without fields, entered on the thread that created it, writes
-//! nothing that other threads read or write, but for a fresh chunk every 800 or so spans (as
-//! `scope!` takes one every 2048 scopes). `tracing` itself writes one shared location per span
-//! when the subscriber is a `Dispatch` set per thread (`tracing::dispatcher::set_default`,
-//! `with_default`): each `Span` holds a clone of its `Dispatch`, an `Arc` whose reference count
-//! it raises when made and lowers when dropped. The layer keeps the registry's fields, which
-//! every span call reads, off that count's cache lines: the subscriber it is stacked in takes
-//! its alignment of 128 bytes (two cache lines, what Intel's adjacent-line prefetcher fetches
-//! together). The count itself stays one line that every thread writes: with 16 threads
-//! recording flat out, that line costs more than the rest of the span. The global default
-//! (`set_global_default`, `SubscriberInitExt::init`) has no count: its spans share no write.
-//! The alignment is lost when the layer is boxed (`Box<dyn Layer>`, a `Vec` of layers).
+//! The span path of a thread (creating a span, entering, exiting and closing it there) writes
+//! nothing in the layer that other threads read or write, but for a fresh chunk every 800 or
+//! so spans (as `scope!` takes one every 2048 scopes). Around the layer, two things do:
+//!
+//! - **The registry.** `tracing-subscriber`'s `Registry` keeps each thread's stack of entered
+//!   spans in one array of all threads' stacks, next to each other: every enter and exit
+//!   writes a cache line that a neighbouring thread's stack shares.
+//! - **A `Dispatch` shared by threads.** Each `Span` holds a clone of its `Dispatch`: when the
+//!   subscriber is a `Dispatch` set per thread (`tracing::dispatcher::set_default`,
+//!   `with_default`), an `Arc` whose reference count every span raises when made and lowers
+//!   when dropped. The layer keeps the registry's fields, which every span call reads, off
+//!   that count's cache lines (the subscriber it is stacked in takes its alignment of 128
+//!   bytes, lost when the layer is boxed), but the count stays one line that every thread
+//!   writes. The global default (`set_global_default`, `SubscriberInitExt::init`) has no
+//!   count.
+//!
+//! With 16 threads recording flat out, those lines cost more than the rest of the span. The
+//! [subscriber](TickscopeSubscriber) has neither: each thread takes a table of spans of its own
+//! (handed to a later thread when it exits), a span's id names its table, its slot and the
+//! slot's generation (so any thread finds it without a shared lookup; ids come back, as the
+//! registry's do), each thread keeps its stack of entered spans in a thread-local, and it holds
+//! no state itself, so that each thread may set a `Dispatch` of its own
+//! ([`dispatch`]) and write only its own count. It records exactly what the layer records.
+//! A span shared by threads writes its own slot (its count of handles) from each of them, as
+//! in the registry.
 //!
 //! The layer does not call [`Observer`](crate::Observer)s. A span closed on a thread the session
 //! does not record leaves its id's use open: an async call of it is then open at stop.
@@ -127,6 +154,31 @@ pub struct TickscopeLayer {
 /// The tickscope layer, for `tracing_subscriber::registry().with(tickscope::tracing::layer())`.
 pub fn layer() -> TickscopeLayer {
     TickscopeLayer::default()
+}
+
+mod subscriber;
+
+pub use subscriber::TickscopeSubscriber;
+
+/// The tickscope subscriber, for `tracing::subscriber::set_global_default` (or
+/// `tracing::Dispatch::new`): records as the [layer] does, without `tracing-subscriber`'s
+/// registry, writing nothing that other threads write on the path of a thread's own spans.
+pub fn subscriber() -> TickscopeSubscriber {
+    TickscopeSubscriber::default()
+}
+
+/// A `Dispatch` of the [tickscope subscriber](subscriber), this thread's own: set it as the
+/// thread's default (`tracing::dispatcher::set_default(&tickscope::tracing::dispatch())`) on
+/// each thread and no span writes a reference count that other threads write, as one
+/// `Dispatch` shared by the threads makes each of its spans do. All of them are one subscriber:
+/// a span made under one thread's is entered, recorded and closed under any other's.
+pub fn dispatch() -> ::tracing::Dispatch {
+    thread_local! {
+        static DISPATCH: ::tracing::Dispatch = ::tracing::Dispatch::new(subscriber());
+    }
+    DISPATCH
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| ::tracing::Dispatch::new(subscriber()))
 }
 
 /// One `tracing` callsite, interned: its scope's callsite and one key per field.
@@ -271,13 +323,21 @@ fn epoch() -> u32 {
 }
 
 /// Raised when a span without [`SpanState`] is first entered on a thread that does not hold it
-/// as [`Plain`] (another thread created it), which marks it [`Moved`]: a span whose close sees
+/// as [`Plain`] (another thread created it), which marks it moved ([`Ext::moved`]): a span whose close sees
 /// the value of its creation was entered on its own thread only, which decoding resolves there.
 static MOVED: AtomicU32 = AtomicU32::new(0);
 
-/// In the extensions of a span without [`SpanState`]: [`MOVED`] was raised for it (its later
-/// enters off its thread write nothing shared).
-struct Moved;
+/// What the bridge keeps of a span that is not plain: in the registry's extensions
+/// ([`TickscopeLayer`]) or in the slot of the tickscope subscriber's table
+/// ([`TickscopeSubscriber`]).
+#[derive(Default)]
+struct Ext {
+    /// The span's fields and link, when it has either.
+    state: Option<SpanState>,
+    /// For a span without state: [`MOVED`] was raised for it (its later enters off its thread
+    /// write nothing shared).
+    moved: bool,
+}
 
 /// Slots of a thread's [`Plain`] cache.
 const PLAIN_SLOTS: usize = 64;
@@ -675,6 +735,38 @@ fn replace_args(args: &mut Vec<RawEvent>, new: &[RawEvent]) {
     args.extend_from_slice(new);
 }
 
+/// Where the bridge finds what it keeps of one span that is not plain: its metadata and its
+/// [`Ext`], in the registry's extensions ([`TickscopeLayer`]) or in the tickscope
+/// subscriber's table ([`TickscopeSubscriber`]).
+trait SpanStore {
+    /// The span's metadata.
+    fn metadata(&self) -> &'static Metadata<'static>;
+    /// Runs `f` on the span's [`Ext`], locked for that time.
+    fn with_ext<R>(&self, f: impl FnOnce(&mut Ext) -> R) -> R;
+}
+
+impl<S> SpanStore for tracing_subscriber::registry::SpanRef<'_, S>
+where
+    S: for<'a> LookupSpan<'a>,
+{
+    fn metadata(&self) -> &'static Metadata<'static> {
+        tracing_subscriber::registry::SpanRef::metadata(self)
+    }
+
+    fn with_ext<R>(&self, f: impl FnOnce(&mut Ext) -> R) -> R {
+        let mut extensions = self.extensions_mut();
+        if let Some(ext) = extensions.get_mut::<Ext>() {
+            return f(ext);
+        }
+        let mut ext = Ext::default();
+        let r = f(&mut ext);
+        if ext.state.is_some() || ext.moved {
+            extensions.insert(ext);
+        }
+        r
+    }
+}
+
 /// True when the span `id` is entered on this thread with a recorded slice.
 fn entered_here(id: u64) -> bool {
     LOCAL
@@ -686,85 +778,71 @@ fn entered_here(id: u64) -> bool {
 /// `follows_from`), or created on another thread. Returns the key of its end.
 #[cold]
 #[inline(never)]
-fn enter_slow<S>(id: &Id, ctx: &Context<'_, S>) -> Option<u32>
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let span = ctx.span(id)?;
-    let mut extensions = span.extensions();
-    if extensions.get::<SpanState>().is_none() && extensions.get::<Moved>().is_none() {
-        drop(extensions);
-        // A plain span this thread did not create (or no longer holds): its close must not
-        // take its enters for its own thread's only. Once per span, not per enter: `MOVED`
-        // is read by every span's creation and close on every thread.
-        if span.extensions_mut().replace(Moved).is_none() {
+fn enter_slow(id: &Id, span: &impl SpanStore) -> u32 {
+    let metadata = span.metadata();
+    span.with_ext(|ext| {
+        if ext.state.is_none() && !ext.moved {
+            // A plain span this thread did not create (or no longer holds): its close must
+            // not take its enters for its own thread's only. Once per span, not per enter:
+            // `MOVED` is read by every span's creation and close on every thread.
+            ext.moved = true;
             MOVED.fetch_add(1, Ordering::Relaxed);
         }
-        extensions = span.extensions();
-    }
-    let state = extensions.get::<SpanState>();
-    let cid = state
-        .map_or_else(|| site(span.metadata()), |s| s.site)
-        .callsite
-        .id();
-    let tick = clock::now();
-    match state.and_then(|s| s.follows) {
-        // A span that follows from another is a plain scope at every enter.
-        Some(link) => thread::push_all(&RawEvent::begin_follows(
-            cid,
-            tick,
-            link.thread(),
-            link.seq(),
-        )),
-        None => thread::push_all(&RawEvent::span_enter(cid, tick, id.into_u64())),
-    }
-    if let Some(state) = state.filter(|s| !s.args.is_empty()) {
-        thread::push_all(&state.args);
-    }
-    Some(RawEvent::end_key(cid, tick))
+        let state = ext.state.as_ref();
+        let cid = state
+            .map_or_else(|| site(metadata), |s| s.site)
+            .callsite
+            .id();
+        let tick = clock::now();
+        match state.and_then(|s| s.follows) {
+            // A span that follows from another is a plain scope at every enter.
+            Some(link) => thread::push_all(&RawEvent::begin_follows(
+                cid,
+                tick,
+                link.thread(),
+                link.seq(),
+            )),
+            None => thread::push_all(&RawEvent::span_enter(cid, tick, id.into_u64())),
+        }
+        if let Some(state) = state.filter(|s| !s.args.is_empty()) {
+            thread::push_all(&state.args);
+        }
+        RawEvent::end_key(cid, tick)
+    })
 }
 
-impl<S> Layer<S> for TickscopeLayer
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        site(meta);
-        Interest::always()
+/// The bridge's part of the creation of span `id`: notes a plain span in this thread's
+/// cache, or returns the state of a span with fields, for its subscriber to keep.
+#[inline]
+fn on_new_span(attrs: &Attributes<'_>, id: &Id) -> Option<SpanState> {
+    // Without the `enabled` feature no thread records: nothing to keep.
+    if !cfg!(feature = "enabled") || registry::generation() == 0 {
+        return None;
     }
-
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        // Without the `enabled` feature no thread records: nothing to keep.
-        if !cfg!(feature = "enabled") || registry::generation() == 0 {
-            return;
-        }
-        let site = site(attrs.metadata());
-        if attrs.fields().is_empty() {
-            // A plain span: no state, its enters on this thread find its callsite here.
-            set_plain(id.into_u64(), Some(site.callsite.id()));
-            return;
-        }
-        set_plain(id.into_u64(), None);
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let args = encode(site, |fields| attrs.record(fields));
-        span.extensions_mut().insert(SpanState {
-            site,
-            args,
-            follows: None,
-        });
+    let site = site(attrs.metadata());
+    if attrs.fields().is_empty() {
+        // A plain span: no state, its enters on this thread find its callsite here.
+        set_plain(id.into_u64(), Some(site.callsite.id()));
+        return None;
     }
+    set_plain(id.into_u64(), None);
+    Some(SpanState {
+        site,
+        args: encode(site, |fields| attrs.record(fields)),
+        follows: None,
+    })
+}
 
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        if registry::generation() == 0 {
-            return;
-        }
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let mut extensions = span.extensions_mut();
-        let Some(state) = extensions.get_mut::<SpanState>() else {
+/// The bridge's part of `Span::record` on span `id`, which `span` finds.
+fn on_record<T: SpanStore>(id: &Id, values: &Record<'_>, span: impl FnOnce() -> Option<T>) {
+    if registry::generation() == 0 {
+        return;
+    }
+    let Some(span) = span() else {
+        return;
+    };
+    span.with_ext(|ext| {
+        let Some(state) = ext.state.as_mut() else {
             // A span without fields: `tracing` records no value into it.
             return;
         };
@@ -778,111 +856,166 @@ where
             thread::push_all(&records);
         }
         replace_args(&mut state.args, &records);
+    });
+}
+
+/// The bridge's part of `follows_from` of span `id` from span `follows`, which `span` finds.
+fn on_follows_from<T: SpanStore>(id: &Id, follows: &Id, span: impl FnOnce() -> Option<T>) {
+    if !thread::thread_wants() {
+        return;
+    }
+    if !entered_here(follows.into_u64()) {
+        // The cause runs elsewhere (a batch following requests made on other threads):
+        // decoding finds both spans by their ids at this time.
+        thread::push_all(&RawEvent::span_follows(
+            clock::now(),
+            id.into_u64(),
+            follows.into_u64(),
+        ));
+        return;
+    }
+    let Some(span) = span() else {
+        return;
+    };
+    let link = crate::record::link::link();
+    if !link.is_recorded() {
+        return;
+    }
+    let metadata = span.metadata();
+    span.with_ext(|ext| match ext.state.as_mut() {
+        Some(state) => {
+            state.follows.get_or_insert(link);
+        }
+        None => {
+            ext.state = Some(SpanState {
+                site: site(metadata),
+                args: Vec::new(),
+                follows: Some(link),
+            });
+            // Enters must now find the state: no thread may take the span as plain.
+            STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+}
+
+/// The bridge's part of the enter of span `id`, which `span` finds when this thread does
+/// not know it as plain.
+#[inline(always)]
+fn on_enter<T: SpanStore>(id: &Id, span: impl FnOnce() -> Option<T>) {
+    if !thread::thread_wants() {
+        return;
+    }
+    let span_id = id.into_u64();
+    let key = match plain_callsite(span_id) {
+        // The usual case: a span without fields, created on this thread.
+        Some(cid) => {
+            let tick = clock::now();
+            thread::push_pair(RawEvent::span_enter(cid, tick, span_id));
+            RawEvent::end_key(cid, tick)
+        }
+        None => {
+            let Some(span) = span() else {
+                return;
+            };
+            enter_slow(id, &span)
+        }
+    };
+    let _ = LOCAL.try_with(|l| l.enter(span_id, key));
+}
+
+/// The bridge's part of the exit of span `id`.
+#[inline(always)]
+fn on_exit(id: &Id) {
+    let id = id.into_u64();
+    let key = LOCAL.try_with(|l| l.exit(id)).ok().flatten();
+    if let Some(key) = key {
+        thread::push(RawEvent::end(key, clock::now()));
+    }
+}
+
+/// The bridge's part of the close of span `id`.
+#[inline(always)]
+fn on_close(id: &Id) {
+    if !thread::thread_wants() {
+        return;
+    }
+    let span_id = id.into_u64();
+    let here = entered_only_here(span_id);
+    set_plain(span_id, None);
+    // Ends the span's async call if it was entered more than once, and the use of its id.
+    thread::push_pair(RawEvent::span_close(0, clock::now(), span_id, here));
+}
+
+/// The bridge's part of an event.
+fn on_event(event: &Event<'_>) {
+    if !thread::thread_wants() {
+        return;
+    }
+    let site = site(event.metadata());
+    let mut args = Args::new();
+    let mut samples = Vec::new();
+    let mut fields = Fields {
+        site,
+        args: &mut args,
+        samples: Some(&mut samples),
+        message: None,
+    };
+    event.record(&mut fields);
+    let message = fields.message.take();
+    if !samples.is_empty() {
+        // Each sample is a record and its payload: stamped now, before the instant.
+        let tick = clock::now();
+        for sample in samples.iter_mut().step_by(2) {
+            sample.tick = tick;
+        }
+        thread::push_all(&samples);
+    }
+    args.instant(site.event_callsite(message.as_ref()), false);
+}
+
+impl<S> Layer<S> for TickscopeLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        site(meta);
+        Interest::always()
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(state) = on_new_span(attrs, id) else {
+            return;
+        };
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().replace(Ext {
+                state: Some(state),
+                moved: false,
+            });
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        on_record(id, values, || ctx.span(id));
     }
 
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {
-        if !thread::thread_wants() {
-            return;
-        }
-        if !entered_here(follows.into_u64()) {
-            // The cause runs elsewhere (a batch following requests made on other threads):
-            // decoding finds both spans by their ids at this time.
-            thread::push_all(&RawEvent::span_follows(
-                clock::now(),
-                id.into_u64(),
-                follows.into_u64(),
-            ));
-            return;
-        }
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let link = crate::record::link::link();
-        if !link.is_recorded() {
-            return;
-        }
-        let mut extensions = span.extensions_mut();
-        match extensions.get_mut::<SpanState>() {
-            Some(state) => {
-                state.follows.get_or_insert(link);
-            }
-            None => {
-                extensions.insert(SpanState {
-                    site: site(span.metadata()),
-                    args: Vec::new(),
-                    follows: Some(link),
-                });
-                // Enters must now find the state: no thread may take the span as plain.
-                STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        on_follows_from(id, follows, || ctx.span(id));
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if !thread::thread_wants() {
-            return;
-        }
-        let span_id = id.into_u64();
-        let key = match plain_callsite(span_id) {
-            // The usual case: a span without fields, created on this thread.
-            Some(cid) => {
-                let tick = clock::now();
-                thread::push_pair(RawEvent::span_enter(cid, tick, span_id));
-                RawEvent::end_key(cid, tick)
-            }
-            None => {
-                let Some(key) = enter_slow(id, &ctx) else {
-                    return;
-                };
-                key
-            }
-        };
-        let _ = LOCAL.try_with(|l| l.enter(span_id, key));
+        on_enter(id, || ctx.span(id));
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
-        let id = id.into_u64();
-        let key = LOCAL.try_with(|l| l.exit(id)).ok().flatten();
-        if let Some(key) = key {
-            thread::push(RawEvent::end(key, clock::now()));
-        }
+        on_exit(id);
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
-        if !thread::thread_wants() {
-            return;
-        }
-        let span_id = id.into_u64();
-        let here = entered_only_here(span_id);
-        set_plain(span_id, None);
-        // Ends the span's async call if it was entered more than once, and the use of its id.
-        thread::push_pair(RawEvent::span_close(0, clock::now(), span_id, here));
+        on_close(&id);
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if !thread::thread_wants() {
-            return;
-        }
-        let site = site(event.metadata());
-        let mut args = Args::new();
-        let mut samples = Vec::new();
-        let mut fields = Fields {
-            site,
-            args: &mut args,
-            samples: Some(&mut samples),
-            message: None,
-        };
-        event.record(&mut fields);
-        let message = fields.message.take();
-        if !samples.is_empty() {
-            // Each sample is a record and its payload: stamped now, before the instant.
-            let tick = clock::now();
-            for sample in samples.iter_mut().step_by(2) {
-                sample.tick = tick;
-            }
-            thread::push_all(&samples);
-        }
-        args.instant(site.event_callsite(message.as_ref()), false);
+        on_event(event);
     }
 }
 

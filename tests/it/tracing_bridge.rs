@@ -8,9 +8,62 @@ use tracing::Instrument as _;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
-/// The subscriber of the tests: the registry and the tickscope layer.
+thread_local! {
+    /// Set by the tests of module `subscriber`: [`dispatch`] is the tickscope subscriber.
+    static OWN_SUBSCRIBER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The subscriber of the tests: the registry and the tickscope layer, or the tickscope
+/// subscriber (this thread's `Dispatch` of it) in the tests of module `subscriber`.
 fn dispatch() -> tracing::Dispatch {
+    if OWN_SUBSCRIBER.get() {
+        return tickscope::tracing::dispatch();
+    }
     tracing::Dispatch::new(tracing_subscriber::registry().with(tickscope::tracing::layer()))
+}
+
+/// The tests of the bridge again, each under the tickscope subscriber (`tickscope::tracing::
+/// subscriber()`, no registry) rather than the registry and the layer; all but those of the
+/// layer alone (filters and layers stacked with it, its alignment) and one that a callsite's
+/// history decides.
+mod subscriber {
+    macro_rules! under_subscriber {
+        ($($test:ident),* $(,)?) => {
+            $(
+                #[test]
+                fn $test() {
+                    super::OWN_SUBSCRIBER.set(true);
+                    super::$test();
+                }
+            )*
+        };
+    }
+
+    under_subscriber!(
+        span_names_nesting_and_counts,
+        fields_and_recorded_values_are_arguments,
+        events_are_instants_with_their_fields,
+        metric_fields_of_events_are_counter_and_value_samples,
+        follows_from_is_a_link_with_a_flow,
+        instrumented_async_fns_under_tokio_multi_thread,
+        parallel_tests_with_their_own_sessions_see_only_their_spans,
+        follows_from_a_plain_span_created_here_is_seen_by_its_enter_here,
+        a_span_id_used_again_after_its_close_is_another_span,
+        a_span_entered_on_two_threads_is_one_async_call,
+        deep_nesting_and_guards_dropped_out_of_order,
+        no_session_records_nothing_and_spans_still_work,
+        a_span_whose_id_comes_back_while_nothing_records_keeps_its_own_name,
+        snapshot_while_spans_are_open_and_the_streamed_table,
+        metric_fields_of_odd_types,
+        a_value_recorded_while_a_child_span_is_innermost_is_not_the_childs,
+        sessions_starting_and_stopping_while_a_span_is_entered,
+        a_value_recorded_again_replaces_the_earlier_one,
+        a_span_back_from_another_thread_and_closed_where_it_was_made,
+        a_batch_follows_from_requests_entered_on_other_threads,
+        by_arg_splits_tracing_async_calls_by_their_fields,
+    );
+    // Not `events_are_named_by_their_static_message_else_by_target_and_line`: how a callsite's
+    // events are named depends on the events of that callsite before, in the process.
 }
 
 /// Names of the spans of thread `t` with their depth, in order of entry.

@@ -61,6 +61,10 @@ const CASES: &[(&str, &str)] = &[
     ("tracing_chrome", "tracing span, tracing-chrome"),
     (
         "tracing_tickscope",
+        "tracing span, tickscope subscriber, recording",
+    ),
+    (
+        "tracing_tickscope_layer",
         "tracing span, Registry + tickscope layer, recording",
     ),
     (
@@ -73,11 +77,15 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "tracing_tickscope_e2e",
-        "tracing span, tickscope layer, recorded + Chrome file written",
+        "tracing span, tickscope subscriber per thread, recorded + Chrome file written",
     ),
     (
         "tracing_tickscope_e2e_global",
-        "tracing span, tickscope layer, recorded + Chrome file written, global subscriber",
+        "tracing span, tickscope subscriber global, recorded + Chrome file written",
+    ),
+    (
+        "tracing_tickscope_layer_e2e",
+        "tracing span, Registry + tickscope layer per thread, recorded + Chrome file written",
     ),
     (
         "tracing_chrome_e2e",
@@ -356,8 +364,9 @@ impl Case for Tracing {
     }
 }
 
-/// A tracing span (`info_span!("x").entered()`) through the tickscope layer, recording: the
-/// subscriber is the process's global default, as in `tracing_registry`.
+/// A tracing span (`info_span!("x").entered()`) through the tickscope subscriber (or the
+/// registry and the tickscope layer), recording: the subscriber is the process's global
+/// default, as in `tracing_registry`.
 struct TracingTickscope {
     session: Mutex<Option<tickscope::Profiler>>,
 }
@@ -388,14 +397,25 @@ fn trace_file(case: &str) -> std::path::PathBuf {
     ))
 }
 
+/// What an end to end case records: `scope!`s, or tracing spans under one of the ways a
+/// program sets its subscriber.
+enum Spans {
+    /// `tickscope::scope!`.
+    Scopes,
+    /// Tracing spans through the process's global default subscriber.
+    Global,
+    /// Tracing spans through the tickscope subscriber, each worker thread setting its own
+    /// `Dispatch` of it (`tickscope::tracing::dispatch()`) as its default.
+    PerThread,
+    /// Tracing spans through this `Dispatch`, set as each worker thread's default (as
+    /// `tracing_chrome_e2e` does).
+    Shared(tracing::Dispatch),
+}
+
 /// End to end: scopes recorded, then the session stopped and its Chrome trace written to a
-/// file, all timed. `tracing` selects tracing spans through the tickscope layer (a subscriber
-/// set on each worker thread, as `tracing_chrome_e2e` does) rather than `scope!`; `global`
-/// selects them through the global default subscriber (case `tracing_tickscope_e2e_global`).
+/// file, all timed.
 struct TickscopeE2e {
-    /// Tracing spans through the process's global default subscriber (the tickscope layer).
-    global: bool,
-    tracing: Option<tracing::Dispatch>,
+    spans: Spans,
     session: Mutex<Option<tickscope::Profiler>>,
 }
 
@@ -405,13 +425,17 @@ impl Case for TickscopeE2e {
     }
 
     fn run(&self, n: u64, hold: &dyn Fn()) -> Duration {
-        match &self.tracing {
-            Some(dispatch) => {
+        match &self.spans {
+            Spans::Shared(dispatch) => {
                 let _d = tracing::dispatcher::set_default(dispatch);
                 Tracing.run(n, hold)
             }
-            None if self.global => Tracing.run(n, hold),
-            None => {
+            Spans::PerThread => {
+                let _d = tracing::dispatcher::set_default(&tickscope::tracing::dispatch());
+                Tracing.run(n, hold)
+            }
+            Spans::Global => Tracing.run(n, hold),
+            Spans::Scopes => {
                 let d = time(n, || {
                     let _g = tickscope::scope!("x");
                 });
@@ -629,31 +653,46 @@ fn make_case(name: &str, scopes: u64) -> Option<(Box<dyn Case>, Box<dyn std::any
                 .expect("subscriber");
             (Box::new(Tracing), Box::new(guard))
         }
-        "tracing_tickscope" => {
+        "tracing_tickscope" | "tracing_tickscope_layer" => {
             use tracing_subscriber::layer::SubscriberExt;
-            tracing::subscriber::set_global_default(
-                tracing_subscriber::registry().with(tickscope::tracing::layer()),
-            )
+            if name == "tracing_tickscope" {
+                tracing::subscriber::set_global_default(tickscope::tracing::subscriber())
+            } else {
+                tracing::subscriber::set_global_default(
+                    tracing_subscriber::registry().with(tickscope::tracing::layer()),
+                )
+            }
             .expect("subscriber");
             let case = TracingTickscope {
                 session: Mutex::new(None),
             };
             (Box::new(case), none)
         }
-        "tickscope_e2e" | "tracing_tickscope_e2e" | "tracing_tickscope_e2e_global" => {
+        "tickscope_e2e"
+        | "tracing_tickscope_e2e"
+        | "tracing_tickscope_e2e_global"
+        | "tracing_tickscope_layer_e2e" => {
             use tracing_subscriber::layer::SubscriberExt;
-            let subscriber = || tracing_subscriber::registry().with(tickscope::tracing::layer());
-            let global = name == "tracing_tickscope_e2e_global";
-            if global {
+            let spans = match name {
                 // The global default's spans hold no count of the `Arc` that a `Dispatch`
-                // set per thread is, which every thread's spans write otherwise.
-                tracing::subscriber::set_global_default(subscriber()).expect("subscriber");
-            }
-            let tracing =
-                (name == "tracing_tickscope_e2e").then(|| tracing::Dispatch::new(subscriber()));
+                // set per thread is.
+                "tracing_tickscope_e2e_global" => {
+                    tracing::subscriber::set_global_default(tickscope::tracing::subscriber())
+                        .expect("subscriber");
+                    Spans::Global
+                }
+                // Each thread's own `Dispatch` of the one tickscope subscriber: each span
+                // writes the count of its thread's.
+                "tracing_tickscope_e2e" => Spans::PerThread,
+                // One `Dispatch` of the registry and the layer set on every thread: every
+                // span of every thread writes its count.
+                "tracing_tickscope_layer_e2e" => Spans::Shared(tracing::Dispatch::new(
+                    tracing_subscriber::registry().with(tickscope::tracing::layer()),
+                )),
+                _ => Spans::Scopes,
+            };
             let case = TickscopeE2e {
-                global,
-                tracing,
+                spans,
                 session: Mutex::new(None),
             };
             (Box::new(case), none)
@@ -978,11 +1017,14 @@ fn parent(opts: &Opts) -> Result<(), String> {
         println!("{line}");
     }
     let ratio_of = |a: &str, b: &str| Some(base(a)? / base(b)?);
-    if let Some(r) = ratio_of("tracing_tickscope", "tracing_registry") {
+    if let Some(r) = ratio_of("tracing_tickscope_layer", "tracing_registry") {
         println!("\ntracing bridge: Registry + tickscope layer = {r:.2} × Registry alone per span");
     }
+    if let Some(r) = ratio_of("tracing_tickscope", "tracing_registry") {
+        println!("tracing bridge: tickscope subscriber = {r:.2} × Registry alone per span");
+    }
     if let Some(r) = ratio_of("tracing_chrome_e2e", "tracing_tickscope_e2e") {
-        println!("end to end: tracing-chrome = {r:.2} × tracing through the tickscope layer");
+        println!("end to end: tracing-chrome = {r:.2} × tracing through the tickscope subscriber");
     }
     if let Some(r) = ratio_of("tracing_chrome_e2e", "tickscope_e2e") {
         println!("end to end: tracing-chrome = {r:.2} × tickscope scope!");
