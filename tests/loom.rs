@@ -10,15 +10,12 @@ use tickscope::buffer::{CHUNK_EVENTS, ChunkBox, LinkedChunk, SharedChunk, Thread
 use tickscope::event::{RawEvent, RawKind};
 
 /// Pushes `groups` (records published together), switching chunks when one fills.
-///
-/// # Safety
-/// The caller's thread is the only writer of `buffer`, which outlives this call unretired.
-unsafe fn write_groups(buffer: &ThreadBuffer, groups: &[&[RawEvent]]) {
+fn write_groups(buffer: &Arc<ThreadBuffer>, groups: &[&[RawEvent]]) {
     let writer = Writer::new();
     for group in groups {
         if !writer.try_push_all(group) {
-            // SAFETY: the caller's duties.
-            unsafe { writer.switch_to(buffer, ChunkBox::alloc(), 7) };
+            let linked = writer.switch_to(buffer, ChunkBox::alloc(), 7);
+            assert!(linked.is_ok(), "the only writer");
             assert!(writer.try_push_all(group));
         }
     }
@@ -26,17 +23,16 @@ unsafe fn write_groups(buffer: &ThreadBuffer, groups: &[&[RawEvent]]) {
 }
 
 /// Pushes events with ticks `1..=n`.
-fn write(buffer: &ThreadBuffer, n: u64) {
+fn write(buffer: &Arc<ThreadBuffer>, n: u64) {
     let events: Vec<RawEvent> = (1..=n).map(|tick| RawEvent::begin(1, tick)).collect();
     let groups: Vec<&[RawEvent]> = events.chunks(1).collect();
-    // SAFETY: each model's writer thread is the buffer's only writer, and retires it after.
-    unsafe { write_groups(buffer, &groups) };
+    write_groups(buffer, &groups);
 }
 
 /// Runs `body` on a new thread, the buffer's writer.
 fn spawn_writer(
     buffer: &Arc<ThreadBuffer>,
-    body: impl FnOnce(&ThreadBuffer) + Send + 'static,
+    body: impl FnOnce(&Arc<ThreadBuffer>) + Send + 'static,
 ) -> thread::JoinHandle<()> {
     let buffer = buffer.clone();
     thread::spawn(move || body(&buffer))
@@ -132,8 +128,7 @@ fn records_pushed_together_are_seen_together() {
             // The payload's "tick" is an address, far above every real tick.
             let first = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 1, 1);
             let second = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 2, 2);
-            // SAFETY: this thread is the buffer's only writer and retires it after.
-            unsafe { write_groups(buffer, &[&first, &second]) };
+            write_groups(buffer, &[&first, &second]);
             buffer.retire();
         });
         let kinds: Vec<RawKind> = buffer
@@ -256,9 +251,9 @@ fn a_scanner_reads_only_complete_chunks() {
                 for tick in 1..=4 {
                     let event = RawEvent::begin(1, tick);
                     if !writer.try_push(event) {
-                        // SAFETY: this thread is the buffer's only writer, and detaches
-                        // before the model retires the buffer.
-                        let linked = unsafe { writer.switch_to(buffer, ChunkBox::alloc(), 7) };
+                        let linked = writer
+                            .switch_to(buffer, ChunkBox::alloc(), 7)
+                            .expect("the only writer");
                         first.lock().unwrap().get_or_insert(linked);
                         assert!(writer.try_push(event));
                     }
@@ -267,8 +262,7 @@ fn a_scanner_reads_only_complete_chunks() {
             })
         };
         let read = |chunk: LinkedChunk| {
-            // SAFETY: `chunk` came from `switch_to` on this buffer.
-            let held = unsafe { buffer.hold_complete(chunk) }?;
+            let held = buffer.hold_complete(chunk)?;
             Some(held.records().iter().map(|e| e.tick).collect::<Vec<_>>())
         };
         let linked = *first.lock().unwrap();
@@ -286,8 +280,7 @@ fn a_scanner_reads_only_complete_chunks() {
             .expect("the writer linked its first chunk");
         // Complete now: the writer linked the next one. Recycled while held, it goes to the
         // holder that lets go last.
-        // SAFETY: as in `read`.
-        let held = unsafe { buffer.hold_complete(chunk) }.expect("complete");
+        let held = buffer.hold_complete(chunk).expect("complete");
         let recycled = buffer.evict_through(0, |_| {}, drop);
         assert!(matches!(recycled, Ok(None)));
         assert_eq!(read(chunk), None);

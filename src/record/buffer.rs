@@ -11,19 +11,26 @@
 //!   buffer's mutex: the writer takes it once per chunk, never per event.
 //! - A chunk is shared by counting its holders: the list while the chunk is linked, and every
 //!   [`SharedChunk`] (a capture's view of it). Only chunks that the writer no longer writes (not
-//!   the tail, a full tail, or any chunk once the writer has retired) are unlinked, under the
-//!   mutex. (The writer of a full tail never touches it again: its cursor is at the end, and its
-//!   next push links a new chunk, under the mutex, after a tail that may have gone.) The
-//!   last holder to let go gets the chunk back as a [`ChunkBox`], to recycle or free.
+//!   the tail, a full tail, or any chunk once the writer has retired and detached) are
+//!   unlinked, under the mutex. (The writer of a full tail never touches it again: its cursor is
+//!   at the end, and its next push links a new chunk, under the mutex, after a tail that may
+//!   have gone.) The last holder to let go gets the chunk back as a [`ChunkBox`], to recycle or
+//!   free.
+//! - A writer attaches to one buffer at a time, and a buffer takes one writer at a time: the
+//!   writer holds the buffer (an `Arc`) from [`Writer::switch_to`] to [`Writer::detach`], and
+//!   the list records that it is attached, so that no other writer links into it meanwhile and
+//!   its tail stays linked even if the buffer is retired early.
 //!
 //! This module is model-checked by loom (`tests/loom.rs`, `--cfg loom`).
 
 use std::cell::Cell;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64 as BufferIds;
 
 pub use crate::record::chunk::{CHUNK_EVENTS, ChunkBox, SharedChunk};
 use crate::record::chunk::{Chunk, ChunkPtr, release};
 use crate::record::event::RawEvent;
-use crate::record::sync::{Mutex, MutexGuard, lock};
+use crate::record::sync::{Arc, Mutex, MutexGuard, lock};
 
 #[derive(Default)]
 struct ChunkList {
@@ -33,8 +40,19 @@ struct ChunkList {
     /// The index of `head` among every chunk ever linked into this buffer (0 for the first):
     /// the count of chunks unlinked so far. A streaming session names chunks by index.
     first_index: u64,
-    /// The writer has gone (its thread exited): the tail may be unlinked too.
+    /// The writer has gone (its thread exited): once it is detached too, the tail may be
+    /// unlinked.
     retired: bool,
+    /// A [`Writer`] is attached: it fills the tail, and no other writer may link a chunk.
+    attached: bool,
+}
+
+impl ChunkList {
+    /// Whether `ptr`, with `len` records published, is the tail its writer may still fill: not
+    /// full, and its writer attached or not retired yet.
+    fn filling(&self, ptr: ChunkPtr, len: usize) -> bool {
+        self.tail == Some(ptr) && len < CHUNK_EVENTS && (self.attached || !self.retired)
+    }
 }
 
 /// [`ThreadBuffer::evict_through`] was asked for the tail its writer still fills.
@@ -48,10 +66,12 @@ pub struct Busy;
 pub struct LinkedChunk {
     ptr: ChunkPtr,
     index: u64,
+    /// The id of the buffer it was linked into (see [`ThreadBuffer::hold_complete`]).
+    buffer: u64,
 }
 
 // SAFETY: the pointer is followed only by `ThreadBuffer::hold_complete`, under its buffer's
-// mutex, once the buffer's indexes show the chunk still linked.
+// mutex, once the buffer's id and indexes show the chunk still linked there.
 unsafe impl Send for LinkedChunk {}
 // SAFETY: as for `Send`; a `LinkedChunk` is a copyable name, with nothing to mutate.
 unsafe impl Sync for LinkedChunk {}
@@ -77,7 +97,12 @@ pub struct StreamedChunk {
 /// The chunks of one thread's events, oldest first.
 pub struct ThreadBuffer {
     list: Mutex<ChunkList>,
+    /// Process-unique: the [`LinkedChunk`]s of this buffer carry it.
+    id: u64,
 }
+
+/// The id of the next [`ThreadBuffer`].
+static NEXT_BUFFER: BufferIds = BufferIds::new(0);
 
 // SAFETY: the list's pointers are only followed under the mutex, and every chunk they point to
 // is held by the list (see the module docs).
@@ -96,6 +121,7 @@ impl ThreadBuffer {
     pub fn new() -> Self {
         Self {
             list: Mutex::new(ChunkList::default()),
+            id: NEXT_BUFFER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -105,11 +131,21 @@ impl ThreadBuffer {
         lock(&self.list)
     }
 
-    /// Links `fresh` as the new tail, held by the list; returns the pointer the writer fills
-    /// and the chunk's index among every chunk ever linked into this buffer.
-    fn link(&self, fresh: ChunkBox, thread: u64) -> (ChunkPtr, u64) {
-        let fresh = fresh.into_held(thread);
+    /// Links `fresh` as the new tail, held by the list, for the writer that is attached when
+    /// `attached` (and attaches otherwise); returns the pointer the writer fills and the
+    /// chunk's index among every chunk ever linked into this buffer, or `fresh` back when
+    /// another writer is attached.
+    fn link(&self, fresh: ChunkBox, thread: u64, attached: bool) -> Result<LinkedChunk, ChunkBox> {
         let mut list = self.lock();
+        debug_assert!(
+            list.attached || !attached,
+            "a writer attached to a buffer that knows none"
+        );
+        if list.attached && !attached {
+            return Err(fresh);
+        }
+        list.attached = true;
+        let fresh = fresh.into_held(thread);
         match list.tail {
             // SAFETY: the list holds its tail; `next` is only accessed under the mutex.
             Some(tail) => unsafe { tail.get() }
@@ -119,10 +155,15 @@ impl ThreadBuffer {
         }
         list.tail = Some(fresh);
         list.chunks += 1;
-        (fresh, list.first_index + list.chunks as u64 - 1)
+        Ok(LinkedChunk {
+            ptr: fresh,
+            index: list.first_index + list.chunks as u64 - 1,
+            buffer: self.id,
+        })
     }
 
-    /// Marks the writer as gone; from now on every chunk can be unlinked.
+    /// Marks the writer as gone; from now on every chunk can be unlinked (the tail once the
+    /// writer is detached, if it still is attached).
     pub fn retire(&self) {
         self.lock().retired = true;
     }
@@ -161,7 +202,7 @@ impl ThreadBuffer {
             // SAFETY: the list holds every linked chunk; we hold the mutex.
             let chunk = unsafe { ptr.get() };
             let len = chunk.published();
-            let filling = list.tail == Some(ptr) && !list.retired && len < CHUNK_EVENTS;
+            let filling = list.filling(ptr, len);
             if filling && !tail {
                 break;
             }
@@ -191,14 +232,14 @@ impl ThreadBuffer {
     }
 
     /// Holds `chunk` with all its records while it is still linked and complete (its writer
-    /// has linked a newer chunk, filled it, or retired); `None` when it was unlinked or is the
-    /// tail its writer still fills. (A flight recorder's scanner reads chunks this way, off
-    /// the writer's path and without the buffer's mutex: a chunk recycled meanwhile goes to
-    /// whoever lets go of it last.)
-    ///
-    /// # Safety
-    /// `chunk` was returned by [`Writer::switch_to`] for this buffer.
-    pub unsafe fn hold_complete(&self, chunk: LinkedChunk) -> Option<SharedChunk> {
+    /// has linked a newer chunk, filled it, or retired); `None` when it was unlinked, is the
+    /// tail its writer still fills, or was linked into another buffer. (A flight recorder's
+    /// scanner reads chunks this way, off the writer's path and without the buffer's mutex: a
+    /// chunk recycled meanwhile goes to whoever lets go of it last.)
+    pub fn hold_complete(&self, chunk: LinkedChunk) -> Option<SharedChunk> {
+        if chunk.buffer != self.id {
+            return None;
+        }
         let list = self.lock();
         if list.chunks == 0 {
             return None;
@@ -207,11 +248,12 @@ impl ThreadBuffer {
         if chunk.index < list.first_index || chunk.index > tail {
             return None;
         }
-        // SAFETY: the caller's chunk was linked into this buffer as `chunk.index`; chunks are
-        // unlinked only from the head, each advancing `first_index`, so the list still holds
-        // it; we hold the mutex.
+        // SAFETY: only `link` makes a `LinkedChunk`, and this buffer's id (unique to it) says
+        // that it linked `chunk` into this buffer as `chunk.index`; chunks are unlinked only
+        // from the head, each advancing `first_index`, so the list still holds it; we hold the
+        // mutex.
         let len = unsafe { chunk.ptr.get() }.published();
-        if chunk.index == tail && !list.retired && len < CHUNK_EVENTS {
+        if list.filling(chunk.ptr, len) {
             return None;
         }
         // SAFETY: the list holds the chunk, and `len` records are published (just loaded with
@@ -240,7 +282,7 @@ impl ThreadBuffer {
             // SAFETY: the list holds its chunks; we hold the mutex.
             let chunk = unsafe { head.get() };
             let len = chunk.published();
-            if list.tail == Some(head) && !list.retired && len < CHUNK_EVENTS {
+            if list.filling(head, len) {
                 // Only the newest chunk can be the tail: `index` is it.
                 return Err(Busy);
             }
@@ -274,8 +316,8 @@ impl ThreadBuffer {
         let mut list = self.lock();
         while let Some(head) = list.head {
             // SAFETY: the list holds its chunks; we hold the mutex.
-            let full = unsafe { head.get() }.published() == CHUNK_EVENTS;
-            if list.tail == Some(head) && !list.retired && !full {
+            let len = unsafe { head.get() }.published();
+            if list.filling(head, len) {
                 break;
             }
             if keep.is_some_and(|keep| list.first_index >= keep) {
@@ -329,9 +371,9 @@ impl Drop for ThreadBuffer {
         while let Some(ptr) = cursor {
             // SAFETY: the list holds its chunks; `next` is only accessed under the mutex.
             cursor = unsafe { ptr.get() }.next.with(|n| unsafe { *n });
-            // SAFETY: a buffer is dropped only after its writer retired (the registry holds it
-            // until then), and the list lets go of each of its holds once. A chunk a capture
-            // still holds is freed by the capture.
+            // SAFETY: no writer fills the buffer any more (an attached writer holds it, so it
+            // is dropped only once its writer detached), and the list lets go of each of its
+            // holds once. A chunk a capture still holds is freed by the capture.
             drop(unsafe { release(ptr) });
         }
     }
@@ -339,13 +381,22 @@ impl Drop for ThreadBuffer {
 
 /// The writer's cursor into the tail chunk of its buffer; lives in a thread-local.
 ///
-/// `pos == CHUNK_EVENTS` doubles as "no chunk": the first push then takes the slow path.
+/// `pos == CHUNK_EVENTS` doubles as "no chunk": the first push then takes the slow path (one
+/// compare per push, which the hot path needs anyway).
+///
+/// From [`switch_to`](Writer::switch_to) to [`detach`](Writer::detach) the writer is
+/// attached to its buffer: it holds it (a strong count of the buffer's `Arc`), and the buffer
+/// takes no other writer. A writer dropped while attached (it has no `Drop`, so that a
+/// thread-local one costs no destructor check) keeps its buffer alive and attached: detach it.
 pub struct Writer {
     chunk: Cell<*const Chunk>,
     pos: Cell<usize>,
     /// The real `pos` while [`park`](Writer::park)ed (`pos` then reads full, so the next push
     /// takes the slow path); [`NOT_PARKED`] otherwise.
     parked: Cell<usize>,
+    /// The buffer this writer is attached to: an `Arc` given up to a raw pointer by
+    /// `switch_to`, taken back by `detach`.
+    buffer: Cell<Option<NonNull<ThreadBuffer>>>,
 }
 
 /// [`Writer::parked`] when the writer is not parked.
@@ -364,6 +415,7 @@ impl Writer {
             chunk: Cell::new(std::ptr::null()),
             pos: Cell::new(CHUNK_EVENTS),
             parked: Cell::new(NOT_PARKED),
+            buffer: Cell::new(None),
         }
     }
 
@@ -408,10 +460,12 @@ impl Writer {
     pub fn try_push_all(&self, events: &[RawEvent]) -> bool {
         let pos = self.pos.get();
         if pos < CHUNK_EVENTS && pos + events.len() <= CHUNK_EVENTS {
-            // SAFETY: `pos < CHUNK_EVENTS` means `switch_to` set `chunk` to the tail of a
-            // buffer that this writer alone fills and that stays linked until `detach` (the
-            // duties of `switch_to`'s caller); `pos` is its published length and
-            // `pos + len <= CHUNK_EVENTS` was just checked.
+            // SAFETY: `pos < CHUNK_EVENTS` means `switch_to` set `chunk` to the tail of the
+            // buffer this writer is attached to: the writer holds the buffer, which links no
+            // other writer's chunks and does not unlink a tail that is not full while its writer
+            // is attached (`ChunkList::filling`), so this writer alone writes the chunk and it
+            // stays linked until `switch_to` or `detach` moves on; `pos` is its published
+            // length and `pos + len <= CHUNK_EVENTS` was just checked.
             unsafe { (*self.chunk.get()).write_all(pos, events) };
             self.pos.set(pos + events.len());
             true
@@ -421,29 +475,160 @@ impl Writer {
     }
 
     /// Links `fresh` into `buffer` as the chunk of thread `thread`, and makes it the chunk this
-    /// writer fills; returns it with its index among the chunks ever linked into `buffer`.
-    ///
-    /// # Safety
-    /// This writer is the only one that ever fills `buffer`, and `buffer` is not retired nor
-    /// dropped before the writer is [`detach`](Writer::detach)ed (or switched to another chunk
-    /// of the same buffer).
-    pub unsafe fn switch_to(
+    /// writer fills, attaching the writer to `buffer` (and detaching it from any other buffer
+    /// first); returns it with its index among the chunks ever linked into `buffer`. Gives
+    /// `fresh` back, and leaves the writer detached, when another writer is attached to
+    /// `buffer`.
+    pub fn switch_to(
         &self,
-        buffer: &ThreadBuffer,
+        buffer: &Arc<ThreadBuffer>,
         fresh: ChunkBox,
         thread: u64,
-    ) -> LinkedChunk {
-        let (ptr, index) = buffer.link(fresh, thread);
-        self.chunk.set(ptr.0.as_ptr());
+    ) -> Result<LinkedChunk, ChunkBox> {
+        let attached = self
+            .buffer
+            .get()
+            .is_some_and(|held| std::ptr::eq(held.as_ptr(), Arc::as_ptr(buffer)));
+        if !attached {
+            self.detach();
+        }
+        let linked = buffer.link(fresh, thread, attached)?;
+        if !attached {
+            self.buffer
+                .set(NonNull::new(Arc::into_raw(Arc::clone(buffer)).cast_mut()));
+        }
+        self.chunk.set(linked.ptr.0.as_ptr());
         self.pos.set(0);
         self.parked.set(NOT_PARKED);
-        LinkedChunk { ptr, index }
+        Ok(linked)
     }
 
-    /// Forgets the current chunk; the next push takes the slow path.
+    /// Forgets the current chunk and lets go of the buffer (which may then unlink it once
+    /// retired, and take another writer); the next push takes the slow path.
     pub fn detach(&self) {
         self.chunk.set(std::ptr::null());
         self.pos.set(CHUNK_EVENTS);
         self.parked.set(NOT_PARKED);
+        if let Some(buffer) = self.buffer.take() {
+            // SAFETY: `switch_to` stored this pointer from `Arc::into_raw`, once per
+            // attachment, and `take` hands it back once.
+            let buffer = unsafe { Arc::from_raw(buffer.as_ptr().cast_const()) };
+            buffer.lock().attached = false;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn ticks(shared: &[SharedChunk]) -> Vec<u64> {
+        shared
+            .iter()
+            .flat_map(|c| c.records().iter().map(|e| e.tick))
+            .collect()
+    }
+
+    /// A buffer takes one writer at a time, and the writer holds it while attached.
+    #[test]
+    fn a_buffer_takes_one_writer_at_a_time() {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let (first, second) = (Writer::new(), Writer::new());
+        let linked = first.switch_to(&buffer, ChunkBox::alloc(), 1).unwrap();
+        assert_eq!(linked.index(), 0);
+        assert_eq!(Arc::strong_count(&buffer), 2);
+        assert!(first.try_push(RawEvent::begin(1, 10)));
+        // Refused: the chunk comes back, nothing is linked, the second writer stays detached.
+        assert!(second.switch_to(&buffer, ChunkBox::alloc(), 2).is_err());
+        assert!(!second.try_push(RawEvent::begin(1, 11)));
+        assert_eq!(buffer.chunks(), 1);
+        assert_eq!(Arc::strong_count(&buffer), 2);
+        // The attached writer links again into its own buffer without a second hold.
+        let next = first.switch_to(&buffer, ChunkBox::alloc(), 1).unwrap();
+        assert_eq!(next.index(), 1);
+        assert_eq!(Arc::strong_count(&buffer), 2);
+        first.detach();
+        assert_eq!(Arc::strong_count(&buffer), 1);
+        assert!(!first.try_push(RawEvent::begin(1, 12)));
+        // Detached, the buffer takes the other writer.
+        let third = second.switch_to(&buffer, ChunkBox::alloc(), 2).unwrap();
+        assert_eq!(third.index(), 2);
+        assert!(second.try_push(RawEvent::begin(1, 13)));
+        second.detach();
+        assert_eq!(ticks(&buffer.share(0)), [10, 13]);
+        buffer.retire();
+        buffer.reclaim(None, None, drop);
+        assert!(buffer.is_drained());
+    }
+
+    /// A writer that attaches to another buffer lets go of the first one.
+    #[test]
+    fn switching_buffers_detaches_from_the_first() {
+        let (a, b) = (Arc::new(ThreadBuffer::new()), Arc::new(ThreadBuffer::new()));
+        let writer = Writer::new();
+        writer.switch_to(&a, ChunkBox::alloc(), 1).unwrap();
+        writer.switch_to(&b, ChunkBox::alloc(), 1).unwrap();
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 2));
+        // `a` is free for another writer.
+        let other = Writer::new();
+        assert!(other.switch_to(&a, ChunkBox::alloc(), 2).is_ok());
+        other.detach();
+        writer.detach();
+        assert_eq!(Arc::strong_count(&b), 1);
+    }
+
+    /// Retired while its writer is still attached, a buffer keeps the tail the writer fills;
+    /// once detached, the tail goes too.
+    #[test]
+    fn an_attached_writers_tail_outlives_retirement() {
+        let buffer = Arc::new(ThreadBuffer::new());
+        let writer = Writer::new();
+        let linked = writer.switch_to(&buffer, ChunkBox::alloc(), 1).unwrap();
+        assert!(writer.try_push(RawEvent::begin(1, 10)));
+        buffer.retire();
+        let mut reclaimed = 0;
+        buffer.reclaim(None, None, |_| reclaimed += 1);
+        assert_eq!((reclaimed, buffer.chunks()), (0, 1));
+        assert!(buffer.hold_complete(linked).is_none());
+        assert_eq!(buffer.evict_through(0, |_| {}, drop).unwrap_err(), Busy);
+        assert!(writer.try_push(RawEvent::begin(1, 11)));
+        writer.detach();
+        let held = buffer
+            .hold_complete(linked)
+            .expect("complete once detached");
+        assert_eq!(ticks(std::slice::from_ref(&held)), [10, 11]);
+        drop(held);
+        buffer.reclaim(None, None, |_| reclaimed += 1);
+        assert_eq!(reclaimed, 1);
+        assert!(buffer.is_drained());
+    }
+
+    /// A chunk linked into one buffer is never held through another, even at an index the
+    /// other buffer has.
+    #[test]
+    fn a_chunk_is_held_only_through_its_own_buffer() {
+        let (a, b) = (Arc::new(ThreadBuffer::new()), Arc::new(ThreadBuffer::new()));
+        let (wa, wb) = (Writer::new(), Writer::new());
+        let in_a = wa.switch_to(&a, ChunkBox::alloc(), 1).unwrap();
+        let in_b = wb.switch_to(&b, ChunkBox::alloc(), 2).unwrap();
+        assert!(wa.try_push(RawEvent::begin(1, 10)));
+        assert!(wb.try_push(RawEvent::begin(1, 20)));
+        wa.switch_to(&a, ChunkBox::alloc(), 1).unwrap();
+        wb.switch_to(&b, ChunkBox::alloc(), 2).unwrap();
+        assert_eq!((in_a.index(), in_b.index()), (0, 0));
+        assert!(b.hold_complete(in_a).is_none());
+        assert!(a.hold_complete(in_b).is_none());
+        let held = a.hold_complete(in_a).expect("complete");
+        assert_eq!(
+            (held.thread(), ticks(std::slice::from_ref(&held))),
+            (1, vec![10])
+        );
+        drop(held);
+        for (buffer, writer) in [(&a, &wa), (&b, &wb)] {
+            writer.detach();
+            buffer.retire();
+            buffer.reclaim(None, None, drop);
+            assert!(buffer.is_drained());
+        }
     }
 }

@@ -134,7 +134,7 @@ impl Chunk {
     ///
     /// # Safety
     /// `len` is at most the number of published slots seen with `Acquire`, and the chunk stays
-    /// allocated, unrecycled, for `'a`.
+    /// allocated, unrecycled, while the slice is borrowed.
     pub(crate) unsafe fn records(&self, len: usize) -> &[RawEvent] {
         #[cfg(not(loom))]
         {
@@ -179,11 +179,16 @@ impl Chunk {
 pub(crate) struct ChunkPtr(pub(crate) NonNull<Chunk>);
 
 impl ChunkPtr {
+    /// The chunk, borrowed for as long as this pointer is: a copy of the pointer taken from
+    /// its holder (the list, or a [`SharedChunk`]) lends the chunk no longer than the copy
+    /// lives.
+    ///
     /// # Safety
-    /// The chunk is still held by someone (the list, or a [`SharedChunk`]).
+    /// The chunk is held by someone (the list, or a [`SharedChunk`]) for as long as the
+    /// returned reference is used.
     #[inline(always)]
-    pub(crate) unsafe fn get<'a>(self) -> &'a Chunk {
-        // SAFETY: the caller guarantees the chunk is alive.
+    pub(crate) unsafe fn get(&self) -> &Chunk {
+        // SAFETY: the caller guarantees the chunk is alive while the borrow lasts.
         unsafe { self.0.as_ref() }
     }
 }

@@ -458,8 +458,7 @@ fn drain(session: u64, paused: bool) -> Option<usize> {
         let Some((thread, chunk, generation, mut open)) = next else {
             return Some(count);
         };
-        // SAFETY: `linked` got `chunk` from this thread's `switch_to` on its own buffer.
-        let held = unsafe { thread.buffer.hold_complete(chunk) };
+        let held = thread.buffer.hold_complete(chunk);
         let done = held.is_some();
         if let Some(held) = held {
             // Read without the buffer's lock: the thread links its next chunks meanwhile.

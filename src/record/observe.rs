@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::num::NonZeroU32;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,17 +108,22 @@ pub(crate) fn any() -> bool {
     registry::observers_exist()
 }
 
+/// Where this thread keeps a scope that observers took, until [`exit`] delivers its end:
+/// taken by value, so each is exited once.
+#[derive(Debug)]
+pub(crate) struct Slot(NonZeroU32);
+
 /// Delivers an entry to this thread's observers that sample it in; returns the slot that
-/// [`exit`] takes (0: no observer took it).
+/// [`exit`] takes, `None` when no observer took it.
 #[cold]
 #[inline(never)]
 pub(crate) fn enter(
     callsite: &'static Callsite,
     link: Option<Link>,
     args: Vec<(&'static str, Value)>,
-) -> u32 {
+) -> Option<Slot> {
     if IN_CALLBACK.try_with(Cell::get).unwrap_or(true) {
-        return 0;
+        return None;
     }
     let Ok(to) = LOCAL.try_with(|local| {
         let mut local = local.borrow_mut();
@@ -133,10 +139,10 @@ pub(crate) fn enter(
             .cloned()
             .collect::<Vec<_>>()
     }) else {
-        return 0;
+        return None;
     };
     if to.is_empty() {
-        return 0;
+        return None;
     }
     let open = Open {
         to,
@@ -158,9 +164,14 @@ pub(crate) fn enter(
                     local.open.len() - 1
                 }
             };
-            slot as u32 + 1
+            // Slot `i` is kept as `i + 1`, never 0: an `Option<Slot>` takes 4 bytes.
+            u32::try_from(slot + 1)
+                .ok()
+                .and_then(NonZeroU32::new)
+                .map(Slot)
         })
-        .unwrap_or(0)
+        .ok()
+        .flatten()
 }
 
 /// Delivers the exit of the scope in `slot` to the observers that took its entry and are
@@ -168,8 +179,8 @@ pub(crate) fn enter(
 #[cold]
 #[inline(never)]
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
-pub(crate) fn exit(slot: u32) {
-    let index = slot as usize - 1;
+pub(crate) fn exit(slot: Slot) {
+    let index = slot.0.get() as usize - 1;
     let open = LOCAL.try_with(|local| {
         let mut local = local.borrow_mut();
         let open = local.open.get_mut(index).and_then(Option::take);

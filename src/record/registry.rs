@@ -57,7 +57,8 @@ pub(crate) struct ThreadEntry {
     /// Process-unique, never reused, starting at 1.
     pub(crate) id: u64,
     pub(crate) name: Option<String>,
-    pub(crate) buffer: ThreadBuffer,
+    /// Held by the registry, and by the thread's writer while it is attached.
+    pub(crate) buffer: Arc<ThreadBuffer>,
 }
 
 /// Which threads a session records.
@@ -187,7 +188,7 @@ pub(crate) fn register_thread(name: Option<String>) -> Arc<ThreadEntry> {
     let entry = Arc::new(ThreadEntry {
         id: reg.next_thread,
         name,
-        buffer: ThreadBuffer::new(),
+        buffer: Arc::new(ThreadBuffer::new()),
     });
     reg.next_thread += 1;
     reg.threads.push(entry.clone());

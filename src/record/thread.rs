@@ -519,10 +519,14 @@ fn next_chunk(hot: &HotState, events: u64) -> bool {
                 pool::refused(events);
                 return false;
             };
-            // SAFETY: this thread's writer is the only one that fills its own buffer, and the
-            // buffer (held by `REGISTRATION`) is retired only in `Registration::drop`, which
-            // detaches the writer first.
-            let linked = unsafe { hot.writer.switch_to(&entry.buffer, fresh, entry.id) };
+            // Only this thread's writer attaches to its buffer, so none other is attached.
+            let linked = match hot.writer.switch_to(&entry.buffer, fresh, entry.id) {
+                Ok(linked) => linked,
+                Err(fresh) => {
+                    pool::give(fresh);
+                    return false;
+                }
+            };
             if flight::on() {
                 flight::linked(entry, linked);
             }
