@@ -18,7 +18,8 @@ use ::tracing::subscriber::Interest;
 use ::tracing::{Event, Metadata};
 use tracing_core::span::Current;
 
-use super::{Ext, SpanStore};
+use super::hooks::{self, Ext, SpanStore};
+use super::local::site;
 
 /// Bits of a span id that hold its slot (plus one: an id is never 0).
 const SLOT_BITS: u32 = 28;
@@ -316,7 +317,7 @@ fn free(shard: u32, slot: u32, found: &'static Slot) {
 
 impl ::tracing::Subscriber for TickscopeSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        super::site(meta);
+        site(meta);
         Interest::always()
     }
 
@@ -330,22 +331,22 @@ impl ::tracing::Subscriber for TickscopeSubscriber {
             // gets an id that finds nothing, and is not recorded.
             return Id::from_u64(u64::MAX);
         };
-        if let Some(state) = super::on_new_span(attrs, &id) {
+        if let Some(state) = hooks::on_new_span(attrs, &id) {
             crate::record::sync::recover(found.ext.lock()).state = Some(state);
         }
         id
     }
 
     fn record(&self, span: &Id, values: &Record<'_>) {
-        super::on_record(span, values, || find(span).map(|f| Found(f.2)));
+        hooks::on_record(span, values, || find(span).map(|f| Found(f.2)));
     }
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
-        super::on_follows_from(span, follows, || find(span).map(|f| Found(f.2)));
+        hooks::on_follows_from(span, follows, || find(span).map(|f| Found(f.2)));
     }
 
     fn event(&self, event: &Event<'_>) {
-        super::on_event(event);
+        hooks::on_event(event);
     }
 
     fn enter(&self, span: &Id) {
@@ -353,11 +354,11 @@ impl ::tracing::Subscriber for TickscopeSubscriber {
             let metadata = Found(found).metadata();
             let _ = CURRENT.try_with(|c| c.borrow_mut().push((span.clone(), metadata)));
         }
-        super::on_enter(span, || find(span).map(|f| Found(f.2)));
+        hooks::on_enter(span, || find(span).map(|f| Found(f.2)));
     }
 
     fn exit(&self, span: &Id) {
-        super::on_exit(span);
+        hooks::on_exit(span);
         let _ = CURRENT.try_with(|c| {
             let mut current = c.borrow_mut();
             if let Some(at) = current.iter().rposition(|(id, _)| id == span) {
@@ -381,7 +382,7 @@ impl ::tracing::Subscriber for TickscopeSubscriber {
             return false;
         }
         std::sync::atomic::fence(Ordering::Acquire);
-        super::on_close(&id);
+        hooks::on_close(&id);
         free(shard, slot, found);
         true
     }

@@ -44,7 +44,7 @@ const STAGES: &[(&str, u32)] = &[
     ("session", 6),  // src/session.rs
     ("schedule", 6), // src/schedule.rs: what a scheduled session hands over, beside session
     ("thread", 6),   // src/thread.rs: threads that join their parent's sessions, beside session
-    ("tracing", 6),  // src/tracing.rs: the `tracing` bridge, a front end over record/ like session
+    ("tracing", 6),  // src/tracing/**: the `tracing` bridge, a front end over record/ like session
     // src/collector/**: collectors and plug-ins that sessions run.
     ("collector", 6),
     // src/native.rs: the C functions of the `native` feature, a front end like session.
