@@ -230,7 +230,7 @@ fn size(bytes: u64) -> String {
 }
 
 /// Unix nanoseconds as `YYYY-MM-DD HH:MM:SS`, UTC.
-fn utc(unix_ns: u64) -> String {
+pub(crate) fn utc(unix_ns: u64) -> String {
     let secs = unix_ns / 1_000_000_000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil(days);

@@ -25,7 +25,7 @@ use super::protocol::{
 };
 use super::stream::{Stream, new_token, same_bytes};
 use crate::capture::Capture;
-use crate::capture::format::{CHUNK_HEADER, ORIGIN, ORIGIN_LEN, ORIGIN_VERSION, padded};
+use crate::capture::format::{CHUNK_HEADER, ORIGIN, ORIGIN_VERSION, padded};
 use crate::record::sync::lock;
 use crate::record::untracked::Untracked;
 use crate::session::{Recording, WeakProfiler};
@@ -614,10 +614,7 @@ pub(crate) fn write_session(
     attach_ns: u64,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut content = Vec::with_capacity(ORIGIN_LEN);
-    content.extend_from_slice(&origin.code().to_le_bytes());
-    content.extend_from_slice(&0u32.to_le_bytes());
-    content.extend_from_slice(&attach_ns.to_le_bytes());
+    let content = super::origin_content(origin, attach_ns);
     let mut chunk = Vec::new();
     protocol::write_chunk(&mut chunk, ORIGIN, ORIGIN_VERSION, &content)?;
     let mut spliced = AfterHeader {
@@ -740,6 +737,7 @@ mod at_exit {
 mod tests {
     use super::*;
     use crate::attach::origins;
+    use crate::capture::format::ORIGIN_LEN;
 
     #[test]
     fn tcp_is_loopback_only_unless_widened() {
