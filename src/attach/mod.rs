@@ -53,6 +53,8 @@ pub use client::{
     watch_from,
 };
 #[cfg(unix)]
+use dir::socket_path_in;
+#[cfg(unix)]
 pub use dir::{socket_dir, socket_path};
 
 use crate::capture::format::{CHUNK_HEADER, ORIGIN, padded};
