@@ -650,6 +650,13 @@ fn ps_lists_a_program_that_listens_on_tcp_only() {
         format!("{PS_HEADER}\n")
     );
 
+    // `exit` with the session running: the entry goes at exit.
+    let (mut program, _, _) = start(&runtime);
+    assert_eq!(entries(&dir), [format!("{}.tcp", program.pid)]);
+    writeln!(program.stdin, "exit").unwrap();
+    assert!(program.child.wait().unwrap().success());
+    assert_eq!(entries(&dir), Vec::<String>::new());
+
     // Killed: the entry stays, until `ps` finds nothing listening there and removes it.
     let (mut program, _, _) = start(&runtime);
     let pid = program.pid;

@@ -753,9 +753,13 @@ mod at_exit {
         }
     }
 
+    /// Forgets one registration of `path` (two TCP endpoints of one process register the
+    /// same entry).
     pub(super) fn unregister(path: &std::path::Path) {
-        if let Ok(mut paths) = PATHS.lock() {
-            paths.retain(|p| p != path);
+        if let Ok(mut paths) = PATHS.lock()
+            && let Some(at) = paths.iter().position(|p| p == path)
+        {
+            paths.swap_remove(at);
         }
     }
 
