@@ -12,8 +12,10 @@ use crate::{Context, Failure};
 
 /// List the running programs of this user that can be attached to
 ///
-/// Those started with `listen(true)` or `TICKSCOPE_LISTEN=1`. The sockets of programs that
-/// died are removed.
+/// Those started with `listen(true)` or `TICKSCOPE_LISTEN=1`, and those with a TCP endpoint
+/// (`listen_tcp`), whose address the TCP column shows (attaching there takes the token the
+/// program printed: `record --tcp ADDR --token T`). The sockets and TCP entries of programs
+/// that died are removed.
 #[derive(Debug, clap::Args)]
 pub(crate) struct PsArgs {}
 
@@ -109,13 +111,13 @@ pub(crate) fn ps(_cx: &Context, _args: PsArgs) -> Result<ExitCode, Failure> {
     let programs = tickscope::attach::list().map_err(|e| Failure(e.to_string()))?;
     let mut out = std::io::stdout().lock();
     let mut lines = vec![format!(
-        "{:>8}  {:<24}  {:<20}  {:<6}  {:>9}",
-        "PID", "PROGRAM", "STARTED (UTC)", "MODE", "WINDOW"
+        "{:>8}  {:<24}  {:<20}  {:<6}  {:>9}  {}",
+        "PID", "PROGRAM", "STARTED (UTC)", "MODE", "WINDOW", "TCP"
     )];
     for program in &programs {
         lines.push(match &program.info {
             Ok(info) => format!(
-                "{:>8}  {:<24}  {:<20}  {:<6}  {:>9}",
+                "{:>8}  {:<24}  {:<20}  {:<6}  {:>9}  {}",
                 info.pid,
                 info.program,
                 utc(info.start_unix_ns),
@@ -123,7 +125,8 @@ pub(crate) fn ps(_cx: &Context, _args: PsArgs) -> Result<ExitCode, Failure> {
                 match info.flight_bytes {
                     0 => "-".to_owned(),
                     bytes => size(bytes),
-                }
+                },
+                program.tcp.map_or("-".to_owned(), |addr| addr.to_string()),
             ),
             Err(e) => format!("{:>8}  ({e})", pid_of(&program.path)),
         });
@@ -230,7 +233,7 @@ fn size(bytes: u64) -> String {
 }
 
 /// Unix nanoseconds as `YYYY-MM-DD HH:MM:SS`, UTC.
-fn utc(unix_ns: u64) -> String {
+pub(crate) fn utc(unix_ns: u64) -> String {
     let secs = unix_ns / 1_000_000_000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil(days);

@@ -4,8 +4,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use tickscope::attach::Origin;
 use tickscope::table::{Format, csv_record, markdown_grid};
 
+use crate::attach::utc;
 use crate::{Context, Failure, input, text};
 
 /// The fields of a session, by key: (key, heading, value as text, value as JSON).
@@ -15,8 +17,10 @@ type Fields = Vec<(&'static str, &'static str, String, serde_json::Value)>;
 ///
 /// For every session: format version, producer, process id, name and
 /// host, threads, chunks, records, dropped and overwritten events, whether memory was tracked,
-/// the time span and the time the data covers (a flight recorder's retained window), and the
-/// warnings met while reading it (listed here rather than on stderr).
+/// the time span and the time the data covers (a flight recorder's retained window), where a
+/// session taken by an attach comes from (the flight recorder's window before the attach, or
+/// what was recorded while attached) and when the attach was, and the warnings met while
+/// reading it (listed here rather than on stderr).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture file.
@@ -123,6 +127,28 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
                 warnings.len().to_string(),
                 warnings.len().into(),
             ),
+            // Of a session taken by an attach: the flight recorder's window or what was
+            // recorded while attached, and when the attach was (null otherwise; the text
+            // leaves them out). Last, so that CSV columns stay where they were.
+            (
+                "origin",
+                "origin",
+                capture
+                    .origin()
+                    .map_or("-".to_owned(), |(origin, _)| origin.describe().to_owned()),
+                capture
+                    .origin()
+                    .map(|(origin, _)| origin_name(origin))
+                    .into(),
+            ),
+            (
+                "attach_unix_ns",
+                "attached at",
+                capture
+                    .origin()
+                    .map_or("-".to_owned(), |(_, at)| format!("{} UTC", utc(at))),
+                capture.origin().map(|(_, at)| at).into(),
+            ),
         ];
         sessions.push((fields, warnings));
     }
@@ -189,6 +215,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
                 let cells: Vec<String> = std::iter::once((i + 1).to_string())
                     .chain(fields.iter().map(|(_, _, _, value)| match value {
                         serde_json::Value::String(s) => s.clone(),
+                        serde_json::Value::Null => String::new(),
                         other => other.to_string(),
                     }))
                     .collect();
@@ -215,7 +242,9 @@ fn plain(path: &std::path::Path, sessions: &[(Fields, Vec<String>)]) -> String {
     for (i, (fields, warnings)) in sessions.iter().enumerate() {
         let _ = writeln!(out, "session {}", i + 1);
         let width = fields.iter().map(|(_, k, _, _)| k.len()).max().unwrap_or(0);
-        for (_, key, value, _) in fields {
+        // A field that does not apply (null: the origin of a session not taken by an
+        // attach) is left out.
+        for (_, key, value, _) in fields.iter().filter(|(_, _, _, json)| !json.is_null()) {
             let _ = writeln!(out, "  {key:<width$}  {value}");
         }
         for warning in warnings {
@@ -223,6 +252,14 @@ fn plain(path: &std::path::Path, sessions: &[(Fields, Vec<String>)]) -> String {
         }
     }
     out
+}
+
+/// How the JSON and CSV name an origin.
+fn origin_name(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Flight => "flight",
+        Origin::Live => "live",
+    }
 }
 
 fn plural(n: usize) -> &'static str {

@@ -11,7 +11,9 @@ use crate::{Context, Failure, input, text};
 /// Concatenate capture files into one, checking every input first.
 ///
 /// Every session of every input, in order, into one file that
-/// `tickscope info` and `Capture::read_all` read back session by session. Every input is read
+/// `tickscope info` and `Capture::read_all` read back session by session; each keeps its
+/// process, its time and, for a session taken by an attach (`tickscope record`), its origin
+/// (the flight recorder's window or the live window, and the attach's time). Every input is read
 /// and checked first; if one fails, nothing is written. An input read with warnings (a
 /// salvaged tail, a missing footer, skipped chunks) is refused unless --allow-salvaged, so
 /// that the merged file never passes damaged input off as whole. The output is gzipped when

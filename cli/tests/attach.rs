@@ -17,6 +17,9 @@ use tickscope::{Profiler, scope};
 const CHILD: &str = "TICKSCOPE_ATTACH_TEST_CHILD";
 /// Set for a child that listens on TCP too: `listen_tcp` of its value.
 const CHILD_TCP: &str = "TICKSCOPE_ATTACH_TEST_TCP";
+/// Set for a child that opens no Unix socket (`listen(false)`): with [`CHILD_TCP`], a program
+/// that listens on TCP only.
+const CHILD_NO_SOCKET: &str = "TICKSCOPE_ATTACH_TEST_NO_SOCKET";
 
 /// The child: a flight recorder that listens; `NAME N` on stdin records N scopes `NAME`
 /// (`before` or `during`) and answers `did NAME N`; `quit` stops and prints its own calls;
@@ -26,7 +29,9 @@ fn child_program() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    let mut builder = Profiler::builder().flight_recorder(4 << 20).listen(true);
+    let mut builder = Profiler::builder()
+        .flight_recorder(4 << 20)
+        .listen(std::env::var_os(CHILD_NO_SOCKET).is_none());
     if let Ok(addr) = std::env::var(CHILD_TCP) {
         builder = builder.listen_tcp(addr);
     }
@@ -143,6 +148,10 @@ fn runtime_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The first line of `tickscope ps`.
+const PS_HEADER: &str =
+    "     PID  PROGRAM                   STARTED (UTC)         MODE       WINDOW  TCP";
+
 fn tickscope(runtime: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tickscope"));
     command.env("XDG_RUNTIME_DIR", runtime);
@@ -182,7 +191,8 @@ fn ps_and_record_pid_capture_what_the_program_did() {
     let fields: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(fields[0], program.pid.to_string());
     assert!(fields[1].starts_with("attach-"), "{ps}");
-    assert_eq!(fields[4..], ["flight", "4", "MiB"], "{ps}");
+    assert_eq!(lines[0], PS_HEADER);
+    assert_eq!(fields[4..], ["flight", "4", "MiB", "-"], "{ps}");
 
     // A live window ended by Ctrl-C.
     let out = runtime.join("run.tscope");
@@ -272,6 +282,36 @@ fn ps_and_record_pid_capture_what_the_program_did() {
         calls(&captures[0]),
         named(&[("handle_before", 100), ("handle_during", 250)])
     );
+
+    // Merged, the two attaches' sessions keep their origins: which window, which attach.
+    let merged = runtime.join("merged.tscope");
+    let merge = tickscope(&runtime)
+        .args(["merge", "-q"])
+        .args([&out, &window])
+        .arg("-o")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(merge.status.success());
+    let mut expected = tickscope::attach::origins(&std::fs::read(&out).unwrap());
+    let second = tickscope::attach::origins(&std::fs::read(&window).unwrap());
+    assert_eq!(second.len(), 1);
+    let (first_at, second_at) = (expected[0].unwrap().1, second[0].unwrap().1);
+    assert!(first_at < second_at, "{expected:?} {second:?}");
+    assert!(
+        expected
+            .iter()
+            .all(|o| o.is_some_and(|(_, at)| at == first_at))
+    );
+    expected.extend(second);
+    let merged_origins = tickscope::attach::origins(&std::fs::read(&merged).unwrap());
+    assert_eq!(merged_origins, expected);
+    let back: Vec<_> = Capture::read_all(&merged)
+        .unwrap()
+        .iter()
+        .map(Capture::origin)
+        .collect();
+    assert_eq!(back, expected);
 
     let socket = tickscope::attach::socket_path(program.pid);
     let own = program.quit();
@@ -419,6 +459,25 @@ fn record_tcp_with_the_printed_token() {
     assert_eq!(token.len(), 32, "{listening}");
     program.work("before", 30);
 
+    // `ps` lists the program once, with its address and not its token.
+    let ps = tickscope(&runtime).arg("ps").output().unwrap();
+    assert!(ps.status.success());
+    let ps = String::from_utf8(ps.stdout).unwrap();
+    let lines: Vec<&str> = ps.lines().collect();
+    assert_eq!(lines.len(), 2, "{ps}");
+    assert_eq!(lines[0], PS_HEADER);
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(fields[0], program.pid.to_string());
+    assert_eq!(fields[4..], ["flight", "4", "MiB", addr], "{ps}");
+    assert!(!ps.contains(token), "{ps}");
+    let entry = runtime.join(format!("tickscope/{}.tcp", program.pid));
+    assert!(
+        !std::fs::read(&entry)
+            .unwrap()
+            .windows(token.len())
+            .any(|w| w == token.as_bytes())
+    );
+
     let out = runtime.join("tcp.tscope");
     let record = tickscope(&runtime)
         .args([
@@ -461,6 +520,14 @@ fn record_tcp_with_the_printed_token() {
     program.work("during", 5);
     let own = program.quit();
     assert_eq!(own, r#"own [("handle_before", 30), ("handle_during", 5)]"#);
+    // Its socket and its TCP entry went with the session.
+    assert!(!entry.exists());
+    assert_eq!(
+        std::fs::read_dir(runtime.join("tickscope"))
+            .unwrap()
+            .count(),
+        0
+    );
     // The token was printed once: no other line names it.
     assert_eq!(
         stderr
@@ -497,5 +564,110 @@ fn a_wide_tcp_address_is_refused_in_one_line() {
              (listen_tcp_any lets clients of other machines in)"
         ]
     );
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+#[test]
+fn ps_lists_a_program_that_listens_on_tcp_only() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let runtime = runtime_dir("tcp-only");
+    let start = |runtime: &Path| {
+        let mut program = Program::start_with(
+            runtime,
+            Command::new(std::env::current_exe().unwrap())
+                .env(CHILD_TCP, "127.0.0.1:0")
+                .env(CHILD_NO_SOCKET, "1")
+                .stderr(Stdio::piped()),
+        );
+        let stderr = lines_of(program.child.stderr.take().unwrap());
+        let listening = wait_for(&stderr, "tickscope: listening on ");
+        let (addr, token) = listening["tickscope: listening on ".len()..]
+            .split_once(", token ")
+            .unwrap();
+        (program, addr.to_owned(), token.to_owned())
+    };
+    let (mut program, addr, token) = start(&runtime);
+    program.work("before", 7);
+    let dir = runtime.join("tickscope");
+    let pid = program.pid;
+    let entries = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(entries(&dir), [format!("{pid}.tcp")]);
+
+    let ps = tickscope(&runtime).arg("ps").output().unwrap();
+    assert!(ps.status.success());
+    let ps = String::from_utf8(ps.stdout).unwrap();
+    let lines: Vec<&str> = ps.lines().collect();
+    assert_eq!(lines.len(), 2, "{ps}");
+    assert_eq!(lines[0], PS_HEADER);
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(fields.len(), 8, "{ps}");
+    assert_eq!(fields[0], pid.to_string());
+    assert!(fields[1].starts_with("attach-"), "{ps}");
+    assert_eq!(fields[4..], ["flight", "4", "MiB", &addr], "{ps}");
+    assert!(!ps.contains(&token), "{ps}");
+    // The address `ps` shows takes an attach, with the token.
+    let out = runtime.join("tcp-only.tscope");
+    let record = tickscope(&runtime)
+        .args([
+            "record",
+            "--tcp",
+            &addr,
+            "--token",
+            &token,
+            "--duration",
+            "0",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        record.status.success(),
+        "{}",
+        String::from_utf8_lossy(&record.stderr)
+    );
+    assert_eq!(
+        calls(&Capture::read_all(&out).unwrap()[0]),
+        named(&[("handle_before", 7)])
+    );
+    std::fs::remove_file(&out).unwrap();
+
+    // Stopped: the entry is gone, `ps` lists nothing.
+    assert_eq!(program.quit(), r#"own [("handle_before", 7)]"#);
+    assert_eq!(entries(&dir), Vec::<String>::new());
+    let ps = tickscope(&runtime).arg("ps").output().unwrap();
+    assert_eq!(
+        String::from_utf8(ps.stdout).unwrap(),
+        format!("{PS_HEADER}\n")
+    );
+
+    // `exit` with the session running: the entry goes at exit.
+    let (mut program, _, _) = start(&runtime);
+    assert_eq!(entries(&dir), [format!("{}.tcp", program.pid)]);
+    writeln!(program.stdin, "exit").unwrap();
+    assert!(program.child.wait().unwrap().success());
+    assert_eq!(entries(&dir), Vec::<String>::new());
+
+    // Killed: the entry stays, until `ps` finds nothing listening there and removes it.
+    let (mut program, _, _) = start(&runtime);
+    let pid = program.pid;
+    program.child.kill().unwrap();
+    program.child.wait().unwrap();
+    assert_eq!(entries(&dir), [format!("{pid}.tcp")]);
+    let ps = tickscope(&runtime).arg("ps").output().unwrap();
+    assert_eq!(
+        String::from_utf8(ps.stdout).unwrap(),
+        format!("{PS_HEADER}\n")
+    );
+    assert_eq!(entries(&dir), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(&runtime);
 }

@@ -1732,6 +1732,8 @@ fn table_and_info_formats_parse_back() {
     assert_eq!(session["covered_ns"], report.wall_ns);
     assert_eq!(session["overwritten_events"], 0);
     assert_eq!(session["warning_messages"], serde_json::json!([]));
+    assert_eq!(session["origin"], serde_json::Value::Null);
+    assert_eq!(session["attach_unix_ns"], serde_json::Value::Null);
     let run = tickscope(&["info", s(&path), "--format", "csv"]);
     let rows = csv_rows(
         &run.stdout,
@@ -1751,9 +1753,12 @@ fn table_and_info_formats_parse_back() {
             "time_span_ns",
             "covered_ns",
             "warnings",
+            "origin",
+            "attach_unix_ns",
         ],
     );
     assert_eq!(rows.len(), 1);
+    assert_eq!((&rows[0][15], &rows[0][16]), ("", ""));
     assert_eq!(rows[0][3].parse::<u32>().unwrap(), capture.process_id());
     assert_eq!(rows[0][8].parse::<u64>().unwrap(), capture.record_count());
     assert_eq!(rows[0][10].parse::<u64>().unwrap(), 0);
@@ -2564,5 +2569,152 @@ fn report_writes_nothing_when_an_input_is_bad() {
         fs::read_dir(&dir).unwrap().count(),
         3,
         "no temporary file left"
+    );
+}
+
+/// `session` (one capture session's bytes) with an `ORIGIN` chunk (type 8, version 1) after
+/// its header, as an attach writes it: origin `code` (1 the flight recorder's window, 2 live),
+/// attach at `at`.
+fn attach_made(session: &[u8], code: u32, at: u64) -> Vec<u8> {
+    let header_len = u64::from_le_bytes(session[8..16].try_into().unwrap());
+    let end = 16 + usize::try_from(header_len.next_multiple_of(16)).unwrap();
+    let mut content = code.to_le_bytes().to_vec();
+    content.extend_from_slice(&[0; 4]);
+    content.extend_from_slice(&at.to_le_bytes());
+    let mut out = session[..end].to_vec();
+    tickscope::attach::protocol::write_chunk(&mut out, 8, 1, &content).unwrap();
+    out.extend_from_slice(&session[end..]);
+    out
+}
+
+#[test]
+fn merge_keeps_and_info_lists_the_origins_of_attach_captures() {
+    use tickscope::attach::Origin;
+    // 2026-11-26 01:00:00 UTC, and a bit.
+    const AT: u64 = 1_795_654_800_123_456_789;
+    const LATER: u64 = AT + 90 * 1_000_000_000;
+    let dir = folder("origins");
+    let mut bytes = Vec::new();
+    workload(100, 50, false)
+        .capture()
+        .write_to(&mut bytes)
+        .unwrap();
+    // Two attaches' captures (a window and a live session, then a window alone) and a
+    // plain one.
+    let first = dir.join("first.tscope");
+    fs::write(
+        &first,
+        [attach_made(&bytes, 1, AT), attach_made(&bytes, 2, AT)].concat(),
+    )
+    .unwrap();
+    let second = dir.join("second.tscope");
+    fs::write(&second, attach_made(&bytes, 1, LATER)).unwrap();
+    let plain = dir.join("plain.tscope");
+    fs::write(&plain, &bytes).unwrap();
+    let merged = dir.join("merged.tscope");
+    let run = tickscope(&[
+        "merge",
+        "-q",
+        s(&first),
+        s(&plain),
+        s(&second),
+        "-o",
+        s(&merged),
+    ]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    let expected = [
+        Some((Origin::Flight, AT)),
+        Some((Origin::Live, AT)),
+        None,
+        Some((Origin::Flight, LATER)),
+    ];
+    assert_eq!(
+        tickscope::attach::origins(&fs::read(&merged).unwrap()),
+        expected
+    );
+    let sessions = Capture::read_all(&merged).unwrap();
+    assert_eq!(
+        sessions.iter().map(Capture::origin).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(sessions.iter().all(|c| c.warnings().is_empty()));
+
+    // `info`: the two lines of each attach's session, none for the plain one.
+    let run = tickscope(&["info", s(&merged)]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    let origin_lines = |session: usize| -> Vec<&str> {
+        run.stdout
+            .lines()
+            .skip_while(|l| *l != format!("session {session}"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter(|l| l.contains("origin") || l.contains("attached at"))
+            .collect()
+    };
+    assert_eq!(
+        origin_lines(1),
+        [
+            "  origin              flight recorder window before the attach",
+            "  attached at         2026-11-26 01:00:00 UTC",
+        ]
+    );
+    assert_eq!(
+        origin_lines(2),
+        [
+            "  origin              recorded while attached",
+            "  attached at         2026-11-26 01:00:00 UTC",
+        ]
+    );
+    assert_eq!(origin_lines(3), Vec::<&str>::new());
+    assert_eq!(info_fields(&run.stdout, 3).len(), 14);
+    assert_eq!(
+        origin_lines(4),
+        [
+            "  origin              flight recorder window before the attach",
+            "  attached at         2026-11-26 01:01:30 UTC",
+        ]
+    );
+    assert_eq!(info_fields(&run.stdout, 4).len(), 16);
+
+    // JSON: the origin and the attach's time, null for the plain session.
+    let run = tickscope(&["info", s(&merged), "--format", "json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let origins: Vec<(serde_json::Value, serde_json::Value)> = doc["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["origin"].clone(), s["attach_unix_ns"].clone()))
+        .collect();
+    assert_eq!(
+        origins,
+        [
+            ("flight".into(), AT.into()),
+            ("live".into(), AT.into()),
+            (serde_json::Value::Null, serde_json::Value::Null),
+            ("flight".into(), LATER.into()),
+        ]
+    );
+    // CSV: the same, empty for the plain session.
+    let run = tickscope(&["info", s(&merged), "--format", "csv"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut reader = csv::Reader::from_reader(run.stdout.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let column = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (origin, attach) = (column("origin"), column("attach_unix_ns"));
+    let cells: Vec<(String, String)> = reader
+        .records()
+        .map(Result::unwrap)
+        .map(|r| (r[origin].to_owned(), r[attach].to_owned()))
+        .collect();
+    let (at, later) = (AT.to_string(), LATER.to_string());
+    assert_eq!(
+        cells,
+        [
+            ("flight".to_owned(), at.clone()),
+            ("live".to_owned(), at),
+            (String::new(), String::new()),
+            ("flight".to_owned(), later),
+        ]
     );
 }

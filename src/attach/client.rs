@@ -1,9 +1,10 @@
 //! The client's side: listing the programs that listen, asking one for its info or a capture.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,14 +75,26 @@ fn io_error(what: &str, e: &io::Error) -> AttachError {
 #[non_exhaustive]
 #[derive(Debug)]
 pub struct Program {
-    /// Its socket.
+    /// Its socket; for a program that listens on TCP only, its TCP entry in
+    /// [`socket_dir`](super::socket_dir) (`<pid>.tcp`).
     pub path: PathBuf,
-    /// What it said of itself, or why it could not be asked.
+    /// What it said of itself (a program that listens on TCP only: what its TCP entry says),
+    /// or why it could not be asked.
     pub info: Result<Info, AttachError>,
+    /// The address of its TCP endpoint
+    /// ([`ProfilerBuilder::listen_tcp`](crate::ProfilerBuilder::listen_tcp)), from its
+    /// entry in the socket directory; `None` without one. Attaching there takes the token the
+    /// program printed, which no entry holds.
+    pub tcp: Option<SocketAddr>,
 }
 
-/// The programs of the current user that listen, by pid. Sockets nobody listens on any more
-/// (left by a program that was killed) are removed.
+/// How long [`list`] waits for a TCP endpoint to take a connection, to tell a live one from
+/// the entry of a program that was killed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The programs of the current user that listen, on their socket or a TCP endpoint, by pid.
+/// Sockets nobody listens on any more (left by a program that was killed) are removed, and so
+/// are TCP entries whose endpoint refuses connections.
 pub fn list() -> io::Result<Vec<Program>> {
     let dir = super::socket_dir()?;
     let entries = match std::fs::read_dir(&dir) {
@@ -89,26 +102,102 @@ pub fn list() -> io::Result<Vec<Program>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
     };
-    let mut programs = Vec::new();
+    // Per pid: whether it has a socket, and whether a TCP entry.
+    let mut pids: BTreeMap<u32, (bool, bool)> = BTreeMap::new();
     for entry in entries.flatten() {
-        let path = entry.path();
-        let pid = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".sock"))
-            .and_then(|n| n.parse::<u32>().ok());
-        if pid.is_none() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let (pid, socket) = match (name.strip_suffix(".sock"), name.strip_suffix(".tcp")) {
+            (Some(pid), _) => (pid, true),
+            (None, Some(pid)) => (pid, false),
+            (None, None) => continue,
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
             continue;
+        };
+        let has = pids.entry(pid).or_default();
+        if socket {
+            has.0 = true;
+        } else {
+            has.1 = true;
         }
-        match info_at(&path) {
-            Err(AttachError::NotListening { .. }) => {
-                let _ = std::fs::remove_file(&path);
+    }
+    let mut programs = Vec::new();
+    for (pid, (socket, tcp)) in pids {
+        let entry = super::dir::tcp_entry(&dir, pid);
+        let tcp = if tcp { tcp_entry(&entry, pid) } else { None };
+        let tcp_addr = tcp.as_ref().and_then(|t| t.as_ref().ok()).map(|(a, _)| *a);
+        if socket {
+            let path = super::socket_path_in(&dir, pid);
+            match info_at(&path) {
+                Err(AttachError::NotListening { .. }) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                info => {
+                    programs.push(Program {
+                        path,
+                        info,
+                        tcp: tcp_addr,
+                    });
+                    continue;
+                }
             }
-            info => programs.push(Program { path, info }),
+        }
+        // No socket answers: the program listens on TCP only (or its entry is not one).
+        if let Some(tcp) = tcp {
+            programs.push(Program {
+                path: entry,
+                info: tcp.map(|(_, info)| info),
+                tcp: tcp_addr,
+            });
         }
     }
     programs.sort_by_key(|p| p.info.as_ref().map_or(u32::MAX, |i| i.pid));
     Ok(programs)
+}
+
+/// The TCP entry at `path`, of process `pid`: its address and info, or why it is not one;
+/// `None` when it is gone, or its endpoint refuses connections (its program was killed: the
+/// entry is removed).
+fn tcp_entry(path: &Path, pid: u32) -> Option<Result<(SocketAddr, Info), AttachError>> {
+    let content = match std::fs::read(path) {
+        Ok(content) => content,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(Err(io_error(&path.display().to_string(), &e))),
+    };
+    let (addr, info) = match super::dir::parse_tcp_entry(&content) {
+        Ok(entry) => entry,
+        Err(e) => {
+            return Some(Err(AttachError::Protocol(format!(
+                "{}: {e}",
+                path.display()
+            ))));
+        }
+    };
+    if info.pid != pid {
+        return Some(Err(AttachError::Protocol(format!(
+            "{}: the entry is of pid {}",
+            path.display(),
+            info.pid
+        ))));
+    }
+    // An endpoint bound to every address takes connections on loopback.
+    let mut probe = addr;
+    if probe.ip().is_unspecified() {
+        probe.set_ip(match probe {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    match TcpStream::connect_timeout(&probe, PROBE_TIMEOUT) {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            let _ = std::fs::remove_file(path);
+            None
+        }
+        // Taken (closed at once, without a token: the program reads nothing more of it), or
+        // no answer in time: listed.
+        _ => Some(Ok((addr, info))),
+    }
 }
 
 /// What the program of process `pid` says of itself.

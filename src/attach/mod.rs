@@ -53,6 +53,8 @@ pub use client::{
     watch_from,
 };
 #[cfg(unix)]
+use dir::socket_path_in;
+#[cfg(unix)]
 pub use dir::{socket_dir, socket_path};
 
 use crate::capture::format::{CHUNK_HEADER, ORIGIN, padded};
@@ -126,8 +128,17 @@ pub fn origins(bytes: &[u8]) -> Vec<Option<(Origin, u64)>> {
     out
 }
 
+/// The content of an `ORIGIN` chunk saying `origin`, of an attach at `attach_unix_ns`.
+pub(crate) fn origin_content(origin: Origin, attach_unix_ns: u64) -> Vec<u8> {
+    let mut content = Vec::with_capacity(crate::capture::format::ORIGIN_LEN);
+    content.extend_from_slice(&origin.code().to_le_bytes());
+    content.extend_from_slice(&0u32.to_le_bytes());
+    content.extend_from_slice(&attach_unix_ns.to_le_bytes());
+    content
+}
+
 /// An `ORIGIN` chunk's content: the origin and the Unix nanoseconds of the attach.
-fn parse_origin(content: &[u8]) -> Option<(Origin, u64)> {
+pub(crate) fn parse_origin(content: &[u8]) -> Option<(Origin, u64)> {
     let code = u32::from_le_bytes(content.get(0..4)?.try_into().ok()?);
     let at = u64::from_le_bytes(content.get(8..16)?.try_into().ok()?);
     let origin = match code {

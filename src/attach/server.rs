@@ -25,7 +25,7 @@ use super::protocol::{
 };
 use super::stream::{Stream, new_token, same_bytes};
 use crate::capture::Capture;
-use crate::capture::format::{CHUNK_HEADER, ORIGIN, ORIGIN_LEN, ORIGIN_VERSION, padded};
+use crate::capture::format::{CHUNK_HEADER, ORIGIN, ORIGIN_VERSION, padded};
 use crate::record::sync::lock;
 use crate::record::untracked::Untracked;
 use crate::session::{Recording, WeakProfiler};
@@ -137,6 +137,9 @@ pub(crate) struct TcpEndpoint {
     /// The token clients send first.
     token: String,
     stop: Arc<AtomicBool>,
+    /// Its entry in the socket directory, `<pid>.tcp`, and the entry's inode (so that only
+    /// this endpoint's entry is removed); `None` where it could not be written.
+    entry: Option<(PathBuf, u64)>,
 }
 
 impl TcpEndpoint {
@@ -169,6 +172,8 @@ impl TcpEndpoint {
             start_unix_ns: unix_now_ns(),
             flight_bytes: session.flight_bytes(),
         };
+        // What `tickscope ps` lists of the program (its session records by now).
+        let info = session.recording().map(|r| info_of(&served, &r));
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
         let thread_token = token.clone();
@@ -185,7 +190,28 @@ impl TcpEndpoint {
                 listen(accept, &served, &thread_stop, Some(&thread_token));
             })?;
         eprintln!("tickscope: listening on {addr}, token {token}");
-        Ok(Self { addr, token, stop })
+        let entry = info.and_then(|info| Self::write_entry(addr, &info));
+        Ok(Self {
+            addr,
+            token,
+            stop,
+            entry,
+        })
+    }
+
+    /// Writes the endpoint's entry in the socket directory, for `tickscope ps`: its address
+    /// and the program's `info`, never the token. Says on stderr, in one line, why it cannot.
+    fn write_entry(addr: SocketAddr, info: &Info) -> Option<(PathBuf, u64)> {
+        match super::dir::write_tcp_entry(addr, info) {
+            Ok((path, inode)) => {
+                at_exit::register(&path);
+                Some((path, inode))
+            }
+            Err(e) => {
+                eprintln!("tickscope: `tickscope ps` will not list the TCP endpoint: {e}");
+                None
+            }
+        }
     }
 
     /// The address bound.
@@ -222,6 +248,12 @@ impl Drop for TcpEndpoint {
             });
         }
         let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        if let Some((path, inode)) = &self.entry {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == *inode) {
+                let _ = std::fs::remove_file(path);
+            }
+            at_exit::unregister(path);
+        }
     }
 }
 
@@ -385,21 +417,7 @@ fn serve_request(
         .as_ref()
         .and_then(Profiler::recording)
         .map(|r| r.start_tick);
-    let info = Info {
-        version: PROTOCOL_VERSION,
-        mode: match recording {
-            Recording { flight: true, .. } => Mode::Flight,
-            Recording { stream: true, .. } => Mode::Stream,
-            _ => Mode::Memory,
-        },
-        pid: std::process::id(),
-        start_unix_ns: served.start_unix_ns,
-        flight_bytes: served
-            .flight_bytes
-            .filter(|_| recording.flight)
-            .unwrap_or(0) as u64,
-        program: crate::Capture::empty().process_name().to_owned(),
-    };
+    let info = info_of(served, &recording);
     let Some(duration_ms) = duration_ms else {
         // Let go of the session before answering: a client told that the program listens,
         // which then drops its session, finds the socket gone at once.
@@ -449,6 +467,25 @@ fn serve_request(
         sessions += windows.send(client, live, served, stop, &mut out)?;
     }
     end(out, sessions)
+}
+
+/// What the program says of itself, serving `served` as it records now.
+fn info_of(served: &Served, recording: &Recording) -> Info {
+    Info {
+        version: PROTOCOL_VERSION,
+        mode: match recording {
+            Recording { flight: true, .. } => Mode::Flight,
+            Recording { stream: true, .. } => Mode::Stream,
+            _ => Mode::Memory,
+        },
+        pid: std::process::id(),
+        start_unix_ns: served.start_unix_ns,
+        flight_bytes: served
+            .flight_bytes
+            .filter(|_| recording.flight)
+            .unwrap_or(0) as u64,
+        program: crate::Capture::empty().process_name().to_owned(),
+    }
 }
 
 /// The `END` message, after `sessions` sessions.
@@ -614,10 +651,7 @@ pub(crate) fn write_session(
     attach_ns: u64,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut content = Vec::with_capacity(ORIGIN_LEN);
-    content.extend_from_slice(&origin.code().to_le_bytes());
-    content.extend_from_slice(&0u32.to_le_bytes());
-    content.extend_from_slice(&attach_ns.to_le_bytes());
+    let content = super::origin_content(origin, attach_ns);
     let mut chunk = Vec::new();
     protocol::write_chunk(&mut chunk, ORIGIN, ORIGIN_VERSION, &content)?;
     let mut spliced = AfterHeader {
@@ -694,8 +728,8 @@ pub(crate) fn unix_now_ns() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Removing the sockets of listeners still open when the process exits (`exit` runs no
-/// destructor of the session).
+/// Removing the sockets of listeners (and the entries of TCP endpoints) still open when the
+/// process exits (`exit` runs no destructor of the session).
 mod at_exit {
     use super::*;
 
@@ -719,9 +753,13 @@ mod at_exit {
         }
     }
 
+    /// Forgets one registration of `path` (two TCP endpoints of one process register the
+    /// same entry).
     pub(super) fn unregister(path: &std::path::Path) {
-        if let Ok(mut paths) = PATHS.lock() {
-            paths.retain(|p| p != path);
+        if let Ok(mut paths) = PATHS.lock()
+            && let Some(at) = paths.iter().position(|p| p == path)
+        {
+            paths.swap_remove(at);
         }
     }
 
@@ -740,6 +778,7 @@ mod at_exit {
 mod tests {
     use super::*;
     use crate::attach::origins;
+    use crate::capture::format::ORIGIN_LEN;
 
     #[test]
     fn tcp_is_loopback_only_unless_widened() {

@@ -127,6 +127,9 @@ pub(crate) struct Header {
     pub(crate) host_name: String,
     /// Unix nanoseconds at the window's start (0 when unknown).
     pub(crate) start_unix_ns: u64,
+    /// Of a session taken by an attach: where it comes from and the Unix nanoseconds of the
+    /// attach, as its `ORIGIN` chunk says (written back after the header).
+    pub(crate) origin: Option<(crate::attach::Origin, u64)>,
 }
 
 impl Header {
@@ -142,6 +145,7 @@ impl Header {
             process_name: process_name.clone(),
             host_name: host_name.clone(),
             start_unix_ns,
+            origin: None,
         }
     }
 }
@@ -505,6 +509,15 @@ impl Capture {
     /// The host name of the machine that recorded it (empty when unknown).
     pub fn host_name(&self) -> &str {
         &self.header.host_name
+    }
+
+    /// Of a session taken by an attach (`tickscope record --pid`,
+    /// [`attach::record`](crate::attach::record)): where it comes from (the flight
+    /// recorder's window at the attach, or what was recorded while attached) and the Unix
+    /// nanoseconds of the attach, as its `ORIGIN` chunk says. `None` for any other session.
+    /// [`Capture::write_to`] writes it back, so a merged file keeps it.
+    pub fn origin(&self) -> Option<(crate::attach::Origin, u64)> {
+        self.header.origin
     }
 
     /// Problems met while reading the capture from a file that did not stop the reading: an

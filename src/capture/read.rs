@@ -29,6 +29,7 @@ use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
 use super::format::EVENTS_CUT;
+use super::format::ORIGIN;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
     CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED, CLOCK_SOURCE_MASK,
@@ -726,8 +727,14 @@ impl Parser {
                 let footer = footer(pos, content)?;
                 self.end_session(Some(footer), pos);
             }
-            // An attach's `ORIGIN` chunk holds nothing a capture keeps (`attach::origins`
-            // reads it); `chunk_name` knows no other type.
+            ORIGIN => match crate::attach::parse_origin(content) {
+                Some(origin) => session.header.origin = Some(origin),
+                None => session.warnings.push(format!(
+                    "byte {pos}: an origin chunk of {len} bytes that says no origin this build \
+                     knows: skipped"
+                )),
+            },
+            // `chunk_name` knows no other type.
             _ => {}
         }
         Ok(())
@@ -838,6 +845,7 @@ fn header(pos: usize, content: &[u8]) -> Result<Header, ReadError> {
         process_name,
         host_name,
         start_unix_ns: u64_at(content, 8),
+        origin: None,
     })
 }
 

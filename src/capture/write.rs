@@ -16,10 +16,11 @@ use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
     CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
     CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION,
-    EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, SESSION_FOOTER,
-    SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN,
-    SESSION_FOOTER_LEN_SALVAGED, SESSION_FOOTER_VERSION, SESSION_HEADER, SESSION_HEADER_FIXED,
-    SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION, THREAD_ENTRY, THREADS, THREADS_VERSION,
+    EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, ORIGIN,
+    ORIGIN_VERSION, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT,
+    SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_LEN_SALVAGED, SESSION_FOOTER_VERSION,
+    SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION,
+    THREAD_ENTRY, THREADS, THREADS_VERSION,
 };
 use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
@@ -54,7 +55,8 @@ impl Capture {
     /// Writes the capture to `out` as one session of a capture file and returns the bytes
     /// written. `out` is not flushed.
     ///
-    /// The session is a header, the clock calibration, a string table, the callsite and
+    /// The session is a header (followed by its `ORIGIN` chunk for a session taken by an
+    /// attach, [`Capture::origin`]), the clock calibration, a string table, the callsite and
     /// thread tables, one event chunk per chunk of records, and a footer (see
     /// the repository's `docs/FORMAT.md`). Event chunks are the recorded memory itself: a 16-byte
     /// header and then one write of the chunk's bytes, nothing encoded per record, so a
@@ -93,6 +95,10 @@ impl Capture {
             SESSION_HEADER_VERSION,
             &header_content(&self.header),
         )?;
+        if let Some((origin, attach_unix_ns)) = self.header.origin {
+            let content = crate::attach::origin_content(origin, attach_unix_ns);
+            w.chunk(ORIGIN, ORIGIN_VERSION, &content)?;
+        }
         w.chunk(CLOCK, CLOCK_VERSION, &clock_content(&self.clock))?;
         let mut strings = Strings::default();
         let callsites = self.callsite_content(&mut strings);

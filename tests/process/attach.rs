@@ -417,8 +417,27 @@ fn tcp_needs_the_token_and_records_exactly() {
     assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
     let token = prof.listen_token().unwrap();
     assert_eq!(token.len(), 32);
-    // TCP alone: no Unix socket.
-    assert!(!attach::socket_path(std::process::id()).unwrap().exists());
+    // TCP alone: no Unix socket, but an entry that `list` (`tickscope ps`) finds, with the
+    // address and not the token.
+    let pid = std::process::id();
+    assert!(!attach::socket_path(pid).unwrap().exists());
+    let entry = attach::socket_dir().unwrap().join(format!("{pid}.tcp"));
+    let listed: Vec<_> = attach::list()
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.info.as_ref().is_ok_and(|i| i.pid == pid))
+        .collect();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].path, entry);
+    assert_eq!(listed[0].tcp, Some(addr));
+    let info = listed[0].info.as_ref().unwrap();
+    assert_eq!(
+        (info.mode, info.flight_bytes),
+        (attach::protocol::Mode::Flight, 1 << 20)
+    );
+    let content = std::fs::read(&entry).unwrap();
+    assert!(content.starts_with(format!("{addr}\n").as_bytes()));
+    assert!(!content.windows(32).any(|w| w == token.as_bytes()));
     work(40, "before");
 
     // The flight recorder's window, then a live window, through TCP with the token.
@@ -552,6 +571,13 @@ fn tcp_needs_the_token_and_records_exactly() {
     work(5, "after");
     prof.stop();
     assert_eq!(prof.listen_addr(), None);
+    assert!(!entry.exists());
+    assert!(
+        attach::list()
+            .unwrap()
+            .iter()
+            .all(|p| p.info.as_ref().map_or(true, |i| i.pid != pid))
+    );
     assert_eq!(
         calls(&prof.trace()),
         named(&[("after", 5), ("before", 40), ("during", 55)])
