@@ -181,6 +181,12 @@ fn tcp_entry(path: &Path, pid: u32) -> Option<Result<(SocketAddr, Info), AttachE
             info.pid
         ))));
     }
+    // A program that is gone: its entry goes, whatever listens on its port now.
+    #[cfg(target_os = "linux")]
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        let _ = std::fs::remove_file(path);
+        return None;
+    }
     // An endpoint bound to every address takes connections on loopback.
     let mut probe = addr;
     if probe.ip().is_unspecified() {
