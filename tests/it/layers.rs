@@ -52,6 +52,11 @@ const STAGES: &[(&str, u32)] = &[
     // src/attach/**: attaching to a running program, a front end over sessions (its server
     // serves a session through `Profiler`; the crate root opens it for a listening session).
     ("attach", 7),
+    // src/macros.rs, src/__private.rs (what the macros expand to) and src/hooks.rs (the test
+    // hooks): the crate root's, split out of `src/lib.rs`, above every stage like it.
+    ("macros", 8),
+    ("__private", 8),
+    ("hooks", 8),
 ];
 
 fn rank(stage: &str) -> Option<u32> {
