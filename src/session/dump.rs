@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once, Weak};
 
 use super::Inner;
+#[cfg(doc)]
+use super::ProfilerBuilder;
 use crate::record::clock::{self, Calibration};
 use crate::record::registry::Untracked;
 
