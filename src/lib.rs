@@ -62,7 +62,7 @@
 //!   many processes and hosts (a concatenated capture file), into one trace on Unix time.
 //! - **trace**: [`trace::Trace`], the model every later stage reads.
 //! - **report** ([`report::Report`]) aggregates it; **table** ([`table::Table`]) prints a
-//!   report; **export** writes traces ([`export`]). [`Profiler`] (`session.rs`) is the façade
+//!   report; **export** writes traces ([`export`]). [`Profiler`] (`session/`) is the façade
 //!   over all of them.
 //!
 //! # Words
@@ -201,7 +201,7 @@ pub mod table;
 
 /// Opens the control socket of a session that listens: the one place where the session stage
 /// reaches the attach front end built on top of it (`attach::server` serves a session through
-/// its public handle, so `session.rs` cannot name it without a cycle). The listener is kept as
+/// its public handle, so `session/` cannot name it without a cycle). The listener is kept as
 /// a guard: dropping it closes the socket and stops its thread.
 #[cfg(all(not(loom), unix, feature = "enabled"))]
 pub(crate) fn open_control_socket(
