@@ -8,6 +8,7 @@
 //! capture's calibration ([`convert`]).
 
 mod async_spans;
+mod build;
 pub(crate) mod convert;
 mod counters;
 mod links;
@@ -17,29 +18,26 @@ mod pair;
 pub(crate) mod parallel;
 pub(crate) mod quantiles;
 pub(crate) mod summary;
+mod thread;
 
-use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::capture::{Capture, CaptureThread};
-use crate::record::callsite::Callsite;
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
-use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
-use crate::trace::{Compensation, Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
+#[cfg(doc)]
+use crate::trace::ThreadTrace;
+use crate::trace::{Compensation, Process, Trace};
 
-use self::async_spans::Mark;
+use self::build::Builder;
 use self::convert::Converter;
-use self::counters::RawSample;
+#[cfg(test)]
 use self::links::Links;
-use self::memory::RawMemory;
-use self::pair::{Extras, Pairing, Probe};
+#[cfg(test)]
+use self::pair::Pairing;
+use self::pair::Probe;
 use self::summary::{Sum, Summary, ThreadSums};
-use crate::record::memory::MemoryMode;
-
-/// Records this process has taken through decoding so far, summed over every decoding (for a
-/// progress display: [`decoded_records`]).
-static DECODED: AtomicU64 = AtomicU64::new(0);
+use self::thread::{DECODED, Shared, has_span_follows};
 
 /// The records this process has decoded so far, every decoding together; a display of one
 /// decoding's progress subtracts the count it started from.
@@ -312,356 +310,6 @@ impl Capture {
             converter.to_unix_ns(self.end_tick),
             self.cut_start.map(|tick| converter.to_unix_ns(tick)),
         )
-    }
-}
-
-/// True when every record of `records` is in `window`: it starts with a record that is not a
-/// payload, and its first and last ticks are in the window (a thread's ticks only grow).
-fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
-    let first = records.first();
-    let last = records.iter().rev().find(|r| !r.kind.carries_data());
-    match (first, last) {
-        (Some(first), Some(last)) => {
-            !first.kind.carries_data()
-                && window.contains(&first.tick)
-                && window.contains(&last.tick)
-        }
-        _ => false,
-    }
-}
-
-/// What decoding any thread of a capture reads: its callsites, clock and window.
-struct Shared<'c> {
-    capture: &'c Capture,
-    callsites: &'c [&'static Callsite],
-    converter: Converter,
-    /// The probe overhead subtracted from every span.
-    probe: Probe,
-    /// The window's end: scopes still open there are closed at it.
-    end_ns: u64,
-    end_tick: u64,
-    /// Allocations and frees are kept (they are skipped otherwise).
-    memory: bool,
-    /// The capture is a session salvaged without its footer: what is still open on a thread
-    /// closes at the thread's last record, not at the window's end (the rest was lost).
-    salvaged: bool,
-    /// The enters and closes of `tracing` spans are kept for [`Links`] (see
-    /// [`has_span_follows`]).
-    tracing_uses: bool,
-}
-
-/// True when `capture` holds a [`RawKind::SpanFollows`] record: only then does decoding keep
-/// where each `tracing` span id was entered and closed (a pass over the records, instead of
-/// 40 bytes per `tracing` span for every capture).
-fn has_span_follows(capture: &Capture) -> bool {
-    capture.threads.iter().any(|thread| {
-        thread.chunks.iter().any(|chunk| {
-            chunk
-                .records()
-                .iter()
-                .any(|r| r.kind == RawKind::SpanFollows)
-        })
-    })
-}
-
-/// One thread decoded on its own, with what it saw of the others: async records, links and
-/// allocations, matched across threads once every thread is in.
-struct Decoded {
-    thread: ThreadTrace,
-    events: u64,
-    marks: Vec<Mark>,
-    links: Links,
-    memory: Option<Vec<RawMemory>>,
-    /// Counter and value samples, and instants.
-    extras: Extras,
-    /// Where what is still open on the thread closes: the window's end, or for a salvaged
-    /// session the thread's last record.
-    end_ns: u64,
-    /// Of a salvaged session, the scopes cut open (spans that are scopes, open at the end).
-    open_scopes: u64,
-}
-
-impl Shared<'_> {
-    /// The records of `thread` that count: from the tick its window starts at to the
-    /// capture's end. A record that carries data goes with the record before it.
-    fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
-        let window = thread.from_tick..=self.end_tick;
-        let mut keep = false;
-        for chunk in &thread.chunks {
-            let records = chunk.records();
-            // One add per chunk (64 KiB of records): a progress display's count.
-            DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
-            if within(&records, &window) {
-                // The usual case: the whole chunk is in the window.
-                records.iter().for_each(|&record| f(record));
-                keep = true;
-                continue;
-            }
-            for &record in records.iter() {
-                if !record.kind.carries_data() {
-                    keep = window.contains(&record.tick);
-                }
-                if keep {
-                    f(record);
-                }
-            }
-        }
-    }
-
-    /// The tick of the last record of `thread` that [`Shared::for_each_record`] gives and is
-    /// not a payload.
-    fn last_tick(&self, thread: &CaptureThread) -> Option<u64> {
-        let window = thread.from_tick..=self.end_tick;
-        thread.chunks.iter().rev().find_map(|chunk| {
-            chunk
-                .records()
-                .iter()
-                .rev()
-                .find(|r| !r.kind.carries_data() && window.contains(&r.tick))
-                .map(|r| r.tick)
-        })
-    }
-
-    /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
-    /// record that is not a payload is in the window (ticks only grow, so it is usually the
-    /// first).
-    fn has_records(&self, thread: &CaptureThread) -> bool {
-        let window = thread.from_tick..=self.end_tick;
-        thread.chunks.iter().any(|chunk| {
-            chunk
-                .records()
-                .iter()
-                .any(|r| !r.kind.carries_data() && window.contains(&r.tick))
-        })
-    }
-
-    /// Pairs the records of `thread`, at `index` in the trace; when `sum`, sums the spans as
-    /// they are paired instead of keeping them (nor their arguments and links).
-    fn thread(
-        &self,
-        index: usize,
-        thread: &CaptureThread,
-        exact: Option<Sum>,
-    ) -> (Decoded, Option<ThreadSums>) {
-        let sum = exact.is_some();
-        // Decoding allocates, on whichever thread it runs.
-        let _untracked = Untracked::enter();
-        let mut marks = Vec::new();
-        let mut links = Links {
-            tracing_uses: self.tracing_uses,
-            ..Links::default()
-        };
-        let mut memory = self.memory.then(Vec::new);
-        let mut pairing = Pairing::new(
-            self.callsites,
-            (&self.converter, self.probe),
-            (index, thread.id),
-            &mut marks,
-            &mut links,
-            memory.as_mut(),
-            if sum {
-                summary::WINDOW
-            } else {
-                thread.record_bound()
-            },
-        );
-        for cut in self.capture.cut_of(thread.id) {
-            pairing.open_cut(cut.record());
-        }
-        if let Some(tick) = self.capture.cut_start {
-            pairing.calls_from(tick);
-        }
-        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
-        if exact.is_some_and(|s| s.stacks) {
-            pairing.keep_stacks();
-        }
-        if let Some(sums) = &mut sums {
-            pairing.drain_every(summary::WINDOW);
-            self.for_each_record(thread, |record| {
-                pairing.push(record);
-                if pairing.window_full() {
-                    pairing.drain_final(|span| sums.add(span));
-                }
-            });
-        } else {
-            self.for_each_record(thread, |record| pairing.push(record));
-        }
-        // A salvaged session lost what its threads recorded after their last salvaged
-        // record: a scope still open there ends there, not at the end of the thread that
-        // recorded longest.
-        let end_ns = match self.salvaged {
-            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
-                self.converter.to_unix_ns(tick).min(self.end_ns)
-            }),
-            false => self.end_ns,
-        };
-        let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
-        if let Some(sums) = &mut sums {
-            sums.stacks = extras.stacks.take();
-        }
-        let open_scopes = if self.salvaged {
-            spans
-                .iter()
-                .filter(|s| s.open_at_stop && s.kind == SpanKind::Scope)
-                .count() as u64
-        } else {
-            0
-        };
-        if let Some(sums) = &mut sums {
-            spans.iter().for_each(|span| sums.add(span));
-            (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
-        }
-        let decoded = Decoded {
-            thread: ThreadTrace {
-                process: 0,
-                id: thread.id,
-                name: thread.name.clone(),
-                spans,
-                memory: stats,
-                args,
-            },
-            events,
-            marks,
-            links,
-            memory,
-            extras,
-            end_ns,
-            open_scopes,
-        };
-        (decoded, sums)
-    }
-}
-
-/// Builds a [`Trace`] from its threads, decoded apart and added in order.
-struct Builder {
-    end_ns: u64,
-    /// A flight recorder's window start common to every thread: async calls begun before it
-    /// are cut there.
-    cut_start_ns: Option<u64>,
-    event_count: u64,
-    marks: Vec<Mark>,
-    /// `Some` when memory is tracked: every allocation and free, thread by thread.
-    memory: Option<Vec<RawMemory>>,
-    memory_mode: MemoryMode,
-    links: Links,
-    threads: Vec<ThreadTrace>,
-    samples: Vec<RawSample>,
-    instants: Vec<Instant>,
-    /// Per thread, where what is still open on it closes ([`Decoded::end_ns`]).
-    ends: Vec<u64>,
-    /// Scopes cut open, as the threads counted them ([`Decoded::open_scopes`]).
-    open_scopes: u64,
-    /// The session was salvaged without its footer.
-    salvaged: bool,
-    /// The threads' spans are summed, not kept.
-    sum: bool,
-}
-
-impl Builder {
-    /// A builder for a window that ends at `end_ns`; `memory` keeps allocations and frees;
-    /// `salvaged`: of a session salvaged without its footer; `sum`: the threads' spans are
-    /// summed, not kept.
-    fn new(end_ns: u64, memory: MemoryMode, salvaged: bool, sum: bool) -> Self {
-        Self {
-            end_ns,
-            cut_start_ns: None,
-            event_count: 0,
-            marks: Vec::new(),
-            memory: memory.is_on().then(Vec::new),
-            memory_mode: memory,
-            links: Links::default(),
-            threads: Vec::new(),
-            samples: Vec::new(),
-            instants: Vec::new(),
-            ends: Vec::new(),
-            open_scopes: 0,
-            salvaged,
-            sum,
-        }
-    }
-
-    /// Adds the next thread: what it gives is what pairing the threads one after the other,
-    /// in this order, would have given.
-    fn add(&mut self, decoded: Decoded) {
-        let Decoded {
-            thread,
-            events,
-            marks,
-            links,
-            memory,
-            extras,
-            end_ns,
-            open_scopes,
-        } = decoded;
-        self.ends.push(end_ns);
-        self.open_scopes += open_scopes;
-        self.samples.extend(extras.samples);
-        self.instants.extend(extras.instants);
-        debug_assert!(events > 0, "a thread with records in the window");
-        self.event_count += events;
-        self.marks.extend(marks);
-        self.links.extend(links);
-        if let (Some(all), Some(memory)) = (self.memory.as_mut(), memory) {
-            all.extend(memory);
-        }
-        self.threads.push(thread);
-    }
-
-    /// The trace of the window that starts at `start_tick`.
-    fn finish(
-        mut self,
-        converter: &Converter,
-        start_tick: u64,
-        dropped_events: u64,
-        process: Process,
-    ) -> Trace {
-        let end_ns = self.end_ns;
-        let async_spans = async_spans::match_async(
-            self.marks,
-            &mut self.threads,
-            &self.ends,
-            self.salvaged,
-            self.cut_start_ns,
-        );
-        let mut open_scopes = self.open_scopes;
-        // Summed, the threads counted their scopes cut open (and no span is a poll: summing
-        // is for sessions without async calls); kept, they are counted now, as a `tracing`
-        // span's slice may have become a poll of an async call, counted with it.
-        if self.salvaged && !self.sum {
-            let scopes = self.threads.iter().flat_map(|t| &t.spans);
-            open_scopes = scopes
-                .filter(|s| s.open_at_stop && s.kind == SpanKind::Scope)
-                .count() as u64;
-            open_scopes += async_spans.iter().filter(|a| a.open_at_stop).count() as u64;
-        }
-        let links = self.links.matched(&self.threads);
-        let (counters, values) = counters::merge(self.samples, 0);
-        // Each thread's instants are in time order: a stable sort keeps ties in thread order.
-        self.instants.sort_by_key(|i| i.ns);
-        Trace {
-            start_ns: converter.to_unix_ns(start_tick),
-            end_ns,
-            threads: self.threads,
-            async_spans,
-            dropped_events,
-            overwritten_events: 0,
-            cut_start_ns: None,
-            event_count: self.event_count,
-            memory: self
-                .memory
-                .map(|raw| memory::match_memory(raw, self.memory_mode)),
-            flows: links,
-            processes: vec![process],
-            compensation: None,
-            clock_source: None,
-            counters,
-            values,
-            instants: self.instants,
-            salvage: Salvage {
-                open_scopes,
-                ..Salvage::default()
-            },
-        }
     }
 }
 

@@ -1,0 +1,239 @@
+//! One thread of a capture decoded on its own: what decoding every thread reads, and what
+//! one thread's decoding hands over.
+
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::capture::{Capture, CaptureThread};
+use crate::record::callsite::Callsite;
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::registry::Untracked;
+use crate::trace::{SpanKind, ThreadTrace};
+
+use super::async_spans::Mark;
+use super::convert::Converter;
+use super::links::Links;
+use super::memory::RawMemory;
+use super::pair::{Extras, Pairing, Probe};
+use super::summary::{Sum, ThreadSums};
+
+/// Records this process has taken through decoding so far, summed over every decoding (for a
+/// progress display: [`decoded_records`](super::decoded_records)).
+pub(super) static DECODED: AtomicU64 = AtomicU64::new(0);
+
+/// True when every record of `records` is in `window`: it starts with a record that is not a
+/// payload, and its first and last ticks are in the window (a thread's ticks only grow).
+fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
+    let first = records.first();
+    let last = records.iter().rev().find(|r| !r.kind.carries_data());
+    match (first, last) {
+        (Some(first), Some(last)) => {
+            !first.kind.carries_data()
+                && window.contains(&first.tick)
+                && window.contains(&last.tick)
+        }
+        _ => false,
+    }
+}
+
+/// What decoding any thread of a capture reads: its callsites, clock and window.
+pub(super) struct Shared<'c> {
+    pub(super) capture: &'c Capture,
+    pub(super) callsites: &'c [&'static Callsite],
+    pub(super) converter: Converter,
+    /// The probe overhead subtracted from every span.
+    pub(super) probe: Probe,
+    /// The window's end: scopes still open there are closed at it.
+    pub(super) end_ns: u64,
+    pub(super) end_tick: u64,
+    /// Allocations and frees are kept (they are skipped otherwise).
+    pub(super) memory: bool,
+    /// The capture is a session salvaged without its footer: what is still open on a thread
+    /// closes at the thread's last record, not at the window's end (the rest was lost).
+    pub(super) salvaged: bool,
+    /// The enters and closes of `tracing` spans are kept for [`Links`] (see
+    /// [`has_span_follows`]).
+    pub(super) tracing_uses: bool,
+}
+
+/// True when `capture` holds a [`RawKind::SpanFollows`] record: only then does decoding keep
+/// where each `tracing` span id was entered and closed (a pass over the records, instead of
+/// 40 bytes per `tracing` span for every capture).
+pub(super) fn has_span_follows(capture: &Capture) -> bool {
+    capture.threads.iter().any(|thread| {
+        thread.chunks.iter().any(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .any(|r| r.kind == RawKind::SpanFollows)
+        })
+    })
+}
+
+/// One thread decoded on its own, with what it saw of the others: async records, links and
+/// allocations, matched across threads once every thread is in.
+pub(super) struct Decoded {
+    pub(super) thread: ThreadTrace,
+    pub(super) events: u64,
+    pub(super) marks: Vec<Mark>,
+    pub(super) links: Links,
+    pub(super) memory: Option<Vec<RawMemory>>,
+    /// Counter and value samples, and instants.
+    pub(super) extras: Extras,
+    /// Where what is still open on the thread closes: the window's end, or for a salvaged
+    /// session the thread's last record.
+    pub(super) end_ns: u64,
+    /// Of a salvaged session, the scopes cut open (spans that are scopes, open at the end).
+    pub(super) open_scopes: u64,
+}
+
+impl Shared<'_> {
+    /// The records of `thread` that count: from the tick its window starts at to the
+    /// capture's end. A record that carries data goes with the record before it.
+    fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
+        let window = thread.from_tick..=self.end_tick;
+        let mut keep = false;
+        for chunk in &thread.chunks {
+            let records = chunk.records();
+            // One add per chunk (64 KiB of records): a progress display's count.
+            DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
+            if within(&records, &window) {
+                // The usual case: the whole chunk is in the window.
+                records.iter().for_each(|&record| f(record));
+                keep = true;
+                continue;
+            }
+            for &record in records.iter() {
+                if !record.kind.carries_data() {
+                    keep = window.contains(&record.tick);
+                }
+                if keep {
+                    f(record);
+                }
+            }
+        }
+    }
+
+    /// The tick of the last record of `thread` that [`Shared::for_each_record`] gives and is
+    /// not a payload.
+    fn last_tick(&self, thread: &CaptureThread) -> Option<u64> {
+        let window = thread.from_tick..=self.end_tick;
+        thread.chunks.iter().rev().find_map(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .rev()
+                .find(|r| !r.kind.carries_data() && window.contains(&r.tick))
+                .map(|r| r.tick)
+        })
+    }
+
+    /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
+    /// record that is not a payload is in the window (ticks only grow, so it is usually the
+    /// first).
+    pub(super) fn has_records(&self, thread: &CaptureThread) -> bool {
+        let window = thread.from_tick..=self.end_tick;
+        thread.chunks.iter().any(|chunk| {
+            chunk
+                .records()
+                .iter()
+                .any(|r| !r.kind.carries_data() && window.contains(&r.tick))
+        })
+    }
+
+    /// Pairs the records of `thread`, at `index` in the trace; when `sum`, sums the spans as
+    /// they are paired instead of keeping them (nor their arguments and links).
+    pub(super) fn thread(
+        &self,
+        index: usize,
+        thread: &CaptureThread,
+        exact: Option<Sum>,
+    ) -> (Decoded, Option<ThreadSums>) {
+        let sum = exact.is_some();
+        // Decoding allocates, on whichever thread it runs.
+        let _untracked = Untracked::enter();
+        let mut marks = Vec::new();
+        let mut links = Links {
+            tracing_uses: self.tracing_uses,
+            ..Links::default()
+        };
+        let mut memory = self.memory.then(Vec::new);
+        let mut pairing = Pairing::new(
+            self.callsites,
+            (&self.converter, self.probe),
+            (index, thread.id),
+            &mut marks,
+            &mut links,
+            memory.as_mut(),
+            if sum {
+                super::summary::WINDOW
+            } else {
+                thread.record_bound()
+            },
+        );
+        for cut in self.capture.cut_of(thread.id) {
+            pairing.open_cut(cut.record());
+        }
+        if let Some(tick) = self.capture.cut_start {
+            pairing.calls_from(tick);
+        }
+        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
+        if exact.is_some_and(|s| s.stacks) {
+            pairing.keep_stacks();
+        }
+        if let Some(sums) = &mut sums {
+            pairing.drain_every(super::summary::WINDOW);
+            self.for_each_record(thread, |record| {
+                pairing.push(record);
+                if pairing.window_full() {
+                    pairing.drain_final(|span| sums.add(span));
+                }
+            });
+        } else {
+            self.for_each_record(thread, |record| pairing.push(record));
+        }
+        // A salvaged session lost what its threads recorded after their last salvaged
+        // record: a scope still open there ends there, not at the end of the thread that
+        // recorded longest.
+        let end_ns = match self.salvaged {
+            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
+                self.converter.to_unix_ns(tick).min(self.end_ns)
+            }),
+            false => self.end_ns,
+        };
+        let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
+        if let Some(sums) = &mut sums {
+            sums.stacks = extras.stacks.take();
+        }
+        let open_scopes = if self.salvaged {
+            spans
+                .iter()
+                .filter(|s| s.open_at_stop && s.kind == SpanKind::Scope)
+                .count() as u64
+        } else {
+            0
+        };
+        if let Some(sums) = &mut sums {
+            spans.iter().for_each(|span| sums.add(span));
+            (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
+        }
+        let decoded = Decoded {
+            thread: ThreadTrace {
+                process: 0,
+                id: thread.id,
+                name: thread.name.clone(),
+                spans,
+                memory: stats,
+                args,
+            },
+            events,
+            marks,
+            links,
+            memory,
+            extras,
+            end_ns,
+            open_scopes,
+        };
+        (decoded, sums)
+    }
+}

@@ -1,0 +1,49 @@
+//! Hooks of tickscope's own tests and benchmarks into its internals (the `test-hooks`
+//! feature); not public API.
+
+pub use crate::capture::format;
+pub use crate::record::event::RawEvent;
+
+/// A capture of records made by hand (benchmarks of decoding): one `(thread id, records)`
+/// per thread, ticks that are nanoseconds, and the window `start_tick..=end_tick`.
+pub fn capture_from_records(
+    threads: Vec<(u64, Vec<RawEvent>)>,
+    start_tick: u64,
+    end_tick: u64,
+) -> crate::Capture {
+    crate::Capture::from_records(threads, start_tick, end_tick)
+}
+
+/// Chunks allocated and not freed, process-wide.
+pub fn live_chunks() -> usize {
+    crate::record::chunk::live_chunks()
+}
+
+/// Chunks reserved by running sessions and not taken yet
+/// ([`ProfilerBuilder::reserve_memory`](crate::ProfilerBuilder::reserve_memory)).
+pub fn reserved_chunks() -> usize {
+    crate::record::pool::reserved_chunks()
+}
+
+/// Threads in the registry (live, or exited with events still needed).
+pub fn registered_threads() -> usize {
+    crate::record::registry::thread_count()
+}
+
+/// The running flight recorder's chunk reads so far: `(ahead, late)`, by its scanner and
+/// when recycled; `None` without one.
+pub fn flight_reads() -> Option<(u64, u64)> {
+    crate::record::flight::reads()
+}
+
+/// Pauses (or resumes) the flight recorder's scanner (tests: chunks then are read when
+/// recycled, or by [`flight_read_pending`]).
+pub fn flight_pause_scanner(paused: bool) {
+    crate::record::flight::pause_scanner(paused);
+}
+
+/// Reads the flight recorder's complete chunks not read yet on this thread, as its
+/// scanner does; returns how many.
+pub fn flight_read_pending() -> usize {
+    crate::record::flight::read_pending()
+}
