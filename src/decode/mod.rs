@@ -15,6 +15,7 @@ mod memory;
 mod merge;
 mod pair;
 pub(crate) mod parallel;
+pub(crate) mod pieces;
 pub(crate) mod quantiles;
 pub(crate) mod summary;
 
@@ -509,6 +510,7 @@ impl Shared<'_> {
         };
         if let Some(sums) = &mut sums {
             spans.iter().for_each(|span| sums.add(span));
+            sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
             (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
         }
         let decoded = Decoded {

@@ -110,7 +110,7 @@ impl Options {
             poll_category: "cpu_op",
             op_ids: true,
             flow: "fwdbwd",
-            times: Some(microsecond_grid),
+            times: Some(|spans, lanes, origin, _| microsecond_grid(spans, lanes, origin)),
             whole_micros: true,
             async_spans: false,
             memory: false,

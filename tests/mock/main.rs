@@ -25,6 +25,7 @@ mod table;
 
 // Exports.
 mod export;
+mod export_captures;
 mod html;
 #[cfg(feature = "otlp")]
 mod otlp;
