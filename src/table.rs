@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
 use crate::capture::Capture;
+use crate::decode::pieces::Pieces;
 use crate::decode::quantiles::{RELATIVE_ERROR, exact_budget};
 use crate::decode::summary::Summary;
 use crate::record::clock::ClockSource;
@@ -593,7 +594,7 @@ impl Table {
         };
         let opt = |s: Option<String>| s.map_or(Val::Null, Val::Str);
         let records: Vec<Vec<Val>> = if self.tree {
-            let tree = CallTree::new(trace, self.by_thread);
+            let tree = self.call_tree(trace);
             tree.walk()
                 .take(self.limit.unwrap_or(usize::MAX))
                 .map(|(node, depth)| {
@@ -755,10 +756,18 @@ impl Table {
         match &self.source {
             Source::Trace(trace) => (trace, None),
             Source::Captures(c) => {
-                // A flat table with no split but by thread needs only the sums.
-                if !self.tree
-                    && self.split() == Split::None
+                // A flat table with no split but by thread needs only the sums; so does one
+                // split by origin of captures without links (nothing to split), and the call
+                // tree takes the spans piece by piece ([`Table::call_tree`]).
+                let summed = match self.split() {
+                    _ if self.tree => true,
+                    Split::None | Split::Origin => true,
+                    Split::Arg(_) => false,
+                };
+                if summed
                     && let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
+                    && (self.split() == Split::None || !summary.follows())
+                    && (!self.tree || !summary.follows())
                 {
                     return (&summary.trace, Some(summary));
                 }
@@ -768,6 +777,21 @@ impl Table {
                 (trace, None)
             }
         }
+    }
+
+    /// The call tree of `trace`; of the trace without spans that [`Table::view`] gives for
+    /// captures, from their spans decoded piece by piece.
+    fn call_tree(&self, trace: &Trace) -> CallTree {
+        if let Source::Captures(c) = &self.source
+            && let Some(Some(summary)) = c.summary.get()
+            && std::ptr::eq(trace, &summary.trace)
+        {
+            let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
+            if let Some(pieces) = Pieces::of_summary(&captures, summary) {
+                return CallTree::from_source(&pieces, self.by_thread);
+            }
+        }
+        CallTree::new(trace, self.by_thread)
     }
 
     /// The thread's name; in a trace of several processes, after its process's label.
@@ -886,7 +910,7 @@ impl Table {
 
     /// The call tree's nodes, depth first, limited.
     fn tree_rows(&self, trace: &Trace) -> Rows<'_> {
-        let tree = CallTree::new(trace, self.by_thread);
+        let tree = self.call_tree(trace);
         let mut out = Vec::new();
         let mut open = 0;
         let shown = tree.nodes.len().min(self.limit.unwrap_or(usize::MAX));

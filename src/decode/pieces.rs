@@ -14,17 +14,18 @@
 //! needs every span at once (async calls, links, tracked memory) are not decoded in pieces
 //! ([`Pieces::new`] gives `None`) and are decoded whole.
 
+use std::borrow::Cow;
 use std::io;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::registry::Untracked;
 use crate::trace::{Span, SpanArg, Trace};
 
+use super::Shared;
 use super::convert::Converter;
 use super::links::Links;
 use super::pair::{Pairing, Probe};
 use super::summary::{self, Summary};
-use super::{Shared, has_span_follows};
 
 /// A run of one thread's spans, whole trees, with their arguments; indices (`Span::parent`,
 /// `SpanArg::span`) count from the piece's first span.
@@ -95,7 +96,7 @@ impl SpanSource for Trace {
 /// again, piece by piece, when asked for ([`SpanSource::each_piece`]).
 pub(crate) struct Pieces<'c> {
     /// What the captures decode to, without spans, span arguments or links.
-    trace: Trace,
+    trace: Cow<'c, Trace>,
     /// Each thread of `trace`: its capture and its thread there.
     sources: Vec<(&'c Capture, &'c CaptureThread)>,
     /// Each thread's span count.
@@ -110,13 +111,31 @@ impl<'c> Pieces<'c> {
     /// sum the threads (their counts, counters and instants).
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::of_with(captures, false, false)?;
-        if summary.threads.iter().any(|t| t.follows) {
+        let counts = summary.threads.iter().map(|t| t.spans).collect();
+        let follows = summary.follows();
+        Self::with(captures, Cow::Owned(summary.trace), counts, follows)
+    }
+
+    /// [`Pieces::new`] with the captures' summary already made (the same captures'
+    /// [`Summary::of`]).
+    pub(crate) fn of_summary(captures: &[&'c Capture], summary: &'c Summary) -> Option<Self> {
+        let counts = summary.threads.iter().map(|t| t.spans).collect();
+        let follows = summary.follows();
+        Self::with(captures, Cow::Borrowed(&summary.trace), counts, follows)
+    }
+
+    /// The pieces of `captures`, whose trace without spans is `trace`, its threads holding
+    /// `counts` spans; `None` when they hold links (`follows`).
+    fn with(
+        captures: &[&'c Capture],
+        trace: Cow<'c, Trace>,
+        counts: Vec<usize>,
+        follows: bool,
+    ) -> Option<Self> {
+        if follows {
             return None;
         }
-        if captures.iter().any(|c| has_span_follows(c)) {
-            return None;
-        }
-        let mut sources = Vec::with_capacity(summary.trace.threads.len());
+        let mut sources = Vec::with_capacity(trace.threads.len());
         for &capture in captures {
             let shared = shared(capture);
             sources.extend(
@@ -127,10 +146,10 @@ impl<'c> Pieces<'c> {
                     .map(|t| (capture, t)),
             );
         }
-        let matches = sources.len() == summary.trace.threads.len()
+        let matches = sources.len() == trace.threads.len()
             && sources
                 .iter()
-                .zip(&summary.trace.threads)
+                .zip(&trace.threads)
                 .all(|((_, source), thread)| source.id == thread.id);
         if !matches {
             // Decoding whole is always right; this is not expected.
@@ -138,8 +157,8 @@ impl<'c> Pieces<'c> {
             return None;
         }
         Some(Self {
-            counts: summary.threads.iter().map(|t| t.spans).collect(),
-            trace: summary.trace,
+            counts,
+            trace,
             sources,
         })
     }

@@ -125,6 +125,12 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
+    /// True when a thread holds a scope that follows from a link or a `tracing` span's
+    /// `follows_from` ([`ThreadSums::follows`]): the trace has flows that the sums leave out.
+    pub(crate) fn follows(&self) -> bool {
+        self.threads.iter().any(|t| t.follows)
+    }
+
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
     pub(crate) fn spans(&self) -> usize {
         self.threads.iter().map(|t| t.spans).sum()

@@ -25,11 +25,11 @@ mod table;
 
 // Exports.
 mod export;
-mod export_captures;
 mod html;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod perfetto;
+mod pieces;
 mod pprof;
 
 // Collectors beside a session.

@@ -1,6 +1,7 @@
-//! Exports written from captures as they are decoded, piece by piece
-//! (`export::write_file_from_captures`, what `tickscope convert` does): the same events as
-//! the whole trace's export, with exact counts.
+//! Exports and call trees made from captures as they are decoded, piece by piece
+//! (`export::write_file_from_captures`, `Table::from_captures`: what `tickscope convert` and
+//! `tickscope table --tree` do): the same events and rows as the whole trace's, with exact
+//! counts.
 #![cfg(feature = "enabled")]
 
 use std::collections::BTreeMap;
@@ -247,4 +248,41 @@ fn otlp_json_is_written_with_the_same_bytes() {
     assert_eq!(stats.sent, 2 * 4 * ITERATIONS + 1);
     // 40 instants and 40 samples on `request` spans, one of each outside every scope.
     assert_eq!((stats.events, stats.event_spans), (82, 1));
+}
+
+#[test]
+fn call_trees_of_captures_are_the_decoded_ones() {
+    use std::sync::Arc;
+    use tickscope::table::{Format as TableFormat, Table};
+
+    let captures = capture("pieces-tree.tscope", 2, true);
+    let decoded = Arc::new(Trace::from_captures(&captures));
+    let mut file = Vec::new();
+    for capture in &captures {
+        capture.write_to(&mut file).unwrap();
+    }
+    let tables = |table: fn(Table) -> Table| {
+        let captures = Capture::from_vec(file.clone()).unwrap();
+        let from_captures = table(Table::from_captures(captures));
+        let from_trace = table(Table::new(decoded.clone()));
+        [TableFormat::Text, TableFormat::Json, TableFormat::Csv]
+            .map(|f| (from_captures.render(f), from_trace.render(f)))
+    };
+    for (pieces, whole) in tables(|t| t.tree(true)) {
+        assert_eq!(pieces, whole);
+    }
+    for (pieces, whole) in tables(|t| t.tree(true).by_thread(true)) {
+        assert_eq!(pieces, whole);
+    }
+    for (pieces, whole) in tables(|t| t.by_origin(true)) {
+        assert_eq!(pieces, whole);
+    }
+    let [(text, _), ..] = tables(|t| t.tree(true));
+    // The swapped `query` (its parent `handle` ended first) is where it was entered.
+    let queries: Vec<&str> = text.lines().filter(|l| l.contains("query")).collect();
+    assert_eq!(queries.len(), 1, "{text}");
+    assert!(
+        queries[0].contains(&format!("{}", 2 * ITERATIONS)),
+        "{text}"
+    );
 }
