@@ -757,17 +757,11 @@ impl Table {
             Source::Trace(trace) => (trace, None),
             Source::Captures(c) => {
                 // A flat table with no split but by thread needs only the sums; so does one
-                // split by origin of captures without links (nothing to split), and the call
-                // tree takes the spans piece by piece ([`Table::call_tree`]).
-                let summed = match self.split() {
-                    _ if self.tree => true,
-                    Split::None | Split::Origin => true,
-                    Split::Arg(_) => false,
-                };
-                if summed
-                    && let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
-                    && (self.split() == Split::None || !summary.follows())
-                    && (!self.tree || !summary.follows())
+                // split by origin of captures without links (nothing to split). The call tree
+                // and a table split by argument take the spans piece by piece
+                // ([`Table::call_tree`], [`Table::report`]).
+                if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
+                    && (!(self.tree || self.split() != Split::None) || !summary.follows())
                 {
                     return (&summary.trace, Some(summary));
                 }
@@ -811,11 +805,21 @@ impl Table {
         }
     }
 
-    /// The report of `trace` (from `summary` when given) the flat table shows.
+    /// The report of `trace` (from `summary` when given) the flat table shows: split by
+    /// argument, from the captures' spans decoded piece by piece.
     fn report(&self, trace: &Trace, summary: Option<&Summary>) -> Report {
-        match summary {
-            Some(summary) => Report::from_summary(summary, self.by_thread),
-            None => Report::build(trace, self.by_thread, self.split()),
+        match (summary, self.split()) {
+            (Some(summary), Split::Arg(key)) => {
+                if let Source::Captures(c) = &self.source {
+                    let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
+                    if let Some(pieces) = Pieces::of_summary(&captures, summary) {
+                        return Report::by_arg_of(&pieces, key, summary.exact);
+                    }
+                }
+                Report::build(trace, self.by_thread, self.split())
+            }
+            (Some(summary), _) => Report::from_summary(summary, self.by_thread),
+            (None, split) => Report::build(trace, self.by_thread, split),
         }
     }
 

@@ -5,6 +5,7 @@
 pub mod compare;
 mod counters;
 mod live;
+mod pieces;
 pub(crate) mod tree;
 
 use std::cmp::{Ordering, Reverse};

@@ -251,7 +251,7 @@ fn otlp_json_is_written_with_the_same_bytes() {
 }
 
 #[test]
-fn call_trees_of_captures_are_the_decoded_ones() {
+fn call_trees_and_split_tables_of_captures_are_the_decoded_ones() {
     use std::sync::Arc;
     use tickscope::table::{Format as TableFormat, Table};
 
@@ -277,6 +277,17 @@ fn call_trees_of_captures_are_the_decoded_ones() {
     for (pieces, whole) in tables(|t| t.by_origin(true)) {
         assert_eq!(pieces, whole);
     }
+    for (pieces, whole) in tables(|t| t.by_arg("kind")) {
+        assert_eq!(pieces, whole);
+    }
+    let [(by_i, whole), ..] = tables(|t| t.by_arg("i"));
+    assert_eq!(by_i, whole);
+    // A row per value of `i` recorded (every 7th request), on both threads.
+    let rows = by_i
+        .lines()
+        .filter(|l| l.trim_start().starts_with("request"))
+        .count();
+    assert_eq!(rows as u64, ITERATIONS.div_ceil(7) + 1, "{by_i}");
     let [(text, _), ..] = tables(|t| t.tree(true));
     // The swapped `query` (its parent `handle` ended first) is where it was entered.
     let queries: Vec<&str> = text.lines().filter(|l| l.contains("query")).collect();
