@@ -297,3 +297,64 @@ fn call_trees_and_split_tables_of_captures_are_the_decoded_ones() {
         "{text}"
     );
 }
+
+/// Chrome JSON, Perfetto and (with the feature) OTLP/JSON of `captures`, written from the
+/// whole trace and piece by piece, are the same bytes.
+fn same_bytes(captures: &[Capture], name: &str) {
+    for (format, ext) in [
+        (&chrome::Options::new() as &dyn Format, "json"),
+        (&perfetto::Options::new(), "pftrace"),
+    ] {
+        let (whole, pieces) = both(captures, format, &format!("{name}.{ext}"));
+        assert!(whole == pieces, "{name}.{ext} differs");
+    }
+    #[cfg(feature = "otlp")]
+    {
+        use tickscope::export::otlp::{Options, Otlp};
+        let trace = Trace::from_captures(captures);
+        let mut whole = Vec::new();
+        Otlp::new(&trace, &Options::new())
+            .write_json_to(&mut whole)
+            .unwrap();
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let mut pieces = Vec::new();
+        Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+        assert!(whole == pieces, "{name}.otlp.json differs");
+    }
+}
+
+#[test]
+fn a_flight_recorders_window_and_a_salvaged_session_give_the_same_bytes() {
+    let (_serial, m) = serial_mock();
+    // 4 chunks of 4096 records: the window opens inside `warm`, cut at its start.
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(4 * 4096 * 16)
+        .start();
+    let warm = scope!("warm");
+    for _ in 0..3_000 {
+        let _inner = scope!("inner");
+        m.increment(3u64);
+    }
+    drop(warm);
+    for i in 0..5_000u64 {
+        let _request = scope!("request");
+        m.increment(i % 2);
+        let _parse = scope!("parse");
+        m.increment(4u64);
+    }
+    prof.stop();
+    let capture = prof.capture();
+    assert!(capture.overwritten_events() > 0);
+    let trace = capture.decode();
+    assert!(trace.threads[0].spans[0].cut_at_start);
+    let mut file = Vec::new();
+    capture.write_to(&mut file).unwrap();
+    same_bytes(&Capture::from_vec(file.clone()).unwrap(), "pieces-flight");
+
+    // The same session without its footer and last records: salvaged.
+    file.truncate(file.len() - 4096);
+    let salvaged = Capture::from_vec(file).unwrap();
+    assert!(salvaged[0].warnings().iter().any(|w| w.contains("footer")));
+    same_bytes(&salvaged, "pieces-salvaged");
+}
