@@ -121,7 +121,10 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     }
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let captures = input::captures(cx, &args.files, args.session, &progress)?;
-    input::decoding(&progress, &args.files, &captures);
+    // Chrome JSON, Perfetto and OTLP/JSON read the records twice (threads summed, then
+    // written piece by piece).
+    let twice = matches!(kind, Kind::Json | Kind::Perfetto | Kind::Otlp) && !args.kineto;
+    input::decoding_twice(&progress, &args.files, &captures, twice);
     let captures: Vec<&Capture> = captures.iter().collect();
     let format: Box<dyn Format + '_> = match kind {
         Kind::Json if args.kineto => Box::new(kineto::Options::new(0, 1)),
