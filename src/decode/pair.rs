@@ -410,7 +410,8 @@ impl<'a> Pairing<'a> {
     }
 
     /// When [`Pairing::quiet`]: hands the spans kept and their arguments to `f` with the index
-    /// of the first in the thread, and lets go of them. (Not with
+    /// of the first in the thread, and lets go of them, and of the instants and counter
+    /// samples so far (whoever takes spans in pieces has those from a first pass). (Not with
     /// [`Pairing::keep_stacks`], which counts spans as [`Pairing::drain_final`] drains them.)
     pub(super) fn drain_quiet<R>(
         &mut self,
@@ -421,6 +422,8 @@ impl<'a> Pairing<'a> {
         let result = f(self.base, &mut self.spans, &mut self.args);
         self.spans.clear();
         self.args.clear();
+        self.instants.clear();
+        self.samples.clear();
         self.base = next;
         result
     }
