@@ -116,9 +116,9 @@ pub trait Format {
     /// call or link: a first pass sums the threads (their counters and instants are kept),
     /// then each thread is decoded again and written a few thousand spans at a time, whole
     /// top-level scopes (a thread whose outermost scope spans all its records is held
-    /// whole). Their events are the whole trace's, in the same order but for the names of a
-    /// thread's extra tracks (scopes dropped out of order), written before the first scope
-    /// that needs them.
+    /// whole). Their events are the whole trace's, in the same order but for a thread's extra
+    /// tracks (scopes dropped out of order): named before the first scope that needs them,
+    /// and in Perfetto their packets interleaved with the thread's otherwise.
     fn write_captures(
         &self,
         captures: &[&Capture],
