@@ -11,7 +11,7 @@
 # prints one line per command: peak RSS in MB and wall time in seconds. TICKSCOPE: another
 # build of the command to measure (say of main), else this tree's release build. FORMATS:
 # the `convert` outputs to measure (default "folded pb json pftrace otlp.json"; above 4000
-# MiB "folded pb", as the others decode the whole trace: tens of GB). Outputs go through a
+# MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
 # symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
 # only the capture. Skips when /usr/bin/time is absent.
 set -euo pipefail
@@ -64,8 +64,10 @@ out() {
 measure "info" info "$capture"
 measure "table" table "$capture"
 measure "table --by-thread" table --by-thread "$capture"
+measure "table --tree" table --tree "$capture"
+measure "table --by-arg x" table --by-arg x "$capture"
 big=$([ "$mib" -gt 4000 ] && echo 1 || echo 0)
-formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb" || echo "folded pb json pftrace otlp.json")}
+formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb json pftrace" || echo "folded pb json pftrace otlp.json")}
 for ext in $formats; do
     o=$(out "$ext")
     measure "convert -o .$ext" convert "$capture" -o "$o"

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
 use crate::capture::Capture;
+use crate::decode::pieces::Pieces;
 use crate::decode::quantiles::{RELATIVE_ERROR, exact_budget};
 use crate::decode::summary::Summary;
 use crate::record::clock::ClockSource;
@@ -593,7 +594,7 @@ impl Table {
         };
         let opt = |s: Option<String>| s.map_or(Val::Null, Val::Str);
         let records: Vec<Vec<Val>> = if self.tree {
-            let tree = CallTree::new(trace, self.by_thread);
+            let tree = self.call_tree(trace);
             tree.walk()
                 .take(self.limit.unwrap_or(usize::MAX))
                 .map(|(node, depth)| {
@@ -755,10 +756,12 @@ impl Table {
         match &self.source {
             Source::Trace(trace) => (trace, None),
             Source::Captures(c) => {
-                // A flat table with no split but by thread needs only the sums.
-                if !self.tree
-                    && self.split() == Split::None
-                    && let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
+                // A flat table with no split but by thread needs only the sums; so does one
+                // split by origin of captures without links (nothing to split). The call tree
+                // and a table split by argument take the spans piece by piece
+                // ([`Table::call_tree`], [`Table::report`]).
+                if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
+                    && (!(self.tree || self.split() != Split::None) || !summary.follows())
                 {
                     return (&summary.trace, Some(summary));
                 }
@@ -768,6 +771,21 @@ impl Table {
                 (trace, None)
             }
         }
+    }
+
+    /// The call tree of `trace`; of the trace without spans that [`Table::view`] gives for
+    /// captures, from their spans decoded piece by piece.
+    fn call_tree(&self, trace: &Trace) -> CallTree {
+        if let Source::Captures(c) = &self.source
+            && let Some(Some(summary)) = c.summary.get()
+            && std::ptr::eq(trace, &summary.trace)
+        {
+            let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
+            if let Some(pieces) = Pieces::of_summary(&captures, summary) {
+                return CallTree::from_source(&pieces, self.by_thread);
+            }
+        }
+        CallTree::new(trace, self.by_thread)
     }
 
     /// The thread's name; in a trace of several processes, after its process's label.
@@ -787,11 +805,21 @@ impl Table {
         }
     }
 
-    /// The report of `trace` (from `summary` when given) the flat table shows.
+    /// The report of `trace` (from `summary` when given) the flat table shows: split by
+    /// argument, from the captures' spans decoded piece by piece.
     fn report(&self, trace: &Trace, summary: Option<&Summary>) -> Report {
-        match summary {
-            Some(summary) => Report::from_summary(summary, self.by_thread),
-            None => Report::build(trace, self.by_thread, self.split()),
+        match (summary, self.split()) {
+            (Some(summary), Split::Arg(key)) => {
+                if let Source::Captures(c) = &self.source {
+                    let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
+                    if let Some(pieces) = Pieces::of_summary(&captures, summary) {
+                        return Report::by_arg_of(&pieces, key, summary.exact);
+                    }
+                }
+                Report::build(trace, self.by_thread, self.split())
+            }
+            (Some(summary), _) => Report::from_summary(summary, self.by_thread),
+            (None, split) => Report::build(trace, self.by_thread, split),
         }
     }
 
@@ -886,7 +914,7 @@ impl Table {
 
     /// The call tree's nodes, depth first, limited.
     fn tree_rows(&self, trace: &Trace) -> Rows<'_> {
-        let tree = CallTree::new(trace, self.by_thread);
+        let tree = self.call_tree(trace);
         let mut out = Vec::new();
         let mut open = 0;
         let shown = tree.nodes.len().min(self.limit.unwrap_or(usize::MAX));

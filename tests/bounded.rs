@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tickscope::export::{Format, chrome, folded, pprof};
+use tickscope::export::chrome::TimeOrigin;
+use tickscope::export::{Format, chrome, folded, perfetto, pprof};
 use tickscope::report::Report;
 use tickscope::table::Table;
 use tickscope::trace::Trace;
@@ -113,9 +114,11 @@ fn stream(path: &Path, requests: u64) -> Profiler {
 
 /// The most bytes allocated at once by: reading `path` (records and all), printing its
 /// table, writing it again (as `tickscope merge` does), reading its index (as `tickscope
-/// info` does), the session's own `table()`, `report()` and `capture()`, and converting it
-/// to folded stacks and pprof (as `tickscope convert` does).
-fn peaks(path: &Path, prof: &Profiler) -> [usize; 5] {
+/// info` does) with `scopes` scopes, the session's own `table()` (flat and as a tree), `report()`, `capture()` and
+/// writes, converting it to folded stacks, pprof, Chrome JSON, Perfetto and OTLP/JSON (as
+/// `tickscope convert` does), and its call tree and table split by argument (as `tickscope
+/// table --tree` and `--by-arg` do).
+fn peaks(path: &Path, prof: &Profiler, scopes: u64) -> [usize; 8] {
     let (read_and_table, table) = peak_of(|| {
         let captures = Capture::read_all(path).unwrap();
         Table::from_captures(captures).to_string()
@@ -132,6 +135,10 @@ fn peaks(path: &Path, prof: &Profiler) -> [usize; 5] {
         let out = path.with_extension("pb");
         prof.write(&out, &pprof::Options::new()).unwrap();
         std::fs::remove_file(&out).unwrap();
+        let out = path.with_extension("json");
+        prof.write(&out, &chrome::Options::new()).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        assert!(prof.table().tree(true).to_string().contains("work"));
         (
             prof.table().to_string(),
             prof.report(),
@@ -149,7 +156,48 @@ fn peaks(path: &Path, prof: &Profiler) -> [usize; 5] {
             assert!(matches!(written, Some(Ok(()))));
         }
     });
-    [read_and_table, rewrite, index, session, convert]
+    let (traces, ()) = peak_of(|| {
+        let captures = Capture::read_all(path).unwrap();
+        let captures: Vec<&Capture> = captures.iter().collect();
+        for format in [
+            &chrome::Options::new() as &dyn Format,
+            &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+            &perfetto::Options::new(),
+        ] {
+            let written = format.write_captures(&captures, &mut std::io::sink());
+            assert!(matches!(written, Some(Ok(()))));
+        }
+    });
+    // OTLP/JSON holds one request of up to 8192 spans as messages (about 1 KB each).
+    let (otlp, ()) = peak_of(|| {
+        #[cfg(not(feature = "otlp"))]
+        let _ = scopes;
+        #[cfg(feature = "otlp")]
+        {
+            use tickscope::export::otlp::{Options, Otlp};
+            let captures = Capture::read_all(path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let options = Options::new();
+            let stats = Otlp::write_json_from_captures(&captures, &options, &mut std::io::sink());
+            assert_eq!(stats.unwrap().sent, scopes);
+        }
+    });
+    let (tree, ()) = peak_of(|| {
+        let tree = Table::from_captures(Capture::read_all(path).unwrap()).tree(true);
+        assert!(tree.to_string().contains("work"));
+        let by_arg = Table::from_captures(Capture::read_all(path).unwrap()).by_arg("none");
+        assert!(by_arg.to_string().contains("work"));
+    });
+    [
+        read_and_table,
+        rewrite,
+        index,
+        session,
+        convert,
+        traces,
+        otlp,
+        tree,
+    ]
 }
 
 #[test]
@@ -164,8 +212,8 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
     let large_bytes = std::fs::metadata(&large).unwrap().len() as usize;
     // 800_000 requests: 3.2 M records, 51 MB.
     assert!(large_bytes > 50_000_000, "{large_bytes}");
-    let small_peaks = peaks(&small, &small_prof);
-    let large_peaks = peaks(&large, &large_prof);
+    let small_peaks = peaks(&small, &small_prof, 2 * 50_000);
+    let large_peaks = peaks(&large, &large_prof, 2 * 800_000);
     tickscope::__private::set_exact_quantile_budget(8 << 20);
     let names = [
         "read + table",
@@ -173,6 +221,9 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
         "index",
         "session",
         "folded + pprof",
+        "Chrome + Perfetto",
+        "OTLP",
+        "tree + by arg",
     ];
     for (what, (s, l)) in names
         .into_iter()
@@ -184,7 +235,11 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
             l <= s + (256 << 10),
             "{what}: {l} bytes at most for {large_bytes} bytes, {s} for a sixteenth"
         );
-        assert!(l < large_bytes / 16, "{what}: {l} bytes for {large_bytes}");
+        let most = match what {
+            "OTLP" => 16 << 20,
+            _ => large_bytes / 16,
+        };
+        assert!(l < most, "{what}: {l} bytes for {large_bytes}");
     }
     for path in [&small, &large] {
         std::fs::remove_file(path).unwrap();

@@ -121,10 +121,11 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     }
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let captures = input::captures(cx, &args.files, args.session, &progress)?;
-    input::decoding(&progress, &args.files, &captures);
+    // Chrome JSON, Perfetto and OTLP/JSON read the records twice (threads summed, then
+    // written piece by piece).
+    let twice = matches!(kind, Kind::Json | Kind::Perfetto | Kind::Otlp) && !args.kineto;
+    input::decoding_twice(&progress, &args.files, &captures, twice);
     let captures: Vec<&Capture> = captures.iter().collect();
-    // OTLP/JSON is made from the whole trace (links and async calls cross threads).
-    let (trace, otlp);
     let format: Box<dyn Format + '_> = match kind {
         Kind::Json if args.kineto => Box::new(kineto::Options::new(0, 1)),
         Kind::Json => {
@@ -138,11 +139,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
-        Kind::Otlp => {
-            trace = Trace::from_captures(captures.iter().copied());
-            otlp = Otlp::new(&trace, &otlp::Options::new());
-            Box::new(OtlpJson(&otlp))
-        }
+        Kind::Otlp => Box::new(OtlpJson(otlp::Options::new())),
         Kind::Perfetto => Box::new(perfetto::Options::new()),
         Kind::Html => Box::new(html::Options::new()),
     };
@@ -151,8 +148,9 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         progress: &progress,
         path: out,
     };
-    // Folded stacks, flame graphs and pprof are summed as the records are decoded; the other
-    // formats decode the trace whole first.
+    // Folded stacks, flame graphs and pprof are summed as the records are decoded; Chrome JSON,
+    // Perfetto and OTLP/JSON are decoded and written piece by piece where they can be; the
+    // other formats (Kineto, HTML) decode the trace whole first.
     write_file_from_captures(&captures, out, &counted).map_err(|e| Failure::about(out, e))?;
     drop(progress);
     if !cx.quiet {
@@ -188,12 +186,21 @@ fn describe(kind: Kind, kineto: bool, gz: bool) -> String {
 }
 
 /// The OTLP/JSON lines of [`Otlp::write_json_to`] as a [`Format`], so that they are written as
-/// every other format is (atomically, gzipped for `.gz`, with the bytes counted).
-struct OtlpJson<'a>(&'a Otlp<'a>);
+/// every other format is (atomically, gzipped for `.gz`, with the bytes counted); from the
+/// captures, decoded piece by piece where they can be ([`Otlp::write_json_from_captures`]).
+struct OtlpJson(otlp::Options);
 
-impl Format for OtlpJson<'_> {
-    fn write(&self, _trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
-        self.0.write_json_to(out)
+impl Format for OtlpJson {
+    fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
+        Otlp::new(trace, &self.0).write_json_to(out)
+    }
+
+    fn write_captures(
+        &self,
+        captures: &[&Capture],
+        out: &mut dyn io::Write,
+    ) -> Option<io::Result<()>> {
+        Some(Otlp::write_json_from_captures(captures, &self.0, out).map(drop))
     }
 }
 

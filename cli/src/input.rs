@@ -331,12 +331,28 @@ pub(crate) fn trace(
 /// of their records, `decoding run.tscope [=====>    ] 43,250,000/86,500,000 records`, that
 /// moves as the library decodes them.
 pub(crate) fn decoding(progress: &Progress, paths: &[PathBuf], captures: &[Capture]) {
+    decoding_twice(progress, paths, captures, false);
+}
+
+/// [`decoding`], of a command that reads the records twice when `twice` (a first pass that
+/// sums the threads, then each thread again piece by piece): the bar counts both passes.
+pub(crate) fn decoding_twice(
+    progress: &Progress,
+    paths: &[PathBuf],
+    captures: &[Capture],
+    twice: bool,
+) {
     let step = match paths {
         [path] => format!("decoding {}", path.display()),
         _ => format!("decoding {} files", paths.len()),
     };
-    let records = captures.iter().map(Capture::record_count).sum();
-    progress.decoding(&step, records);
+    let records: u64 = captures.iter().map(Capture::record_count).sum();
+    let passes = if twice && !captures.iter().any(Capture::tracks_memory) {
+        2
+    } else {
+        1
+    };
+    progress.decoding(&step, records.saturating_mul(passes));
 }
 
 /// The captures of the files at `paths`: every session of every file, or only session

@@ -93,7 +93,10 @@ impl TypedValueParser for SortParser {
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let captures = input::captures(cx, &args.files, args.session, &progress)?;
-    input::decoding(&progress, &args.files, &captures);
+    // The call tree and a table split by argument read the records twice (threads summed,
+    // then taken piece by piece).
+    let twice = args.tree || args.by_arg.is_some();
+    input::decoding_twice(&progress, &args.files, &captures, twice);
     // Decoded (or, for a flat table, summed straight from the records) when printed.
     let mut table = Table::from_captures(captures)
         .sort_by(args.sort)

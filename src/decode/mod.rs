@@ -16,6 +16,7 @@ mod memory;
 mod merge;
 mod pair;
 pub(crate) mod parallel;
+pub(crate) mod pieces;
 pub(crate) mod quantiles;
 pub(crate) mod summary;
 mod thread;

@@ -387,6 +387,47 @@ impl<'a> Pairing<'a> {
         self.drain_at = self.drain_at.max(self.pinned.len());
     }
 
+    /// The spans kept since the last drain.
+    #[inline]
+    pub(super) fn kept_spans(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The index in the thread of the first span kept.
+    pub(super) fn base(&self) -> u32 {
+        self.base
+    }
+
+    /// True when every span so far is final and its arguments read: none open or set aside,
+    /// no record waiting for its payload, no argument being read. The spans kept are then
+    /// whole trees, between top-level scopes.
+    #[inline]
+    pub(super) fn quiet(&self) -> bool {
+        self.open.is_empty()
+            && self.pinned.is_empty()
+            && self.pending.is_none()
+            && !self.reader.is_reading()
+    }
+
+    /// When [`Pairing::quiet`]: hands the spans kept and their arguments to `f` with the index
+    /// of the first in the thread, and lets go of them, and of the instants and counter
+    /// samples so far (whoever takes spans in pieces has those from a first pass). (Not with
+    /// [`Pairing::keep_stacks`], which counts spans as [`Pairing::drain_final`] drains them.)
+    pub(super) fn drain_quiet<R>(
+        &mut self,
+        f: impl FnOnce(u32, &mut Vec<Span>, &mut Vec<SpanArg>) -> R,
+    ) -> R {
+        debug_assert!(self.quiet() && self.stacks.is_none());
+        let next = self.next_index();
+        let result = f(self.base, &mut self.spans, &mut self.args);
+        self.spans.clear();
+        self.args.clear();
+        self.instants.clear();
+        self.samples.clear();
+        self.base = next;
+        result
+    }
+
     /// Takes the thread's next record.
     #[inline]
     pub(super) fn push(&mut self, event: RawEvent) {

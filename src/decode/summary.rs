@@ -46,6 +46,9 @@ pub(crate) struct ThreadSums {
     exact: bool,
     /// The spans summed by stack, when asked for ([`Summary::stacks_of`]).
     pub(crate) stacks: Option<StackTree>,
+    /// The thread holds a scope that follows from a link, or a `tracing` span's
+    /// `follows_from`: the trace it decodes to may have flows, which the sums leave out.
+    pub(crate) follows: bool,
 }
 
 /// How a decoding sums each thread's spans.
@@ -68,6 +71,7 @@ impl ThreadSums {
             cache: [(0, 0); CACHE],
             exact,
             stacks: None,
+            follows: false,
         }
     }
 
@@ -121,6 +125,12 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
+    /// True when a thread holds a scope that follows from a link or a `tracing` span's
+    /// `follows_from` ([`ThreadSums::follows`]): the trace has flows that the sums leave out.
+    pub(crate) fn follows(&self) -> bool {
+        self.threads.iter().any(|t| t.follows)
+    }
+
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
     pub(crate) fn spans(&self) -> usize {
         self.threads.iter().map(|t| t.spans).sum()

@@ -90,7 +90,7 @@ pub(super) struct Decoded {
 impl Shared<'_> {
     /// The records of `thread` that count: from the tick its window starts at to the
     /// capture's end. A record that carries data goes with the record before it.
-    fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
+    pub(super) fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
         let window = thread.from_tick..=self.end_tick;
         let mut keep = false;
         for chunk in &thread.chunks {
@@ -116,7 +116,7 @@ impl Shared<'_> {
 
     /// The tick of the last record of `thread` that [`Shared::for_each_record`] gives and is
     /// not a payload.
-    fn last_tick(&self, thread: &CaptureThread) -> Option<u64> {
+    pub(super) fn last_tick(&self, thread: &CaptureThread) -> Option<u64> {
         let window = thread.from_tick..=self.end_tick;
         thread.chunks.iter().rev().find_map(|chunk| {
             chunk
@@ -215,6 +215,7 @@ impl Shared<'_> {
         };
         if let Some(sums) = &mut sums {
             spans.iter().for_each(|span| sums.add(span));
+            sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
             (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
         }
         let decoded = Decoded {

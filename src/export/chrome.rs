@@ -64,7 +64,8 @@ use std::io::{self, Write};
 
 use super::Format;
 use super::lanes::{Edge, Lanes};
-use super::trace_event::{self, Dialect};
+use super::trace_event::{self, Dialect, LaneEdges};
+use crate::decode::pieces::{Pieces, SpanSource};
 use crate::trace::{Span, Trace};
 
 /// Where `ts` counts from.
@@ -147,6 +148,16 @@ impl Format for Options {
     fn write(&self, trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
         trace_event::write(trace, out, &self.dialect(trace))
     }
+
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        out: &mut dyn Write,
+    ) -> Option<io::Result<()>> {
+        let pieces = Pieces::new(captures)?;
+        let dialect = self.dialect(pieces.trace());
+        Some(trace_event::write_from(&pieces, out, &dialect))
+    }
 }
 
 /// Start and end (ns from `origin`) of each span of one thread as the Chrome format writes
@@ -159,14 +170,27 @@ impl Format for Options {
 /// the order of their begins) cannot misread a tie. Times move only where the clock gave one
 /// nanosecond to several edges (ticks converted to the same nanosecond), by 1 ns per edge
 /// sharing it. `None` (nothing allocated) when no edges share a nanosecond.
-fn distinct_edges(spans: &[Span], lanes: &Lanes, origin: u64) -> Option<Vec<(u64, u64)>> {
+///
+/// For a thread written in pieces, `last` is what its earlier pieces left: the last edge
+/// placed on each lane and its time (empty for the first), updated for the next.
+fn distinct_edges(
+    spans: &[Span],
+    lanes: &Lanes,
+    origin: u64,
+    last: &mut LaneEdges,
+) -> Option<Vec<(u64, u64)>> {
+    if last.len() < lanes.count() as usize {
+        last.resize(lanes.count() as usize, None);
+    }
     let mut shared = false;
-    separate(spans, lanes, origin, |_, moved| shared |= moved);
+    let mut after = last.clone();
+    separate(spans, lanes, origin, &mut after, |_, moved| shared |= moved);
     if !shared {
+        *last = after;
         return None;
     }
     let mut out = vec![(0, 0); spans.len()];
-    separate(spans, lanes, origin, |edge, _| match edge {
+    separate(spans, lanes, origin, last, |edge, _| match edge {
         (Edge::Begin(i), ns) => out[i as usize].0 = ns,
         (Edge::End(i), ns) => out[i as usize].1 = ns,
     });
@@ -174,10 +198,15 @@ fn distinct_edges(spans: &[Span], lanes: &Lanes, origin: u64) -> Option<Vec<(u64
 }
 
 /// Walks the edges of `spans` ([`Lanes::walk`]) and gives `place` each one with its time as
-/// [`distinct_edges`] writes it (ns from `origin`), and whether that is not its own.
-fn separate(spans: &[Span], lanes: &Lanes, origin: u64, mut place: impl FnMut((Edge, u64), bool)) {
-    // Per lane: the last edge placed, and its time.
-    let mut last: Vec<Option<(Edge, u64)>> = vec![None; lanes.count() as usize];
+/// [`distinct_edges`] writes it (ns from `origin`), and whether that is not its own; `last`
+/// holds the last edge placed on each lane (at least one entry per lane).
+fn separate(
+    spans: &[Span],
+    lanes: &Lanes,
+    origin: u64,
+    last: &mut LaneEdges,
+    mut place: impl FnMut((Edge, u64), bool),
+) {
     lanes.walk(spans, |edge| {
         let (Edge::Begin(i) | Edge::End(i)) = edge;
         let span = &spans[i as usize];
@@ -231,7 +260,7 @@ mod tests {
         let lanes = Lanes::assign(&s);
         assert_eq!(lanes.count(), 2);
         assert_eq!(
-            distinct_edges(&s, &lanes, 100),
+            distinct_edges(&s, &lanes, 100, &mut Vec::new()),
             Some(vec![
                 (0, 11),
                 (5, 40),
@@ -242,6 +271,7 @@ mod tests {
             ])
         );
         let apart = spans(&[(0, 10, None), (1, 9, Some(0)), (11, 20, None)]);
-        assert_eq!(distinct_edges(&apart, &Lanes::assign(&apart), 0), None);
+        let lanes = Lanes::assign(&apart);
+        assert_eq!(distinct_edges(&apart, &lanes, 0, &mut Vec::new()), None);
     }
 }

@@ -120,7 +120,7 @@ impl Options {
             poll_category: "cpu_op",
             op_ids: true,
             flow: "fwdbwd",
-            times: Some(kineto_times),
+            times: Some(|spans, lanes, origin, _| kineto_times(spans, lanes, origin)),
             whole_micros: false,
             async_spans: false,
             memory: false,

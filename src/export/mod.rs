@@ -111,7 +111,14 @@ pub trait Format {
     /// default), and the caller decodes the trace and calls [`Format::write`]. Folded stacks,
     /// flame graphs and pprof profiles, which sum spans by stack, do it for captures that did not track
     /// memory and hold no async call, in memory bounded by the distinct stacks and the
-    /// scopes open at once ([`write_file_from_captures`]; `tickscope convert`).
+    /// scopes open at once ([`write_file_from_captures`]; `tickscope convert`). Chrome JSON
+    /// and Perfetto traces do it for captures that did not track memory and hold no async
+    /// call or link: a first pass sums the threads (their counters and instants are kept),
+    /// then each thread is decoded again and written a few thousand spans at a time, whole
+    /// top-level scopes (a thread whose outermost scope spans all its records is held
+    /// whole). Their events are the whole trace's, in the same order but for a thread's extra
+    /// tracks (scopes dropped out of order): named before the first scope that needs them,
+    /// and in Perfetto their packets interleaved with the thread's otherwise.
     fn write_captures(
         &self,
         captures: &[&Capture],
@@ -125,8 +132,9 @@ pub trait Format {
 /// Writes the trace `captures` decode to in `format` to the file at `path`, as
 /// [`write_file`] does with `Trace::from_captures(captures)`, and with the same bytes; but
 /// without decoding the trace whole when the format can write the captures as they are
-/// decoded ([`Format::write_captures`]: folded stacks and pprof profiles), so that the memory
-/// taken does not grow with the captures' size. What `tickscope convert` does.
+/// decoded ([`Format::write_captures`]: folded stacks, pprof profiles, Chrome JSON and
+/// Perfetto traces), so that the memory taken does not grow with the captures' size. What
+/// `tickscope convert` does.
 ///
 /// ```
 /// use tickscope::export::{folded, write_file, write_file_from_captures};

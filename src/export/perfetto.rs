@@ -67,6 +67,7 @@ use super::Format;
 use super::lanes::Lanes;
 use super::proto::{bytes_field, fixed64_field, int_field, varint_field};
 use super::trace_event::pids;
+use crate::decode::pieces::{Piece, Pieces, SpanSource};
 use crate::record::callsite::Callsite;
 use crate::trace::{
     AsyncSpan, InstantScope, Number, Span, SpanArg, SpanKind, SpanRef, Trace, Value,
@@ -109,6 +110,15 @@ impl Format for Options {
     fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
         write_with(trace, &mut out, *self)
     }
+
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        out: &mut dyn Write,
+    ) -> Option<io::Result<()>> {
+        let pieces = Pieces::new(captures)?;
+        Some(write_from(&pieces, out, *self))
+    }
 }
 
 /// Writes `trace` as an (uncompressed) Perfetto `Trace` protobuf, with the default
@@ -119,8 +129,19 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
 
 /// Writes `trace` as an (uncompressed) Perfetto `Trace` protobuf, with `options`.
 pub fn write_with(trace: &Trace, out: &mut impl Write, options: Options) -> io::Result<()> {
+    write_from(trace, out, options)
+}
+
+/// Writes the trace of `source` as [`write_with`] does, each thread's spans piece by piece as
+/// `source` gives them ([`SpanSource::each_piece`]): a thread's extra tracks (lanes of
+/// overlapping scopes) are made before the first piece that uses them.
+fn write_from<W: Write + ?Sized>(
+    source: &dyn SpanSource,
+    out: &mut W,
+    options: Options,
+) -> io::Result<()> {
     let mut w = Writer::new(out, options.delta_times);
-    w.trace(trace)?;
+    w.trace(source)?;
     w.finish()
 }
 
@@ -306,8 +327,9 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         }
     }
 
-    /// Everything of `trace`.
-    fn trace(&mut self, trace: &Trace) -> io::Result<()> {
+    /// Everything of the trace of `source`.
+    fn trace(&mut self, source: &dyn SpanSource) -> io::Result<()> {
+        let trace = source.trace();
         let pids = pids(&trace.processes);
         let hosts_differ = trace.hosts_differ();
         let mut process_tracks = Vec::with_capacity(trace.processes.len());
@@ -362,7 +384,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                     track
                 }
             };
-            self.thread_spans(trace, index, track, &links, flow_threads[index])?;
+            self.thread_spans(source, index, track, &links, flow_threads[index])?;
         }
         self.async_calls(&trace.async_spans, &process_tracks)?;
         if let Some(memory) = &trace.memory {
@@ -551,23 +573,36 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     /// are on this thread.
     fn thread_spans(
         &mut self,
-        trace: &Trace,
+        source: &dyn SpanSource,
         index: usize,
         track: u64,
         links: &FxHashMap<SpanRef, SliceLinks>,
         has_links: bool,
     ) -> io::Result<()> {
-        let thread = &trace.threads[index];
-        let spans = &thread.spans;
-        let lanes = Lanes::assign(spans);
+        let name = source.trace().threads[index].display_name();
         let mut sequences = vec![self.sequence(track)];
-        for lane in 1..lanes.count() {
-            let name = format!("{} (overlapping scopes {lane})", thread.display_name());
-            let lane_track = self.named_track(track, &name, None)?;
-            sequences.push(self.sequence(lane_track));
-        }
+        source.each_piece(index, &mut |piece| {
+            let lanes = Lanes::assign(piece.spans);
+            for lane in sequences.len() as u32..lanes.count() {
+                let name = format!("{name} (overlapping scopes {lane})");
+                let lane_track = self.named_track(track, &name, None)?;
+                sequences.push(self.sequence(lane_track));
+            }
+            self.piece_spans(piece, &lanes, &mut sequences, (index, links, has_links))
+        })
+    }
+
+    /// The slices of one piece of thread `index`, on the sequences of its lanes.
+    fn piece_spans(
+        &mut self,
+        piece: Piece<'_>,
+        lanes: &Lanes,
+        sequences: &mut [Sequence],
+        (index, links, has_links): (usize, &FxHashMap<SpanRef, SliceLinks>, bool),
+    ) -> io::Result<()> {
+        let spans = piece.spans;
         let shortcuts = self.delta && self.shortcuts;
-        if shortcuts && lanes.count() == 1 && thread.args.is_empty() && !has_links {
+        if shortcuts && lanes.count() == 1 && piece.args.is_empty() && !has_links {
             // The common thread: one track, no arguments, no links.
             let seq = &mut sequences[0];
             return lanes.try_walk(spans, |i, begin| {
@@ -582,6 +617,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 }
             });
         }
+        let args = piece.args;
         let mut next_arg = 0;
         lanes.try_walk(spans, |i, begin| {
             let span = &spans[i as usize];
@@ -589,13 +625,13 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             if !begin {
                 return self.end_span(seq, span.end_ns, shortcuts);
             }
-            let start = next_arg + thread.args[next_arg..].partition_point(|a| a.span < i);
-            let end = start + thread.args[start..].partition_point(|a| a.span == i);
+            let start = next_arg + args[next_arg..].partition_point(|a| a.span < i);
+            let end = start + args[start..].partition_point(|a| a.span == i);
             next_arg = end;
             let links = if has_links {
                 links.get(&SpanRef {
                     thread: index as u32,
-                    span: i,
+                    span: piece.base + i,
                 })
             } else {
                 None
@@ -607,7 +643,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             {
                 return done;
             }
-            self.begin_span(seq, span, &thread.args[start..end], links)
+            self.begin_span(seq, span, &args[start..end], links)
         })
     }
 

@@ -18,7 +18,8 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use super::json;
-use super::lanes::Lanes;
+use super::lanes::{Edge, Lanes};
+use crate::decode::pieces::{Piece, SpanSource};
 use crate::record::callsite::Callsite;
 use crate::trace::{
     AsyncSpan, Compensation, InstantScope, MemoryKind, MemoryTrace, Number, Process, Span, SpanArg,
@@ -42,10 +43,16 @@ fn push_number(buf: &mut Vec<u8>, n: Number) {
 /// Bytes buffered before they are written out.
 const BLOCK: usize = 64 * 1024;
 
-/// The start and end (ns from `origin`) of each span of one thread, in the order of its spans,
-/// as a dialect writes them: `times(spans, lanes, origin)`; `None` where they are the recorded
-/// ones.
-pub(crate) type Times = fn(&[Span], &Lanes, u64) -> Option<Vec<(u64, u64)>>;
+/// The start and end (ns from `origin`) of each span of one piece of a thread, in the order of
+/// its spans, as a dialect writes them: `times(spans, lanes, origin, last)`, where `last` is
+/// what the thread's earlier pieces left (empty before the first); `None` where they are the
+/// recorded ones.
+pub(crate) type Times = fn(&[Span], &Lanes, u64, &mut LaneEdges) -> Option<Vec<(u64, u64)>>;
+
+/// Per lane of a thread, the last edge a dialect placed and its time: what a dialect that
+/// moves times carries from one piece of the thread to the next. Between pieces every edge
+/// placed is an end.
+pub(crate) type LaneEdges = Vec<Option<(Edge, u64)>>;
 
 /// What sets one dialect of the Trace Event format apart.
 pub(crate) struct Dialect {
@@ -83,6 +90,19 @@ pub(crate) struct Dialect {
 
 /// Streams `trace` as Trace Event JSON in `dialect` into `out`.
 pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io::Result<()> {
+    write_from(trace, out, dialect)
+}
+
+/// Streams the trace of `source` as Trace Event JSON in `dialect` into `out`, each thread's
+/// spans piece by piece as `source` gives them ([`SpanSource::each_piece`]): the events of
+/// a trace decoded whole, in the same order; of captures decoded in pieces, the same events
+/// with a thread's extra tracks named before the first piece that uses them.
+pub(crate) fn write_from(
+    source: &dyn SpanSource,
+    out: &mut dyn Write,
+    dialect: &Dialect,
+) -> io::Result<()> {
+    let trace = source.trace();
     let mut w = Writer {
         out,
         buf: Vec::with_capacity(BLOCK + 512),
@@ -111,7 +131,7 @@ pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io
     // Where the slices that took part in a link went: track and times as written.
     let mut flow_slices: FxHashMap<SpanRef, Slice> = FxHashMap::default();
     for index in 0..trace.threads.len() {
-        w.thread(trace, index, &mut tracks, &mut flow_slices)?;
+        w.thread(source, index, &mut tracks, &mut flow_slices)?;
     }
     w.flows(trace, &flow_slices)?;
     if dialect.async_spans {
@@ -135,6 +155,26 @@ struct Tracks {
     next_tid: u64,
     /// The `thread_sort_index` of the next track.
     sort_index: usize,
+}
+
+/// The tracks of the thread being written: one per lane of overlapping scopes so far.
+struct ThreadLanes {
+    /// The thread's display name, which its extra tracks' names start with.
+    name: String,
+    pid: u32,
+    /// The `tid` of each lane's track: the thread's own, then the extra ones.
+    tids: Vec<u64>,
+    /// `,"pid":..,"tid":..,"ts":` of each lane's track.
+    heads: Vec<String>,
+    /// What [`Dialect::times`] carries from one piece of the thread to the next.
+    last: LaneEdges,
+}
+
+impl ThreadLanes {
+    /// The start of the events on track `tid` of this thread's process.
+    fn head(&self, tid: u64) -> String {
+        format!(",\"pid\":{},\"tid\":{tid},\"ts\":", self.pid)
+    }
 }
 
 /// Where a slice that took part in a link was written.
@@ -283,45 +323,64 @@ impl Writer<'_> {
     /// took part in a link went.
     fn thread(
         &mut self,
-        trace: &Trace,
+        source: &dyn SpanSource,
         index: usize,
         tracks: &mut Tracks,
         flow_slices: &mut FxHashMap<SpanRef, Slice>,
     ) -> io::Result<()> {
+        let trace = source.trace();
         let thread = &trace.threads[index];
-        let spans = &thread.spans;
-        let lanes = Lanes::assign(spans);
-        let name = thread.display_name();
-        let pid = self.pid(thread.process);
-        let mut tids = vec![thread.id];
+        let mut lanes = ThreadLanes {
+            name: thread.display_name(),
+            pid: self.pid(thread.process),
+            tids: vec![thread.id],
+            heads: Vec::new(),
+            last: Vec::new(),
+        };
+        lanes.heads.push(lanes.head(thread.id));
         if self.named.insert((thread.process, thread.id)) {
-            self.thread_metadata(pid, thread.id, &name, tracks.sort_index)?;
+            self.thread_metadata(lanes.pid, thread.id, &lanes.name, tracks.sort_index)?;
             tracks.sort_index += 1;
         }
         // The prefixes of this thread's events name its own tracks.
         for prefix in &mut self.prefixes {
             prefix.key = None;
         }
-        for lane in 1..lanes.count() {
+        source.each_piece(index, &mut |piece| {
+            self.piece(piece, index, (&mut lanes, tracks), flow_slices)
+        })
+    }
+
+    /// The slices of one piece of thread `index`, after the tracks its lanes need beyond
+    /// those `lanes` has.
+    fn piece(
+        &mut self,
+        piece: Piece<'_>,
+        index: usize,
+        (thread, tracks): (&mut ThreadLanes, &mut Tracks),
+        flow_slices: &mut FxHashMap<SpanRef, Slice>,
+    ) -> io::Result<()> {
+        let spans = piece.spans;
+        let lanes = Lanes::assign(spans);
+        for lane in thread.tids.len() as u32..lanes.count() {
             let tid = tracks.next_tid;
             tracks.next_tid = tracks.next_tid.saturating_add(1);
-            let lane_name = format!("{name} (overlapping scopes {lane})");
-            self.thread_metadata(pid, tid, &lane_name, tracks.sort_index)?;
+            let lane_name = format!("{} (overlapping scopes {lane})", thread.name);
+            self.thread_metadata(thread.pid, tid, &lane_name, tracks.sort_index)?;
             tracks.sort_index += 1;
-            tids.push(tid);
+            thread.tids.push(tid);
+            let head = thread.head(tid);
+            thread.heads.push(head);
         }
-        let heads: Vec<String> = tids
-            .iter()
-            .map(|tid| format!(",\"pid\":{pid},\"tid\":{tid},\"ts\":"))
-            .collect();
+        let (pid, tids, heads) = (thread.pid, &thread.tids, &thread.heads);
         let at = |span: u32| SpanRef {
             thread: index as u32,
-            span,
+            span: piece.base + span,
         };
         let moved = self
             .dialect
             .times
-            .and_then(|times| times(spans, &lanes, self.dialect.origin));
+            .and_then(|times| times(spans, &lanes, self.dialect.origin, &mut thread.last));
         let origin = self.dialect.origin;
         let times = |i: u32| match &moved {
             Some(moved) => moved[i as usize],
@@ -364,7 +423,7 @@ impl Writer<'_> {
                         span,
                         (lane, head),
                         span.start_ns,
-                        Some((at(i), thread.args_of(i))),
+                        Some((at(i), piece.args_of(i))),
                     );
                 } else {
                     self.edge(span, (lane, head), span.end_ns, None);
@@ -377,7 +436,7 @@ impl Writer<'_> {
             let (start, end) = times(i);
             let lane = lanes.lane(i);
             let head = &heads[lane as usize];
-            self.complete(span, (lane, head), start, end, at(i), thread.args_of(i));
+            self.complete(span, (lane, head), start, end, at(i), piece.args_of(i));
             self.spill()?;
         }
         Ok(())

@@ -222,12 +222,12 @@ impl Report {
     }
 
     /// The report of `trace` from its rows' sums.
-    fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
+    pub(super) fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
         Self::finish_with(trace, groups, tracked, None)
     }
 
     /// [`Report::finish`], the durations of each group in `histograms` (by group) when given.
-    fn finish_with(
+    pub(super) fn finish_with(
         trace: &Trace,
         groups: Groups,
         tracked: bool,
@@ -318,10 +318,10 @@ impl Report {
 
 /// What a row adds up while a report is built.
 #[derive(Default)]
-struct Acc {
+pub(super) struct Acc {
     durations: Vec<u64>,
-    self_ns: u64,
-    open: u64,
+    pub(super) self_ns: u64,
+    pub(super) open: u64,
     memory: MemoryStats,
     /// Of async calls: the time their polls ran.
     busy_ns: Option<u64>,
@@ -330,7 +330,7 @@ struct Acc {
 }
 
 /// Rows by what they group: (thread when split by thread, name, label).
-type Key = (Option<ThreadKey>, &'static str, Option<Label>);
+pub(super) type Key = (Option<ThreadKey>, &'static str, Option<Label>);
 /// Calls by where they come from: (thread when split by thread, callsite address, label).
 type Site = (Option<ThreadKey>, usize, Option<Label>);
 
@@ -339,10 +339,10 @@ const CACHE: usize = 64;
 
 /// The rows of a report being built. Rows are per name, spans carry callsites: each (thread,
 /// callsite, label) is looked up by address and resolved to its row by name once.
-struct Groups {
+pub(super) struct Groups {
     split_threads: bool,
     tracked: bool,
-    groups: Vec<(Key, Acc)>,
+    pub(super) groups: Vec<(Key, Acc)>,
     by_name: HashMap<Key, usize>,
     by_site: FxHashMap<Site, usize>,
     /// The last site looked up and its row: consecutive spans often share a callsite.
@@ -354,7 +354,7 @@ struct Groups {
 }
 
 impl Groups {
-    fn new(split_threads: bool, tracked: bool) -> Self {
+    pub(super) fn new(split_threads: bool, tracked: bool) -> Self {
         Self {
             split_threads,
             tracked,
@@ -368,7 +368,7 @@ impl Groups {
 
     /// The row of an unlabelled call of `callsite` on `thread`, whose rows the cache holds.
     #[inline]
-    fn unlabelled(&mut self, thread: ThreadKey, callsite: &'static Callsite) -> usize {
+    pub(super) fn unlabelled(&mut self, thread: ThreadKey, callsite: &'static Callsite) -> usize {
         let address = std::ptr::from_ref(callsite) as usize;
         let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
         match self.cache[slot] {
@@ -382,7 +382,7 @@ impl Groups {
     }
 
     /// The row of a call of `callsite` on `thread` with `label`, added when new.
-    fn group(
+    pub(super) fn group(
         &mut self,
         thread: ThreadKey,
         callsite: &'static Callsite,
@@ -433,7 +433,14 @@ impl Groups {
 
     /// Adds a call to row `group`.
     #[inline]
-    fn add(&mut self, group: usize, duration: u64, self_ns: u64, open: bool, memory: &MemoryStats) {
+    pub(super) fn add(
+        &mut self,
+        group: usize,
+        duration: u64,
+        self_ns: u64,
+        open: bool,
+        memory: &MemoryStats,
+    ) {
         let acc = &mut self.groups[group].1;
         let full = acc.durations.len() == acc.durations.capacity();
         acc.durations.push(duration);

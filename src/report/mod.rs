@@ -6,6 +6,7 @@ mod build;
 pub mod compare;
 mod counters;
 mod live;
+mod pieces;
 pub(crate) mod tree;
 
 use std::cmp::{Ordering, Reverse};

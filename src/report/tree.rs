@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use super::{ThreadKey, percent_of, rank};
+use crate::decode::pieces::SpanSource;
 use crate::trace::{SpanKind, Trace};
 
 /// One call path: the spans of one name under one parent node (and, split by thread, on one
@@ -41,6 +42,13 @@ pub(crate) struct CallTree {
 impl CallTree {
     /// The call tree of `trace`, with one tree per thread when `split_threads`.
     pub(crate) fn new(trace: &Trace, split_threads: bool) -> Self {
+        Self::from_source(trace, split_threads)
+    }
+
+    /// The call tree of the trace of `source`, its threads' spans taken piece by piece
+    /// ([`SpanSource::each_piece`]): in memory bounded by the nodes and a piece.
+    pub(crate) fn from_source(source: &dyn SpanSource, split_threads: bool) -> Self {
+        let trace = source.trace();
         let mut tree = Self {
             nodes: Vec::new(),
             roots: Vec::new(),
@@ -50,43 +58,51 @@ impl CallTree {
         type Key = (Option<usize>, Option<ThreadKey>, &'static str, bool);
         let mut index: HashMap<Key, usize> = HashMap::new();
         let mut children_ns: Vec<u64> = Vec::new();
-        for thread in &trace.threads {
+        for (at, thread) in trace.threads.iter().enumerate() {
             let thread_key = split_threads.then_some((thread.process, thread.id));
-            let mut node_of_span: Vec<usize> = Vec::with_capacity(thread.spans.len());
-            for span in &thread.spans {
-                let parent = span.parent.map(|p| node_of_span[p as usize]);
-                let poll = matches!(span.kind, SpanKind::Poll { .. });
-                let key = (parent, thread_key, span.name(), poll);
-                let node = *index.entry(key).or_insert_with(|| {
-                    tree.nodes.push(Node {
-                        name: span.name(),
-                        poll,
-                        thread: thread_key,
-                        calls: 0,
-                        total_ns: 0,
-                        self_ns: 0,
-                        total_percent: 0.0,
-                        self_percent: 0.0,
-                        open: 0,
-                        children: Vec::new(),
+            let mut node_of_span: Vec<usize> = Vec::new();
+            // A piece is whole trees: its spans' parents are in it.
+            let each = source.each_piece(at, &mut |piece| {
+                node_of_span.clear();
+                for span in piece.spans {
+                    let parent = span.parent.map(|p| node_of_span[p as usize]);
+                    let poll = matches!(span.kind, SpanKind::Poll { .. });
+                    let key = (parent, thread_key, span.name(), poll);
+                    let node = *index.entry(key).or_insert_with(|| {
+                        tree.nodes.push(Node {
+                            name: span.name(),
+                            poll,
+                            thread: thread_key,
+                            calls: 0,
+                            total_ns: 0,
+                            self_ns: 0,
+                            total_percent: 0.0,
+                            self_percent: 0.0,
+                            open: 0,
+                            children: Vec::new(),
+                        });
+                        children_ns.push(0);
+                        let new = tree.nodes.len() - 1;
+                        match parent {
+                            Some(p) => tree.nodes[p].children.push(new),
+                            None => tree.roots.push(new),
+                        }
+                        new
                     });
-                    children_ns.push(0);
-                    let new = tree.nodes.len() - 1;
-                    match parent {
-                        Some(p) => tree.nodes[p].children.push(new),
-                        None => tree.roots.push(new),
-                    }
-                    new
-                });
-                let n = &mut tree.nodes[node];
-                n.calls += 1;
-                // Saturating, as the report's sums: a forged capture file may hold any
-                // duration.
-                n.total_ns = n.total_ns.saturating_add(span.duration_ns());
-                n.open += u64::from(span.open_at_stop);
-                children_ns[node] = children_ns[node].saturating_add(span.children_ns);
-                node_of_span.push(node);
-            }
+                    let n = &mut tree.nodes[node];
+                    n.calls += 1;
+                    // Saturating, as the report's sums: a forged capture file may hold any
+                    // duration.
+                    n.total_ns = n.total_ns.saturating_add(span.duration_ns());
+                    n.open += u64::from(span.open_at_stop);
+                    children_ns[node] = children_ns[node].saturating_add(span.children_ns);
+                    node_of_span.push(node);
+                }
+                Ok(())
+            });
+            // Adding a piece never fails, so neither does taking them: an error could only
+            // be one the closure returned.
+            debug_assert!(each.is_ok());
         }
         for (node, children_ns) in tree.nodes.iter_mut().zip(children_ns) {
             node.self_ns = node.total_ns.saturating_sub(children_ns);

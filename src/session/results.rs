@@ -177,8 +177,9 @@ impl Profiler {
     ///
     /// Of a stopped streaming session ([`ProfilerBuilder::stream_to`]) not decoded yet, a format that
     /// writes captures as they are decoded ([`Format::write_captures`](crate::export::Format::write_captures):
-    /// folded stacks, pprof) reads the file chunk by chunk, in memory bounded by its stacks
-    /// rather than the file's size; other formats decode the trace whole.
+    /// folded stacks, pprof, Chrome JSON, Perfetto) reads the file chunk by chunk, in memory
+    /// bounded by its stacks or the scopes open at once rather than the file's size; other
+    /// formats decode the trace whole.
     pub fn write(
         &self,
         path: impl AsRef<std::path::Path>,

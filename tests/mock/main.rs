@@ -29,6 +29,7 @@ mod html;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod perfetto;
+mod pieces;
 mod pprof;
 
 // Collectors beside a session.

@@ -204,6 +204,35 @@ pub struct Otlp<'t> {
     pub(super) seed: u64,
     pub(super) stats: Stats,
     pub(super) services: Vec<String>,
+    /// Where the trace's nodes stand in a larger one written piece by piece.
+    pub(super) start: Start,
+    /// The roots met by the walk, with those before ([`Start::roots`]).
+    pub(super) roots: u32,
+    /// The events on no span of the trace, when [`Start::holders`] is off.
+    pub(super) outside: Vec<EventOf>,
+}
+
+/// Where a trace mapped as a piece of a larger one stands in it
+/// ([`Otlp::with`]; `Start::default()` for a trace of its own).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Start {
+    /// The index in the larger trace of this one's first node (what the ids count from).
+    pub(super) node: u32,
+    /// The roots before this trace's (what sampling counts from).
+    pub(super) roots: u32,
+    /// Events on no span go to an `events outside spans` node of their process (else they
+    /// are left in [`Otlp::outside`]).
+    pub(super) holders: bool,
+}
+
+impl Default for Start {
+    fn default() -> Self {
+        Self {
+            node: 0,
+            roots: 0,
+            holders: true,
+        }
+    }
 }
 
 impl fmt::Debug for Otlp<'_> {
@@ -226,6 +255,13 @@ impl<'t> Otlp<'t> {
     /// Maps `trace` with `options`: the tree of spans, what is folded and sampled out, and
     /// the ids. The requests themselves are made by [`Otlp::requests`].
     pub fn new(trace: &'t Trace, options: &Options) -> Self {
+        Self::with(trace, options, Start::default())
+    }
+
+    /// [`Otlp::new`], for a trace that is a piece of a larger one: whose nodes are numbered
+    /// from `start.node`, whose roots are sampled after `start.roots` others, and whose events
+    /// on no span are left in [`Otlp::outside`] unless `start.holders`.
+    pub(super) fn with(trace: &'t Trace, options: &Options, start: Start) -> Self {
         let asyncs = trace.async_spans.len();
         let mut thread_base = Vec::with_capacity(trace.threads.len());
         let mut nodes: Vec<Node> = Vec::with_capacity(asyncs + trace.spans().count());
@@ -298,6 +334,9 @@ impl<'t> Otlp<'t> {
             seed: 0,
             stats: Stats::default(),
             services: Vec::new(),
+            start,
+            roots: start.roots,
+            outside: Vec::new(),
         };
         this.walk();
         this.finish();
@@ -327,7 +366,7 @@ impl<'t> Otlp<'t> {
             }
         }
         let mut visited = vec![false; n];
-        let mut roots = 0u32;
+        let mut roots = self.start.roots;
         let mut stack: Vec<u32> = Vec::new();
         // Roots in node order; then whatever a forged cycle left unreached, as roots.
         for pass in 0..2 {
@@ -351,6 +390,7 @@ impl<'t> Otlp<'t> {
                 }
             }
         }
+        self.roots = roots;
     }
 
     /// Decides node `i`, whose parent (if any) is decided.
@@ -493,6 +533,10 @@ impl<'t> Otlp<'t> {
                     }
                     rep => rep,
                 },
+                None if !self.start.holders => {
+                    self.outside.push(of);
+                    continue;
+                }
                 None => match holders.iter().find(|&&(p, _)| p == process) {
                     Some(&(_, node)) => node,
                     None => {
@@ -577,7 +621,8 @@ impl<'t> Otlp<'t> {
 
     /// The `span_id` of node `i`: unique in the trace, never zero.
     pub(super) fn span_id_bytes(&self, i: u32) -> [u8; 8] {
-        ((self.seed << 32) | (u64::from(i) + 1)).to_be_bytes()
+        let i = u64::from(i) + u64::from(self.start.node);
+        ((self.seed << 32) | (i + 1)).to_be_bytes()
     }
 
     /// The `trace_id` of node `i`.
@@ -586,7 +631,7 @@ impl<'t> Otlp<'t> {
         let low = if self.options.trace_per_process {
             (1 << 63) | u64::from(node.trace)
         } else {
-            u64::from(node.trace) + 1
+            u64::from(node.trace) + u64::from(self.start.node) + 1
         };
         ((u128::from(self.seed) << 64) | u128::from(low)).to_be_bytes()
     }

@@ -1,0 +1,360 @@
+//! Exports and call trees made from captures as they are decoded, piece by piece
+//! (`export::write_file_from_captures`, `Table::from_captures`: what `tickscope convert` and
+//! `tickscope table --tree` do): the same events and rows as the whole trace's, with exact
+//! counts.
+#![cfg(feature = "enabled")]
+
+use std::collections::BTreeMap;
+
+use crate::common::{scratch, serial_mock};
+use tickscope::export::chrome::{self, TimeOrigin};
+use tickscope::export::{Format, perfetto, write_file, write_file_from_captures};
+use tickscope::trace::Trace;
+use tickscope::{Capture, Profiler, counter, instant, scope};
+
+/// Iterations per thread: about 4 scopes each, several pieces of a thread.
+const ITERATIONS: u64 = 2_000;
+
+/// Records `threads` threads one after the other, each `ITERATIONS` times `request`
+/// (an argument every 7th) holding `parse` and `handle` holding `query`, with edges on one
+/// nanosecond (zero increments), instants and counter samples. On the last thread, when
+/// `out_of_order`, iteration 1500 drops `handle` before `query` (a scope outliving its
+/// parent: an extra lane first needed past the thread's first piece). Then an instant and a
+/// counter sample outside every scope, and a scope left open at the stop. Reads the capture
+/// back from a file.
+fn capture(name: &str, threads: u64, out_of_order: bool) -> Vec<Capture> {
+    let (_serial, m) = serial_mock();
+    let prof = Profiler::builder().current_thread().start();
+    for t in 0..threads {
+        let m = m.clone();
+        let swap = out_of_order && t + 1 == threads;
+        tickscope::thread::Builder::new()
+            .name(format!("worker-{t}"))
+            .spawn(move || {
+                for i in 0..ITERATIONS {
+                    let request = if i % 7 == 0 {
+                        scope!("request", i = i, kind = "seventh")
+                    } else {
+                        scope!("request")
+                    };
+                    m.increment(i % 3);
+                    {
+                        let _parse = scope!("parse");
+                        m.increment(10 + i % 2);
+                    }
+                    if i % 100 == 0 {
+                        instant!("checkpoint", at = i);
+                        counter!("done", set = i);
+                    }
+                    let handle = scope!("handle");
+                    m.increment(i % 2);
+                    let query = scope!("query");
+                    m.increment(5);
+                    if swap && i == 1_500 {
+                        drop(handle);
+                        m.increment(3);
+                        drop(query);
+                    } else {
+                        drop(query);
+                        drop(handle);
+                    }
+                    m.increment(i % 2);
+                    drop(request);
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+    // Events outside every scope.
+    instant!("between threads");
+    counter!("done", set = 0u64);
+    m.increment(1u64);
+    let _open = scope!("left open");
+    m.increment(100u64);
+    prof.stop();
+    let path = scratch(name);
+    prof.write_capture(&path).unwrap();
+    Capture::read_all(&path).unwrap()
+}
+
+/// The file `format` writes from the whole trace of `captures`, and the one it writes from the
+/// captures as they are decoded.
+fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<u8>) {
+    let (whole, pieces) = (scratch(&format!("{name}-whole")), scratch(name));
+    write_file(&Trace::from_captures(captures), &whole, format).unwrap();
+    let refs: Vec<&Capture> = captures.iter().collect();
+    write_file_from_captures(&refs, &pieces, format).unwrap();
+    (
+        std::fs::read(&whole).unwrap(),
+        std::fs::read(&pieces).unwrap(),
+    )
+}
+
+/// The events of a Chrome JSON file (one a line), sorted, and the document parsed.
+fn chrome_events(bytes: &[u8]) -> (Vec<String>, serde_json::Value) {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).expect("valid JSON");
+    let mut lines: Vec<String> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    lines.sort();
+    (lines, doc)
+}
+
+/// The packets of a Perfetto trace (field 1 of `Trace`, each length-delimited), in file order.
+fn packets(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    let varint = |at: &mut usize| {
+        let mut value = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = bytes[*at];
+            *at += 1;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return value;
+            }
+            shift += 7;
+        }
+    };
+    while at < bytes.len() {
+        assert_eq!(varint(&mut at), (1 << 3) | 2, "a packet field at {at}");
+        let len = varint(&mut at) as usize;
+        out.push(&bytes[at..at + len]);
+        at += len;
+    }
+    out
+}
+
+/// Counts of each event kind (`ph`) and name of a Chrome document.
+fn kinds(doc: &serde_json::Value) -> BTreeMap<(String, String), usize> {
+    let mut counts = BTreeMap::new();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        let key = (
+            e["ph"].as_str().unwrap().to_owned(),
+            e["name"].as_str().unwrap_or("").to_owned(),
+        );
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn nested_threads_are_written_with_the_same_bytes() {
+    let captures = capture("pieces-nested.tscope", 2, false);
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.threads.len(), 3);
+    assert_eq!(trace.spans().count() as u64, 2 * 4 * ITERATIONS + 1);
+
+    let (whole, pieces) = both(&captures, &chrome::Options::new(), "pieces-nested.json");
+    assert!(whole == pieces, "Chrome JSON differs");
+    let (_, doc) = chrome_events(&pieces);
+    let counts = kinds(&doc);
+    for name in ["request", "parse", "handle", "query"] {
+        assert_eq!(counts[&("X".into(), name.into())], 2 * ITERATIONS as usize);
+    }
+    assert_eq!(counts[&("X".into(), "left open".into())], 1);
+    assert_eq!(counts[&("i".into(), "checkpoint".into())], 2 * 20);
+    assert_eq!(counts[&("C".into(), "done".into())], 2 * 20 + 1);
+    assert_eq!(counts[&("i".into(), "between threads".into())], 1);
+    let seventh = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"]["kind"] == "seventh")
+        .count();
+    assert_eq!(seventh, 2 * ITERATIONS.div_ceil(7) as usize);
+    // Edges on one nanosecond were moved apart: the pieces carried the last edge over.
+    assert!(
+        doc.to_string().contains("\"dur\":0.009"),
+        "a moved edge is written"
+    );
+
+    let unix = chrome::Options::new().time_origin(TimeOrigin::UnixEpoch);
+    let (whole, pieces) = both(&captures, &unix, "pieces-nested-unix.json");
+    assert!(whole == pieces, "Chrome JSON on Unix time differs");
+
+    let (whole, pieces) = both(
+        &captures,
+        &perfetto::Options::new(),
+        "pieces-nested.pftrace",
+    );
+    assert!(whole == pieces, "Perfetto differs");
+    let absolute = perfetto::Options::new().delta_times(false);
+    let (whole, pieces) = both(&captures, &absolute, "pieces-nested-abs.pftrace");
+    assert!(whole == pieces, "Perfetto with absolute times differs");
+}
+
+#[test]
+fn a_lane_first_needed_in_a_later_piece_gives_the_same_events() {
+    let captures = capture("pieces-lanes.tscope", 2, true);
+    let trace = Trace::from_captures(&captures);
+    let spans = trace.spans().count();
+    assert_eq!(spans as u64, 2 * 4 * ITERATIONS + 1);
+
+    let (whole, pieces) = both(&captures, &chrome::Options::new(), "pieces-lanes.json");
+    let ((whole_events, whole_doc), (piece_events, _)) =
+        (chrome_events(&whole), chrome_events(&pieces));
+    assert_eq!(whole_events.len(), piece_events.len());
+    assert!(whole_events == piece_events, "the events differ");
+    let lane = whole_doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"]["name"] == "worker-1 (overlapping scopes 1)")
+        .count();
+    assert_eq!(lane, 1, "the extra lane is named once");
+
+    let (whole, pieces) = both(&captures, &perfetto::Options::new(), "pieces-lanes.pftrace");
+    let (mut a, mut b) = (packets(&whole), packets(&pieces));
+    assert_eq!(a.len(), b.len());
+    a.sort_unstable();
+    b.sort_unstable();
+    assert!(a == b, "the packets differ");
+}
+
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_json_is_written_with_the_same_bytes() {
+    use std::time::Duration;
+    use tickscope::export::otlp::{Options, Otlp};
+
+    let captures = capture("pieces-otlp.tscope", 2, true);
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let trace = Trace::from_captures(&captures);
+    let cases = [
+        Options::new().service_name("pieces"),
+        Options::new().sample_roots(3).batch_spans(1_000),
+        Options::new()
+            .min_duration(Duration::from_nanos(8))
+            .max_depth(1)
+            .max_batch_bytes(100_000),
+        Options::new().trace_per_process(true).batch_spans(1),
+    ];
+    for options in cases {
+        let otlp = Otlp::new(&trace, &options);
+        let mut whole = Vec::new();
+        otlp.write_json_to(&mut whole).unwrap();
+        let mut pieces = Vec::new();
+        let stats = Otlp::write_json_from_captures(&refs, &options, &mut pieces).unwrap();
+        assert_eq!(stats, otlp.stats(), "{options:?}");
+        assert!(whole == pieces, "{options:?}: the OTLP/JSON differs");
+    }
+    let stats = Otlp::new(&trace, &Options::new()).stats();
+    assert_eq!(stats.sent, 2 * 4 * ITERATIONS + 1);
+    // 40 instants and 40 samples on `request` spans, one of each outside every scope.
+    assert_eq!((stats.events, stats.event_spans), (82, 1));
+}
+
+#[test]
+fn call_trees_and_split_tables_of_captures_are_the_decoded_ones() {
+    use std::sync::Arc;
+    use tickscope::table::{Format as TableFormat, Table};
+
+    let captures = capture("pieces-tree.tscope", 2, true);
+    let decoded = Arc::new(Trace::from_captures(&captures));
+    let mut file = Vec::new();
+    for capture in &captures {
+        capture.write_to(&mut file).unwrap();
+    }
+    let tables = |table: fn(Table) -> Table| {
+        let captures = Capture::from_vec(file.clone()).unwrap();
+        let from_captures = table(Table::from_captures(captures));
+        let from_trace = table(Table::new(decoded.clone()));
+        [TableFormat::Text, TableFormat::Json, TableFormat::Csv]
+            .map(|f| (from_captures.render(f), from_trace.render(f)))
+    };
+    for (pieces, whole) in tables(|t| t.tree(true)) {
+        assert_eq!(pieces, whole);
+    }
+    for (pieces, whole) in tables(|t| t.tree(true).by_thread(true)) {
+        assert_eq!(pieces, whole);
+    }
+    for (pieces, whole) in tables(|t| t.by_origin(true)) {
+        assert_eq!(pieces, whole);
+    }
+    for (pieces, whole) in tables(|t| t.by_arg("kind")) {
+        assert_eq!(pieces, whole);
+    }
+    let [(by_i, whole), ..] = tables(|t| t.by_arg("i"));
+    assert_eq!(by_i, whole);
+    // A row per value of `i` recorded (every 7th request), on both threads.
+    let rows = by_i
+        .lines()
+        .filter(|l| l.trim_start().starts_with("request"))
+        .count();
+    assert_eq!(rows as u64, ITERATIONS.div_ceil(7) + 1, "{by_i}");
+    let [(text, _), ..] = tables(|t| t.tree(true));
+    // The swapped `query` (its parent `handle` ended first) is where it was entered.
+    let queries: Vec<&str> = text.lines().filter(|l| l.contains("query")).collect();
+    assert_eq!(queries.len(), 1, "{text}");
+    assert!(
+        queries[0].contains(&format!("{}", 2 * ITERATIONS)),
+        "{text}"
+    );
+}
+
+/// Chrome JSON, Perfetto and (with the feature) OTLP/JSON of `captures`, written from the
+/// whole trace and piece by piece, are the same bytes.
+fn same_bytes(captures: &[Capture], name: &str) {
+    for (format, ext) in [
+        (&chrome::Options::new() as &dyn Format, "json"),
+        (&perfetto::Options::new(), "pftrace"),
+    ] {
+        let (whole, pieces) = both(captures, format, &format!("{name}.{ext}"));
+        assert!(whole == pieces, "{name}.{ext} differs");
+    }
+    #[cfg(feature = "otlp")]
+    {
+        use tickscope::export::otlp::{Options, Otlp};
+        let trace = Trace::from_captures(captures);
+        let mut whole = Vec::new();
+        Otlp::new(&trace, &Options::new())
+            .write_json_to(&mut whole)
+            .unwrap();
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let mut pieces = Vec::new();
+        Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+        assert!(whole == pieces, "{name}.otlp.json differs");
+    }
+}
+
+#[test]
+fn a_flight_recorders_window_and_a_salvaged_session_give_the_same_bytes() {
+    let (_serial, m) = serial_mock();
+    // 4 chunks of 4096 records: the window opens inside `warm`, cut at its start.
+    let prof = Profiler::builder()
+        .current_thread()
+        .flight_recorder(4 * 4096 * 16)
+        .start();
+    let warm = scope!("warm");
+    for _ in 0..3_000 {
+        let _inner = scope!("inner");
+        m.increment(3u64);
+    }
+    drop(warm);
+    for i in 0..5_000u64 {
+        let _request = scope!("request");
+        m.increment(i % 2);
+        let _parse = scope!("parse");
+        m.increment(4u64);
+    }
+    prof.stop();
+    let capture = prof.capture();
+    assert!(capture.overwritten_events() > 0);
+    let trace = capture.decode();
+    assert!(trace.threads[0].spans[0].cut_at_start);
+    let mut file = Vec::new();
+    capture.write_to(&mut file).unwrap();
+    same_bytes(&Capture::from_vec(file.clone()).unwrap(), "pieces-flight");
+
+    // The same session without its footer and last records: salvaged.
+    file.truncate(file.len() - 4096);
+    let salvaged = Capture::from_vec(file).unwrap();
+    assert!(salvaged[0].warnings().iter().any(|w| w.contains("footer")));
+    same_bytes(&salvaged, "pieces-salvaged");
+}
