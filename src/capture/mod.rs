@@ -41,6 +41,7 @@ mod file;
 pub mod format;
 #[cfg(not(feature = "test-hooks"))]
 pub(crate) mod format;
+pub(crate) mod origin;
 pub(crate) mod output;
 mod read;
 pub(crate) mod stream;
@@ -129,7 +130,7 @@ pub(crate) struct Header {
     pub(crate) start_unix_ns: u64,
     /// Of a session taken by an attach: where it comes from and the Unix nanoseconds of the
     /// attach, as its `ORIGIN` chunk says (written back after the header).
-    pub(crate) origin: Option<(crate::attach::Origin, u64)>,
+    pub(crate) origin: Option<(crate::capture::origin::Origin, u64)>,
 }
 
 impl Header {
@@ -329,7 +330,7 @@ impl Capture {
     /// recorder's window at the attach, or what was recorded while attached) and the Unix
     /// nanoseconds of the attach, as its `ORIGIN` chunk says. `None` for any other session.
     /// [`Capture::write_to`] writes it back, so a merged file keeps it.
-    pub fn origin(&self) -> Option<(crate::attach::Origin, u64)> {
+    pub fn origin(&self) -> Option<(crate::capture::origin::Origin, u64)> {
         self.header.origin
     }
 

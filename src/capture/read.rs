@@ -727,7 +727,7 @@ impl Parser {
                 let footer = footer(pos, content)?;
                 self.end_session(Some(footer), pos);
             }
-            ORIGIN => match crate::attach::parse_origin(content) {
+            ORIGIN => match crate::capture::origin::parse_origin(content) {
                 Some(origin) => session.header.origin = Some(origin),
                 None => session.warnings.push(format!(
                     "byte {pos}: an origin chunk of {len} bytes that says no origin this build \

@@ -96,7 +96,7 @@ impl Capture {
             &header_content(&self.header),
         )?;
         if let Some((origin, attach_unix_ns)) = self.header.origin {
-            let content = crate::attach::origin_content(origin, attach_unix_ns);
+            let content = crate::capture::origin::origin_content(origin, attach_unix_ns);
             w.chunk(ORIGIN, ORIGIN_VERSION, &content)?;
         }
         w.chunk(CLOCK, CLOCK_VERSION, &clock_content(&self.clock))?;
