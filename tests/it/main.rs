@@ -33,6 +33,7 @@ mod alloc_counts_states;
 // Capture files, exports written to files, the summary table.
 mod capture_file;
 mod files;
+mod packed;
 mod table_summary;
 
 // Plug-ins and C code.
