@@ -201,11 +201,18 @@ criterion_group! {
 
 /// `TICKSCOPE_CLI_CAPTURE=PATH cargo bench --bench capture` writes the capture of the
 /// `cli_10m` group to `PATH` and exits, for timing the `tickscope` command itself as a process
-/// (`scripts/cli_speed.sh`); without it, the benches run.
+/// (`scripts/cli_speed.sh`; unpacked with `TICKSCOPE_CLI_UNPACKED=1`); without it, the benches
+/// run.
 fn main() {
     if let Some(path) = std::env::var_os("TICKSCOPE_CLI_CAPTURE") {
         let (prof, events) = common::server_session(CLI_THREADS, CLI_EVENTS);
-        prof.write_capture(&path).unwrap();
+        // `TICKSCOPE_CLI_UNPACKED=1`: event chunks as recorded, 16 bytes a record (the format
+        // before packed chunks, for comparisons).
+        if std::env::var_os("TICKSCOPE_CLI_UNPACKED").is_some_and(|v| v == "1") {
+            tickscope::__private::unpacked(|| prof.write_capture(&path)).unwrap();
+        } else {
+            prof.write_capture(&path).unwrap();
+        }
         println!(
             "wrote {}: {} bytes, {events} events on {CLI_THREADS} threads",
             std::path::Path::new(&path).display(),

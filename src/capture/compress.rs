@@ -10,7 +10,7 @@
 //!
 //! - **kinds**, one byte a record: the record's kind, or [`CLOSES_TOP`] for an exit whose id
 //!   is the key of the innermost entry still open in the chunk (which it closes);
-//! - **ids**, 4 bytes (little-endian) for each record but those of [`CLOSES_TOP`];
+//! - **ids**, a LEB128 varint for each record but those of [`CLOSES_TOP`];
 //! - **ticks**, for each record whose tick is a time, the zig-zag difference from the time of
 //!   the record of the chunk before it that has one (the first from 0), as a LEB128 varint;
 //! - **values**, for each record whose tick holds data (arguments, payloads), the value as a
@@ -20,7 +20,7 @@
 //! the columns: thread id (`u64`), reserved (`u64`, as an event chunk's), record count
 //! (`u32`), version of the event chunk the records are of (`u16`), codec (`u16`,
 //! [`CODEC_ZSTD_COLUMNS`]), bytes of the columns (`u32`), bytes of the ticks column
-//! (`u32`). Each chunk is compressed on its own: a reader decompresses one at a time, and a
+//! (`u32`), bytes of the ids column (`u32`), reserved (`u32`). Each chunk is compressed on its own: a reader decompresses one at a time, and a
 //! file cut short keeps every packed chunk that is whole.
 //!
 //! Unpacking checks everything it reads and answers a [`PackError`] rather than records
@@ -32,9 +32,10 @@ use std::cell::RefCell;
 use std::fmt;
 
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::memory::MemoryMode;
 
 /// Bytes of a packed chunk's content before its zstd frame.
-pub(crate) const PACKED_PREFIX: usize = 32;
+pub(crate) const PACKED_PREFIX: usize = 40;
 
 /// The codec of a packed chunk: the columns described in the module, compressed by zstd.
 pub(crate) const CODEC_ZSTD_COLUMNS: u16 = 1;
@@ -74,14 +75,20 @@ pub(crate) const MAX_PACKED_RECORDS: usize = 1 << 16;
 /// The most records a packed chunk may hold per byte of its content: a reader refuses a
 /// chunk that says more (a decompression bomb: what a file unpacks to stays within 2,048
 /// times its size). Packed chunks of real programs hold one or two records a byte; of ticks
-/// that grow by a constant (a mock clock), a few dozen.
+/// that grow by a constant (a mock clock), a few dozen; and a writer never writes more than
+/// [`WRITE_RECORDS`] a chunk, which with the prefix and the smallest zstd frame (13 bytes)
+/// makes at most 92 a byte.
 pub(crate) const MAX_RECORDS_PER_BYTE: usize = 128;
+
+/// The most records a writer packs into one chunk: those of a recorded chunk (4096).
+pub(crate) const WRITE_RECORDS: usize = 4096;
 
 /// The kinds column's code of an exit whose id is the key of the innermost entry open.
 pub(crate) const CLOSES_TOP: u8 = 0;
 
-/// The most bytes a record takes in the columns: kind, id, and a varint of 10 bytes.
-const MAX_COLUMN_BYTES: usize = 1 + 4 + 10;
+/// The most bytes a record takes in the columns: kind, an id's varint of 5 bytes, and a
+/// tick's or a value's of 10.
+const MAX_COLUMN_BYTES: usize = 1 + 5 + 10;
 
 /// zstd's level: 1, its fastest but for the negative levels, which compress the ticks far
 /// less.
@@ -167,6 +174,7 @@ pub(crate) struct Prefix {
     pub(crate) version: u16,
     columns: usize,
     ticks: usize,
+    ids: usize,
 }
 
 impl Prefix {
@@ -185,6 +193,7 @@ impl Prefix {
         let count = u32_at(16) as usize;
         let columns = u32_at(24) as usize;
         let ticks = u32_at(28) as usize;
+        let ids = u32_at(32) as usize;
         if count > MAX_PACKED_RECORDS
             || count > MAX_RECORDS_PER_BYTE * content.len()
             || columns > count * MAX_COLUMN_BYTES
@@ -194,9 +203,9 @@ impl Prefix {
                 columns: columns as u64,
             });
         }
-        if ticks > columns {
+        if ticks.saturating_add(ids).saturating_add(count) > columns {
             return Err(PackError::Columns(
-                "its ticks column is longer than its columns",
+                "its kinds, ids and ticks columns are longer than its columns",
             ));
         }
         Ok(Self {
@@ -206,6 +215,7 @@ impl Prefix {
             version: u16_at(20),
             columns,
             ticks,
+            ids,
         })
     }
 }
@@ -267,6 +277,13 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
 /// The varint at `*at` in `bytes`, moving `*at` past it.
 #[inline(always)]
 fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, PackError> {
+    // Most differences of a program's ticks take one byte.
+    if let Some(&byte) = bytes.get(*at)
+        && byte < 0x80
+    {
+        *at += 1;
+        return Ok(u64::from(byte));
+    }
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let Some(&byte) = bytes.get(*at) else {
@@ -279,6 +296,14 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, PackError> {
         }
     }
     Err(PackError::Columns("a varint is longer than 10 bytes"))
+}
+
+/// The id at `*at` in the ids column `bytes` (a varint of 32 bits at most), moving `*at`
+/// past it.
+#[inline(always)]
+fn get_id(bytes: &[u8], at: &mut usize) -> Result<u32, PackError> {
+    u32::try_from(get_varint(bytes, at)?)
+        .map_err(|_| PackError::Columns("an id is larger than 32 bits"))
 }
 
 /// Zig-zag: small differences of either sign become small numbers.
@@ -295,7 +320,7 @@ fn unzigzag(z: u64) -> u64 {
 }
 
 /// Appends to `out` the content of packed chunks holding `records` of thread `thread`, at most
-/// [`MAX_PACKED_RECORDS`] each, calling `chunk` with each one's content (`out` cleared
+/// [`WRITE_RECORDS`] each, calling `chunk` with each one's content (`out` cleared
 /// before each); `version` is the version of the event chunk the records are of.
 pub(crate) fn pack_each<E>(
     thread: u64,
@@ -308,7 +333,7 @@ pub(crate) fn pack_each<E>(
 where
     E: From<std::io::Error>,
 {
-    for part in records.chunks(MAX_PACKED_RECORDS) {
+    for part in records.chunks(WRITE_RECORDS) {
         out.clear();
         pack(thread, reserved, version, part, out)?;
         chunk(out)?;
@@ -316,8 +341,8 @@ where
     Ok(())
 }
 
-/// Appends to `out` the content of a packed chunk of `records` (at most
-/// [`MAX_PACKED_RECORDS`]) of thread `thread`.
+/// Appends to `out` the content of a packed chunk of `records` (at most [`WRITE_RECORDS`])
+/// of thread `thread`.
 pub(crate) fn pack(
     thread: u64,
     reserved: u64,
@@ -325,7 +350,7 @@ pub(crate) fn pack(
     records: &[RawEvent],
     out: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    assert!(records.len() <= MAX_PACKED_RECORDS, "split by `pack_each`");
+    assert!(records.len() <= WRITE_RECORDS, "split by `pack_each`");
     with_scratch(|s| {
         columns(records, s);
         let start = out.len();
@@ -336,6 +361,8 @@ pub(crate) fn pack(
         out.extend_from_slice(&CODEC_ZSTD_COLUMNS.to_le_bytes());
         out.extend_from_slice(&(s.columns.len() as u32).to_le_bytes());
         out.extend_from_slice(&(s.ticks.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(s.ids.len() as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
         debug_assert_eq!(out.len() - start, PACKED_PREFIX);
         compress(s)?;
         out.extend_from_slice(&s.frame);
@@ -400,7 +427,7 @@ fn columns(records: &[RawEvent], s: &mut Scratch) {
     s.values.clear();
     s.open.clear();
     s.kinds.reserve(records.len());
-    s.ids.reserve(4 * records.len());
+    s.ids.reserve(records.len());
     s.ticks.reserve(2 * records.len());
     let mut time = 0u64;
     for r in records {
@@ -414,7 +441,7 @@ fn columns(records: &[RawEvent], s: &mut Scratch) {
             s.kinds.push(CLOSES_TOP);
         } else {
             s.kinds.push(kind as u32 as u8);
-            s.ids.extend_from_slice(&r.id.to_le_bytes());
+            put_varint(&mut s.ids, u64::from(r.id));
             if opens(kind) {
                 s.open.push((r.id, r.tick));
             }
@@ -455,6 +482,82 @@ pub(crate) fn unpack(content: &[u8], out: &mut Vec<RawEvent>) -> Result<Prefix, 
     result.map(|()| prefix)
 }
 
+/// What [`check`] finds in a packed chunk, without making its records.
+pub(crate) struct Checked {
+    /// The most its allocations and frees say of the session's memory mode.
+    pub(crate) memory: MemoryMode,
+    /// The tick of its last record whose tick is a time (not data).
+    pub(crate) last_tick: Option<u64>,
+}
+
+/// Checks the packed chunk `content` as [`unpack`] does (the same errors), without making
+/// its records: for a reader that keeps where the chunk lies and unpacks it when used.
+pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
+    let prefix = Prefix::read(content)?;
+    with_scratch(|s| {
+        let got = decompress(s, &content[PACKED_PREFIX..], prefix.columns)?;
+        if got != prefix.columns {
+            return Err(PackError::Columns(
+                "its columns are not as long as its prefix says",
+            ));
+        }
+        let columns = &s.columns;
+        let Some(kinds) = columns.get(..prefix.count) else {
+            return Err(PackError::Columns("its kinds column is cut short"));
+        };
+        let (mut open, mut explicit, mut times, mut data) = (0usize, 0, 0, 0);
+        let mut memory = MemoryMode::Off;
+        for (n, &code) in kinds.iter().enumerate() {
+            if code == CLOSES_TOP {
+                let Some(left) = open.checked_sub(1) else {
+                    return Err(PackError::Columns("an exit closes no open entry"));
+                };
+                open = left;
+                times += 1;
+                continue;
+            }
+            let Some(kind) = RawKind::from_u32(u32::from(code)) else {
+                return Err(PackError::Kind { record: n, code });
+            };
+            explicit += 1;
+            open += usize::from(opens(kind));
+            memory = memory.max(MemoryMode::of_kind(u32::from(code)));
+            if kind.carries_data() {
+                data += 1;
+            } else {
+                times += 1;
+            }
+        }
+        // `Prefix::read` checked that the kinds, ids and ticks fit in the columns.
+        let ids_end = prefix.count + prefix.ids;
+        let ticks_end = ids_end + prefix.ticks;
+        let ids = &columns[prefix.count..ids_end];
+        let (ticks, values) = (&columns[ids_end..ticks_end], &columns[ticks_end..]);
+        let mut at_id = 0;
+        for _ in 0..explicit {
+            get_id(ids, &mut at_id)?;
+        }
+        if at_id != ids.len() {
+            return Err(PackError::Columns("its columns hold more than its records"));
+        }
+        let (mut at, mut time) = (0, 0u64);
+        for _ in 0..times {
+            time = time.wrapping_add(unzigzag(get_varint(ticks, &mut at)?));
+        }
+        let mut at_value = 0;
+        for _ in 0..data {
+            get_varint(values, &mut at_value)?;
+        }
+        if at != ticks.len() || at_value != values.len() {
+            return Err(PackError::Columns("its columns hold more than its records"));
+        }
+        Ok(Checked {
+            memory,
+            last_tick: (times > 0).then_some(time),
+        })
+    })
+}
+
 /// The records of `columns`, which `prefix` describes, appended to `out`.
 fn records(
     prefix: &Prefix,
@@ -466,12 +569,9 @@ fn records(
     let Some(kinds) = columns.get(..count) else {
         return Err(PackError::Columns("its kinds column is cut short"));
     };
-    let explicit = kinds.iter().filter(|&&k| k != CLOSES_TOP).count();
-    let ids_end = count + 4 * explicit;
+    // `Prefix::read` checked that the kinds, ids and ticks fit in the columns.
+    let ids_end = count + prefix.ids;
     let ticks_end = ids_end + prefix.ticks;
-    if ticks_end > columns.len() {
-        return Err(PackError::Columns("its ids and ticks run past its columns"));
-    }
     let ids = &columns[count..ids_end];
     let ticks = &columns[ids_end..ticks_end];
     let values = &columns[ticks_end..];
@@ -489,10 +589,7 @@ fn records(
             let Some(kind) = RawKind::from_u32(u32::from(code)) else {
                 return Err(PackError::Kind { record: n, code });
             };
-            // `explicit` ids are in the column: one per code that is not `CLOSES_TOP`.
-            let id = u32::from_le_bytes(std::array::from_fn(|i| ids[at_id + i]));
-            at_id += 4;
-            (kind, id)
+            (kind, get_id(ids, &mut at_id)?)
         };
         let tick = if kind.carries_data() {
             get_varint(values, &mut at_value)?
@@ -505,7 +602,7 @@ fn records(
         }
         out.push(RawEvent::new(kind, id, tick));
     }
-    if at_tick != ticks.len() || at_value != values.len() {
+    if at_id != ids.len() || at_tick != ticks.len() || at_value != values.len() {
         return Err(PackError::Columns("its columns hold more than its records"));
     }
     Ok(())
@@ -521,6 +618,14 @@ mod tests {
         let mut back = Vec::new();
         let prefix = unpack(&content, &mut back).unwrap();
         assert_eq!(back, records);
+        let checked = check(&content).unwrap();
+        let last = records.iter().rev().find(|r| !r.kind.carries_data());
+        assert_eq!(checked.last_tick, last.map(|r| r.tick));
+        let memory = records
+            .iter()
+            .map(|r| MemoryMode::of_kind(r.kind as u32))
+            .max();
+        assert_eq!(checked.memory, memory.unwrap_or(MemoryMode::Off));
         assert_eq!((prefix.thread, prefix.reserved, prefix.version), (7, 1, 4));
         assert_eq!(prefix.count, records.len());
         content
@@ -602,11 +707,13 @@ mod tests {
         for at in 0..content.len() {
             let mut bad = content.clone();
             bad[at] ^= 0x55;
+            // Checking finds what unpacking finds.
+            assert_eq!(check(&bad).is_ok(), unpack(&bad, &mut Vec::new()).is_ok());
             match unpack(&bad, &mut out) {
                 Ok(prefix) => {
                     // The thread, the reserved field and the version are the reader's to
                     // check.
-                    let unchecked = at < 16 || (20..22).contains(&at);
+                    let unchecked = at < 16 || (20..22).contains(&at) || (36..40).contains(&at);
                     assert!(unchecked, "byte {at} changed and still unpacked");
                     assert_eq!(out.len(), prefix.count);
                 }
@@ -644,7 +751,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!(chunks, 2);
+        assert_eq!(chunks, records.len().div_ceil(WRITE_RECORDS));
         assert_eq!(back, records);
     }
 }

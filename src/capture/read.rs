@@ -1424,6 +1424,7 @@ impl Session {
             Input::File { file, skim } => Some((file, *skim)),
             Input::Memory { .. } => None,
         };
+        // (A file's chunk is kept where it lies, unpacked when used; from memory, unpacked.)
         let lazy = |file: &Arc<File>| LazyRecords {
             file: Arc::clone(file),
             offset: (pos + CHUNK_HEADER) as u64,
@@ -1441,44 +1442,51 @@ impl Session {
             self.records += prefix.count as u64;
             return Ok(());
         }
+        if let Some((file, _)) = file
+            && prefix.reserved != EVENTS_CUT
+        {
+            // Checked here (as unpacking would), unpacked again when used.
+            let checked = super::compress::check(content).map_err(damaged)?;
+            let Some(&index) = self.thread_index.get(&prefix.thread) else {
+                return Err(self.undeclared(pos, prefix.thread));
+            };
+            if prefix.count > 0 {
+                let chunk = Chunk::Lazy(lazy(file));
+                self.threads[index].push_checked(chunk, checked.memory, checked.last_tick);
+            }
+            self.records += prefix.count as u64;
+            return Ok(());
+        }
         let mut records = Vec::new();
         super::compress::unpack(content, &mut records).map_err(damaged)?;
-        match file {
-            Some((file, _)) if prefix.reserved != EVENTS_CUT => {
-                let Some(&index) = self.thread_index.get(&prefix.thread) else {
-                    return Err(self.undeclared(pos, prefix.thread));
-                };
-                let memory = records
-                    .iter()
-                    .map(|r| MemoryMode::of_kind(r.kind as u32))
-                    .max()
-                    .unwrap_or(MemoryMode::Off);
-                let last = records.iter().rev().find(|r| !r.kind.carries_data());
-                if !records.is_empty() {
-                    let last = last.map(|r| r.tick);
-                    self.threads[index].push_checked(Chunk::Lazy(lazy(file)), memory, last);
-                }
-                self.records += records.len() as u64;
-                Ok(())
-            }
-            _ => {
-                // As the event chunk it packs, read from memory.
-                let mut plain = Vec::with_capacity(PREFIX + RECORD_LEN * records.len());
-                plain.extend_from_slice(&prefix.thread.to_le_bytes());
-                plain.extend_from_slice(&prefix.reserved.to_le_bytes());
-                for r in &records {
-                    plain.extend_from_slice(&r.tick.to_le_bytes());
-                    plain.extend_from_slice(&r.id.to_le_bytes());
-                    plain.extend_from_slice(&(r.kind as u32).to_le_bytes());
-                }
-                let memory = Input::Memory {
-                    bytes: Arc::new(Vec::new()),
-                    in_place: false,
-                };
-                self.events(&memory, pos, &plain, plain.len(), false)?;
-                Ok(())
-            }
+        if prefix.reserved != EVENTS_CUT {
+            let Some(&index) = self.thread_index.get(&prefix.thread) else {
+                return Err(self.undeclared(pos, prefix.thread));
+            };
+            self.records += records.len() as u64;
+            let memory = records
+                .iter()
+                .map(|r| MemoryMode::of_kind(r.kind as u32))
+                .max();
+            let memory = memory.unwrap_or(MemoryMode::Off);
+            self.threads[index].push(Chunk::Owned(records), memory);
+            return Ok(());
         }
+        // The entries of cut scopes: as the event chunk it packs, read from memory.
+        let mut plain = Vec::with_capacity(PREFIX + RECORD_LEN * records.len());
+        plain.extend_from_slice(&prefix.thread.to_le_bytes());
+        plain.extend_from_slice(&prefix.reserved.to_le_bytes());
+        for r in &records {
+            plain.extend_from_slice(&r.tick.to_le_bytes());
+            plain.extend_from_slice(&r.id.to_le_bytes());
+            plain.extend_from_slice(&(r.kind as u32).to_le_bytes());
+        }
+        let memory = Input::Memory {
+            bytes: Arc::new(Vec::new()),
+            in_place: false,
+        };
+        self.events(&memory, pos, &plain, plain.len(), false)?;
+        Ok(())
     }
 
     /// The error of an events chunk at `pos` of thread `id`, which the session does not

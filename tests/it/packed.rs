@@ -173,12 +173,12 @@ fn a_live_capture_is_packed_and_reads_back_every_way() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// A capture of five threads of 4100 records each (a packed chunk each), and where its
+/// A capture of five threads of 4080 records each (a packed chunk each), and where its
 /// packed chunks lie.
 fn five_chunks() -> (Vec<u8>, Vec<(usize, u16, usize)>) {
-    let threads = (1..=5).map(|t| (t, server_records(205))).collect();
+    let threads = (1..=5).map(|t| (t, server_records(204))).collect();
     let capture = capture_from_records(threads, 0, u64::MAX);
-    assert_eq!(capture.record_count(), 5 * 4100);
+    assert_eq!(capture.record_count(), 5 * 4080);
     let mut bytes = Vec::new();
     capture.write_to(&mut bytes).unwrap();
     let packed: Vec<_> = chunks(&bytes)
@@ -207,8 +207,9 @@ fn a_damaged_packed_chunk_is_an_error_at_its_offset() {
     let (mut errors, mut flips) = (0, 0);
     // Every byte of the frame and of the prefix's counts, flipped in turn: an error at the
     // chunk, from bytes and from the file, never records.
-    // (The version, bytes 20 and 21, is the reader's to judge: a newer one is skipped.)
-    for offset in (16..20).chain(22..len) {
+    // (The version, bytes 20 and 21, is the reader's to judge: a newer one is skipped; bytes
+    // 36 to 39 are reserved.)
+    for offset in (16..20).chain(22..36).chain(40..len) {
         let mut bad = bytes.clone();
         bad[at + CHUNK_HEADER + offset] ^= 0x20;
         std::fs::write(&path, &bad).unwrap();
@@ -235,14 +236,14 @@ fn a_packed_chunk_cut_short_is_lost_and_the_chunks_before_kept() {
     let (bytes, packed) = five_chunks();
     assert_eq!(packed.len(), 5);
     let (third, _, len) = packed[2];
-    // Cut anywhere in the third packed chunk: its 4100 records are lost, the two before kept.
+    // Cut anywhere in the third packed chunk: its 4080 records are lost, the two before kept.
     for cut in [
         third + 1,
         third + CHUNK_HEADER + 40,
         third + CHUNK_HEADER + len - 1,
     ] {
         let capture = Capture::from_bytes(&bytes[..cut]).unwrap().remove(0);
-        assert_eq!(capture.record_count(), 2 * 4100, "cut at {cut}");
+        assert_eq!(capture.record_count(), 2 * 4080, "cut at {cut}");
         assert!(
             capture.warnings().iter().any(|w| w.contains("cut short")),
             "{:?}",
@@ -252,7 +253,7 @@ fn a_packed_chunk_cut_short_is_lost_and_the_chunks_before_kept() {
     // Cut right after it: three chunks.
     let next = third + CHUNK_HEADER + padded(len as u64) as usize;
     let capture = Capture::from_bytes(&bytes[..next]).unwrap().remove(0);
-    assert_eq!(capture.record_count(), 3 * 4100);
+    assert_eq!(capture.record_count(), 3 * 4080);
 }
 
 #[test]
