@@ -6,7 +6,9 @@
 //! reads a file of 10 M records (5 M scopes of a small server, ten nested scopes a request, on
 //! four threads) the way the command does, from the file to the output, and reports events
 //! per second for `tickscope table` (read, decode, aggregate, format) and scopes per second
-//! for `tickscope convert` to Chrome JSON (read, decode, write).
+//! for `tickscope convert` to Chrome JSON (read, decode, write). The `pack` group packs and
+//! unpacks the 4096-record chunks of that workload's records (one thread's), as capture
+//! writers and readers do, and reports bytes per second of raw records (16 bytes each).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -135,6 +137,57 @@ fn cli(c: &mut Criterion) {
     let _ = std::fs::remove_file(&json);
 }
 
+/// Packing and unpacking the records of the `cli_10m` workload, a chunk of 4096 at a time
+/// (what the stream writer and `Capture::write_to` do for each chunk, and a reader for each
+/// packed chunk), on one core; throughput in raw records' bytes.
+fn pack(c: &mut Criterion) {
+    use tickscope::__private::{capture_records, pack_records, unpack_records};
+
+    let (prof, _) = common::server_session(1, 2_000_000);
+    let capture = prof.capture();
+    drop(prof);
+    let records: Vec<_> = capture_records(&capture)
+        .into_iter()
+        .flat_map(|(_, r)| r)
+        .collect();
+    let chunks: Vec<_> = records.chunks(4096).collect();
+    let raw = (records.len() * 16) as u64;
+    let mut out = Vec::new();
+    let packed: Vec<Vec<u8>> = chunks
+        .iter()
+        .map(|chunk| {
+            pack_records(chunk, &mut out).unwrap();
+            out.clone()
+        })
+        .collect();
+    let bytes: usize = packed.iter().map(|p| p.len() + 16).sum();
+    println!(
+        "packed: {} records in {bytes} bytes of chunks = {:.3} bytes/record, {:.1} x smaller",
+        records.len(),
+        bytes as f64 / records.len() as f64,
+        raw as f64 / bytes as f64
+    );
+    let mut g = c.benchmark_group("pack");
+    g.throughput(Throughput::Bytes(raw));
+    g.sample_size(20);
+    g.bench_function("pack_4096", |b| {
+        b.iter(|| {
+            for chunk in &chunks {
+                pack_records(chunk, &mut out).unwrap();
+            }
+        })
+    });
+    let mut back = Vec::new();
+    g.bench_function("unpack_4096", |b| {
+        b.iter(|| {
+            for content in &packed {
+                unpack_records(content, &mut back).unwrap();
+            }
+        })
+    });
+    g.finish();
+}
+
 /// A path in the temporary directory, unique to this process.
 fn scratch(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("tickscope-bench-{}-{name}", std::process::id()))
@@ -143,16 +196,23 @@ fn scratch(name: &str) -> std::path::PathBuf {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
-    targets = bench, cli
+    targets = bench, cli, pack
 }
 
 /// `TICKSCOPE_CLI_CAPTURE=PATH cargo bench --bench capture` writes the capture of the
 /// `cli_10m` group to `PATH` and exits, for timing the `tickscope` command itself as a process
-/// (`scripts/cli_speed.sh`); without it, the benches run.
+/// (`scripts/cli_speed.sh`; unpacked with `TICKSCOPE_CLI_UNPACKED=1`); without it, the benches
+/// run.
 fn main() {
     if let Some(path) = std::env::var_os("TICKSCOPE_CLI_CAPTURE") {
         let (prof, events) = common::server_session(CLI_THREADS, CLI_EVENTS);
-        prof.write_capture(&path).unwrap();
+        // `TICKSCOPE_CLI_UNPACKED=1`: event chunks as recorded, 16 bytes a record (the format
+        // before packed chunks, for comparisons).
+        if std::env::var_os("TICKSCOPE_CLI_UNPACKED").is_some_and(|v| v == "1") {
+            tickscope::__private::unpacked(|| prof.write_capture(&path)).unwrap();
+        } else {
+            prof.write_capture(&path).unwrap();
+        }
         println!(
             "wrote {}: {} bytes, {events} events on {CLI_THREADS} threads",
             std::path::Path::new(&path).display(),

@@ -1,7 +1,8 @@
 //! Writes a large capture file by streaming a session ([`ProfilerBuilder::stream_to`]): `THREADS`
 //! threads (4 by default) each run the same loop of nested scopes (`request` holding
-//! `parse`, `handle` and, inside `handle`, `query`) until the file holds about `MIB` MiB of
-//! records. The structure (names, nesting, number of scopes) is the same on every run; only
+//! `parse`, `handle` and, inside `handle`, `query`) until they recorded about `MIB` MiB of
+//! records (16 bytes each in memory; the file, its event chunks packed, holds far less). The
+//! structure (names, nesting, number of scopes) is the same on every run; only
 //! the durations vary. For measuring the `tickscope` command on big captures
 //! (`scripts/big_capture.sh`).
 //!
@@ -55,9 +56,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(error.into());
     }
     println!(
-        "wrote {path}: {} bytes, {} records, {} scopes on {threads} threads, {} dropped",
+        "wrote {path}: {} bytes, {} records ({:.3} bytes a record), {} scopes on {threads} \
+         threads, {} dropped",
         stats.bytes_written,
         stats.records_written,
+        stats.bytes_written as f64 / stats.records_written.max(1) as f64,
         iterations * threads * 4,
         stats.dropped_events
     );

@@ -5,7 +5,8 @@
 #
 #   scripts/big_capture.sh [MIB] [TICKSCOPE]
 #
-# Streams a session of MIB MiB (default 1400) with examples/big_capture.rs into
+# Streams a session of MIB MiB of records (default 1400; packed, the file is far smaller)
+# with examples/big_capture.rs into
 # target/bcap/big-MIB.tscope (kept for the next run; delete it when done, or set CLEAN=1 to
 # delete it and the outputs at the end), then runs each command under `/usr/bin/time -v` and
 # prints one line per command: peak RSS in MB and wall time in seconds. TICKSCOPE: another

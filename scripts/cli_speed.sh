@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times the `tickscope` command as a process on the 10 M-event capture of the `cli_10m`
-# bench (benches/capture.rs: 160 MB, 5 M scopes on 4 threads), for issue 15's targets:
+# bench (benches/capture.rs: 1.7 MB packed, 160 MB of records, 5 M scopes on 4 threads), for
+# issue 15's targets:
 # `tickscope table` at 30 M events/s or more (0.33 s), `tickscope convert` to Chrome JSON at
 # 10 M scopes/s or more (0.5 s), into a file (synced, then renamed into place) and into
 # /dev/null (through a symbolic link: the writing without the file system).

@@ -14,6 +14,40 @@ pub fn capture_from_records(
     crate::Capture::from_records(threads, start_tick, end_tick)
 }
 
+/// Runs `f` with this thread's capture writers writing event chunks as recorded (16 bytes a
+/// record, the format before packed chunks), not packed: old files for the tests of their
+/// reading.
+pub fn unpacked<R>(f: impl FnOnce() -> R) -> R {
+    crate::capture::compress::unpacked(f)
+}
+
+/// Each thread's records of `capture`: `(thread id, records)`, in its order.
+pub fn capture_records(capture: &crate::Capture) -> Vec<(u64, Vec<RawEvent>)> {
+    capture
+        .threads
+        .iter()
+        .map(|t| {
+            let records = t.chunks.iter().flat_map(|c| c.records().to_vec());
+            (t.id, records.collect())
+        })
+        .collect()
+}
+
+/// The content of a packed event chunk of `records` (at most 65,536) of thread 1, into `out`
+/// (cleared first): what capture writers write for a chunk of records.
+pub fn pack_records(records: &[RawEvent], out: &mut Vec<u8>) -> std::io::Result<()> {
+    out.clear();
+    crate::capture::compress::pack(1, 0, format::EVENT_CHUNK_VERSION, records, out)
+}
+
+/// The records of the packed event chunk `content`, into `out`; an error's message when it is
+/// damaged.
+pub fn unpack_records(content: &[u8], out: &mut Vec<RawEvent>) -> Result<(), String> {
+    crate::capture::compress::unpack(content, out)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Chunks allocated and not freed, process-wide.
 pub fn live_chunks() -> usize {
     crate::record::chunk::live_chunks()

@@ -80,6 +80,14 @@ fn capture_file(prof: &Profiler, dir: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// [`capture_file`] in the format before packed event chunks: records of 16 bytes, which a
+/// file cut inside a chunk keeps whole up to the cut.
+fn unpacked_capture_file(prof: &Profiler, dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    tickscope::__private::unpacked(|| prof.write_capture(&path)).unwrap();
+    path
+}
+
 struct Run {
     code: i32,
     stdout: String,
@@ -728,7 +736,8 @@ fn a_large_input_shows_no_progress_when_stderr_is_not_a_terminal() {
         }
     });
     let dir = folder("large_input");
-    let file = capture_file(&prof, &dir, "large.tscope");
+    // Unpacked: 16 bytes a record (packed, the file would be a hundredth of that).
+    let file = unpacked_capture_file(&prof, &dir, "large.tscope");
     assert!(fs::metadata(&file).unwrap().len() >= 16 << 20);
     let run = tickscope(&["table", s(&file)]);
     assert_eq!((run.code, run.stderr.as_str()), (0, ""));
@@ -890,7 +899,9 @@ fn chunks(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
 /// keeps the worker's first four records and 5 bytes of the fifth. `batch` and the second
 /// `add_line` are cut open, and end at the worker's last salvaged record (1120), not at the
 /// session's end (main's, 1_001_000): `table --by-thread` lists both threads and says what
-/// was lost. The same file gzipped and cut reads as its decompressed prefix.
+/// was lost. The same file gzipped and cut reads as its decompressed prefix. (Written in the
+/// format before packed event chunks, whose records a cut keeps up to it; a packed chunk cut
+/// short is lost whole.)
 #[test]
 fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
     let prof = record(|prof, advance| {
@@ -912,7 +923,7 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
         drop(main);
     });
     let dir = folder("table_cut");
-    let whole = fs::read(capture_file(&prof, &dir, "whole.tscope")).unwrap();
+    let whole = fs::read(unpacked_capture_file(&prof, &dir, "whole.tscope")).unwrap();
     let events: Vec<_> = chunks(&whole).into_iter().filter(|c| c.1 == 5).collect();
     assert_eq!(events.len(), 2, "one event chunk per thread");
     // The worker's chunk: its prefix (thread id, flags) and six records.
@@ -965,7 +976,7 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
 
     // Gzipped, cut in its compressed bytes where what it decompresses to holds the first
     // event chunk but not the footer: the table of that prefix.
-    let gz = capture_file(&prof, &dir, "whole.tscope.gz");
+    let gz = unpacked_capture_file(&prof, &dir, "whole.tscope.gz");
     let packed = fs::read(&gz).unwrap();
     let prefix_of = |len: usize| {
         let mut prefix = Vec::new();

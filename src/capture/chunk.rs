@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 #[cfg(doc)]
 use super::Capture;
+use super::compress;
 use super::file;
 use crate::record::chunk::SharedChunk;
 use crate::record::event::{RawEvent, RawKind};
@@ -76,13 +77,27 @@ pub(crate) struct LazyRecords {
     pub(crate) file: Arc<std::fs::File>,
     pub(crate) offset: u64,
     pub(crate) len: usize,
+    /// For the records of a packed chunk ([`format::EVENTS_PACKED`](super::format::EVENTS_PACKED)): the bytes of its
+    /// content, which starts at `offset`, read and unpacked each time.
+    pub(crate) packed: Option<usize>,
 }
 
 impl LazyRecords {
     /// The records, read from the file. A file changed since it was read (cut short, or
     /// rewritten with records of unknown kinds) gives the records up to the change: decoding
-    /// never trusts more than the bytes it reads.
+    /// never trusts more than the bytes it reads (a packed chunk changed since gives none).
     pub(crate) fn load(&self) -> Vec<RawEvent> {
+        if let Some(content) = self.packed {
+            let mut bytes = vec![0u8; content];
+            let mut records = Vec::new();
+            if file::read_at(&self.file, &mut bytes, self.offset) == content {
+                // An error leaves `records` empty; the chunk was checked when the file was
+                // read.
+                let _ = compress::unpack(&bytes, &mut records);
+            }
+            records.truncate(self.len);
+            return records;
+        }
         let mut bytes = vec![0u8; self.len * RECORD_LEN];
         let read = file::read_at(&self.file, &mut bytes, self.offset);
         let whole = read / RECORD_LEN;
@@ -98,15 +113,6 @@ impl LazyRecords {
             records.push(RawEvent::new(kind, id, tick));
         }
         records
-    }
-
-    /// The file's bytes of the records (their content in an event chunk, as written), read
-    /// again; cut short where the file is.
-    pub(crate) fn bytes(&self) -> Vec<u8> {
-        let mut bytes = vec![0u8; self.len * RECORD_LEN];
-        let read = file::read_at(&self.file, &mut bytes, self.offset);
-        bytes.truncate(read / RECORD_LEN * RECORD_LEN);
-        bytes
     }
 }
 

@@ -18,6 +18,7 @@
 //! | 6 | [`THREADS`] | [`THREAD_ENTRY`]-byte entries: id, first tick, name |
 //! | 7 | [`SESSION_FOOTER`] | the window's ticks, record count, dropped events, flags |
 //! | 8 | [`ORIGIN`] | where a session taken by an attach comes from, and when |
+//! | 9 | [`EVENTS_PACKED`] | an event chunk's records as columns compressed by zstd |
 //!
 //! The repository's `docs/FORMAT.md` gives every field with its offset.
 // The layout is listed whole: some constants are read only under some features (gzip) or by
@@ -127,6 +128,15 @@ pub const ORIGIN_VERSION: u16 = 1;
 /// recorded while attached), reserved (`u32`), Unix nanoseconds of the attach (`u64`).
 pub const ORIGIN_LEN: usize = 16;
 
+/// Chunk type of a thread's records packed: split into columns that repeat (kinds, ids,
+/// tick differences, values) and compressed by zstd, chunk by chunk. What
+/// [`Capture::write_to`](crate::Capture::write_to) and streaming sessions write in builds
+/// with the `compress` feature (the default); the module `capture::compress` and the
+/// repository's `docs/FORMAT.md` give the layout.
+pub const EVENTS_PACKED: u16 = 9;
+/// Version of the [`EVENTS_PACKED`] chunk.
+pub const EVENTS_PACKED_VERSION: u16 = 1;
+
 /// A gzipped capture may decompress to at most this many times its size, plus
 /// [`GZIP_ALLOWANCE`]: a capture's records hold clock ticks, which compress a few times at
 /// best, so anything past that is refused as a gzip bomb rather than read into memory.
@@ -154,6 +164,7 @@ pub const fn chunk_name(kind: u16) -> Option<&'static str> {
         THREADS => "thread table",
         SESSION_FOOTER => "session footer",
         ORIGIN => "origin",
+        EVENTS_PACKED => "packed events",
         _ => return None,
     })
 }
@@ -169,6 +180,7 @@ pub const fn chunk_version(kind: u16) -> Option<u16> {
         THREADS => THREADS_VERSION,
         SESSION_FOOTER => SESSION_FOOTER_VERSION,
         ORIGIN => ORIGIN_VERSION,
+        EVENTS_PACKED => EVENTS_PACKED_VERSION,
         _ => return None,
     })
 }

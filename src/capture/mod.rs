@@ -33,6 +33,7 @@
 //! ```
 
 mod chunk;
+pub(crate) mod compress;
 mod file;
 // The layout's constants: internal, documented in the repository's docs/FORMAT.md (the tests
 // read them through the `test-hooks` feature).

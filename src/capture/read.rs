@@ -28,7 +28,6 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
-use super::format::EVENTS_CUT;
 use super::format::ORIGIN;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CHUNK_HEADER, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
@@ -39,6 +38,7 @@ use super::format::{
     SESSION_FOOTER_LEN_SALVAGED, SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION,
     STRINGS, THREAD_ENTRY, THREADS, chunk_name, chunk_version,
 };
+use super::format::{EVENTS_CUT, EVENTS_PACKED};
 #[cfg(feature = "gzip")]
 use super::format::{GZIP_ALLOWANCE, GZIP_MAX_RATIO};
 use super::{Capture, CaptureThread, Chunk, ClockPairs, FileRecords, Header, LazyRecords};
@@ -723,6 +723,7 @@ impl Parser {
             EVENT_CHUNK => {
                 session.events(&self.input, pos, content, len, false)?;
             }
+            EVENTS_PACKED => session.packed(&self.input, pos, content)?,
             SESSION_FOOTER => {
                 let footer = footer(pos, content)?;
                 self.end_session(Some(footer), pos);
@@ -1324,6 +1325,7 @@ impl Session {
                     file: Arc::clone(file),
                     offset: start as u64,
                     len: count,
+                    packed: None,
                 });
             }
             self.records += count as u64;
@@ -1378,6 +1380,7 @@ impl Session {
                     file: Arc::clone(file),
                     offset: start as u64,
                     len: taken,
+                    packed: None,
                 };
                 let last = records[..taken * RECORD_LEN]
                     .chunks_exact(RECORD_LEN)
@@ -1409,6 +1412,100 @@ impl Session {
         self.threads[index].push(chunk, memory);
         self.records += taken as u64;
         self.events_end(records, pos, start, taken, count, salvage, len)
+    }
+
+    /// The packed events chunk at `pos` ([`EVENTS_PACKED`]), whole: unpacked and checked;
+    /// kept as the file's bytes when read from a file (unpacked again when used), else as
+    /// its records. A damaged chunk is an error, never records made up or cut short.
+    fn packed(&mut self, input: &Input, pos: usize, content: &[u8]) -> Result<(), ReadError> {
+        let damaged = |e: super::compress::PackError| ReadError::at(pos, e.to_string());
+        let prefix = super::compress::Prefix::read(content).map_err(damaged)?;
+        if prefix.version > EVENT_CHUNK_VERSION {
+            self.warnings.push(format!(
+                "byte {pos}: packed events chunk of events chunk version {} is not supported \
+                 (this build reads up to version {EVENT_CHUNK_VERSION}): skipped",
+                prefix.version
+            ));
+            return Ok(());
+        }
+        let file = match input {
+            Input::File { file, skim } => Some((file, *skim)),
+            Input::Memory { .. } => None,
+        };
+        // (A file's chunk is kept where it lies, unpacked when used; from memory, unpacked.)
+        let lazy = |file: &Arc<File>| LazyRecords {
+            file: Arc::clone(file),
+            offset: (pos + CHUNK_HEADER) as u64,
+            len: prefix.count,
+            packed: Some(content.len()),
+        };
+        if let Some((file, true)) = file
+            && prefix.reserved != EVENTS_CUT
+        {
+            // Skimmed: counted, not unpacked.
+            let Some(&index) = self.thread_index.get(&prefix.thread) else {
+                return Err(self.undeclared(pos, prefix.thread));
+            };
+            self.threads[index].push_unread(lazy(file));
+            self.records += prefix.count as u64;
+            return Ok(());
+        }
+        if let Some((file, _)) = file
+            && prefix.reserved != EVENTS_CUT
+        {
+            // Checked here (as unpacking would), unpacked again when used.
+            let checked = super::compress::check(content).map_err(damaged)?;
+            let Some(&index) = self.thread_index.get(&prefix.thread) else {
+                return Err(self.undeclared(pos, prefix.thread));
+            };
+            if prefix.count > 0 {
+                let chunk = Chunk::Lazy(lazy(file));
+                self.threads[index].push_checked(chunk, checked.memory, checked.last_tick);
+            }
+            self.records += prefix.count as u64;
+            return Ok(());
+        }
+        let mut records = Vec::new();
+        super::compress::unpack(content, &mut records).map_err(damaged)?;
+        if prefix.reserved != EVENTS_CUT {
+            let Some(&index) = self.thread_index.get(&prefix.thread) else {
+                return Err(self.undeclared(pos, prefix.thread));
+            };
+            self.records += records.len() as u64;
+            let memory = records
+                .iter()
+                .map(|r| MemoryMode::of_kind(r.kind as u32))
+                .max();
+            let memory = memory.unwrap_or(MemoryMode::Off);
+            self.threads[index].push(Chunk::Owned(records), memory);
+            return Ok(());
+        }
+        // The entries of cut scopes: as the event chunk it packs, read from memory.
+        let mut plain = Vec::with_capacity(PREFIX + RECORD_LEN * records.len());
+        plain.extend_from_slice(&prefix.thread.to_le_bytes());
+        plain.extend_from_slice(&prefix.reserved.to_le_bytes());
+        for r in &records {
+            plain.extend_from_slice(&r.tick.to_le_bytes());
+            plain.extend_from_slice(&r.id.to_le_bytes());
+            plain.extend_from_slice(&(r.kind as u32).to_le_bytes());
+        }
+        let memory = Input::Memory {
+            bytes: Arc::new(Vec::new()),
+            in_place: false,
+        };
+        self.events(&memory, pos, &plain, plain.len(), false)?;
+        Ok(())
+    }
+
+    /// The error of an events chunk at `pos` of thread `id`, which the session does not
+    /// declare.
+    fn undeclared(&self, pos: usize, id: u64) -> ReadError {
+        ReadError::at(
+            pos,
+            format!(
+                "an events chunk of thread {id}, which no thread table of the session declares"
+            ),
+        )
     }
 
     /// What [`Session::events`] returns once `taken` of the `count` records of the chunk at
@@ -1699,9 +1796,11 @@ mod tests {
             RawEvent::end(RawEvent::end_key(id, 30), 40),
         ]);
         let mut bytes = Vec::new();
-        Capture::from_records(vec![(1, records)], 0, 100)
-            .write_to(&mut bytes)
-            .unwrap();
+        // The format before packed chunks: records as recorded, read in place.
+        crate::capture::compress::unpacked(|| {
+            Capture::from_records(vec![(1, records)], 0, 100).write_to(&mut bytes)
+        })
+        .unwrap();
         bytes
     }
 
@@ -1736,8 +1835,10 @@ mod tests {
         assert!(in_place.tracks_memory() && copied.tracks_memory());
         assert_eq!(in_place.decode(), copied.decode());
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        in_place.write_to(&mut a).unwrap();
-        copied.write_to(&mut b).unwrap();
+        crate::capture::compress::unpacked(|| {
+            in_place.write_to(&mut a).unwrap();
+            copied.write_to(&mut b).unwrap();
+        });
         assert_eq!(a, b);
         assert_eq!(a, bytes);
     }

@@ -131,10 +131,11 @@ struct State {
     /// `None` once finished, after a write error, or for a stream without a file.
     out: Option<BufWriter<Counted>>,
     /// The event chunks handed to `out` since its last flush: where each starts (in
-    /// [`StreamStats::bytes_written`]) and its records. A flush makes them written; a write
-    /// error, written as far as the file took their records whole (a reader keeps those of a
-    /// last chunk cut short), lost beyond.
-    unflushed: Vec<(u64, u64)>,
+    /// [`StreamStats::bytes_written`]), where it ends, and its records. A flush makes them
+    /// written; a write error, written as far as the file took their records whole (a reader
+    /// keeps those of a last event chunk cut short, none of a packed chunk cut short), lost
+    /// beyond.
+    unflushed: Vec<(u64, u64, u64)>,
     /// Nothing of this window can be read back at `path`: the stream has no file
     /// ([`Stream::sink`]), or its file was deleted or moved.
     gone: bool,
@@ -598,7 +599,7 @@ impl State {
         let start = self.stats.bytes_written;
         self.stats.bytes_written += w.written;
         // Written once flushed; on an error (`fail`), as far as the file took it.
-        self.unflushed.push((start, new));
+        self.unflushed.push((start, self.stats.bytes_written, new));
         result
     }
 
@@ -644,7 +645,7 @@ impl State {
 
     /// The file took every chunk handed to it: their records are written.
     fn flushed(&mut self) {
-        for (_, records) in self.unflushed.drain(..) {
+        for (_, _, records) in self.unflushed.drain(..) {
             self.stats.chunks_written += 1;
             self.stats.records_written += records;
         }
@@ -674,9 +675,14 @@ impl State {
         // from where it was opened, as those it took.
         let (file, _unwritten) = out.into_parts();
         let took = file.took;
-        for (start, records) in std::mem::take(&mut self.unflushed) {
+        for (start, end, records) in std::mem::take(&mut self.unflushed) {
             let first = start + CHUNK_HEADER as u64 + EVENT_PREFIX;
-            let whole = (took.saturating_sub(first) / RECORD).min(records);
+            let whole = match took >= end {
+                true => records,
+                // A packed chunk is read whole or not at all.
+                false if super::compress::packing() => 0,
+                false => (took.saturating_sub(first) / RECORD).min(records),
+            };
             if whole > 0 {
                 self.stats.chunks_written += 1;
             }

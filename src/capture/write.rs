@@ -12,6 +12,7 @@ use crate::record::flight::CutScope;
 use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
+use super::compress;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
     CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
@@ -22,6 +23,7 @@ use super::format::{
     SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION,
     THREAD_ENTRY, THREADS, THREADS_VERSION,
 };
+use super::format::{EVENTS_PACKED, EVENTS_PACKED_VERSION};
 use super::{Capture, Chunk, ClockPairs, Header};
 use crate::record::chunk::{EVENT_PREFIX, RECORD};
 
@@ -57,12 +59,13 @@ impl Capture {
     ///
     /// The session is a header (followed by its `ORIGIN` chunk for a session taken by an
     /// attach, [`Capture::origin`]), the clock calibration, a string table, the callsite and
-    /// thread tables, one event chunk per chunk of records, and a footer (see
-    /// the repository's `docs/FORMAT.md`). Event chunks are the recorded memory itself: a 16-byte
-    /// header and then one write of the chunk's bytes, nothing encoded per record, so a
-    /// capture costs 16 bytes per record plus about 32 bytes per 4096 records and its tables.
-    /// Writes to a [`Vec`] or a buffered file run at memory speed; `out` should be buffered
-    /// (the chunk headers are small writes).
+    /// thread tables, one packed event chunk per chunk of records, and a footer (see the
+    /// repository's `docs/FORMAT.md`). A packed chunk holds the records as columns (kinds,
+    /// callsite ids, tick differences, values) compressed by zstd, chunk by chunk: a program of
+    /// nested scopes at steady rates costs about a byte per record or less, where the recorded
+    /// memory takes 16 (built without the `compress` feature, the chunks are written as
+    /// recorded, 16 bytes per record). `out` should be buffered (the chunk headers are small
+    /// writes).
     ///
     /// Files concatenate: the output of several `write_to` calls, one after the other, is a
     /// file of several sessions ([`Capture::read_all`]). A name holding a NUL character (which
@@ -78,8 +81,8 @@ impl Capture {
     /// let mut file = Vec::new();
     /// let written = capture.write_to(&mut file)?;
     /// assert_eq!(written, file.len() as u64);
-    /// // 2000 records of 16 bytes, plus the tables.
-    /// assert!(file.len() > 2000 * 16);
+    /// // 2000 records, packed, plus the tables.
+    /// assert!(file.len() < 2000 * 16);
     ///
     /// let back = tickscope::Capture::from_bytes(&file).unwrap();
     /// assert_eq!(back.len(), 1);
@@ -119,19 +122,22 @@ impl Capture {
                         w.events(shared)?;
                     }
                     Chunk::Held(None) => {}
+                    Chunk::File(records) if compress::packing() => {
+                        w.packed(thread.id, 0, records.records())?;
+                    }
                     Chunk::File(records) => w.file_events(thread.id, records.bytes())?,
                     Chunk::Owned(records) => w.owned_events(thread.id, records)?,
                     Chunk::Lazy(lazy) => {
                         // Read again from its file, a chunk at a time.
-                        let bytes = lazy.bytes();
-                        if bytes.len() != lazy.len * 16 {
+                        let records = lazy.load();
+                        if records.len() != lazy.len {
                             return Err(io::Error::new(
                                 io::ErrorKind::UnexpectedEof,
                                 "the capture file read was cut short since: its records \
                                  cannot be written whole",
                             ));
                         }
-                        w.file_events(thread.id, &bytes)?;
+                        w.owned_events(thread.id, &records)?;
                     }
                 }
             }
@@ -383,6 +389,9 @@ impl Writer<'_> {
         reserved: u64,
         records: &[RawEvent],
     ) -> io::Result<()> {
+        if compress::packing() {
+            return self.packed(thread, reserved, records);
+        }
         let mut content = Vec::with_capacity(16 + 16 * records.len());
         content.extend_from_slice(&thread.to_le_bytes());
         content.extend_from_slice(&reserved.to_le_bytes());
@@ -393,6 +402,28 @@ impl Writer<'_> {
         }
         self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
         self.write(&content)
+    }
+
+    /// `records` of thread `thread` as packed event chunks ([`EVENTS_PACKED`]: columns
+    /// compressed by zstd), as many as they need; nothing when there are none.
+    pub(super) fn packed(
+        &mut self,
+        thread: u64,
+        reserved: u64,
+        records: &[RawEvent],
+    ) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut content = Vec::new();
+        compress::pack_each(
+            thread,
+            reserved,
+            EVENT_CHUNK_VERSION,
+            records,
+            &mut content,
+            |packed| self.chunk(EVENTS_PACKED, EVENTS_PACKED_VERSION, packed),
+        )
     }
 
     /// An event chunk of records read from a file, in place: header, thread id, reserved
@@ -418,6 +449,9 @@ impl Writer<'_> {
         let held = chunk.records().len();
         if from >= held {
             return Ok(());
+        }
+        if compress::packing() {
+            return self.packed(chunk.thread(), 0, &chunk.records()[from..]);
         }
         if from > 0 {
             let content = chunk.content_bytes();

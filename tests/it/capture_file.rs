@@ -1391,6 +1391,15 @@ fn mutated_hand_made_files_never_panic() {
 }
 
 #[test]
+#[cfg(feature = "compress")]
+fn mutated_packed_files_never_panic() {
+    let packed = fuzz_seeds().remove(4);
+    assert_eq!(packed.0, "packed.tscope");
+    assert_eq!(exercise(&packed.1), 2);
+    mutate(&packed.1, 0x8E37_79B9_7F4A_7C15, 2000);
+}
+
+#[test]
 fn mutated_live_files_never_panic() {
     let prof = rich_session();
     let mut base = Vec::new();
@@ -1400,7 +1409,7 @@ fn mutated_live_files_never_panic() {
 }
 
 /// The seeds of the `read_capture` fuzz target (`fuzz/`), by file name: the hand-made files
-/// the tests above mutate, gzipped, and cut short.
+/// the tests above mutate, gzipped, cut short, and written again packed.
 fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     use std::io::Write;
 
@@ -1413,12 +1422,27 @@ fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     gaps.callsites = callsites(&[[2, 0, 2, 10, 3], [3, 1, 2, 11, 3]]);
     let mut salvaged = gaps.bytes();
     salvaged.truncate(gaps.events_at() + 16 + 16 + 3 * 16 + 5);
-    vec![
+    // The two sessions written again: packed event chunks (type 9); then the first once
+    // more, the file cut short in its packed chunk (its footer and 16 bytes before lost).
+    let mut packed = Vec::new();
+    for capture in Capture::from_bytes(&base).unwrap() {
+        capture.write_to(&mut packed).unwrap();
+    }
+    let first = Capture::from_bytes(&base).unwrap().remove(0);
+    let mut packed_cut = packed.clone();
+    first.write_to(&mut packed_cut).unwrap();
+    packed_cut.truncate(packed_cut.len() - 80);
+    let mut seeds = vec![
         ("hand_made.tscope", Parts::new().bytes()),
         ("two_sessions.tscope", base),
         ("two_sessions.tscope.gz", gz),
         ("salvaged.tscope", salvaged),
-    ]
+    ];
+    // Written unpacked by a build without the feature: not seeds.
+    if cfg!(feature = "compress") {
+        seeds.extend([("packed.tscope", packed), ("packed_cut.tscope", packed_cut)]);
+    }
+    seeds
 }
 
 /// Writes the fuzz seeds into `fuzz/corpus/read_capture`:

@@ -34,6 +34,7 @@ mod alloc_counts_states;
 mod capture_file;
 mod files;
 mod origins;
+mod packed;
 mod table_summary;
 
 // Plug-ins and C code.

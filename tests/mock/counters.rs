@@ -454,10 +454,12 @@ fn capture_round_trip() {
     let live = prof.trace();
     let mut bytes = Vec::new();
     prof.capture().write_to(&mut bytes).unwrap();
+    // One packed event chunk (type 9) of records of event chunk version 4 (bytes 20 and 21
+    // of its content).
     let events: Vec<u16> = chunks(&bytes)
         .into_iter()
-        .filter(|&(_, kind, _)| kind == 5)
-        .map(|(_, _, version)| version)
+        .filter(|&(_, kind, _)| kind == 9)
+        .map(|(at, _, _)| u16::from_le_bytes([bytes[at + 36], bytes[at + 37]]))
         .collect();
     assert_eq!(events, [4]);
     let read = Capture::from_bytes(&bytes).unwrap();
@@ -486,8 +488,9 @@ fn event_chunks_of_versions_1_and_2_still_read() {
         m.increment(7u64);
     }
     prof.stop();
+    // In the format before packed event chunks, whose versions are patched below.
     let mut written = Vec::new();
-    prof.capture().write_to(&mut written).unwrap();
+    tickscope::__private::unpacked(|| prof.capture().write_to(&mut written)).unwrap();
     for version in [1u16, 2] {
         let mut bytes = written.clone();
         let mut patched = 0;
