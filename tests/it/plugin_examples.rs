@@ -78,8 +78,11 @@ fn c_sampler_records_procstat_samples_with_their_counters() {
     {
         let _g = scope!("work");
         // Page faults: touch 16 MiB of fresh memory; CPU: spin until /proc shows 20 ms more.
-        let mut pages = vec![0u8; 16 << 20];
-        for i in (0..pages.len()).step_by(4096) {
+        // 40 MiB are asked for, above glibc's largest mmap threshold (32 MiB), so that they
+        // are mapped afresh even after other tests of the process freed big blocks (which
+        // raise the threshold and would hand back pages already touched).
+        let mut pages = vec![0u8; 40 << 20];
+        for i in (0..16 << 20).step_by(4096) {
             pages[i] = 1;
         }
         std::hint::black_box(&pages);
