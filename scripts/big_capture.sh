@@ -28,7 +28,7 @@ dir=$target/bcap
 mkdir -p "$dir"
 capture=$dir/big-$mib.tscope
 if [ -z "$bin" ]; then
-    cargo build --quiet --release -p tickscope-cli
+    cargo build --quiet --release -p tickscope-cli --features otlp
     bin=$target/release/tickscope
 fi
 if [ ! -s "$capture" ]; then

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use tickscope::Capture;
 use tickscope::export::chrome::{self, TimeOrigin};
+#[cfg(feature = "otlp")]
 use tickscope::export::otlp::{self, Otlp};
 use tickscope::export::{
     Format, flamegraph, folded, html, kineto, perfetto, pprof, write_file_from_captures,
@@ -119,6 +120,10 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             "--by-thread applies to folded stacks and flame graphs only (.folded or .svg)",
         ));
     }
+    #[cfg(not(feature = "otlp"))]
+    if kind == Kind::Otlp {
+        return Err(Failure::about(out, crate::push::WITHOUT_OTLP));
+    }
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let captures = input::captures(cx, &args.files, args.session, &progress)?;
     // Chrome JSON, Perfetto and OTLP/JSON read the records twice (threads summed, then
@@ -139,7 +144,10 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         Kind::Folded => Box::new(folded::Options::new().by_thread(args.by_thread)),
         Kind::Svg => Box::new(flamegraph::Options::new().by_thread(args.by_thread)),
         Kind::Pprof => Box::new(pprof::Options::new()),
+        #[cfg(feature = "otlp")]
         Kind::Otlp => Box::new(OtlpJson(otlp::Options::new())),
+        #[cfg(not(feature = "otlp"))]
+        Kind::Otlp => return Err(Failure::about(out, crate::push::WITHOUT_OTLP)),
         Kind::Perfetto => Box::new(perfetto::Options::new()),
         Kind::Html => Box::new(html::Options::new()),
     };
@@ -188,8 +196,10 @@ fn describe(kind: Kind, kineto: bool, gz: bool) -> String {
 /// The OTLP/JSON lines of [`Otlp::write_json_to`] as a [`Format`], so that they are written as
 /// every other format is (atomically, gzipped for `.gz`, with the bytes counted); from the
 /// captures, decoded piece by piece where they can be ([`Otlp::write_json_from_captures`]).
+#[cfg(feature = "otlp")]
 struct OtlpJson(otlp::Options);
 
+#[cfg(feature = "otlp")]
 impl Format for OtlpJson {
     fn write(&self, trace: &Trace, out: &mut dyn io::Write) -> io::Result<()> {
         Otlp::new(trace, &self.0).write_json_to(out)

@@ -158,6 +158,7 @@ impl Progress {
     }
 
     /// Shows a bar of `total` spans, named `message`.
+    #[cfg(feature = "otlp")]
     pub(crate) fn spans(&self, message: String, total: u64) {
         self.1.stop();
         if let Some(bar) = &self.0 {
@@ -173,6 +174,7 @@ impl Progress {
     }
 
     /// `n` of the bar's items are done.
+    #[cfg(feature = "otlp")]
     pub(crate) fn position(&self, n: u64) {
         self.read(n);
     }

@@ -5,9 +5,24 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[cfg(feature = "otlp")]
 use tickscope::export::otlp::{Endpoint, Options, Otlp, PushOptions};
 
-use crate::{Context, Failure, input};
+#[cfg(feature = "otlp")]
+use crate::input;
+use crate::{Context, Failure};
+
+/// What `push` and `convert -o x.otlp.json` say where the command was built without OTLP.
+#[cfg(not(feature = "otlp"))]
+pub(crate) const WITHOUT_OTLP: &str = "this tickscope was built without OTLP support: \
+     install it with `cargo install --locked --path cli --features otlp` (or build with \
+     `-p tickscope-cli --features otlp`)";
+
+/// Without the `otlp` feature: says how to get it.
+#[cfg(not(feature = "otlp"))]
+pub(crate) fn run(_cx: &Context, _args: Args) -> Result<ExitCode, Failure> {
+    Err(Failure(WITHOUT_OTLP.to_owned()))
+}
 
 /// Send captures to an OpenTelemetry backend as OTLP traces.
 ///
@@ -70,6 +85,7 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(ns.round() as u64))
 }
 
+#[cfg(feature = "otlp")]
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let mut options = Options::new()
         .sample_roots(args.sample_roots)

@@ -1994,6 +1994,7 @@ fn quiet_changes_nothing_on_success() {
     assert_eq!(quiet.stderr, "");
 }
 
+#[cfg(feature = "otlp")]
 /// A test OTLP/HTTP server on 127.0.0.1 that answers `status` to `count` requests, one per
 /// connection, and gives back the requests it received: the request line and headers
 /// (lowercase), and the body decoded.
@@ -2051,6 +2052,7 @@ fn otlp_server(
     (endpoint, handle)
 }
 
+#[cfg(feature = "otlp")]
 #[test]
 fn push_sends_four_processes_and_convert_writes_otlp_json() {
     let prof = workload(100, 50, false);
@@ -2153,6 +2155,27 @@ fn push_sends_four_processes_and_convert_writes_otlp_json() {
     assert_eq!(spans, 36);
 }
 
+#[cfg(not(feature = "otlp"))]
+#[test]
+fn push_and_otlp_json_say_how_to_get_them_without_the_otlp_feature() {
+    let prof = workload(100, 50, false);
+    let dir = folder("push_without");
+    let file = capture_file(&prof, &dir, "a.tscope");
+    let how = "this tickscope was built without OTLP support: install it with `cargo install \
+               --locked --path cli --features otlp` (or build with `-p tickscope-cli --features \
+               otlp`)";
+    let push = tickscope(&["push", s(&file), "--endpoint", "http://127.0.0.1:9"]);
+    assert_eq!(push.code, 2);
+    assert_eq!(push.stdout, "");
+    assert_eq!(push.stderr, format!("error: {how}\n"));
+    let out = dir.join("a.otlp.json");
+    let convert = tickscope(&["convert", s(&file), "-o", s(&out)]);
+    assert_eq!(convert.code, 2);
+    assert_eq!(convert.stderr, format!("error: {}: {how}\n", out.display()));
+    assert!(!out.exists());
+}
+
+#[cfg(feature = "otlp")]
 #[test]
 fn push_reads_the_otel_environment() {
     let prof = workload(100, 50, false);
