@@ -57,7 +57,6 @@ use dir::socket_path_in;
 #[cfg(unix)]
 pub use dir::{socket_dir, socket_path};
 
-pub(crate) use crate::capture::origin::origin_content;
 pub use crate::capture::origin::{Origin, origins};
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub(crate) fn write_session(
     attach_ns: u64,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let content = crate::attach::origin_content(origin, attach_ns);
+    let content = crate::capture::origin::origin_content(origin, attach_ns);
     let mut chunk = Vec::new();
     protocol::write_chunk(&mut chunk, ORIGIN, ORIGIN_VERSION, &content)?;
     let mut spliced = AfterHeader {
