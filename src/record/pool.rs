@@ -102,8 +102,16 @@ const BATCH: usize = 16;
 /// fresh memory costs a page fault per 4 KiB on first write: recorded on the hot thread, that
 /// made a long session's scope about 1.7 × the warm one's. The prefaulter allocates and
 /// touches chunks ahead of the recording threads, off their path, so they take resident
-/// chunks. It runs only when woken by a thread that finds few chunks ready ([`take`]), stops
-/// at [`HIGH_WATER`], and never holds more than the recycling pool's bound.
+/// chunks: [`BATCH`] at a time, with one `madvise` per run of them that lies together in
+/// memory (a 1 MiB run costs one kernel entry, not 256 faults). It runs only when woken by a
+/// thread that finds fewer than half its target ready ([`take`]), stops at its target
+/// ([`HIGH_WATER`], doubled up to [`MAX_AHEAD`] each time a thread found none ready), and
+/// never holds more than the recycling pool's bound.
+///
+/// Where every core records, the prefaulter has no idle core, and a page costs CPU work
+/// wherever it is made resident: the threads then pay for part of it (one `madvise` per
+/// chunk, see [`take`]); reserving memory ([`Reservation`]) or streaming (recycled chunks)
+/// avoids it.
 mod prefaulter {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicUsize, Ordering};
