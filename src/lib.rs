@@ -303,7 +303,7 @@ not_under_loom! {
 
 #[cfg(loom)]
 #[doc(hidden)]
-pub use record::{buffer, event};
+pub use record::{buffer, dry, event};
 
 // The README's Rust blocks, compiled and run as doctests so that they never rot.
 #[cfg(doctest)]

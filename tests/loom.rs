@@ -7,6 +7,7 @@
 use loom::sync::Arc;
 use loom::thread;
 use tickscope::buffer::{CHUNK_EVENTS, ChunkBox, LinkedChunk, SharedChunk, ThreadBuffer, Writer};
+use tickscope::dry::{DrySpell, Returns};
 use tickscope::event::{RawEvent, RawKind};
 
 /// Pushes `groups` (records published together), switching chunks when one fills.
@@ -292,5 +293,62 @@ fn a_scanner_reads_only_complete_chunks() {
         buffer.retire();
         buffer.reclaim(None, None, drop);
         assert!(buffer.is_drained());
+    });
+}
+
+/// A thread in a dry spell (a streaming pool refused it a chunk) never misses a chunk given
+/// back: a writer puts one back in the pool and announces it while the thread looks, goes dry
+/// and tries again. However they interleave, every attempt either takes the chunk or is
+/// refused (counted once), the chunk is taken at most once, and once the writer is done the
+/// thread's next attempt finds it (or found it already): no spell outlives a give-back.
+#[test]
+fn a_dry_spell_ends_when_a_chunk_comes_back() {
+    loom::model(|| {
+        let pool = Arc::new(loom::sync::Mutex::new(Vec::<u32>::new()));
+        let returns = Arc::new(Returns::new());
+        let writer = {
+            let (pool, returns) = (pool.clone(), returns.clone());
+            thread::spawn(move || {
+                pool.lock().unwrap().push(7);
+                returns.announce();
+            })
+        };
+        let spell = DrySpell::new();
+        // One attempt of the recording thread: `Some(chunk)` or refused.
+        let attempt = || {
+            if spell.holds(&returns) {
+                return None;
+            }
+            let seen = returns.seen();
+            match pool.lock().unwrap().pop() {
+                Some(chunk) => {
+                    spell.end();
+                    Some(chunk)
+                }
+                None => {
+                    spell.begin(seen);
+                    None
+                }
+            }
+        };
+        let (mut taken, mut refused) = (0, 0);
+        for _ in 0..2 {
+            match attempt() {
+                Some(chunk) => {
+                    assert_eq!(chunk, 7);
+                    taken += 1;
+                }
+                None => refused += 1,
+            }
+        }
+        writer.join().unwrap();
+        if taken == 0 {
+            assert_eq!(attempt(), Some(7), "a spell outlived the give-back");
+            taken += 1;
+        } else {
+            assert_eq!(attempt(), None);
+            refused += 1;
+        }
+        assert_eq!((taken, taken + refused), (1, 3));
     });
 }

@@ -203,12 +203,13 @@ impl Stream {
             ));
         }
         // The pool first: a session refused for another's stream must not touch any file.
-        let pool = StreamPool::install(chunks, options.policy).ok_or_else(|| {
-            io::Error::other(format!(
-                "{}: another streaming session is running (one at a time)",
-                options.path.display()
-            ))
-        })?;
+        let pool = StreamPool::install(chunks, options.policy, registry::refused_events())
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "{}: another streaming session is running (one at a time)",
+                    options.path.display()
+                ))
+            })?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .read(true)
@@ -227,7 +228,7 @@ impl Stream {
         let file = match file {
             Ok(file) => file,
             Err(e) => {
-                pool.uninstall();
+                pool.uninstall(registry::refused_events());
                 return Err(e);
             }
         };
@@ -237,7 +238,7 @@ impl Stream {
         let bytes = match head {
             Ok(bytes) => bytes,
             Err(e) => {
-                pool.uninstall();
+                pool.uninstall(registry::refused_events());
                 return Err(annotate(&options.path, "cannot write", e));
             }
         };
@@ -291,7 +292,7 @@ impl Stream {
                 thread: Some(thread),
             }),
             Err(e) => {
-                shared.pool.uninstall();
+                shared.pool.uninstall(registry::refused_events());
                 Err(e)
             }
         }
@@ -315,7 +316,8 @@ impl Stream {
                 // Nothing to read: what was recorded is lost, and counted.
                 let mut capture = Capture::empty();
                 capture.dropped_events =
-                    self.shared.pool.refused_events() + state.stats.records_lost;
+                    self.shared.pool.refused_events(registry::refused_events())
+                        + state.stats.records_lost;
                 capture.warnings.extend(state.stats.error.clone());
                 return capture;
             }
@@ -384,7 +386,7 @@ impl Stream {
         }
         state.out = None;
         state.finished = true;
-        self.shared.pool.uninstall();
+        self.shared.pool.uninstall(registry::refused_events());
         (self.shared.stats(&state), !state.gone)
     }
 }
@@ -397,7 +399,7 @@ impl Drop for Stream {
             self.shared.stop.store(true, Ordering::Release);
             self.shared.pool.wake_writer();
             let _ = thread.join();
-            self.shared.pool.uninstall();
+            self.shared.pool.uninstall(registry::refused_events());
         }
     }
 }
@@ -489,7 +491,7 @@ impl Shared {
     fn stats(&self, state: &State) -> StreamStats {
         let (waits, waited_ns) = self.pool.waits();
         StreamStats {
-            dropped_events: self.pool.refused_events(),
+            dropped_events: self.pool.refused_events(registry::refused_events()),
             waits,
             waited: Duration::from_nanos(waited_ns),
             overflow_chunks: self.pool.overflow_chunks(),

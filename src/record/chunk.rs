@@ -247,18 +247,69 @@ impl ChunkBox {
     /// pages at both ends, or all of them where the call is not supported).
     #[cfg(not(loom))]
     pub fn touch(&mut self) {
+        let (slots, len) = self.slot_bytes();
+        self.touch_outside(populate(slots, len));
+    }
+
+    /// [`touch`](ChunkBox::touch) for many chunks at once, sorted by address on return: one
+    /// `madvise` for each run of chunks that lie next to each other in memory (chunks
+    /// allocated one after another usually do, a few bytes of the allocator's apart; the call
+    /// leaves those bytes as they are), instead of one per chunk.
+    #[cfg(not(loom))]
+    pub fn touch_all(chunks: &mut [ChunkBox]) {
         const PAGE: usize = 4096;
-        const SLOT_BYTES: usize = CHUNK_EVENTS * std::mem::size_of::<RawEvent>();
-        // SAFETY: in bounds of the allocation; no reference is created.
-        let slots = unsafe { std::ptr::addr_of_mut!((*self.0.as_ptr()).slots) }.cast::<u8>();
-        let populated = populate(slots as usize, SLOT_BYTES);
-        for offset in (0..SLOT_BYTES).step_by(PAGE) {
-            if populated.contains(&(slots as usize + offset)) {
-                continue;
+        let size = std::mem::size_of::<Chunk>();
+        chunks.sort_unstable_by_key(|c| c.0.as_ptr() as usize);
+        let mut start = 0;
+        while start < chunks.len() {
+            let mut end = start + 1;
+            while end < chunks.len() {
+                let (prev, next) = (
+                    chunks[end - 1].0.as_ptr() as usize,
+                    chunks[end].0.as_ptr() as usize,
+                );
+                // Less than a page apart: nothing unmapped can lie between them.
+                if next < prev + size || next - (prev + size) >= PAGE {
+                    break;
+                }
+                end += 1;
             }
-            // SAFETY: `offset` is inside the slot array, we own the chunk, and slot bytes are
-            // `MaybeUninit`, so any value is valid there.
-            unsafe { slots.add(offset).write_volatile(0) };
+            let (first, _) = chunks[start].slot_bytes();
+            let (last, len) = chunks[end - 1].slot_bytes();
+            let populated = populate(first, last + len - first);
+            for chunk in &mut chunks[start..end] {
+                chunk.touch_outside(populated.clone());
+            }
+            start = end;
+        }
+    }
+
+    /// The address and length of the slot memory.
+    #[cfg(not(loom))]
+    fn slot_bytes(&mut self) -> (usize, usize) {
+        // SAFETY: in bounds of the allocation; no reference is created.
+        let slots = unsafe { std::ptr::addr_of_mut!((*self.0.as_ptr()).slots) };
+        (
+            slots as usize,
+            CHUNK_EVENTS * std::mem::size_of::<RawEvent>(),
+        )
+    }
+
+    /// Writes one byte in each page of the slot memory whose start is not in `populated`
+    /// (whole pages made resident already), the partial pages at both ends included.
+    #[cfg(not(loom))]
+    fn touch_outside(&mut self, populated: std::ops::Range<usize>) {
+        const PAGE: usize = 4096;
+        let (slots, len) = self.slot_bytes();
+        let mut page = slots & !(PAGE - 1);
+        while page < slots + len {
+            if !populated.contains(&page) {
+                let at = page.max(slots);
+                // SAFETY: `at` is inside the slot array, we own the chunk, and slot bytes are
+                // `MaybeUninit`, so any value is valid there.
+                unsafe { (at as *mut u8).write_volatile(0) };
+            }
+            page += PAGE;
         }
     }
 
@@ -496,5 +547,21 @@ mod tests {
         let chunk = chunk.get_mut();
         assert_eq!(chunk.header.magic, CHUNK_MAGIC);
         assert_eq!(chunk.published(), 0);
+    }
+
+    #[test]
+    fn chunks_touched_together_are_resident_and_keep_their_headers() {
+        let mut chunks: Vec<ChunkBox> = (0..9).map(|_| ChunkBox::alloc()).collect();
+        ChunkBox::touch_all(&mut chunks);
+        assert_eq!(chunks.len(), 9);
+        for chunk in &mut chunks {
+            let (slots, len) = chunk.slot_bytes();
+            let first = slots & !(PAGE - 1);
+            let pages = ((slots + len).next_multiple_of(PAGE) - first) / PAGE;
+            assert_eq!(resident(first, pages), pages);
+            let chunk = chunk.get_mut();
+            assert_eq!(chunk.header.magic, CHUNK_MAGIC);
+            assert_eq!(chunk.published(), 0);
+        }
     }
 }

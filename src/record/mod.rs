@@ -7,6 +7,7 @@
 
 pub mod buffer;
 pub mod chunk;
+pub mod dry;
 pub mod event;
 #[cfg(not(loom))]
 pub(crate) mod hash;

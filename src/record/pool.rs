@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 
 use crate::record::chunk::{CHUNK_EVENTS, Chunk, ChunkBox, RECORD};
+use crate::record::dry::Returns;
 use crate::record::sync::{lock, recover};
 use crate::record::untracked::Untracked;
 
@@ -63,25 +64,37 @@ fn ready() -> &'static ArrayQueue<ChunkBox> {
     READY.get_or_init(|| ArrayQueue::new(RETAIN))
 }
 
-/// A chunk to fill: a reserved one if any ([`Reservation`]), else a recycled one, else a new
-/// one. Keeps the prefaulter ahead: once fewer than [`LOW_WATER`] chunks are ready and none is
-/// reserved, it touches more in the background.
+/// A chunk to fill: a reserved one if any ([`Reservation`]), else a recycled or prepared one,
+/// else a new one, made resident here in one call. Keeps the prefaulter ahead: once fewer
+/// than half its target are ready, it prepares more in the background; a thread that found
+/// none raises the target.
 pub(crate) fn take() -> ChunkBox {
     if let Some(chunk) = take_reserved() {
         return chunk;
     }
     let chunk = ready().pop();
-    if ready().len() < LOW_WATER {
+    if ready().len() < prefaulter::target() / 2 {
         prefaulter::wake();
     }
-    chunk.unwrap_or_else(ChunkBox::alloc)
+    chunk.unwrap_or_else(|| {
+        prefaulter::missed();
+        // One `madvise` for the chunk's pages rather than a fault per page as it fills.
+        let mut chunk = ChunkBox::alloc();
+        chunk.touch();
+        chunk
+    })
 }
 
-/// The prefaulter wakes when fewer chunks than this are ready.
-const LOW_WATER: usize = 16;
-/// The prefaulter touches chunks until this many are ready: 4 MiB, a few ms of recording on
-/// every core at once.
+/// The prefaulter's first target: this many chunks ready (4 MiB, a few ms of recording on
+/// every core at once).
 const HIGH_WATER: usize = 64;
+/// The most chunks the prefaulter keeps ready (16 MiB): its target doubles, up to this,
+/// whenever a thread found none ready (threads take chunks faster than it prepares them);
+/// they count among the recycling pool's [`RETAIN`], and [`release`] frees them.
+const MAX_AHEAD: usize = 256;
+/// Chunks the prefaulter prepares at once: allocated one after another, they mostly lie next
+/// to each other, and one `madvise` makes a whole run resident (1 MiB).
+const BATCH: usize = 16;
 
 /// A background thread that keeps touched chunks ready while sessions record into memory.
 ///
@@ -89,17 +102,50 @@ const HIGH_WATER: usize = 64;
 /// fresh memory costs a page fault per 4 KiB on first write: recorded on the hot thread, that
 /// made a long session's scope about 1.7 × the warm one's. The prefaulter allocates and
 /// touches chunks ahead of the recording threads, off their path, so they take resident
-/// chunks. It runs only when woken by a thread that finds few chunks ready ([`take`]), stops
-/// at [`HIGH_WATER`], and never holds more than the recycling pool's bound.
+/// chunks: [`BATCH`] at a time, with one `madvise` per run of them that lies together in
+/// memory (a 1 MiB run costs one kernel entry, not 256 faults). It runs only when woken by a
+/// thread that finds fewer than half its target ready ([`take`]), stops at its target
+/// ([`HIGH_WATER`], doubled up to [`MAX_AHEAD`] each time a thread found none ready), and
+/// never holds more than the recycling pool's bound.
+///
+/// Where every core records, the prefaulter has no idle core, and a page costs CPU work
+/// wherever it is made resident: the threads then pay for part of it (one `madvise` per
+/// chunk, see [`take`]); reserving memory ([`Reservation`]) or streaming (recycled chunks)
+/// avoids it.
 mod prefaulter {
     use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread::Thread;
 
-    use super::{HIGH_WATER, ready};
+    use super::{BATCH, HIGH_WATER, MAX_AHEAD, ready};
     use crate::record::chunk::ChunkBox;
     use crate::record::untracked::Untracked;
 
     static THREAD: OnceLock<Option<Thread>> = OnceLock::new();
+
+    /// How many chunks the prefaulter keeps ready: [`HIGH_WATER`] to [`MAX_AHEAD`].
+    static TARGET: AtomicUsize = AtomicUsize::new(HIGH_WATER);
+
+    /// How many chunks the prefaulter keeps ready now.
+    #[inline]
+    pub(super) fn target() -> usize {
+        TARGET.load(Ordering::Relaxed)
+    }
+
+    /// A thread found no chunk ready: the prefaulter keeps twice as many ready from now on
+    /// (up to [`MAX_AHEAD`]) and starts at once.
+    pub(super) fn missed() {
+        let target = target();
+        if target < MAX_AHEAD {
+            TARGET.store((target * 2).min(MAX_AHEAD), Ordering::Relaxed);
+        }
+        wake();
+    }
+
+    /// Back to the first target (the recycling pool was emptied).
+    pub(super) fn reset() {
+        TARGET.store(HIGH_WATER, Ordering::Relaxed);
+    }
 
     /// Wakes the prefaulter (starting it the first time).
     pub(super) fn wake() {
@@ -121,11 +167,19 @@ mod prefaulter {
         loop {
             // Off the recording threads: a clock checkpoint, at most one a second.
             crate::record::clock::checkpoint();
-            while ready().len() < HIGH_WATER {
-                let mut chunk = ChunkBox::alloc();
-                chunk.touch();
-                if ready().push(chunk).is_err() {
+            'fill: loop {
+                let missing = target().saturating_sub(ready().len());
+                if missing == 0 {
                     break;
+                }
+                let mut batch: Vec<ChunkBox> =
+                    (0..missing.min(BATCH)).map(|_| ChunkBox::alloc()).collect();
+                ChunkBox::touch_all(&mut batch);
+                for chunk in batch {
+                    // A full pool hands the chunk back; dropping it (and the rest) frees them.
+                    if ready().push(chunk).is_err() {
+                        break 'fill;
+                    }
                 }
             }
             std::thread::park();
@@ -149,9 +203,10 @@ pub(crate) fn give(mut chunk: ChunkBox) {
 
 /// Allocates and touches chunks until [`PREPARE`] are ready (called at session start).
 pub(crate) fn prepare() {
-    while ready().len() < PREPARE {
-        let mut chunk = ChunkBox::alloc();
-        chunk.touch();
+    let missing = PREPARE.saturating_sub(ready().len());
+    let mut chunks: Vec<ChunkBox> = (0..missing).map(|_| ChunkBox::alloc()).collect();
+    ChunkBox::touch_all(&mut chunks);
+    for chunk in chunks {
         if ready().push(chunk).is_err() {
             break;
         }
@@ -160,6 +215,7 @@ pub(crate) fn prepare() {
 
 /// Frees every chunk waiting for reuse; returns how many bytes that gave back.
 pub(crate) fn release() -> usize {
+    prefaulter::reset();
     let mut freed = 0;
     while let Some(chunk) = ready().pop() {
         drop(chunk);
@@ -256,12 +312,9 @@ const MIN_CHUNKS_PER_WORKER: usize = 64;
 fn prepare_in_parallel(chunks: usize, workers: usize) -> Vec<ChunkBox> {
     let prepare = |count: usize| {
         let _untracked = Untracked::enter();
-        let mut prepared = Vec::with_capacity(count);
-        for _ in 0..count {
-            let mut chunk = ChunkBox::alloc();
-            chunk.touch();
-            prepared.push(chunk);
-        }
+        let mut prepared: Vec<ChunkBox> = (0..count).map(|_| ChunkBox::alloc()).collect();
+        // One `madvise` for each run of chunks next to each other in memory.
+        ChunkBox::touch_all(&mut prepared);
         prepared
     };
     let share = chunks / workers;
@@ -327,8 +380,11 @@ pub(crate) struct StreamPool {
     chunks: Mutex<Vec<ChunkBox>>,
     capacity: usize,
     policy: SlowWriter,
-    /// Events not recorded because the pool was empty ([`SlowWriter::Drop`]).
-    refused: AtomicU64,
+    /// The process's refused events (the registry's count, which its caller passes) when the
+    /// pool was installed, and when it was taken out of service: the pool's own are the
+    /// difference (only an installed pool refuses, and only one is installed at a time).
+    /// `None` for a detached pool.
+    refused_span: Mutex<Option<(u64, Option<u64>)>>,
     /// Times a thread waited for a chunk, and nanoseconds waited ([`SlowWriter::Block`]).
     waits: AtomicU64,
     waited_ns: AtomicU64,
@@ -369,6 +425,18 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 /// While only streaming sessions record, threads take their chunks from the stream's pool.
 static STREAMING_ONLY: AtomicBool = AtomicBool::new(false);
 
+/// Announced whenever a thread that a stream's pool refused may find a chunk again: the
+/// writer gave one back, a pool was installed or taken out of service, or the set of
+/// recording sessions changed (see [`dry`](crate::record::dry)).
+static RETURNS: Returns = Returns::new();
+
+/// [`RETURNS`]: a refused thread reads it before it looks for a chunk, and once per event
+/// while in its dry spell.
+#[inline(always)]
+pub(crate) fn returns() -> &'static Returns {
+    &RETURNS
+}
+
 static STREAM: RwLock<Option<Arc<StreamPool>>> = RwLock::new(None);
 
 /// While only flight recorders record, a flight recorder recycles its chunks (see `flight`).
@@ -388,6 +456,7 @@ pub(crate) fn flight_only() -> bool {
 /// Called by the registry whenever the set of recording sessions changes.
 pub(crate) fn set_streaming_only(on: bool) {
     STREAMING_ONLY.store(on, Ordering::Release);
+    RETURNS.announce();
 }
 
 fn stream() -> Option<Arc<StreamPool>> {
@@ -406,17 +475,11 @@ pub(crate) fn take_for_thread() -> Option<ChunkBox> {
     Some(take())
 }
 
-/// Counts `events` that a thread could not record because the stream's pool was empty.
-pub(crate) fn refused(events: u64) {
-    if let Some(stream) = stream() {
-        stream.refused.fetch_add(events, Ordering::Relaxed);
-    }
-}
-
 impl StreamPool {
-    /// Installs a pool of `chunks` prepared chunks for the streaming session about to start;
-    /// `None` when another streaming session already has one.
-    pub(crate) fn install(chunks: usize, policy: SlowWriter) -> Option<Arc<Self>> {
+    /// Installs a pool of `chunks` prepared chunks for the streaming session about to start,
+    /// when the process has refused `refused` events so far (the registry's count); `None`
+    /// when another streaming session already has one.
+    pub(crate) fn install(chunks: usize, policy: SlowWriter, refused: u64) -> Option<Arc<Self>> {
         let mut slot = recover(STREAM.write());
         if slot.is_some() {
             return None;
@@ -432,7 +495,10 @@ impl StreamPool {
             free.push(chunk);
         }
         let pool = Self::new(free, chunks, policy);
+        *recover(pool.refused_span.lock()) = Some((refused, None));
         *slot = Some(pool.clone());
+        drop(slot);
+        RETURNS.announce();
         Some(pool)
     }
 
@@ -447,7 +513,7 @@ impl StreamPool {
             chunks: Mutex::new(free),
             capacity,
             policy,
-            refused: AtomicU64::new(0),
+            refused_span: Mutex::new(None),
             waits: AtomicU64::new(0),
             waited_ns: AtomicU64::new(0),
             overflow: AtomicU64::new(0),
@@ -461,15 +527,22 @@ impl StreamPool {
         })
     }
 
-    /// Takes the pool out of service: threads take chunks as without a stream again, and
-    /// the pool's chunks go to the recycling pool.
-    pub(crate) fn uninstall(&self) {
+    /// Takes the pool out of service, when the process has refused `refused` events so far
+    /// (the registry's count): threads take chunks as without a stream again, and the pool's
+    /// chunks go to the recycling pool.
+    pub(crate) fn uninstall(&self, refused: u64) {
         self.closed.store(true, Ordering::Release);
         {
             let mut slot = recover(STREAM.write());
             if slot.as_ref().is_some_and(|s| std::ptr::eq(&**s, self)) {
                 *slot = None;
             }
+        }
+        RETURNS.announce();
+        if let Some((_, until)) = &mut *recover(self.refused_span.lock())
+            && until.is_none()
+        {
+            *until = Some(refused);
         }
         drop(lock(&self.gate));
         self.returned.notify_all();
@@ -485,6 +558,8 @@ impl StreamPool {
             return Some(chunk);
         }
         if self.policy == SlowWriter::Drop {
+            // The thread drops its next events on its own (a dry spell, see `dry`) until
+            // chunks come back: this is once per spell, not per event.
             self.wake_writer();
             return None;
         }
@@ -544,6 +619,7 @@ impl StreamPool {
             free.push(chunk);
         }
         self.progress.fetch_add(1, Ordering::Release);
+        RETURNS.announce();
         if self.policy == SlowWriter::Block {
             drop(lock(&self.gate));
             self.returned.notify_all();
@@ -575,9 +651,11 @@ impl StreamPool {
         self.capacity
     }
 
-    /// Events refused so far ([`SlowWriter::Drop`]).
-    pub(crate) fn refused_events(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
+    /// Events refused so far ([`SlowWriter::Drop`]), on every thread, when the process has
+    /// refused `refused` so far (the registry's count: each thread counts its own).
+    pub(crate) fn refused_events(&self, refused: u64) -> u64 {
+        let span = *recover(self.refused_span.lock());
+        span.map_or(0, |(from, until)| until.unwrap_or(refused) - from)
     }
 
     /// Times a thread waited for a chunk, and the nanoseconds waited ([`SlowWriter::Block`]).

@@ -43,6 +43,9 @@ pub(crate) fn make_private(thread: u64) {
 
 /// Events that could not be recorded because their thread was tearing down.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Events refused by streaming sessions' pools on threads that the registry forgot since
+/// (their [`ThreadEntry::count_refused`] counts, added when they go).
+static REFUSED_GONE: AtomicU64 = AtomicU64::new(0);
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     threads: Vec::new(),
@@ -59,6 +62,21 @@ pub(crate) struct ThreadEntry {
     pub(crate) name: Option<String>,
     /// Held by the registry, and by the thread's writer while it is attached.
     pub(crate) buffer: Arc<ThreadBuffer>,
+    /// Events of this thread that a streaming session's pool refused ([`SlowWriter::Drop`]),
+    /// ever: written by the thread alone, read by anyone ([`refused_events`]).
+    ///
+    /// [`SlowWriter::Drop`]: crate::SlowWriter::Drop
+    refused: AtomicU64,
+}
+
+impl ThreadEntry {
+    /// Counts `events` of this thread refused by a streaming session's pool. Only the thread
+    /// itself calls this, so a load and a store on its own entry do (no shared write).
+    #[inline]
+    pub(crate) fn count_refused(&self, events: u64) {
+        let before = self.refused.load(Ordering::Relaxed);
+        self.refused.store(before + events, Ordering::Relaxed);
+    }
 }
 
 /// Which threads a session records.
@@ -189,6 +207,7 @@ pub(crate) fn register_thread(name: Option<String>) -> Arc<ThreadEntry> {
         id: reg.next_thread,
         name,
         buffer: Arc::new(ThreadBuffer::new()),
+        refused: AtomicU64::new(0),
     });
     reg.next_thread += 1;
     reg.threads.push(entry.clone());
@@ -228,6 +247,7 @@ pub(crate) fn release_exited(entry: &Arc<ThreadEntry>) {
     let mut reg = registry();
     reclaim_thread(&reg.sessions, entry);
     if entry.buffer.is_drained() {
+        forget_refused(entry);
         reg.threads.retain(|t| !Arc::ptr_eq(t, entry));
     }
 }
@@ -274,9 +294,29 @@ pub(crate) fn observer_added() {
     }
 }
 
-/// Events lost so far to thread teardown (monotonic).
+/// Events lost so far (monotonic): to thread teardown, and refused by streaming sessions'
+/// pools ([`refused_events`]).
 pub(crate) fn dropped_events() -> u64 {
-    DROPPED.load(Ordering::Relaxed)
+    DROPPED.load(Ordering::Relaxed) + refused_events()
+}
+
+/// Keeps the refused events of `thread`, which the registry is about to forget (with the
+/// registry locked, so that [`refused_events`] never sees them twice or not at all).
+fn forget_refused(thread: &ThreadEntry) {
+    REFUSED_GONE.fetch_add(thread.refused.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Events that streaming sessions' pools refused so far, on every thread (monotonic): the
+/// threads count them on their own entries (see [`ThreadEntry::count_refused`]), and the
+/// counts of the threads forgotten since are kept here.
+pub(crate) fn refused_events() -> u64 {
+    let reg = registry();
+    REFUSED_GONE.load(Ordering::Relaxed)
+        + reg
+            .threads
+            .iter()
+            .map(|t| t.refused.load(Ordering::Relaxed))
+            .sum::<u64>()
 }
 
 /// True when a session records (one that is not collecting its window).
@@ -420,7 +460,7 @@ pub(crate) fn streamed(id: u64, thread: u64, keep: u64) {
     if let Some(at) = threads.iter().position(|t| t.id == thread) {
         reclaim_thread(sessions, &threads[at]);
         if threads[at].buffer.is_drained() {
-            threads.remove(at);
+            forget_refused(&threads.remove(at));
         }
     }
 }
@@ -445,7 +485,13 @@ fn reclaim(reg: &mut Registry) {
     for thread in threads.iter() {
         reclaim_thread(sessions, thread);
     }
-    threads.retain(|t| !t.buffer.is_drained());
+    threads.retain(|t| {
+        let drained = t.buffer.is_drained();
+        if drained {
+            forget_refused(t);
+        }
+        !drained
+    });
 }
 
 /// Gives back the chunks of `thread` older than every window of `sessions` that wants it (all

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::record::buffer::Writer;
+use crate::record::dry::DrySpell;
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 use crate::record::registry::{self, ThreadEntry, Untracked};
@@ -43,6 +44,9 @@ struct HotState {
     /// The next async span id of this thread's block; a multiple of [`SPAN_BLOCK`] when the
     /// block is used up.
     next_span: Cell<u32>,
+    /// A streaming session's pool refused this thread a chunk ([`pool::SlowWriter::Drop`]):
+    /// its events are refused on this thread's own state until chunks come back.
+    dry: DrySpell,
 }
 
 /// The per-thread state that needs a destructor: the thread's registry entry.
@@ -79,6 +83,7 @@ thread_local! {
             last_seq: Cell::new(0),
             writer: Writer::new(),
             next_span: Cell::new(0),
+            dry: DrySpell::new(),
         }
     };
     static REGISTRATION: Registration = const { Registration { entry: OnceCell::new() } };
@@ -262,7 +267,7 @@ fn flush_counted(hot: &HotState) {
     hot.writer.unpark();
     if let Some(records) = hot.counted.take()
         && !hot.writer.try_push_all(&records)
-        && !(next_chunk(hot, records.len() as u64) && hot.writer.try_push_all(&records))
+        && !push_all_next(hot, &records)
     {
         registry::count_dropped(records.len() as u64);
     }
@@ -454,7 +459,7 @@ pub(crate) fn push_begin(id: u32) -> u64 {
         if hot.writer.try_push(RawEvent::begin(id, tick)) {
             Some(tick)
         } else {
-            push_begin_slow(hot, id)
+            push_begin_slow(hot, id, tick)
         }
     });
     match pushed {
@@ -468,71 +473,138 @@ pub(crate) fn push_begin(id: u32) -> u64 {
 
 /// The current chunk is full (or there is none yet): link a fresh one and push again. The
 /// event keeps its tick (an exit is stamped before the switch, so its scope pays for it; an
-/// entry is stamped again, see [`push_begin_slow`]).
+/// entry is stamped again, see [`push_begin_slow`]). `false` when the event is lost and not
+/// counted yet (the caller counts it dropped); an event refused by a streaming session's pool
+/// is counted as refused, and `true`.
 #[cold]
 #[inline(never)]
 fn push_slow(hot: &HotState, event: RawEvent) -> bool {
+    if refused_while_dry(hot, 1) {
+        return true;
+    }
     flush_counted(hot);
-    hot.writer.try_push(event) || (next_chunk(hot, 1) && hot.writer.try_push(event))
+    hot.writer.try_push(event) || push_all_next(hot, &[event])
 }
 
 /// [`push_begin`] after its chunk filled up: the entry is stamped again after the switch so
-/// that the scope is not billed for it.
+/// that the scope is not billed for it. `None` when the entry is lost and not counted yet;
+/// `tick` (the entry's first stamp) when it was refused, and counted so, by a streaming
+/// session's pool.
 #[cold]
 #[inline(never)]
-fn push_begin_slow(hot: &HotState, id: u32) -> Option<u64> {
+fn push_begin_slow(hot: &HotState, id: u32, tick: u64) -> Option<u64> {
+    if refused_while_dry(hot, 1) {
+        return Some(tick);
+    }
     flush_counted(hot);
     let tick = clock::now();
     if hot.writer.try_push(RawEvent::begin(id, tick)) {
         return Some(tick);
     }
-    if !next_chunk(hot, 1) {
-        return None;
+    match next_chunk(hot, 1) {
+        NextChunk::Linked => {
+            let tick = clock::now();
+            hot.writer
+                .try_push(RawEvent::begin(id, tick))
+                .then_some(tick)
+        }
+        NextChunk::Refused => Some(tick),
+        NextChunk::Lost => None,
     }
-    let tick = clock::now();
-    hot.writer
-        .try_push(RawEvent::begin(id, tick))
-        .then_some(tick)
 }
 
 /// [`push_slow`] for records that go in together.
 #[cold]
 #[inline(never)]
 fn push_all_slow(hot: &HotState, events: &[RawEvent]) -> bool {
+    if refused_while_dry(hot, events.len() as u64) {
+        return true;
+    }
     flush_counted(hot);
-    hot.writer.try_push_all(events)
-        || (next_chunk(hot, events.len() as u64) && hot.writer.try_push_all(events))
+    hot.writer.try_push_all(events) || push_all_next(hot, events)
 }
 
-/// Links a fresh chunk as this thread's tail; `false` if the thread is not registered or is
-/// tearing down, or if a streaming session's pool has no chunk for the `events` about to be
-/// pushed (they are then counted as refused by the stream; the caller counts them dropped).
-fn next_chunk(hot: &HotState, events: u64) -> bool {
+/// Links a fresh chunk and pushes `events` into it: `true` when they are recorded, or
+/// refused by a streaming session's pool (and counted so).
+fn push_all_next(hot: &HotState, events: &[RawEvent]) -> bool {
+    match next_chunk(hot, events.len() as u64) {
+        NextChunk::Linked => hot.writer.try_push_all(events),
+        NextChunk::Refused => true,
+        NextChunk::Lost => false,
+    }
+}
+
+/// While this thread is in a dry spell (a streaming session's pool refused it a chunk, and
+/// none came back since; see [`dry`](crate::record::dry)): counts `events` as refused on the
+/// thread's own entry and returns `true`, touching nothing shared but one load. Counted
+/// records waiting to go in first take the ordinary path.
+#[inline(always)]
+fn refused_while_dry(hot: &HotState, events: u64) -> bool {
+    !hot.counted.any.get() && hot.dry.holds(pool::returns()) && count_refused(events)
+}
+
+/// Counts `events` refused by a streaming session's pool on this thread's entry; `false` when
+/// the thread has none (it is tearing down).
+fn count_refused(events: u64) -> bool {
+    REGISTRATION
+        .try_with(|local| {
+            local
+                .entry
+                .get()
+                .map(|entry| entry.count_refused(events))
+                .is_some()
+        })
+        .unwrap_or(false)
+}
+
+/// What [`next_chunk`] did.
+enum NextChunk {
+    /// A fresh chunk is the thread's tail.
+    Linked,
+    /// A streaming session's pool had no chunk ([`pool::SlowWriter::Drop`]): the events are
+    /// counted as refused, and the thread is in a dry spell.
+    Refused,
+    /// The thread is not registered or is tearing down: the events are not counted yet.
+    Lost,
+}
+
+/// Links a fresh chunk as this thread's tail, unless a streaming session's pool has no chunk
+/// for the `events` about to be pushed (they are counted as refused by this thread, which
+/// starts a dry spell) or the thread is not registered or is tearing down.
+fn next_chunk(hot: &HotState, events: u64) -> NextChunk {
     let _untracked = Untracked::enter();
     REGISTRATION
         .try_with(|local| {
             let Some(entry) = local.entry.get() else {
-                return false;
+                return NextChunk::Lost;
             };
+            if hot.dry.holds(pool::returns()) {
+                entry.count_refused(events);
+                return NextChunk::Refused;
+            }
+            // Read before looking: chunks announced from here on end the spell.
+            let seen = pool::returns().seen();
             let recycled = if flight::on() { flight::take() } else { None };
             let Some(fresh) = recycled.or_else(pool::take_for_thread) else {
-                pool::refused(events);
-                return false;
+                hot.dry.begin(seen);
+                entry.count_refused(events);
+                return NextChunk::Refused;
             };
+            hot.dry.end();
             // Only this thread's writer attaches to its buffer, so none other is attached.
             let linked = match hot.writer.switch_to(&entry.buffer, fresh, entry.id) {
                 Ok(linked) => linked,
                 Err(fresh) => {
                     pool::give(fresh);
-                    return false;
+                    return NextChunk::Lost;
                 }
             };
             if flight::on() {
                 flight::linked(entry, linked);
             }
-            true
+            NextChunk::Linked
         })
-        .unwrap_or(false)
+        .unwrap_or(NextChunk::Lost)
 }
 
 /// This thread's registry entry, registering the thread on first use. `None` during teardown.

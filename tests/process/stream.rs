@@ -271,6 +271,70 @@ fn a_slow_disk_with_the_drop_policy_counts_every_event_lost() {
     );
 }
 
+/// Several threads at once against a slow disk with the drop policy: each thread that finds
+/// no chunk drops on its own until chunks come back (a dry spell), many times over, and still
+/// every event is either in the file or counted, exactly; the threads record as before once
+/// the stream stops.
+#[test]
+fn threads_refused_by_a_slow_disk_count_every_event_they_drop() {
+    let _turn = serial();
+    const THREADS: u64 = 4;
+    const BATCHES: u64 = 20;
+    const SCOPES: u64 = 20_000;
+    let path = scratch("drop-threads.fifo");
+    let reader = slow_disk(&path, Duration::from_millis(1));
+    let prof = Profiler::builder()
+        .stream_to(&*path)
+        .stream_memory(2 * CHUNK)
+        .on_slow_disk(SlowWriter::Drop)
+        .try_start()
+        .unwrap();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            std::thread::spawn(|| {
+                for _ in 0..BATCHES {
+                    for _ in 0..SCOPES {
+                        let _g = scope!("dry_spells");
+                    }
+                    // Chunks come back meanwhile: the spells end and begin again.
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    prof.stop();
+    let stats = prof.stream_stats().unwrap();
+    let bytes = reader.join().unwrap();
+    assert!(stats.dropped_events > 0, "{stats:?}");
+    assert!(stats.records_written > 0, "{stats:?}");
+    assert_eq!(stats.waits, 0);
+    assert_eq!(
+        stats.records_written + stats.dropped_events,
+        2 * THREADS * BATCHES * SCOPES
+    );
+    let sessions = Capture::from_bytes(&bytes).unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].record_count(), stats.records_written);
+    assert_eq!(sessions[0].dropped_events(), stats.dropped_events);
+    // Nothing refuses once the stream is gone: a session in memory gets every scope.
+    let after = Profiler::builder().start();
+    let thread = std::thread::spawn(|| {
+        for _ in 0..50_000 {
+            let _g = scope!("after_the_stream");
+        }
+    });
+    thread.join().unwrap();
+    after.stop();
+    assert_eq!(
+        after.report().get("after_the_stream").unwrap().calls,
+        50_000
+    );
+    assert_eq!(after.capture().dropped_events(), 0);
+}
+
 #[test]
 fn a_slow_disk_with_the_block_policy_loses_nothing() {
     let _turn = serial();
