@@ -12,7 +12,7 @@ use crate::report::{CounterStats, Report, ValueStats};
 use crate::trace::{Compensation, SpanKind, Trace};
 
 use super::format::{format_bytes, format_float, format_ns, format_number, plural};
-use super::grid::{MAX_CELL_CHARS, shorten, write_grid};
+use super::grid::{Align, Grid};
 use super::sort::SortBy;
 use super::{COMPILED_OUT, COMPILED_OUT_COLLECTORS, Rows, Table};
 
@@ -20,7 +20,7 @@ impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (trace, summary) = self.view();
         let rows = self.rows(trace, summary);
-        write_grid(f, &rows.headers, &rows.rows, rows.left)?;
+        Grid::new(rows.left).write(f, &rows.headers, &rows.rows)?;
         self.footer(f, trace, summary, &rows)
     }
 }
@@ -250,21 +250,23 @@ impl Table {
         }
         if !live.is_empty() {
             writeln!(f, "Live at stop (allocated in the window, not freed):")?;
-            let names: Vec<_> = live
+            let rows: Vec<Vec<String>> = live
                 .iter()
-                .map(|l| shorten(l.scope.unwrap_or("(no scope)"), MAX_CELL_CHARS))
+                .map(|group| {
+                    vec![
+                        group.scope.unwrap_or("(no scope)").to_owned(),
+                        format_bytes(group.bytes),
+                        format!("in {} allocation{}", group.allocs, plural(group.allocs)),
+                    ]
+                })
                 .collect();
-            let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-            for (group, name) in live.iter().zip(names) {
-                let pad = " ".repeat(width - name.chars().count());
-                writeln!(
-                    f,
-                    "  {name}{pad}  {:>10} in {} allocation{}",
-                    format_bytes(group.bytes),
-                    group.allocs,
-                    plural(group.allocs)
-                )?;
-            }
+            // The bytes at least 10 wide, one space from the count after them.
+            Grid::new(1)
+                .indent("  ")
+                .min_width(1, 10)
+                .align(2, Align::Left)
+                .gap(2, " ")
+                .write(f, &[], &rows)?;
         }
         self.sections(trace, f)
     }
@@ -315,11 +317,10 @@ impl Table {
                 })
                 .collect::<Vec<_>>();
             writeln!(f, "\nCounters")?;
-            write_grid(
+            Grid::new(1).write(
                 f,
                 &["Name", "Samples", "First", "Last", "Min", "Max", "Mean"],
                 &rows,
-                1,
             )?;
         }
         let mut values = ValueStats::of(trace);
@@ -349,11 +350,10 @@ impl Table {
                 })
                 .collect::<Vec<_>>();
             writeln!(f, "\nValues")?;
-            write_grid(
+            Grid::new(1).write(
                 f,
                 &["Name", "Count", "Min", "Max", "Mean", "P50", "P99"],
                 &rows,
-                1,
             )?;
         }
         Ok(())

@@ -23,7 +23,7 @@ mod tests;
 pub(crate) use footer::footer_text;
 pub use format::{Format, Unit, format_ns};
 pub(crate) use grid::json_string;
-pub use grid::{MAX_CELL_CHARS, csv_record, grid_text, markdown_grid};
+pub use grid::{Align, Grid, MAX_CELL_CHARS, csv_record, markdown_grid};
 pub use sort::{ParseSortByError, SortBy};
 
 /// A printable table of a session's scopes; build it with

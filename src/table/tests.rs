@@ -2,7 +2,7 @@
 
 use super::format::format_bytes;
 use super::grid::shorten;
-use super::{MAX_CELL_CHARS, format_ns, grid_text};
+use super::{Align, Grid, MAX_CELL_CHARS, format_ns};
 
 #[test]
 fn long_cells_keep_both_ends() {
@@ -22,10 +22,68 @@ fn long_cells_keep_both_ends() {
         vec![long.clone(), "1".to_owned()],
         vec!["a".to_owned(), "22".to_owned()],
     ];
-    let text = grid_text(&["Name", "N"], &rows, 1);
+    let text = Grid::new(1).text(&["Name", "N"], &rows);
     let widths: Vec<usize> = text.lines().map(|l| l.chars().count()).collect();
     assert_eq!(widths, [84, 84, 84, 84]);
     assert!(text.ends_with(&format!("\na{}22\n", " ".repeat(81))));
+}
+
+/// `cells` as rows of owned strings.
+fn rows(cells: &[&[&str]]) -> Vec<Vec<String>> {
+    cells
+        .iter()
+        .map(|row| row.iter().map(|&c| c.to_owned()).collect())
+        .collect()
+}
+
+#[test]
+fn grid_aligns_columns() {
+    let text = Grid::new(1).text(&["Name", "N"], &rows(&[&["a", "1"], &["long", "22"]]));
+    assert_eq!(text, "Name   N\n--------\na      1\nlong  22\n");
+    // No line ends in padding: an empty last cell leaves none, nor does a left-aligned one.
+    let text = Grid::new(2).text(&["A", "B", "C"], &rows(&[&["x", "yyy", ""], &["", "", ""]]));
+    assert_eq!(text, "A  B    C\n---------\nx  yyy\n\n");
+}
+
+#[test]
+fn grid_layouts() {
+    // Live at stop: indented, no headers, a minimum width, a narrower gap, a third column
+    // aligned left.
+    let grid = Grid::new(1)
+        .indent("  ")
+        .min_width(1, 10)
+        .align(2, Align::Left)
+        .gap(2, " ");
+    let text = grid.text(
+        &[],
+        &rows(&[
+            &["work", "1.50 KiB", "in 3 allocations"],
+            &["w", "12 B", "in 1 allocation"],
+        ]),
+    );
+    assert_eq!(
+        text,
+        "  work    1.50 KiB in 3 allocations\n  w           12 B in 1 allocation\n"
+    );
+    // `ps`: minimum widths under headers with no rule; a short row's last cell spans the
+    // columns left and widens none; whole cells keep their control characters.
+    let grid = Grid::new(2)
+        .min_width(0, 4)
+        .align(2, Align::Right)
+        .no_rule()
+        .whole_cells()
+        .spanning_last_cells();
+    let text = grid.text(
+        &["ID", "PROGRAM", "N"],
+        &rows(&[
+            &["1", "a\tb", "5"],
+            &["22", "(an error longer than the columns)"],
+        ]),
+    );
+    assert_eq!(
+        text,
+        "ID    PROGRAM  N\n1     a\tb      5\n22    (an error longer than the columns)\n"
+    );
 }
 
 #[test]
