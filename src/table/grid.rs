@@ -191,7 +191,9 @@ impl Grid {
         if !headers.is_empty() {
             self.line(f, headers, &widths, false)?;
             if self.rule {
-                let gaps: usize = (1..widths.len()).map(|i| self.column(i).gap.len()).sum();
+                let gaps: usize = (1..widths.len())
+                    .map(|i| self.column(i).gap.chars().count())
+                    .sum();
                 f.write_str(self.indent)?;
                 f.write_str(&"-".repeat(widths.iter().sum::<usize>() + gaps))?;
                 f.write_char('\n')?;
