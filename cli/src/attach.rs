@@ -108,32 +108,45 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[cfg(unix)]
 pub(crate) fn ps(_cx: &Context, _args: PsArgs) -> Result<ExitCode, Failure> {
+    use tickscope::table::{Align, Grid};
+
     let programs = tickscope::attach::list().map_err(|e| Failure(e.to_string()))?;
     let mut out = std::io::stdout().lock();
-    let mut lines = vec![format!(
-        "{:>8}  {:<24}  {:<20}  {:<6}  {:>9}  {}",
-        "PID", "PROGRAM", "STARTED (UTC)", "MODE", "WINDOW", "TCP"
-    )];
-    for program in &programs {
-        lines.push(match &program.info {
-            Ok(info) => format!(
-                "{:>8}  {:<24}  {:<20}  {:<6}  {:>9}  {}",
-                info.pid,
-                info.program,
+    // PID and WINDOW aligned right, the others left; an error spans the columns after the
+    // PID.
+    let grid = Grid::new(0)
+        .min_width(0, 8)
+        .align(1, Align::Left)
+        .min_width(1, 24)
+        .align(2, Align::Left)
+        .min_width(2, 20)
+        .align(3, Align::Left)
+        .min_width(3, 6)
+        .min_width(4, 9)
+        .align(5, Align::Left)
+        .no_rule()
+        .whole_cells()
+        .spanning_last_cells();
+    let rows: Vec<Vec<String>> = (programs.iter())
+        .map(|program| match &program.info {
+            Ok(info) => vec![
+                info.pid.to_string(),
+                info.program.clone(),
                 utc(info.start_unix_ns),
-                info.mode.name(),
+                info.mode.name().to_owned(),
                 match info.flight_bytes {
                     0 => "-".to_owned(),
                     bytes => size(bytes),
                 },
                 program.tcp.map_or("-".to_owned(), |addr| addr.to_string()),
-            ),
-            Err(e) => format!("{:>8}  ({e})", pid_of(&program.path)),
-        });
-    }
-    for line in lines {
-        writeln!(out, "{line}").map_err(|e| Failure(format!("cannot write: {e}")))?;
-    }
+            ],
+            Err(e) => vec![pid_of(&program.path), format!("({e})")],
+        })
+        .collect();
+    let headers = ["PID", "PROGRAM", "STARTED (UTC)", "MODE", "WINDOW", "TCP"];
+    let text = grid.text(&headers, &rows);
+    out.write_all(text.as_bytes())
+        .map_err(|e| Failure(format!("cannot write: {e}")))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::ValueEnum;
 use tickscope::report::compare::{Diff, DiffRow, Metric, Options, Side, Verdict};
-use tickscope::table::{Format, Unit, csv_record, format_ns, markdown_grid};
+use tickscope::table::{Format, Grid, Unit, csv_record, format_ns, markdown_grid};
 use tickscope::trace::Trace;
 
 use crate::{Context, Failure, input, text};
@@ -275,7 +275,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let out = match args.format {
         Format::Text => {
             let (headers, rows) = cells(&diff, shown, args.unit);
-            let mut out = text::columns(&headers, &rows, 2);
+            let mut out = Grid::new(2).text(&headers, &rows);
             out.push_str(&footer(&diff, args.unit));
             out.push('\n');
             out

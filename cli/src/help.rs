@@ -6,6 +6,7 @@
 //! wrapped so that no line of help passes [`WIDTH`] columns.
 
 use clap::Command;
+use tickscope::table::Grid;
 
 /// The widest line of help.
 pub(crate) const WIDTH: usize = 80;
@@ -66,22 +67,21 @@ fn list_values(arg: clap::Arg) -> clap::Arg {
     {
         return arg;
     }
-    let longest = values.iter().map(|v| v.get_name().chars().count()).max();
     let mut text = arg
         .get_long_help()
         .or(arg.get_help())
         .map(ToString::to_string)
         .unwrap_or_default();
-    text.push_str("\n\nPossible values:");
-    for value in &values {
-        let name = value.get_name();
-        let pad = " ".repeat(longest.unwrap_or(0) - name.chars().count());
-        let help = value
-            .get_help()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        text.push_str(&format!("\n- {name}:{pad} {help}"));
-    }
+    // `- name: help`, the helps aligned one space after the longest name.
+    let rows: Vec<Vec<String>> = (values.iter())
+        .map(|value| {
+            let help = value.get_help().map(ToString::to_string);
+            vec![format!("{}:", value.get_name()), help.unwrap_or_default()]
+        })
+        .collect();
+    let grid = Grid::new(2).indent("- ").gap(1, " ").whole_cells();
+    text.push_str("\n\nPossible values:\n");
+    text.push_str(grid.text(&[], &rows).trim_end_matches('\n'));
     arg.hide_possible_values(true).long_help(text)
 }
 

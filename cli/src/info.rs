@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tickscope::attach::Origin;
-use tickscope::table::{Format, csv_record, markdown_grid};
+use tickscope::table::{Format, Grid, csv_record, markdown_grid};
 
 use crate::attach::utc;
 use crate::{Context, Failure, input, text};
@@ -241,12 +241,16 @@ fn plain(path: &std::path::Path, sessions: &[(Fields, Vec<String>)]) -> String {
     );
     for (i, (fields, warnings)) in sessions.iter().enumerate() {
         let _ = writeln!(out, "session {}", i + 1);
-        let width = fields.iter().map(|(_, k, _, _)| k.len()).max().unwrap_or(0);
+        // The keys as wide as the longest, even when that field is left out.
+        let width = fields.iter().map(|(_, k, _, _)| k.chars().count()).max();
+        let grid = Grid::new(2).indent("  ").whole_cells();
         // A field that does not apply (null: the origin of a session not taken by an
         // attach) is left out.
-        for (_, key, value, _) in fields.iter().filter(|(_, _, _, json)| !json.is_null()) {
-            let _ = writeln!(out, "  {key:<width$}  {value}");
-        }
+        let rows: Vec<Vec<String>> = (fields.iter())
+            .filter(|(_, _, _, json)| !json.is_null())
+            .map(|(_, key, value, _)| vec![(*key).to_owned(), value.clone()])
+            .collect();
+        out.push_str(&grid.min_width(0, width.unwrap_or(0)).text(&[], &rows));
         for warning in warnings {
             let _ = writeln!(out, "    {warning}");
         }

@@ -1,4 +1,5 @@
-//! Text output: stdout that tolerates a closed pipe, aligned columns, signed changes.
+//! Text output: stdout that tolerates a closed pipe, signed changes, sizes and times (aligned
+//! columns are [`tickscope::table::Grid`]'s).
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -18,13 +19,6 @@ pub(crate) fn print(text: &str) -> Result<(), Failure> {
         }
         _ => Ok(()),
     }
-}
-
-/// `rows` under `headers` in columns two spaces apart, with a rule under the headers; the
-/// first `left` columns are aligned left, the others right. Long cells are shortened with an
-/// ellipsis, as in the library's tables ([`tickscope::table::MAX_CELL_CHARS`]).
-pub(crate) fn columns(headers: &[&str], rows: &[Vec<String>], left: usize) -> String {
-    tickscope::table::grid_text(headers, rows, left)
 }
 
 /// A change of a count: `+2`, `-1`, `0`.
@@ -114,15 +108,5 @@ mod tests {
             wrote_line(Path::new("/dev/null"), "pprof profile", None),
             "wrote /dev/null: pprof profile"
         );
-    }
-
-    #[test]
-    fn aligned_columns() {
-        let rows = vec![
-            vec!["a".to_owned(), "1".to_owned()],
-            vec!["long".to_owned(), "22".to_owned()],
-        ];
-        let text = columns(&["Name", "N"], &rows, 1);
-        assert_eq!(text, "Name   N\n--------\na      1\nlong  22\n");
     }
 }

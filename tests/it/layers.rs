@@ -2,7 +2,7 @@
 //! cycle.
 //!
 //! Every file of `src/` belongs to a stage of the pipeline by its top-level module (its folder,
-//! or the file itself, e.g. `src/table.rs`); [`STAGES`] ranks them in pipeline order.
+//! or the file itself, e.g. `src/schedule.rs`); [`STAGES`] ranks them in pipeline order.
 //! `src/lib.rs`, the crate root, is exempt. Two rules:
 //!
 //! 1. **Direction.** A file may refer to a `crate::` path only of a stage whose rank is at
@@ -39,7 +39,7 @@ const STAGES: &[(&str, u32)] = &[
     ("trace", 2),    // src/trace/**
     ("decode", 3),   // src/decode/**
     ("report", 4),   // src/report/**
-    ("table", 5),    // src/table.rs
+    ("table", 5),    // src/table/**
     ("export", 5),   // src/export/**
     ("session", 6),  // src/session/**
     ("schedule", 6), // src/schedule.rs: what a scheduled session hands over, beside session
