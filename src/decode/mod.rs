@@ -36,7 +36,6 @@ use self::convert::Converter;
 use self::links::Links;
 #[cfg(test)]
 use self::pair::Pairing;
-use self::pair::Probe;
 use self::summary::{Sum, Summary, ThreadSums};
 use self::thread::{DECODED, Shared, has_span_follows};
 
@@ -144,27 +143,10 @@ fn decode_with(
     // Decoding allocates; that is the profiler's work, not the program's.
     let _untracked = Untracked::enter();
     let clock = &capture.clock;
-    let converter = Converter::new(
-        &clock.start,
-        &clock.stop,
-        clock.ns_per_tick,
-        &clock.checkpoints,
-    );
-    let end_tick = capture.end_tick;
-    let (inner, outer) = clock.compensation.ticks();
-    let shared = Shared {
-        capture,
-        callsites: &capture.callsites,
-        end_ns: converter.to_unix_ns(end_tick),
-        converter,
-        probe: Probe { inner, outer },
-        end_tick,
-        memory: capture.memory.is_on(),
-        salvaged: capture.salvaged.is_some(),
-        // Spans are kept, and a `tracing` span followed from one entered elsewhere: where each
-        // span id was entered and closed is needed to resolve it.
-        tracing_uses: !sum && has_span_follows(capture),
-    };
+    // Spans are kept, and a `tracing` span followed from one entered elsewhere: where each
+    // span id was entered and closed is needed to resolve it.
+    let tracing_uses = !sum && has_span_follows(capture);
+    let shared = Shared::new(capture, capture.memory.is_on(), tracing_uses);
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
     let threads: Vec<&CaptureThread> = capture

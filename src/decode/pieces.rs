@@ -22,9 +22,8 @@ use crate::record::registry::Untracked;
 use crate::trace::{Span, SpanArg, Trace};
 
 use super::Shared;
-use super::convert::Converter;
 use super::links::Links;
-use super::pair::{Pairing, Probe};
+use super::pair::Pairing;
 use super::summary::{self, Summary};
 
 /// A run of one thread's spans, whole trees, with their arguments; indices (`Span::parent`,
@@ -247,23 +246,5 @@ fn hand(
 
 /// What decoding any thread of `capture` reads, as [`Trace::from_capture`] sets it up.
 fn shared(capture: &Capture) -> Shared<'_> {
-    let clock = &capture.clock;
-    let converter = Converter::new(
-        &clock.start,
-        &clock.stop,
-        clock.ns_per_tick,
-        &clock.checkpoints,
-    );
-    let (inner, outer) = clock.compensation.ticks();
-    Shared {
-        capture,
-        callsites: &capture.callsites,
-        end_ns: converter.to_unix_ns(capture.end_tick),
-        converter,
-        probe: Probe { inner, outer },
-        end_tick: capture.end_tick,
-        memory: false,
-        salvaged: capture.salvaged.is_some(),
-        tracing_uses: false,
-    }
+    Shared::new(capture, false, false)
 }

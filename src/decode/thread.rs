@@ -56,6 +56,33 @@ pub(super) struct Shared<'c> {
     pub(super) tracing_uses: bool,
 }
 
+impl<'c> Shared<'c> {
+    /// What decoding any thread of `capture` reads: its clock's converter, the probe overhead,
+    /// the window's end; allocations kept with `memory`, `tracing` span uses with
+    /// `tracing_uses`.
+    pub(super) fn new(capture: &'c Capture, memory: bool, tracing_uses: bool) -> Self {
+        let clock = &capture.clock;
+        let converter = Converter::new(
+            &clock.start,
+            &clock.stop,
+            clock.ns_per_tick,
+            &clock.checkpoints,
+        );
+        let (inner, outer) = clock.compensation.ticks();
+        Shared {
+            capture,
+            callsites: &capture.callsites,
+            end_ns: converter.to_unix_ns(capture.end_tick),
+            converter,
+            probe: Probe { inner, outer },
+            end_tick: capture.end_tick,
+            memory,
+            salvaged: capture.salvaged.is_some(),
+            tracing_uses,
+        }
+    }
+}
+
 /// True when `capture` holds a [`RawKind::SpanFollows`] record: only then does decoding keep
 /// where each `tracing` span id was entered and closed (a pass over the records, instead of
 /// 40 bytes per `tracing` span for every capture).
