@@ -39,7 +39,8 @@ enum Any<'a> {
     Big(u64),
 }
 
-/// A `u64` as [`super::uint`] maps it: an int, or the decimal string above `i64::MAX`.
+/// A `u64` as [`uint`](super::requests::uint) maps it: an int, or the decimal string above
+/// `i64::MAX`.
 fn uint(v: u64) -> Any<'static> {
     i64::try_from(v).map_or(Any::Big(v), Any::Int)
 }
