@@ -64,6 +64,7 @@
 //! // otlp.write_json("trace.otlp.json")?; otlp.push(Endpoint::from_env(), &PushOptions::from_env()?)?;
 //! ```
 
+mod attributes;
 mod endpoint;
 mod errors;
 mod json;

@@ -7,6 +7,15 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, span};
 use prost::Message;
 
+use super::attributes::{
+    CODE_FILEPATH, CODE_FUNCTION, CODE_LINENO, CODE_NAMESPACE, HOST_NAME, PROCESS_EXECUTABLE_NAME,
+    PROCESS_PID, SERVICE_NAME, TELEMETRY_SDK_LANGUAGE, TELEMETRY_SDK_NAME, TELEMETRY_SDK_VERSION,
+    THREAD_ID, THREAD_NAME, TICKSCOPE_ALLOC_BYTES, TICKSCOPE_ALLOC_COUNT, TICKSCOPE_ASYNC_BUSY_NS,
+    TICKSCOPE_ASYNC_POLLS, TICKSCOPE_COUNTER_AMOUNT, TICKSCOPE_COUNTER_OP, TICKSCOPE_COUNTER_VALUE,
+    TICKSCOPE_EVENTS_OUTSIDE_SPANS, TICKSCOPE_FOLDED_COUNT, TICKSCOPE_FOLDED_NS,
+    TICKSCOPE_FREE_BYTES, TICKSCOPE_FREE_COUNT, TICKSCOPE_INSTANT_SCOPE, TICKSCOPE_LINK_SEQ,
+    TICKSCOPE_LINK_THREAD, TICKSCOPE_OPEN_AT_STOP, TICKSCOPE_OVERHEAD_NS, TICKSCOPE_PEAK_BYTES,
+};
 use super::map::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
 use super::wire;
 use crate::record::callsite::Callsite;
@@ -81,17 +90,17 @@ impl<'t> Otlp<'t> {
     pub(super) fn resource_spans(&self, process: u32) -> ResourceSpans {
         let p = &self.trace.processes[process as usize];
         let mut attributes = vec![
-            kv("service.name", string(&self.services[process as usize])),
-            kv("process.pid", int(i64::from(p.id))),
-            kv("telemetry.sdk.name", string("tickscope")),
-            kv("telemetry.sdk.language", string("rust")),
-            kv("telemetry.sdk.version", string(env!("CARGO_PKG_VERSION"))),
+            kv(SERVICE_NAME, string(&self.services[process as usize])),
+            kv(PROCESS_PID, int(i64::from(p.id))),
+            kv(TELEMETRY_SDK_NAME, string("tickscope")),
+            kv(TELEMETRY_SDK_LANGUAGE, string("rust")),
+            kv(TELEMETRY_SDK_VERSION, string(env!("CARGO_PKG_VERSION"))),
         ];
         if !p.name.is_empty() {
-            attributes.push(kv("process.executable.name", string(&p.name)));
+            attributes.push(kv(PROCESS_EXECUTABLE_NAME, string(&p.name)));
         }
         if !p.host.is_empty() {
-            attributes.push(kv("host.name", string(&p.host)));
+            attributes.push(kv(HOST_NAME, string(&p.host)));
         }
         ResourceSpans {
             resource: Some(Resource {
@@ -118,14 +127,14 @@ impl<'t> Otlp<'t> {
         let mut attributes = Vec::with_capacity(8);
         let (name, callsite, open_at_stop) = match node.of {
             Of::Events => {
-                attributes.push(kv("tickscope.events_outside_spans", bool_value(true)));
+                attributes.push(kv(TICKSCOPE_EVENTS_OUTSIDE_SPANS, bool_value(true)));
                 (EVENTS_SPAN_NAME.to_owned(), None, false)
             }
             Of::Async(a) => {
                 let call = &trace.async_spans[a as usize];
-                attributes.push(kv("thread.id", uint(call.thread)));
-                attributes.push(kv("tickscope.async.polls", int(i64::from(call.polls))));
-                attributes.push(kv("tickscope.async.busy_ns", uint(call.busy_ns)));
+                attributes.push(kv(THREAD_ID, uint(call.thread)));
+                attributes.push(kv(TICKSCOPE_ASYNC_POLLS, int(i64::from(call.polls))));
+                attributes.push(kv(TICKSCOPE_ASYNC_BUSY_NS, uint(call.busy_ns)));
                 (
                     call.name().to_owned(),
                     Some(call.callsite),
@@ -135,22 +144,22 @@ impl<'t> Otlp<'t> {
             Of::Span(t, s) => {
                 let thread = &trace.threads[t as usize];
                 let span = &thread.spans[s as usize];
-                attributes.push(kv("thread.id", uint(thread.id)));
+                attributes.push(kv(THREAD_ID, uint(thread.id)));
                 if let Some(name) = &thread.name {
-                    attributes.push(kv("thread.name", string(name)));
+                    attributes.push(kv(THREAD_NAME, string(name)));
                 }
                 for arg in thread.args_of(s) {
                     attributes.push(kv(arg.key, value(&arg.value)));
                 }
                 if let Some(m) = thread.memory.get(s as usize) {
-                    attributes.push(kv("tickscope.alloc.bytes", uint(m.alloc_bytes)));
-                    attributes.push(kv("tickscope.alloc.count", uint(m.allocs)));
-                    attributes.push(kv("tickscope.free.bytes", uint(m.freed_bytes)));
-                    attributes.push(kv("tickscope.free.count", uint(m.frees)));
-                    attributes.push(kv("tickscope.peak.bytes", uint(m.peak_bytes)));
+                    attributes.push(kv(TICKSCOPE_ALLOC_BYTES, uint(m.alloc_bytes)));
+                    attributes.push(kv(TICKSCOPE_ALLOC_COUNT, uint(m.allocs)));
+                    attributes.push(kv(TICKSCOPE_FREE_BYTES, uint(m.freed_bytes)));
+                    attributes.push(kv(TICKSCOPE_FREE_COUNT, uint(m.frees)));
+                    attributes.push(kv(TICKSCOPE_PEAK_BYTES, uint(m.peak_bytes)));
                 }
                 if span.overhead_ns > 0 {
-                    attributes.push(kv("tickscope.overhead_ns", uint(span.overhead_ns)));
+                    attributes.push(kv(TICKSCOPE_OVERHEAD_NS, uint(span.overhead_ns)));
                 }
                 let name = match span.kind {
                     SpanKind::Poll { .. } => format!("{} poll", span.name()),
@@ -163,19 +172,19 @@ impl<'t> Otlp<'t> {
             code_attributes(&mut attributes, callsite);
         }
         if open_at_stop {
-            attributes.push(kv("tickscope.open_at_stop", bool_value(true)));
+            attributes.push(kv(TICKSCOPE_OPEN_AT_STOP, bool_value(true)));
         }
         if node.folded_count > 0 {
-            attributes.push(kv("tickscope.folded.count", uint(node.folded_count)));
-            attributes.push(kv("tickscope.folded.ns", uint(node.folded_ns)));
+            attributes.push(kv(TICKSCOPE_FOLDED_COUNT, uint(node.folded_count)));
+            attributes.push(kv(TICKSCOPE_FOLDED_NS, uint(node.folded_ns)));
         }
         let mut links = Vec::new();
         let from = self.links.partition_point(|&(rep, _)| rep < i);
         for &(_, f) in self.links[from..].iter().take_while(|&&(rep, _)| rep == i) {
             let flow = &trace.flows[f as usize];
             let link_attributes = vec![
-                kv("tickscope.link.seq", int(i64::from(flow.seq))),
-                kv("tickscope.link.thread", uint(flow.origin_thread)),
+                kv(TICKSCOPE_LINK_SEQ, int(i64::from(flow.seq))),
+                kv(TICKSCOPE_LINK_THREAD, uint(flow.origin_thread)),
             ];
             match self.link_origin(flow) {
                 Some(o) => links.push(span::Link {
@@ -217,13 +226,13 @@ impl<'t> Otlp<'t> {
                     EventOf::Instant(x) => {
                         let instant = &self.trace.instants[x as usize];
                         if holder {
-                            attributes.push(kv("thread.id", uint(instant.thread)));
+                            attributes.push(kv(THREAD_ID, uint(instant.thread)));
                         }
                         for (key, v) in &instant.args {
                             attributes.push(kv(key, value(v)));
                         }
                         if instant.scope == InstantScope::Process {
-                            attributes.push(kv("tickscope.instant.scope", string("process")));
+                            attributes.push(kv(TICKSCOPE_INSTANT_SCOPE, string("process")));
                         }
                         instant.name()
                     }
@@ -231,15 +240,15 @@ impl<'t> Otlp<'t> {
                         let track = &self.trace.counters[c as usize];
                         let sample = &track.samples[s as usize];
                         if holder {
-                            attributes.push(kv("thread.id", uint(sample.thread)));
+                            attributes.push(kv(THREAD_ID, uint(sample.thread)));
                         }
-                        attributes.push(kv("tickscope.counter.value", number(sample.value)));
+                        attributes.push(kv(TICKSCOPE_COUNTER_VALUE, number(sample.value)));
                         let op = match sample.op {
                             CounterOp::Set => "set",
                             CounterOp::Add => "add",
                         };
-                        attributes.push(kv("tickscope.counter.op", string(op)));
-                        attributes.push(kv("tickscope.counter.amount", number(sample.amount)));
+                        attributes.push(kv(TICKSCOPE_COUNTER_OP, string(op)));
+                        attributes.push(kv(TICKSCOPE_COUNTER_AMOUNT, number(sample.amount)));
                         track.name
                     }
                 };
@@ -256,10 +265,10 @@ impl<'t> Otlp<'t> {
 
 /// `code.*` attributes of `callsite`.
 fn code_attributes(attributes: &mut Vec<KeyValue>, callsite: &'static Callsite) {
-    attributes.push(kv("code.function", string(callsite.name())));
-    attributes.push(kv("code.namespace", string(callsite.module_path())));
-    attributes.push(kv("code.filepath", string(callsite.file())));
-    attributes.push(kv("code.lineno", int(i64::from(callsite.line()))));
+    attributes.push(kv(CODE_FUNCTION, string(callsite.name())));
+    attributes.push(kv(CODE_NAMESPACE, string(callsite.module_path())));
+    attributes.push(kv(CODE_FILEPATH, string(callsite.file())));
+    attributes.push(kv(CODE_LINENO, int(i64::from(callsite.line()))));
 }
 
 fn kv(key: &str, value: any_value::Value) -> KeyValue {

@@ -12,6 +12,15 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
+use super::attributes::{
+    CODE_FILEPATH, CODE_FUNCTION, CODE_LINENO, CODE_NAMESPACE, HOST_NAME, PROCESS_EXECUTABLE_NAME,
+    PROCESS_PID, SERVICE_NAME, TELEMETRY_SDK_LANGUAGE, TELEMETRY_SDK_NAME, TELEMETRY_SDK_VERSION,
+    THREAD_ID, THREAD_NAME, TICKSCOPE_ALLOC_BYTES, TICKSCOPE_ALLOC_COUNT, TICKSCOPE_ASYNC_BUSY_NS,
+    TICKSCOPE_ASYNC_POLLS, TICKSCOPE_COUNTER_AMOUNT, TICKSCOPE_COUNTER_OP, TICKSCOPE_COUNTER_VALUE,
+    TICKSCOPE_EVENTS_OUTSIDE_SPANS, TICKSCOPE_FOLDED_COUNT, TICKSCOPE_FOLDED_NS,
+    TICKSCOPE_FREE_BYTES, TICKSCOPE_FREE_COUNT, TICKSCOPE_INSTANT_SCOPE, TICKSCOPE_LINK_SEQ,
+    TICKSCOPE_LINK_THREAD, TICKSCOPE_OPEN_AT_STOP, TICKSCOPE_OVERHEAD_NS, TICKSCOPE_PEAK_BYTES,
+};
 use super::map::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
 use crate::export::proto::{varint, varint_len};
 use crate::record::callsite::Callsite;
@@ -295,36 +304,31 @@ impl<'o, 't> Encoder<'o, 't> {
             attribute(
                 &mut body,
                 RESOURCE_ATTRIBUTE,
-                "service.name",
+                SERVICE_NAME,
                 Any::Str(service),
             );
             attribute(
                 &mut body,
                 RESOURCE_ATTRIBUTE,
-                "process.pid",
+                PROCESS_PID,
                 Any::Int(i64::from(process.id)),
             );
             for (key, v) in [
-                ("telemetry.sdk.name", "tickscope"),
-                ("telemetry.sdk.language", "rust"),
-                ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
+                (TELEMETRY_SDK_NAME, "tickscope"),
+                (TELEMETRY_SDK_LANGUAGE, "rust"),
+                (TELEMETRY_SDK_VERSION, env!("CARGO_PKG_VERSION")),
             ] {
                 attribute(&mut body, RESOURCE_ATTRIBUTE, key, Any::Str(v));
             }
             if !process.name.is_empty() {
                 let name = Any::Str(&process.name);
-                attribute(
-                    &mut body,
-                    RESOURCE_ATTRIBUTE,
-                    "process.executable.name",
-                    name,
-                );
+                attribute(&mut body, RESOURCE_ATTRIBUTE, PROCESS_EXECUTABLE_NAME, name);
             }
             if !process.host.is_empty() {
                 attribute(
                     &mut body,
                     RESOURCE_ATTRIBUTE,
-                    "host.name",
+                    HOST_NAME,
                     Any::Str(&process.host),
                 );
             }
@@ -368,17 +372,12 @@ impl<'o, 't> Encoder<'o, 't> {
         }
         let thread = &self.otlp.trace.threads[t as usize];
         let from = self.shared.len();
-        attribute(
-            &mut self.shared,
-            SPAN_ATTRIBUTE,
-            "thread.id",
-            uint(thread.id),
-        );
+        attribute(&mut self.shared, SPAN_ATTRIBUTE, THREAD_ID, uint(thread.id));
         if let Some(name) = &thread.name {
             attribute(
                 &mut self.shared,
                 SPAN_ATTRIBUTE,
-                "thread.name",
+                THREAD_NAME,
                 Any::Str(name),
             );
         }
@@ -395,14 +394,14 @@ impl<'o, 't> Encoder<'o, 't> {
             .or_insert_with(|| {
                 let from = shared.len();
                 for (key, v) in [
-                    ("code.function", callsite.name()),
-                    ("code.namespace", callsite.module_path()),
-                    ("code.filepath", callsite.file()),
+                    (CODE_FUNCTION, callsite.name()),
+                    (CODE_NAMESPACE, callsite.module_path()),
+                    (CODE_FILEPATH, callsite.file()),
                 ] {
                     attribute(shared, SPAN_ATTRIBUTE, key, Any::Str(v));
                 }
                 let line = Any::Int(i64::from(callsite.line()));
-                attribute(shared, SPAN_ATTRIBUTE, "code.lineno", line);
+                attribute(shared, SPAN_ATTRIBUTE, CODE_LINENO, line);
                 from..shared.len()
             })
             .clone()
@@ -424,7 +423,7 @@ impl<'o, 't> Encoder<'o, 't> {
                 string_field(out, SPAN_NAME, EVENTS_SPAN_NAME.as_bytes());
                 out.extend_from_slice(&[6 << 3, 1]);
                 times(out, node.start, node.end);
-                let key = "tickscope.events_outside_spans";
+                let key = TICKSCOPE_EVENTS_OUTSIDE_SPANS;
                 attribute(out, SPAN_ATTRIBUTE, key, Any::Bool(true));
                 (None, false)
             }
@@ -433,11 +432,11 @@ impl<'o, 't> Encoder<'o, 't> {
                 name(out, SPAN_NAME, call.name(), "");
                 out.extend_from_slice(&[6 << 3, 1]);
                 times(out, node.start, node.end);
-                attribute(out, SPAN_ATTRIBUTE, "thread.id", uint(call.thread));
+                attribute(out, SPAN_ATTRIBUTE, THREAD_ID, uint(call.thread));
                 let polls = Any::Int(i64::from(call.polls));
-                attribute(out, SPAN_ATTRIBUTE, "tickscope.async.polls", polls);
+                attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_ASYNC_POLLS, polls);
                 let busy = uint(call.busy_ns);
-                attribute(out, SPAN_ATTRIBUTE, "tickscope.async.busy_ns", busy);
+                attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_ASYNC_BUSY_NS, busy);
                 (Some(call.callsite), call.open_at_stop)
             }
             Of::Span(t, s) => {
@@ -457,18 +456,18 @@ impl<'o, 't> Encoder<'o, 't> {
                 }
                 if let Some(m) = thread.memory.get(s as usize) {
                     for (key, v) in [
-                        ("tickscope.alloc.bytes", m.alloc_bytes),
-                        ("tickscope.alloc.count", m.allocs),
-                        ("tickscope.free.bytes", m.freed_bytes),
-                        ("tickscope.free.count", m.frees),
-                        ("tickscope.peak.bytes", m.peak_bytes),
+                        (TICKSCOPE_ALLOC_BYTES, m.alloc_bytes),
+                        (TICKSCOPE_ALLOC_COUNT, m.allocs),
+                        (TICKSCOPE_FREE_BYTES, m.freed_bytes),
+                        (TICKSCOPE_FREE_COUNT, m.frees),
+                        (TICKSCOPE_PEAK_BYTES, m.peak_bytes),
                     ] {
                         attribute(out, SPAN_ATTRIBUTE, key, uint(v));
                     }
                 }
                 if span.overhead_ns > 0 {
                     let overhead = uint(span.overhead_ns);
-                    attribute(out, SPAN_ATTRIBUTE, "tickscope.overhead_ns", overhead);
+                    attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_OVERHEAD_NS, overhead);
                 }
                 (Some(span.callsite), span.open_at_stop)
             }
@@ -478,20 +477,15 @@ impl<'o, 't> Encoder<'o, 't> {
             out.extend_from_slice(&self.shared[shared]);
         }
         if open_at_stop {
-            attribute(
-                out,
-                SPAN_ATTRIBUTE,
-                "tickscope.open_at_stop",
-                Any::Bool(true),
-            );
+            attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_OPEN_AT_STOP, Any::Bool(true));
         }
         if node.folded_count > 0 {
             let count = uint(node.folded_count);
-            attribute(out, SPAN_ATTRIBUTE, "tickscope.folded.count", count);
+            attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_FOLDED_COUNT, count);
             attribute(
                 out,
                 SPAN_ATTRIBUTE,
-                "tickscope.folded.ns",
+                TICKSCOPE_FOLDED_NS,
                 uint(node.folded_ns),
             );
         }
@@ -515,14 +509,14 @@ impl<'o, 't> Encoder<'o, 't> {
                     let instant = &trace.instants[x as usize];
                     name(part, EVENT_NAME, instant.name(), "");
                     if holder {
-                        attribute(part, EVENT_ATTRIBUTE, "thread.id", uint(instant.thread));
+                        attribute(part, EVENT_ATTRIBUTE, THREAD_ID, uint(instant.thread));
                     }
                     for (key, v) in &instant.args {
                         attribute(part, EVENT_ATTRIBUTE, key, value(v));
                     }
                     if instant.scope == InstantScope::Process {
                         let scope = Any::Str("process");
-                        attribute(part, EVENT_ATTRIBUTE, "tickscope.instant.scope", scope);
+                        attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_INSTANT_SCOPE, scope);
                     }
                 }
                 EventOf::Counter(c, s) => {
@@ -530,17 +524,17 @@ impl<'o, 't> Encoder<'o, 't> {
                     let sample = &track.samples[s as usize];
                     name(part, EVENT_NAME, track.name, "");
                     if holder {
-                        attribute(part, EVENT_ATTRIBUTE, "thread.id", uint(sample.thread));
+                        attribute(part, EVENT_ATTRIBUTE, THREAD_ID, uint(sample.thread));
                     }
                     let v = number(sample.value);
-                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.value", v);
+                    attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_COUNTER_VALUE, v);
                     let op = Any::Str(match sample.op {
                         CounterOp::Set => "set",
                         CounterOp::Add => "add",
                     });
-                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.op", op);
+                    attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_COUNTER_OP, op);
                     let amount = number(sample.amount);
-                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.amount", amount);
+                    attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_COUNTER_AMOUNT, amount);
                 }
             }
             message_field(out, 11 << 3 | 2, part);
@@ -579,8 +573,8 @@ fn times(out: &mut Vec<u8>, start: u64, end: u64) {
 
 /// `tickscope.link.seq` and `tickscope.link.thread` as fields of key `field`.
 fn link_attributes(out: &mut Vec<u8>, field: u8, seq: u32, thread: u64) {
-    attribute(out, field, "tickscope.link.seq", Any::Int(i64::from(seq)));
-    attribute(out, field, "tickscope.link.thread", uint(thread));
+    attribute(out, field, TICKSCOPE_LINK_SEQ, Any::Int(i64::from(seq)));
+    attribute(out, field, TICKSCOPE_LINK_THREAD, uint(thread));
 }
 
 #[cfg(test)]
