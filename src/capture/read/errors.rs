@@ -37,7 +37,8 @@ impl ReadError {
         }
     }
 
-    /// The file the capture was read from; `None` for [`Capture::from_bytes`](crate::Capture::from_bytes).
+    /// The file the capture was read from; `None` for
+    /// [`Capture::from_bytes`](crate::Capture::from_bytes).
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }

@@ -67,6 +67,7 @@
 mod attributes;
 mod endpoint;
 mod errors;
+mod fields;
 mod json;
 mod map;
 mod pieces;
