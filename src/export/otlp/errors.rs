@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::map::Stats;
+use super::options::Stats;
 
 /// What [`Otlp::push`](super::Otlp::push) did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

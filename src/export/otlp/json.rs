@@ -3,7 +3,8 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::map::{Options, Otlp, Stats};
+use super::map::Otlp;
+use super::options::{Options, Stats};
 use super::pieces;
 
 impl<'t> Otlp<'t> {

@@ -70,6 +70,7 @@ mod errors;
 mod fields;
 mod json;
 mod map;
+mod options;
 mod pieces;
 mod push;
 mod requests;
@@ -77,9 +78,8 @@ mod wire;
 
 pub use endpoint::{Endpoint, PushOptions};
 pub use errors::{PushError, PushErrorKind, PushReport};
-pub use map::{
-    DEFAULT_BATCH_SPANS, DEFAULT_MAX_BATCH_BYTES, EVENTS_SPAN_NAME, Options, Otlp, Stats,
-};
+pub use map::{EVENTS_SPAN_NAME, Otlp};
+pub use options::{DEFAULT_BATCH_SPANS, DEFAULT_MAX_BATCH_BYTES, Options, Stats};
 
 /// The request [`Otlp::requests`] gives, the OpenTelemetry project's own message type (from
 /// the `opentelemetry-proto` crate, version 0.33, whose other types its fields have: depend on
