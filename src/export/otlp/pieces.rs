@@ -16,7 +16,8 @@ use crate::decode::pieces::{Piece, SpanSource};
 use crate::record::hash::FxHashMap;
 use crate::trace::{CounterTrack, ThreadTrace, Trace};
 
-use super::map::{EventOf, Options, Otlp, Start, Stats};
+use super::map::{EventOf, Otlp, Start};
+use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 /// Writes the trace of `source` as OTLP/JSON lines into `out`, as

@@ -12,10 +12,22 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
+use super::attributes::{
+    CODE_FILEPATH, CODE_FUNCTION, CODE_LINENO, CODE_NAMESPACE, HOST_NAME, PROCESS_EXECUTABLE_NAME,
+    PROCESS_PID, SERVICE_NAME, TELEMETRY_SDK_LANGUAGE, TELEMETRY_SDK_NAME, TELEMETRY_SDK_VERSION,
+    THREAD_ID, THREAD_NAME, TICKSCOPE_ALLOC_BYTES, TICKSCOPE_ALLOC_COUNT, TICKSCOPE_ASYNC_BUSY_NS,
+    TICKSCOPE_ASYNC_POLLS, TICKSCOPE_COUNTER_AMOUNT, TICKSCOPE_COUNTER_OP, TICKSCOPE_COUNTER_VALUE,
+    TICKSCOPE_EVENTS_OUTSIDE_SPANS, TICKSCOPE_FOLDED_COUNT, TICKSCOPE_FOLDED_NS,
+    TICKSCOPE_FREE_BYTES, TICKSCOPE_FREE_COUNT, TICKSCOPE_INSTANT_SCOPE, TICKSCOPE_LINK_SEQ,
+    TICKSCOPE_LINK_THREAD, TICKSCOPE_OPEN_AT_STOP, TICKSCOPE_OVERHEAD_NS, TICKSCOPE_PEAK_BYTES,
+};
+use super::fields::{
+    Any, attribute, fix_length, fixed64, message_field, number, string_field, uint, value,
+};
 use super::map::{EVENTS_SPAN_NAME, EventOf, NONE, Of, Otlp};
 use crate::export::proto::{varint, varint_len};
 use crate::record::callsite::Callsite;
-use crate::trace::{CounterOp, InstantScope, Number, SpanKind, Value};
+use crate::trace::{CounterOp, InstantScope, SpanKind};
 
 // One-byte keys (field number << 3 | wire type) of the fields written.
 /// `Span.attributes` (9), `Event.attributes` (3), `Link.attributes` (4),
@@ -27,149 +39,6 @@ const RESOURCE_ATTRIBUTE: u8 = 1 << 3 | 2;
 /// `Span.name` (5), `Event.name` (2).
 const SPAN_NAME: u8 = 5 << 3 | 2;
 const EVENT_NAME: u8 = 2 << 3 | 2;
-
-/// An `AnyValue` to write.
-#[derive(Clone, Copy)]
-enum Any<'a> {
-    Str(&'a str),
-    Bool(bool),
-    Int(i64),
-    Double(f64),
-    /// A `u64` above `i64::MAX`: its decimal string.
-    Big(u64),
-}
-
-/// A `u64` as [`super::uint`] maps it: an int, or the decimal string above `i64::MAX`.
-fn uint(v: u64) -> Any<'static> {
-    i64::try_from(v).map_or(Any::Big(v), Any::Int)
-}
-
-fn number(n: Number) -> Any<'static> {
-    match n {
-        Number::Int(v) => Any::Int(v),
-        Number::Float(v) => Any::Double(v),
-    }
-}
-
-fn value(v: &Value) -> Any<'_> {
-    match v {
-        Value::I64(v) => Any::Int(*v),
-        Value::U64(v) => uint(*v),
-        Value::F64(v) => Any::Double(*v),
-        Value::Bool(v) => Any::Bool(*v),
-        Value::Str(v) => Any::Str(v),
-    }
-}
-
-/// The decimal digits of `v`, right-aligned in the array, and where they start.
-fn decimal(mut v: u64) -> ([u8; 20], usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return (digits, at);
-        }
-    }
-}
-
-impl Any<'_> {
-    /// The length of the `AnyValue` message: its one field (a oneof, written even when it
-    /// is the default).
-    fn len(self) -> usize {
-        match self {
-            Any::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
-            Any::Bool(_) => 2,
-            Any::Int(v) => 1 + varint_len(v as u64),
-            Any::Double(_) => 9,
-            Any::Big(v) => {
-                let digits = 20 - decimal(v).1;
-                1 + varint_len(digits as u64) + digits
-            }
-        }
-    }
-
-    fn write(self, out: &mut Vec<u8>) {
-        match self {
-            Any::Str(s) => string_field(out, 1 << 3 | 2, s.as_bytes()),
-            Any::Bool(v) => out.extend_from_slice(&[2 << 3, u8::from(v)]),
-            Any::Int(v) => {
-                out.push(3 << 3);
-                varint(out, v as u64);
-            }
-            Any::Double(v) => {
-                out.push(4 << 3 | 1);
-                out.extend_from_slice(&v.to_bits().to_le_bytes());
-            }
-            Any::Big(v) => {
-                let (digits, at) = decimal(v);
-                string_field(out, 1 << 3 | 2, &digits[at..]);
-            }
-        }
-    }
-}
-
-/// A length-delimited field of one-byte key `key`, written even when empty.
-fn string_field(out: &mut Vec<u8>, key: u8, bytes: &[u8]) {
-    out.push(key);
-    varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-/// A `KeyValue` as the field of one-byte key `field` of the message being written.
-fn attribute(out: &mut Vec<u8>, field: u8, key: &str, value: Any<'_>) {
-    let any = value.len();
-    // prost leaves an empty key out.
-    let key_len = if key.is_empty() {
-        0
-    } else {
-        1 + varint_len(key.len() as u64) + key.len()
-    };
-    let body = key_len + 1 + varint_len(any as u64) + any;
-    out.push(field);
-    varint(out, body as u64);
-    if !key.is_empty() {
-        string_field(out, 1 << 3 | 2, key.as_bytes());
-    }
-    out.push(2 << 3 | 2);
-    varint(out, any as u64);
-    value.write(out);
-}
-
-/// Writes `len`, the length of the body after the two bytes at `at` kept for it, into them:
-/// moves the body when its length takes one byte or more than two.
-fn fix_length(out: &mut Vec<u8>, at: usize, len: usize) {
-    match varint_len(len as u64) {
-        2 => {
-            out[at] = (len as u8) | 0x80;
-            out[at + 1] = (len >> 7) as u8;
-        }
-        1 => {
-            out[at] = len as u8;
-            out.remove(at + 1);
-        }
-        n => {
-            let mut prefix = Vec::with_capacity(n);
-            varint(&mut prefix, len as u64);
-            out.splice(at..at + 2, prefix);
-        }
-    }
-}
-
-/// A message field of one-byte key `key` whose body is `body`.
-fn message_field(out: &mut Vec<u8>, key: u8, body: &[u8]) {
-    string_field(out, key, body);
-}
-
-/// A `fixed64` field of one-byte key `key`, left out when zero as prost does.
-fn fixed64(out: &mut Vec<u8>, key: u8, v: u64) {
-    if v != 0 {
-        out.push(key);
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-}
 
 /// A hasher of addresses: one multiplication (they are distinct, aligned, few).
 #[derive(Default)]
@@ -294,36 +163,31 @@ impl<'o, 't> Encoder<'o, 't> {
             attribute(
                 &mut body,
                 RESOURCE_ATTRIBUTE,
-                "service.name",
+                SERVICE_NAME,
                 Any::Str(service),
             );
             attribute(
                 &mut body,
                 RESOURCE_ATTRIBUTE,
-                "process.pid",
+                PROCESS_PID,
                 Any::Int(i64::from(process.id)),
             );
             for (key, v) in [
-                ("telemetry.sdk.name", "tickscope"),
-                ("telemetry.sdk.language", "rust"),
-                ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
+                (TELEMETRY_SDK_NAME, "tickscope"),
+                (TELEMETRY_SDK_LANGUAGE, "rust"),
+                (TELEMETRY_SDK_VERSION, env!("CARGO_PKG_VERSION")),
             ] {
                 attribute(&mut body, RESOURCE_ATTRIBUTE, key, Any::Str(v));
             }
             if !process.name.is_empty() {
                 let name = Any::Str(&process.name);
-                attribute(
-                    &mut body,
-                    RESOURCE_ATTRIBUTE,
-                    "process.executable.name",
-                    name,
-                );
+                attribute(&mut body, RESOURCE_ATTRIBUTE, PROCESS_EXECUTABLE_NAME, name);
             }
             if !process.host.is_empty() {
                 attribute(
                     &mut body,
                     RESOURCE_ATTRIBUTE,
-                    "host.name",
+                    HOST_NAME,
                     Any::Str(&process.host),
                 );
             }
@@ -367,17 +231,12 @@ impl<'o, 't> Encoder<'o, 't> {
         }
         let thread = &self.otlp.trace.threads[t as usize];
         let from = self.shared.len();
-        attribute(
-            &mut self.shared,
-            SPAN_ATTRIBUTE,
-            "thread.id",
-            uint(thread.id),
-        );
+        attribute(&mut self.shared, SPAN_ATTRIBUTE, THREAD_ID, uint(thread.id));
         if let Some(name) = &thread.name {
             attribute(
                 &mut self.shared,
                 SPAN_ATTRIBUTE,
-                "thread.name",
+                THREAD_NAME,
                 Any::Str(name),
             );
         }
@@ -394,14 +253,14 @@ impl<'o, 't> Encoder<'o, 't> {
             .or_insert_with(|| {
                 let from = shared.len();
                 for (key, v) in [
-                    ("code.function", callsite.name()),
-                    ("code.namespace", callsite.module_path()),
-                    ("code.filepath", callsite.file()),
+                    (CODE_FUNCTION, callsite.name()),
+                    (CODE_NAMESPACE, callsite.module_path()),
+                    (CODE_FILEPATH, callsite.file()),
                 ] {
                     attribute(shared, SPAN_ATTRIBUTE, key, Any::Str(v));
                 }
                 let line = Any::Int(i64::from(callsite.line()));
-                attribute(shared, SPAN_ATTRIBUTE, "code.lineno", line);
+                attribute(shared, SPAN_ATTRIBUTE, CODE_LINENO, line);
                 from..shared.len()
             })
             .clone()
@@ -423,7 +282,7 @@ impl<'o, 't> Encoder<'o, 't> {
                 string_field(out, SPAN_NAME, EVENTS_SPAN_NAME.as_bytes());
                 out.extend_from_slice(&[6 << 3, 1]);
                 times(out, node.start, node.end);
-                let key = "tickscope.events_outside_spans";
+                let key = TICKSCOPE_EVENTS_OUTSIDE_SPANS;
                 attribute(out, SPAN_ATTRIBUTE, key, Any::Bool(true));
                 (None, false)
             }
@@ -432,11 +291,11 @@ impl<'o, 't> Encoder<'o, 't> {
                 name(out, SPAN_NAME, call.name(), "");
                 out.extend_from_slice(&[6 << 3, 1]);
                 times(out, node.start, node.end);
-                attribute(out, SPAN_ATTRIBUTE, "thread.id", uint(call.thread));
+                attribute(out, SPAN_ATTRIBUTE, THREAD_ID, uint(call.thread));
                 let polls = Any::Int(i64::from(call.polls));
-                attribute(out, SPAN_ATTRIBUTE, "tickscope.async.polls", polls);
+                attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_ASYNC_POLLS, polls);
                 let busy = uint(call.busy_ns);
-                attribute(out, SPAN_ATTRIBUTE, "tickscope.async.busy_ns", busy);
+                attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_ASYNC_BUSY_NS, busy);
                 (Some(call.callsite), call.open_at_stop)
             }
             Of::Span(t, s) => {
@@ -456,18 +315,18 @@ impl<'o, 't> Encoder<'o, 't> {
                 }
                 if let Some(m) = thread.memory.get(s as usize) {
                     for (key, v) in [
-                        ("tickscope.alloc.bytes", m.alloc_bytes),
-                        ("tickscope.alloc.count", m.allocs),
-                        ("tickscope.free.bytes", m.freed_bytes),
-                        ("tickscope.free.count", m.frees),
-                        ("tickscope.peak.bytes", m.peak_bytes),
+                        (TICKSCOPE_ALLOC_BYTES, m.alloc_bytes),
+                        (TICKSCOPE_ALLOC_COUNT, m.allocs),
+                        (TICKSCOPE_FREE_BYTES, m.freed_bytes),
+                        (TICKSCOPE_FREE_COUNT, m.frees),
+                        (TICKSCOPE_PEAK_BYTES, m.peak_bytes),
                     ] {
                         attribute(out, SPAN_ATTRIBUTE, key, uint(v));
                     }
                 }
                 if span.overhead_ns > 0 {
                     let overhead = uint(span.overhead_ns);
-                    attribute(out, SPAN_ATTRIBUTE, "tickscope.overhead_ns", overhead);
+                    attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_OVERHEAD_NS, overhead);
                 }
                 (Some(span.callsite), span.open_at_stop)
             }
@@ -477,20 +336,15 @@ impl<'o, 't> Encoder<'o, 't> {
             out.extend_from_slice(&self.shared[shared]);
         }
         if open_at_stop {
-            attribute(
-                out,
-                SPAN_ATTRIBUTE,
-                "tickscope.open_at_stop",
-                Any::Bool(true),
-            );
+            attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_OPEN_AT_STOP, Any::Bool(true));
         }
         if node.folded_count > 0 {
             let count = uint(node.folded_count);
-            attribute(out, SPAN_ATTRIBUTE, "tickscope.folded.count", count);
+            attribute(out, SPAN_ATTRIBUTE, TICKSCOPE_FOLDED_COUNT, count);
             attribute(
                 out,
                 SPAN_ATTRIBUTE,
-                "tickscope.folded.ns",
+                TICKSCOPE_FOLDED_NS,
                 uint(node.folded_ns),
             );
         }
@@ -514,14 +368,14 @@ impl<'o, 't> Encoder<'o, 't> {
                     let instant = &trace.instants[x as usize];
                     name(part, EVENT_NAME, instant.name(), "");
                     if holder {
-                        attribute(part, EVENT_ATTRIBUTE, "thread.id", uint(instant.thread));
+                        attribute(part, EVENT_ATTRIBUTE, THREAD_ID, uint(instant.thread));
                     }
                     for (key, v) in &instant.args {
                         attribute(part, EVENT_ATTRIBUTE, key, value(v));
                     }
                     if instant.scope == InstantScope::Process {
                         let scope = Any::Str("process");
-                        attribute(part, EVENT_ATTRIBUTE, "tickscope.instant.scope", scope);
+                        attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_INSTANT_SCOPE, scope);
                     }
                 }
                 EventOf::Counter(c, s) => {
@@ -529,17 +383,17 @@ impl<'o, 't> Encoder<'o, 't> {
                     let sample = &track.samples[s as usize];
                     name(part, EVENT_NAME, track.name, "");
                     if holder {
-                        attribute(part, EVENT_ATTRIBUTE, "thread.id", uint(sample.thread));
+                        attribute(part, EVENT_ATTRIBUTE, THREAD_ID, uint(sample.thread));
                     }
                     let v = number(sample.value);
-                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.value", v);
+                    attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_COUNTER_VALUE, v);
                     let op = Any::Str(match sample.op {
                         CounterOp::Set => "set",
                         CounterOp::Add => "add",
                     });
-                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.op", op);
+                    attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_COUNTER_OP, op);
                     let amount = number(sample.amount);
-                    attribute(part, EVENT_ATTRIBUTE, "tickscope.counter.amount", amount);
+                    attribute(part, EVENT_ATTRIBUTE, TICKSCOPE_COUNTER_AMOUNT, amount);
                 }
             }
             message_field(out, 11 << 3 | 2, part);
@@ -578,45 +432,6 @@ fn times(out: &mut Vec<u8>, start: u64, end: u64) {
 
 /// `tickscope.link.seq` and `tickscope.link.thread` as fields of key `field`.
 fn link_attributes(out: &mut Vec<u8>, field: u8, seq: u32, thread: u64) {
-    attribute(out, field, "tickscope.link.seq", Any::Int(i64::from(seq)));
-    attribute(out, field, "tickscope.link.thread", uint(thread));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lengths_are_fixed_in_place_whatever_their_size() {
-        for len in [0usize, 1, 127, 128, 16_383, 16_384, 70_000] {
-            let mut out = vec![9, 0, 0];
-            out.extend(std::iter::repeat_n(7u8, len));
-            fix_length(&mut out, 1, len);
-            let mut want = vec![9];
-            varint(&mut want, len as u64);
-            want.extend(std::iter::repeat_n(7u8, len));
-            assert_eq!(out, want, "{len}");
-        }
-    }
-
-    #[test]
-    fn values_are_measured_as_written() {
-        for v in [
-            Any::Str(""),
-            Any::Str("abc"),
-            Any::Bool(false),
-            Any::Int(-1),
-            Any::Int(0),
-            Any::Double(0.0),
-            Any::Big(u64::MAX),
-            Any::Big(1 << 63),
-        ] {
-            let mut out = Vec::new();
-            v.write(&mut out);
-            assert_eq!(out.len(), v.len());
-        }
-        let mut out = Vec::new();
-        Any::Big(u64::MAX).write(&mut out);
-        assert_eq!(&out[2..], u64::MAX.to_string().as_bytes());
-    }
+    attribute(out, field, TICKSCOPE_LINK_SEQ, Any::Int(i64::from(seq)));
+    attribute(out, field, TICKSCOPE_LINK_THREAD, uint(thread));
 }

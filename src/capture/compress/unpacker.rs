@@ -1,0 +1,176 @@
+//! Unpacking: a packed chunk checked, decompressed and turned back into records.
+
+use super::codec::{get_id, get_varint, opens, unzigzag};
+use super::errors::PackError;
+use super::prefix::Prefix;
+use super::scratch::{Scratch, with_scratch};
+use super::{CLOSES_TOP, PACKED_PREFIX};
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::memory::MemoryMode;
+
+/// Decompresses `frame` into `s.columns`, `len` bytes at most; returns the bytes.
+#[cfg(feature = "compress")]
+fn decompress(s: &mut Scratch, frame: &[u8], len: usize) -> Result<usize, PackError> {
+    let decompressor = match &mut s.decompressor {
+        Some(d) => d,
+        empty => empty
+            .insert(zstd::bulk::Decompressor::new().map_err(|e| PackError::Frame(e.to_string()))?),
+    };
+    s.columns.clear();
+    s.columns.reserve(len);
+    decompressor
+        .decompress_to_buffer(frame, &mut s.columns)
+        .map_err(|e| PackError::Frame(e.to_string()))
+}
+
+/// Without the `compress` feature a packed chunk cannot be read.
+#[cfg(not(feature = "compress"))]
+fn decompress(_s: &mut Scratch, _frame: &[u8], _len: usize) -> Result<usize, PackError> {
+    Err(PackError::Unsupported)
+}
+
+/// The records of the packed chunk `content`, appended to `out` (cleared first), with its
+/// prefix. On an error `out` holds nothing.
+pub(crate) fn unpack(content: &[u8], out: &mut Vec<RawEvent>) -> Result<Prefix, PackError> {
+    out.clear();
+    let prefix = Prefix::read(content)?;
+    let result = with_scratch(|s| {
+        let got = decompress(s, &content[PACKED_PREFIX..], prefix.columns)?;
+        if got != prefix.columns {
+            return Err(PackError::Columns(
+                "its columns are not as long as its prefix says",
+            ));
+        }
+        records(&prefix, &s.columns, &mut s.open, out)
+    });
+    if result.is_err() {
+        out.clear();
+    }
+    result.map(|()| prefix)
+}
+
+/// What [`check`] finds in a packed chunk, without making its records.
+pub(crate) struct Checked {
+    /// The most its allocations and frees say of the session's memory mode.
+    pub(crate) memory: MemoryMode,
+    /// The tick of its last record whose tick is a time (not data).
+    pub(crate) last_tick: Option<u64>,
+}
+
+/// Checks the packed chunk `content` as [`unpack`] does (the same errors), without making
+/// its records: for a reader that keeps where the chunk lies and unpacks it when used.
+pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
+    let prefix = Prefix::read(content)?;
+    with_scratch(|s| {
+        let got = decompress(s, &content[PACKED_PREFIX..], prefix.columns)?;
+        if got != prefix.columns {
+            return Err(PackError::Columns(
+                "its columns are not as long as its prefix says",
+            ));
+        }
+        let columns = &s.columns;
+        let Some(kinds) = columns.get(..prefix.count) else {
+            return Err(PackError::Columns("its kinds column is cut short"));
+        };
+        let (mut open, mut explicit, mut times, mut data) = (0usize, 0, 0, 0);
+        let mut memory = MemoryMode::Off;
+        for (n, &code) in kinds.iter().enumerate() {
+            if code == CLOSES_TOP {
+                let Some(left) = open.checked_sub(1) else {
+                    return Err(PackError::Columns("an exit closes no open entry"));
+                };
+                open = left;
+                times += 1;
+                continue;
+            }
+            let Some(kind) = RawKind::from_u32(u32::from(code)) else {
+                return Err(PackError::Kind { record: n, code });
+            };
+            explicit += 1;
+            open += usize::from(opens(kind));
+            memory = memory.max(MemoryMode::of_kind(u32::from(code)));
+            if kind.carries_data() {
+                data += 1;
+            } else {
+                times += 1;
+            }
+        }
+        // `Prefix::read` checked that the kinds, ids and ticks fit in the columns.
+        let ids_end = prefix.count + prefix.ids;
+        let ticks_end = ids_end + prefix.ticks;
+        let ids = &columns[prefix.count..ids_end];
+        let (ticks, values) = (&columns[ids_end..ticks_end], &columns[ticks_end..]);
+        let mut at_id = 0;
+        for _ in 0..explicit {
+            get_id(ids, &mut at_id)?;
+        }
+        if at_id != ids.len() {
+            return Err(PackError::Columns("its columns hold more than its records"));
+        }
+        let (mut at, mut time) = (0, 0u64);
+        for _ in 0..times {
+            time = time.wrapping_add(unzigzag(get_varint(ticks, &mut at)?));
+        }
+        let mut at_value = 0;
+        for _ in 0..data {
+            get_varint(values, &mut at_value)?;
+        }
+        if at != ticks.len() || at_value != values.len() {
+            return Err(PackError::Columns("its columns hold more than its records"));
+        }
+        Ok(Checked {
+            memory,
+            last_tick: (times > 0).then_some(time),
+        })
+    })
+}
+
+/// The records of `columns`, which `prefix` describes, appended to `out`.
+pub(super) fn records(
+    prefix: &Prefix,
+    columns: &[u8],
+    open: &mut Vec<(u32, u64)>,
+    out: &mut Vec<RawEvent>,
+) -> Result<(), PackError> {
+    let count = prefix.count;
+    let Some(kinds) = columns.get(..count) else {
+        return Err(PackError::Columns("its kinds column is cut short"));
+    };
+    // `Prefix::read` checked that the kinds, ids and ticks fit in the columns.
+    let ids_end = count + prefix.ids;
+    let ticks_end = ids_end + prefix.ticks;
+    let ids = &columns[count..ids_end];
+    let ticks = &columns[ids_end..ticks_end];
+    let values = &columns[ticks_end..];
+    out.reserve(count);
+    open.clear();
+    let (mut at_id, mut at_tick, mut at_value) = (0, 0, 0);
+    let mut time = 0u64;
+    for (n, &code) in kinds.iter().enumerate() {
+        let (kind, id) = if code == CLOSES_TOP {
+            let Some((id, tick)) = open.pop() else {
+                return Err(PackError::Columns("an exit closes no open entry"));
+            };
+            (RawKind::End, RawEvent::end_key(id, tick))
+        } else {
+            let Some(kind) = RawKind::from_u32(u32::from(code)) else {
+                return Err(PackError::Kind { record: n, code });
+            };
+            (kind, get_id(ids, &mut at_id)?)
+        };
+        let tick = if kind.carries_data() {
+            get_varint(values, &mut at_value)?
+        } else {
+            time = time.wrapping_add(unzigzag(get_varint(ticks, &mut at_tick)?));
+            time
+        };
+        if code != CLOSES_TOP && opens(kind) {
+            open.push((id, tick));
+        }
+        out.push(RawEvent::new(kind, id, tick));
+    }
+    if at_id != ids.len() || at_tick != ticks.len() || at_value != values.len() {
+        return Err(PackError::Columns("its columns hold more than its records"));
+    }
+    Ok(())
+}

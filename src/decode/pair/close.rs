@@ -1,0 +1,223 @@
+//! Closing scopes: a span made of an entry and its exit, what it adopts, and the end of a
+//! thread's records.
+
+use crate::record::event::{RawEvent, RawKind};
+use crate::trace::{Instant, InstantScope, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
+
+use super::pairing::{ArgsOf, Extras, Open, Pairing};
+use crate::decode::async_spans::{Mark, MarkKind};
+use crate::decode::memory::MemoryPairing;
+use crate::record::clock::PROBE_UNIT;
+
+impl<'a> Pairing<'a> {
+    fn close(&mut self, closed: Open, end: u64, open_at_stop: bool) {
+        let index = closed.index;
+        let probe_ns = self.converter.ticks_to_ns(closed.probe);
+        let span = self.span_mut(index);
+        span.end_ns = end.max(span.start_ns);
+        span.open_at_stop = open_at_stop;
+        // Overhead compensation: the probe time inside the span, never more than the time
+        // its children leave (so its self time stays at or above zero, and its duration is
+        // its self time plus its children's durations).
+        let room = (span.end_ns - span.start_ns).saturating_sub(span.children_ns);
+        span.overhead_ns = (probe_ns.saturating_add(PROBE_UNIT / 2) / PROBE_UNIT).min(room);
+        let overhead = span.overhead_ns;
+        let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
+        // The time this span ran counts as child time of the ancestors it ran inside: all of
+        // it for its parent when that is still open (the usual case); when its guard outlived
+        // the parent's (dropped out of order), the parent holds the part before its own end
+        // and the next ancestors the rest, so the self times on a thread never add up to more
+        // than the time that passed.
+        let mut covered = start;
+        let mut ancestor = parent;
+        while let Some(at) = ancestor {
+            if covered >= end {
+                break;
+            }
+            let open = self.open.iter().rposition(|o| o.index == at);
+            // The usual case, the parent still open: the whole span is inside it, and the
+            // parent's duration leaves out this span's probe and what this span left out.
+            let direct = open.is_some() && ancestor == parent;
+            if let (Some(at), true) = (open, direct) {
+                let probe = &mut self.open[at].probe;
+                *probe = probe
+                    .saturating_add(self.probe.outer)
+                    .saturating_add(closed.probe);
+            }
+            let span = self.span_mut(at);
+            let until = if open.is_some() {
+                end
+            } else {
+                end.min(span.end_ns)
+            };
+            if until > covered {
+                let inside = if direct {
+                    (until - covered).saturating_sub(overhead)
+                } else {
+                    until - covered
+                };
+                // Saturating: forged ticks (a capture file) may overlap anyhow.
+                span.children_ns = span.children_ns.saturating_add(inside);
+                covered = until;
+            }
+            let open = open.is_some();
+            if open {
+                break;
+            }
+            ancestor = span.parent;
+        }
+        if let Some(memory) = &mut self.memory {
+            memory.close(index, parent);
+        }
+    }
+
+    pub(super) fn apply(&mut self, event: RawEvent, span_id: Option<u32>, adopts: u64) {
+        if event.kind == RawKind::Link {
+            let span = self.open.last().map(|o| SpanRef {
+                thread: self.thread as u32,
+                span: o.index,
+            });
+            let ns = self.converter.to_unix_ns(event.tick);
+            self.links
+                .origins
+                .insert((self.thread_id, event.id), (span, ns));
+            return;
+        }
+        if event.kind == RawKind::End {
+            // The newest open span with the end's key: the top one unless guards were dropped
+            // out of order. An end whose entry was outside the window closes nothing.
+            let key = event.id;
+            if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
+                // The top one but for guards dropped out of order: a pop, not a shift.
+                let closed = if position + 1 == self.open.len() {
+                    self.open.pop()
+                } else {
+                    Some(self.open.remove(position))
+                };
+                let ns = self.converter.to_unix_ns(event.tick);
+                if let Some(closed) = closed {
+                    self.close(closed, ns, false);
+                }
+            }
+            return;
+        }
+        let instant = matches!(event.kind, RawKind::Instant | RawKind::InstantProcess);
+        let Some(callsite) = self.callsite(event.id) else {
+            if instant {
+                self.args_of = ArgsOf::Nothing;
+            }
+            return;
+        };
+        let ns = self.converter.to_unix_ns(event.tick);
+        if instant {
+            self.instants.push(Instant {
+                callsite,
+                ns,
+                process: 0,
+                thread: self.thread_id,
+                scope: if event.kind == RawKind::Instant {
+                    InstantScope::Thread
+                } else {
+                    InstantScope::Process
+                },
+                args: Vec::new(),
+            });
+            self.args_of = ArgsOf::Instant;
+            return;
+        }
+        let what = match event.kind {
+            RawKind::AsyncBegin => Some(MarkKind::Begin),
+            RawKind::PollBegin => Some(MarkKind::Poll(self.next_index())),
+            RawKind::AsyncEnd => Some(MarkKind::End),
+            _ => None,
+        };
+        let span_id = span_id.filter(|&s| s != 0 && event.tick >= self.calls_from);
+        if let (Some(what), Some(span)) = (what, span_id) {
+            self.marks.push(Mark {
+                // A begin that adopts a first slice takes its place in time, before any poll
+                // another thread recorded while this begin was being recorded.
+                ns: if adopts != 0 { adopts } else { ns },
+                what,
+                callsite: Some(callsite),
+                span: u64::from(span),
+                thread: self.thread,
+                adopts,
+            });
+        }
+        if matches!(event.kind, RawKind::Begin | RawKind::PollBegin) {
+            let index = self.next_index();
+            let parent = self.open.last().map(|o| o.index);
+            let depth = parent.map_or(0, |p| self.span_mut(p).depth + 1);
+            if let Some(stacks) = &mut self.stacks {
+                stacks.open(index, parent, callsite);
+            }
+            self.spans.push(Span {
+                callsite,
+                start_ns: ns,
+                end_ns: 0,
+                depth,
+                parent,
+                children_ns: 0,
+                overhead_ns: 0,
+                open_at_stop: false,
+                cut_at_start: false,
+                kind: if event.kind == RawKind::Begin {
+                    SpanKind::Scope
+                } else {
+                    SpanKind::Poll { async_span: None }
+                },
+            });
+            if let Some(memory) = &mut self.memory {
+                memory.open();
+            }
+            self.open.push(Open {
+                index,
+                key: RawEvent::end_key(event.id, event.tick),
+                probe: self.probe.inner,
+            });
+        }
+    }
+
+    /// Closes what is still open at `end_ns` and returns the number of records taken, the
+    /// spans (those kept: all of them unless drained), their memory figures, their arguments, and the samples and instants.
+    pub(in crate::decode) fn finish(
+        mut self,
+        end_ns: u64,
+    ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>, Extras) {
+        if let Some(lead) = self.pending.take() {
+            self.lead(lead, None);
+        }
+        // Enters whose close did not come here: matched across threads.
+        for (span, index, ns, callsite) in std::mem::take(&mut self.entered.enters) {
+            self.tracing_mark(MarkKind::Enter(index), span, ns, Some(callsite));
+        }
+        self.apply_counts();
+        self.end_args();
+        while let Some(open) = self.open.pop() {
+            self.close(open, end_ns, true);
+        }
+        if let Some(stacks) = &mut self.stacks {
+            // What is left is final now.
+            for (index, span) in &self.pinned {
+                stacks.close(*index, span);
+            }
+            for (index, span) in (self.base..).zip(&self.spans) {
+                stacks.close(index, span);
+            }
+        }
+        let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
+        let spans = if self.pinned.is_empty() {
+            self.spans
+        } else {
+            let mut spans: Vec<Span> = self.pinned.into_iter().map(|(_, span)| span).collect();
+            spans.append(&mut self.spans);
+            spans
+        };
+        let extras = Extras {
+            samples: self.samples,
+            instants: self.instants,
+            stacks: self.stacks,
+        };
+        (self.events, spans, memory, self.args, extras)
+    }
+}

@@ -1,0 +1,9 @@
+//! Pairing one thread's records: entries with exits, payloads with the records they belong to,
+//! arguments with their scope, and allocations with the scope they happened in.
+
+mod close;
+mod pairing;
+mod records;
+mod window;
+
+pub(super) use pairing::{Extras, Pairing, Probe};

@@ -1,0 +1,311 @@
+//! One thread's pairing state ([`Pairing`]) and what it is made of: open scopes, entered
+//! `tracing` spans, arguments waiting for their scope.
+
+use crate::record::hash::FxHashSet;
+
+use crate::record::callsite::{self, Callsite};
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::pages::prefer_huge_pages_for;
+use crate::record::value::ArgReader;
+use crate::trace::{Instant, Span, SpanArg};
+
+use crate::decode::counters::RawSample;
+use crate::decode::summary::StackTree;
+
+use crate::decode::async_spans::{Mark, MarkKind};
+use crate::decode::convert::Converter;
+use crate::decode::links::Links;
+use crate::decode::memory::{Counts, MemoryPairing, RawMemory};
+
+/// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
+/// its [`Payload`](RawKind::Payload).
+pub(in crate::decode) struct Pairing<'a> {
+    pub(super) callsites: &'a [&'static Callsite],
+    pub(super) converter: &'a Converter,
+    /// Index of the thread in the trace.
+    pub(super) thread: usize,
+    /// tickscope's id of the thread.
+    pub(super) thread_id: u64,
+    pub(super) marks: &'a mut Vec<Mark>,
+    pub(super) links: &'a mut Links,
+    /// The spans kept from index `base` on: all of them, unless [`Pairing::drain_final`] let
+    /// go of some.
+    pub(super) spans: Vec<Span>,
+    /// The index (in the thread) of `spans[0]`.
+    pub(super) base: u32,
+    /// The spans before `base` that are kept, with their index, in index order: open spans
+    /// and their ancestors when [`Pairing::drain_final`] ran.
+    pub(super) pinned: Vec<(u32, Span)>,
+    /// The spans summed by stack as they become final, when asked for.
+    pub(super) stacks: Option<StackTree>,
+    /// [`Pairing::window_full`] from this many kept spans on.
+    pub(super) drain_at: usize,
+    pub(super) open: Vec<Open>,
+    pub(super) pending: Option<RawEvent>,
+    pub(super) events: u64,
+    pub(super) memory: Option<MemoryPairing<'a>>,
+    pub(super) args: Vec<SpanArg>,
+    pub(super) reader: ArgReader,
+    /// Counted allocations being read: the counts so far, and whether their frees came.
+    pub(super) counts: Option<(Counts, bool)>,
+    /// Overhead compensation in ticks: a scope's own probe inside its duration, and a
+    /// child's probe outside its own (in its parent's).
+    pub(super) probe: Probe,
+    /// Counter and value samples, in recorded order.
+    pub(super) samples: Vec<RawSample>,
+    /// Instants, in recorded order.
+    pub(super) instants: Vec<Instant>,
+    /// What the argument records being read belong to.
+    pub(super) args_of: ArgsOf,
+    /// `tracing` span enters of this thread whose span's close has not come yet.
+    pub(super) entered: Entered,
+    /// Async begins, polls and ends recorded before this tick make no mark: a flight
+    /// recorder's window start common to every thread (0: all of them).
+    pub(super) calls_from: u64,
+    /// The effect's span id of a [`RawKind::SpanFollows`] whose second payload (the cause's)
+    /// comes next.
+    pub(super) follows_effect: Option<u64>,
+}
+
+/// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
+/// come yet. A close that says every enter of its span was on its own thread resolves them
+/// here: one enter is a plain scope (no mark), several an async call (marks). Any other close,
+/// and the enters left at the end, go to the marks matched across threads.
+#[derive(Default)]
+pub(super) struct Entered {
+    /// Per enter: the span id, the slice's index in the thread, its start and callsite.
+    pub(super) enters: Vec<(u64, u32, u64, &'static Callsite)>,
+    /// Span ids whose enters were moved to the marks early (too many waiting).
+    moved: FxHashSet<u64>,
+}
+
+/// Enters a thread keeps waiting for their close before the oldest half go to the marks:
+/// few, so that each close looks through few (the spans entered and not yet closed here are
+/// those nested at the moment, unless their closes come on other threads: those go to the
+/// marks anyway).
+const ENTERED_MAX: usize = 64;
+
+/// What argument records belong to: the record before them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum ArgsOf {
+    /// The innermost open span (the one just entered).
+    Span,
+    /// The last instant.
+    Instant,
+    /// An instant whose callsite is unknown (bad input): they are skipped.
+    Nothing,
+}
+
+/// What a thread gives besides its spans: counter and value samples, and instants.
+pub(in crate::decode) struct Extras {
+    pub(in crate::decode) samples: Vec<RawSample>,
+    pub(in crate::decode) instants: Vec<Instant>,
+    /// The spans summed by stack, when asked for ([`Pairing::keep_stacks`]).
+    pub(in crate::decode) stacks: Option<StackTree>,
+}
+
+/// The probe overhead decoding subtracts, in 1/[`PROBE_UNIT`] tick (zeros: nothing is
+/// subtracted).
+#[derive(Clone, Copy, Debug, Default)]
+pub(in crate::decode) struct Probe {
+    /// A scope's own probe between its two ticks.
+    pub(in crate::decode) inner: u64,
+    /// A child's probe outside its two ticks, in its parent's time.
+    pub(in crate::decode) outer: u64,
+}
+
+/// An open span while pairing: its index, the key its end carries
+/// ([`RawEvent::end_key`]), and the probe ticks inside it so far (its own inner part, plus
+/// each closed child's probe and what was subtracted from the child).
+#[derive(Clone, Copy)]
+pub(super) struct Open {
+    pub(super) index: u32,
+    pub(super) key: u32,
+    pub(super) probe: u64,
+}
+
+/// True for the kinds whose record is followed by a [`Payload`](RawKind::Payload).
+pub(super) fn takes_payload(kind: RawKind) -> bool {
+    match kind {
+        RawKind::AsyncBegin
+        | RawKind::AsyncEnd
+        | RawKind::PollBegin
+        | RawKind::Alloc
+        | RawKind::Free
+        | RawKind::BeginFollows
+        | RawKind::SpanEnter
+        | RawKind::SpanClose
+        | RawKind::SpanFollows
+        | RawKind::CounterSet
+        | RawKind::CounterAdd
+        | RawKind::Value => true,
+        RawKind::Begin
+        | RawKind::Instant
+        | RawKind::InstantProcess
+        | RawKind::End
+        | RawKind::Payload
+        | RawKind::Link
+        | RawKind::ArgI64
+        | RawKind::ArgU64
+        | RawKind::ArgF64
+        | RawKind::ArgBool
+        | RawKind::ArgStr
+        | RawKind::Bytes
+        | RawKind::AllocCount
+        | RawKind::FreeCount => false,
+    }
+}
+
+impl<'a> Pairing<'a> {
+    /// Pairing for the thread at `index` in the trace with id `thread_id`, its ticks converted
+    /// by `converter` and `probe` subtracted from its spans; `records_hint` bounds its records.
+    pub(in crate::decode) fn new(
+        callsites: &'a [&'static Callsite],
+        (converter, probe): (&'a Converter, Probe),
+        (thread, thread_id): (usize, u64),
+        marks: &'a mut Vec<Mark>,
+        links: &'a mut Links,
+        memory: Option<&'a mut Vec<RawMemory>>,
+        records_hint: usize,
+    ) -> Self {
+        // Spans of a large thread fill fresh memory: fewer, larger pages fault in faster.
+        let spans = Vec::with_capacity(records_hint / 2);
+        prefer_huge_pages_for(&spans);
+        Self {
+            callsites,
+            converter,
+            thread,
+            thread_id,
+            marks,
+            links,
+            spans,
+            base: 0,
+            pinned: Vec::new(),
+            stacks: None,
+            drain_at: usize::MAX,
+            open: Vec::new(),
+            pending: None,
+            events: 0,
+            memory: memory.map(MemoryPairing::new),
+            args: Vec::new(),
+            reader: ArgReader::default(),
+            counts: None,
+            probe,
+            samples: Vec::new(),
+            instants: Vec::new(),
+            args_of: ArgsOf::Span,
+            entered: Entered::default(),
+            calls_from: 0,
+            follows_effect: None,
+        }
+    }
+
+    /// Builds async calls only from the records from `tick` on (see
+    /// [`Trace::cut_start_ns`](crate::trace::Trace::cut_start_ns)): the poll slices before
+    /// stay spans of the thread, without a call.
+    pub(in crate::decode) fn calls_from(&mut self, tick: u64) {
+        self.calls_from = tick;
+    }
+
+    /// A mark of `tracing` span `span` at `ns`: an enter of the slice at `index`, or a close.
+    pub(super) fn tracing_mark(
+        &mut self,
+        what: MarkKind,
+        span: u64,
+        ns: u64,
+        callsite: Option<&'static Callsite>,
+    ) {
+        self.marks.push(Mark {
+            ns,
+            what,
+            callsite,
+            span,
+            thread: self.thread,
+            adopts: 0,
+        });
+    }
+
+    /// The slice at `index` (starting at `ns`) is an enter of `tracing` span `span`.
+    pub(super) fn span_entered(
+        &mut self,
+        span: u64,
+        index: u32,
+        ns: u64,
+        callsite: &'static Callsite,
+    ) {
+        if self.entered.enters.len() >= ENTERED_MAX {
+            // Spans entered here and closed elsewhere (or not yet): the oldest half are
+            // matched across threads, as are their spans' closes from now on.
+            let old: Vec<_> = self.entered.enters.drain(..ENTERED_MAX / 2).collect();
+            for (span, index, ns, callsite) in old {
+                self.entered.moved.insert(span);
+                self.tracing_mark(MarkKind::Enter(index), span, ns, Some(callsite));
+            }
+        }
+        self.entered.enters.push((span, index, ns, callsite));
+    }
+
+    /// `tracing` span `span` closed at `ns`; `here` when the recorder saw all its enters on
+    /// this thread.
+    pub(super) fn span_closed(
+        &mut self,
+        span: u64,
+        ns: u64,
+        here: bool,
+        callsite: Option<&'static Callsite>,
+    ) {
+        let mut mine = std::mem::take(&mut self.entered.enters);
+        let count = mine.iter().filter(|e| e.0 == span).count();
+        let moved = self.entered.moved.remove(&span);
+        if here && count <= 1 && !moved {
+            // Entered once, here: a plain scope.
+            if count == 1 {
+                let at = mine.iter().rposition(|e| e.0 == span).unwrap_or(0);
+                mine.remove(at);
+            }
+        } else {
+            mine.retain(|&(s, index, start, site)| {
+                if s != span {
+                    return true;
+                }
+                self.tracing_mark(MarkKind::Enter(index), s, start, Some(site));
+                false
+            });
+            self.tracing_mark(MarkKind::Close, span, ns, callsite);
+        }
+        self.entered.enters = mine;
+    }
+
+    pub(super) fn callsite(&self, id: u32) -> Option<&'static Callsite> {
+        callsite::lookup(self.callsites, id)
+    }
+
+    /// The index (in the thread) the next span gets.
+    pub(super) fn next_index(&self) -> u32 {
+        self.base + self.spans.len() as u32
+    }
+
+    /// The kept span at `index` (in the thread). Spans are let go only once nothing can
+    /// change them ([`Pairing::drain_final`]), and only those are asked for: the open ones
+    /// and their ancestors.
+    pub(super) fn span_mut(&mut self, index: u32) -> &mut Span {
+        match index.checked_sub(self.base) {
+            Some(at) => &mut self.spans[at as usize],
+            None => {
+                let at = self.pinned.partition_point(|(i, _)| *i < index);
+                &mut self.pinned[at].1
+            }
+        }
+    }
+
+    /// The parent of the kept span at `index`.
+    pub(super) fn parent_of(&self, index: u32) -> Option<u32> {
+        match index.checked_sub(self.base) {
+            Some(at) => self.spans[at as usize].parent,
+            None => {
+                let at = self.pinned.partition_point(|(i, _)| *i < index);
+                self.pinned[at].1.parent
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Slices of a thread's spans: begun and ended, as whole traces or piece by piece, with
+//! their links and callsite names.
+
+use std::io::{self, Write};
+
+use crate::record::hash::FxHashMap;
+
+use super::fields::{
+    EVENT_CATEGORY_IIDS, EVENT_FLOW_IDS, EVENT_TERMINATING_FLOW_IDS, EVENT_TYPE,
+    INTERNED_CATEGORIES, TYPE_SLICE_BEGIN,
+};
+use super::model::SliceLinks;
+use super::sequence::{Sequence, known};
+use super::writer::Writer;
+use crate::decode::pieces::{Piece, SpanSource};
+use crate::export::lanes::Lanes;
+use crate::export::proto::{bytes_field, fixed64_field, int_field};
+use crate::record::callsite::Callsite;
+use crate::trace::{Span, SpanArg, SpanKind, SpanRef, Value};
+
+impl<'a, W: Write + ?Sized> Writer<'a, W> {
+    /// The slices of thread `index` on its track `track` (and extra tracks for the lanes of
+    /// overlapping scopes), one sequence per track; `links` by slice, `has_links` when some
+    /// are on this thread.
+    pub(super) fn thread_spans(
+        &mut self,
+        source: &dyn SpanSource,
+        index: usize,
+        track: u64,
+        links: &FxHashMap<SpanRef, SliceLinks>,
+        has_links: bool,
+    ) -> io::Result<()> {
+        let name = source.trace().threads[index].display_name();
+        let mut sequences = vec![self.sequence(track)];
+        source.each_piece(index, &mut |piece| {
+            let lanes = Lanes::assign(piece.spans);
+            for lane in sequences.len() as u32..lanes.count() {
+                let name = format!("{name} (overlapping scopes {lane})");
+                let lane_track = self.named_track(track, &name, None)?;
+                sequences.push(self.sequence(lane_track));
+            }
+            self.piece_spans(piece, &lanes, &mut sequences, (index, links, has_links))
+        })
+    }
+
+    /// The slices of one piece of thread `index`, on the sequences of its lanes.
+    fn piece_spans(
+        &mut self,
+        piece: Piece<'_>,
+        lanes: &Lanes,
+        sequences: &mut [Sequence],
+        (index, links, has_links): (usize, &FxHashMap<SpanRef, SliceLinks>, bool),
+    ) -> io::Result<()> {
+        let spans = piece.spans;
+        let shortcuts = self.delta && self.shortcuts;
+        if shortcuts && lanes.count() == 1 && piece.args.is_empty() && !has_links {
+            // The common thread: one track, no arguments, no links.
+            let seq = &mut sequences[0];
+            return lanes.try_walk(spans, |i, begin| {
+                let span = &spans[i as usize];
+                if begin {
+                    match self.short_begin(seq, span) {
+                        Some(done) => done,
+                        None => self.begin_span(seq, span, &[], None),
+                    }
+                } else {
+                    self.end_span(seq, span.end_ns, shortcuts)
+                }
+            });
+        }
+        let args = piece.args;
+        let mut next_arg = 0;
+        lanes.try_walk(spans, |i, begin| {
+            let span = &spans[i as usize];
+            let seq = &mut sequences[lanes.lane(i) as usize];
+            if !begin {
+                return self.end_span(seq, span.end_ns, shortcuts);
+            }
+            let start = next_arg + args[next_arg..].partition_point(|a| a.span < i);
+            let end = start + args[start..].partition_point(|a| a.span == i);
+            next_arg = end;
+            let links = if has_links {
+                links.get(&SpanRef {
+                    thread: index as u32,
+                    span: piece.base + i,
+                })
+            } else {
+                None
+            };
+            if shortcuts
+                && start == end
+                && links.is_none()
+                && let Some(done) = self.short_begin(seq, span)
+            {
+                return done;
+            }
+            self.begin_span(seq, span, &args[start..end], links)
+        })
+    }
+
+    /// The begin of `span`, a scope without arguments or links, in the short form when its
+    /// name is interned on `seq` and it is not earlier than the sequence's last packet (and
+    /// the scope neither open at the stop nor cut at the start): `None` (nothing written)
+    /// otherwise.
+    #[inline(always)]
+    fn short_begin(&mut self, seq: &mut Sequence, span: &Span) -> Option<io::Result<()>> {
+        if span.kind != SpanKind::Scope || span.open_at_stop || span.cut_at_start {
+            return None;
+        }
+        let iid = self.callsite_iid(span.callsite);
+        let last = seq.last_ns?;
+        if span.start_ns < last || seq.names.get(iid as usize) != Some(&true) {
+            return None;
+        }
+        Some(self.short_packet(seq, span.start_ns - last, span.start_ns, Some(iid)))
+    }
+
+    /// A slice end at `ns`: in the short form when `short` and it is not earlier than the
+    /// last packet of `seq`.
+    #[inline(always)]
+    fn end_span(&mut self, seq: &mut Sequence, ns: u64, short: bool) -> io::Result<()> {
+        match seq.last_ns {
+            Some(last) if short && ns >= last => self.short_packet(seq, ns - last, ns, None),
+            _ => self.end(seq, ns),
+        }
+    }
+
+    /// The begin of `span` with what its `links` put on it, its `args` and its marks
+    /// (`open_at_stop`, `cut_at_start`), as annotations in the Chrome export's order.
+    fn begin_span(
+        &mut self,
+        seq: &mut Sequence,
+        span: &Span,
+        args: &[SpanArg],
+        links: Option<&SliceLinks>,
+    ) -> io::Result<()> {
+        let category = match span.kind {
+            SpanKind::Poll { .. } => Some("poll"),
+            SpanKind::Scope => None,
+        };
+        let (flows, link_args) = links.map_or((&[][..], None), |l| (l.flows.as_slice(), l.args));
+        self.begin_callsite(seq, span.start_ns, span.callsite, category, |w, seq| {
+            if let Some((number, forward_thread)) = link_args {
+                w.annotation(seq, "Sequence number", &Value::U64(u64::from(number)));
+                if let Some(thread) = forward_thread {
+                    w.annotation(seq, "Fwd thread id", &Value::U64(thread));
+                }
+            }
+            for arg in args {
+                w.annotation(seq, arg.key, &arg.value);
+            }
+            if span.open_at_stop {
+                w.annotation(seq, "open_at_stop", &Value::Bool(true));
+            }
+            if span.cut_at_start {
+                w.annotation(seq, "cut_at_start", &Value::Bool(true));
+            }
+            for &(id, terminating) in flows {
+                let field = if terminating {
+                    EVENT_TERMINATING_FLOW_IDS
+                } else {
+                    EVENT_FLOW_IDS
+                };
+                fixed64_field(&mut w.event, field, id);
+            }
+        })
+    }
+
+    /// A slice begin named after `callsite`, with `category`, then what `more` adds to the
+    /// event (annotations, flows).
+    pub(super) fn begin_callsite(
+        &mut self,
+        seq: &mut Sequence,
+        ns: u64,
+        callsite: &'static Callsite,
+        category: Option<&str>,
+        more: impl FnOnce(&mut Self, &mut Sequence),
+    ) -> io::Result<()> {
+        self.event.clear();
+        self.interned.clear();
+        self.event
+            .extend_from_slice(&[(EVENT_TYPE << 3) as u8, TYPE_SLICE_BEGIN as u8]);
+        let iid = self.callsite_iid(callsite);
+        self.name_iid(seq, iid);
+        if let Some(category) = category {
+            let cid = self.categories.id(category);
+            if !known(&mut seq.categories, cid) {
+                self.scratch.clear();
+                int_field(&mut self.scratch, 1, cid);
+                bytes_field(&mut self.scratch, 2, category.as_bytes());
+                bytes_field(&mut self.interned, INTERNED_CATEGORIES, &self.scratch);
+            }
+            int_field(&mut self.event, EVENT_CATEGORY_IIDS, cid);
+        }
+        more(self, seq);
+        self.track_event(seq, ns)
+    }
+}
