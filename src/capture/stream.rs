@@ -14,8 +14,8 @@
 //! behind (a disk slower than the program), threads wait for it or drop events, as the
 //! session's [`SlowWriter`] policy says; both are counted ([`StreamStats`]).
 //!
-//! A panic hook, installed with the first streaming session and chained to the hook before it,
-//! writes what every streaming session has recorded when a thread panics: a panic that ends
+//! The panic hook ([`super::panic`]), installed with the first streaming session and chained to
+//! the hook before it, writes what every streaming session has recorded when a thread panics: a panic that ends
 //! the program leaves everything up to it in the file.
 
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -174,7 +174,6 @@ impl Write for Counted {
 
 /// Streaming sessions alive, for the panic hook.
 static STREAMS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-static HOOK: Once = Once::new();
 
 impl Stream {
     /// Creates (or, with `append`, extends) the file and starts the writer of session
@@ -276,7 +275,7 @@ impl Stream {
             stop: AtomicBool::new(false),
             state: Mutex::new(state),
         });
-        install_hook();
+        super::panic::register(super::panic::Slot::StreamFlush, flush_all);
         {
             let mut streams = lock(&STREAMS);
             streams.retain(|s| s.strong_count() > 0);
@@ -753,22 +752,10 @@ fn annotate(path: &Path, what: &str, error: io::Error) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {what}: {error}", path.display()))
 }
 
-/// Installs the panic hook (once per process), chained to the hook in place before it.
-fn install_hook() {
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            flush_all();
-            previous(info);
-        }));
-    });
-}
-
 /// Writes what every running streaming session has recorded, from the panic hook. A stream
 /// whose lock another thread holds (its writer mid-pass, which flushes by itself) is given a
 /// moment, then skipped: a panic hook must not hang.
 fn flush_all() {
-    let _untracked = Untracked::enter();
     let streams: Vec<Arc<Shared>> = match STREAMS.try_lock() {
         Ok(streams) => streams.iter().filter_map(Weak::upgrade).collect(),
         Err(std::sync::TryLockError::Poisoned(p)) => {
