@@ -44,6 +44,7 @@ pub mod format;
 pub(crate) mod format;
 pub(crate) mod origin;
 pub(crate) mod output;
+pub(crate) mod panic;
 mod read;
 pub(crate) mod stream;
 mod write;

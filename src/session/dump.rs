@@ -2,26 +2,20 @@
 //! ([`ProfilerBuilder::flight_recorder_dump_on_panic`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::Inner;
 #[cfg(doc)]
 use super::ProfilerBuilder;
+use crate::capture::panic;
 use crate::record::clock::{self, Calibration};
-use crate::record::registry::Untracked;
 
 static DUMPS: Mutex<Vec<(Weak<Inner>, PathBuf)>> = Mutex::new(Vec::new());
-static HOOK: Once = Once::new();
 
-/// Dumps `inner`'s window to `path` on panic (while it records), installing the hook once.
+/// Dumps `inner`'s window to `path` on panic (while it records), from the one panic hook
+/// ([`panic`]).
 pub(super) fn register(inner: &Arc<Inner>, path: PathBuf) {
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            dump_all();
-            previous(info);
-        }));
-    });
+    panic::register(panic::Slot::FlightDump, dump_all);
     let mut dumps = crate::record::sync::lock(&DUMPS);
     dumps.retain(|(d, _)| d.strong_count() > 0 && !d.ptr_eq(&Arc::downgrade(inner)));
     dumps.push((Arc::downgrade(inner), path));
@@ -30,7 +24,6 @@ pub(super) fn register(inner: &Arc<Inner>, path: PathBuf) {
 /// Writes the window of every flight recorder that asked for it. A lock another thread
 /// holds is not waited for: a panic hook must not hang.
 fn dump_all() {
-    let _untracked = Untracked::enter();
     let dumps: Vec<(Arc<Inner>, PathBuf)> = match DUMPS.try_lock() {
         Ok(dumps) => upgrade(&dumps),
         Err(std::sync::TryLockError::Poisoned(p)) => upgrade(&p.into_inner()),

@@ -473,6 +473,62 @@ fn a_panic_writes_what_was_recorded() {
     assert_eq!(report.get("open_at_panic").unwrap().calls, 1);
 }
 
+/// The child of [`one_panic_hook_writes_the_stream_and_the_dump_before_the_previous_hook`]: a
+/// program's own panic hook, then a streaming session and a flight recorder that dumps on
+/// panic, both recording; panics in a thread with a scope open, and exits at once. The
+/// program's hook, run last, notes whether the dump was there by then.
+#[test]
+#[ignore = "run as a child process by one_panic_hook_writes_the_stream_and_the_dump_before_the_previous_hook"]
+fn child_with_a_hook_a_stream_and_a_flight_recorder_that_panics() {
+    let Some(path) = child_path() else {
+        return;
+    };
+    let (dump, marker) = (
+        path.with_extension("dump.tscope"),
+        path.with_extension("hook"),
+    );
+    let dumped = dump.clone();
+    std::panic::set_hook(Box::new(move |_| {
+        let seen = if dumped.exists() { "dump" } else { "none" };
+        std::fs::write(&marker, seen).unwrap();
+    }));
+    let stream = Profiler::builder().stream_to(&*path).start();
+    let flight = Profiler::builder()
+        .flight_recorder(4 * CHUNK)
+        .flight_recorder_dump_on_panic(&dump)
+        .start();
+    let worker = std::thread::spawn(|| {
+        for _ in 0..1000 {
+            let _g = scope!("before_panic");
+        }
+        let _open = scope!("open_at_panic");
+        panic!("the end");
+    });
+    assert!(worker.join().is_err());
+    std::mem::forget((stream, flight));
+    std::process::exit(3);
+}
+
+/// A streaming session and a flight recorder in one process share the one panic hook: the
+/// stream's file and the recorder's dump both hold what was recorded, and the hook in place
+/// before them runs after both (the dump is written by then).
+#[test]
+fn one_panic_hook_writes_the_stream_and_the_dump_before_the_previous_hook() {
+    let path = scratch("both.tscope");
+    // Where the child puts the dump and the note of its own hook (`path`'s extension changed).
+    let (dump, marker) = (scratch("both.dump.tscope"), scratch("both.hook"));
+    let name = "child_with_a_hook_a_stream_and_a_flight_recorder_that_panics";
+    let status = child(name, &path).wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(std::fs::read_to_string(&*marker).unwrap(), "dump");
+    for file in [&*path, &*dump] {
+        let capture = Capture::read(file).unwrap();
+        let report = tickscope::report::Report::new(&capture.decode());
+        assert_eq!(report.get("before_panic").unwrap().calls, 1000, "{file:?}");
+        assert_eq!(report.get("open_at_panic").unwrap().calls, 1, "{file:?}");
+    }
+}
+
 /// The child of [`kill_9_leaves_a_file_that_reads_to_its_last_chunk`]: records on two threads
 /// until it is killed.
 #[test]

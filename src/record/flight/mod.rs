@@ -52,10 +52,14 @@ use std::time::Duration;
 
 use crate::record::buffer::{Busy, LinkedChunk};
 use crate::record::chunk::{CHUNK_EVENTS, ChunkBox, RECORD};
-use crate::record::event::{RawEvent, RawKind};
 use crate::record::pool;
 use crate::record::registry::{self, ThreadChunks, ThreadEntry};
 use crate::record::sync::lock;
+
+mod cut;
+
+pub(crate) use cut::CutScope;
+use cut::scan;
 
 /// A flight recorder is installed.
 static ON: AtomicBool = AtomicBool::new(false);
@@ -64,58 +68,6 @@ static RING: Mutex<Option<Ring>> = Mutex::new(None);
 
 /// Bytes of records in one chunk: 64 KiB.
 pub(crate) const CHUNK_BYTES: usize = CHUNK_EVENTS * RECORD as usize;
-
-/// A scope entered in a recycled chunk and not exited by the end of it: open at the start of
-/// its thread's retained window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CutScope {
-    /// Its callsite id.
-    pub(crate) id: u32,
-    /// The tick of its entry.
-    pub(crate) tick: u64,
-    /// A poll of an async call rather than a scope.
-    pub(crate) poll: bool,
-    /// The key its exit carries.
-    key: u32,
-}
-
-impl CutScope {
-    /// The scope `record` (an entry) enters.
-    #[inline]
-    fn entered(record: &RawEvent, poll: bool) -> Self {
-        Self {
-            id: record.id,
-            tick: record.tick,
-            poll,
-            key: RawEvent::end_key(record.id, record.tick),
-        }
-    }
-
-    /// The cut scope `record` enters: `None` for a record that enters none.
-    pub(crate) fn from_record(record: &RawEvent) -> Option<Self> {
-        let poll = match record.kind {
-            RawKind::Begin => false,
-            RawKind::PollBegin => true,
-            _ => return None,
-        };
-        Some(Self {
-            id: record.id,
-            tick: record.tick,
-            poll,
-            key: RawEvent::end_key(record.id, record.tick),
-        })
-    }
-
-    /// Its entry record.
-    pub(crate) fn record(&self) -> RawEvent {
-        let kind = if self.poll {
-            RawKind::PollBegin
-        } else {
-            RawKind::Begin
-        };
-        RawEvent::new(kind, self.id, self.tick)
-    }
-}
 
 /// A chunk linked since the recorder started.
 #[derive(Debug)]
@@ -505,39 +457,6 @@ fn background_priority() {
     }
 }
 
-/// Follows the scopes entered and exited in `records` (a chunk of one thread) on the stack
-/// of scopes `open`.
-fn scan(open: &mut Vec<CutScope>, records: &[RawEvent]) {
-    let mut rest = records;
-    while let Some((record, tail)) = rest.split_first() {
-        rest = tail;
-        let kind = record.kind;
-        if kind == RawKind::Begin {
-            let entered = CutScope::entered(record, false);
-            // A scope exited right away (a leaf, the most common record pair) leaves the stack
-            // as it was: the same as pushing it and popping it.
-            if let Some((next, tail)) = rest.split_first()
-                && next.kind == RawKind::End
-                && next.id == entered.key
-            {
-                rest = tail;
-                continue;
-            }
-            open.push(entered);
-        } else if kind == RawKind::End {
-            if open.last().is_some_and(|s| s.key == record.id) {
-                open.pop();
-            } else if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
-                open.remove(at);
-            }
-        } else if kind == RawKind::BeginFollows || kind == RawKind::SpanEnter {
-            open.push(CutScope::entered(record, false));
-        } else if kind == RawKind::PollBegin {
-            open.push(CutScope::entered(record, true));
-        }
-    }
-}
-
 /// What the running flight recorder's chunks cost to read so far: `(ahead, late)`, the
 /// chunks its scanner read and those read when recycled (the scanner was behind); `None`
 /// without a flight recorder.
@@ -615,122 +534,4 @@ fn cut_start(ring: &Ring) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scan_keeps_what_is_open_at_the_end() {
-        let mut open = Vec::new();
-        let a = RawEvent::begin(1, 10);
-        let b = RawEvent::begin(2, 11);
-        let c = RawEvent::begin(3, 12);
-        scan(
-            &mut open,
-            &[
-                a,
-                b,
-                c,
-                RawEvent::end(RawEvent::end_key(3, 12), 13),
-                RawEvent::new(RawKind::PollBegin, 4, 14),
-                RawEvent::new(RawKind::Payload, 9, 0),
-            ],
-        );
-        let names: Vec<(u32, u64, bool)> = open.iter().map(|s| (s.id, s.tick, s.poll)).collect();
-        assert_eq!(names, [(1, 10, false), (2, 11, false), (4, 14, true)]);
-        // Exits in the next chunk close them, out of order too; an unknown exit closes none.
-        scan(
-            &mut open,
-            &[
-                RawEvent::end(RawEvent::end_key(2, 11), 15),
-                RawEvent::end(RawEvent::end_key(7, 1), 16),
-            ],
-        );
-        let names: Vec<u32> = open.iter().map(|s| s.id).collect();
-        assert_eq!(names, [1, 4]);
-        assert_eq!(open[1].record(), RawEvent::new(RawKind::PollBegin, 4, 14));
-    }
-
-    /// [`scan`] without its shortcut for leaf scopes: every entry pushed, every exit popped.
-    fn scan_naive(open: &mut Vec<CutScope>, records: &[RawEvent]) {
-        for record in records {
-            match record.kind {
-                RawKind::End => {
-                    if let Some(at) = open.iter().rposition(|s| s.key == record.id) {
-                        open.remove(at);
-                    }
-                }
-                RawKind::Begin | RawKind::BeginFollows | RawKind::SpanEnter => {
-                    open.push(CutScope::entered(record, false));
-                }
-                RawKind::PollBegin => open.push(CutScope::entered(record, true)),
-                _ => {}
-            }
-        }
-    }
-
-    #[test]
-    fn scan_skips_leaves_exactly() {
-        // A leaf; an entry followed by another scope's exit (out of order); an exit whose
-        // entry is in the next chunk's records, and one whose entry came before.
-        let a = RawEvent::begin(1, 10);
-        let b = RawEvent::begin(2, 11);
-        let records = [
-            RawEvent::begin(5, 1),
-            RawEvent::end(RawEvent::end_key(5, 1), 2),
-            a,
-            b,
-            RawEvent::end(RawEvent::end_key(1, 10), 12),
-            RawEvent::begin(3, 13),
-        ];
-        let mut open = Vec::new();
-        scan(&mut open, &records);
-        let ids: Vec<u32> = open.iter().map(|s| s.id).collect();
-        assert_eq!(ids, [2, 3]);
-        scan(&mut open, &[RawEvent::end(RawEvent::end_key(3, 13), 14)]);
-        let ids: Vec<u32> = open.iter().map(|s| s.id).collect();
-        assert_eq!(ids, [2]);
-
-        // Pseudo-random nesting, out-of-order exits and payloads, cut into chunks anywhere:
-        // the same stacks as the naive scan.
-        let mut random = crate::record::test_random(0x2545_f491_4f6c_dd1d);
-        let mut next = || random(0);
-        let (mut records, mut live) = (Vec::new(), Vec::<(u32, u64)>::new());
-        for tick in 0..5000u64 {
-            let r = next();
-            match r % 7 {
-                0..=2 => {
-                    let id = (r >> 8) as u32 % 5 + 1;
-                    let kind = match r % 3 {
-                        0 => RawKind::PollBegin,
-                        1 => RawKind::BeginFollows,
-                        _ => RawKind::Begin,
-                    };
-                    records.push(RawEvent::new(kind, id, tick));
-                    live.push((id, tick));
-                }
-                3..=5 if !live.is_empty() => {
-                    // Mostly the innermost, sometimes another one.
-                    let at = if r % 5 == 0 {
-                        (r >> 16) as usize % live.len()
-                    } else {
-                        live.len() - 1
-                    };
-                    let (id, entered) = live.remove(at);
-                    records.push(RawEvent::end(RawEvent::end_key(id, entered), tick));
-                }
-                _ => records.push(RawEvent::new(RawKind::Payload, 9, tick)),
-            }
-        }
-        let (mut fast, mut naive) = (Vec::new(), Vec::new());
-        let mut rest = &records[..];
-        while !rest.is_empty() {
-            let cut = (next() as usize % 97 + 1).min(rest.len());
-            let (chunk, tail) = rest.split_at(cut);
-            scan(&mut fast, chunk);
-            scan_naive(&mut naive, chunk);
-            assert_eq!(fast, naive);
-            rest = tail;
-        }
-        assert!(!fast.is_empty());
-    }
-}
+mod tests;

@@ -7,11 +7,19 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "enabled")]
 use crossbeam_queue::ArrayQueue;
+#[cfg(not(feature = "enabled"))]
+use queue::ArrayQueue;
 
 use crate::record::chunk::{CHUNK_EVENTS, Chunk, ChunkBox, RECORD};
 use crate::record::dry::Returns;
 use crate::record::sync::{lock, recover};
 use crate::record::untracked::Untracked;
+
+#[cfg(not(feature = "enabled"))]
+mod queue;
+mod reserve;
+
+use reserve::{MIN_CHUNKS_PER_WORKER, prepare_in_parallel, reservable_chunks};
 
 /// Chunks kept for reuse: 1024 × 64 KiB = 64 MiB at most, and only as many as sessions have
 /// used. Recording into fresh memory costs a page fault per 4 KiB (on a VM about 14 ns per
@@ -22,43 +30,6 @@ const RETAIN: usize = 1024;
 const PREPARE: usize = 4;
 
 static READY: OnceLock<ArrayQueue<ChunkBox>> = OnceLock::new();
-
-/// Without `enabled` (nothing is recorded, so the pool is never on a hot path): a bounded
-/// first-in first-out queue under a mutex, with the methods of crossbeam-queue's, which the
-/// build then does without.
-#[cfg(not(feature = "enabled"))]
-struct ArrayQueue<T> {
-    items: Mutex<std::collections::VecDeque<T>>,
-    capacity: usize,
-}
-
-#[cfg(not(feature = "enabled"))]
-impl<T> ArrayQueue<T> {
-    fn new(capacity: usize) -> Self {
-        Self {
-            items: Mutex::new(std::collections::VecDeque::new()),
-            capacity,
-        }
-    }
-
-    /// Adds `item` at the back, or hands it back when the queue is full.
-    fn push(&self, item: T) -> Result<(), T> {
-        let mut items = lock(&self.items);
-        if items.len() >= self.capacity {
-            return Err(item);
-        }
-        items.push_back(item);
-        Ok(())
-    }
-
-    fn pop(&self) -> Option<T> {
-        lock(&self.items).pop_front()
-    }
-
-    fn len(&self) -> usize {
-        lock(&self.items).len()
-    }
-}
 
 fn ready() -> &'static ArrayQueue<ChunkBox> {
     READY.get_or_init(|| ArrayQueue::new(RETAIN))
@@ -302,66 +273,6 @@ impl Drop for Reservation {
         }
         RESERVED_COUNT.store(store.len(), Ordering::Release);
     }
-}
-
-/// A worker of [`Reservation::new`] prepares at least this many chunks (4 MiB): fewer are not
-/// worth a thread.
-const MIN_CHUNKS_PER_WORKER: usize = 64;
-
-/// Allocates and touches `chunks` chunks on `workers` threads (the calling one among them).
-fn prepare_in_parallel(chunks: usize, workers: usize) -> Vec<ChunkBox> {
-    let prepare = |count: usize| {
-        let _untracked = Untracked::enter();
-        let mut prepared: Vec<ChunkBox> = (0..count).map(|_| ChunkBox::alloc()).collect();
-        // One `madvise` for each run of chunks next to each other in memory.
-        ChunkBox::touch_all(&mut prepared);
-        prepared
-    };
-    let share = chunks / workers;
-    std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..workers)
-            .map(|_| {
-                std::thread::Builder::new()
-                    .name("tickscope-reserve".into())
-                    .spawn_scoped(s, move || prepare(share))
-            })
-            .collect();
-        // This thread's share, and that of every helper that could not start.
-        let failed = helpers.iter().filter(|h| h.is_err()).count();
-        let mut all = prepare(chunks - share * (workers - 1) + share * failed);
-        for helper in helpers.into_iter().flatten() {
-            // A helper that panicked (out of memory aborts instead) prepared nothing usable.
-            all.extend(helper.join().unwrap_or_default());
-        }
-        all
-    })
-}
-
-/// The most chunks one reservation takes: half the memory the system says is available
-/// (`MemAvailable` on Linux; 1 GiB where it says nothing), so that a mistaken size cannot
-/// exhaust the machine.
-fn reservable_chunks() -> usize {
-    reservable_chunks_of(available_memory())
-}
-
-/// [`reservable_chunks`] when the system reports `available` bytes.
-fn reservable_chunks_of(available: Option<usize>) -> usize {
-    available.unwrap_or(2 << 30) / 2 / std::mem::size_of::<Chunk>()
-}
-
-/// Bytes of memory available to programs, as the system reports it (Linux).
-fn available_memory() -> Option<usize> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available(&meminfo)
-}
-
-/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
-fn parse_mem_available(meminfo: &str) -> Option<usize> {
-    let line = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?;
-    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// The chunks a streaming session lends its threads: a fixed number, prepared (touched) when
@@ -669,51 +580,5 @@ impl StreamPool {
     /// Chunks taken beyond the pool after a wait of [`MAX_WAIT`].
     pub(crate) fn overflow_chunks(&self) -> u64 {
         self.overflow.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mem_available_is_read_in_bytes() {
-        let meminfo =
-            "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   22000000 kB\n";
-        assert_eq!(parse_mem_available(meminfo), Some(22_000_000 * 1024));
-        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
-        assert_eq!(parse_mem_available("MemAvailable: lots kB\n"), None);
-        assert_eq!(parse_mem_available("MemAvailable: 5 MB\n"), None);
-        assert_eq!(
-            parse_mem_available(&format!("MemAvailable: {} kB", usize::MAX)),
-            None
-        );
-    }
-
-    #[test]
-    fn reservations_are_capped_at_half_the_available_memory() {
-        // 65 584 bytes a chunk: 16 of bookkeeping, the header and prefix, 64 KiB of records.
-        assert_eq!(std::mem::size_of::<Chunk>(), 65_584);
-        assert_eq!(reservable_chunks_of(Some(8 << 30)), (4 << 30) / 65_584);
-        assert_eq!(reservable_chunks_of(None), (1 << 30) / 65_584);
-        assert_eq!(reservable_chunks_of(Some(65_584)), 0);
-    }
-
-    /// The queue of a build without `enabled`: bounded, first in first out, full hands back.
-    #[cfg(not(feature = "enabled"))]
-    #[test]
-    fn the_queue_without_crossbeam_is_bounded_and_in_order() {
-        let queue = ArrayQueue::new(2);
-        assert_eq!(queue.push(1), Ok(()));
-        assert_eq!(queue.push(2), Ok(()));
-        assert_eq!(queue.push(3), Err(3));
-        assert_eq!(queue.len(), 2);
-        assert_eq!(queue.pop(), Some(1));
-        assert_eq!(queue.push(4), Ok(()));
-        assert_eq!(
-            (queue.pop(), queue.pop(), queue.pop()),
-            (Some(2), Some(4), None)
-        );
-        assert_eq!(queue.len(), 0);
     }
 }
