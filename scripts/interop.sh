@@ -112,7 +112,7 @@ done
 # example's table (printed from the same file) counts.
 cargo run --quiet --release --example capture -- "$out" > "$out/capture.txt"
 for f in capture.json capture.folded; do
-    cargo run --quiet --release -p tickscope-cli -- convert "$out/run.tscope" -o "$out/$f"
+    cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/run.tscope" -o "$out/$f"
     "$V/check_trace.sh" "$out/$f"
 done
 python3 - "$(by_name "$out/capture.json")" "$out/capture.txt" <<'PY'
@@ -134,10 +134,10 @@ PY
 mkdir -p "$out/second"
 cargo run --quiet --release --example capture -- "$out/second" > "$out/second.txt"
 cat "$out/run.tscope" "$out/second/run.tscope" > "$out/two.tscope"
-cargo run --quiet --release -p tickscope-cli -- convert "$out/two.tscope" -o "$out/two.json"
-cargo run --quiet --release -p tickscope-cli -- convert "$out/two.tscope" -o "$out/two.unix.json" --unix-time
+cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/two.tscope" -o "$out/two.json"
+cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/two.tscope" -o "$out/two.unix.json" --unix-time
 for f in run.tscope second/run.tscope; do
-    cargo run --quiet --release -p tickscope-cli -- convert "$out/$f" -o "$out/$f.unix.json" --unix-time
+    cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/$f" -o "$out/$f.unix.json" --unix-time
 done
 for f in two.json two.unix.json; do
     "$V/check_trace.sh" "$out/$f"
@@ -256,7 +256,7 @@ pf_rows() {
 "$V/check_trace.sh" "$out/links.absolute.pftrace"
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/links.pftrace" > /dev/null
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/chrome_trace.pftrace" > /dev/null
-cargo run --quiet --release -p tickscope-cli -- convert "$out/run.tscope" -o "$out/capture.pftrace"
+cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/run.tscope" -o "$out/capture.pftrace"
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/capture.pftrace" > /dev/null
 python3 - "$(pf_rows "$out/links.json")" "$(pf_rows --expect-type proto "$out/links.pftrace")" \
     "$(pf_rows --expect-type proto "$out/links.absolute.pftrace")" \
@@ -680,7 +680,7 @@ print(f"interop: Phoenix round trip: {len(stored)} spans back, per name as in th
       f"{dict(sorted(names.items()))}, every parent link kept, durations within {worst:.3f} µs, "
       f"{sum(len(p['events']) for p in stored)} span events on their spans")
 PY
-cli=(cargo run --quiet --release -p tickscope-cli --)
+cli=(cargo run --quiet --release -p tickscope-cli --features otlp --)
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # Several machines, simulated: four processes (four runs of the example) write captures, and
