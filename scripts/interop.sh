@@ -19,6 +19,11 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The command, with its `otlp` feature (push, convert -o x.otlp.json), built once in the dev
+# profile: .ci/run's otlp step has built its dependencies so (a release build would compile
+# the OTLP client's crates again); the captures it reads here are small.
+cargo build --quiet -p tickscope-cli --features otlp
+tickscope="${CARGO_TARGET_DIR:-target}/debug/tickscope"
 cargo run --quiet --release --example quickstart -- "$out" > "$out/table.txt"
 trace="$out/quickstart.json"
 "$V/check_trace.sh" "$trace"
@@ -112,7 +117,7 @@ done
 # example's table (printed from the same file) counts.
 cargo run --quiet --release --example capture -- "$out" > "$out/capture.txt"
 for f in capture.json capture.folded; do
-    cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/run.tscope" -o "$out/$f"
+    "$tickscope" convert "$out/run.tscope" -o "$out/$f"
     "$V/check_trace.sh" "$out/$f"
 done
 python3 - "$(by_name "$out/capture.json")" "$out/capture.txt" <<'PY'
@@ -134,10 +139,10 @@ PY
 mkdir -p "$out/second"
 cargo run --quiet --release --example capture -- "$out/second" > "$out/second.txt"
 cat "$out/run.tscope" "$out/second/run.tscope" > "$out/two.tscope"
-cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/two.tscope" -o "$out/two.json"
-cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/two.tscope" -o "$out/two.unix.json" --unix-time
+"$tickscope" convert "$out/two.tscope" -o "$out/two.json"
+"$tickscope" convert "$out/two.tscope" -o "$out/two.unix.json" --unix-time
 for f in run.tscope second/run.tscope; do
-    cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/$f" -o "$out/$f.unix.json" --unix-time
+    "$tickscope" convert "$out/$f" -o "$out/$f.unix.json" --unix-time
 done
 for f in two.json two.unix.json; do
     "$V/check_trace.sh" "$out/$f"
@@ -256,7 +261,7 @@ pf_rows() {
 "$V/check_trace.sh" "$out/links.absolute.pftrace"
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/links.pftrace" > /dev/null
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/chrome_trace.pftrace" > /dev/null
-cargo run --quiet --release -p tickscope-cli --features otlp -- convert "$out/run.tscope" -o "$out/capture.pftrace"
+"$tickscope" convert "$out/run.tscope" -o "$out/capture.pftrace"
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/capture.pftrace" > /dev/null
 python3 - "$(pf_rows "$out/links.json")" "$(pf_rows --expect-type proto "$out/links.pftrace")" \
     "$(pf_rows --expect-type proto "$out/links.absolute.pftrace")" \
@@ -296,7 +301,8 @@ PY
 # a nanosecond (ties.json, which speedscope reads below): traces the export tests write. A scope that outlives its parent keeps its own duration on an extra track of its
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as
 # overlapping): one per span, each with its span's duration, and the link's flow binds.
-TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --test mock -- \
+# `--workspace`: the features of the README's test command, whose build this reuses.
+TICKSCOPE_INTEROP_DIR="$out/tests" cargo test --quiet --workspace --test mock -- \
     export::kineto_times_nest_in_both_readers export::scopes_that_outlive_their_parent \
     export::chrome_edges_that_share \
     > "$out/tests.log" 2>&1 || { cat "$out/tests.log"; exit 1; }
@@ -680,7 +686,7 @@ print(f"interop: Phoenix round trip: {len(stored)} spans back, per name as in th
       f"{dict(sorted(names.items()))}, every parent link kept, durations within {worst:.3f} µs, "
       f"{sum(len(p['events']) for p in stored)} span events on their spans")
 PY
-cli=(cargo run --quiet --release -p tickscope-cli --features otlp --)
+cli=("$tickscope")
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # Several machines, simulated: four processes (four runs of the example) write captures, and

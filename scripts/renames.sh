@@ -33,8 +33,8 @@ move src/record/task.rs src/record/async_span.rs
 move src/decode/tasks.rs src/decode/async_spans.rs
 
 git ls-files -z -- '*.rs' '*.md' '*.sh' '*.c' '*.h' '*.stderr' '*.snap' '*.toml' '*.py' '*.cjs' \
-    '.ci/run' ':!CHANGELOG.md' ':!scripts/renames.sh' ':!tests/ui/fail/on_struct.rs' \
-    ':!tests/ui/fail/on_struct.stderr' |
+    '.ci/run' ':!CHANGELOG.md' ':!scripts/renames.sh' ':!macros/tests/ui/fail/on_struct.rs' \
+    ':!macros/tests/ui/fail/on_struct.stderr' |
     xargs -0 perl -0777 -pi -e '
         # Lines that keep an old name on purpose (the deprecated aliases) end in this comment,
         # or follow it on a line of its own.
