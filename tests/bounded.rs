@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tickscope::export::chrome::TimeOrigin;
-use tickscope::export::{Format, chrome, folded, perfetto, pprof};
+use tickscope::export::{Format, chrome, folded, kineto, perfetto, pprof};
 use tickscope::report::Report;
 use tickscope::table::Table;
 use tickscope::trace::Trace;
@@ -162,6 +162,7 @@ fn peaks(path: &Path, prof: &Profiler, scopes: u64) -> [usize; 8] {
         for format in [
             &chrome::Options::new() as &dyn Format,
             &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+            &kineto::Options::new(0, 1),
             &perfetto::Options::new(),
         ] {
             let written = format.write_captures(&captures, &mut std::io::sink());
@@ -223,7 +224,7 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
         "index",
         "session",
         "folded + pprof",
-        "Chrome + Perfetto",
+        "Chrome, Kineto + Perfetto",
         "OTLP",
         "tree + by arg",
     ];
@@ -422,4 +423,54 @@ fn without_colours(bytes: Vec<u8>) -> Vec<u8> {
     }
     out.push_str(rest);
     out.into_bytes()
+}
+
+/// A gzipped capture is read as its plain file is: decompressed into a temporary file, not
+/// into memory, and read from there chunk by chunk; it gives the plain file's table.
+#[test]
+fn gzipped_files_are_read_in_the_memory_of_plain_ones() {
+    use std::io::Write;
+
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let prof = Profiler::builder().current_thread().start();
+    for i in 0..200_000u64 {
+        let _request = scope!("request");
+        let _work = scope!("work");
+        std::hint::black_box(i);
+    }
+    prof.stop();
+    let (plain, gz) = (scratch("gz-plain.tscope"), scratch("gz.tscope.gz"));
+    // Unpacked, 16 bytes a record: a file much larger than what reading it holds.
+    tickscope::__private::unpacked(|| prof.write_capture(&plain)).unwrap();
+    let bytes = std::fs::read(&plain).unwrap();
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(&bytes).unwrap();
+    std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+    let len = bytes.len();
+    drop(bytes);
+    assert!(len > 12_800_000, "{len} bytes");
+    let read = |path: &Path| {
+        peak_of(|| {
+            let captures = Capture::read_all(path).unwrap();
+            assert!(
+                captures[0].warnings().is_empty(),
+                "{:?}",
+                captures[0].warnings()
+            );
+            Table::from_captures(captures).to_string()
+        })
+    };
+    let (plain_peak, plain_table) = read(&plain);
+    let (gz_peak, gz_table) = read(&gz);
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    assert_eq!(gz_table, plain_table);
+    assert!(plain_table.contains("request") && plain_table.contains("200000"));
+    assert!(
+        gz_peak <= plain_peak + (1 << 20),
+        "gzipped: {gz_peak} bytes at most, plain: {plain_peak}, for a file of {len} bytes"
+    );
+    for path in [&plain, &gz] {
+        std::fs::remove_file(path).unwrap();
+    }
 }

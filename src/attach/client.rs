@@ -285,12 +285,18 @@ fn connect_socket(path: &Path) -> Result<UnixStream, AttachError> {
 fn info_at(path: &Path) -> Result<Info, AttachError> {
     let stream = connect_socket(path)?;
     let mut stream: &dyn Stream = &stream;
-    stream
-        .set_read_timeout(Some(ANSWER_TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
-        .map_err(|e| io_error("the socket", &e))?;
+    timeouts(stream, ANSWER_TIMEOUT)?;
     send(stream, Request::new(Command::Info))?;
     read_info(&mut stream)
+}
+
+/// Sets `stream`'s timeouts: a read gives up after `read` (the wait for an answer, or for
+/// the next check of a stop), a write after [`ANSWER_TIMEOUT`].
+fn timeouts(stream: &dyn Stream, read: Duration) -> Result<(), AttachError> {
+    stream
+        .set_read_timeout(Some(read))
+        .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
+        .map_err(|e| io_error("the socket", &e))
 }
 
 fn send(mut stream: &dyn Stream, request: Request) -> Result<(), AttachError> {
@@ -398,10 +404,7 @@ pub fn record_from(
     let begun = Instant::now();
     let stream = connect(endpoint)?;
     let stream = &*stream;
-    stream
-        .set_read_timeout(Some(POLL))
-        .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
-        .map_err(|e| io_error("the socket", &e))?;
+    timeouts(stream, POLL)?;
     let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
     send(stream, Request::new(Command::Record { duration_ms }))?;
     let deadline = begun + duration + GRACE;
@@ -521,10 +524,7 @@ pub fn watch_from(
 ) -> Result<(), AttachError> {
     let stream = connect(endpoint)?;
     let stream = &*stream;
-    stream
-        .set_read_timeout(Some(POLL))
-        .and_then(|()| stream.set_write_timeout(Some(ANSWER_TIMEOUT)))
-        .map_err(|e| io_error("the socket", &e))?;
+    timeouts(stream, POLL)?;
     let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
     send(stream, Request::new(Command::Watch { interval_ms }))?;
     let mut reader = Patient {

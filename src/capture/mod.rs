@@ -35,6 +35,7 @@
 mod chunk;
 pub(crate) mod compress;
 mod file;
+mod footer;
 // The layout's constants: internal, documented in the repository's docs/FORMAT.md (the tests
 // read them through the `test-hooks` feature).
 #[cfg(feature = "test-hooks")]
@@ -188,6 +189,21 @@ pub(crate) struct ClockPairs {
     pub(crate) checkpoints: Vec<(u64, u64)>,
 }
 
+impl ClockPairs {
+    /// A clock whose ticks are taken as nanoseconds: no calibration, no compensation, no
+    /// source (a capture made of hand-written records, or a file without a clock chunk).
+    pub(crate) fn nanoseconds() -> Self {
+        Self {
+            start: Calibration::default(),
+            stop: Calibration::default(),
+            ns_per_tick: None,
+            compensation: Compensation::Unknown,
+            source: None,
+            checkpoints: Vec::new(),
+        }
+    }
+}
+
 /// One thread of a capture: its identity, where its window starts, and its chunks.
 #[derive(Debug)]
 pub(crate) struct CaptureThread {
@@ -280,14 +296,7 @@ impl Capture {
     pub(crate) fn empty() -> Self {
         Self {
             header: Header::this_process(0),
-            clock: ClockPairs {
-                start: Calibration::default(),
-                stop: Calibration::default(),
-                ns_per_tick: None,
-                compensation: Compensation::Unknown,
-                source: None,
-                checkpoints: Vec::new(),
-            },
+            clock: ClockPairs::nanoseconds(),
             callsites: Vec::new(),
             threads: Vec::new(),
             start_tick: 0,

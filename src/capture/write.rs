@@ -9,19 +9,17 @@ use crate::record::chunk::SharedChunk;
 use crate::record::clock::{ClockSource, Compensation};
 use crate::record::event::RawEvent;
 use crate::record::flight::CutScope;
-use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 
 use super::compress;
+use super::footer::Footer;
 use super::format::{
     ALIGN, CALLSITE_ENTRY, CALLSITES, CALLSITES_VERSION, CHUNK_MAGIC, CLOCK, CLOCK_COMPENSATED,
     CLOCK_FIXED, CLOCK_IDENTITY, CLOCK_SOURCE_CPU, CLOCK_SOURCE_CPU_UNVERIFIED,
     CLOCK_SOURCE_MONOTONIC, CLOCK_UNCOMPENSATED, CLOCK_VERSION, EVENT_CHUNK, EVENT_CHUNK_VERSION,
-    EVENTS_CUT, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, NO_STRING, ORIGIN,
-    ORIGIN_VERSION, SESSION_FOOTER, SESSION_FOOTER_LEN, SESSION_FOOTER_LEN_CUT,
-    SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_LEN_SALVAGED, SESSION_FOOTER_VERSION,
-    SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS, STRINGS_VERSION,
-    THREAD_ENTRY, THREADS, THREADS_VERSION,
+    EVENTS_CUT, FORMAT_VERSION, NO_STRING, ORIGIN, ORIGIN_VERSION, SESSION_FOOTER,
+    SESSION_FOOTER_VERSION, SESSION_HEADER, SESSION_HEADER_FIXED, SESSION_HEADER_VERSION, STRINGS,
+    STRINGS_VERSION, THREAD_ENTRY, THREADS, THREADS_VERSION,
 };
 use super::format::{EVENTS_PACKED, EVENTS_PACKED_VERSION};
 use super::{Capture, Chunk, ClockPairs, Header};
@@ -286,57 +284,6 @@ pub(super) fn thread_entry<'c>(
     out.extend_from_slice(&from_tick.to_le_bytes());
     out.extend_from_slice(&name.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
-}
-
-/// What a session footer says.
-pub(super) struct Footer {
-    pub(super) start_tick: u64,
-    pub(super) end_tick: u64,
-    pub(super) records: u64,
-    pub(super) dropped_events: u64,
-    pub(super) memory: MemoryMode,
-    pub(super) overwritten_events: u64,
-    /// A flight recorder's window start common to every thread.
-    pub(super) cut_start: Option<u64>,
-    /// The session was salvaged without its footer when read, losing this many bytes at the
-    /// cut: written back, it still decodes as it did (what was open ends at each thread's
-    /// last record).
-    pub(super) salvaged: Option<u64>,
-}
-
-impl Footer {
-    /// The footer chunk's content: the window, the record count, the dropped events, the
-    /// flags, the events a flight recorder overwrote (left out when there are none, for
-    /// readers that know only the 40 bytes before) and its window start common to every
-    /// thread (left out when it has none, for readers that know only the 48 bytes before),
-    /// and whether it was salvaged, with the bytes lost plus one (left out when it was not).
-    pub(super) fn content(&self) -> Vec<u8> {
-        let mut out = vec![0u8; SESSION_FOOTER_LEN];
-        let flags = match self.memory {
-            MemoryMode::Off => 0,
-            MemoryMode::Counts => FOOTER_MEMORY | FOOTER_MEMORY_COUNTS,
-            MemoryMode::Timeline => FOOTER_MEMORY,
-        };
-        out[0..8].copy_from_slice(&self.start_tick.to_le_bytes());
-        out[8..16].copy_from_slice(&self.end_tick.to_le_bytes());
-        out[16..24].copy_from_slice(&self.records.to_le_bytes());
-        out[24..32].copy_from_slice(&self.dropped_events.to_le_bytes());
-        out[32..36].copy_from_slice(&flags.to_le_bytes());
-        let salvaged = self.salvaged.is_some();
-        if self.overwritten_events > 0 || self.cut_start.is_some() || salvaged {
-            out.extend_from_slice(&self.overwritten_events.to_le_bytes());
-            debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_OVERWRITTEN);
-        }
-        if self.cut_start.is_some() || salvaged {
-            out.extend_from_slice(&self.cut_start.unwrap_or(u64::MAX).to_le_bytes());
-            debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_CUT);
-        }
-        if let Some(lost) = self.salvaged {
-            out.extend_from_slice(&lost.saturating_add(1).to_le_bytes());
-            debug_assert_eq!(out.len(), SESSION_FOOTER_LEN_SALVAGED);
-        }
-        out
-    }
 }
 
 /// Writes chunks to `out`, counting the bytes.

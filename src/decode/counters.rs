@@ -104,13 +104,9 @@ pub(super) fn running(samples: &mut [CounterSample]) {
 /// (ties keep the order of the traces), with their running values computed again; the result
 /// is ordered by process then name.
 pub(super) fn merge_tracks(tracks: Vec<CounterTrack>) -> Vec<CounterTrack> {
-    let mut by: BTreeMap<(u32, &'static str), Vec<CounterSample>> = BTreeMap::new();
-    for t in tracks {
-        by.entry((t.process, t.name)).or_default().extend(t.samples);
-    }
-    by.into_iter()
+    let tracks = tracks.into_iter().map(|t| ((t.process, t.name), t.samples));
+    merge_by_name(tracks, |s| s.ns)
         .map(|((process, name), mut samples)| {
-            samples.sort_by_key(|s| s.ns);
             running(&mut samples);
             CounterTrack {
                 name,
@@ -123,18 +119,28 @@ pub(super) fn merge_tracks(tracks: Vec<CounterTrack>) -> Vec<CounterTrack> {
 
 /// [`merge_tracks`] for value series.
 pub(super) fn merge_series(series: Vec<ValueSeries>) -> Vec<ValueSeries> {
-    let mut by: BTreeMap<(u32, &'static str), Vec<ValueSample>> = BTreeMap::new();
-    for v in series {
-        by.entry((v.process, v.name)).or_default().extend(v.samples);
-    }
-    by.into_iter()
-        .map(|((process, name), mut samples)| {
-            samples.sort_by_key(|s| s.ns);
-            ValueSeries {
-                name,
-                process,
-                samples,
-            }
+    let series = series.into_iter().map(|v| ((v.process, v.name), v.samples));
+    merge_by_name(series, |s| s.ns)
+        .map(|((process, name), samples)| ValueSeries {
+            name,
+            process,
+            samples,
         })
         .collect()
+}
+
+/// The samples of every track of one process and name together, in time order (`ns`; ties
+/// keep the order of the tracks), ordered by process then name.
+fn merge_by_name<S>(
+    tracks: impl Iterator<Item = ((u32, &'static str), Vec<S>)>,
+    ns: impl Fn(&S) -> u64,
+) -> impl Iterator<Item = ((u32, &'static str), Vec<S>)> {
+    let mut by: BTreeMap<(u32, &'static str), Vec<S>> = BTreeMap::new();
+    for (key, samples) in tracks {
+        by.entry(key).or_default().extend(samples);
+    }
+    by.into_iter().map(move |(key, mut samples)| {
+        samples.sort_by_key(&ns);
+        (key, samples)
+    })
 }

@@ -82,7 +82,8 @@ use std::io::{self, Write};
 
 use super::Format;
 use super::lanes::{Edge, Lanes};
-use super::trace_event::{self, Dialect, nearest_micros};
+use super::trace_event::{self, Dialect, LaneEdges, nearest_micros};
+use crate::decode::pieces::{Pieces, SpanSource};
 use crate::trace::{Span, Trace};
 
 /// Options of the Kineto dialect: the [`Format`] to hand to
@@ -120,7 +121,7 @@ impl Options {
             poll_category: "cpu_op",
             op_ids: true,
             flow: "fwdbwd",
-            times: Some(|spans, lanes, origin, _| kineto_times(spans, lanes, origin)),
+            times: Some(kineto_times),
             whole_micros: false,
             async_spans: false,
             memory: false,
@@ -141,6 +142,16 @@ impl Format for Options {
     fn write(&self, trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
         trace_event::write(trace, out, &self.dialect(trace))
     }
+
+    fn write_captures(
+        &self,
+        captures: &[&crate::Capture],
+        out: &mut dyn Write,
+    ) -> Option<io::Result<()>> {
+        let pieces = Pieces::new(captures)?;
+        let dialect = self.dialect(pieces.trace());
+        Some(trace_event::write_from(&pieces, out, &dialect))
+    }
 }
 
 /// Streams `trace` in the Kineto dialect into `out`. Memory use does not depend on the trace
@@ -159,15 +170,28 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Resu
 /// time instead, on the whole microsecond nearest its middle, or the first one after the edge
 /// placed last (zero-length siblings may share one). An op with children contains its
 /// children's whole microseconds.
-fn kineto_times(spans: &[Span], lanes: &Lanes, origin: u64) -> Option<Vec<(u64, u64)>> {
+///
+/// `spans` may be one piece of a thread (whole trees): `last` carries each lane's last edge
+/// over to the next piece, so that a thread placed piece by piece gets the times it gets
+/// whole. There an [`Edge::End`] is an ordinary end, and an [`Edge::Begin`] marks the end
+/// of an op placed to last no time, on whose microsecond the next such op may go.
+fn kineto_times(
+    spans: &[Span],
+    lanes: &Lanes,
+    origin: u64,
+    last: &mut LaneEdges,
+) -> Option<Vec<(u64, u64)>> {
     let mut sequences: Vec<Vec<Edge>> = vec![Vec::new(); lanes.count() as usize];
     lanes.walk(spans, |edge| {
         let (Edge::Begin(i) | Edge::End(i)) = edge;
         sequences[lanes.lane(i) as usize].push(edge);
     });
+    if last.len() < sequences.len() {
+        last.resize(sequences.len(), None);
+    }
     let mut out = vec![(0, 0); spans.len()];
-    for sequence in &sequences {
-        place(spans, sequence, origin, &mut out);
+    for (sequence, last) in sequences.iter().zip(last.iter_mut()) {
+        place(spans, sequence, origin, &mut out, last);
     }
     Some(out)
 }
@@ -189,10 +213,20 @@ fn end_after(ns: u64, last: Option<u64>, begin: u64) -> u64 {
     }
 }
 
-/// Places the spans of one lane, whose edges `sequence` lists in order; see [`kineto_times`].
-fn place(spans: &[Span], sequence: &[Edge], origin: u64, out: &mut [(u64, u64)]) {
+/// Places the spans of one lane, whose edges `sequence` lists in order, after the lane's
+/// edge placed before them, `before` (set to the last one placed); see [`kineto_times`].
+fn place(
+    spans: &[Span],
+    sequence: &[Edge],
+    origin: u64,
+    out: &mut [(u64, u64)],
+    before: &mut Option<(Edge, u64)>,
+) {
     // The edge placed last, and whether it was the end of an op that lasts no time.
-    let (mut last, mut point) = (None, false);
+    let (mut last, mut point) = match *before {
+        None => (None, false),
+        Some((edge, ns)) => (Some(ns), matches!(edge, Edge::Begin(_))),
+    };
     // The begin of each op with children that has begun and not ended.
     let mut open: Vec<u64> = Vec::new();
     let mut k = 0;
@@ -239,6 +273,8 @@ fn place(spans: &[Span], sequence: &[Edge], origin: u64, out: &mut [(u64, u64)])
             }
         }
     }
+    // Pieces are whole trees: what is carried over is an end.
+    *before = last.map(|ns| (if point { Edge::Begin(0) } else { Edge::End(0) }, ns));
 }
 
 #[cfg(test)]
@@ -383,6 +419,50 @@ mod tests {
         parents
     }
 
+    /// A thread placed piece by piece (whole trees, split where nothing is open), carrying
+    /// each lane's last edge from one piece to the next, gets the times it gets whole: also
+    /// where a piece ends on an op that lasts no time.
+    #[test]
+    fn kineto_times_of_pieces_are_the_whole_threads() {
+        let (mut split, mut on_points) = (0, 0);
+        for seed in 1..100u64 {
+            let spans = random_spans(seed * 0x51_7cc1_b727, 400, false);
+            let whole = kineto_times(&spans, &Lanes::assign(&spans), 7, &mut Vec::new()).unwrap();
+            // Where nothing is open: a top-level span that begins after every span before it
+            // ended.
+            let mut cuts = vec![0];
+            let mut end = 0;
+            for (i, span) in spans.iter().enumerate() {
+                if i > 0 && span.parent.is_none() && span.start_ns >= end && i % 3 == 0 {
+                    cuts.push(i);
+                }
+                end = end.max(span.end_ns);
+            }
+            cuts.push(spans.len());
+            split += cuts.len() - 2;
+            let (mut last, mut pieces) = (Vec::new(), Vec::new());
+            for w in cuts.windows(2) {
+                let base = w[0] as u32;
+                let piece: Vec<Span> = spans[w[0]..w[1]]
+                    .iter()
+                    .map(|s| Span {
+                        parent: s.parent.map(|p| p - base),
+                        ..s.clone()
+                    })
+                    .collect();
+                let lanes = Lanes::assign(&piece);
+                pieces.extend(kineto_times(&piece, &lanes, 7, &mut last).unwrap());
+                on_points += usize::from(matches!(last[0], Some((Edge::Begin(_), _))));
+            }
+            assert_eq!(pieces, whole, "seed {seed}");
+        }
+        assert!(split > 500, "{split} splits");
+        assert!(
+            on_points > 10,
+            "{on_points} pieces end on an op that lasts no time"
+        );
+    }
+
     /// Both readers of the Kineto dialect rebuild each lane's call stacks: the TensorBoard
     /// plugin, from the times as written, gives every op its parent; HolisticTraceAnalysis,
     /// after its rounding (start up, end down to whole microseconds), reads no op as lasting
@@ -398,7 +478,7 @@ mod tests {
         for seed in 1..200u64 {
             let spans = random_spans(seed * 0x9e37_79b9, 400, seed % 3 == 0);
             let lanes = Lanes::assign(&spans);
-            let times = kineto_times(&spans, &lanes, 0).unwrap();
+            let times = kineto_times(&spans, &lanes, 0, &mut Vec::new()).unwrap();
             let ns = |i: u32| {
                 let (s, e) = times[i as usize];
                 assert!(s <= e, "seed {seed}: {i}");

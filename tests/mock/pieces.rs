@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::common::{scratch, serial_mock};
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, perfetto, write_file, write_file_from_captures};
+use tickscope::export::{Format, kineto, perfetto, write_file, write_file_from_captures};
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, counter, instant, scope};
 
@@ -178,6 +178,20 @@ fn nested_threads_are_written_with_the_same_bytes() {
     let (whole, pieces) = both(&captures, &unix, "pieces-nested-unix.json");
     assert!(whole == pieces, "Chrome JSON on Unix time differs");
 
+    // Kineto's dialect moves times (whole microseconds for its readers): the pieces carried
+    // each lane's last edge over.
+    let (whole, pieces) = both(
+        &captures,
+        &kineto::Options::new(0, 1),
+        "pieces-nested.kineto.json",
+    );
+    assert!(whole == pieces, "Kineto JSON differs");
+    let (_, doc) = chrome_events(&pieces);
+    let counts = kinds(&doc);
+    for name in ["request", "parse", "handle", "query"] {
+        assert_eq!(counts[&("X".into(), name.into())], 2 * ITERATIONS as usize);
+    }
+
     let (whole, pieces) = both(
         &captures,
         &perfetto::Options::new(),
@@ -208,6 +222,12 @@ fn a_lane_first_needed_in_a_later_piece_gives_the_same_events() {
         .filter(|e| e["args"]["name"] == "worker-1 (overlapping scopes 1)")
         .count();
     assert_eq!(lane, 1, "the extra lane is named once");
+
+    let kineto = kineto::Options::new(0, 1);
+    let (whole, pieces) = both(&captures, &kineto, "pieces-lanes.kineto.json");
+    let (whole, pieces) = (chrome_events(&whole).0, chrome_events(&pieces).0);
+    assert_eq!(whole.len(), pieces.len());
+    assert!(whole == pieces, "the Kineto events differ");
 
     let (whole, pieces) = both(&captures, &perfetto::Options::new(), "pieces-lanes.pftrace");
     let (mut a, mut b) = (packets(&whole), packets(&pieces));

@@ -51,20 +51,124 @@ pub(super) fn gunzip(
         Err(e) => return Err(ReadError::io(path, "cannot decompress", e)),
     };
     if out.len() as u64 > limit {
-        return Err(ReadError {
-            path: path.map(Path::to_path_buf),
-            offset: None,
-            what: format!(
-                "gzipped, it decompresses to more than {limit} bytes ({GZIP_MAX_RATIO} times its \
-                 {} bytes plus {} MiB): not read, as no capture compresses that well (a gzip \
-                 bomb?)",
-                gz.len(),
-                GZIP_ALLOWANCE >> 20
-            ),
-            io: None,
-        });
+        return Err(bomb(path, limit, gz.len() as u64));
     }
     Ok((out, cut))
+}
+
+/// A gzipped capture decompressed into a temporary file ([`gunzip_to_file`]).
+#[cfg(all(unix, feature = "gzip"))]
+pub(super) struct Gunzipped {
+    /// The temporary file, removed from its folder.
+    pub(super) file: std::fs::File,
+    /// Its length.
+    pub(super) len: u64,
+    /// The warning of a gzip stream cut short.
+    pub(super) cut: Option<String>,
+}
+
+/// The gzipped capture file `gz` (of `len` bytes, read from its start) decompressed into a
+/// temporary file of its own, with [`gunzip`]'s bound and its warning of a stream cut short:
+/// the file is removed from its folder at once, and goes when the last handle to it closes,
+/// so that the capture's records are read from it chunk by chunk, as from a plain file,
+/// instead of held in memory. `None` when no temporary file can be made (the capture is then
+/// decompressed into memory).
+#[cfg(all(unix, feature = "gzip"))]
+pub(super) fn gunzip_to_file(
+    gz: &std::fs::File,
+    len: u64,
+    path: &Path,
+    on_read: &(dyn Fn(u64) + Sync),
+) -> Option<Result<Gunzipped, ReadError>> {
+    use std::io::{BufReader, Seek, SeekFrom, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir();
+    let temporary = dir.join(format!(
+        ".tickscope-gunzip-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut out = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .ok()?;
+    // Gone from the folder now: nothing is left behind, whatever happens next.
+    std::fs::remove_file(&temporary).ok()?;
+    let limit = gzip_limit(usize::try_from(len).unwrap_or(usize::MAX));
+    /// The compressed bytes read so far, told to `on_read`.
+    struct Counted<'a, R> {
+        inner: R,
+        read: u64,
+        on_read: &'a (dyn Fn(u64) + Sync),
+    }
+    impl<R: Read> Read for Counted<'_, R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            (self.on_read)(self.read);
+            Ok(n)
+        }
+    }
+    let mut source = gz;
+    if let Err(e) = source.seek(SeekFrom::Start(0)) {
+        return Some(Err(ReadError::io(Some(path), "cannot read", e)));
+    }
+    let counted = Counted {
+        inner: BufReader::with_capacity(256 << 10, source),
+        read: 0,
+        on_read,
+    };
+    let mut decoder = flate2::read::MultiGzDecoder::new(counted).take(limit.saturating_add(1));
+    let mut buffer = vec![0u8; 256 << 10];
+    let mut written = 0u64;
+    let cut = loop {
+        match decoder.read(&mut buffer) {
+            Ok(0) => break None,
+            Ok(n) => {
+                if let Err(e) = out.write_all(&buffer[..n]) {
+                    let what = format!("cannot decompress into {}", dir.display());
+                    return Some(Err(ReadError::io(Some(path), &what, e)));
+                }
+                written += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if written > 0 => {
+                break Some(format!(
+                    "the gzip stream ends early or is damaged ({e}) after {written} \
+                     decompressed bytes: they are read as they are, as a file cut there"
+                ));
+            }
+            Err(e) => return Some(Err(ReadError::io(Some(path), "cannot decompress", e))),
+        }
+    };
+    if written > limit {
+        return Some(Err(bomb(Some(path), limit, len)));
+    }
+    Some(Ok(Gunzipped {
+        file: out,
+        len: written,
+        cut,
+    }))
+}
+
+/// The error of a gzipped input of `compressed` bytes that decompresses past `limit`.
+#[cfg(feature = "gzip")]
+fn bomb(path: Option<&Path>, limit: u64, compressed: u64) -> ReadError {
+    ReadError {
+        path: path.map(Path::to_path_buf),
+        offset: None,
+        what: format!(
+            "gzipped, it decompresses to more than {limit} bytes ({GZIP_MAX_RATIO} times its \
+             {compressed} bytes plus {} MiB): not read, as no capture compresses that well (a \
+             gzip bomb?)",
+            GZIP_ALLOWANCE >> 20
+        ),
+        io: None,
+    }
 }
 
 /// Without the `gzip` feature a gzipped capture is an error that says so.

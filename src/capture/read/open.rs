@@ -83,7 +83,9 @@ impl Capture {
     /// capture is decoded or written, a chunk at a time. The memory the captures take is then
     /// a few words per event chunk and their tables, whatever the file's size; the file must
     /// stay as it is while they are used (records it lost since read as cut there). A gzipped
-    /// file is decompressed into memory, whole.
+    /// file is decompressed into a temporary file (in [`std::env::temp_dir`], removed from
+    /// its folder at once; on Unix, and into memory where no such file can be made), read
+    /// the same way.
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         Self::read_all_with_progress(path, &|_| {})
     }
@@ -108,7 +110,7 @@ impl Capture {
     /// unknown kind, which [`Capture::read_all`] refuses, is counted here (decoding the
     /// capture reads the records and stops a chunk at it). A session without footer (salvaged)
     /// is read as [`Capture::read_all`] reads it, records and all, as only they say where its
-    /// window ends. A gzipped file is decompressed whole.
+    /// window ends. A gzipped file is decompressed whole first.
     ///
     /// ```
     /// let prof = tickscope::Profiler::builder().current_thread().start();
@@ -181,7 +183,8 @@ impl Capture {
 
 /// The sessions of the file at `path`, of its first `limit` bytes when given: read chunk by
 /// chunk and left in the file ([`Input::File`]; only chunk headers and tables when `skim`),
-/// or, gzipped or not a regular file, read whole into memory.
+/// gzipped ones first decompressed into a temporary file (on Unix), or, not a regular file,
+/// read whole into memory.
 pub(in crate::capture) fn read_path(
     path: &Path,
     limit: Option<u64>,
@@ -193,10 +196,24 @@ pub(in crate::capture) fn read_path(
     let file = File::open(path).map_err(cannot_read)?;
     let metadata = file.metadata().map_err(cannot_read)?;
     let mut magic = [0u8; 2];
-    let lazy = cfg!(any(unix, windows))
-        && metadata.is_file()
-        && crate::capture::file::read_at(&file, &mut magic, 0) == 2
-        && !is_gzip(&magic);
+    let magic_read = metadata.is_file() && crate::capture::file::read_at(&file, &mut magic, 0) == 2;
+    // A gzipped file: decompressed into a temporary file, whose records are then read as a
+    // plain file's are, chunk by chunk.
+    #[cfg(all(unix, feature = "gzip"))]
+    if magic_read
+        && is_gzip(&magic)
+        && limit.is_none()
+        && let Some(plain) = super::gzip::gunzip_to_file(&file, metadata.len(), path, on_read)
+    {
+        let super::gzip::Gunzipped { file, len, cut } = plain?;
+        let mut sessions = read_lazily(file, len, skim, &|_| {}, path)?;
+        if let (Some(cut), Some(last)) = (cut, sessions.last_mut()) {
+            last.warnings.push(cut);
+        }
+        on_read(metadata.len());
+        return Ok(sessions);
+    }
+    let lazy = cfg!(any(unix, windows)) && magic_read && !is_gzip(&magic);
     if !lazy {
         let mut bytes = crate::capture::read_file(path, on_read).map_err(cannot_read)?;
         if let Some(limit) = limit {
@@ -205,6 +222,20 @@ pub(in crate::capture) fn read_path(
         return parse(bytes, Some(path));
     }
     let size = limit.map_or(metadata.len(), |limit| limit.min(metadata.len()));
+    let sessions = read_lazily(file, size, skim, on_read, path)?;
+    on_read(size);
+    Ok(sessions)
+}
+
+/// The sessions of the first `size` bytes of `file` (read from `path`), read chunk by chunk
+/// and left in the file ([`Input::File`]; only chunk headers and tables when `skim`).
+fn read_lazily(
+    file: File,
+    size: u64,
+    skim: bool,
+    on_read: &(dyn Fn(u64) + Sync),
+    path: &Path,
+) -> Result<Vec<Capture>, ReadError> {
     let len = usize::try_from(size).map_err(|_| {
         ReadError::io(
             Some(path),
@@ -223,7 +254,7 @@ pub(in crate::capture) fn read_path(
         on_read,
         reported: 0,
     };
-    let sessions = Parser {
+    Parser {
         input: Input::File {
             file: Arc::clone(&file),
             skim,
@@ -236,9 +267,7 @@ pub(in crate::capture) fn read_path(
     .map_err(|mut e| {
         e.path = Some(path.to_path_buf());
         e
-    })?;
-    on_read(size);
-    Ok(sessions)
+    })
 }
 
 /// Tells the OS that `file` is read at scattered places (chunk headers, skimming): without

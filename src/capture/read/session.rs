@@ -372,14 +372,7 @@ impl Session {
                 "the session at byte {} has no clock chunk: its ticks are taken as nanoseconds",
                 self.offset
             ));
-            ClockPairs {
-                start: Calibration::default(),
-                stop: Calibration::default(),
-                ns_per_tick: None,
-                compensation: Compensation::Unknown,
-                source: None,
-                checkpoints: Vec::new(),
-            }
+            ClockPairs::nanoseconds()
         });
         let overwritten_events = footer.as_ref().map_or(0, |f| f.overwritten_events);
         // Salvaged now, or when read before and written back with its footer since.

@@ -1,14 +1,11 @@
 //! The session header, string table and session footer chunks.
 
-use crate::record::memory::MemoryMode;
-
 use super::bytes::{u16_at, u32_at, u64_at};
 use super::errors::ReadError;
 use crate::capture::Header;
+pub(super) use crate::capture::footer::Footer;
 use crate::capture::format::{
-    CHUNK_HEADER, FOOTER_MEMORY, FOOTER_MEMORY_COUNTS, FORMAT_VERSION, SESSION_FOOTER_LEN,
-    SESSION_FOOTER_LEN_CUT, SESSION_FOOTER_LEN_OVERWRITTEN, SESSION_FOOTER_LEN_SALVAGED,
-    SESSION_HEADER_FIXED,
+    CHUNK_HEADER, FORMAT_VERSION, SESSION_FOOTER_LEN, SESSION_HEADER_FIXED,
 };
 
 /// The session header chunk's content, at `pos`.
@@ -106,52 +103,15 @@ impl StringTable {
     }
 }
 
-/// What a session footer says.
-pub(super) struct Footer {
-    pub(super) start_tick: u64,
-    pub(super) end_tick: u64,
-    pub(super) records: u64,
-    pub(super) dropped_events: u64,
-    pub(super) memory: MemoryMode,
-    /// Events a flight recorder overwrote (0 in a footer of 40 bytes).
-    pub(super) overwritten_events: u64,
-    /// A flight recorder's window start common to every thread (in a footer of 56 bytes).
-    pub(super) cut_start: Option<u64>,
-    /// The bytes a session salvaged when read before, and written back since, lost at its
-    /// cut (in a footer of 64 bytes).
-    pub(super) salvaged: Option<u64>,
-}
-
 /// The session footer chunk's content, at `pos`.
 pub(super) fn footer(pos: usize, content: &[u8]) -> Result<Footer, ReadError> {
-    if content.len() < SESSION_FOOTER_LEN {
-        return Err(ReadError::at(
+    Footer::parse(content).ok_or_else(|| {
+        ReadError::at(
             pos,
             format!(
                 "the session footer holds {} bytes, fewer than its {SESSION_FOOTER_LEN}",
                 content.len()
             ),
-        ));
-    }
-    Ok(Footer {
-        start_tick: u64_at(content, 0),
-        end_tick: u64_at(content, 8),
-        records: u64_at(content, 16),
-        dropped_events: u64_at(content, 24),
-        memory: match u32_at(content, 32) {
-            flags if flags & FOOTER_MEMORY == 0 => MemoryMode::Off,
-            flags if flags & FOOTER_MEMORY_COUNTS != 0 => MemoryMode::Counts,
-            _ => MemoryMode::Timeline,
-        },
-        overwritten_events: match content.len() >= SESSION_FOOTER_LEN + 8 {
-            true => u64_at(content, SESSION_FOOTER_LEN),
-            false => 0,
-        },
-        cut_start: (content.len() >= SESSION_FOOTER_LEN_CUT)
-            .then(|| u64_at(content, SESSION_FOOTER_LEN_OVERWRITTEN))
-            .filter(|&tick| tick != u64::MAX),
-        salvaged: (content.len() >= SESSION_FOOTER_LEN_SALVAGED)
-            .then(|| u64_at(content, SESSION_FOOTER_LEN_CUT))
-            .and_then(|marked| marked.checked_sub(1)),
+        )
     })
 }

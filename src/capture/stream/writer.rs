@@ -15,9 +15,10 @@ use crate::record::pool::StreamPool;
 use crate::record::registry::{self, Untracked};
 use crate::record::sync::lock;
 
+use super::super::footer::Footer;
 use super::super::format::{CLOCK, CLOCK_VERSION, SESSION_FOOTER, SESSION_FOOTER_VERSION};
 use super::super::read::NO_FOOTER;
-use super::super::write::{Footer, Writer, clock_content};
+use super::super::write::{Writer, clock_content};
 use super::super::{Capture, ClockPairs};
 use super::state::{annotate, first_chunks, trim_to_whole_chunks};
 use super::{Counted, MAX_STREAM_CHUNKS, POLL, State, StreamOptions, StreamStats, TAIL_EVERY};
