@@ -9,7 +9,8 @@
 # with examples/big_capture.rs into
 # target/bcap/big-MIB.tscope (kept for the next run; delete it when done, or set CLEAN=1 to
 # delete it and the outputs at the end), then runs each command under `/usr/bin/time -v` and
-# prints one line per command: peak RSS in MB and wall time in seconds. TICKSCOPE: another
+# prints one line per command (its gzipped copy too, beside it: `table` and `convert -o
+# .json` of it): peak RSS in MB and wall time in seconds. TICKSCOPE: another
 # build of the command to measure (say of main), else this tree's release build. FORMATS:
 # the `convert` outputs to measure (default "folded pb json pftrace otlp.json"; above 4000
 # MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
@@ -74,10 +75,22 @@ for ext in $formats; do
     measure "convert -o .$ext" convert "$capture" -o "$o"
     [ -L "$o" ] || rm -f "$o"
 done
+# Kineto's dialect of Chrome JSON.
+o=$(out kineto.json)
+measure "convert --kineto -o .json" convert "$capture" --kineto -o "$o"
+[ -L "$o" ] || rm -f "$o"
+# A gzipped copy of the capture (made once, kept beside it): decompressed into a temporary
+# file, then read as the plain file is.
+gz=$capture.gz
+[ -s "$gz" ] || gzip -1 -c "$capture" >"$gz"
+measure "table (gzipped)" table "$gz"
+o=$(out gz.json)
+measure "convert -o .json (gzipped)" convert "$gz" -o "$o"
+[ -L "$o" ] || rm -f "$o"
 o=$(out merged.tscope)
 measure "merge" merge "$capture" -o "$o"
 [ -L "$o" ] || rm -f "$o"
 rm -f "$dir"/out.*
 if [ "${CLEAN:-0}" = 1 ]; then
-    rm -f "$capture"
+    rm -f "$capture" "$capture.gz"
 fi
