@@ -65,7 +65,6 @@ use std::io::{self, Write};
 use super::Format;
 use super::lanes::{Edge, Lanes};
 use super::trace_event::{self, Dialect, LaneEdges};
-use crate::decode::pieces::{Pieces, SpanSource};
 use crate::trace::{Span, Trace};
 
 /// Where `ts` counts from.
@@ -154,9 +153,7 @@ impl Format for Options {
         captures: &[&crate::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
-        let pieces = Pieces::new(captures)?;
-        let dialect = self.dialect(pieces.trace());
-        Some(trace_event::write_from(&pieces, out, &dialect))
+        trace_event::write_captures(captures, out, |trace| self.dialect(trace))
     }
 }
 

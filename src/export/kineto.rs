@@ -83,7 +83,6 @@ use std::io::{self, Write};
 use super::Format;
 use super::lanes::{Edge, Lanes};
 use super::trace_event::{self, Dialect, LaneEdges, nearest_micros};
-use crate::decode::pieces::{Pieces, SpanSource};
 use crate::trace::{Span, Trace};
 
 /// Options of the Kineto dialect: the [`Format`] to hand to
@@ -148,9 +147,7 @@ impl Format for Options {
         captures: &[&crate::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
-        let pieces = Pieces::new(captures)?;
-        let dialect = self.dialect(pieces.trace());
-        Some(trace_event::write_from(&pieces, out, &dialect))
+        trace_event::write_captures(captures, out, |trace| self.dialect(trace))
     }
 }
 

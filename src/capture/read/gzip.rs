@@ -71,8 +71,8 @@ pub(super) struct Gunzipped {
 /// temporary file of its own, with [`gunzip`]'s bound and its warning of a stream cut short:
 /// the file is removed from its folder at once, and goes when the last handle to it closes,
 /// so that the capture's records are read from it chunk by chunk, as from a plain file,
-/// instead of held in memory. `None` when no temporary file can be made (the capture is then
-/// decompressed into memory).
+/// instead of held in memory. `None` when no temporary file can be made or written (its
+/// folder is full): the capture is then decompressed into memory.
 #[cfg(all(unix, feature = "gzip"))]
 pub(super) fn gunzip_to_file(
     gz: &std::fs::File,
@@ -129,9 +129,9 @@ pub(super) fn gunzip_to_file(
         match decoder.read(&mut buffer) {
             Ok(0) => break None,
             Ok(n) => {
-                if let Err(e) = out.write_all(&buffer[..n]) {
-                    let what = format!("cannot decompress into {}", dir.display());
-                    return Some(Err(ReadError::io(Some(path), &what, e)));
+                if out.write_all(&buffer[..n]).is_err() {
+                    // The folder is full (or failing): into memory, as without it.
+                    return None;
                 }
                 written += n as u64;
             }

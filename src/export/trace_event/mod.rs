@@ -19,4 +19,4 @@ mod threads;
 mod writer;
 
 pub(crate) use dialect::{Dialect, LaneEdges, Times};
-pub(crate) use writer::{nearest_micros, pids, write, write_from};
+pub(crate) use writer::{nearest_micros, pids, write, write_captures};

@@ -5,7 +5,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use std::io::{self, Write};
 
 use super::dialect::{Dialect, LaneEdges};
-use crate::decode::pieces::SpanSource;
+use crate::decode::pieces::{Pieces, SpanSource};
 use crate::export::json;
 use crate::record::callsite::Callsite;
 use crate::trace::{Compensation, Number, Process, SpanRef, Trace};
@@ -16,6 +16,19 @@ const BLOCK: usize = 64 * 1024;
 /// Streams `trace` as Trace Event JSON in `dialect` into `out`.
 pub(crate) fn write(trace: &Trace, out: &mut dyn Write, dialect: &Dialect) -> io::Result<()> {
     write_from(trace, out, dialect)
+}
+
+/// What a dialect's [`Format::write_captures`](crate::export::Format::write_captures) does:
+/// the trace of `captures` written as they are decoded, piece by piece ([`Pieces`]), in the
+/// dialect `dialect` makes of it; `None` where they cannot be written so.
+pub(crate) fn write_captures(
+    captures: &[&crate::Capture],
+    out: &mut dyn Write,
+    dialect: impl FnOnce(&Trace) -> Dialect,
+) -> Option<io::Result<()>> {
+    let pieces = Pieces::new(captures)?;
+    let dialect = dialect(pieces.trace());
+    Some(write_from(&pieces, out, &dialect))
 }
 
 /// Streams the trace of `source` as Trace Event JSON in `dialect` into `out`, each thread's
