@@ -82,7 +82,10 @@ measure "convert --kineto -o .json" convert "$capture" --kineto -o "$o"
 # A gzipped copy of the capture (made once, kept beside it): decompressed into a temporary
 # file, then read as the plain file is.
 gz=$capture.gz
-[ -s "$gz" ] || gzip -1 -c "$capture" >"$gz"
+if [ ! -s "$gz" ]; then
+    gzip -1 -c "$capture" >"$gz.part"
+    mv "$gz.part" "$gz"
+fi
 measure "table (gzipped)" table "$gz"
 o=$(out gz.json)
 measure "convert -o .json (gzipped)" convert "$gz" -o "$o"

@@ -1,5 +1,5 @@
 //! Decoding captures thread by thread in pieces, for the exports that write spans as they come
-//! (Chrome JSON, Perfetto, OTLP/JSON) in memory bounded by the scopes open at once, not by the
+//! (Chrome JSON and its Kineto dialect, Perfetto, OTLP/JSON) in memory bounded by the scopes open at once, not by the
 //! captures' size.
 //!
 //! A piece is a run of a thread's spans that are whole trees: it is handed over between

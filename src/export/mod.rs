@@ -132,8 +132,8 @@ pub trait Format {
 /// Writes the trace `captures` decode to in `format` to the file at `path`, as
 /// [`write_file`] does with `Trace::from_captures(captures)`, and with the same bytes; but
 /// without decoding the trace whole when the format can write the captures as they are
-/// decoded ([`Format::write_captures`]: folded stacks, pprof profiles, Chrome JSON and
-/// Perfetto traces), so that the memory taken does not grow with the captures' size. What
+/// decoded ([`Format::write_captures`]: folded stacks, pprof profiles, Chrome JSON (Kineto's
+/// dialect too) and Perfetto traces), so that the memory taken does not grow with the captures' size. What
 /// `tickscope convert` does.
 ///
 /// ```

@@ -294,6 +294,44 @@ fn gzipped_files_read_back_the_same() {
     assert_eq!(chrome_json(&a.decode()), chrome_json(&b.decode()));
 }
 
+/// Read from a file, a gzipped capture is decompressed into a temporary file that only its
+/// user may read and that no folder lists: the captures hold it open while they live.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_gzipped_file_is_decompressed_into_a_private_unlisted_temporary_file() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let prof = rich_session();
+    let gz = scratch("private.tscope.gz");
+    prof.write_capture(&gz).unwrap();
+    // This process's open temporary copies (other tests may hold some too): (target, mode).
+    let temporaries = || -> Vec<(String, u32)> {
+        let prefix = format!(".tickscope-gunzip-{}-", std::process::id());
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| {
+                let fd = e.ok()?.path();
+                let target = std::fs::read_link(&fd).ok()?.to_string_lossy().into_owned();
+                let mode = std::fs::metadata(&fd).ok()?.permissions().mode();
+                target.contains(&prefix).then_some((target, mode & 0o777))
+            })
+            .collect()
+    };
+    let captures = Capture::read_all(&gz).unwrap();
+    let held = temporaries();
+    assert!(!held.is_empty(), "no temporary file held");
+    for (target, mode) in &held {
+        assert!(target.ends_with(" (deleted)"), "{target} is listed");
+        assert_eq!(*mode, 0o600, "{target}");
+    }
+    let plain = scratch("private.tscope");
+    prof.write_capture(&plain).unwrap();
+    assert_eq!(
+        chrome_json(&captures[0].decode()),
+        chrome_json(&Capture::read(&plain).unwrap().decode())
+    );
+}
+
 /// A gzip bomb (members of 1 MiB of zeros, 1 KiB each, one after the other) is an error
 /// once it decompresses past 64 times its size plus 64 MiB, not read into memory whole.
 #[test]

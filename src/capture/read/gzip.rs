@@ -81,6 +81,7 @@ pub(super) fn gunzip_to_file(
     on_read: &(dyn Fn(u64) + Sync),
 ) -> Option<Result<Gunzipped, ReadError>> {
     use std::io::{BufReader, Seek, SeekFrom, Write};
+    use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -90,24 +91,36 @@ pub(super) fn gunzip_to_file(
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
+    // Made anew (never through a link or over a file there), readable by this user only, and
+    // gone from the folder at once: nothing is left behind, whatever happens next.
     let mut out = std::fs::File::options()
         .read(true)
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(&temporary)
         .ok()?;
-    // Gone from the folder now: nothing is left behind, whatever happens next.
-    std::fs::remove_file(&temporary).ok()?;
+    if std::fs::remove_file(&temporary).is_err() {
+        drop(out);
+        let _ = std::fs::remove_file(&temporary);
+        return None;
+    }
     let limit = gzip_limit(usize::try_from(len).unwrap_or(usize::MAX));
-    /// The compressed bytes read so far, told to `on_read`.
+    /// The compressed bytes read so far, told to `on_read`; and the error of reading them,
+    /// kept apart from the decoder's (a damaged stream).
     struct Counted<'a, R> {
         inner: R,
         read: u64,
         on_read: &'a (dyn Fn(u64) + Sync),
+        failed: Option<std::io::Error>,
     }
     impl<R: Read> Read for Counted<'_, R> {
         fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = self.inner.read(buf)?;
+            let n = self.inner.read(buf).inspect_err(|e| {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    self.failed = Some(std::io::Error::new(e.kind(), e.to_string()));
+                }
+            })?;
             self.read += n as u64;
             (self.on_read)(self.read);
             Ok(n)
@@ -121,6 +134,7 @@ pub(super) fn gunzip_to_file(
         inner: BufReader::with_capacity(256 << 10, source),
         read: 0,
         on_read,
+        failed: None,
     };
     let mut decoder = flate2::read::MultiGzDecoder::new(counted).take(limit.saturating_add(1));
     let mut buffer = vec![0u8; 256 << 10];
@@ -136,6 +150,16 @@ pub(super) fn gunzip_to_file(
                 written += n as u64;
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // The file could not be read: not a damaged stream.
+            Err(_) if decoder.get_ref().get_ref().failed.is_some() => {
+                let e = decoder
+                    .get_mut()
+                    .get_mut()
+                    .failed
+                    .take()
+                    .expect("just seen");
+                return Some(Err(ReadError::io(Some(path), "cannot read", e)));
+            }
             Err(e) if written > 0 => {
                 break Some(format!(
                     "the gzip stream ends early or is damaged ({e}) after {written} \

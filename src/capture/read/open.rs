@@ -130,6 +130,8 @@ impl Capture {
         let path = path.as_ref();
         let sessions = read_path(path, None, true, &|_| {})?;
         if sessions.iter().any(|s| s.salvaged.is_some()) {
+            // Let go first: a gzipped file's temporary copy goes with them.
+            drop(sessions);
             return read_path(path, None, false, &|_| {});
         }
         Ok(sessions)

@@ -12,7 +12,8 @@ pub(crate) type Times = fn(&[Span], &Lanes, u64, &mut LaneEdges) -> Option<Vec<(
 
 /// Per lane of a thread, the last edge a dialect placed and its time: what a dialect that
 /// moves times carries from one piece of the thread to the next. Between pieces every edge
-/// placed is an end.
+/// placed is an end; the Kineto dialect marks the end of an op it placed to last no time as
+/// an [`Edge::Begin`] there.
 pub(crate) type LaneEdges = Vec<Option<(Edge, u64)>>;
 
 /// What sets one dialect of the Trace Event format apart.
