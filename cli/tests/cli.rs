@@ -2752,3 +2752,38 @@ fn merge_keeps_and_info_lists_the_origins_of_attach_captures() {
         ]
     );
 }
+
+/// A process that may write files only up to a size (`ulimit -f`) reads a gzipped capture
+/// that decompresses past it in memory, as a temporary file would end it (`SIGXFSZ`): the
+/// same table as of the plain file.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_gzipped_capture_is_read_under_a_file_size_limit() {
+    let prof = record(|_, advance| {
+        for _ in 0..4_000 {
+            let _step = scope!("step");
+            advance(10);
+        }
+    });
+    let dir = folder("gz_file_size_limit");
+    // Unpacked (16 bytes a record), the capture decompresses to more than the limit's 50 KiB.
+    let plain = unpacked_capture_file(&prof, &dir, "run.tscope");
+    let gz = unpacked_capture_file(&prof, &dir, "run.tscope.gz");
+    assert!(fs::metadata(&plain).unwrap().len() > 60 << 10);
+    let limited = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 50 && exec \"$0\" table \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_tickscope"))
+        .arg(&gz)
+        .output()
+        .unwrap();
+    assert_eq!(
+        limited.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&limited.stderr)
+    );
+    let expected = tickscope(&["table", s(&plain)]);
+    assert_eq!(expected.code, 0, "{}", expected.stderr);
+    assert_eq!(String::from_utf8(limited.stdout).unwrap(), expected.stdout);
+}

@@ -133,8 +133,10 @@ pub trait Format {
 /// [`write_file`] does with `Trace::from_captures(captures)`, and with the same bytes; but
 /// without decoding the trace whole when the format can write the captures as they are
 /// decoded ([`Format::write_captures`]: folded stacks, pprof profiles, Chrome JSON (Kineto's
-/// dialect too) and Perfetto traces), so that the memory taken does not grow with the captures' size. What
-/// `tickscope convert` does.
+/// dialect too) and Perfetto traces), so that the memory taken does not grow with the
+/// captures' size. What `tickscope convert` does. (Written so, a thread's extra tracks for
+/// scopes dropped out of order may be named later in a Chrome or Kineto file, and their
+/// Perfetto packets interleaved otherwise: the same events.)
 ///
 /// ```
 /// use tickscope::export::{folded, write_file, write_file_from_captures};

@@ -33,6 +33,7 @@ mod alloc_counts_states;
 // Capture files, exports written to files, the summary table.
 mod capture_file;
 mod files;
+mod gzip_and_kineto;
 mod origins;
 mod packed;
 mod table_summary;

@@ -379,3 +379,92 @@ fn a_flight_recorders_window_and_a_salvaged_session_give_the_same_bytes() {
     assert!(salvaged[0].warnings().iter().any(|w| w.contains("footer")));
     same_bytes(&salvaged, "pieces-salvaged");
 }
+
+/// Top-level scopes of no length, back to back on one nanosecond or a few apart,
+/// thousands of them (piece boundaries fall between zero-length siblings, whose Kineto
+/// microseconds carry over), nested ones of no length, and a thread whose scope is open at
+/// the stop: Kineto and Chrome JSON from pieces are the whole trace's, byte for byte.
+#[test]
+fn zero_length_top_level_scopes_give_the_same_bytes() {
+    let captures = {
+        let (_serial, m) = serial_mock();
+        let prof = Profiler::builder().current_thread().start();
+        for t in 0..3u64 {
+            let m = m.clone();
+            tickscope::thread::spawn(move || {
+                for i in 0..4_000u64 {
+                    {
+                        let _z = scope!("zero");
+                    }
+                    if (i + t) % 3 == 0 {
+                        m.increment(1);
+                    }
+                    if i % 5 == 0 {
+                        let _a = scope!("a");
+                        let _b = scope!("b");
+                        m.increment(i % 2);
+                    }
+                    if i % 250 == 0 {
+                        m.increment(999);
+                    }
+                }
+            })
+            .join()
+            .unwrap();
+        }
+        // A thread whose scope is open at the stop, after many closed ones.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx2, rx2) = std::sync::mpsc::channel::<()>();
+        let mm = m.clone();
+        let h = tickscope::thread::spawn(move || {
+            for _ in 0..3_000 {
+                let _z = scope!("zero");
+            }
+            let _open = scope!("open at stop");
+            for _ in 0..2_000 {
+                let _z = scope!("zero inside");
+                mm.increment(1);
+            }
+            tx.send(()).unwrap();
+            rx2.recv().unwrap();
+        });
+        rx.recv().unwrap();
+        m.increment(7);
+        prof.stop();
+        tx2.send(()).unwrap();
+        h.join().unwrap();
+        let path = scratch("pieces-zero.tscope");
+        prof.write_capture(&path).unwrap();
+        Capture::read_all(&path).unwrap()
+    };
+    for (format, name) in [
+        (
+            &kineto::Options::new(0, 1) as &dyn Format,
+            "pieces-zero.kineto.json",
+        ),
+        (&chrome::Options::new(), "pieces-zero.json"),
+    ] {
+        let refs: Vec<&Capture> = captures.iter().collect();
+        assert!(
+            format.write_captures(&refs, &mut std::io::sink()).is_some(),
+            "{name}: written piece by piece"
+        );
+        let (whole, pieces) = both(&captures, format, name);
+        if whole != pieces {
+            let at = whole
+                .iter()
+                .zip(&pieces)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            let from = at.saturating_sub(300);
+            panic!(
+                "{name}: bytes differ at {at} (lengths {} vs {}):\nwhole:  {}\npieces: {}",
+                whole.len(),
+                pieces.len(),
+                String::from_utf8_lossy(&whole[from..(at + 300).min(whole.len())]),
+                String::from_utf8_lossy(&pieces[from..(at + 300).min(pieces.len())])
+            );
+        }
+        assert!(String::from_utf8_lossy(&whole).contains("open at stop"));
+    }
+}

@@ -57,7 +57,7 @@ pub(super) fn gunzip(
 }
 
 /// A gzipped capture decompressed into a temporary file ([`gunzip_to_file`]).
-#[cfg(all(unix, feature = "gzip"))]
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
 pub(super) struct Gunzipped {
     /// The temporary file, removed from its folder.
     pub(super) file: std::fs::File,
@@ -73,7 +73,7 @@ pub(super) struct Gunzipped {
 /// so that the capture's records are read from it chunk by chunk, as from a plain file,
 /// instead of held in memory. `None` when no temporary file can be made or written (its
 /// folder is full): the capture is then decompressed into memory.
-#[cfg(all(unix, feature = "gzip"))]
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
 pub(super) fn gunzip_to_file(
     gz: &std::fs::File,
     len: u64,
@@ -84,6 +84,11 @@ pub(super) fn gunzip_to_file(
     use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    // Past a limit on the size of files (`ulimit -f`), writing would end the process
+    // (`SIGXFSZ`): into memory then.
+    if !file_size_unlimited() {
+        return None;
+    }
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir();
     let temporary = dir.join(format!(
@@ -177,6 +182,19 @@ pub(super) fn gunzip_to_file(
         len: written,
         cut,
     }))
+}
+
+/// True when this process may write files of any size (no `RLIMIT_FSIZE`).
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
+fn file_size_unlimited() -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes the limit into `limit`, a valid `rlimit` this function owns,
+    // and reads nothing but its arguments.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } == 0;
+    got && limit.rlim_cur == libc::RLIM_INFINITY
 }
 
 /// The error of a gzipped input of `compressed` bytes that decompresses past `limit`.

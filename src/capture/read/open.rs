@@ -84,8 +84,8 @@ impl Capture {
     /// a few words per event chunk and their tables, whatever the file's size; the file must
     /// stay as it is while they are used (records it lost since read as cut there). A gzipped
     /// file is decompressed into a temporary file (in [`std::env::temp_dir`], removed from
-    /// its folder at once; on Unix, and into memory where no such file can be made), read
-    /// the same way.
+    /// its folder at once; on Linux, and into memory where no such file can be made or
+    /// written, or the process may write files only up to a size), read the same way.
     pub fn read_all(path: impl AsRef<Path>) -> Result<Vec<Capture>, ReadError> {
         Self::read_all_with_progress(path, &|_| {})
     }
@@ -185,7 +185,7 @@ impl Capture {
 
 /// The sessions of the file at `path`, of its first `limit` bytes when given: read chunk by
 /// chunk and left in the file ([`Input::File`]; only chunk headers and tables when `skim`),
-/// gzipped ones first decompressed into a temporary file (on Unix), or, not a regular file,
+/// gzipped ones first decompressed into a temporary file (on Linux), or, not a regular file,
 /// read whole into memory.
 pub(in crate::capture) fn read_path(
     path: &Path,
@@ -201,7 +201,7 @@ pub(in crate::capture) fn read_path(
     let magic_read = metadata.is_file() && crate::capture::file::read_at(&file, &mut magic, 0) == 2;
     // A gzipped file: decompressed into a temporary file, whose records are then read as a
     // plain file's are, chunk by chunk.
-    #[cfg(all(unix, feature = "gzip"))]
+    #[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
     if magic_read
         && is_gzip(&magic)
         && limit.is_none()

@@ -73,7 +73,7 @@ impl Source for FileSource<'_> {
             return Err(ReadError::at(
                 at + read,
                 format!(
-                    "the file ends after {} bytes, shorter than when its reading began ({}                      bytes): was it cut while being read?",
+                    "the file ends after {} bytes, shorter than when its reading began ({} bytes): was it cut while being read?",
                     at + read,
                     self.len
                 ),
