@@ -123,3 +123,21 @@ impl Future for YieldOnce {
 pub fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(Waker::noop()))
 }
+
+/// Where two byte strings meant to be equal (say, a file written two ways) first differ,
+/// with their lengths and 200 bytes either side of it: an assertion's message.
+pub fn first_difference(a: &[u8], b: &[u8]) -> String {
+    let at = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let from = at.saturating_sub(200);
+    format!(
+        "lengths {} vs {}, first difference at byte {at}:\nleft:  {}\nright: {}",
+        a.len(),
+        b.len(),
+        String::from_utf8_lossy(&a[from..(at + 200).min(a.len())]),
+        String::from_utf8_lossy(&b[from..(at + 200).min(b.len())])
+    )
+}

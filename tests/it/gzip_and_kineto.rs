@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use crate::common::{scratch, scratch_path};
+use crate::common::{first_difference, scratch, scratch_path};
 use tickscope::export::{Format, chrome, kineto};
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, scope};
@@ -271,22 +271,6 @@ fn kineto_both(captures: &[Capture]) -> (Vec<u8>, Vec<u8>) {
         .write(&Trace::from_captures(captures), &mut whole)
         .unwrap();
     (whole, pieces)
-}
-
-fn first_difference(a: &[u8], b: &[u8]) -> String {
-    let at = a
-        .iter()
-        .zip(b)
-        .position(|(x, y)| x != y)
-        .unwrap_or(a.len().min(b.len()));
-    let from = at.saturating_sub(200);
-    format!(
-        "lengths {} vs {}, first difference at byte {at}:\nwhole:  {}\npieces: {}",
-        a.len(),
-        b.len(),
-        String::from_utf8_lossy(&a[from..(at + 200).min(a.len())]),
-        String::from_utf8_lossy(&b[from..(at + 200).min(b.len())])
-    )
 }
 
 /// Records with the public API: several threads, several pieces each, zero-ish scopes,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::common::{scratch, serial_mock};
+use crate::common::{first_difference, scratch, serial_mock};
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::{Format, kineto, perfetto, write_file, write_file_from_captures};
 use tickscope::trace::Trace;
@@ -450,21 +450,11 @@ fn zero_length_top_level_scopes_give_the_same_bytes() {
             "{name}: written piece by piece"
         );
         let (whole, pieces) = both(&captures, format, name);
-        if whole != pieces {
-            let at = whole
-                .iter()
-                .zip(&pieces)
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
-            let from = at.saturating_sub(300);
-            panic!(
-                "{name}: bytes differ at {at} (lengths {} vs {}):\nwhole:  {}\npieces: {}",
-                whole.len(),
-                pieces.len(),
-                String::from_utf8_lossy(&whole[from..(at + 300).min(whole.len())]),
-                String::from_utf8_lossy(&pieces[from..(at + 300).min(pieces.len())])
-            );
-        }
+        assert!(
+            whole == pieces,
+            "{name}: {}",
+            first_difference(&whole, &pieces)
+        );
         assert!(String::from_utf8_lossy(&whole).contains("open at stop"));
     }
 }
