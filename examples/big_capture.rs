@@ -1,12 +1,13 @@
 //! Writes a large capture file by streaming a session ([`ProfilerBuilder::stream_to`]): `THREADS`
 //! threads (4 by default) each run the same loop of nested scopes (`request` holding
 //! `parse`, `handle` and, inside `handle`, `query`) until they recorded about `MIB` MiB of
-//! records (16 bytes each in memory; the file, its event chunks packed, holds far less). The
-//! structure (names, nesting, number of scopes) is the same on every run; only
-//! the durations vary. For measuring the `tickscope` command on big captures
-//! (`scripts/big_capture.sh`).
+//! records (16 bytes each in memory; the file, its event chunks packed, holds far less). With
+//! `outer`, each thread's loop runs inside one `worker` scope, open from its first record to
+//! its last (as a `main` or a worker loop would be). The structure (names, nesting, number of
+//! scopes) is the same on every run; only the durations vary. For measuring the `tickscope`
+//! command on big captures (`scripts/big_capture.sh`).
 //!
-//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS]`
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer]`
 //!
 //! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
 
@@ -17,10 +18,15 @@ const RECORDS_PER_ITERATION: u64 = 8;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: big_capture OUT.tscope MIB [THREADS]";
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer]";
     let path = args.next().ok_or(usage)?;
     let mib: u64 = args.next().ok_or(usage)?.parse()?;
     let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
+    let outer = match args.next().as_deref() {
+        None => false,
+        Some("outer") => true,
+        Some(_) => return Err(usage.into()),
+    };
     let iterations = (mib << 20) / 16 / RECORDS_PER_ITERATION / threads.max(1);
 
     let prof = Profiler::builder()
@@ -32,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::thread::Builder::new()
                 .name(format!("worker-{t}"))
                 .spawn(move || {
+                    let _worker = outer.then(|| scope!("worker"));
                     let mut sum = 0u64;
                     for i in 0..iterations {
                         let _request = scope!("request");
@@ -61,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.bytes_written,
         stats.records_written,
         stats.bytes_written as f64 / stats.records_written.max(1) as f64,
-        iterations * threads * 4,
+        iterations * threads * 4 + if outer { threads } else { 0 },
         stats.dropped_events
     );
     Ok(())

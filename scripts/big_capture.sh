@@ -15,7 +15,9 @@
 # the `convert` outputs to measure (default "folded pb json pftrace otlp.json"; above 4000
 # MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
 # symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
-# only the capture. Skips when /usr/bin/time is absent.
+# only the capture. OUTER=1: each thread's loop inside one scope open from its first record
+# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). Skips when /usr/bin/time
+# is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1400}
@@ -27,7 +29,13 @@ fi
 target=${CARGO_TARGET_DIR:-target}
 dir=$target/bcap
 mkdir -p "$dir"
-capture=$dir/big-$mib.tscope
+outer=()
+suffix=
+if [ "${OUTER:-0}" = 1 ]; then
+    outer=(outer)
+    suffix=-outer
+fi
+capture=$dir/big-$mib$suffix.tscope
 if [ -z "$bin" ]; then
     cargo build --quiet --release -p tickscope-cli --features otlp
     bin=$target/release/tickscope
@@ -35,7 +43,7 @@ fi
 if [ ! -s "$capture" ]; then
     cargo build --quiet --release --example big_capture
     /usr/bin/time -f 'generated in %e s, peak RSS %M KB' \
-        "$target/release/examples/big_capture" "$capture" "$mib"
+        "$target/release/examples/big_capture" "$capture" "$mib" 4 "${outer[@]}"
 fi
 sink=${SINK:-$([ "$mib" -gt 4000 ] && echo 1 || echo 0)}
 echo "capture: $capture ($(stat -c %s "$capture") bytes), command: $bin"

@@ -156,19 +156,7 @@ fn peaks(path: &Path, prof: &Profiler, scopes: u64) -> [usize; 8] {
             assert!(matches!(written, Some(Ok(()))));
         }
     });
-    let (traces, ()) = peak_of(|| {
-        let captures = Capture::read_all(path).unwrap();
-        let captures: Vec<&Capture> = captures.iter().collect();
-        for format in [
-            &chrome::Options::new() as &dyn Format,
-            &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
-            &kineto::Options::new(0, 1),
-            &perfetto::Options::new(),
-        ] {
-            let written = format.write_captures(&captures, &mut std::io::sink());
-            assert!(matches!(written, Some(Ok(()))));
-        }
-    });
+    let (traces, ()) = peak_of(|| write_traces(path));
     // OTLP/JSON holds one request of up to 8192 spans as messages (about 1 KB each).
     let (otlp, ()) = peak_of(|| {
         #[cfg(not(feature = "otlp"))]
@@ -199,6 +187,22 @@ fn peaks(path: &Path, prof: &Profiler, scopes: u64) -> [usize; 8] {
         otlp,
         tree,
     ]
+}
+
+/// Reads the captures at `path` and writes them piece by piece as Chrome JSON (both time
+/// origins), Kineto and Perfetto, into nothing.
+fn write_traces(path: &Path) {
+    let captures = Capture::read_all(path).unwrap();
+    let captures: Vec<&Capture> = captures.iter().collect();
+    for format in [
+        &chrome::Options::new() as &dyn Format,
+        &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+        &kineto::Options::new(0, 1),
+        &perfetto::Options::new(),
+    ] {
+        let written = format.write_captures(&captures, &mut std::io::sink());
+        assert!(matches!(written, Some(Ok(()))));
+    }
 }
 
 #[test]
@@ -250,6 +254,59 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
     }
     for path in [&small, &large] {
         std::fs::remove_file(path).unwrap();
+    }
+}
+
+/// A thread whose one scope (`main`) holds all its others: its trace is written from pieces
+/// that carry `main` open from one to the next, so Chrome JSON (both time origins), Kineto,
+/// Perfetto, the call tree and the table by argument take the same memory for ten times the
+/// scopes, and well under what the thread's spans would take.
+#[test]
+fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let peaks = |requests: u64, name: &str| {
+        let path = scratch(name);
+        let prof = Profiler::builder()
+            .current_thread()
+            .stream_to(&path)
+            .stream_memory(1 << 20)
+            .try_start()
+            .unwrap();
+        {
+            let _main = scope!("main");
+            for i in 0..requests {
+                let _request = scope!("request");
+                let _work = scope!("work", i = i % 3);
+            }
+        }
+        prof.stop();
+        let (traces, ()) = peak_of(|| write_traces(&path));
+        let (tree, ()) = peak_of(|| {
+            let tree = Table::from_captures(Capture::read_all(&path).unwrap()).tree(true);
+            let text = tree.to_string();
+            let work = text.lines().find(|l| l.contains("work")).unwrap();
+            assert!(work.contains(&requests.to_string()), "{text}");
+            let by_arg = Table::from_captures(Capture::read_all(&path).unwrap()).by_arg("i");
+            assert_eq!(by_arg.to_string().matches("work").count(), 3);
+        });
+        std::fs::remove_file(&path).unwrap();
+        [traces, tree]
+    };
+    let small = peaks(30_000, "open-small.tscope");
+    let large = peaks(300_000, "open-large.tscope");
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    for (what, (s, l)) in ["Chrome, Kineto + Perfetto", "tree + by arg"]
+        .into_iter()
+        .zip(small.into_iter().zip(large))
+    {
+        assert!(
+            l <= s + (256 << 10),
+            "{what}: {l} bytes at most for 600,000 spans, {s} for a tenth"
+        );
+        assert!(l < spans_bytes / 16, "{what}: {l} bytes");
     }
 }
 

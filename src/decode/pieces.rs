@@ -2,12 +2,20 @@
 //! (Chrome JSON and its Kineto dialect, Perfetto, OTLP/JSON) in memory bounded by the scopes open at once, not by the
 //! captures' size.
 //!
-//! A piece is a run of a thread's spans that are whole trees: it is handed over between
-//! top-level scopes, when nothing is open ([`Pairing::quiet`]), once it holds
-//! [`summary::WINDOW`] spans. Its spans and arguments are numbered from the piece's first
-//! span ([`Piece::base`] is that span's index in the thread), so an export writes a piece as
-//! it writes a whole thread. A thread whose scopes never all close at once (one scope open
-//! from its first record to its last) is one piece, held whole.
+//! A piece is a run of a thread's spans handed over once it holds [`summary::WINDOW`] spans:
+//! between top-level scopes, when nothing is open ([`Pairing::quiet`]), it is whole trees.
+//! On a thread whose spans all end within their parents (the first pass says so), once it
+//! holds twice that and nothing has closed them all yet, it is handed over while scopes are
+//! open ([`Pairing::can_carry`]), right after a span ended: the
+//! open spans, a chain from a top-level scope, then begin the next piece again, carried
+//! ([`Piece::carried`]), until they end. So a thread whose one scope spans all its records
+//! (a `main` or a worker loop) is still decoded a piece at a time, in memory bounded by its
+//! open scopes. Spans and arguments are numbered by their position in the piece
+//! ([`Piece::index`] gives the index in the thread).
+//!
+//! Exports that need whole trees (OTLP, which maps each piece as a trace) ask for them
+//! (`whole_trees`): there a thread whose scopes never all close at once is one piece, held
+//! whole.
 //!
 //! What the exports write besides spans (the window, processes, threads, counters, instants)
 //! comes from a first pass that sums the spans instead ([`Summary`]); captures whose trace
@@ -26,23 +34,74 @@ use super::links::Links;
 use super::pair::Pairing;
 use super::summary::{self, Summary};
 
-/// A run of one thread's spans, whole trees, with their arguments; indices (`Span::parent`,
-/// `SpanArg::span`) count from the piece's first span.
+/// A run of one thread's spans with their arguments: the spans carried from the last piece
+/// (still open when it was handed over: their begins were in it), then the spans begun since,
+/// in the order they began. Indices (`Span::parent`, `SpanArg::span`) are positions in the
+/// piece. Spans still open at its end ([`Piece::open`], their `end_ns` is `u64::MAX`) come
+/// again, carried, in the next piece; every other span ends in this one. Without carried or
+/// open spans, a piece is whole trees.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Piece<'a> {
-    /// The index of the first span in its thread.
+    /// The index in the thread of the first span after the carried ones.
     pub(crate) base: u32,
     pub(crate) spans: &'a [Span],
     /// The arguments of `spans`, in span order.
     pub(crate) args: &'a [SpanArg],
+    /// The index in the thread of each carried span (the first `carried.len()` of `spans`).
+    pub(crate) carried: &'a [u32],
+    /// The spans still open (positions in the piece, in order): a chain from a top-level
+    /// span, each the parent of the next.
+    pub(crate) open: &'a [u32],
 }
 
-impl Piece<'_> {
+impl<'a> Piece<'a> {
+    /// A whole thread's `spans` as one piece, without arguments.
+    #[cfg(test)]
+    pub(crate) fn whole(spans: &'a [Span]) -> Self {
+        Self {
+            base: 0,
+            spans,
+            args: &[],
+            carried: &[],
+            open: &[],
+        }
+    }
+
     /// The arguments of the span at `span` in the piece.
     pub(crate) fn args_of(&self, span: u32) -> &[SpanArg] {
         let start = self.args.partition_point(|a| a.span < span);
         let end = start + self.args[start..].partition_point(|a| a.span == span);
         &self.args[start..end]
+    }
+
+    /// The index in the thread of the span at `span` in the piece.
+    pub(crate) fn index(&self, span: u32) -> u32 {
+        match self.carried.get(span as usize) {
+            Some(&index) => index,
+            None => self.base + (span - self.carried.len() as u32),
+        }
+    }
+
+    /// True when the span at `span` was carried from the last piece (its begin was there).
+    pub(crate) fn is_carried(&self, span: u32) -> bool {
+        (span as usize) < self.carried.len()
+    }
+
+    /// True when the span at `span` is still open: it ends in a later piece.
+    pub(crate) fn is_open(&self, span: u32) -> bool {
+        self.open.binary_search(&span).is_ok()
+    }
+
+    /// True when the piece holds the begin (`begin`) or the end of the span at `span`: not
+    /// the begin of a carried span, nor the end of an open one. Piece after piece, the edges
+    /// a piece holds, in the order a walk of its spans gives them, are a walk of the whole
+    /// thread.
+    pub(crate) fn has_edge(&self, span: u32, begin: bool) -> bool {
+        if begin {
+            !self.is_carried(span)
+        } else {
+            !self.is_open(span)
+        }
     }
 }
 
@@ -58,10 +117,11 @@ pub(crate) trait SpanSource {
     fn span_count(&self, thread: usize) -> usize;
 
     /// Hands each piece of thread `thread`'s spans to `f`, in order, and stops at the first
-    /// error `f` returns.
+    /// error `f` returns; with `whole_trees`, only pieces without carried or open spans.
     fn each_piece(
         &self,
         thread: usize,
+        whole_trees: bool,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()>;
 }
@@ -78,6 +138,7 @@ impl SpanSource for Trace {
     fn each_piece(
         &self,
         thread: usize,
+        _whole_trees: bool,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let Some(thread) = self.threads.get(thread) else {
@@ -87,6 +148,8 @@ impl SpanSource for Trace {
             base: 0,
             spans: &thread.spans,
             args: &thread.args,
+            carried: &[],
+            open: &[],
         })
     }
 }
@@ -101,6 +164,8 @@ pub(crate) struct Pieces<'c> {
     /// Each thread's span count.
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     counts: Vec<usize>,
+    /// Each thread's spans all end within their parents: its pieces may carry open spans.
+    carries: Vec<bool>,
 }
 
 impl<'c> Pieces<'c> {
@@ -110,25 +175,35 @@ impl<'c> Pieces<'c> {
     /// sum the threads (their counts, counters and instants).
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::of_with(captures, false, false)?;
-        let counts = summary.threads.iter().map(|t| t.spans).collect();
+        let (counts, carries) = threads(&summary);
         let follows = summary.follows();
-        Self::with(captures, Cow::Owned(summary.trace), counts, follows)
+        Self::with(
+            captures,
+            Cow::Owned(summary.trace),
+            (counts, carries),
+            follows,
+        )
     }
 
     /// [`Pieces::new`] with the captures' summary already made (the same captures'
     /// [`Summary::of`]).
     pub(crate) fn of_summary(captures: &[&'c Capture], summary: &'c Summary) -> Option<Self> {
-        let counts = summary.threads.iter().map(|t| t.spans).collect();
         let follows = summary.follows();
-        Self::with(captures, Cow::Borrowed(&summary.trace), counts, follows)
+        Self::with(
+            captures,
+            Cow::Borrowed(&summary.trace),
+            threads(summary),
+            follows,
+        )
     }
 
     /// The pieces of `captures`, whose trace without spans is `trace`, its threads holding
-    /// `counts` spans; `None` when they hold links (`follows`).
+    /// `counts` spans (and `carries` saying whether their spans all end within their parents);
+    /// `None` when they hold links (`follows`).
     fn with(
         captures: &[&'c Capture],
         trace: Cow<'c, Trace>,
-        counts: Vec<usize>,
+        (counts, carries): (Vec<usize>, Vec<bool>),
         follows: bool,
     ) -> Option<Self> {
         if follows {
@@ -157,6 +232,7 @@ impl<'c> Pieces<'c> {
         }
         Some(Self {
             counts,
+            carries,
             trace,
             sources,
         })
@@ -175,11 +251,13 @@ impl SpanSource for Pieces<'_> {
     fn each_piece(
         &self,
         thread: usize,
+        whole_trees: bool,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let Some(&(capture, source)) = self.sources.get(thread) else {
             return Ok(());
         };
+        let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
         let _untracked = Untracked::enter();
         let shared = shared(capture);
         let (mut marks, mut links) = (Vec::new(), Links::default());
@@ -204,8 +282,14 @@ impl SpanSource for Pieces<'_> {
                 return;
             }
             pairing.push(record);
-            if pairing.kept_spans() >= summary::WINDOW && pairing.quiet() {
-                result = pairing.drain_quiet(|base, spans, args| hand(base, spans, args, f));
+            // Between top-level scopes when it can (whole trees: spans in the order of the
+            // whole thread), else, past twice the window, with the open spans carried.
+            let kept = pairing.kept_spans();
+            if kept >= summary::WINDOW
+                && (pairing.quiet()
+                    || (carry && kept >= 2 * summary::WINDOW && pairing.can_carry()))
+            {
+                result = pairing.drain_piece(|piece| hand(piece, f));
             }
         });
         result?;
@@ -216,32 +300,24 @@ impl SpanSource for Pieces<'_> {
             }),
             false => shared.end_ns,
         };
-        let base = pairing.base();
-        let (_, mut spans, _, mut args, _) = pairing.finish(end_ns);
-        hand(base, &mut spans, &mut args, f)
+        pairing.close_rest(end_ns);
+        pairing.drain_piece(|piece| hand(piece, f))
     }
 }
 
-/// Hands the spans from index `base` of their thread, and their arguments, to `f` as a piece.
-fn hand(
-    base: u32,
-    spans: &mut [Span],
-    args: &mut [SpanArg],
-    f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
-) -> io::Result<()> {
-    if spans.is_empty() {
+/// Hands `piece` to `f` unless it holds no span.
+fn hand(piece: Piece<'_>, f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>) -> io::Result<()> {
+    if piece.spans.is_empty() {
         return Ok(());
     }
-    if base > 0 {
-        // Whole trees: every parent is in the piece.
-        for span in spans.iter_mut() {
-            span.parent = span.parent.map(|p| p.saturating_sub(base));
-        }
-        for arg in args.iter_mut() {
-            arg.span = arg.span.saturating_sub(base);
-        }
-    }
-    f(Piece { base, spans, args })
+    f(piece)
+}
+
+/// Each thread's span count, and whether its spans all end within their parents.
+fn threads(summary: &Summary) -> (Vec<usize>, Vec<bool>) {
+    (summary.threads.iter())
+        .map(|t| (t.spans, !t.tangled))
+        .unzip()
 }
 
 /// What decoding any thread of `capture` reads, as [`Trace::from_capture`] sets it up.

@@ -49,6 +49,9 @@ pub(crate) struct ThreadSums {
     /// The thread holds a scope that follows from a link, or a `tracing` span's
     /// `follows_from`: the trace it decodes to may have flows, which the sums leave out.
     pub(crate) follows: bool,
+    /// Some span of the thread did not end within its parent (guards dropped out of order):
+    /// its pieces are whole trees only ([`Pieces`](crate::decode::pieces::Pieces)).
+    pub(crate) tangled: bool,
 }
 
 /// How a decoding sums each thread's spans.
@@ -72,6 +75,7 @@ impl ThreadSums {
             exact,
             stacks: None,
             follows: false,
+            tangled: false,
         }
     }
 

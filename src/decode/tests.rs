@@ -679,6 +679,25 @@ fn counted_memory_goes_to_the_innermost_scope_with_its_peak() {
     );
 }
 
+/// The pairing of thread 0 (id 1) of `callsites`, ticks as nanoseconds, `probe` subtracted.
+fn pairing_of<'a>(
+    callsites: &'a [&'static Callsite],
+    probe: super::pair::Probe,
+    marks: &'a mut Vec<async_spans::Mark>,
+    links: &'a mut Links,
+) -> Pairing<'a> {
+    static IDENTITY: Converter = Converter::IDENTITY;
+    Pairing::new(
+        callsites,
+        (&IDENTITY, probe),
+        (0, 1),
+        marks,
+        links,
+        None,
+        16,
+    )
+}
+
 /// A pairing that lets go of final spans keeps a window and the open scopes with their
 /// ancestors, whatever runs through it: a scope open all along, guards dropped out of order,
 /// scopes nested deeper than a window; and hands every span over once.
@@ -689,17 +708,8 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     static ROOT: Callsite = Callsite::new("root", file!(), line!(), module_path!());
     // Ids in this table: 1 root, 2 call, 3 step.
     let callsites: [&'static Callsite; 3] = [&ROOT, &CALL, &STEP];
-    let converter = Converter::IDENTITY;
     let (mut marks, mut links) = (Vec::new(), Links::default());
-    let mut pairing = Pairing::new(
-        &callsites,
-        (&converter, Probe::default()),
-        (0, 1),
-        &mut marks,
-        &mut links,
-        None,
-        16,
-    );
+    let mut pairing = pairing_of(&callsites, Probe::default(), &mut marks, &mut links);
     pairing.drain_every(WINDOW);
     let (mut handed, mut peak) = (0usize, 0usize);
     let mut records = vec![RawEvent::begin(1, 0)];
@@ -1139,4 +1149,123 @@ fn decoding_counts_the_records_it_takes() {
     let trace = capture.decode();
     assert_eq!(trace.threads[0].spans.len(), 100);
     assert!(decoded_records() - before >= 200);
+}
+
+/// Random nested scopes, handed over in pieces wherever [`Pairing::can_carry`] allows (the
+/// open scopes carried into the next piece), give each span once, in the piece where it
+/// ends, as the whole thread's pairing gives it: times, parents (in the thread), children's
+/// time and overhead; and a pairing carrying pieces keeps only the open spans between them.
+#[test]
+fn pieces_carrying_open_scopes_give_the_whole_threads_spans() {
+    use super::pair::Probe;
+    use crate::decode::pieces::Piece;
+    use crate::trace::Span;
+    let callsites: [&'static Callsite; 2] = [&CALL, &STEP];
+    let probe = Probe {
+        inner: 300,
+        outer: 200,
+    };
+    let (mut carried_total, mut pieces_total) = (0, 0);
+    for seed in 1..60u64 {
+        let mut next = crate::record::test_random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let (mut records, mut open, mut t) = (Vec::new(), Vec::<(u32, u64)>::new(), 0u64);
+        for _ in 0..3_000 {
+            t += next(4);
+            if open.is_empty() || (open.len() < 10 && next(2) == 0) {
+                let id = 1 + next(2) as u32;
+                records.push(RawEvent::begin(id, t));
+                open.push((id, t));
+            } else {
+                let (id, at) = open.pop().unwrap();
+                records.push(RawEvent::end(RawEvent::end_key(id, at), t));
+            }
+        }
+        let pairing = |marks, links| pairing_of(&callsites, probe, marks, links);
+        let (mut marks, mut links) = (Vec::new(), Links::default());
+        let mut whole = pairing(&mut marks, &mut links);
+        records.iter().for_each(|&r| whole.push(r));
+        let (_, whole, ..) = whole.finish(t + 5);
+        let (mut marks, mut links) = (Vec::new(), Links::default());
+        let mut pieces = pairing(&mut marks, &mut links);
+        let mut got: Vec<Option<Span>> = vec![None; whole.len()];
+        let mut take = |piece: Piece<'_>| {
+            for (i, span) in (0..).zip(piece.spans) {
+                if piece.is_open(i) {
+                    assert_eq!(span.end_ns, u64::MAX);
+                    continue;
+                }
+                let at = piece.index(i) as usize;
+                assert!(got[at].is_none(), "seed {seed}: span {at} twice");
+                got[at] = Some(Span {
+                    parent: span.parent.map(|p| piece.index(p)),
+                    ..span.clone()
+                });
+            }
+            carried_total += piece.carried.len();
+            pieces_total += 1;
+        };
+        for &record in &records {
+            pieces.push(record);
+            assert!(!pieces.tangled());
+            if pieces.can_carry() && next(5) == 0 {
+                pieces.drain_piece(&mut take);
+                assert_eq!(pieces.kept(), pieces.open_count(), "seed {seed}");
+            }
+        }
+        pieces.close_rest(t + 5);
+        pieces.drain_piece(&mut take);
+        let got: Vec<Span> = got.into_iter().map(Option::unwrap).collect();
+        assert_eq!(got, whole, "seed {seed}");
+    }
+    assert!(pieces_total > 10_000, "{pieces_total} pieces");
+    assert!(carried_total > 20_000, "{carried_total} spans carried");
+}
+
+/// An argument recorded for an outer scope after a child scope began comes after the child's
+/// in the records; decoding puts the arguments in span order (each span's in recorded order),
+/// so that `ThreadTrace::args_of` finds both.
+#[test]
+fn arguments_recorded_late_for_an_outer_scope_are_found() {
+    use super::pair::Probe;
+    static KEY: Callsite = Callsite::new("k", file!(), line!(), module_path!());
+    // Ids: 1 call, 2 step, 3 k.
+    let callsites: [&'static Callsite; 3] = [&CALL, &STEP, &KEY];
+    let (mut marks, mut links) = (Vec::new(), Links::default());
+    let mut pairing = pairing_of(&callsites, Probe::default(), &mut marks, &mut links);
+    let arg = |value: u64| RawEvent {
+        tick: value,
+        id: 3,
+        kind: RawKind::ArgU64,
+    };
+    for record in [
+        RawEvent::begin(1, 10),
+        arg(1),
+        RawEvent::begin(2, 11),
+        arg(2),
+        RawEvent::end(RawEvent::end_key(2, 11), 12),
+        // For `call`, the innermost open scope again.
+        RawEvent::begin(2, 13),
+        RawEvent::end(RawEvent::end_key(2, 13), 14),
+        arg(3),
+        RawEvent::end(RawEvent::end_key(1, 10), 15),
+    ] {
+        pairing.push(record);
+    }
+    let (_, spans, _, args, _) = pairing.finish(100);
+    let thread = crate::trace::ThreadTrace {
+        process: 0,
+        id: 1,
+        name: None,
+        spans,
+        memory: Vec::new(),
+        args,
+    };
+    let values = |span: u32| -> Vec<String> {
+        (thread.args_of(span).iter())
+            .map(|a| format!("{}={}", a.key, a.value))
+            .collect()
+    };
+    assert_eq!(values(0), ["k=1", "k=3"]);
+    assert_eq!(values(1), ["k=2"]);
+    assert!(values(2).is_empty());
 }

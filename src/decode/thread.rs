@@ -228,6 +228,8 @@ impl Shared<'_> {
             }),
             false => self.end_ns,
         };
+        pairing.close_rest(end_ns);
+        let tangled = pairing.tangled();
         let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
         if let Some(sums) = &mut sums {
             sums.stacks = extras.stacks.take();
@@ -243,6 +245,7 @@ impl Shared<'_> {
         if let Some(sums) = &mut sums {
             spans.iter().for_each(|span| sums.add(span));
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
+            sums.tangled = tangled;
             (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
         }
         let decoded = Decoded {

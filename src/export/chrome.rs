@@ -64,8 +64,9 @@ use std::io::{self, Write};
 
 use super::Format;
 use super::lanes::{Edge, Lanes};
-use super::trace_event::{self, Dialect, LaneEdges};
-use crate::trace::{Span, Trace};
+use super::trace_event::{self, Dialect, Placed};
+use crate::decode::pieces::Piece;
+use crate::trace::Trace;
 
 /// Where `ts` counts from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -168,44 +169,81 @@ impl Format for Options {
 /// nanosecond to several edges (ticks converted to the same nanosecond), by 1 ns per edge
 /// sharing it. `None` (nothing allocated) when no edges share a nanosecond.
 ///
-/// For a thread written in pieces, `last` is what its earlier pieces left: the last edge
-/// placed on each lane and its time (empty for the first), updated for the next.
+/// For a thread written in pieces, `placed` is what its earlier pieces left: the last edge
+/// placed on each lane and its time, and where the spans still open were placed to begin
+/// (empty for the first), updated for the next.
 fn distinct_edges(
-    spans: &[Span],
+    piece: &Piece<'_>,
     lanes: &Lanes,
     origin: u64,
-    last: &mut LaneEdges,
+    placed: &mut Placed,
 ) -> Option<Vec<(u64, u64)>> {
-    if last.len() < lanes.count() as usize {
-        last.resize(lanes.count() as usize, None);
+    let spans = piece.spans;
+    if placed.last.len() < lanes.count() as usize {
+        placed.last.resize(lanes.count() as usize, None);
     }
-    let mut shared = false;
-    let mut after = last.clone();
-    separate(spans, lanes, origin, &mut after, |_, moved| shared |= moved);
+    let carried = piece.carried.len();
+    // A carried span placed elsewhere than its start keeps that place.
+    let mut shared = (0..carried)
+        .any(|i| placed.open.get(i).copied() != Some(spans[i].start_ns.saturating_sub(origin)));
+    let mut after = placed.last.clone();
+    // Where the spans begun in this piece and still open at its end go.
+    let mut open_begins = Vec::new();
+    separate(piece, lanes, origin, &mut after, |(edge, ns), moved| {
+        shared |= moved;
+        if let Edge::Begin(i) = edge
+            && piece.is_open(i)
+        {
+            open_begins.push(ns);
+        }
+    });
+    let mut begun = open_begins.into_iter();
+    let open: Vec<u64> = (piece.open.iter())
+        .map(|&i| match placed.open.get(i as usize) {
+            Some(&ns) if (i as usize) < carried => ns,
+            _ => begun.next().unwrap_or(0),
+        })
+        .collect();
     if !shared {
-        *last = after;
+        placed.last = after;
+        placed.open = open;
         return None;
     }
     let mut out = vec![(0, 0); spans.len()];
-    separate(spans, lanes, origin, last, |edge, _| match edge {
-        (Edge::Begin(i), ns) => out[i as usize].0 = ns,
-        (Edge::End(i), ns) => out[i as usize].1 = ns,
-    });
+    for (i, &ns) in placed.open.iter().take(carried).enumerate() {
+        out[i].0 = ns;
+    }
+    separate(
+        piece,
+        lanes,
+        origin,
+        &mut placed.last,
+        |edge, _| match edge {
+            (Edge::Begin(i), ns) => out[i as usize].0 = ns,
+            (Edge::End(i), ns) => out[i as usize].1 = ns,
+        },
+    );
+    placed.open = open;
     Some(out)
 }
 
-/// Walks the edges of `spans` ([`Lanes::walk`]) and gives `place` each one with its time as
-/// [`distinct_edges`] writes it (ns from `origin`), and whether that is not its own; `last`
-/// holds the last edge placed on each lane (at least one entry per lane).
+/// Walks the edges of `piece` ([`Lanes::walk`], those it holds: [`Piece::has_edge`]) and
+/// gives `place` each one with its time as [`distinct_edges`] writes it (ns from `origin`),
+/// and whether that is not its own; `last` holds the last edge placed on each lane (at least
+/// one entry per lane).
 fn separate(
-    spans: &[Span],
+    piece: &Piece<'_>,
     lanes: &Lanes,
     origin: u64,
-    last: &mut LaneEdges,
+    last: &mut [Option<(Edge, u64)>],
     mut place: impl FnMut((Edge, u64), bool),
 ) {
+    let spans = piece.spans;
     lanes.walk(spans, |edge| {
         let (Edge::Begin(i) | Edge::End(i)) = edge;
+        if !piece.has_edge(i, matches!(edge, Edge::Begin(_))) {
+            return;
+        }
         let span = &spans[i as usize];
         let last = &mut last[lanes.lane(i) as usize];
         let own = match edge {
@@ -237,8 +275,18 @@ pub fn write_with(trace: &Trace, out: &mut impl Write, options: &Options) -> io:
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// [`distinct_edges`], for the tests of pieces beside Kineto's.
+    pub(in crate::export) fn distinct_edges_of(
+        piece: &Piece<'_>,
+        lanes: &Lanes,
+        origin: u64,
+        placed: &mut Placed,
+    ) -> Option<Vec<(u64, u64)>> {
+        distinct_edges(piece, lanes, origin, placed)
+    }
     use crate::export::lanes::tests::spans;
 
     /// Edges are separated per track: a scope on an extra lane may share a nanosecond with one
@@ -257,7 +305,7 @@ mod tests {
         let lanes = Lanes::assign(&s);
         assert_eq!(lanes.count(), 2);
         assert_eq!(
-            distinct_edges(&s, &lanes, 100, &mut Vec::new()),
+            distinct_edges(&Piece::whole(&s), &lanes, 100, &mut Placed::default()),
             Some(vec![
                 (0, 11),
                 (5, 40),
@@ -269,6 +317,9 @@ mod tests {
         );
         let apart = spans(&[(0, 10, None), (1, 9, Some(0)), (11, 20, None)]);
         let lanes = Lanes::assign(&apart);
-        assert_eq!(distinct_edges(&apart, &lanes, 0, &mut Vec::new()), None);
+        assert_eq!(
+            distinct_edges(&Piece::whole(&apart), &lanes, 0, &mut Placed::default()),
+            None
+        );
     }
 }

@@ -16,6 +16,7 @@
 //! A span that starts exactly where the top of a lane's stack ends nests in it only when it
 //! lasts no time and that span is its parent: spans that merely touch are siblings.
 
+use crate::decode::pieces::Piece;
 use crate::trace::Span;
 
 /// The lane of each span of one thread and the span it nests in there.
@@ -156,6 +157,25 @@ impl Lanes {
         }
     }
 
+    /// [`try_walk`](Self::try_walk) over the edges `piece` holds ([`Piece::has_edge`]), these
+    /// lanes being the piece's spans'.
+    pub(crate) fn try_walk_piece<E>(
+        &self,
+        piece: &Piece<'_>,
+        mut edge: impl FnMut(u32, bool) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if piece.carried.is_empty() && piece.open.is_empty() {
+            return self.try_walk(piece.spans, edge);
+        }
+        self.try_walk(piece.spans, |i, begin| {
+            if piece.has_edge(i, begin) {
+                edge(i, begin)
+            } else {
+                Ok(())
+            }
+        })
+    }
+
     /// [`walk`](Self::walk) for writers: `edge` gets each edge's span index and whether it
     /// begins the span; the first error ends the walk's calls and is returned.
     pub(crate) fn try_walk<E>(
@@ -210,6 +230,84 @@ pub(super) mod tests {
                 kind: SpanKind::Scope,
             });
         }
+        out
+    }
+
+    /// A piece of a thread, owning what [`Piece`] borrows.
+    pub(in crate::export) struct OwnedPiece {
+        pub(in crate::export) base: u32,
+        pub(in crate::export) spans: Vec<Span>,
+        pub(in crate::export) carried: Vec<u32>,
+        pub(in crate::export) open: Vec<u32>,
+    }
+
+    impl OwnedPiece {
+        pub(in crate::export) fn piece(&self) -> Piece<'_> {
+            Piece {
+                base: self.base,
+                spans: &self.spans,
+                args: &[],
+                carried: &self.carried,
+                open: &self.open,
+            }
+        }
+    }
+
+    /// The pieces decoding hands the nested `spans` of one thread in (lane 0 only), cut
+    /// where `cut` says yes, after the ends of the walk ([`Lanes::walk`]) it is asked about
+    /// (the walk's number of the edge), as [`Pieces`](crate::decode::pieces::Pieces) cuts
+    /// them: the spans open at a cut are carried into the next piece.
+    pub(in crate::export) fn cut_nested(
+        spans: &[Span],
+        mut cut: impl FnMut(usize) -> bool,
+    ) -> Vec<OwnedPiece> {
+        let lanes = Lanes::assign(spans);
+        assert_eq!(lanes.count(), 1, "nested spans");
+        let mut edges = Vec::new();
+        lanes.walk(spans, |e| edges.push(e));
+        let (mut out, mut stack, mut carried) = (Vec::new(), Vec::new(), Vec::<u32>::new());
+        let (mut base, mut next) = (0u32, 0u32);
+        let hand = |carried: &[u32], open: &[u32], base: u32, next: u32| {
+            let local = |g: u32| match carried.iter().position(|&c| c == g) {
+                Some(at) => at as u32,
+                None => carried.len() as u32 + (g - base),
+            };
+            let mut piece: Vec<Span> = carried
+                .iter()
+                .map(|&g| spans[g as usize].clone())
+                .chain(spans[base as usize..next as usize].iter().cloned())
+                .collect();
+            for span in &mut piece {
+                span.parent = span.parent.map(local);
+            }
+            let open: Vec<u32> = open.iter().map(|&g| local(g)).collect();
+            for &at in &open {
+                piece[at as usize].end_ns = u64::MAX;
+            }
+            OwnedPiece {
+                base,
+                spans: piece,
+                carried: carried.to_vec(),
+                open,
+            }
+        };
+        for (k, edge) in edges.iter().enumerate() {
+            match *edge {
+                Edge::Begin(i) => {
+                    stack.push(i);
+                    next = i + 1;
+                }
+                Edge::End(_) => {
+                    stack.pop();
+                    if k + 1 < edges.len() && cut(k) {
+                        out.push(hand(&carried, &stack, base, next));
+                        carried = stack.clone();
+                        base = next;
+                    }
+                }
+            }
+        }
+        out.push(hand(&carried, &[], base, next));
         out
     }
 

@@ -21,9 +21,10 @@ impl Report {
         let mut histograms: Vec<Histogram> = Vec::new();
         for (at, thread) in trace.threads.iter().enumerate() {
             let thread_key = (thread.process, thread.id);
-            let each = source.each_piece(at, &mut |piece| {
+            let each = source.each_piece(at, false, &mut |piece| {
                 for (i, span) in (0..).zip(piece.spans) {
-                    if span.kind != SpanKind::Scope {
+                    // An open span is counted in the piece where it ends.
+                    if span.kind != SpanKind::Scope || piece.is_open(i) {
                         continue;
                     }
                     let label = piece

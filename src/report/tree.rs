@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::{ThreadKey, percent_of, rank};
 use crate::decode::pieces::SpanSource;
-use crate::trace::{SpanKind, Trace};
+use crate::trace::{Span, SpanKind, Trace};
 
 /// One call path: the spans of one name under one parent node (and, split by thread, on one
 /// thread).
@@ -61,10 +61,15 @@ impl CallTree {
         for (at, thread) in trace.threads.iter().enumerate() {
             let thread_key = split_threads.then_some((thread.process, thread.id));
             let mut node_of_span: Vec<usize> = Vec::new();
-            // A piece is whole trees: its spans' parents are in it.
-            let each = source.each_piece(at, &mut |piece| {
+            // The nodes of the spans open at the end of the last piece: its carried spans.
+            let mut carried: Vec<usize> = Vec::new();
+            // A piece's spans' parents are in it (its carried spans first).
+            let each = source.each_piece(at, false, &mut |piece| {
+                debug_assert_eq!(carried.len(), piece.carried.len());
                 node_of_span.clear();
-                for span in piece.spans {
+                node_of_span.extend_from_slice(&carried);
+                let carried_spans = piece.carried.len();
+                for (i, span) in (0..).zip(piece.spans).skip(carried_spans) {
                     let parent = span.parent.map(|p| node_of_span[p as usize]);
                     let poll = matches!(span.kind, SpanKind::Poll { .. });
                     let key = (parent, thread_key, span.name(), poll);
@@ -89,15 +94,20 @@ impl CallTree {
                         }
                         new
                     });
-                    let n = &mut tree.nodes[node];
-                    n.calls += 1;
-                    // Saturating, as the report's sums: a forged capture file may hold any
-                    // duration.
-                    n.total_ns = n.total_ns.saturating_add(span.duration_ns());
-                    n.open += u64::from(span.open_at_stop);
-                    children_ns[node] = children_ns[node].saturating_add(span.children_ns);
                     node_of_span.push(node);
+                    // An open span is counted in the piece where it ends.
+                    if !piece.is_open(i) {
+                        add(&mut tree.nodes[node], &mut children_ns[node], span);
+                    }
                 }
+                for (i, span) in (0..).zip(piece.spans).take(carried_spans) {
+                    if !piece.is_open(i) {
+                        let node = node_of_span[i as usize];
+                        add(&mut tree.nodes[node], &mut children_ns[node], span);
+                    }
+                }
+                carried.clear();
+                carried.extend(piece.open.iter().map(|&i| node_of_span[i as usize]));
                 Ok(())
             });
             // Adding a piece never fails, so neither does taking them: an error could only
@@ -133,4 +143,13 @@ impl CallTree {
             Some((node, depth))
         })
     }
+}
+
+/// Counts the ended `span` in `node`, whose children's time so far is `children_ns`.
+fn add(node: &mut Node, children_ns: &mut u64, span: &Span) {
+    node.calls += 1;
+    // Saturating, as the report's sums: a forged capture file may hold any duration.
+    node.total_ns = node.total_ns.saturating_add(span.duration_ns());
+    node.open += u64::from(span.open_at_stop);
+    *children_ns = children_ns.saturating_add(span.children_ns);
 }

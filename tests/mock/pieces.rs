@@ -5,10 +5,12 @@
 #![cfg(feature = "enabled")]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::common::{first_difference, scratch, serial_mock};
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::{Format, kineto, perfetto, write_file, write_file_from_captures};
+use tickscope::table::{Format as TableFormat, Table};
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, counter, instant, scope};
 
@@ -270,24 +272,30 @@ fn otlp_json_is_written_with_the_same_bytes() {
     assert_eq!((stats.events, stats.event_spans), (82, 1));
 }
 
-#[test]
-fn call_trees_and_split_tables_of_captures_are_the_decoded_ones() {
-    use std::sync::Arc;
-    use tickscope::table::{Format as TableFormat, Table};
+/// A table rendered from captures and from their decoded trace.
+type Rendered = (String, String);
 
-    let captures = capture("pieces-tree.tscope", 2, true);
-    let decoded = Arc::new(Trace::from_captures(&captures));
+/// A table of `captures` as text, JSON and CSV, each made by `table` from the captures as they
+/// are decoded (`Table::from_captures`) and from their decoded trace (`Table::new`).
+fn tables_of(captures: &[Capture]) -> impl Fn(fn(Table) -> Table) -> [Rendered; 3] {
+    let decoded = Arc::new(Trace::from_captures(captures));
     let mut file = Vec::new();
-    for capture in &captures {
+    for capture in captures {
         capture.write_to(&mut file).unwrap();
     }
-    let tables = |table: fn(Table) -> Table| {
+    move |table: fn(Table) -> Table| {
         let captures = Capture::from_vec(file.clone()).unwrap();
         let from_captures = table(Table::from_captures(captures));
         let from_trace = table(Table::new(decoded.clone()));
         [TableFormat::Text, TableFormat::Json, TableFormat::Csv]
             .map(|f| (from_captures.render(f), from_trace.render(f)))
-    };
+    }
+}
+
+#[test]
+fn call_trees_and_split_tables_of_captures_are_the_decoded_ones() {
+    let captures = capture("pieces-tree.tscope", 2, true);
+    let tables = tables_of(&captures);
     for (pieces, whole) in tables(|t| t.tree(true)) {
         assert_eq!(pieces, whole);
     }
@@ -383,7 +391,8 @@ fn a_flight_recorders_window_and_a_salvaged_session_give_the_same_bytes() {
 /// Top-level scopes of no length, back to back on one nanosecond or a few apart,
 /// thousands of them (piece boundaries fall between zero-length siblings, whose Kineto
 /// microseconds carry over), nested ones of no length, and a thread whose scope is open at
-/// the stop: Kineto and Chrome JSON from pieces are the whole trace's, byte for byte.
+/// the stop over 2,000 scopes (carried from piece to piece): Kineto and Chrome JSON from
+/// pieces hold the whole trace's events, with the same times.
 #[test]
 fn zero_length_top_level_scopes_give_the_same_bytes() {
     let captures = {
@@ -450,11 +459,154 @@ fn zero_length_top_level_scopes_give_the_same_bytes() {
             "{name}: written piece by piece"
         );
         let (whole, pieces) = both(&captures, format, name);
+        // The scope open at the stop holds more than two pieces' spans: written in the piece
+        // where it ends (the last), after the scopes inside it; every other event in place.
+        assert_eq!(whole.len(), pieces.len(), "{name}");
         assert!(
-            whole == pieces,
-            "{name}: {}",
-            first_difference(&whole, &pieces)
+            chrome_events(&whole).0 == chrome_events(&pieces).0,
+            "{name}: the events differ"
         );
+        assert_ne!(whole, pieces, "{name}: a scope written later");
         assert!(String::from_utf8_lossy(&whole).contains("open at stop"));
+    }
+}
+
+/// Records a thread whose `main` scope holds everything it does, with a `phase` scope inside
+/// it over each 1,500 iterations (carried open scopes that end between pieces), arguments,
+/// edges on one nanosecond, instants and counter samples; and, when `tangled`, a second such
+/// thread whose iteration 2,500 drops `handle` before `query` (its pieces stay whole trees).
+fn spanning(name: &str, tangled: bool) -> Vec<Capture> {
+    let (_serial, m) = serial_mock();
+    let prof = Profiler::builder().current_thread().start();
+    for t in 0..1 + u64::from(tangled) {
+        let m = m.clone();
+        tickscope::thread::Builder::new()
+            .name(format!("loop-{t}"))
+            .spawn(move || {
+                let main = scope!("main", role = "loop");
+                let mut phase = None;
+                for i in 0..4_000u64 {
+                    if i % 1_500 == 0 {
+                        drop(phase.take());
+                        phase = Some(scope!("phase", at = i));
+                    }
+                    let request = if i % 7 == 0 {
+                        scope!("request", i = i)
+                    } else {
+                        scope!("request")
+                    };
+                    m.increment(i % 3);
+                    {
+                        let _parse = scope!("parse");
+                        m.increment(i % 2);
+                    }
+                    if i % 100 == 0 {
+                        instant!("checkpoint", at = i);
+                        counter!("done", set = i);
+                    }
+                    let handle = scope!("handle");
+                    let query = scope!("query");
+                    m.increment(5);
+                    if t == 1 && i == 2_500 {
+                        drop(handle);
+                        drop(query);
+                    } else {
+                        drop(query);
+                        drop(handle);
+                    }
+                    drop(request);
+                }
+                drop(phase);
+                m.increment(1);
+                drop(main);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+    prof.stop();
+    let path = scratch(name);
+    prof.write_capture(&path).unwrap();
+    Capture::read_all(&path).unwrap()
+}
+
+/// A scope open over a whole thread (a `main` or a worker loop) no longer makes the thread
+/// one piece: its open scopes are carried from piece to piece. Formats written edge by edge
+/// (Chrome JSON on Unix time, Perfetto) are the whole trace's bytes; those written a complete
+/// event per scope (Chrome JSON, Kineto) hold the whole trace's events, times and ids, the
+/// carried scopes written in the piece where they end. Call trees and tables by argument are
+/// the decoded trace's. A thread whose guards were dropped out of order is written in whole
+/// trees, as before.
+#[test]
+fn scopes_open_over_pieces_give_the_whole_traces_events() {
+    for tangled in [false, true] {
+        let name = if tangled {
+            "pieces-open-tangled"
+        } else {
+            "pieces-open"
+        };
+        let captures = spanning(&format!("{name}.tscope"), tangled);
+        let trace = Trace::from_captures(&captures);
+        assert_eq!(trace.threads.len(), 1 + usize::from(tangled));
+        assert_eq!(trace.threads[0].spans.len(), 1 + 3 + 4 * 4_000);
+        for (format, ext) in [
+            (&perfetto::Options::new() as &dyn Format, "pftrace"),
+            (&perfetto::Options::new().delta_times(false), "abs.pftrace"),
+            (
+                &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+                "unix.json",
+            ),
+        ] {
+            let (whole, pieces) = both(&captures, format, &format!("{name}.{ext}"));
+            assert!(
+                whole == pieces,
+                "{name}.{ext}: {}",
+                first_difference(&whole, &pieces)
+            );
+        }
+        for (format, ext) in [
+            (&chrome::Options::new() as &dyn Format, "json"),
+            (&kineto::Options::new(0, 1), "kineto.json"),
+        ] {
+            let (whole, pieces) = both(&captures, format, &format!("{name}.{ext}"));
+            assert_eq!(whole.len(), pieces.len(), "{name}.{ext}");
+            let ((whole_events, doc), (piece_events, _)) =
+                (chrome_events(&whole), chrome_events(&pieces));
+            assert!(
+                whole_events == piece_events,
+                "{name}.{ext}: the events differ"
+            );
+            // The loop thread's scopes open over pieces are written later from pieces.
+            assert_ne!(whole, pieces, "{name}.{ext}");
+            let counts = kinds(&doc);
+            assert_eq!(
+                counts[&("X".into(), "main".into())],
+                1 + usize::from(tangled)
+            );
+            assert_eq!(
+                counts[&("X".into(), "phase".into())],
+                3 * (1 + usize::from(tangled))
+            );
+            assert_eq!(
+                counts[&("X".into(), "query".into())],
+                4_000 * (1 + usize::from(tangled))
+            );
+        }
+        let tables = tables_of(&captures);
+        for (pieces, whole) in tables(|t| t.tree(true).by_thread(true)) {
+            assert_eq!(pieces, whole);
+        }
+        for (pieces, whole) in tables(|t| t.by_arg("at")) {
+            assert_eq!(pieces, whole);
+        }
+        for (pieces, whole) in tables(|t| t.by_arg("role")) {
+            assert_eq!(pieces, whole);
+        }
+        let [(text, _), ..] = tables(|t| t.by_arg("at"));
+        let phases = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("phase"))
+            .count();
+        assert_eq!(phases, 3, "{text}");
     }
 }

@@ -16,6 +16,7 @@ impl<'a> Pairing<'a> {
         let span = self.span_mut(index);
         span.end_ns = end.max(span.start_ns);
         span.open_at_stop = open_at_stop;
+        let ends_early = span.end_ns < closed.child_end;
         // Overhead compensation: the probe time inside the span, never more than the time
         // its children leave (so its self time stays at or above zero, and its duration is
         // its self time plus its children's durations).
@@ -23,6 +24,7 @@ impl<'a> Pairing<'a> {
         span.overhead_ns = (probe_ns.saturating_add(PROBE_UNIT / 2) / PROBE_UNIT).min(room);
         let overhead = span.overhead_ns;
         let (parent, start, end) = (span.parent, span.start_ns, span.end_ns);
+        self.tangled |= ends_early;
         // The time this span ran counts as child time of the ancestors it ran inside: all of
         // it for its parent when that is still open (the usual case); when its guard outlived
         // the parent's (dropped out of order), the parent holds the part before its own end
@@ -39,10 +41,12 @@ impl<'a> Pairing<'a> {
             // parent's duration leaves out this span's probe and what this span left out.
             let direct = open.is_some() && ancestor == parent;
             if let (Some(at), true) = (open, direct) {
-                let probe = &mut self.open[at].probe;
-                *probe = probe
+                let parent = &mut self.open[at];
+                parent.probe = parent
+                    .probe
                     .saturating_add(self.probe.outer)
                     .saturating_add(closed.probe);
+                parent.child_end = parent.child_end.max(end);
             }
             let span = self.span_mut(at);
             let until = if open.is_some() {
@@ -92,6 +96,7 @@ impl<'a> Pairing<'a> {
                 let closed = if position + 1 == self.open.len() {
                     self.open.pop()
                 } else {
+                    self.tangled = true;
                     Some(self.open.remove(position))
                 };
                 let ns = self.converter.to_unix_ns(event.tick);
@@ -174,16 +179,16 @@ impl<'a> Pairing<'a> {
                 index,
                 key: RawEvent::end_key(event.id, event.tick),
                 probe: self.probe.inner,
+                child_end: 0,
             });
         }
     }
 
-    /// Closes what is still open at `end_ns` and returns the number of records taken, the
-    /// spans (those kept: all of them unless drained), their memory figures, their arguments, and the samples and instants.
-    pub(in crate::decode) fn finish(
-        mut self,
-        end_ns: u64,
-    ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>, Extras) {
+    /// Ends the thread's records: applies a record still waiting for its payload and the
+    /// arguments being read, hands the `tracing` enters whose close did not come here to the
+    /// marks, and closes what is still open at `end_ns`, marked open at the stop. (Done again
+    /// by [`Pairing::finish`], where it then does nothing.)
+    pub(in crate::decode) fn close_rest(&mut self, end_ns: u64) {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
         }
@@ -196,6 +201,15 @@ impl<'a> Pairing<'a> {
         while let Some(open) = self.open.pop() {
             self.close(open, end_ns, true);
         }
+    }
+
+    /// Closes what is still open at `end_ns` and returns the number of records taken, the
+    /// spans (those kept: all of them unless drained), their memory figures, their arguments, and the samples and instants.
+    pub(in crate::decode) fn finish(
+        mut self,
+        end_ns: u64,
+    ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>, Extras) {
+        self.close_rest(end_ns);
         if let Some(stacks) = &mut self.stacks {
             // What is left is final now.
             for (index, span) in &self.pinned {
@@ -213,6 +227,12 @@ impl<'a> Pairing<'a> {
             spans.append(&mut self.spans);
             spans
         };
+        // In span order (an argument recorded later for an outer span comes after its
+        // children's), keeping each span's in recorded order: [`ThreadTrace::args_of`](crate::trace::ThreadTrace::args_of)
+        // searches them.
+        if !self.args.is_sorted_by_key(|a| a.span) {
+            self.args.sort_by_key(|a| a.span);
+        }
         let extras = Extras {
             samples: self.samples,
             instants: self.instants,

@@ -65,6 +65,11 @@ pub(in crate::decode) struct Pairing<'a> {
     /// The effect's span id of a [`RawKind::SpanFollows`] whose second payload (the cause's)
     /// comes next.
     pub(super) follows_effect: Option<u64>,
+    /// Some span did not end within its parent: a scope was closed while one it encloses was
+    /// still open (guards dropped out of order), or ended before a child's end (forged
+    /// ticks). Until then the open spans are always a chain from a top-level span, each the
+    /// parent of the next.
+    pub(super) tangled: bool,
 }
 
 /// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
@@ -122,6 +127,8 @@ pub(super) struct Open {
     pub(super) index: u32,
     pub(super) key: u32,
     pub(super) probe: u64,
+    /// The latest end of its children closed so far (ns).
+    pub(super) child_end: u64,
 }
 
 /// True for the kinds whose record is followed by a [`Payload`](RawKind::Payload).
@@ -197,6 +204,7 @@ impl<'a> Pairing<'a> {
             entered: Entered::default(),
             calls_from: 0,
             follows_effect: None,
+            tangled: false,
         }
     }
 

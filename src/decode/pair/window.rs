@@ -3,6 +3,7 @@
 
 use crate::record::hash::FxHashSet;
 
+use crate::decode::pieces::Piece;
 use crate::trace::{Span, SpanArg};
 
 use crate::decode::summary::StackTree;
@@ -30,13 +31,20 @@ impl<'a> Pairing<'a> {
             && (self.open.is_empty() || self.spans.len() >= 2 * self.drain_at)
     }
 
+    /// The spans open.
+    #[cfg(test)]
+    pub(in crate::decode) fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
     /// The spans kept: in the window and set aside.
     #[cfg(test)]
     pub(in crate::decode) fn kept(&self) -> usize {
         self.spans.len() + self.pinned.len()
     }
 
-    /// Hands every span that nothing can change any more to `f`, and lets go of it.
+    /// Hands every span that nothing can change any more to `f`, and lets go of it, and of
+    /// every argument so far (what sums spans does not read them).
     ///
     /// A span changes after it closed only as an ancestor of a span that closes later (its
     /// children's time), and the spans that close later are the open ones and those opened
@@ -44,6 +52,7 @@ impl<'a> Pairing<'a> {
     /// order), every other span is final.
     pub(in crate::decode) fn drain_final(&mut self, mut f: impl FnMut(&Span)) {
         let next = self.next_index();
+        self.args.clear();
         if self.open.is_empty() && self.pinned.is_empty() {
             // The usual case: between top-level scopes, every span is final.
             if let Some(stacks) = &mut self.stacks {
@@ -103,11 +112,6 @@ impl<'a> Pairing<'a> {
         self.spans.len()
     }
 
-    /// The index in the thread of the first span kept.
-    pub(in crate::decode) fn base(&self) -> u32 {
-        self.base
-    }
-
     /// True when every span so far is final and its arguments read: none open or set aside,
     /// no record waiting for its payload, no argument being read. The spans kept are then
     /// whole trees, between top-level scopes.
@@ -119,19 +123,94 @@ impl<'a> Pairing<'a> {
             && !self.reader.is_reading()
     }
 
-    /// When [`Pairing::quiet`]: hands the spans kept and their arguments to `f` with the index
-    /// of the first in the thread, and lets go of them, and of the instants and counter
-    /// samples so far (whoever takes spans in pieces has those from a first pass). (Not with
-    /// [`Pairing::keep_stacks`], which counts spans as [`Pairing::drain_final`] drains them.)
-    pub(in crate::decode) fn drain_quiet<R>(
-        &mut self,
-        f: impl FnOnce(u32, &mut Vec<Span>, &mut Vec<SpanArg>) -> R,
-    ) -> R {
-        debug_assert!(self.quiet() && self.stacks.is_none());
+    /// True when the spans so far can be handed over with the open ones carried into the next
+    /// piece ([`Pairing::drain_piece`]): no record waits for its payload, no argument is being
+    /// read, every span so far ended within its parent (so the open spans are a chain from a
+    /// top-level span and the ones that close later nest in it), and the newest span has
+    /// ended (so no span is cut between its begin and an end that follows at once).
+    #[inline]
+    pub(in crate::decode) fn can_carry(&self) -> bool {
+        self.pending.is_none()
+            && !self.reader.is_reading()
+            && !self.tangled
+            && self
+                .open
+                .last()
+                .is_none_or(|top| top.index.saturating_add(1) != self.next_index())
+    }
+
+    /// True when a span did not end within its parent (see [`Pairing::can_carry`]).
+    pub(in crate::decode) fn tangled(&self) -> bool {
+        self.tangled
+    }
+
+    /// When [`Pairing::quiet`] or [`Pairing::can_carry`]: hands the spans kept since the last
+    /// piece to `f` as a [`Piece`]: the open spans carried from the last piece first, with
+    /// their arguments, then the newer spans; spans still open go to the next piece too. Lets
+    /// go of the rest, and of the instants and counter samples so far (whoever takes spans in
+    /// pieces has those from a first pass). (Not with [`Pairing::keep_stacks`], which counts
+    /// spans as [`Pairing::drain_final`] drains them.)
+    pub(in crate::decode) fn drain_piece<R>(&mut self, f: impl FnOnce(Piece<'_>) -> R) -> R {
+        debug_assert!(self.stacks.is_none());
+        debug_assert!(self.quiet() || self.can_carry());
         let next = self.next_index();
-        let result = f(self.base, &mut self.spans, &mut self.args);
-        self.spans.clear();
-        self.args.clear();
+        let (base, carried) = (self.base, self.pinned.len() as u32);
+        let indices: Vec<u32> = self.pinned.iter().map(|(index, _)| *index).collect();
+        // Thread index to index in the piece: carried spans first, then the spans from `base`.
+        let local = |index: u32| match index.checked_sub(base) {
+            Some(at) => carried + at,
+            None => indices.partition_point(|&i| i < index) as u32,
+        };
+        let mut spans: Vec<Span> = Vec::with_capacity(indices.len() + self.spans.len());
+        spans.extend(self.pinned.drain(..).map(|(_, span)| span));
+        spans.append(&mut self.spans);
+        let open: Vec<u32> = self.open.iter().map(|o| local(o.index)).collect();
+        // The open spans' parents in the thread, for when they are kept.
+        let parents: Vec<Option<u32>> = open.iter().map(|&at| spans[at as usize].parent).collect();
+        for span in &mut spans {
+            span.parent = span.parent.map(local);
+        }
+        for &at in &open {
+            spans[at as usize].end_ns = u64::MAX;
+        }
+        let mut args: Vec<SpanArg> = self
+            .args
+            .iter()
+            .map(|arg| SpanArg {
+                span: local(arg.span),
+                ..arg.clone()
+            })
+            .collect();
+        // In span order (an argument recorded later for an outer span comes after its
+        // children's), keeping each span's in recorded order.
+        if !args.is_sorted_by_key(|a| a.span) {
+            args.sort_by_key(|a| a.span);
+        }
+        let result = f(Piece {
+            base,
+            spans: &spans,
+            args: &args,
+            carried: &indices,
+            open: &open,
+        });
+        // The open spans, with what they gathered so far, are kept for the next piece.
+        let kept: Vec<(u32, Span)> = self
+            .open
+            .iter()
+            .zip(open.iter().zip(parents))
+            .map(|(o, (&at, parent))| {
+                let mut span = spans[at as usize].clone();
+                (span.end_ns, span.parent) = (0, parent);
+                (o.index, span)
+            })
+            .collect();
+        self.pinned = kept;
+        let pinned = &self.pinned;
+        self.args
+            .retain(|a| pinned.binary_search_by_key(&a.span, |(i, _)| *i).is_ok());
+        // The buffer of the spans is reused.
+        spans.clear();
+        self.spans = spans;
         self.instants.clear();
         self.samples.clear();
         self.base = next;

@@ -44,7 +44,8 @@ pub(super) fn write_json(
     let mut stats = Stats::default();
     let mut roots = 0;
     for thread in order {
-        source.each_piece(thread, &mut |piece| {
+        // Each piece is mapped as a trace of its own: whole trees.
+        source.each_piece(thread, true, &mut |piece| {
             let (mini, of) = events.piece(trace, &trace.threads[thread], piece);
             let start = Start {
                 node: bases[thread] + piece.base,

@@ -32,7 +32,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     ) -> io::Result<()> {
         let name = source.trace().threads[index].display_name();
         let mut sequences = vec![self.sequence(track)];
-        source.each_piece(index, &mut |piece| {
+        source.each_piece(index, false, &mut |piece| {
             let lanes = Lanes::assign(piece.spans);
             for lane in sequences.len() as u32..lanes.count() {
                 let name = format!("{name} (overlapping scopes {lane})");
@@ -56,7 +56,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         if shortcuts && lanes.count() == 1 && piece.args.is_empty() && !has_links {
             // The common thread: one track, no arguments, no links.
             let seq = &mut sequences[0];
-            return lanes.try_walk(spans, |i, begin| {
+            return lanes.try_walk_piece(&piece, |i, begin| {
                 let span = &spans[i as usize];
                 if begin {
                     match self.short_begin(seq, span) {
@@ -70,7 +70,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         }
         let args = piece.args;
         let mut next_arg = 0;
-        lanes.try_walk(spans, |i, begin| {
+        lanes.try_walk_piece(&piece, |i, begin| {
             let span = &spans[i as usize];
             let seq = &mut sequences[lanes.lane(i) as usize];
             if !begin {
@@ -82,7 +82,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             let links = if has_links {
                 links.get(&SpanRef {
                     thread: index as u32,
-                    span: piece.base + i,
+                    span: piece.index(i),
                 })
             } else {
                 None

@@ -1,20 +1,27 @@
 //! What a dialect of Trace Event JSON chooses ([`Dialect`]): Chrome's or Kineto's, with
 //! their times.
 
+use crate::decode::pieces::Piece;
 use crate::export::lanes::{Edge, Lanes};
-use crate::trace::Span;
 
 /// The start and end (ns from `origin`) of each span of one piece of a thread, in the order of
-/// its spans, as a dialect writes them: `times(spans, lanes, origin, last)`, where `last` is
-/// what the thread's earlier pieces left (empty before the first); `None` where they are the
-/// recorded ones.
-pub(crate) type Times = fn(&[Span], &Lanes, u64, &mut LaneEdges) -> Option<Vec<(u64, u64)>>;
+/// its spans, as a dialect writes them: `times(piece, lanes, origin, placed)`, where `placed`
+/// is what the thread's earlier pieces left (empty before the first); `None` where they are
+/// the recorded ones. A carried span's start is where an earlier piece placed it; an open
+/// span's end is not placed yet (the piece where it ends places it).
+pub(crate) type Times = fn(&Piece<'_>, &Lanes, u64, &mut Placed) -> Option<Vec<(u64, u64)>>;
 
-/// Per lane of a thread, the last edge a dialect placed and its time: what a dialect that
-/// moves times carries from one piece of the thread to the next. Between pieces every edge
-/// placed is an end; the Kineto dialect marks the end of an op it placed to last no time as
-/// an [`Edge::Begin`] there.
-pub(crate) type LaneEdges = Vec<Option<(Edge, u64)>>;
+/// What a dialect that moves times carries from one piece of a thread to the next.
+#[derive(Debug, Default)]
+pub(crate) struct Placed {
+    /// Per lane, the last edge placed and its time. Between pieces every edge placed is an
+    /// end; the Kineto dialect marks the end of an op it placed to last no time as an
+    /// [`Edge::Begin`] there.
+    pub(crate) last: Vec<Option<(Edge, u64)>>,
+    /// Where the spans still open at the end of the last piece (the next piece's carried
+    /// spans, all on lane 0) were placed to begin, outermost first.
+    pub(crate) open: Vec<u64>,
+}
 
 /// What sets one dialect of the Trace Event format apart.
 pub(crate) struct Dialect {

@@ -18,5 +18,5 @@ mod events;
 mod threads;
 mod writer;
 
-pub(crate) use dialect::{Dialect, LaneEdges, Times};
+pub(crate) use dialect::{Dialect, Placed, Times};
 pub(crate) use writer::{nearest_micros, pids, write, write_captures};

@@ -4,6 +4,7 @@
 use crate::record::hash::FxHashMap;
 use std::io::{self, Write};
 
+use super::dialect::Placed;
 use super::writer::{PREFIXES, Prefix, Slice, ThreadLanes, Tracks, Writer, nearest_micros};
 use crate::decode::pieces::{Piece, SpanSource};
 use crate::export::json;
@@ -27,7 +28,8 @@ impl Writer<'_> {
             pid: self.pid(thread.process),
             tids: vec![thread.id],
             heads: Vec::new(),
-            last: Vec::new(),
+            placed: Placed::default(),
+            ops_before: self.events,
         };
         lanes.heads.push(lanes.head(thread.id));
         if self.named.insert((thread.process, thread.id)) {
@@ -38,7 +40,7 @@ impl Writer<'_> {
         for prefix in &mut self.prefixes {
             prefix.key = None;
         }
-        source.each_piece(index, &mut |piece| {
+        source.each_piece(index, false, &mut |piece| {
             self.piece(piece, index, (&mut lanes, tracks), flow_slices)
         })
     }
@@ -67,12 +69,12 @@ impl Writer<'_> {
         let (pid, tids, heads) = (thread.pid, &thread.tids, &thread.heads);
         let at = |span: u32| SpanRef {
             thread: index as u32,
-            span: piece.base + span,
+            span: piece.index(span),
         };
         let moved = self
             .dialect
             .times
-            .and_then(|times| times(spans, &lanes, self.dialect.origin, &mut thread.last));
+            .and_then(|times| times(&piece, &lanes, self.dialect.origin, &mut thread.placed));
         let origin = self.dialect.origin;
         let times = |i: u32| match &moved {
             Some(moved) => moved[i as usize],
@@ -86,7 +88,7 @@ impl Writer<'_> {
         };
         if !self.link_args.is_empty() {
             for i in 0..spans.len() as u32 {
-                if self.link_args.contains_key(&at(i)) {
+                if !piece.is_open(i) && self.link_args.contains_key(&at(i)) {
                     let (start, end) = times(i);
                     let tid = tids[lanes.lane(i) as usize];
                     flow_slices.insert(
@@ -106,7 +108,7 @@ impl Writer<'_> {
             // today's epoch, so nesting inferred from `ts` and `dur` would break (a child
             // seeming to outlast its parent is dropped). `B`/`E` pairs, in order, state it,
             // each lane's on its own track.
-            return lanes.try_walk(spans, |i, begin| {
+            return lanes.try_walk_piece(&piece, |i, begin| {
                 let span = &spans[i as usize];
                 let lane = lanes.lane(i);
                 let head = &heads[lane as usize];
@@ -123,12 +125,23 @@ impl Writer<'_> {
                 self.spill()
             });
         }
-        for i in 0..spans.len() as u32 {
+        // Each span as it ends: an open one in the piece where it ends, carried there (so
+        // after the spans begun inside it before then, unlike a whole thread's order).
+        for i in (0..spans.len() as u32).filter(|&i| !piece.is_open(i)) {
             let span = &spans[i as usize];
             let (start, end) = times(i);
             let lane = lanes.lane(i);
             let head = &heads[lane as usize];
-            self.complete(span, (lane, head), start, end, at(i), piece.args_of(i));
+            // Kineto's event numbers follow the spans' order in the thread, whichever piece
+            // writes them.
+            let op = thread.ops_before + u64::from(piece.index(i)) + 1;
+            self.complete(
+                span,
+                (lane, head),
+                (start, end, op),
+                at(i),
+                piece.args_of(i),
+            );
             self.spill()?;
         }
         Ok(())
@@ -196,13 +209,14 @@ impl Writer<'_> {
         self.buf.push(b'}');
     }
 
-    /// One `X` event from `start` to `end` (ns from the origin) for the span at `at`, on the track of `lane` whose `head` is `,"pid":..,"tid":..,"ts":`.
+    /// One `X` event from `start` to `end` (ns from the origin) for the span at `at`, on the
+    /// track of `lane` whose `head` is `,"pid":..,"tid":..,"ts":`; with Kineto's ids, it is
+    /// event number `op` (from 1).
     fn complete(
         &mut self,
         span: &Span,
         lane: (u32, &str),
-        start: u64,
-        end: u64,
+        (start, end, op): (u64, u64, u64),
         at: SpanRef,
         args: &[SpanArg],
     ) {
@@ -211,8 +225,8 @@ impl Writer<'_> {
         self.buf.extend_from_slice(b",\"dur\":");
         json::push_micros(&mut self.buf, end.saturating_sub(start));
         let op_id = self.dialect.op_ids.then(|| {
-            self.events += 1;
-            (self.events, span.callsite.id())
+            self.events = self.events.max(op);
+            (op, span.callsite.id())
         });
         self.args(at, args, (span.open_at_stop, span.cut_at_start), op_id);
         self.buf.push(b'}');

@@ -4,7 +4,7 @@
 use crate::record::hash::{FxHashMap, FxHashSet};
 use std::io::{self, Write};
 
-use super::dialect::{Dialect, LaneEdges};
+use super::dialect::{Dialect, Placed};
 use crate::decode::pieces::{Pieces, SpanSource};
 use crate::export::json;
 use crate::record::callsite::Callsite;
@@ -105,7 +105,9 @@ pub(super) struct ThreadLanes {
     /// `,"pid":..,"tid":..,"ts":` of each lane's track.
     pub(super) heads: Vec<String>,
     /// What [`Dialect::times`] carries from one piece of the thread to the next.
-    pub(super) last: LaneEdges,
+    pub(super) placed: Placed,
+    /// The `X` events written before this thread's (Kineto's event numbers go on from there).
+    pub(super) ops_before: u64,
 }
 
 impl ThreadLanes {
