@@ -297,6 +297,31 @@ print(f"interop: pftrace agrees with the JSON and the tables: slices {slices(cap
       f"flows {flows(links_pf)}, args {got}")
 PY
 
+# Threads whose one scope (`worker`) holds everything they record, over many pieces: the
+# command writes them piece by piece, the open scopes carried from one piece to the next
+# (Chrome JSON and Kineto write `worker` in the piece where it ends, after what it holds).
+# The trace processor reads the same slices, at the same depths, from every output.
+cargo run --quiet --release --example big_capture -- "$out/outer.tscope" 8 4 outer > /dev/null
+for f in outer.json outer.kineto.json outer.unix.json outer.pftrace; do
+    case $f in
+        *.kineto.json) flags=(--kineto) ;;
+        *.unix.json) flags=(--unix-time) ;;
+        *) flags=() ;;
+    esac
+    "$tickscope" --quiet convert "$out/outer.tscope" "${flags[@]}" -o "$out/$f"
+    [ "$f" = outer.pftrace ] || "$V/check_trace.sh" "$out/$f" > /dev/null
+done
+python3 - "$(pf_rows "$out/outer.json")" "$(pf_rows "$out/outer.kineto.json")" \
+    "$(pf_rows "$out/outer.unix.json")" "$(pf_rows --expect-type proto "$out/outer.pftrace")" <<'PY'
+import json, sys
+docs = [sorted((r["name"], int(r["n"]), int(r["depth"])) for r in json.loads(a)[0]) for a in sys.argv[1:5]]
+assert all(d == docs[0] for d in docs), docs
+want = [("handle", 65536, 2), ("parse", 65536, 2), ("query", 65536, 3), ("request", 65536, 1), ("worker", 4, 0)]
+assert docs[0] == want, docs[0]
+print(f"interop: a scope open over each thread, from pieces: the same slices in JSON, Kineto, "
+      f"Unix-time JSON and Perfetto: {docs[0]}")
+PY
+
 # Scopes dropped out of order, scopes shorter than a microsecond, and scopes whose edges share
 # a nanosecond (ties.json, which speedscope reads below): traces the export tests write. A scope that outlives its parent keeps its own duration on an extra track of its
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as

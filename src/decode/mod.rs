@@ -131,8 +131,9 @@ fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
 /// they are paired when `sum` is given, instead of kept; then the sums are returned too, and
-/// the trace holds no spans, span arguments or links. `None` only when summing a capture with
-/// async calls, whose matching needs the spans.
+/// the trace holds no spans or span arguments, nor the flows of a `tracing` span's
+/// `follows_from` of a span entered elsewhere. `None` only when summing a capture with async
+/// calls, whose matching needs the spans.
 fn decode_with(
     capture: &Capture,
     parallel_from: usize,

@@ -17,10 +17,11 @@
 //! (`whole_trees`): there a thread whose scopes never all close at once is one piece, held
 //! whole.
 //!
-//! What the exports write besides spans (the window, processes, threads, counters, instants)
-//! comes from a first pass that sums the spans instead ([`Summary`]); captures whose trace
-//! needs every span at once (async calls, links, tracked memory) are not decoded in pieces
-//! ([`Pieces::new`] gives `None`) and are decoded whole.
+//! What the exports write besides spans (the window, processes, threads, counters, instants,
+//! the flows of links, by the index of their spans) comes from a first pass that sums the
+//! spans instead ([`Summary`]); captures whose trace needs every span at once (async calls, a
+//! `tracing` span following from one entered elsewhere, tracked memory) are not decoded in
+//! pieces ([`Pieces::new`] gives `None`) and are decoded whole.
 
 use std::borrow::Cow;
 use std::io;
@@ -157,7 +158,7 @@ impl SpanSource for Trace {
 /// Captures decoded in pieces: their trace without spans, and each thread's spans decoded
 /// again, piece by piece, when asked for ([`SpanSource::each_piece`]).
 pub(crate) struct Pieces<'c> {
-    /// What the captures decode to, without spans, span arguments or links.
+    /// What the captures decode to, without spans or span arguments.
     trace: Cow<'c, Trace>,
     /// Each thread of `trace`: its capture and its thread there.
     sources: Vec<(&'c Capture, &'c CaptureThread)>,
@@ -170,13 +171,14 @@ pub(crate) struct Pieces<'c> {
 
 impl<'c> Pieces<'c> {
     /// The captures, when what they decode to can be written in pieces: `None` when they
-    /// tracked memory or hold async calls or links (those cross threads, or need every
-    /// span), and then [`Trace::from_captures`] is what to write. Reads every record once to
-    /// sum the threads (their counts, counters and instants).
+    /// tracked memory or hold async calls or a `tracing` span that follows from one entered
+    /// elsewhere (those cross threads, or need every span), and then
+    /// [`Trace::from_captures`] is what to write. Reads every record once to sum the threads
+    /// (their counts, counters, instants and links).
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::of_with(captures, false, false)?;
         let (counts, carries) = threads(&summary);
-        let follows = summary.follows();
+        let follows = summary.tracing_follows();
         Self::with(
             captures,
             Cow::Owned(summary.trace),
@@ -188,7 +190,7 @@ impl<'c> Pieces<'c> {
     /// [`Pieces::new`] with the captures' summary already made (the same captures'
     /// [`Summary::of`]).
     pub(crate) fn of_summary(captures: &[&'c Capture], summary: &'c Summary) -> Option<Self> {
-        let follows = summary.follows();
+        let follows = summary.tracing_follows();
         Self::with(
             captures,
             Cow::Borrowed(&summary.trace),
@@ -199,7 +201,8 @@ impl<'c> Pieces<'c> {
 
     /// The pieces of `captures`, whose trace without spans is `trace`, its threads holding
     /// `counts` spans (and `carries` saying whether their spans all end within their parents);
-    /// `None` when they hold links (`follows`).
+    /// `None` when a `tracing` span follows from one entered elsewhere (`follows`: its flow is
+    /// matched from the spans).
     fn with(
         captures: &[&'c Capture],
         trace: Cow<'c, Trace>,

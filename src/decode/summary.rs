@@ -49,6 +49,10 @@ pub(crate) struct ThreadSums {
     /// The thread holds a scope that follows from a link, or a `tracing` span's
     /// `follows_from`: the trace it decodes to may have flows, which the sums leave out.
     pub(crate) follows: bool,
+    /// The thread holds a `tracing` span's `follows_from` of a span not entered there: its
+    /// flow is matched from the spans, which the sums do not keep (the flows of links are
+    /// in the summed trace).
+    pub(crate) tracing_follows: bool,
     /// Some span of the thread did not end within its parent (guards dropped out of order):
     /// its pieces are whole trees only ([`Pieces`](crate::decode::pieces::Pieces)).
     pub(crate) tangled: bool,
@@ -75,6 +79,7 @@ impl ThreadSums {
             exact,
             stacks: None,
             follows: false,
+            tracing_follows: false,
             tangled: false,
         }
     }
@@ -118,8 +123,10 @@ impl ThreadSums {
 /// The trace of some captures without its spans, and their sums.
 #[derive(Debug)]
 pub(crate) struct Summary {
-    /// What [`Trace::from_captures`] gives, but with no spans, span arguments or links in
-    /// its threads: their window, processes, threads, counters, values and instants.
+    /// What [`Trace::from_captures`] gives, but with no spans or span arguments in its
+    /// threads: their window, processes, threads, counters, values, instants, and the flows
+    /// of links (by the index of their spans; not those of a `tracing` span's
+    /// `follows_from` of a span entered elsewhere).
     pub(crate) trace: Trace,
     /// The sums of each thread of `trace`, at the same index.
     pub(crate) threads: Vec<ThreadSums>,
@@ -130,9 +137,16 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// True when a thread holds a scope that follows from a link or a `tracing` span's
-    /// `follows_from` ([`ThreadSums::follows`]): the trace has flows that the sums leave out.
+    /// `follows_from` ([`ThreadSums::follows`]): the trace has flows, whose spans the sums
+    /// leave out.
     pub(crate) fn follows(&self) -> bool {
         self.threads.iter().any(|t| t.follows)
+    }
+
+    /// True when a thread holds a `tracing` span's `follows_from` of a span not entered there
+    /// ([`ThreadSums::tracing_follows`]): the summed trace lacks its flow.
+    pub(crate) fn tracing_follows(&self) -> bool {
+        self.threads.iter().any(|t| t.tracing_follows)
     }
 
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.

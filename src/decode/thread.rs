@@ -245,8 +245,12 @@ impl Shared<'_> {
         if let Some(sums) = &mut sums {
             spans.iter().for_each(|span| sums.add(span));
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
+            sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
-            (spans, args, links) = (Vec::new(), Vec::new(), Links::default());
+            // The links stay (their spans are known by index): the summed trace has their
+            // flows. A `tracing` span's `follows_from` needs the spans to be matched.
+            links.tracing_follows.clear();
+            (spans, args) = (Vec::new(), Vec::new());
         }
         let decoded = Decoded {
             thread: ThreadTrace {

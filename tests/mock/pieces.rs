@@ -610,3 +610,113 @@ fn scopes_open_over_pieces_give_the_whole_traces_events() {
         assert_eq!(phases, 3, "{text}");
     }
 }
+
+/// Links between threads (a producer's `submit` scopes, each with a sequence number, and a
+/// `retry` scope's link; a consumer's `handle` scopes following from them), over many pieces
+/// of each thread, and a link captured outside every scope: the captures are written piece by
+/// piece (their flows come from the first pass, by the index of their spans), with the same
+/// bytes as the whole trace in Chrome JSON (both time origins), Kineto and Perfetto (delta
+/// and absolute times), and with every flow.
+#[test]
+fn links_between_threads_are_written_piece_by_piece_with_the_same_bytes() {
+    use tickscope::Link;
+    const JOBS: u64 = 3_000;
+    let captures = {
+        let (_serial, m) = serial_mock();
+        let prof = Profiler::builder().current_thread().start();
+        let mm = m.clone();
+        let links: Vec<Link> = tickscope::thread::spawn(move || {
+            let mut links = Vec::new();
+            for n in 0..JOBS {
+                let submit = scope!("submit", seq);
+                mm.increment(n % 3);
+                links.push(submit.link());
+                if n % 500 == 0 {
+                    let _retry = scope!("retry");
+                    mm.increment(1);
+                    links.push(tickscope::link());
+                }
+            }
+            links.push(tickscope::link());
+            links
+        })
+        .join()
+        .unwrap();
+        let mm = m.clone();
+        tickscope::thread::spawn(move || {
+            for link in links {
+                let _handle = scope!("handle", follows = link);
+                mm.increment(2);
+                let _inner = scope!("inner");
+                mm.increment(1);
+            }
+        })
+        .join()
+        .unwrap();
+        prof.stop();
+        let path = scratch("pieces-links.tscope");
+        prof.write_capture(&path).unwrap();
+        Capture::read_all(&path).unwrap()
+    };
+    let trace = Trace::from_captures(&captures);
+    let flows = JOBS as usize + JOBS.div_ceil(500) as usize + 1;
+    assert_eq!(trace.flows.len(), flows);
+    assert_eq!(
+        trace.flows.iter().filter(|f| f.origin.is_some()).count(),
+        flows - 1
+    );
+    let refs: Vec<&Capture> = captures.iter().collect();
+    for (format, ext) in [
+        (&chrome::Options::new() as &dyn Format, "json"),
+        (
+            &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+            "unix.json",
+        ),
+        (&kineto::Options::new(0, 1), "kineto.json"),
+        (&perfetto::Options::new(), "pftrace"),
+        (&perfetto::Options::new().delta_times(false), "abs.pftrace"),
+    ] {
+        assert!(
+            format.write_captures(&refs, &mut std::io::sink()).is_some(),
+            "{ext}: written piece by piece"
+        );
+        let (whole, pieces) = both(&captures, format, &format!("pieces-links.{ext}"));
+        assert!(
+            whole == pieces,
+            "{ext}: {}",
+            first_difference(&whole, &pieces)
+        );
+        if ext.ends_with("json") {
+            let (_, doc) = chrome_events(&pieces);
+            let counts = kinds(&doc);
+            let starts: usize = (counts.iter())
+                .filter(|((ph, _), _)| ph == "s")
+                .map(|(_, n)| n)
+                .sum();
+            let ends: usize = (counts.iter())
+                .filter(|((ph, _), _)| ph == "f")
+                .map(|(_, n)| n)
+                .sum();
+            assert_eq!((starts, ends), (flows - 1, flows - 1), "{ext}");
+        }
+    }
+    // The call tree and the table split by argument, from pieces too; split by origin, from
+    // the decoded trace (the links' spans are needed).
+    let tables = tables_of(&captures);
+    for table in [
+        (|t| t.tree(true)) as fn(Table) -> Table,
+        |t| t.tree(true).by_thread(true),
+        |t| t.by_arg("seq"),
+        |t| t.by_origin(true),
+    ] {
+        for (pieces, whole) in tables(table) {
+            assert_eq!(pieces, whole);
+        }
+    }
+    let [(text, _), ..] = tables(|t| t.by_origin(true));
+    assert!(
+        text.lines()
+            .any(|l| l.contains("handle") && l.contains("submit")),
+        "{text}"
+    );
+}

@@ -64,7 +64,12 @@ impl<'t> Otlp<'t> {
         if let Some(pieces) = crate::decode::pieces::Pieces::new(captures) {
             let threads = &crate::decode::pieces::SpanSource::trace(&pieces).threads;
             let in_order = threads.is_sorted_by_key(|t| t.process);
-            if in_order || options.sample_roots == 1 {
+            // Span links go with the spans of a piece's trace: a trace with flows is mapped
+            // whole.
+            let no_flows = crate::decode::pieces::SpanSource::trace(&pieces)
+                .flows
+                .is_empty();
+            if no_flows && (in_order || options.sample_roots == 1) {
                 return pieces::write_json(&pieces, options, out);
             }
         }
