@@ -251,12 +251,17 @@ PY
 # checker (validate_perfetto_proto.py) does not apply TracePacketDefaults or incremental
 # clocks, so it checks the variant with absolute times and explicit tracks
 # (`perfetto::Options::delta_times(false)`); the trace processor checks both.
-pf_rows() {
-    python3 "$V/validate_perfetto.py" "$@" --json \
-        --sql "select name, count(*) as n, max(depth) as depth from slice group by name order by name" \
-        --sql "select so.name as src, si.name as dst, count(*) as n from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id group by src, dst order by src, dst" \
-        --sql "select s.name as name, a.key as key, a.display_value as value, count(*) as n from slice s join args a using (arg_set_id) where a.key like 'debug.%' or a.key like 'args.%' group by s.name, a.key, a.display_value order by s.name, a.key, a.display_value" |
+# The rows of each `--sql` query the trace processor answers on a trace, as one JSON list.
+pf_query() {
+    python3 "$V/validate_perfetto.py" "$@" --json |
         python3 -c 'import json,sys; d,_=json.JSONDecoder().raw_decode(sys.stdin.read()); print(json.dumps([e["rows"] for e in d["extra"]]))'
+}
+# Slices per name (count, deepest nesting).
+slices_sql="select name, count(*) as n, max(depth) as depth from slice group by name order by name"
+pf_rows() {
+    pf_query "$@" --sql "$slices_sql" \
+        --sql "select so.name as src, si.name as dst, count(*) as n from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id group by src, dst order by src, dst" \
+        --sql "select s.name as name, a.key as key, a.display_value as value, count(*) as n from slice s join args a using (arg_set_id) where a.key like 'debug.%' or a.key like 'args.%' group by s.name, a.key, a.display_value order by s.name, a.key, a.display_value"
 }
 "$V/check_trace.sh" "$out/links.absolute.pftrace"
 python3 "$V/validate_perfetto.py" --expect-type proto "$out/links.pftrace" > /dev/null
@@ -311,8 +316,12 @@ for f in outer.json outer.kineto.json outer.unix.json outer.pftrace; do
     "$tickscope" --quiet convert "$out/outer.tscope" "${flags[@]}" -o "$out/$f"
     [ "$f" = outer.pftrace ] || "$V/check_trace.sh" "$out/$f" > /dev/null
 done
-python3 - "$(pf_rows "$out/outer.json")" "$(pf_rows "$out/outer.kineto.json")" \
-    "$(pf_rows "$out/outer.unix.json")" "$(pf_rows --expect-type proto "$out/outer.pftrace")" <<'PY'
+# Slices per name only (Kineto's args number every op).
+pf_slices() {
+    pf_query "$@" --sql "$slices_sql"
+}
+python3 - "$(pf_slices "$out/outer.json")" "$(pf_slices "$out/outer.kineto.json")" \
+    "$(pf_slices "$out/outer.unix.json")" "$(pf_slices --expect-type proto "$out/outer.pftrace")" <<'PY'
 import json, sys
 docs = [sorted((r["name"], int(r["n"]), int(r["depth"])) for r in json.loads(a)[0]) for a in sys.argv[1:5]]
 assert all(d == docs[0] for d in docs), docs
