@@ -286,11 +286,15 @@ impl SpanSource for Pieces<'_> {
             }
             pairing.push(record);
             // Between top-level scopes when it can (whole trees: spans in the order of the
-            // whole thread), else, past twice the window, with the open spans carried.
+            // whole thread), else, past twice the window, with the open spans carried (each
+            // piece copies them: with very many open, pieces grow with them, so that the
+            // copies stay a fraction of the work).
             let kept = pairing.kept_spans();
             if kept >= summary::WINDOW
                 && (pairing.quiet()
-                    || (carry && kept >= 2 * summary::WINDOW && pairing.can_carry()))
+                    || (carry
+                        && kept >= 2 * summary::WINDOW.max(pairing.open_count())
+                        && pairing.can_carry()))
             {
                 result = pairing.drain_piece(|piece| hand(piece, f));
             }

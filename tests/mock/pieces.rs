@@ -720,3 +720,55 @@ fn links_between_threads_are_written_piece_by_piece_with_the_same_bytes() {
         "{text}"
     );
 }
+
+/// Scopes nested 3,000 deep, thousands of short scopes at the bottom and at each of a few
+/// levels on the way back: the open scopes (up to 3,000) are carried from piece to piece;
+/// Perfetto keeps the whole trace's bytes, Chrome JSON its events, and the call tree its rows.
+#[test]
+fn scopes_nested_deeper_than_a_piece_are_carried() {
+    fn down(depth: u32, m: &tickscope::clock::Mock) {
+        let _level = scope!("level");
+        m.increment(1);
+        if depth > 0 {
+            down(depth - 1, m);
+        } else {
+            for _ in 0..5_000 {
+                let _leaf = scope!("leaf");
+                m.increment(1);
+            }
+        }
+        if depth % 1_000 == 0 {
+            for _ in 0..3_000 {
+                let _back = scope!("back");
+                m.increment(2);
+            }
+        }
+    }
+    let captures = {
+        let (_serial, m) = serial_mock();
+        let prof = Profiler::builder().current_thread().start();
+        let mm = m.clone();
+        tickscope::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || down(2_999, &mm))
+            .unwrap()
+            .join()
+            .unwrap();
+        prof.stop();
+        let path = scratch("pieces-deep.tscope");
+        prof.write_capture(&path).unwrap();
+        Capture::read_all(&path).unwrap()
+    };
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.threads.len(), 1);
+    assert_eq!(trace.threads[0].spans.len(), 3_000 + 5_000 + 3 * 3_000);
+    let (whole, pieces) = both(&captures, &perfetto::Options::new(), "pieces-deep.pftrace");
+    assert!(whole == pieces, "{}", first_difference(&whole, &pieces));
+    let (whole, pieces) = both(&captures, &chrome::Options::new(), "pieces-deep.json");
+    assert!(chrome_events(&whole).0 == chrome_events(&pieces).0);
+    assert_ne!(whole, pieces, "the levels are written as they end");
+    let tables = tables_of(&captures);
+    for (pieces, whole) in tables(|t| t.tree(true)) {
+        assert_eq!(pieces, whole);
+    }
+}

@@ -32,7 +32,7 @@ impl<'a> Pairing<'a> {
     }
 
     /// The spans open.
-    #[cfg(test)]
+    #[inline]
     pub(in crate::decode) fn open_count(&self) -> usize {
         self.open.len()
     }
