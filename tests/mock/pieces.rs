@@ -737,7 +737,7 @@ fn scopes_nested_deeper_than_a_piece_are_carried() {
                 m.increment(1);
             }
         }
-        if depth % 1_000 == 0 {
+        if depth.is_multiple_of(1_000) {
             for _ in 0..3_000 {
                 let _back = scope!("back");
                 m.increment(2);
