@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::common::serial_mock;
 use tickscope::__private::{RawKind, capture_from_records, capture_records};
+use tickscope::collector::SessionWriter;
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::{Format, kineto, perfetto};
 use tickscope::table::{Format as TableFormat, Table};
@@ -553,7 +554,7 @@ fn mutated_records_of_open_scopes_never_panic_and_match() {
         RawKind::Instant,
     ];
     let (mut written_in_pieces, mut known) = (0, 0);
-    for round in 0..8 {
+    for round in 0..6 {
         let mut records = records.clone();
         for _ in 0..1 + next(4) {
             let at = next(records.len());
@@ -580,7 +581,8 @@ fn mutated_records_of_open_scopes_never_panic_and_match() {
             written_in_pieces += 1;
             // Chrome JSON on Unix time and Perfetto write a scope's arguments and marks with
             // its begin: a scope carried over pieces that gets an argument later or is open at
-            // the stop lacks them there (the two ignored tests below). Where Chrome JSON on
+            // the stop lacks them there (the two ignored tests below, of `open_at_stop` and of
+            // a collector's late argument). Where Chrome JSON on
             // Unix time differs, it is by that only: the same events with the arguments of
             // their begins left out.
             let name = format!("hostile-mutated-{round}");
@@ -605,7 +607,7 @@ fn mutated_records_of_open_scopes_never_panic_and_match() {
         }
     }
     eprintln!("{written_in_pieces} written in pieces, {known} with begins lacking arguments");
-    assert_eq!(written_in_pieces, 8);
+    assert_eq!(written_in_pieces, 6);
 }
 
 /// BUG: a scope left open at the stop over more than two pieces' spans (a `main` still
@@ -648,56 +650,172 @@ fn a_scope_open_at_the_stop_over_pieces_is_marked_at_its_begin() {
     assert!(whole == pieces);
 }
 
-/// BUG: an argument recorded for a scope open over pieces after its begin was written (here
-/// an argument record of `main` repeated after its last child but one closed, as a
-/// `tracing` span's `record()` while it is the innermost entered span writes it) is missing
-/// from Perfetto and Chrome JSON on Unix time written piece by piece, which write a scope's
-/// arguments with its begin; the whole trace's file has it (decoding sorts it to `main`).
+/// `tracing` spans entered once, without fields, are plain scopes: a `main` span holding
+/// thousands of spans is carried over pieces like a scope. (A span with fields makes its
+/// capture decoded whole: `write_captures` gives `None`.)
+#[cfg(feature = "tracing")]
+#[test]
+fn tracing_spans_open_over_pieces() {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let (_serial, m) = serial_mock();
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tickscope::tracing::layer()));
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    m.increment(1_000u64);
+    let prof = Profiler::builder().current_thread().start();
+    {
+        let main = tracing::info_span!("main");
+        let _e = main.enter();
+        for i in 0..3_000u64 {
+            tracing::info_span!("step").in_scope(|| {
+                m.increment(i % 3);
+                let _s = scope!("inner", i = i);
+            });
+        }
+    }
+    m.increment(10u64);
+    prof.stop();
+    let captures = written(&prof);
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.threads[0].spans.len(), 1 + 2 * 3_000);
+    assert!(trace.async_spans.is_empty());
+    let complete = check(&captures, "hostile-tracing", Relative::Moved, &["i"]);
+    assert_eq!(complete, 1 + 2 * 3_000);
+}
+
+/// A collector's session (`SessionWriter`) of a track whose `main` span holds 3,000 spans,
+/// in two processes, one of them a track whose spans end on the tick their parent ends.
+#[test]
+fn collector_sessions_of_two_processes_open_over_pieces() {
+    let mut file = Vec::new();
+    for process in 1..=2u32 {
+        let mut session =
+            SessionWriter::new("gpu", (0, 1_000), (100_000, 101_000), 1.0).process_id(process);
+        let track = session.thread("stream");
+        session.begin(track, "main", 10);
+        session.arg_u64(track, "process", u64::from(process));
+        let mut tick = 10;
+        for i in 0..3_000u64 {
+            session.begin(track, "kernel", tick);
+            session.arg_u64(track, "i", i);
+            session.span(track, "copy", tick, tick + i % 3);
+            tick += i % 3 + u64::from(process);
+            session.end(track, tick);
+        }
+        session.end(track, tick);
+        session.write_to(&mut file);
+    }
+    let captures = Capture::from_vec(file).unwrap();
+    assert_eq!(captures.len(), 2);
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.spans().count(), 2 * (1 + 2 * 3_000));
+    let complete = check(
+        &captures,
+        "hostile-collector",
+        Relative::Moved,
+        &["process", "i"],
+    );
+    assert_eq!(complete, 2 * (1 + 2 * 3_000));
+}
+
+/// BUG, through the public API: a collector's `SessionWriter::arg_u64` called after spans
+/// inside the open span ended gives that span an argument late (the innermost open span's).
+/// Written piece by piece, Perfetto and Chrome JSON on Unix time lack it: their begin of the
+/// span was written in an earlier piece. The whole trace's files have it.
 #[test]
 #[ignore = "bug: a late argument of a carried scope is missing (Perfetto, Chrome Unix)"]
-fn a_late_argument_of_a_scope_open_over_pieces_is_written() {
-    let (thread, mut records) = capture_records(&looped()).into_iter().next().unwrap();
-    // `main`'s begin, then its argument.
-    assert_eq!(
-        (records[0].kind, records[1].kind),
-        (RawKind::Begin, RawKind::ArgU64)
-    );
-    // The last `r` (no argument): its begin, `s`'s begin and end, its end, `main`'s end.
-    let at = records.len() - 5;
-    assert_eq!(records[at].kind, RawKind::Begin);
-    records.insert(at, records[1]);
-    let capture = capture_from_records(vec![(thread, records)], 0, u64::MAX);
+fn a_late_collector_argument_of_a_span_open_over_pieces_is_written() {
+    let mut session = SessionWriter::new("gpu", (0, 1_000), (100_000, 101_000), 1.0);
+    let track = session.thread("stream");
+    session.begin(track, "main", 10);
+    for i in 0..3_000u64 {
+        session.span(track, "kernel", 10 + 3 * i, 12 + 3 * i);
+    }
+    session.arg_u64(track, "status", 200);
+    session.end(track, 9_100);
     let mut file = Vec::new();
-    capture.write_to(&mut file).unwrap();
+    session.write_to(&mut file);
     let captures = Capture::from_vec(file).unwrap();
     let trace = Trace::from_captures(&captures);
     assert_eq!(trace.threads[0].spans[0].name(), "main");
-    assert_eq!(trace.threads[0].args_of(0).len(), 2);
-    // The formats that write a scope as it ends have both arguments.
+    assert_eq!(trace.threads[0].args_of(0).len(), 1);
+    // The formats that write a span as it ends have the argument.
     check_with(
         &captures,
-        "hostile-late-arg",
+        "hostile-collector-late",
         Relative::Moved,
-        &["k"],
+        &["status"],
         false,
     );
     let unix = chrome::Options::new().time_origin(TimeOrigin::UnixEpoch);
     let (whole, pieces) = both(&captures, &unix);
-    let (whole, pieces) = (
-        String::from_utf8(whole).unwrap(),
-        String::from_utf8(pieces.unwrap()).unwrap(),
-    );
-    let main = |json: &str| -> String {
-        json.lines()
-            .find(|l| l.contains("\"name\":\"main\""))
-            .unwrap()
-            .to_owned()
+    let status = |bytes: &[u8]| {
+        String::from_utf8_lossy(bytes)
+            .matches("\"status\":200")
+            .count()
     };
-    assert_eq!(main(&pieces), main(&whole), "Chrome JSON on Unix time");
-    let (whole, pieces) = both(&captures, &perfetto::Options::new());
-    assert!(
-        whole == pieces.clone().unwrap(),
-        "Perfetto: {}",
-        crate::common::first_difference(&whole, &pieces.unwrap())
+    assert_eq!(
+        (status(&whole), status(&pieces.unwrap())),
+        (1, 1),
+        "Chrome JSON on Unix time"
     );
+    let (whole, pieces) = both(&captures, &perfetto::Options::new());
+    let status = |bytes: &[u8]| bytes.windows(6).filter(|w| w == b"status").count();
+    assert_eq!(
+        (status(&whole), status(&pieces.unwrap())),
+        (1, 1),
+        "Perfetto"
+    );
+}
+
+/// A capture of a thread inside one scope, written as recorded (16 bytes a record), with one
+/// to four bits flipped anywhere: what reads is written piece by piece to files
+/// (`write_file_from_captures`) and as call trees and tables by argument without a panic.
+#[test]
+fn flipped_bits_of_a_capture_of_open_scopes_never_panic() {
+    let capture = looped();
+    let mut base = Vec::new();
+    tickscope::__private::unpacked(|| capture.write_to(&mut base)).unwrap();
+    assert!(base.len() > 16 * 10_000, "{}", base.len());
+    let path = crate::common::scratch("hostile-flipped.out");
+    let mut rng = 0xD6E8_FEB8_6659_FD93u64;
+    let mut next = move |below: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % below as u64) as usize
+    };
+    let (mut inputs, mut readable) = (0, 0);
+    for _ in 0..30 {
+        let mut bytes = base.clone();
+        for _ in 0..1 + next(4) {
+            let at = next(bytes.len());
+            bytes[at] ^= 1 << next(8);
+        }
+        inputs += 1;
+        let Ok(captures) = Capture::from_vec(bytes) else {
+            continue;
+        };
+        readable += 1;
+        let refs: Vec<&Capture> = captures.iter().collect();
+        for format in [
+            &chrome::Options::new() as &dyn Format,
+            &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+            &kineto::Options::new(0, 1),
+            &perfetto::Options::new(),
+        ] {
+            tickscope::export::write_file_from_captures(&refs, &path, format).unwrap();
+        }
+        let mut bytes = Vec::new();
+        for capture in &refs {
+            capture.write_to(&mut bytes).unwrap();
+        }
+        let table = Table::from_captures(captures);
+        assert!(!table.tree(true).render(TableFormat::Text).is_empty());
+        let by_arg = Table::from_captures(Capture::from_vec(bytes).unwrap()).by_arg("k");
+        assert!(!by_arg.render(TableFormat::Csv).is_empty());
+    }
+    assert_eq!(inputs, 30);
+    assert!(readable >= 10, "{readable} of {inputs} read");
 }
