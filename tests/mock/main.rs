@@ -24,6 +24,7 @@ mod snapshots;
 mod table;
 
 // Exports.
+mod carry_hostile;
 mod export;
 mod html;
 #[cfg(feature = "otlp")]
