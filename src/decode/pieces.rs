@@ -167,6 +167,9 @@ pub(crate) struct Pieces<'c> {
     counts: Vec<usize>,
     /// Each thread's spans all end within their parents: its pieces may carry open spans.
     carries: Vec<bool>,
+    /// Each thread's spans open at its end (indices in the thread, in order): marked open at
+    /// the stop from their begin, which a piece may hand over before they end.
+    open_at_end: Vec<Vec<u32>>,
 }
 
 impl<'c> Pieces<'c> {
@@ -177,14 +180,9 @@ impl<'c> Pieces<'c> {
     /// (their counts, counters, instants and links).
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::of_with(captures, false, false)?;
-        let (counts, carries) = threads(&summary);
+        let threads = threads(&summary);
         let follows = summary.tracing_follows();
-        Self::with(
-            captures,
-            Cow::Owned(summary.trace),
-            (counts, carries),
-            follows,
-        )
+        Self::with(captures, Cow::Owned(summary.trace), threads, follows)
     }
 
     /// [`Pieces::new`] with the captures' summary already made (the same captures'
@@ -199,14 +197,18 @@ impl<'c> Pieces<'c> {
         )
     }
 
-    /// The pieces of `captures`, whose trace without spans is `trace`, its threads holding
-    /// `counts` spans (and `carries` saying whether their spans all end within their parents);
+    /// The pieces of `captures`, whose trace without spans is `trace`, with what `threads`
+    /// says of each thread;
     /// `None` when a `tracing` span follows from one entered elsewhere (`follows`: its flow is
     /// matched from the spans).
     fn with(
         captures: &[&'c Capture],
         trace: Cow<'c, Trace>,
-        (counts, carries): (Vec<usize>, Vec<bool>),
+        Threads {
+            counts,
+            carries,
+            open_at_end,
+        }: Threads,
         follows: bool,
     ) -> Option<Self> {
         if follows {
@@ -236,6 +238,7 @@ impl<'c> Pieces<'c> {
         Some(Self {
             counts,
             carries,
+            open_at_end,
             trace,
             sources,
         })
@@ -273,6 +276,9 @@ impl SpanSource for Pieces<'_> {
             None,
             summary::WINDOW,
         );
+        if carry && let Some(open) = self.open_at_end.get(thread) {
+            pairing.ends_open(open.clone());
+        }
         for cut in capture.cut_of(source.id) {
             pairing.open_cut(cut.record());
         }
@@ -307,7 +313,7 @@ impl SpanSource for Pieces<'_> {
             }),
             false => shared.end_ns,
         };
-        pairing.close_rest(end_ns);
+        let _ = pairing.close_rest(end_ns);
         pairing.drain_piece(|piece| hand(piece, f))
     }
 }
@@ -320,11 +326,26 @@ fn hand(piece: Piece<'_>, f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>) -> io:
     f(piece)
 }
 
-/// Each thread's span count, and whether its spans all end within their parents.
-fn threads(summary: &Summary) -> (Vec<usize>, Vec<bool>) {
-    (summary.threads.iter())
-        .map(|t| (t.spans, !t.tangled))
-        .unzip()
+/// What [`Pieces`] takes of each thread of a [`Summary`].
+struct Threads {
+    /// Span counts.
+    counts: Vec<usize>,
+    /// Whether the pieces may carry open spans (nothing tangled).
+    carries: Vec<bool>,
+    /// The spans open at the end.
+    open_at_end: Vec<Vec<u32>>,
+}
+
+/// Each thread's span count, whether its spans all end within their parents, and those open
+/// at its end.
+fn threads(summary: &Summary) -> Threads {
+    Threads {
+        counts: summary.threads.iter().map(|t| t.spans).collect(),
+        carries: summary.threads.iter().map(|t| !t.tangled).collect(),
+        open_at_end: (summary.threads.iter())
+            .map(|t| t.open_at_end.clone())
+            .collect(),
+    }
 }
 
 /// What decoding any thread of `capture` reads, as [`Trace::from_capture`] sets it up.

@@ -53,9 +53,12 @@ pub(crate) struct ThreadSums {
     /// flow is matched from the spans, which the sums do not keep (the flows of links are
     /// in the summed trace).
     pub(crate) tracing_follows: bool,
-    /// Some span of the thread did not end within its parent (guards dropped out of order):
-    /// its pieces are whole trees only ([`Pieces`](crate::decode::pieces::Pieces)).
+    /// Some span of the thread did not end within its parent (guards dropped out of order),
+    /// or got an argument after a span began inside it: its pieces are whole trees only
+    /// ([`Pieces`](crate::decode::pieces::Pieces)).
     pub(crate) tangled: bool,
+    /// The spans (indices in the thread) still open at its end, in order.
+    pub(crate) open_at_end: Vec<u32>,
 }
 
 /// How a decoding sums each thread's spans.
@@ -81,6 +84,7 @@ impl ThreadSums {
             follows: false,
             tracing_follows: false,
             tangled: false,
+            open_at_end: Vec::new(),
         }
     }
 

@@ -228,7 +228,7 @@ impl Shared<'_> {
             }),
             false => self.end_ns,
         };
-        pairing.close_rest(end_ns);
+        let open_at_end = pairing.close_rest(end_ns);
         let tangled = pairing.tangled();
         let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
         if let Some(sums) = &mut sums {
@@ -247,6 +247,7 @@ impl Shared<'_> {
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
             sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
+            sums.open_at_end = open_at_end;
             // The links stay (their spans are known by index): the summed trace has their
             // flows. A `tracing` span's `follows_from` needs the spans to be matched.
             links.tracing_follows.clear();

@@ -164,7 +164,7 @@ impl<'a> Pairing<'a> {
                 parent,
                 children_ns: 0,
                 overhead_ns: 0,
-                open_at_stop: false,
+                open_at_stop: self.ends_open.binary_search(&index).is_ok(),
                 cut_at_start: false,
                 kind: if event.kind == RawKind::Begin {
                     SpanKind::Scope
@@ -186,9 +186,10 @@ impl<'a> Pairing<'a> {
 
     /// Ends the thread's records: applies a record still waiting for its payload and the
     /// arguments being read, hands the `tracing` enters whose close did not come here to the
-    /// marks, and closes what is still open at `end_ns`, marked open at the stop. (Done again
-    /// by [`Pairing::finish`], where it then does nothing.)
-    pub(in crate::decode) fn close_rest(&mut self, end_ns: u64) {
+    /// marks, and closes what is still open at `end_ns`, marked open at the stop: returns
+    /// their indices in the thread, outermost first. (Done again by [`Pairing::finish`],
+    /// where it then does nothing.)
+    pub(in crate::decode) fn close_rest(&mut self, end_ns: u64) -> Vec<u32> {
         if let Some(lead) = self.pending.take() {
             self.lead(lead, None);
         }
@@ -198,9 +199,11 @@ impl<'a> Pairing<'a> {
         }
         self.apply_counts();
         self.end_args();
+        let indices = self.open.iter().map(|o| o.index).collect();
         while let Some(open) = self.open.pop() {
             self.close(open, end_ns, true);
         }
+        indices
     }
 
     /// Closes what is still open at `end_ns` and returns the number of records taken, the

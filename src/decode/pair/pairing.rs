@@ -68,8 +68,13 @@ pub(in crate::decode) struct Pairing<'a> {
     /// Some span did not end within its parent: a scope was closed while one it encloses was
     /// still open (guards dropped out of order), or ended before a child's end (forged
     /// ticks). Until then the open spans are always a chain from a top-level span, each the
-    /// parent of the next.
+    /// parent of the next. Also set when a scope got an argument after a scope began inside
+    /// it: its begin may have been handed over in a piece already.
     pub(super) tangled: bool,
+    /// The spans (indices in the thread) that a first pass found still open at the end of the
+    /// thread, in order: marked [`open_at_stop`](Span::open_at_stop) from their begin, so that
+    /// a piece that hands a begin over says so ([`Pairing::ends_open`]).
+    pub(super) ends_open: Vec<u32>,
 }
 
 /// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
@@ -205,7 +210,14 @@ impl<'a> Pairing<'a> {
             calls_from: 0,
             follows_effect: None,
             tangled: false,
+            ends_open: Vec::new(),
         }
+    }
+
+    /// Marks the spans at `indices` (in the thread, in order: those a first pass found open
+    /// at the end) open at the stop from their begin.
+    pub(in crate::decode) fn ends_open(&mut self, indices: Vec<u32>) {
+        self.ends_open = indices;
     }
 
     /// Builds async calls only from the records from `tick` on (see

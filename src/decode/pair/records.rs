@@ -66,11 +66,22 @@ impl<'a> Pairing<'a> {
             });
             return;
         }
-        let span = self.open.last().map(|o| o.index);
+        let span = self.innermost_for_args();
         let (callsites, args) = (self.callsites, &mut self.args);
         self.reader.read(record, |key, value| {
             push_arg(args, callsites, span, key, value);
         });
+    }
+
+    /// The innermost open span, which arguments go to; an argument for it after a span began
+    /// inside it marks the thread [`tangled`](Pairing::tangled) (a piece may have handed its
+    /// begin over already).
+    fn innermost_for_args(&mut self) -> Option<u32> {
+        let span = self.open.last().map(|o| o.index);
+        if span.is_some_and(|s| s.saturating_add(1) != self.next_index()) {
+            self.tangled = true;
+        }
+        span
     }
 
     /// The arguments end: a string cut short counts as far as it came.
@@ -83,7 +94,10 @@ impl<'a> Pairing<'a> {
             });
             return;
         }
-        let span = self.open.last().map(|o| o.index);
+        if !self.reader.is_reading() {
+            return;
+        }
+        let span = self.innermost_for_args();
         let (callsites, args) = (self.callsites, &mut self.args);
         self.reader.finish(|key, value| {
             push_arg(args, callsites, span, key, value);
