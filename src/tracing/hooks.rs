@@ -37,6 +37,10 @@ pub(super) struct SpanState {
     args: Vec<RawEvent>,
     /// The link the span follows from, if any.
     follows: Option<Link>,
+    /// The thread (tickscope's id) of its first enter, if it was entered.
+    entered_on: Option<u64>,
+    /// It was entered on more than one thread.
+    elsewhere: bool,
 }
 
 /// Where the bridge finds what it keeps of one span that is not plain: its metadata and its
@@ -62,6 +66,15 @@ fn enter_slow(id: &Id, span: &impl SpanStore) -> u32 {
             // `MOVED` is read by every span's creation and close on every thread.
             ext.moved = true;
             MOVED.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(state) = ext.state.as_mut() {
+            // (0: a thread being torn down, unknown: taken as another.)
+            let here = thread::thread_id();
+            match state.entered_on {
+                None if here != 0 => state.entered_on = Some(here),
+                None => state.elsewhere = true,
+                Some(first) => state.elsewhere |= first != here,
+            }
         }
         let state = ext.state.as_ref();
         let cid = state
@@ -105,6 +118,8 @@ pub(super) fn on_new_span(attrs: &Attributes<'_>, id: &Id) -> Option<SpanState> 
         site,
         args: encode(site, |fields| attrs.record(fields)),
         follows: None,
+        entered_on: None,
+        elsewhere: false,
     })
 }
 
@@ -174,6 +189,9 @@ pub(super) fn on_follows_from<T: SpanStore>(
                 site: site(metadata),
                 args: Vec::new(),
                 follows: Some(link),
+                // Its enters before now were not counted: its close says nothing from them.
+                entered_on: None,
+                elsewhere: true,
             });
             // Enters must now find the state: no thread may take the span as plain.
             STATE_EPOCH.fetch_add(1, Ordering::Relaxed);
@@ -216,17 +234,32 @@ pub(super) fn on_exit(id: &Id) {
     }
 }
 
-/// The bridge's part of the close of span `id`.
+/// The bridge's part of the close of span `id`, which `span` finds.
 #[inline(always)]
-pub(super) fn on_close(id: &Id) {
+pub(super) fn on_close<T: SpanStore>(id: &Id, span: impl FnOnce() -> Option<T>) {
     if !thread::thread_wants() {
         return;
     }
     let span_id = id.into_u64();
-    let here = entered_only_here(span_id);
+    // Every enter on this thread: a plain span this thread created (its cache says so), or
+    // one with fields whose state saw every enter here.
+    let here = entered_only_here(span_id) || span().is_some_and(|span| only_here(&span));
     set_plain(span_id, None);
     // Ends the span's async call if it was entered more than once, and the use of its id.
     thread::push_pair(RawEvent::span_close(0, clock::now(), span_id, here));
+}
+
+/// True when span `span` has state and was entered on this thread only, or never.
+#[cold]
+fn only_here(span: &impl SpanStore) -> bool {
+    span.with_ext(|ext| {
+        ext.state.as_ref().is_some_and(|state| {
+            !state.elsewhere
+                && state
+                    .entered_on
+                    .is_none_or(|first| first == thread::thread_id())
+        })
+    })
 }
 
 /// The bridge's part of an event.

@@ -82,8 +82,8 @@ where
         on_exit(id);
     }
 
-    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
-        on_close(&id);
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        on_close(&id, || ctx.span(&id));
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {

@@ -382,7 +382,7 @@ impl ::tracing::Subscriber for TickscopeSubscriber {
             return false;
         }
         std::sync::atomic::fence(Ordering::Acquire);
-        hooks::on_close(&id);
+        hooks::on_close(&id, || Some(Found(found)));
         free(shard, slot, found);
         true
     }

@@ -61,6 +61,7 @@ mod subscriber {
         a_span_back_from_another_thread_and_closed_where_it_was_made,
         a_batch_follows_from_requests_entered_on_other_threads,
         by_arg_splits_tracing_async_calls_by_their_fields,
+        spans_with_fields_entered_on_one_thread_are_decoded_in_pieces,
     );
     // Not `events_are_named_by_their_static_message_else_by_target_and_line`: how a callsite's
     // events are named depends on the events of that callsite before, in the process.
@@ -1252,4 +1253,96 @@ fn the_subscriber_starts_two_cache_lines_after_its_dispatch_count() {
     });
     prof.stop();
     assert_eq!(prof.report().get("aligned").unwrap().calls, 3);
+}
+
+/// Spans with fields (as `#[instrument]` makes them), each entered once on the thread that
+/// closes it, among them values recorded later: their close says every enter was there, so
+/// the capture is summed and written piece by piece (no async call to match across threads),
+/// with the whole trace's table, tables by field and Perfetto bytes. A span with fields
+/// entered on two threads is still an async call, decoded whole.
+#[test]
+fn spans_with_fields_entered_on_one_thread_are_decoded_in_pieces() {
+    use std::sync::Arc;
+    use tickscope::export::{Format, perfetto};
+    use tickscope::table::Table;
+
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    for i in 0..3_000u64 {
+        let step = tracing::info_span!("step", i = i % 3, done = tracing::field::Empty);
+        step.in_scope(|| {
+            tracing::info_span!("inner", k = "v").in_scope(|| std::hint::black_box(i));
+            step.record("done", true);
+        });
+    }
+    prof.stop();
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    let captures = tickscope::Capture::from_bytes(&bytes).unwrap();
+    let refs: Vec<&tickscope::Capture> = captures.iter().collect();
+    let trace = Trace::from_captures(&captures);
+    assert!(trace.async_spans.is_empty());
+    assert_eq!(trace.threads[0].spans.len(), 2 * 3_000);
+    let mut pieces = Vec::new();
+    assert!(
+        perfetto::Options::new()
+            .write_captures(&refs, &mut pieces)
+            .is_some(),
+        "written piece by piece"
+    );
+    let mut whole = Vec::new();
+    perfetto::Options::new().write(&trace, &mut whole).unwrap();
+    assert!(whole == pieces, "Perfetto differs");
+    let decoded = Arc::new(trace);
+    let tables = |table: fn(Table) -> Table| {
+        let captures = tickscope::Capture::from_bytes(&bytes).unwrap();
+        let from_captures = table(Table::from_captures(captures)).to_string();
+        (
+            from_captures,
+            table(Table::new(decoded.clone())).to_string(),
+        )
+    };
+    for table in [
+        (|t| t) as fn(Table) -> Table,
+        |t| t.tree(true),
+        |t| t.by_arg("i"),
+        |t| t.by_arg("done"),
+    ] {
+        let (pieces, whole) = tables(table);
+        assert_eq!(pieces, whole);
+    }
+    let (by_i, _) = tables(|t| t.by_arg("i"));
+    let steps = by_i
+        .lines()
+        .filter(|l| l.trim_start().starts_with("step"))
+        .count();
+    assert_eq!(steps, 3, "{by_i}");
+
+    // Entered on two threads: an async call, matched from every span.
+    let prof = Profiler::builder().current_thread().start();
+    let shared = tracing::info_span!("shared", n = 1);
+    shared.in_scope(|| {});
+    let other = {
+        let span = shared.clone();
+        let prof = prof.clone();
+        let dispatch = dispatch.clone();
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let _d = tracing::dispatcher::set_default(&dispatch);
+            span.in_scope(|| {});
+        })
+    };
+    other.join().unwrap();
+    drop(shared);
+    prof.stop();
+    let captures = read_back(&prof);
+    let refs: Vec<&tickscope::Capture> = captures.iter().collect();
+    assert_eq!(Trace::from_captures(&captures).async_spans.len(), 1);
+    assert!(
+        perfetto::Options::new()
+            .write_captures(&refs, &mut std::io::sink())
+            .is_none(),
+        "decoded whole"
+    );
 }
