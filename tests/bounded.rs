@@ -310,6 +310,56 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
     }
 }
 
+/// OTLP/JSON of a thread whose one scope (`main`) holds all its others: written from pieces
+/// that carry `main` (and the spans open with it) from one to the next, so it takes the same
+/// memory for ten times the scopes (in requests of 1,000 spans), and well under what the
+/// thread's spans would take.
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_json_of_a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp};
+
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        let prof = Profiler::builder()
+            .current_thread()
+            .stream_to(&path)
+            .stream_memory(1 << 20)
+            .try_start()
+            .unwrap();
+        {
+            let _main = scope!("main");
+            for i in 0..requests {
+                let _request = scope!("request");
+                let _work = scope!("work", i = i % 3);
+            }
+        }
+        prof.stop();
+        let (peak, ()) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let options = Options::new().batch_spans(1_000);
+            let stats = Otlp::write_json_from_captures(&captures, &options, &mut std::io::sink());
+            assert_eq!(stats.unwrap().sent, 1 + 2 * requests);
+        });
+        std::fs::remove_file(&path).unwrap();
+        peak
+    };
+    let small = peak(30_000, "otlp-open-small.tscope");
+    let large = peak(300_000, "otlp-open-large.tscope");
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    eprintln!("OTLP of a scope open over 60,001 / 600,001 spans: {small} / {large} bytes at most");
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    assert!(
+        large <= small + (256 << 10),
+        "{large} bytes at most for 600,000 spans, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 8, "{large} bytes");
+}
+
 #[test]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();

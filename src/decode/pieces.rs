@@ -13,9 +13,9 @@
 //! open scopes. Spans and arguments are numbered by their position in the piece
 //! ([`Piece::index`] gives the index in the thread).
 //!
-//! Exports that need whole trees (OTLP, which maps each piece as a trace) ask for them
-//! (`whole_trees`): there a thread whose scopes never all close at once is one piece, held
-//! whole.
+//! An export that needs whole trees may ask for them (`whole_trees`): there a thread whose
+//! scopes never all close at once is one piece, held whole. (None does: OTLP, which maps each
+//! piece as a trace, carries what its open spans decided.)
 //!
 //! What the exports write besides spans (the window, processes, threads, counters, instants,
 //! the flows of links, by the index of their spans) comes from a first pass that sums the

@@ -29,6 +29,8 @@ mod export;
 mod html;
 #[cfg(feature = "otlp")]
 mod otlp;
+#[cfg(feature = "otlp")]
+mod otlp_carry;
 mod perfetto;
 mod pieces;
 mod pprof;

@@ -170,28 +170,29 @@ fn scopes_map_to_spans_exactly() {
         .collect();
     assert_eq!(
         times,
+        // In the order they end: each after the spans inside it.
         [
-            ("main", 5, 5 + 2 + 13 + 23 + 1),
-            ("parse", 7, 20),
             ("tokenize", 10, 20),
-            ("parse", 20, 43),
+            ("parse", 7, 20),
             ("tokenize", 23, 43),
+            ("parse", 20, 43),
+            ("main", 5, 5 + 2 + 13 + 23 + 1),
         ]
     );
     let parents: Vec<(String, String)> = parent_names(&spans);
     let expect: Vec<(String, String)> = [
+        ("tokenize", "parse"),
+        ("parse", "main"),
+        ("tokenize", "parse"),
+        ("parse", "main"),
         ("main", ""),
-        ("parse", "main"),
-        ("tokenize", "parse"),
-        ("parse", "main"),
-        ("tokenize", "parse"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(parents, expect);
     // The second tokenize's parent is the second parse.
-    assert_eq!(spans[4].parent_span_id, spans[3].span_id);
+    assert_eq!(spans[2].parent_span_id, spans[3].span_id);
     // Unique, non-zero 8-byte span ids; one 16-byte trace id for the one root.
     let mut ids: Vec<&[u8]> = spans.iter().map(|s| s.span_id.as_slice()).collect();
     ids.sort_unstable();
@@ -204,7 +205,7 @@ fn scopes_map_to_spans_exactly() {
     assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
     assert_eq!(spans[0].trace_id.len(), 16);
 
-    let main = &spans[0].attributes;
+    let main = &spans[4].attributes;
     assert_eq!(text(main, "user"), Some("ann"));
     assert_eq!(int(main, "n"), Some(3));
     assert_eq!(attr(main, "ratio"), Some(&Any::DoubleValue(0.5)));
@@ -241,9 +242,9 @@ fn short_and_deep_scopes_fold_with_exact_totals() {
     let requests: Vec<_> = otlp.requests().collect();
     let spans = all_spans(&requests);
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["main", "parse", "parse", "tokenize"]);
-    assert_eq!(int(&spans[1].attributes, "tickscope.folded.count"), Some(1));
-    assert_eq!(int(&spans[1].attributes, "tickscope.folded.ns"), Some(10));
+    assert_eq!(names, ["parse", "tokenize", "parse", "main"]);
+    assert_eq!(int(&spans[0].attributes, "tickscope.folded.count"), Some(1));
+    assert_eq!(int(&spans[0].attributes, "tickscope.folded.ns"), Some(10));
     assert_eq!(int(&spans[2].attributes, "tickscope.folded.count"), None);
 
     // Depth 0 only: everything folds into main, its children's time exact (13 + 23 ns).
@@ -438,7 +439,7 @@ fn the_json_file_holds_one_request_per_line() {
         .map(|b| format!("{b:02x}"))
         .collect();
     assert_eq!(span["traceId"], hex.as_str());
-    assert_eq!(span["name"], "main");
+    assert_eq!(span["name"], "tokenize");
 }
 
 #[test]
@@ -545,8 +546,8 @@ fn instants_and_counter_samples_are_span_events_on_the_innermost_open_span() {
     let requests: Vec<_> = otlp.requests().collect();
     let spans = all_spans(&requests);
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["a", "b", EVENTS_SPAN_NAME]);
-    let (a, b, outside) = (spans[0], spans[1], spans[2]);
+    assert_eq!(names, ["b", "a", EVENTS_SPAN_NAME]);
+    let (a, b, outside) = (spans[1], spans[0], spans[2]);
     assert_eq!(
         events_of(a),
         [
@@ -1038,7 +1039,7 @@ fn a_413_splits_the_batch_and_a_single_span_is_a_clear_error() {
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    assert_eq!(names, ["main", "parse", "tokenize", "parse", "tokenize"]);
+    assert_eq!(names, ["tokenize", "parse", "tokenize", "parse", "main"]);
 
     let server = Server::start(vec![answer(413); 10]);
     let otlp = Otlp::new(&trace, &Options::new().batch_spans(1));

@@ -475,7 +475,7 @@ fn zero_length_top_level_scopes_give_the_same_bytes() {
 /// it over each 1,500 iterations (carried open scopes that end between pieces), arguments,
 /// edges on one nanosecond, instants and counter samples; and, when `tangled`, a second such
 /// thread whose iteration 2,500 drops `handle` before `query` (its pieces stay whole trees).
-fn spanning(name: &str, tangled: bool) -> Vec<Capture> {
+pub(crate) fn spanning(name: &str, tangled: bool) -> Vec<Capture> {
     let (_serial, m) = serial_mock();
     let prof = Profiler::builder().current_thread().start();
     for t in 0..1 + u64::from(tangled) {

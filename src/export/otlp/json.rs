@@ -31,9 +31,12 @@ impl<'t> Otlp<'t> {
     /// `tickscope convert -o x.otlp.json` does.
     ///
     /// Captures that did not track memory and hold no async call or link are decoded thread
-    /// by thread, a few thousand spans at a time (whole top-level scopes), each mapped and
-    /// written as it comes: the memory taken is then bounded by the scopes open at once, not
-    /// by the captures' size (plus their instants and counter samples). The spans, their ids,
+    /// by thread, a few thousand spans at a time, each piece mapped and written as it comes,
+    /// the scopes open at its end carried into the next piece and sent in the piece where they
+    /// end: the memory taken is then bounded by a piece and the scopes open at once, not by the
+    /// captures' size (plus their instants and counter samples). With
+    /// [`Options::min_duration`], each thread is read twice (first for the ends of the scopes
+    /// open at the end of a piece). The spans, their ids,
     /// attributes, events and batches are the whole trace's; only with several processes may
     /// the spans that hold events outside every span come later, after every process's spans.
     /// Other captures (and several processes whose threads interleave, with

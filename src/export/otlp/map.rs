@@ -5,7 +5,7 @@
 use std::fmt;
 
 use super::options::{Options, Stats};
-use crate::trace::{Flow, SpanKind, Trace};
+use crate::trace::{Flow, Span, SpanKind, Trace};
 
 pub(super) const NONE: u32 = u32::MAX;
 
@@ -64,7 +64,8 @@ pub struct Otlp<'t> {
     pub(super) trace: &'t Trace,
     pub(super) options: Options,
     pub(super) nodes: Vec<Node>,
-    /// Kept nodes, process by process.
+    /// Kept nodes, process by process, each thread's in the order its spans end (a piece
+    /// sends the spans that end in it).
     pub(super) kept: Vec<u32>,
     /// Index in `nodes` of each thread's first span.
     pub(super) thread_base: Vec<u32>,
@@ -81,6 +82,36 @@ pub struct Otlp<'t> {
     pub(super) roots: u32,
     /// The events on no span of the trace, when [`Start::holders`] is off.
     pub(super) outside: Vec<EventOf>,
+    /// What a piece carried from the last one ([`Otlp::with_carried`]).
+    pub(super) carried: Carried,
+}
+
+/// The state of a node open at the end of the last piece of its thread, carried into the
+/// next piece (where it is one of the first nodes, in the same order): what its walk decided.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Carry {
+    /// The carried node it is sent as (its position among the carried), `NONE` when sampled
+    /// out.
+    pub(super) rep: u32,
+    /// Its root's position among the carried (its process, with one trace per process).
+    pub(super) trace: u32,
+    pub(super) depth: u32,
+    pub(super) folded_count: u64,
+    pub(super) folded_ns: u64,
+}
+
+/// What a piece of a thread with open spans ([`Piece`](crate::decode::pieces::Piece)) is
+/// mapped with: its first nodes' state from the last piece, its open nodes, and where each of
+/// its nodes stands in the whole trace.
+#[derive(Debug, Default)]
+pub(super) struct Carried {
+    /// The state of the first `seeds.len()` nodes (carried spans): not walked again.
+    pub(super) seeds: Vec<Carry>,
+    /// The nodes still open at the end of the piece (sorted): not sent, their folded time
+    /// not counted yet.
+    pub(super) open: Vec<u32>,
+    /// The index in the whole trace of each node (empty: [`Start::node`] plus its index).
+    pub(super) global: Vec<u32>,
 }
 
 /// Where a trace mapped as a piece of a larger one stands in it
@@ -133,6 +164,18 @@ impl<'t> Otlp<'t> {
     /// from `start.node`, whose roots are sampled after `start.roots` others, and whose events
     /// on no span are left in [`Otlp::outside`] unless `start.holders`.
     pub(super) fn with(trace: &'t Trace, options: &Options, start: Start) -> Self {
+        Self::with_carried(trace, options, start, Carried::default())
+    }
+
+    /// [`Otlp::with`] for a piece of a thread that carries open spans: its first nodes were
+    /// walked in an earlier piece (`carried.seeds`), its open nodes end in a later one (they
+    /// are not kept here), its nodes are numbered by `carried.global`.
+    pub(super) fn with_carried(
+        trace: &'t Trace,
+        options: &Options,
+        start: Start,
+        carried: Carried,
+    ) -> Self {
         let asyncs = trace.async_spans.len();
         let mut thread_base = Vec::with_capacity(trace.threads.len());
         let mut nodes: Vec<Node> = Vec::with_capacity(asyncs + trace.spans().count());
@@ -208,6 +251,7 @@ impl<'t> Otlp<'t> {
             start,
             roots: start.roots,
             outside: Vec::new(),
+            carried,
         };
         this.walk();
         this.finish();
@@ -268,6 +312,21 @@ impl<'t> Otlp<'t> {
     fn place(&mut self, i: usize, roots: &mut u32) {
         let parent = self.nodes[i].parent;
         let duration = self.nodes[i].end.saturating_sub(self.nodes[i].start);
+        if let Some(&seed) = self.carried.seeds.get(i) {
+            // Walked in the piece where it began; folded into its parent, its time counts
+            // now that it ends.
+            let node = &mut self.nodes[i];
+            node.rep = seed.rep;
+            node.trace = seed.trace;
+            node.depth = seed.depth;
+            node.folded_count = seed.folded_count;
+            node.folded_ns = seed.folded_ns;
+            if seed.rep != NONE && seed.rep == parent && !self.is_open(i as u32) {
+                let rep = &mut self.nodes[seed.rep as usize];
+                rep.folded_ns = rep.folded_ns.saturating_add(duration);
+            }
+            return;
+        }
         if parent == NONE {
             let keep = roots.is_multiple_of(self.options.sample_roots);
             *roots = roots.wrapping_add(1);
@@ -302,9 +361,10 @@ impl<'t> Otlp<'t> {
         if folds {
             self.nodes[i].rep = prep;
             self.stats.folded += 1;
+            let ends = !self.is_open(i as u32);
             let rep = &mut self.nodes[prep as usize];
             rep.folded_count += 1;
-            if prep == parent {
+            if prep == parent && ends {
                 rep.folded_ns = rep.folded_ns.saturating_add(duration);
             }
         } else {
@@ -319,8 +379,11 @@ impl<'t> Otlp<'t> {
     fn finish(&mut self) {
         let trace = self.trace;
         self.place_events();
-        let mut kept: Vec<u32> = (0..self.nodes.len() as u32)
-            .filter(|&i| self.nodes[i as usize].rep == i)
+        // In the order spans end (a piece sends those that end in it), by process.
+        let mut kept: Vec<u32> = self
+            .end_order()
+            .into_iter()
+            .filter(|&i| self.nodes[i as usize].rep == i && !self.is_open(i))
             .collect();
         kept.sort_by_key(|&i| self.nodes[i as usize].process);
         self.kept = kept;
@@ -368,6 +431,33 @@ impl<'t> Otlp<'t> {
                     })
             })
             .collect();
+    }
+
+    /// True when node `i` is still open at the end of the piece mapped.
+    fn is_open(&self, i: u32) -> bool {
+        !self.carried.open.is_empty() && self.carried.open.binary_search(&i).is_ok()
+    }
+
+    /// Every node in the order they are sent: async calls, then each thread's spans in the
+    /// order they end, then the holders of events outside spans.
+    fn end_order(&self) -> Vec<u32> {
+        let n = self.nodes.len() as u32;
+        let mut order: Vec<u32> = (0..n)
+            .filter(|&i| matches!(self.nodes[i as usize].of, Of::Async(_)))
+            .collect();
+        for (thread, &base) in self.trace.threads.iter().zip(&self.thread_base) {
+            order.extend(end_order(&thread.spans).into_iter().map(|s| base + s));
+        }
+        order.extend((0..n).filter(|&i| matches!(self.nodes[i as usize].of, Of::Events)));
+        order
+    }
+
+    /// The index in the whole trace of node `i`.
+    fn global(&self, i: u32) -> u64 {
+        match self.carried.global.get(i as usize) {
+            Some(&g) => u64::from(g),
+            None => u64::from(i) + u64::from(self.start.node),
+        }
     }
 
     /// Puts each instant and counter sample on the kept node of the innermost span open on
@@ -492,7 +582,7 @@ impl<'t> Otlp<'t> {
 
     /// The `span_id` of node `i`: unique in the trace, never zero.
     pub(super) fn span_id_bytes(&self, i: u32) -> [u8; 8] {
-        let i = u64::from(i) + u64::from(self.start.node);
+        let i = self.global(i);
         ((self.seed << 32) | (i + 1)).to_be_bytes()
     }
 
@@ -502,7 +592,7 @@ impl<'t> Otlp<'t> {
         let low = if self.options.trace_per_process {
             (1 << 63) | u64::from(node.trace)
         } else {
-            u64::from(node.trace) + u64::from(self.start.node) + 1
+            self.global(node.trace) + 1
         };
         ((u128::from(self.seed) << 64) | u128::from(low)).to_be_bytes()
     }
@@ -522,6 +612,27 @@ impl<'t> Otlp<'t> {
         let to = from + self.events[from..].partition_point(|e| e.node == i);
         &self.events[from..to]
     }
+}
+
+/// The indices of `spans` (in the order they began, parents first) in the order they end:
+/// each after the spans inside it, a span's parent being the span it began in. (A forged
+/// parent that does not come before ends the spans open then.)
+fn end_order(spans: &[Span]) -> Vec<u32> {
+    let mut order = Vec::with_capacity(spans.len());
+    let mut open: Vec<u32> = Vec::new();
+    for (s, span) in (0u32..).zip(spans) {
+        let parent = span.parent.filter(|&p| p < s);
+        while let Some(&top) = open.last() {
+            if Some(top) == parent {
+                break;
+            }
+            order.push(top);
+            open.pop();
+        }
+        open.push(s);
+    }
+    order.extend(open.into_iter().rev());
+    order
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@
 //! | events of a folded span | on the span it folds into; of a sampled-out root call: counted in [`Stats::events_sampled_out`] |
 //!
 //! A span's events are in time order; at equal times instants come before counter samples.
+//! Spans are sent process by process: async calls, then each thread's spans in the order they
+//! end (a span after the spans inside it), then the span of its events outside every span.
 //!
 //! # Encoding
 //!

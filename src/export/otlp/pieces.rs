@@ -1,12 +1,21 @@
 //! OTLP/JSON written from captures as they are decoded, piece by piece
-//! ([`Pieces`](crate::decode::pieces::Pieces)): each piece of a thread (whole trees of spans)
-//! is mapped as a trace of its own ([`Otlp::with`]) whose nodes are numbered where they stand
-//! in the whole trace, so that ids, sampling and folding are the whole trace's; the events in
-//! its time go with it, and the events on no span go to the `events outside spans` spans
-//! after every thread. The requests are batched as [`Otlp::requests`] batches them.
+//! ([`Pieces`](crate::decode::pieces::Pieces)): each piece of a thread is mapped as a trace
+//! of its own ([`Otlp::with_carried`]) whose nodes are numbered where they stand in the whole
+//! trace, so that ids, sampling and folding are the whole trace's; the events in its time go
+//! with it, and the events on no span go to the `events outside spans` spans after every
+//! thread. The requests are batched as [`Otlp::requests`] batches them.
 //!
-//! What it holds at a time: one piece and its mapping, the trace's counters and instants
-//! (which the first pass keeps), and one request.
+//! A piece may carry the spans open at the end of the last one ([`Piece::carried`]): their
+//! walk was made where they began; what it decided ([`Carry`]: the span they are sent as,
+//! their trace, depth and folded counts) and the events placed on them go with them to the
+//! piece where they end, where they are sent (spans are sent in the order they end, the whole
+//! trace's too). A span's fate is decided where it begins, by its parent's and by its
+//! duration ([`Options::min_duration`]): with folding by duration, the thread is read twice,
+//! first for the ends of the spans carried ([`carried_ends`]).
+//!
+//! What it holds at a time: one piece and its mapping, the spans open and their events, the
+//! trace's counters and instants (which the first pass keeps), the ends of a thread's carried
+//! spans when folding by duration (one per span open at a cut), and one request.
 
 use std::io::{self, Write};
 
@@ -16,7 +25,7 @@ use crate::decode::pieces::{Piece, SpanSource};
 use crate::record::hash::FxHashMap;
 use crate::trace::{CounterTrack, ThreadTrace, Trace};
 
-use super::map::{EventOf, Otlp, Start};
+use super::map::{Carried, Carry, EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
@@ -44,18 +53,70 @@ pub(super) fn write_json(
     let mut stats = Stats::default();
     let mut roots = 0;
     for thread in order {
-        // Each piece is mapped as a trace of its own: whole trees.
-        source.each_piece(thread, true, &mut |piece| {
-            let (mini, of) = events.piece(trace, &trace.threads[thread], piece);
+        // Folding by duration decides a span when it begins, by its duration: the spans
+        // still open at the end of a piece are then read to their end first.
+        let ends = match options.min_duration_ns > 0 {
+            true => carried_ends(source, thread)?,
+            false => FxHashMap::default(),
+        };
+        let mut carry = Carrying::default();
+        source.each_piece(thread, false, &mut |piece| {
+            if piece.carried.len() != carry.seeds.len() {
+                return Err(out_of_step());
+            }
+            let open = !piece.open.is_empty();
+            // The events in the piece's time: from where the last piece stopped (its open
+            // spans hold those between), up to the end of its last span, or, with spans
+            // still open, up to where it is cut (the last end in it), not included.
+            let lo = match piece.carried.is_empty() {
+                true => piece.spans.first().map_or(0, |s| s.start_ns),
+                false => carry.cut,
+            };
+            let ended = (0..)
+                .zip(piece.spans)
+                .filter(|&(i, _)| !piece.is_open(i))
+                .map(|(_, s)| s.end_ns)
+                .max();
+            let hi = match ended {
+                Some(end) => end,
+                None => piece.spans.iter().map(|s| s.start_ns).max().unwrap_or(0),
+            };
+            let range = Range { lo, hi, open };
+            let (mut mini, of) =
+                events.piece(trace, &trace.threads[thread], piece, range, &carry.events);
+            if options.min_duration_ns > 0 {
+                // Their durations: still not sent here.
+                let spans = &mut mini.threads[0].spans;
+                for &o in piece.open {
+                    let end = ends.get(&piece.index(o)).copied();
+                    spans[o as usize].end_ns = end.ok_or_else(out_of_step)?;
+                }
+            }
             let start = Start {
                 node: bases[thread] + piece.base,
                 roots,
                 holders: false,
             };
-            let otlp = Otlp::with(&mini, options, start);
+            let global = match piece.carried.is_empty() {
+                true => Vec::new(),
+                false => (0..piece.spans.len() as u32)
+                    .map(|i| bases[thread] + piece.index(i))
+                    .collect(),
+            };
+            let carried = Carried {
+                seeds: std::mem::take(&mut carry.seeds),
+                open: piece.open.to_vec(),
+                global,
+            };
+            let otlp = Otlp::with_carried(&mini, options, start, carried);
             roots = otlp.roots;
             events.placed(&of, &otlp.outside);
-            add(&mut stats, otlp.stats());
+            let mut more = otlp.stats();
+            // The events carried in were counted where they were first placed.
+            more.events = more.events.saturating_sub(carry.events.len() as u64);
+            add(&mut stats, more);
+            carry = Carrying::after(&otlp, piece, &of, options)?;
+            carry.cut = hi;
             otlp.kept.iter().try_for_each(|&i| batch.push(&otlp, i))
         })?;
     }
@@ -72,6 +133,104 @@ pub(super) fn write_json(
     }
     batch.flush()?;
     Ok(stats)
+}
+
+/// The error of pieces that do not carry what the last one left open.
+fn out_of_step() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "a piece does not carry the spans open at the end of the last one",
+    )
+}
+
+/// The end of each span of thread `thread` carried from one piece to the next, by its index
+/// in the thread: a first reading of its pieces.
+fn carried_ends(source: &dyn SpanSource, thread: usize) -> io::Result<FxHashMap<u32, u64>> {
+    let mut ends = FxHashMap::default();
+    source.each_piece(thread, false, &mut |piece| {
+        for (i, span) in (0..piece.carried.len() as u32).zip(piece.spans) {
+            if !piece.is_open(i) {
+                ends.insert(piece.index(i), span.end_ns);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(ends)
+}
+
+/// What the pieces of a thread carry from one to the next.
+#[derive(Default)]
+struct Carrying {
+    /// The state of the spans open at the end of the last piece.
+    seeds: Vec<Carry>,
+    /// The events placed on them, by their index in the whole trace: placed again, on the
+    /// same span, in the piece where it ends.
+    events: Vec<EventOf>,
+    /// Where the last piece's events stopped.
+    cut: u64,
+}
+
+impl Carrying {
+    /// What the open spans of `piece`, mapped as `otlp` with its events `of`, carry.
+    fn after(otlp: &Otlp<'_>, piece: Piece<'_>, of: &Of, options: &Options) -> io::Result<Self> {
+        let broken = || {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the spans open at the end of a piece are not a chain from a top-level scope",
+            )
+        };
+        let at = |node: u32| piece.open.iter().position(|&o| o == node);
+        let mut seeds = Vec::with_capacity(piece.open.len());
+        for &o in piece.open {
+            let node = otlp.nodes.get(o as usize).ok_or_else(broken)?;
+            let rep = match node.rep {
+                NONE => NONE,
+                rep => at(rep).ok_or_else(broken)? as u32,
+            };
+            let trace = match options.trace_per_process {
+                true => node.trace,
+                false => at(node.trace).ok_or_else(broken)? as u32,
+            };
+            seeds.push(Carry {
+                rep,
+                trace,
+                depth: node.depth,
+                folded_count: node.folded_count,
+                folded_ns: node.folded_ns,
+            });
+        }
+        let events = (otlp.events.iter())
+            .filter(|e| piece.is_open(e.node))
+            .map(|e| match e.of {
+                EventOf::Instant(i) => EventOf::Instant(of.instants[i as usize]),
+                EventOf::Counter(c, s) => {
+                    let (track, samples) = &of.samples[c as usize];
+                    EventOf::Counter(*track, samples[s as usize])
+                }
+            })
+            .collect();
+        Ok(Self {
+            seeds,
+            events,
+            cut: 0,
+        })
+    }
+}
+
+/// The time of a piece's events: from `lo` up to `hi`, included unless `open` (the piece
+/// is cut at `hi` with spans open).
+#[derive(Clone, Copy)]
+struct Range {
+    lo: u64,
+    hi: u64,
+    open: bool,
+}
+
+impl Range {
+    /// True when `ns` comes after the range.
+    fn after(&self, ns: u64) -> bool {
+        ns > self.hi || (self.open && ns == self.hi)
+    }
 }
 
 /// Adds the counts of `more` to `stats`.
@@ -145,11 +304,18 @@ impl Events {
     }
 
     /// The trace of `piece` of `thread` alone, with the events of its thread in its time
-    /// not placed yet, and which they are.
-    fn piece(&self, trace: &Trace, thread: &ThreadTrace, piece: Piece<'_>) -> (Trace, Of) {
+    /// (`range`) not placed yet and those `carried` (placed on its carried spans), and which
+    /// they are.
+    fn piece(
+        &self,
+        trace: &Trace,
+        thread: &ThreadTrace,
+        piece: Piece<'_>,
+        range: Range,
+        carried: &[EventOf],
+    ) -> (Trace, Of) {
         let mut mini = frame(trace);
-        let lo = piece.spans.first().map_or(0, |s| s.start_ns);
-        let hi = piece.spans.iter().map(|s| s.end_ns).max().unwrap_or(0);
+        let lo = range.lo;
         let key = (thread.process, thread.id);
         let mut of = Of {
             instants: Vec::new(),
@@ -159,15 +325,22 @@ impl Events {
             let from = list.partition_point(|&i| trace.instants[i as usize].ns < lo);
             for &i in &list[from..] {
                 let instant = &trace.instants[i as usize];
-                if instant.ns > hi {
+                if range.after(instant.ns) {
                     break;
                 }
                 if !self.placed_instants[i as usize] {
                     of.instants.push(i);
                 }
             }
+        }
+        of.instants.extend(carried.iter().filter_map(|e| match *e {
+            EventOf::Instant(i) => Some(i),
+            EventOf::Counter(..) => None,
+        }));
+        if !of.instants.is_empty() {
             // In the whole trace's order.
             of.instants.sort_unstable();
+            of.instants.dedup();
             mini.instants = of
                 .instants
                 .iter()
@@ -178,14 +351,19 @@ impl Events {
             let from = list.partition_point(|&(_, ns)| ns < lo);
             let mut taken: Vec<u32> = list[from..]
                 .iter()
-                .take_while(|&&(_, ns)| ns <= hi)
+                .take_while(|&&(_, ns)| !range.after(ns))
                 .filter(|&&(s, _)| !self.placed_samples[*c as usize][s as usize])
                 .map(|&(s, _)| s)
                 .collect();
+            taken.extend(carried.iter().filter_map(|e| match *e {
+                EventOf::Counter(track, s) if track == *c => Some(s),
+                _ => None,
+            }));
             if taken.is_empty() {
                 continue;
             }
             taken.sort_unstable();
+            taken.dedup();
             let track = &trace.counters[*c as usize];
             mini.counters.push(subtrack(track, &taken));
             of.samples.push((*c, taken));
