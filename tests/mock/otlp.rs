@@ -1300,6 +1300,25 @@ fn a_push_from_captures_splits_on_413_as_the_whole_push_does() {
         .map(|r| all_spans(std::slice::from_ref(r)).len())
         .collect();
     assert_eq!(sizes[..5], [500, 500, 500, 500, 2_000]);
+    // A status that is not retried on the third request stops both pushes there: the same
+    // error, after the same 4,000 spans.
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let trace = Trace::from_captures(&captures);
+    let script = vec![answer(200), answer(200), answer(400)];
+    let server = Server::start(script.clone());
+    let whole = Otlp::new(&trace, &options)
+        .push(server.endpoint.as_str(), &fast())
+        .unwrap_err();
+    let server = Server::start(script);
+    let from_pieces =
+        Otlp::push_from_captures(&refs, &options, server.endpoint.as_str(), &fast(), |_| {})
+            .unwrap_err();
+    assert_eq!(from_pieces.kind(), whole.kind());
+    assert_eq!(
+        (from_pieces.accepted_spans(), whole.accepted_spans()),
+        (4_000, 4_000)
+    );
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[test]
