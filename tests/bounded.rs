@@ -360,6 +360,107 @@ fn otlp_json_of_a_scope_open_over_the_whole_thread_is_written_in_bounded_memory(
     assert!(large < spans_bytes / 8, "{large} bytes");
 }
 
+/// An OTLP/HTTP endpoint on 127.0.0.1 that answers every request with 200 and keeps only
+/// the count of requests and of their bytes: (URL, (requests, bytes)).
+#[cfg(feature = "otlp")]
+fn sink_endpoint() -> (String, Arc<Mutex<(u64, u64)>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new((0u64, 0u64)));
+    let counts = seen.clone();
+    std::thread::spawn(move || {
+        let mut body = vec![0u8; 64 << 10];
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end().to_ascii_lowercase();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some(v) = line.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut left = length;
+            while left > 0 {
+                let n = reader.read(&mut body[..left.min(64 << 10)]).unwrap();
+                assert!(n > 0, "the body ends early");
+                left -= n;
+            }
+            {
+                let mut c = counts.lock().unwrap();
+                c.0 += 1;
+                c.1 += length as u64;
+            }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, seen)
+}
+
+/// A push of a thread whose one scope holds all its others, from pieces: the same memory for
+/// ten times the scopes (in requests of 1,000 spans), well under what its spans would take.
+#[cfg(feature = "otlp")]
+#[test]
+fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp, PushOptions};
+
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let (url, seen) = sink_endpoint();
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        let prof = Profiler::builder()
+            .current_thread()
+            .stream_to(&path)
+            .stream_memory(1 << 20)
+            .try_start()
+            .unwrap();
+        {
+            let _main = scope!("main");
+            for i in 0..requests {
+                let _request = scope!("request");
+                let _work = scope!("work", i = i % 3);
+            }
+        }
+        prof.stop();
+        let (peak, report) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let options = Options::new().batch_spans(1_000);
+            let push = PushOptions::new();
+            Otlp::push_from_captures(&captures, &options, url.as_str(), &push, |_| {}).unwrap()
+        });
+        assert_eq!(report.accepted_spans, 1 + 2 * requests);
+        assert_eq!(report.requests, (1 + 2 * requests).div_ceil(1_000));
+        std::fs::remove_file(&path).unwrap();
+        peak
+    };
+    let small = peak(20_000, "otlp-push-small.tscope");
+    let large = peak(200_000, "otlp-push-large.tscope");
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    assert_eq!(seen.lock().unwrap().0, 41 + 401);
+    eprintln!(
+        "OTLP push of a scope open over 40,001 / 400,001 spans: {small} / {large} bytes at most"
+    );
+    // 400,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 400_000 * 64;
+    assert!(
+        large <= small + (256 << 10),
+        "{large} bytes at most for 400,000 spans, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 8, "{large} bytes");
+}
+
 #[test]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();

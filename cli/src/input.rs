@@ -157,26 +157,13 @@ impl Progress {
         }
     }
 
-    /// Shows a bar of `total` spans, named `message`.
+    /// Names the step of the bar shown `message`, leaving its figures as they are (a push
+    /// says what it has sent over the bar of the records it decodes).
     #[cfg(feature = "otlp")]
-    pub(crate) fn spans(&self, message: String, total: u64) {
-        self.1.stop();
+    pub(crate) fn message(&self, message: String) {
         if let Some(bar) = &self.0 {
             bar.set_message(message);
-            bar.set_length(total);
-            bar.set_position(0);
-            if let Ok(style) =
-                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} spans ({elapsed})")
-            {
-                bar.set_style(style.progress_chars("=> "));
-            }
         }
-    }
-
-    /// `n` of the bar's items are done.
-    #[cfg(feature = "otlp")]
-    pub(crate) fn position(&self, n: u64) {
-        self.read(n);
     }
 
     /// Shows `step` with a count of `n` `unit` (a spinner: the total is not known).

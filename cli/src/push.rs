@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[cfg(feature = "otlp")]
+use tickscope::Capture;
+#[cfg(feature = "otlp")]
 use tickscope::export::otlp::{Endpoint, Options, Otlp, PushOptions};
 
 #[cfg(feature = "otlp")]
@@ -106,25 +108,27 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let push = PushOptions::from_env()
         .map_err(|e| Failure(e.to_string()))?
         .timeout(args.timeout);
-    let trace = input::trace(cx, &args.files, None)?;
-    let otlp = Otlp::new(&trace, &options);
-    let stats = otlp.stats();
+    // Decoded piece by piece where the captures allow it, each request sent when it is
+    // full: the bar counts the records decoded (a first pass sums the threads).
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-    progress.spans(
-        format!("pushing to {}", endpoint.url()),
-        stats.request_spans(),
-    );
-    let report = otlp
-        .push_with_progress(endpoint.clone(), &push, |r| {
-            progress.position(r.accepted_spans);
-        })
-        .map_err(|e| Failure(e.to_string()))?;
+    let captures = input::captures(cx, &args.files, None, &progress)?;
+    input::decoding_twice(&progress, &args.files, &captures, true);
+    let captures: Vec<&Capture> = captures.iter().collect();
+    let url = endpoint.url().to_owned();
+    let report = Otlp::push_from_captures(&captures, &options, endpoint, &push, |r| {
+        progress.message(format!(
+            "pushing to {url}: {} spans in {} requests",
+            r.accepted_spans, r.requests
+        ));
+    })
+    .map_err(|e| Failure(e.to_string()))?;
     drop(progress);
+    let stats = report.stats;
     println!(
         "pushed {} spans to {} in {} requests ({} bytes gzipped, {} retries); \
          {} folded, {} sampled out; {} span events ({} sampled out); {} processes",
         report.accepted_spans,
-        endpoint.url(),
+        url,
         report.requests,
         report.wire_bytes,
         report.retries,
@@ -132,7 +136,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         stats.sampled_out,
         stats.events,
         stats.events_sampled_out,
-        trace.processes.len()
+        report.processes
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -21,7 +21,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::Event;
 use prost::Message;
 use tickscope::export::otlp::{
-    EVENTS_SPAN_NAME, Endpoint, Options, Otlp, PushErrorKind, PushOptions, Stats,
+    EVENTS_SPAN_NAME, Endpoint, Options, Otlp, PushErrorKind, PushOptions, PushReport, Stats,
 };
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, counter, instant, profile, scope};
@@ -849,6 +849,8 @@ struct Server {
     endpoint: String,
     received: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
     paths: Arc<Mutex<Vec<String>>>,
+    /// The bodies answered with 200, as sent (gzipped).
+    bodies: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 impl Server {
@@ -857,20 +859,26 @@ impl Server {
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
         let paths = Arc::new(Mutex::new(Vec::new()));
-        let (r, p) = (received.clone(), paths.clone());
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let (r, p, b) = (received.clone(), paths.clone(), bodies.clone());
         std::thread::spawn(move || {
             let mut script = script.into_iter();
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
                 let answer = script.next().unwrap_or(answer(200));
-                serve(stream, &answer, &r, &p);
+                serve(stream, &answer, &r, &p, &b);
             }
         });
         Self {
             endpoint,
             received,
             paths,
+            bodies,
         }
+    }
+
+    fn bodies(&self) -> Vec<Vec<u8>> {
+        self.bodies.lock().unwrap().clone()
     }
 
     fn requests(&self) -> Vec<ExportTraceServiceRequest> {
@@ -883,6 +891,7 @@ fn serve(
     answer: &Answer,
     received: &Mutex<Vec<ExportTraceServiceRequest>>,
     paths: &Mutex<Vec<String>>,
+    bodies: &Mutex<Vec<Vec<u8>>>,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut line = String::new();
@@ -918,6 +927,7 @@ fn serve(
             .lock()
             .unwrap()
             .push(ExportTraceServiceRequest::decode(plain.as_slice()).unwrap());
+        bodies.lock().unwrap().push(body);
     }
     let mut stream = stream;
     let _ = write!(
@@ -1138,4 +1148,239 @@ fn four_processes_push_as_four_resources_with_every_span() {
         per_pid,
         BTreeMap::from([(101, 5), (102, 5), (103, 5), (104, 5)])
     );
+}
+
+// ---- pushes from captures, piece by piece ----
+
+/// What a push reported after each request: accepted spans, requests, splits, wire bytes.
+type Steps = Vec<(u64, u64, u64, u64)>;
+
+/// Pushes `captures` whole (`Otlp::new(&trace, ..).push_with_progress`) and from captures
+/// (`Otlp::push_from_captures`) to two servers answering with `script`, checks that they
+/// received the same bodies (gzipped protobuf, byte for byte), that each body is prost's
+/// encoding of its request, and that the reports are the same after each request and at the
+/// end; returns the report and the requests.
+fn push_both(
+    captures: &[Capture],
+    options: &Options,
+    script: Vec<Answer>,
+) -> (PushReport, Vec<ExportTraceServiceRequest>) {
+    let trace = Trace::from_captures(captures);
+    let whole_server = Server::start(script.clone());
+    let mut whole_steps: Steps = Vec::new();
+    let whole = Otlp::new(&trace, options)
+        .push_with_progress(whole_server.endpoint.as_str(), &fast(), |r| {
+            whole_steps.push((r.accepted_spans, r.requests, r.splits, r.wire_bytes));
+        })
+        .unwrap();
+    drop(trace);
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let server = Server::start(script);
+    let mut steps: Steps = Vec::new();
+    let report = Otlp::push_from_captures(&refs, options, server.endpoint.as_str(), &fast(), |r| {
+        steps.push((r.accepted_spans, r.requests, r.splits, r.wire_bytes));
+    })
+    .unwrap();
+    assert_eq!(report, whole);
+    assert_eq!(steps, whole_steps);
+    let (bodies, whole_bodies) = (server.bodies(), whole_server.bodies());
+    assert_eq!(bodies.len(), whole_bodies.len());
+    for (a, b) in bodies.iter().zip(&whole_bodies) {
+        assert!(a == b, "{}", crate::common::first_difference(a, b));
+    }
+    let requests = server.requests();
+    assert_eq!(requests, whole_server.requests());
+    // Our encoder's bytes are prost's: the plain bodies are the requests' prost encodings.
+    for (body, request) in bodies.iter().zip(&requests) {
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(body.as_slice())
+            .read_to_end(&mut plain)
+            .unwrap();
+        assert!(plain == request.encode_to_vec());
+    }
+    assert_eq!(report.accepted_spans, report.stats.request_spans());
+    assert_eq!(
+        report.wire_bytes,
+        bodies.iter().map(|b| b.len() as u64).sum::<u64>()
+    );
+    (report, requests)
+}
+
+/// The capture of `otlp_carry`: one thread inside `main` over 20,013 scopes.
+fn carried() -> Vec<Capture> {
+    crate::otlp_carry::record()
+}
+
+/// The capture of `workload`, read back.
+fn recorded() -> Vec<Capture> {
+    let _serial = serial();
+    let prof = record(workload);
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    Capture::from_bytes(&bytes).unwrap()
+}
+
+/// `captures` as if each of `pids` had written them (the session header's pid).
+fn as_processes(captures: &[Capture], pids: &[u32]) -> Vec<Capture> {
+    let mut bytes = Vec::new();
+    for capture in captures {
+        capture.write_to(&mut bytes).unwrap();
+    }
+    let mut all = Vec::new();
+    for pid in pids {
+        let mut one = bytes.clone();
+        assert_eq!(&one[..4], b"TSCP");
+        one[20..24].copy_from_slice(&pid.to_le_bytes());
+        all.extend_from_slice(&one);
+    }
+    Capture::from_bytes(&all).unwrap()
+}
+
+#[test]
+fn a_push_from_captures_sends_the_whole_pushes_requests() {
+    let captures = recorded();
+    let (report, requests) = push_both(&captures, &Options::new().batch_spans(2), vec![]);
+    assert_eq!(
+        (report.accepted_spans, report.requests, report.splits),
+        (5, 3, 0)
+    );
+    assert_eq!(report.processes, 1);
+    let names: Vec<&str> = all_spans(&requests)
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["tokenize", "parse", "tokenize", "parse", "main"]);
+}
+
+#[test]
+fn a_push_from_captures_of_a_scope_open_over_its_thread_sends_the_whole_pushes_requests() {
+    let captures = carried();
+    let spans = crate::otlp_carry::SPANS;
+    // Every span, and the span of the events outside spans, in requests of 8,192 spans.
+    let (report, requests) = push_both(&captures, &Options::new(), vec![]);
+    assert_eq!(
+        (report.accepted_spans, report.requests, report.splits),
+        (spans + 1, 3, 0)
+    );
+    assert_eq!(requests.len(), 3);
+    // Batches by count and by bytes; folding, sampling, one trace per process.
+    let (report, _) = push_both(&captures, &Options::new().batch_spans(1_000), vec![]);
+    assert_eq!((report.accepted_spans, report.requests), (spans + 1, 21));
+    let (report, _) = push_both(&captures, &Options::new().max_batch_bytes(64 << 10), vec![]);
+    assert_eq!((report.accepted_spans, report.requests), (spans + 1, 102));
+    let options = Options::new()
+        .min_duration(Duration::from_nanos(3))
+        .max_depth(3)
+        .sample_roots(2)
+        .trace_per_process(true);
+    let (report, _) = push_both(&captures, &options, vec![]);
+    assert_eq!(report.accepted_spans, 10_009);
+}
+
+#[test]
+fn a_push_from_captures_splits_on_413_as_the_whole_push_does() {
+    let captures = carried();
+    let spans = crate::otlp_carry::SPANS;
+    // The first request (2,000 spans) → 413: 1,000 + 1,000, each → 413: 500 + 500.
+    let script = vec![
+        answer(413),
+        answer(413),
+        answer(200),
+        answer(200),
+        answer(413),
+    ];
+    let options = Options::new().batch_spans(2_000);
+    let (report, requests) = push_both(&captures, &options, script);
+    assert_eq!(
+        (report.accepted_spans, report.requests, report.splits),
+        (spans + 1, 14, 3)
+    );
+    let sizes: Vec<usize> = requests
+        .iter()
+        .map(|r| all_spans(std::slice::from_ref(r)).len())
+        .collect();
+    assert_eq!(sizes[..5], [500, 500, 500, 500, 2_000]);
+    // A status that is not retried on the third request stops both pushes there: the same
+    // error, after the same 4,000 spans.
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let trace = Trace::from_captures(&captures);
+    let script = vec![answer(200), answer(200), answer(400)];
+    let server = Server::start(script.clone());
+    let whole = Otlp::new(&trace, &options)
+        .push(server.endpoint.as_str(), &fast())
+        .unwrap_err();
+    let server = Server::start(script);
+    let from_pieces =
+        Otlp::push_from_captures(&refs, &options, server.endpoint.as_str(), &fast(), |_| {})
+            .unwrap_err();
+    assert_eq!(from_pieces.kind(), whole.kind());
+    assert_eq!(
+        (from_pieces.accepted_spans(), whole.accepted_spans()),
+        (4_000, 4_000)
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn a_push_from_captures_of_several_processes_sends_the_whole_pushes_requests() {
+    let captures = recorded();
+    let four = as_processes(&captures, &[101, 102, 103, 104]);
+    let script = vec![answer(413)];
+    let (report, requests) = push_both(&four, &Options::new().batch_spans(7), script);
+    assert_eq!(
+        (
+            report.accepted_spans,
+            report.requests,
+            report.splits,
+            report.processes
+        ),
+        (20, 4, 1, 4)
+    );
+    // 7 spans → 413: 3 + 4; then 7 and 6: 1, 2, 2 and 2 resources.
+    let resources: usize = requests.iter().map(|r| r.resource_spans.len()).sum();
+    assert_eq!(resources, 7);
+    // Three processes of a thread inside one scope over 6,001 spans; batches across them,
+    // a 413 on the first.
+    let three = as_processes(&spanning(3_000), &[201, 202, 203]);
+    let options = Options::new().batch_spans(4_000);
+    let (report, requests) = push_both(&three, &options, vec![answer(413)]);
+    assert_eq!(
+        (
+            report.accepted_spans,
+            report.requests,
+            report.splits,
+            report.processes
+        ),
+        (3 * 6_001, 6, 1, 3)
+    );
+    let sizes: Vec<usize> = requests
+        .iter()
+        .map(|r| all_spans(std::slice::from_ref(r)).len())
+        .collect();
+    assert_eq!(sizes, [2_000, 2_000, 4_000, 4_000, 4_000, 2_003]);
+    // With events outside spans, several processes are pushed whole: the same requests.
+    let two = as_processes(&carried(), &[301, 302]);
+    let (report, _) = push_both(&two, &Options::new().batch_spans(3_000), vec![]);
+    assert_eq!(
+        (report.accepted_spans, report.processes),
+        (2 * (crate::otlp_carry::SPANS + 1), 2)
+    );
+}
+
+/// One thread: `main { request { parse } × n }`, read back.
+fn spanning(n: u64) -> Vec<Capture> {
+    let _serial = serial();
+    let prof = record(|m| {
+        let _main = scope!("main");
+        m.increment(1u64);
+        for i in 0..n {
+            let _request = scope!("request", i = i);
+            m.increment(i % 3);
+            let _parse = scope!("parse");
+            m.increment(2u64);
+        }
+    });
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    Capture::from_bytes(&bytes).unwrap()
 }

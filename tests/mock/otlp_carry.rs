@@ -18,14 +18,14 @@ const ITERATIONS: u64 = 5_000;
 
 /// Scopes of the thread: two `before`, `main`, a `phase` per 1,500 iterations, four per
 /// iteration, three `tail` holding an `x`.
-const SPANS: u64 = 2 + 1 + 4 + 4 * ITERATIONS + 3 * 2;
+pub(crate) const SPANS: u64 = 2 + 1 + 4 + 4 * ITERATIONS + 3 * 2;
 
 /// Records one thread: an instant outside every scope, two `before` scopes, then `main`
 /// holding a `phase` scope per 1,500 iterations of `request { parse } { handle { query } }`
 /// (edges on one nanosecond where the clock does not move), with instants and counter
 /// samples on `main` (between phases), on `phase` (every 250 iterations) and on `request`
 /// (every 100); then three `tail { x }`.
-fn record() -> Vec<Capture> {
+pub(crate) fn record() -> Vec<Capture> {
     let (_serial, m) = serial_mock();
     let prof = Profiler::builder().current_thread().start();
     m.increment(3);

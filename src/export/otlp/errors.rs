@@ -23,6 +23,8 @@ pub struct PushReport {
     pub wire_bytes: u64,
     /// Time spent waiting before retries (backoff, or the server's `Retry-After`).
     pub waited: Duration,
+    /// The processes of the trace (each its own resource).
+    pub processes: u64,
 }
 
 /// Why [`Otlp::push`](super::Otlp::push) failed.
@@ -56,6 +58,9 @@ pub enum PushErrorKind {
     },
     /// The endpoint or the options are not usable (a bad URL, `https`, bad headers).
     Config(String),
+    /// The captures could not be made into requests
+    /// ([`Otlp::push_from_captures`](super::Otlp::push_from_captures)).
+    Input(String),
 }
 
 impl PushError {
@@ -91,6 +96,7 @@ impl fmt::Display for PushError {
                 f,
                 "{at} answered HTTP 413 (payload too large) to a request of one span ({bytes} bytes)"
             )?,
+            PushErrorKind::Input(why) => write!(f, "cannot push the captures to {at}: {why}")?,
             PushErrorKind::Config(why) if at.is_empty() => write!(f, "{why}")?,
             PushErrorKind::Config(why) => write!(f, "{at}: {why}")?,
         }

@@ -64,17 +64,8 @@ impl<'t> Otlp<'t> {
         options: &Options,
         out: &mut dyn Write,
     ) -> io::Result<Stats> {
-        if let Some(pieces) = crate::decode::pieces::Pieces::new(captures) {
-            let threads = &crate::decode::pieces::SpanSource::trace(&pieces).threads;
-            let in_order = threads.is_sorted_by_key(|t| t.process);
-            // Span links go with the spans of a piece's trace: a trace with flows is mapped
-            // whole.
-            let no_flows = crate::decode::pieces::SpanSource::trace(&pieces)
-                .flows
-                .is_empty();
-            if no_flows && (in_order || options.sample_roots == 1) {
-                return pieces::write_json(&pieces, options, out);
-            }
+        if let Some(pieces) = pieces::of_captures(captures, options) {
+            return pieces::write_json(&pieces, options, out);
         }
         let trace = crate::trace::Trace::from_captures(captures.iter().copied());
         let otlp = Otlp::new(&trace, options);

@@ -21,7 +21,7 @@ use std::io::{self, Write};
 
 use prost::Message;
 
-use crate::decode::pieces::{Piece, SpanSource};
+use crate::decode::pieces::{Piece, Pieces, SpanSource};
 use crate::record::hash::FxHashMap;
 use crate::trace::{CounterTrack, ThreadTrace, Trace};
 
@@ -29,12 +29,52 @@ use super::map::{Carried, Carry, EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
+/// The pieces of `captures` when their requests can be made from pieces: no span links (a
+/// trace with flows is mapped whole: links go with the spans of a piece's trace), and
+/// processes whose threads come in order unless every root is kept.
+pub(super) fn of_captures<'c>(
+    captures: &[&'c crate::Capture],
+    options: &Options,
+) -> Option<Pieces<'c>> {
+    let pieces = Pieces::new(captures)?;
+    let trace = pieces.trace();
+    let in_order = trace.threads.is_sorted_by_key(|t| t.process);
+    let no_flows = trace.flows.is_empty();
+    (no_flows && (in_order || options.sample_roots == 1)).then_some(pieces)
+}
+
 /// Writes the trace of `source` as OTLP/JSON lines into `out`, as
 /// [`Otlp::write_json_to`] writes the whole trace; returns what was sent.
 pub(super) fn write_json(
     source: &dyn SpanSource,
     options: &Options,
     out: &mut dyn Write,
+) -> io::Result<Stats> {
+    walk(source, options, &mut JsonLines(out))
+}
+
+/// Where the requests of a walk go, one at a time, in order.
+pub(super) trait Sink {
+    /// Takes `request`, which holds `spans` spans.
+    fn send(&mut self, request: ExportTraceServiceRequest, spans: usize) -> io::Result<()>;
+}
+
+/// Requests written as OTLP/JSON lines.
+struct JsonLines<'a>(&'a mut dyn Write);
+
+impl Sink for JsonLines<'_> {
+    fn send(&mut self, request: ExportTraceServiceRequest, _spans: usize) -> io::Result<()> {
+        serde_json::to_writer(&mut *self.0, &request).map_err(io::Error::other)?;
+        self.0.write_all(b"\n")
+    }
+}
+
+/// Maps the trace of `source` piece by piece and hands its requests, batched as
+/// [`Otlp::requests`] batches the whole trace's, to `sink`; returns what was sent.
+pub(super) fn walk(
+    source: &dyn SpanSource,
+    options: &Options,
+    sink: &mut dyn Sink,
 ) -> io::Result<Stats> {
     let trace = source.trace();
     // Nodes are numbered as the whole trace numbers them: thread by thread, span by span
@@ -49,7 +89,7 @@ pub(super) fn write_json(
     let mut order: Vec<usize> = (0..trace.threads.len()).collect();
     order.sort_by_key(|&t| trace.threads[t].process);
     let mut events = Events::new(trace);
-    let mut batch = Batch::new(options, out);
+    let mut batch = Batch::new(options, sink);
     let mut stats = Stats::default();
     let mut roots = 0;
     for thread in order {
@@ -451,7 +491,7 @@ fn subtrack(track: &CounterTrack, samples: &[u32]) -> CounterTrack {
 /// The request being filled, as [`Otlp::requests`] fills them: at most
 /// [`Options::batch_spans`] spans and [`Options::max_batch_bytes`] bytes each.
 struct Batch<'a> {
-    out: &'a mut dyn Write,
+    sink: &'a mut dyn Sink,
     batch_spans: usize,
     max_bytes: usize,
     request: ExportTraceServiceRequest,
@@ -461,9 +501,9 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(options: &Options, out: &'a mut dyn Write) -> Self {
+    fn new(options: &Options, sink: &'a mut dyn Sink) -> Self {
         Self {
-            out,
+            sink,
             batch_spans: options.batch_spans,
             max_bytes: options.max_batch_bytes,
             request: ExportTraceServiceRequest::default(),
@@ -503,12 +543,11 @@ impl<'a> Batch<'a> {
         Ok(())
     }
 
-    /// Writes the request as a line, if it holds a span, and starts the next.
+    /// Hands the request to the sink, if it holds a span, and starts the next.
     fn flush(&mut self) -> io::Result<()> {
         if self.count > 0 {
             let request = std::mem::take(&mut self.request);
-            serde_json::to_writer(&mut *self.out, &request).map_err(io::Error::other)?;
-            self.out.write_all(b"\n")?;
+            self.sink.send(request, self.count)?;
         }
         self.bytes = 0;
         self.count = 0;

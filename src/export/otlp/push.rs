@@ -6,7 +6,12 @@ use std::time::Duration;
 use super::endpoint::{Endpoint, PushOptions};
 use super::errors::{PushError, PushErrorKind, PushReport};
 use super::map::Otlp;
+use super::options::Options;
+use super::pieces::{self, Sink};
 use super::wire;
+use crate::Capture;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
 
 impl<'t> Otlp<'t> {
     /// Sends the requests to `endpoint` over OTLP/HTTP: protobuf, gzipped, one `POST` per
@@ -31,18 +36,152 @@ impl<'t> Otlp<'t> {
         let client = Client::new(&endpoint, options)?;
         let mut report = PushReport {
             stats: self.stats,
+            processes: self.trace.processes.len() as u64,
             ..PushReport::default()
         };
         let mut encoder = wire::Encoder::new(self);
         let mut at = 0;
         while at < self.kept.len() {
             let (end, bytes) = encoder.request(at..self.kept.len(), true);
-            client.send(&mut encoder, at..end, bytes, &mut report)?;
+            let mut halves = |half: std::ops::Range<usize>| {
+                let start = at + half.start;
+                encoder.request(start..at + half.end, false).1
+            };
+            client.send(0..end - at, bytes, &mut halves, &mut report)?;
             at = end;
             progress(&report);
         }
         Ok(report)
     }
+
+    /// Sends what `captures` decode to ([`Trace::from_captures`](crate::trace::Trace::from_captures))
+    /// to `endpoint`, as `Otlp::new(&trace, options).push_with_progress(endpoint, push,
+    /// progress)` does: the same spans in the same requests, the same bytes on the wire, the
+    /// same [`PushReport`]; but without decoding the trace whole when it can, as
+    /// [`Otlp::write_json_from_captures`] does: what `tickscope push` does.
+    ///
+    /// Captures decoded in pieces are mapped a piece at a time, and each request is sent
+    /// when it is full: the memory taken is bounded by a piece, the scopes open at once and
+    /// one request, not by the captures' size. The report's [`PushReport::stats`] are then
+    /// known at the end only: `progress` sees them at zero. Other captures (those
+    /// [`Otlp::write_json_from_captures`] decodes whole, and several processes with instants
+    /// or counter samples, whose spans of events outside spans pieces send last) are decoded
+    /// whole.
+    ///
+    /// ```no_run
+    /// use tickscope::export::otlp::{Endpoint, Options, Otlp, PushOptions};
+    ///
+    /// let captures = tickscope::Capture::read_all("run.tscope")?;
+    /// let captures: Vec<&tickscope::Capture> = captures.iter().collect();
+    /// let report = Otlp::push_from_captures(
+    ///     &captures,
+    ///     &Options::new().service_name("demo"),
+    ///     Endpoint::from_env(),
+    ///     &PushOptions::from_env()?,
+    ///     |so_far| eprintln!("{} spans accepted", so_far.accepted_spans),
+    /// )?;
+    /// println!("{} spans in {} requests", report.accepted_spans, report.requests);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn push_from_captures(
+        captures: &[&Capture],
+        options: &Options,
+        endpoint: impl Into<Endpoint>,
+        push: &PushOptions,
+        progress: impl FnMut(&PushReport),
+    ) -> Result<PushReport, PushError> {
+        let endpoint = endpoint.into();
+        // From pieces, the spans of events outside every span come after every process's
+        // spans (the whole trace sends each after its process's): with several processes,
+        // a trace with events is pushed whole, to send the whole push's requests.
+        let pieces = pieces::of_captures(captures, options).filter(|pieces| {
+            let trace = crate::decode::pieces::SpanSource::trace(pieces);
+            let events =
+                !trace.instants.is_empty() || trace.counters.iter().any(|c| !c.samples.is_empty());
+            trace.processes.len() <= 1 || !events
+        });
+        let Some(pieces) = pieces else {
+            let trace = crate::trace::Trace::from_captures(captures.iter().copied());
+            return Otlp::new(&trace, options).push_with_progress(endpoint, push, progress);
+        };
+        let client = Client::new(&endpoint, push)?;
+        let processes = crate::decode::pieces::SpanSource::trace(&pieces)
+            .processes
+            .len() as u64;
+        let mut sender = Sender {
+            client: &client,
+            report: PushReport {
+                processes,
+                ..PushReport::default()
+            },
+            progress,
+            failed: None,
+        };
+        let walked = pieces::walk(&pieces, options, &mut sender);
+        if let Some(e) = sender.failed {
+            return Err(e);
+        }
+        let mut report = sender.report;
+        let stats =
+            walked.map_err(|e| client.error(PushErrorKind::Input(e.to_string()), &report))?;
+        report.stats = stats;
+        Ok(report)
+    }
+}
+
+/// Requests made piece by piece, sent as they come.
+struct Sender<'c, 'o, P> {
+    client: &'c Client<'o>,
+    report: PushReport,
+    progress: P,
+    /// Why the push stopped: the walk is then stopped with an error that says nothing more.
+    failed: Option<PushError>,
+}
+
+impl<P: FnMut(&PushReport)> Sink for Sender<'_, '_, P> {
+    fn send(&mut self, request: ExportTraceServiceRequest, spans: usize) -> io::Result<()> {
+        let bytes = request.encode_to_vec();
+        let mut halves = |half: std::ops::Range<usize>| part(&request, half).encode_to_vec();
+        match self
+            .client
+            .send(0..spans, bytes, &mut halves, &mut self.report)
+        {
+            Ok(()) => {
+                (self.progress)(&self.report);
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = Some(e);
+                Err(io::Error::other("the push failed"))
+            }
+        }
+    }
+}
+
+/// The request of the spans `range` of `request` (counted across its resources, in order),
+/// each under its resource, as the encoder writes a part of a request split after a 413.
+fn part(
+    request: &ExportTraceServiceRequest,
+    range: std::ops::Range<usize>,
+) -> ExportTraceServiceRequest {
+    let mut out = ExportTraceServiceRequest::default();
+    let mut at = 0;
+    for resource in &request.resource_spans {
+        let Some(scope) = resource.scope_spans.first() else {
+            continue;
+        };
+        let (from, to) = (at, at + scope.spans.len());
+        at = to;
+        let (lo, hi) = (range.start.max(from), range.end.min(to));
+        if lo >= hi {
+            continue;
+        }
+        let mut taken = resource.clone();
+        taken.scope_spans.truncate(1);
+        taken.scope_spans[0].spans = scope.spans[lo - from..hi - from].to_vec();
+        out.resource_spans.push(taken);
+    }
+    out
 }
 
 /// An HTTP client for one endpoint.
@@ -88,13 +227,13 @@ impl<'o> Client<'o> {
         }
     }
 
-    /// Sends `request`, the encoded spans `range` of the kept ones, splitting it in two
-    /// halves of its spans on 413.
+    /// Sends `request`, the encoded spans `range` of a request, splitting it in two halves
+    /// of its spans on 413 (`encode` encodes a range of them).
     fn send(
         &self,
-        encoder: &mut wire::Encoder<'_, '_>,
         range: std::ops::Range<usize>,
         request: Vec<u8>,
+        encode: &mut dyn FnMut(std::ops::Range<usize>) -> Vec<u8>,
         report: &mut PushReport,
     ) -> Result<(), PushError> {
         let body = gzip(&request);
@@ -110,8 +249,8 @@ impl<'o> Client<'o> {
                 report.splits += 1;
                 let mid = range.start + range.len() / 2;
                 for half in [range.start..mid, mid..range.end] {
-                    let (_, bytes) = encoder.request(half.clone(), false);
-                    self.send(encoder, half, bytes, report)?;
+                    let bytes = encode(half.clone());
+                    self.send(half, bytes, encode, report)?;
                 }
                 Ok(())
             }
@@ -197,4 +336,44 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     );
     encoder.write_all(bytes).expect("writing to a Vec");
     encoder.finish().expect("writing to a Vec")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+
+    fn resource(schema: &str, names: &[&str]) -> ResourceSpans {
+        ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans: (names.iter())
+                    .map(|n| Span {
+                        name: (*n).to_owned(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            schema_url: schema.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_part_of_a_request_keeps_each_span_under_its_resource() {
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![resource("p", &["a", "b", "c"]), resource("q", &["d", "e"])],
+        };
+        let whole = part(&request, 0..5);
+        assert_eq!(whole, request);
+        let first = part(&request, 0..2);
+        assert_eq!(first.resource_spans, [resource("p", &["a", "b"])]);
+        let second = part(&request, 2..5);
+        assert_eq!(
+            second.resource_spans,
+            [resource("p", &["c"]), resource("q", &["d", "e"])]
+        );
+        assert_eq!(part(&request, 3..4).resource_spans, [resource("q", &["d"])]);
+    }
 }
