@@ -4,8 +4,9 @@
 
 use std::fmt;
 
+use super::carry::Carried;
 use super::options::{Options, Stats};
-use crate::trace::{Flow, Span, SpanKind, Trace};
+use crate::trace::{Flow, SpanKind, Trace};
 
 pub(super) const NONE: u32 = u32::MAX;
 
@@ -84,34 +85,6 @@ pub struct Otlp<'t> {
     pub(super) outside: Vec<EventOf>,
     /// What a piece carried from the last one ([`Otlp::with_carried`]).
     pub(super) carried: Carried,
-}
-
-/// The state of a node open at the end of the last piece of its thread, carried into the
-/// next piece (where it is one of the first nodes, in the same order): what its walk decided.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Carry {
-    /// The carried node it is sent as (its position among the carried), `NONE` when sampled
-    /// out.
-    pub(super) rep: u32,
-    /// Its root's position among the carried (its process, with one trace per process).
-    pub(super) trace: u32,
-    pub(super) depth: u32,
-    pub(super) folded_count: u64,
-    pub(super) folded_ns: u64,
-}
-
-/// What a piece of a thread with open spans ([`Piece`](crate::decode::pieces::Piece)) is
-/// mapped with: its first nodes' state from the last piece, its open nodes, and where each of
-/// its nodes stands in the whole trace.
-#[derive(Debug, Default)]
-pub(super) struct Carried {
-    /// The state of the first `seeds.len()` nodes (carried spans): not walked again.
-    pub(super) seeds: Vec<Carry>,
-    /// The nodes still open at the end of the piece (sorted): not sent, their folded time
-    /// not counted yet.
-    pub(super) open: Vec<u32>,
-    /// The index in the whole trace of each node (empty: [`Start::node`] plus its index).
-    pub(super) global: Vec<u32>,
 }
 
 /// Where a trace mapped as a piece of a larger one stands in it
@@ -433,33 +406,6 @@ impl<'t> Otlp<'t> {
             .collect();
     }
 
-    /// True when node `i` is still open at the end of the piece mapped.
-    fn is_open(&self, i: u32) -> bool {
-        !self.carried.open.is_empty() && self.carried.open.binary_search(&i).is_ok()
-    }
-
-    /// Every node in the order they are sent: async calls, then each thread's spans in the
-    /// order they end, then the holders of events outside spans.
-    fn end_order(&self) -> Vec<u32> {
-        let n = self.nodes.len() as u32;
-        let mut order: Vec<u32> = (0..n)
-            .filter(|&i| matches!(self.nodes[i as usize].of, Of::Async(_)))
-            .collect();
-        for (thread, &base) in self.trace.threads.iter().zip(&self.thread_base) {
-            order.extend(end_order(&thread.spans).into_iter().map(|s| base + s));
-        }
-        order.extend((0..n).filter(|&i| matches!(self.nodes[i as usize].of, Of::Events)));
-        order
-    }
-
-    /// The index in the whole trace of node `i`.
-    fn global(&self, i: u32) -> u64 {
-        match self.carried.global.get(i as usize) {
-            Some(&g) => u64::from(g),
-            None => u64::from(i) + u64::from(self.start.node),
-        }
-    }
-
     /// Puts each instant and counter sample on the kept node of the innermost span open on
     /// its thread at its time, else on its process's `events outside spans` node (made
     /// here), or counts it sampled out with its root call.
@@ -612,27 +558,6 @@ impl<'t> Otlp<'t> {
         let to = from + self.events[from..].partition_point(|e| e.node == i);
         &self.events[from..to]
     }
-}
-
-/// The indices of `spans` (in the order they began, parents first) in the order they end:
-/// each after the spans inside it, a span's parent being the span it began in. (A forged
-/// parent that does not come before ends the spans open then.)
-fn end_order(spans: &[Span]) -> Vec<u32> {
-    let mut order = Vec::with_capacity(spans.len());
-    let mut open: Vec<u32> = Vec::new();
-    for (s, span) in (0u32..).zip(spans) {
-        let parent = span.parent.filter(|&p| p < s);
-        while let Some(&top) = open.last() {
-            if Some(top) == parent {
-                break;
-            }
-            order.push(top);
-            open.pop();
-        }
-        open.push(s);
-    }
-    order.extend(open.into_iter().rev());
-    order
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@
 //! ```
 
 mod attributes;
+mod carry;
 mod endpoint;
 mod errors;
 mod fields;

@@ -25,7 +25,8 @@ use crate::decode::pieces::{Piece, Pieces, SpanSource};
 use crate::record::hash::FxHashMap;
 use crate::trace::{CounterTrack, ThreadTrace, Trace};
 
-use super::map::{Carried, Carry, EventOf, NONE, Otlp, Start};
+use super::carry::{Carried, Carry};
+use super::map::{EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 

@@ -1,0 +1,83 @@
+//! What a piece of a thread with open spans carries into the next when mapped to OTLP
+//! ([`Otlp::with_carried`]), and the order spans are sent in: each after the spans inside it.
+
+use super::map::{Of, Otlp};
+use crate::trace::Span;
+
+/// The state of a node open at the end of the last piece of its thread, carried into the
+/// next piece (where it is one of the first nodes, in the same order): what its walk decided.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Carry {
+    /// The carried node it is sent as (its position among the carried), `NONE` when sampled
+    /// out.
+    pub(super) rep: u32,
+    /// Its root's position among the carried (its process, with one trace per process).
+    pub(super) trace: u32,
+    pub(super) depth: u32,
+    pub(super) folded_count: u64,
+    pub(super) folded_ns: u64,
+}
+
+/// What a piece of a thread with open spans ([`Piece`](crate::decode::pieces::Piece)) is
+/// mapped with: its first nodes' state from the last piece, its open nodes, and where each of
+/// its nodes stands in the whole trace.
+#[derive(Debug, Default)]
+pub(super) struct Carried {
+    /// The state of the first `seeds.len()` nodes (carried spans): not walked again.
+    pub(super) seeds: Vec<Carry>,
+    /// The nodes still open at the end of the piece (sorted): not sent, their folded time
+    /// not counted yet.
+    pub(super) open: Vec<u32>,
+    /// The index in the whole trace of each node (empty: [`Start::node`](super::map::Start::node) plus its index).
+    pub(super) global: Vec<u32>,
+}
+
+impl Otlp<'_> {
+    /// True when node `i` is still open at the end of the piece mapped.
+    pub(super) fn is_open(&self, i: u32) -> bool {
+        !self.carried.open.is_empty() && self.carried.open.binary_search(&i).is_ok()
+    }
+
+    /// Every node in the order they are sent: async calls, then each thread's spans in the
+    /// order they end, then the holders of events outside spans.
+    pub(super) fn end_order(&self) -> Vec<u32> {
+        let n = self.nodes.len() as u32;
+        let mut order: Vec<u32> = (0..n)
+            .filter(|&i| matches!(self.nodes[i as usize].of, Of::Async(_)))
+            .collect();
+        for (thread, &base) in self.trace.threads.iter().zip(&self.thread_base) {
+            order.extend(end_order(&thread.spans).into_iter().map(|s| base + s));
+        }
+        order.extend((0..n).filter(|&i| matches!(self.nodes[i as usize].of, Of::Events)));
+        order
+    }
+
+    /// The index in the whole trace of node `i`.
+    pub(super) fn global(&self, i: u32) -> u64 {
+        match self.carried.global.get(i as usize) {
+            Some(&g) => u64::from(g),
+            None => u64::from(i) + u64::from(self.start.node),
+        }
+    }
+}
+
+/// The indices of `spans` (in the order they began, parents first) in the order they end:
+/// each after the spans inside it, a span's parent being the span it began in. (A forged
+/// parent that does not come before ends the spans open then.)
+fn end_order(spans: &[Span]) -> Vec<u32> {
+    let mut order = Vec::with_capacity(spans.len());
+    let mut open: Vec<u32> = Vec::new();
+    for (s, span) in (0u32..).zip(spans) {
+        let parent = span.parent.filter(|&p| p < s);
+        while let Some(&top) = open.last() {
+            if Some(top) == parent {
+                break;
+            }
+            order.push(top);
+            open.pop();
+        }
+        open.push(s);
+    }
+    order.extend(open.into_iter().rev());
+    order
+}
