@@ -257,6 +257,25 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
     }
 }
 
+/// Records `requests` requests (`request` holding `work`, with an argument `i`) inside one
+/// scope, `main`, in a streaming session to `path`.
+fn stream_inside_one_scope(path: &Path, requests: u64) {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    {
+        let _main = scope!("main");
+        for i in 0..requests {
+            let _request = scope!("request");
+            let _work = scope!("work", i = i % 3);
+        }
+    }
+    prof.stop();
+}
+
 /// A thread whose one scope (`main`) holds all its others: its trace is written from pieces
 /// that carry `main` open from one to the next, so Chrome JSON (both time origins), Kineto,
 /// Perfetto, the call tree and the table by argument take the same memory for ten times the
@@ -267,20 +286,7 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
     tickscope::__private::set_exact_quantile_budget(0);
     let peaks = |requests: u64, name: &str| {
         let path = scratch(name);
-        let prof = Profiler::builder()
-            .current_thread()
-            .stream_to(&path)
-            .stream_memory(1 << 20)
-            .try_start()
-            .unwrap();
-        {
-            let _main = scope!("main");
-            for i in 0..requests {
-                let _request = scope!("request");
-                let _work = scope!("work", i = i % 3);
-            }
-        }
-        prof.stop();
+        stream_inside_one_scope(&path, requests);
         let (traces, ()) = peak_of(|| write_traces(&path));
         let (tree, ()) = peak_of(|| {
             let tree = Table::from_captures(Capture::read_all(&path).unwrap()).tree(true);
@@ -323,20 +329,7 @@ fn otlp_json_of_a_scope_open_over_the_whole_thread_is_written_in_bounded_memory(
     tickscope::__private::set_exact_quantile_budget(0);
     let peak = |requests: u64, name: &str| {
         let path = scratch(name);
-        let prof = Profiler::builder()
-            .current_thread()
-            .stream_to(&path)
-            .stream_memory(1 << 20)
-            .try_start()
-            .unwrap();
-        {
-            let _main = scope!("main");
-            for i in 0..requests {
-                let _request = scope!("request");
-                let _work = scope!("work", i = i % 3);
-            }
-        }
-        prof.stop();
+        stream_inside_one_scope(&path, requests);
         let (peak, ()) = peak_of(|| {
             let captures = Capture::read_all(&path).unwrap();
             let captures: Vec<&Capture> = captures.iter().collect();
@@ -419,20 +412,7 @@ fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     let (url, seen) = sink_endpoint();
     let peak = |requests: u64, name: &str| {
         let path = scratch(name);
-        let prof = Profiler::builder()
-            .current_thread()
-            .stream_to(&path)
-            .stream_memory(1 << 20)
-            .try_start()
-            .unwrap();
-        {
-            let _main = scope!("main");
-            for i in 0..requests {
-                let _request = scope!("request");
-                let _work = scope!("work", i = i % 3);
-            }
-        }
-        prof.stop();
+        stream_inside_one_scope(&path, requests);
         let (peak, report) = peak_of(|| {
             let captures = Capture::read_all(&path).unwrap();
             let captures: Vec<&Capture> = captures.iter().collect();
