@@ -1,7 +1,7 @@
 //! What a piece of a thread with open spans carries into the next when mapped to OTLP
-//! ([`Otlp::with_carried`]), and the order spans are sent in: each after the spans inside it.
+//! ([`Otlp::with_carried`](super::Otlp)), and the order spans are sent in: each after the
+//! spans inside it.
 
-use super::map::{Of, Otlp};
 use crate::trace::Span;
 
 /// The state of a node open at the end of the last piece of its thread, carried into the
@@ -32,39 +32,10 @@ pub(super) struct Carried {
     pub(super) global: Vec<u32>,
 }
 
-impl Otlp<'_> {
-    /// True when node `i` is still open at the end of the piece mapped.
-    pub(super) fn is_open(&self, i: u32) -> bool {
-        !self.carried.open.is_empty() && self.carried.open.binary_search(&i).is_ok()
-    }
-
-    /// Every node in the order they are sent: async calls, then each thread's spans in the
-    /// order they end, then the holders of events outside spans.
-    pub(super) fn end_order(&self) -> Vec<u32> {
-        let n = self.nodes.len() as u32;
-        let mut order: Vec<u32> = (0..n)
-            .filter(|&i| matches!(self.nodes[i as usize].of, Of::Async(_)))
-            .collect();
-        for (thread, &base) in self.trace.threads.iter().zip(&self.thread_base) {
-            order.extend(end_order(&thread.spans).into_iter().map(|s| base + s));
-        }
-        order.extend((0..n).filter(|&i| matches!(self.nodes[i as usize].of, Of::Events)));
-        order
-    }
-
-    /// The index in the whole trace of node `i`.
-    pub(super) fn global(&self, i: u32) -> u64 {
-        match self.carried.global.get(i as usize) {
-            Some(&g) => u64::from(g),
-            None => u64::from(i) + u64::from(self.start.node),
-        }
-    }
-}
-
 /// The indices of `spans` (in the order they began, parents first) in the order they end:
 /// each after the spans inside it, a span's parent being the span it began in. (A forged
 /// parent that does not come before ends the spans open then.)
-fn end_order(spans: &[Span]) -> Vec<u32> {
+pub(super) fn end_order(spans: &[Span]) -> Vec<u32> {
     let mut order = Vec::with_capacity(spans.len());
     let mut open: Vec<u32> = Vec::new();
     for (s, span) in (0u32..).zip(spans) {

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::carry::Carried;
+use super::carry::{Carried, end_order};
 use super::options::{Options, Stats};
 use crate::trace::{Flow, SpanKind, Trace};
 
@@ -404,6 +404,33 @@ impl<'t> Otlp<'t> {
                     })
             })
             .collect();
+    }
+
+    /// True when node `i` is still open at the end of the piece mapped.
+    fn is_open(&self, i: u32) -> bool {
+        !self.carried.open.is_empty() && self.carried.open.binary_search(&i).is_ok()
+    }
+
+    /// Every node in the order they are sent: async calls, then each thread's spans in the
+    /// order they end, then the holders of events outside spans.
+    fn end_order(&self) -> Vec<u32> {
+        let n = self.nodes.len() as u32;
+        let mut order: Vec<u32> = (0..n)
+            .filter(|&i| matches!(self.nodes[i as usize].of, Of::Async(_)))
+            .collect();
+        for (thread, &base) in self.trace.threads.iter().zip(&self.thread_base) {
+            order.extend(end_order(&thread.spans).into_iter().map(|s| base + s));
+        }
+        order.extend((0..n).filter(|&i| matches!(self.nodes[i as usize].of, Of::Events)));
+        order
+    }
+
+    /// The index in the whole trace of node `i`.
+    fn global(&self, i: u32) -> u64 {
+        match self.carried.global.get(i as usize) {
+            Some(&g) => u64::from(g),
+            None => u64::from(i) + u64::from(self.start.node),
+        }
     }
 
     /// Puts each instant and counter sample on the kept node of the innermost span open on
