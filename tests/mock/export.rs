@@ -1178,3 +1178,50 @@ fn chrome_edges_that_share_a_nanosecond_nest_in_speedscope() {
         ]
     );
 }
+
+/// An allocation freed within the nanosecond it was made (the mock clock stands still): the
+/// Chrome JSON memory counter shows its peak at that time and the value after it 1 ns later,
+/// so that no viewer misses the peak; elsewhere one sample per time, the value after it.
+#[test]
+fn the_memory_counter_keeps_a_peak_within_one_nanosecond() {
+    let _serial = crate::common::serial();
+    let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let prof = tickscope::Profiler::builder()
+        .current_thread()
+        .track_memory(true)
+        .start();
+    {
+        let _outer = tickscope::scope!("outer");
+        m.increment(1u64);
+        let kept = std::hint::black_box(vec![1u8; 1000]);
+        m.increment(1u64);
+        // Made and freed on one tick.
+        drop(std::hint::black_box(vec![2u64; 100]));
+        m.increment(1u64);
+        drop(kept);
+    }
+    prof.stop();
+    let trace = prof.trace();
+    let mut out = Vec::new();
+    tickscope::export::chrome::write(&trace, &mut out).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let samples: Vec<(f64, u64)> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "memory")
+        .map(|e| {
+            (
+                e["ts"].as_f64().unwrap(),
+                e["args"]["live_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let values: Vec<u64> = samples.iter().map(|&(_, v)| v).collect();
+    assert_eq!(values, [0, 1000, 1800, 1000, 0]);
+    // The peak and the value after it, 1 ns apart.
+    let gap = samples[3].0 - samples[2].0;
+    assert!((gap - 0.001).abs() < 1e-9, "{samples:?}");
+    let memory = trace.memory.as_ref().unwrap();
+    assert_eq!(memory.live_bytes().into_iter().max(), Some(1800));
+}

@@ -69,12 +69,17 @@ impl Writer<'_> {
             w.buf.extend_from_slice(b"}}");
             w.spill()
         };
-        // One sample per process and timestamp: the value after its last event there.
+        // One sample per process and timestamp: the value after its last event there; where
+        // the events of one timestamp went higher than that (an allocation freed within the
+        // nanosecond), their peak there and the value after them 1 ns later, so that no
+        // viewer misses the peak.
         let mut sample = vec![false; memory.events.len()];
         let mut next: FxHashMap<u32, u64> = FxHashMap::default();
         for (i, event) in memory.events.iter().enumerate().rev() {
             sample[i] = next.insert(event.process, event.ns) != Some(event.ns);
         }
+        // Per process: the timestamp of its events being read and their peak so far.
+        let mut peaks: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
         let mut counted: BTreeSet<u32> = memory.events.iter().map(|e| e.process).collect();
         if trace.processes.len() == 1 {
             counted.insert(0);
@@ -84,8 +89,23 @@ impl Writer<'_> {
         }
         for (i, (event, &bytes)) in memory.events.iter().zip(&live).enumerate() {
             let pid = self.pid(event.process);
+            let peak = match peaks.get_mut(&event.process) {
+                Some((ns, peak)) if *ns == event.ns => {
+                    *peak = (*peak).max(bytes);
+                    *peak
+                }
+                _ => {
+                    peaks.insert(event.process, (event.ns, bytes));
+                    bytes
+                }
+            };
             if sample[i] {
-                counter(self, pid, event.ns, bytes)?;
+                if peak > bytes {
+                    counter(self, pid, event.ns, peak)?;
+                    counter(self, pid, event.ns.saturating_add(1), bytes)?;
+                } else {
+                    counter(self, pid, event.ns, bytes)?;
+                }
             }
             if instants {
                 let name = match event.kind {
