@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::common::serial_mock;
+use crate::pieces::chrome_events;
 use tickscope::__private::{RawKind, capture_from_records, capture_records};
 use tickscope::collector::SessionWriter;
 use tickscope::export::chrome::{self, TimeOrigin};
@@ -30,19 +31,6 @@ fn both(captures: &[Capture], format: &dyn Format) -> (Vec<u8>, Option<Vec<u8>>)
     let mut pieces = Vec::new();
     let written = format.write_captures(&refs, &mut pieces);
     (whole, written.map(|r| r.map(|()| pieces).unwrap()))
-}
-
-/// The events of a Trace Event document (one a line), sorted.
-fn events(bytes: &[u8]) -> Vec<String> {
-    let doc: serde_json::Value = serde_json::from_slice(bytes).expect("valid JSON");
-    let mut lines: Vec<String> = doc["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e.to_string())
-        .collect();
-    lines.sort();
-    lines
 }
 
 /// How the pieces of a thread relate to the whole trace in Chrome JSON relative to the
@@ -85,7 +73,7 @@ fn check(captures: &[Capture], name: &str, relative: Relative, keys: &[&str]) ->
         let (whole, pieces) = both(captures, format);
         let pieces = pieces.unwrap_or_else(|| panic!("{name}.{ext}: not written in pieces"));
         assert_eq!(whole.len(), pieces.len(), "{name}.{ext}");
-        let (w, p) = (events(&whole), events(&pieces));
+        let (w, p) = (chrome_events(&whole).0, chrome_events(&pieces).0);
         assert_eq!(w.len(), p.len(), "{name}.{ext}");
         if let Some(at) = (0..w.len()).find(|&i| w[i] != p[i]) {
             panic!("{name}.{ext}: event {at} differs:\n{}\n{}", w[at], p[at]);

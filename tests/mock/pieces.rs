@@ -94,7 +94,7 @@ fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<
 }
 
 /// The events of a Chrome JSON file (one a line), sorted, and the document parsed.
-fn chrome_events(bytes: &[u8]) -> (Vec<String>, serde_json::Value) {
+pub(crate) fn chrome_events(bytes: &[u8]) -> (Vec<String>, serde_json::Value) {
     let doc: serde_json::Value = serde_json::from_slice(bytes).expect("valid JSON");
     let mut lines: Vec<String> = doc["traceEvents"]
         .as_array()
