@@ -20,8 +20,11 @@ use tickscope::table::Table;
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, scope};
 
-/// Counts the bytes allocated by every thread (decoding runs on several), and their peak.
+/// Counts the bytes allocated by every thread (decoding runs on several), and their peak;
+/// through `TrackingAlloc`, for the sessions that track memory.
 struct Counting;
+
+static TRACKING: tickscope::TrackingAlloc = tickscope::TrackingAlloc::new(System);
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -34,12 +37,12 @@ fn count(delta: isize) {
     PEAK.fetch_max(now, Ordering::Relaxed);
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments and returns its
-// result; counting touches two atomics (no allocation).
+// SAFETY: every method forwards to `TRACKING` (over `System`) with the caller's arguments and
+// returns its result; counting touches two atomics (no allocation).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees.
-        let ptr = unsafe { System.alloc(layout) };
+        let ptr = unsafe { TRACKING.alloc(layout) };
         if !ptr.is_null() {
             count(layout.size() as isize);
         }
@@ -48,7 +51,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
+        let ptr = unsafe { TRACKING.alloc_zeroed(layout) };
         if !ptr.is_null() {
             count(layout.size() as isize);
         }
@@ -57,13 +60,13 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { TRACKING.dealloc(ptr, layout) };
         count(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        let new = unsafe { TRACKING.realloc(ptr, layout, new_size) };
         if !new.is_null() {
             count(new_size as isize - layout.size() as isize);
         }
@@ -314,6 +317,63 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
         );
         assert!(l < spans_bytes / 16, "{what}: {l} bytes");
     }
+}
+
+/// Chrome JSON (both time origins, with allocation instants), Kineto and Perfetto of a
+/// session that kept a memory timeline (two threads, each request allocating a block that
+/// the other thread frees and one freed at once): written from pieces, the allocations and
+/// frees merged across threads as they are read again, so they take the same memory for ten
+/// times the requests.
+#[test]
+fn a_memory_timeline_is_written_in_bounded_memory() {
+    let _serial = serial();
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        let prof = Profiler::builder()
+            .current_thread()
+            .track_memory(tickscope::MemoryMode::Timeline)
+            .stream_to(&path)
+            .stream_memory(1 << 20)
+            .try_start()
+            .unwrap();
+        let (to_b, from_a) = std::sync::mpsc::sync_channel::<Vec<u8>>(64);
+        let b = tickscope::thread::spawn(move || {
+            for block in from_a {
+                let _free = scope!("free");
+                drop(block);
+            }
+        });
+        for i in 0..requests {
+            let _request = scope!("request");
+            let _work = scope!("work");
+            std::hint::black_box(vec![0u8; 100 + (i % 9) as usize]);
+            to_b.send(vec![1u8; 32]).unwrap();
+        }
+        drop(to_b);
+        b.join().unwrap();
+        prof.stop();
+        assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+        let (traces, ()) = peak_of(|| {
+            write_traces(&path);
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let instants = chrome::Options::new().allocation_instants(true);
+            let written = instants.write_captures(&captures, &mut std::io::sink());
+            assert!(matches!(written, Some(Ok(()))));
+        });
+        std::fs::remove_file(&path).unwrap();
+        traces
+    };
+    let small = peak(10_000, "memory-small.tscope");
+    let large = peak(100_000, "memory-large.tscope");
+    println!("memory timeline: peak {small} bytes for 10,000 requests, {large} for 100,000");
+    // 300,000 allocations and frees of 48 bytes each, were they held at once.
+    let events_bytes = 300_000 * 48;
+    assert!(
+        large <= small + (256 << 10),
+        "{large} bytes at most for 100,000 requests, {small} for a tenth"
+    );
+    assert!(large < events_bytes / 8, "{large} bytes");
 }
 
 /// OTLP/JSON of a thread whose one scope (`main`) holds all its others: written from pieces

@@ -9,8 +9,8 @@ use crate::trace::{MemoryEvent, MemoryKind, MemoryStats, MemoryTrace};
 
 /// An allocation or free as paired, before the threads are merged.
 pub(super) struct RawMemory {
-    tick: u64,
-    event: MemoryEvent,
+    pub(super) tick: u64,
+    pub(super) event: MemoryEvent,
 }
 
 /// Allocations and frees counted together: how many and how many bytes of each, and the most
@@ -33,6 +33,25 @@ pub(super) struct MemoryPairing<'a> {
     spans: Vec<(MemoryStats, i64, i64)>,
     /// Bytes allocated minus bytes freed on this thread so far.
     net: i64,
+    /// What it keeps ([`MemoryPairing::only`]).
+    keeps: Keeps,
+    /// The `(ns, tick)` of the last allocation or free, and whether one came before an
+    /// earlier one in either.
+    last: (u64, u64),
+    out_of_order: bool,
+    /// Allocations and frees seen.
+    seen: u64,
+}
+
+/// What a [`MemoryPairing`] keeps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keeps {
+    /// Per-span figures and every allocation and free (decoding whole).
+    All,
+    /// Allocations and frees, without per-span figures (a timeline read as it is written).
+    Events,
+    /// Neither: only their count and whether they come in time order (a first pass).
+    Nothing,
 }
 
 /// One allocation or free of a thread, as its records say.
@@ -51,18 +70,49 @@ impl<'a> MemoryPairing<'a> {
             events,
             spans: Vec::new(),
             net: 0,
+            keeps: Keeps::All,
+            last: (0, 0),
+            out_of_order: false,
+            seen: 0,
         }
+    }
+
+    /// Keeps only what `keeps` says.
+    pub(super) fn only(&mut self, keeps: Keeps) {
+        self.keeps = keeps;
+    }
+
+    /// Moves the allocations and frees kept so far to the end of `to`.
+    pub(super) fn take_events(&mut self, to: &mut std::collections::VecDeque<RawMemory>) {
+        to.extend(self.events.drain(..));
+    }
+
+    /// How many allocations and frees were seen, and whether each came at or after the one
+    /// before, in time and in ticks (what merging threads as they are read needs).
+    pub(super) fn seen(&self) -> (u64, bool) {
+        (self.seen, !self.out_of_order)
     }
 
     /// A span was opened (spans are opened in index order).
     pub(super) fn open(&mut self) {
+        if self.keeps != Keeps::All {
+            return;
+        }
         self.spans
             .push((MemoryStats::default(), self.net, self.net));
     }
 
     /// Counts `block` for the innermost open span, if any (its index and callsite).
     pub(super) fn block(&mut self, block: Block, innermost: Option<(u32, &'static Callsite)>) {
-        self.count(block.kind, block.size, innermost.map(|(index, _)| index));
+        self.seen += 1;
+        let at = (block.ns, block.tick);
+        self.out_of_order |= at.0 < self.last.0 || at.1 < self.last.1;
+        self.last = at;
+        match self.keeps {
+            Keeps::All => self.count(block.kind, block.size, innermost.map(|(index, _)| index)),
+            Keeps::Events => {}
+            Keeps::Nothing => return,
+        }
         self.events.push(RawMemory {
             tick: block.tick,
             event: MemoryEvent {
@@ -100,6 +150,9 @@ impl<'a> MemoryPairing<'a> {
     /// Counts allocations and frees that happened while `innermost` (if any) was the innermost
     /// open span ([`MemoryMode::Counts`] records them so).
     pub(super) fn counted(&mut self, counts: Counts, innermost: Option<u32>) {
+        if self.keeps != Keeps::All {
+            return;
+        }
         let delta = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
         if let Some(index) = innermost {
             let (stats, _, peak) = &mut self.spans[index as usize];
@@ -118,6 +171,9 @@ impl<'a> MemoryPairing<'a> {
 
     /// Span `index` closed: its totals take its own figures, and its parent's take its totals.
     pub(super) fn close(&mut self, index: u32, parent: Option<u32>) {
+        if self.keeps != Keeps::All {
+            return;
+        }
         // Totals so far hold the children's totals: add the span's own figures.
         let (stats, base, peak) = &mut self.spans[index as usize];
         let own = stats.own();

@@ -13,6 +13,7 @@ pub(crate) mod convert;
 mod counters;
 mod links;
 mod memory;
+mod memory_stream;
 mod merge;
 mod pair;
 pub(crate) mod parallel;
@@ -25,6 +26,7 @@ use std::sync::atomic::Ordering;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
+use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 #[cfg(doc)]
 use crate::trace::ThreadTrace;
@@ -106,9 +108,29 @@ impl Summary {
         if captures.iter().any(|c| c.memory.is_on()) {
             return None;
         }
+        Self::summed(&captures, exact, stacks)
+    }
+
+    /// [`Summary::of_with`] (durations in histograms, no stacks) of captures that may have
+    /// tracked memory, for exports that read their memory timeline again as they write it
+    /// ([`Pieces::with_memory`](super::pieces::Pieces::with_memory)): the trace's
+    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events, and the sums no memory
+    /// figures. `None` as [`Summary::of_with`] gives it, and when a thread's allocations and
+    /// frees do not come in time order (a forged file: they could not be merged as read).
+    pub(crate) fn with_memory_timeline(captures: &[&Capture]) -> Option<Self> {
+        let summary = Self::summed(captures, false, false)?;
+        summary
+            .threads
+            .iter()
+            .all(|t| t.memory_in_order)
+            .then_some(summary)
+    }
+
+    /// The summary of `captures` (see [`Summary::of_with`]).
+    fn summed(captures: &[&Capture], exact: bool, stacks: bool) -> Option<Self> {
         let mut traces = Vec::with_capacity(captures.len());
         let mut threads = Vec::new();
-        for capture in captures {
+        for &capture in captures {
             let (trace, sums) = summarize(capture, Sum { exact, stacks })?;
             traces.push(trace);
             threads.extend(sums);
@@ -147,7 +169,12 @@ fn decode_with(
     // Spans are kept, and a `tracing` span followed from one entered elsewhere: where each
     // span id was entered and closed is needed to resolve it.
     let tracing_uses = !sum && has_span_follows(capture);
-    let shared = Shared::new(capture, capture.memory.is_on(), tracing_uses);
+    // Summed, only a timeline's allocations and frees are seen (counted, their order checked).
+    let memory = match sum {
+        true => capture.memory == MemoryMode::Timeline,
+        false => capture.memory.is_on(),
+    };
+    let shared = Shared::new(capture, memory, tracing_uses);
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
     let threads: Vec<&CaptureThread> = capture

@@ -20,18 +20,23 @@
 //! What the exports write besides spans (the window, processes, threads, counters, instants,
 //! the flows of links, by the index of their spans) comes from a first pass that sums the
 //! spans instead ([`Summary`]); captures whose trace needs every span at once (async calls, a
-//! `tracing` span following from one entered elsewhere, tracked memory) are not decoded in
-//! pieces ([`Pieces::new`] gives `None`) and are decoded whole.
+//! `tracing` span following from one entered elsewhere) are not decoded in pieces
+//! ([`Pieces::new`] gives `None`) and are decoded whole. Nor are those that tracked memory,
+//! for exports of per-span memory figures; the exports of the memory timeline only take them
+//! ([`Pieces::with_memory`]), and read the timeline again as they write it
+//! ([`SpanSource::each_memory_event`]), merged across threads as they are read.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::io;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::registry::Untracked;
-use crate::trace::{Span, SpanArg, Trace};
+use crate::trace::{MemoryEvent, Span, SpanArg, Trace};
 
 use super::Shared;
 use super::links::Links;
+use super::memory_stream::{self, TimelineThread};
 use super::pair::Pairing;
 use super::summary::{self, Summary};
 
@@ -125,6 +130,20 @@ pub(crate) trait SpanSource {
         whole_trees: bool,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()>;
+
+    /// Hands each allocation and free of the trace's memory timeline to `f`, in the order of
+    /// [`MemoryTrace::events`](crate::trace::MemoryTrace::events), with the live bytes of its
+    /// process after it ([`MemoryTrace::live_bytes`](crate::trace::MemoryTrace::live_bytes));
+    /// only those of process `process` when given. Stops at the first error `f` returns.
+    fn each_memory_event(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()>;
+
+    /// The processes (indices in the trace's processes) with an allocation or free in its
+    /// memory timeline.
+    fn memory_processes(&self) -> BTreeSet<u32>;
 }
 
 impl SpanSource for Trace {
@@ -153,6 +172,31 @@ impl SpanSource for Trace {
             open: &[],
         })
     }
+
+    fn each_memory_event(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let Some(memory) = &self.memory else {
+            return Ok(());
+        };
+        let live = memory.live_bytes();
+        for (event, &bytes) in memory.events.iter().zip(&live) {
+            if process.is_none_or(|p| p == event.process) {
+                f(event, bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_processes(&self) -> BTreeSet<u32> {
+        self.memory
+            .iter()
+            .flat_map(|m| &m.events)
+            .map(|e| e.process)
+            .collect()
+    }
 }
 
 /// Captures decoded in pieces: their trace without spans, and each thread's spans decoded
@@ -170,6 +214,10 @@ pub(crate) struct Pieces<'c> {
     /// Each thread's spans open at its end (indices in the thread, in order): marked open at
     /// the stop from their begin, which a piece may hand over before they end.
     open_at_end: Vec<Vec<u32>>,
+    /// The captures, in order.
+    captures: Vec<&'c Capture>,
+    /// Each thread's allocations and frees in a memory timeline.
+    memory_events: Vec<u64>,
 }
 
 impl<'c> Pieces<'c> {
@@ -178,8 +226,20 @@ impl<'c> Pieces<'c> {
     /// elsewhere (those cross threads, or need every span), and then
     /// [`Trace::from_captures`] is what to write. Reads every record once to sum the threads
     /// (their counts, counters, instants and links).
+    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::of_with(captures, false, false)?;
+        let threads = threads(&summary);
+        let follows = summary.tracing_follows();
+        Self::with(captures, Cow::Owned(summary.trace), threads, follows)
+    }
+
+    /// [`Pieces::new`], also of captures that tracked memory, for exports that write the
+    /// spans and the memory timeline but not the per-span memory figures: the trace's
+    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events, which
+    /// [`SpanSource::each_memory_event`] reads again, merged across threads as they are read.
+    pub(crate) fn with_memory(captures: &[&'c Capture]) -> Option<Self> {
+        let summary = Summary::with_memory_timeline(captures)?;
         let threads = threads(&summary);
         let follows = summary.tracing_follows();
         Self::with(captures, Cow::Owned(summary.trace), threads, follows)
@@ -208,6 +268,7 @@ impl<'c> Pieces<'c> {
             counts,
             carries,
             open_at_end,
+            memory_events,
         }: Threads,
         follows: bool,
     ) -> Option<Self> {
@@ -241,6 +302,8 @@ impl<'c> Pieces<'c> {
             open_at_end,
             trace,
             sources,
+            captures: captures.to_vec(),
+            memory_events,
         })
     }
 }
@@ -316,6 +379,44 @@ impl SpanSource for Pieces<'_> {
         let _ = pairing.close_rest(end_ns);
         pairing.drain_piece(|piece| hand(piece, f))
     }
+
+    fn each_memory_event(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.memory_events(process, f)
+    }
+
+    fn memory_processes(&self) -> BTreeSet<u32> {
+        (self.memory_events.iter().zip(&self.trace.threads))
+            .filter(|&(&n, _)| n > 0)
+            .map(|(_, thread)| thread.process)
+            .collect()
+    }
+}
+
+impl Pieces<'_> {
+    /// [`SpanSource::each_memory_event`].
+    fn memory_events(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.memory_events.iter().all(|&n| n == 0) {
+            return Ok(());
+        }
+        let threads: Vec<TimelineThread<'_>> = (self.sources.iter().zip(&self.trace.threads))
+            .map(|(&(capture, source), thread)| TimelineThread {
+                capture: (self.captures.iter())
+                    .position(|&c| std::ptr::eq(c, capture))
+                    .unwrap_or(0),
+                process: thread.process,
+                source,
+            })
+            .collect();
+        memory_stream::each_event(&self.captures, &threads, process, f)
+    }
 }
 
 /// Hands `piece` to `f` unless it holds no span.
@@ -334,6 +435,8 @@ struct Threads {
     carries: Vec<bool>,
     /// The spans open at the end.
     open_at_end: Vec<Vec<u32>>,
+    /// Allocations and frees in a memory timeline.
+    memory_events: Vec<u64>,
 }
 
 /// Each thread's span count, whether its spans all end within their parents, and those open
@@ -345,6 +448,7 @@ fn threads(summary: &Summary) -> Threads {
         open_at_end: (summary.threads.iter())
             .map(|t| t.open_at_end.clone())
             .collect(),
+        memory_events: summary.threads.iter().map(|t| t.memory_events).collect(),
     }
 }
 

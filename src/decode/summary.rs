@@ -59,6 +59,11 @@ pub(crate) struct ThreadSums {
     pub(crate) tangled: bool,
     /// The spans (indices in the thread) still open at its end, in order.
     pub(crate) open_at_end: Vec<u32>,
+    /// Of a session that kept a memory timeline: the thread's allocations and frees, and
+    /// whether each came at or after the one before (in time, then tick): then they can be
+    /// merged with the other threads' as they are read again.
+    pub(crate) memory_events: u64,
+    pub(crate) memory_in_order: bool,
 }
 
 /// How a decoding sums each thread's spans.
@@ -85,6 +90,8 @@ impl ThreadSums {
             tracing_follows: false,
             tangled: false,
             open_at_end: Vec::new(),
+            memory_events: 0,
+            memory_in_order: true,
         }
     }
 

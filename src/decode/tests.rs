@@ -1269,3 +1269,94 @@ fn arguments_recorded_late_for_an_outer_scope_are_found() {
     assert_eq!(values(1), ["k=2"]);
     assert!(values(2).is_empty());
 }
+
+/// A memory event as [`streamed`] gives it: time, process, thread, kind, size, live bytes
+/// after it, scope.
+type Streamed = (u64, u32, u64, MemoryKind, u64, u64, Option<&'static str>);
+
+/// The memory events `source` streams, with their live bytes (`matched` left out: the
+/// stream does not say it).
+fn streamed(source: &dyn pieces::SpanSource, process: Option<u32>) -> Vec<Streamed> {
+    let mut got = Vec::new();
+    source
+        .each_memory_event(process, &mut |e, live| {
+            got.push((
+                e.ns,
+                e.process,
+                e.thread,
+                e.kind,
+                e.size,
+                live,
+                e.scope_name(),
+            ));
+            Ok(())
+        })
+        .unwrap();
+    got
+}
+
+#[test]
+fn a_memory_timeline_merged_as_threads_are_read_is_the_decoded_one() {
+    let step = STEP.id();
+    // Three threads of a pseudo-random walk over 40 addresses: allocations and frees on equal
+    // ticks across threads, frees of blocks allocated elsewhere, of blocks never allocated,
+    // and allocations at an address still live; each thread's events in tick order, inside
+    // and outside scopes, over many pieces.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut threads = Vec::new();
+    for id in 1..=3u64 {
+        let mut records = Vec::new();
+        let mut tick = 10;
+        for _ in 0..6_000 {
+            tick += next() % 3;
+            let r = next();
+            if r % 5 == 0 {
+                records.push(RawEvent::begin(step, tick));
+                records.push(RawEvent::end(RawEvent::end_key(step, tick), tick + 1));
+                continue;
+            }
+            let kind = if r % 2 == 0 {
+                RawKind::Alloc
+            } else {
+                RawKind::Free
+            };
+            let address = 0x1000 + (next() % 40) * 64;
+            let open = r % 3 == 0;
+            if open {
+                records.push(RawEvent::begin(step, tick));
+            }
+            records.extend(RawEvent::memory(kind, 16 + next() % 100, address, tick));
+            if open {
+                records.push(RawEvent::end(RawEvent::end_key(step, tick), tick));
+            }
+        }
+        threads.push((id, records));
+    }
+    let capture = Capture::from_records(threads.clone(), 0, 100_000);
+    let captures = [&capture];
+    let whole = Trace::from_captures(captures);
+    let pieces = pieces::Pieces::with_memory(&captures).expect("in time order");
+    assert_eq!(pieces::SpanSource::memory_processes(&pieces).len(), 1);
+    let expected = streamed(&whole, None);
+    assert_eq!(expected.len(), whole.memory.as_ref().unwrap().events.len());
+    assert!(expected.len() > 10_000);
+    assert!(expected.iter().any(|e| e.6.is_some()) && expected.iter().any(|e| e.6.is_none()));
+    assert_eq!(streamed(&pieces, None), expected);
+    assert_eq!(streamed(&pieces, Some(0)), expected);
+    assert!(streamed(&pieces, Some(1)).is_empty());
+
+    // A thread whose allocations go back in time (a forged file) cannot be merged as read:
+    // such captures are decoded whole.
+    let mut forged = threads;
+    forged[1]
+        .1
+        .extend(RawEvent::memory(RawKind::Alloc, 8, 0x9000, 11));
+    let forged = Capture::from_records(forged, 0, 100_000);
+    assert!(pieces::Pieces::with_memory(&[&forged]).is_none());
+}

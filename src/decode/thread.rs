@@ -13,7 +13,7 @@ use crate::trace::{SpanKind, ThreadTrace};
 use super::async_spans::Mark;
 use super::convert::Converter;
 use super::links::Links;
-use super::memory::RawMemory;
+use super::memory::{Keeps, RawMemory};
 use super::pair::{Extras, Pairing, Probe};
 use super::summary::{Sum, ThreadSums};
 
@@ -118,25 +118,38 @@ impl Shared<'_> {
     /// The records of `thread` that count: from the tick its window starts at to the
     /// capture's end. A record that carries data goes with the record before it.
     pub(super) fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
-        let window = thread.from_tick..=self.end_tick;
         let mut keep = false;
-        for chunk in &thread.chunks {
-            let records = chunk.records();
-            // One add per chunk (64 KiB of records): a progress display's count.
-            DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
-            if within(&records, &window) {
-                // The usual case: the whole chunk is in the window.
-                records.iter().for_each(|&record| f(record));
-                keep = true;
-                continue;
+        for chunk in 0..thread.chunks.len() {
+            self.for_each_record_of(thread, chunk, &mut keep, &mut f);
+        }
+    }
+
+    /// [`Shared::for_each_record`] of the chunk at `chunk` of `thread` only, after the
+    /// chunks before it: `keep` says whether the last record before it counted, and is
+    /// updated.
+    pub(super) fn for_each_record_of(
+        &self,
+        thread: &CaptureThread,
+        chunk: usize,
+        keep: &mut bool,
+        mut f: impl FnMut(RawEvent),
+    ) {
+        let window = thread.from_tick..=self.end_tick;
+        let records = thread.chunks[chunk].records();
+        // One add per chunk (64 KiB of records): a progress display's count.
+        DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
+        if within(&records, &window) {
+            // The usual case: the whole chunk is in the window.
+            records.iter().for_each(|&record| f(record));
+            *keep = true;
+            return;
+        }
+        for &record in records.iter() {
+            if !record.kind.carries_data() {
+                *keep = window.contains(&record.tick);
             }
-            for &record in records.iter() {
-                if !record.kind.carries_data() {
-                    keep = window.contains(&record.tick);
-                }
-                if keep {
-                    f(record);
-                }
+            if *keep {
+                f(record);
             }
         }
     }
@@ -209,6 +222,8 @@ impl Shared<'_> {
             pairing.keep_stacks();
         }
         if let Some(sums) = &mut sums {
+            // Allocations and frees are only counted, and their order checked.
+            pairing.memory_keeps(Keeps::Nothing);
             pairing.drain_every(super::summary::WINDOW);
             self.for_each_record(thread, |record| {
                 pairing.push(record);
@@ -230,6 +245,7 @@ impl Shared<'_> {
         };
         let open_at_end = pairing.close_rest(end_ns);
         let tangled = pairing.tangled();
+        let (memory_events, memory_in_order) = pairing.memory_seen();
         let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
         if let Some(sums) = &mut sums {
             sums.stacks = extras.stacks.take();
@@ -248,6 +264,7 @@ impl Shared<'_> {
             sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
             sums.open_at_end = open_at_end;
+            (sums.memory_events, sums.memory_in_order) = (memory_events, memory_in_order);
             // The links stay (their spans are known by index): the summed trace has their
             // flows. A `tracing` span's `follows_from` needs the spans to be matched.
             links.tracing_follows.clear();

@@ -15,7 +15,7 @@ use crate::decode::summary::StackTree;
 use crate::decode::async_spans::{Mark, MarkKind};
 use crate::decode::convert::Converter;
 use crate::decode::links::Links;
-use crate::decode::memory::{Counts, MemoryPairing, RawMemory};
+use crate::decode::memory::{Counts, Keeps, MemoryPairing, RawMemory};
 
 /// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
 /// its [`Payload`](RawKind::Payload).
@@ -218,6 +218,32 @@ impl<'a> Pairing<'a> {
     /// at the end) open at the stop from their begin.
     pub(in crate::decode) fn ends_open(&mut self, indices: Vec<u32>) {
         self.ends_open = indices;
+    }
+
+    /// Keeps of allocations and frees only what `keeps` says (with memory tracked).
+    pub(in crate::decode) fn memory_keeps(&mut self, keeps: Keeps) {
+        if let Some(memory) = &mut self.memory {
+            memory.only(keeps);
+        }
+    }
+
+    /// Moves the allocations and frees kept so far to the end of `to`, and lets go of the
+    /// counter samples and instants (a timeline read as it is written needs neither).
+    pub(in crate::decode) fn take_memory(
+        &mut self,
+        to: &mut std::collections::VecDeque<RawMemory>,
+    ) {
+        if let Some(memory) = &mut self.memory {
+            memory.take_events(to);
+        }
+        self.samples.clear();
+        self.instants.clear();
+    }
+
+    /// Allocations and frees seen so far, and whether they came in time order
+    /// ([`MemoryPairing::seen`]); `(0, true)` without memory tracked.
+    pub(in crate::decode) fn memory_seen(&self) -> (u64, bool) {
+        self.memory.as_ref().map_or((0, true), MemoryPairing::seen)
     }
 
     /// Builds async calls only from the records from `tick` on (see

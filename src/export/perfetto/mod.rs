@@ -121,7 +121,7 @@ impl Format for Options {
         captures: &[&crate::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
-        let pieces = Pieces::new(captures)?;
+        let pieces = Pieces::with_memory(captures)?;
         Some(write_from(&pieces, out, *self))
     }
 }

@@ -16,6 +16,13 @@ use crate::export::proto::{bytes_field, fixed64_field, int_field, varint_field};
 use crate::record::callsite::Callsite;
 use crate::trace::{AsyncSpan, Value};
 
+/// A counter track whose samples are being written ([`Writer::counter_samples`]).
+pub(crate) struct CounterTrack {
+    /// Its uuid.
+    track: u64,
+    seq: Sequence,
+}
+
 impl<'a, W: Write + ?Sized> Writer<'a, W> {
     /// Writes a track descriptor packet whose `TrackDescriptor` fields `self.scratch` holds.
     fn descriptor(&mut self) -> io::Result<()> {
@@ -145,23 +152,43 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         unit: Unit,
         samples: &[(u64, CounterValue)],
     ) -> io::Result<u64> {
-        let track = self.named_track(parent, name, Some(unit))?;
-        let mut seq = self.sequence(track);
+        let mut counter = self.counter_samples(parent, name, unit)?;
         for &(ns, value) in samples {
-            self.event.clear();
-            varint_field(&mut self.event, EVENT_TYPE, TYPE_COUNTER);
-            match value {
-                CounterValue::Int(v) => {
-                    varint_field(&mut self.event, EVENT_COUNTER_VALUE, v as u64)
-                }
-                CounterValue::Float(v) => {
-                    fixed64_field(&mut self.event, EVENT_DOUBLE_COUNTER_VALUE, v.to_bits());
-                }
-            }
-            self.interned.clear();
-            self.track_event(&mut seq, ns)?;
+            self.counter_sample(&mut counter, ns, value)?;
         }
-        Ok(track)
+        Ok(counter.track)
+    }
+
+    /// A counter track named `name` under `parent` (a process or thread track), its samples
+    /// to come ([`Writer::counter_sample`]).
+    pub(crate) fn counter_samples(
+        &mut self,
+        parent: u64,
+        name: &str,
+        unit: Unit,
+    ) -> io::Result<CounterTrack> {
+        let track = self.named_track(parent, name, Some(unit))?;
+        let seq = self.sequence(track);
+        Ok(CounterTrack { track, seq })
+    }
+
+    /// The next sample of `counter` (in time order): `value` from `ns` (Unix ns) on.
+    pub(crate) fn counter_sample(
+        &mut self,
+        counter: &mut CounterTrack,
+        ns: u64,
+        value: CounterValue,
+    ) -> io::Result<()> {
+        self.event.clear();
+        varint_field(&mut self.event, EVENT_TYPE, TYPE_COUNTER);
+        match value {
+            CounterValue::Int(v) => varint_field(&mut self.event, EVENT_COUNTER_VALUE, v as u64),
+            CounterValue::Float(v) => {
+                fixed64_field(&mut self.event, EVENT_DOUBLE_COUNTER_VALUE, v.to_bits());
+            }
+        }
+        self.interned.clear();
+        self.track_event(&mut counter.seq, ns)
     }
 
     /// Instant events on track `track` (a thread, process or any other track), in time order.

@@ -130,29 +130,25 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             self.thread_spans(source, index, track, &links, flow_threads[index])?;
         }
         self.async_calls(&trace.async_spans, &process_tracks)?;
-        if let Some(memory) = &trace.memory {
-            let live = memory.live_bytes();
-            for (p, &parent) in process_tracks.iter().enumerate() {
-                let p = p as u32;
-                let has_events = memory.events.iter().any(|e| e.process == p);
-                if !has_events && trace.processes.len() > 1 {
+        if trace.memory.is_some() {
+            let with_events = source.memory_processes();
+            for (p, &parent) in (0..).zip(&process_tracks) {
+                if !with_events.contains(&p) && trace.processes.len() > 1 {
                     continue;
                 }
                 // From 0 at the start, then one sample per time: the value after the last
                 // event at that time.
-                let mut samples: Vec<(u64, CounterValue)> =
-                    vec![(trace.start_ns, CounterValue::Int(0))];
-                for (event, &bytes) in memory.events.iter().zip(&live) {
-                    if event.process != p {
-                        continue;
+                let mut counter = self.counter_samples(parent, "memory", Unit::Bytes)?;
+                let mut sample = (trace.start_ns, 0i64);
+                source.each_memory_event(Some(p), &mut |event, bytes| {
+                    let value = i64::try_from(bytes).unwrap_or(i64::MAX);
+                    if event.ns != sample.0 {
+                        self.counter_sample(&mut counter, sample.0, CounterValue::Int(sample.1))?;
                     }
-                    let value = CounterValue::Int(i64::try_from(bytes).unwrap_or(i64::MAX));
-                    match samples.last_mut() {
-                        Some(last) if last.0 == event.ns => last.1 = value,
-                        _ => samples.push((event.ns, value)),
-                    }
-                }
-                self.counter_track(parent, "memory", Unit::Bytes, &samples)?;
+                    sample = (event.ns, value);
+                    Ok(())
+                })?;
+                self.counter_sample(&mut counter, sample.0, CounterValue::Int(sample.1))?;
             }
         }
         for counter in &trace.counters {

@@ -1,12 +1,12 @@
 //! What is not a thread's slice: async calls, memory, counters and instants.
 
-use crate::record::hash::FxHashMap;
-use std::collections::BTreeSet;
+use crate::record::hash::{FxHashMap, FxHashSet};
 use std::io::{self, Write};
 
 use super::writer::{Writer, push_number};
+use crate::decode::pieces::SpanSource;
 use crate::export::json;
-use crate::trace::{AsyncSpan, InstantScope, MemoryKind, MemoryTrace, Trace};
+use crate::trace::{AsyncSpan, InstantScope, MemoryEvent, MemoryKind, Trace};
 
 impl Writer<'_> {
     /// The `b` and `e` events of one async call, id `id`, on the thread of its first poll.
@@ -49,62 +49,63 @@ impl Writer<'_> {
     }
 
     /// The `memory` counter (`live_bytes`) of each process from the trace's start on, and with
-    /// `instants` one instant per event. A process gets a counter when it has events (the
-    /// process of a trace of one always does).
+    /// `instants` one instant per event, of the memory timeline `source` gives. A process gets
+    /// a counter when it has events (the process of a trace of one always does).
     pub(super) fn memory(
         &mut self,
         trace: &Trace,
-        memory: &MemoryTrace,
+        source: &dyn SpanSource,
         instants: bool,
     ) -> io::Result<()> {
-        let live = memory.live_bytes();
-        let counter = |w: &mut Self, pid: u32, ns: u64, bytes: u64| {
-            write!(
-                w.buf,
-                ",\n{{\"ph\":\"C\",\"name\":\"memory\",\"pid\":{pid},\"tid\":0,\"ts\":"
-            )?;
-            w.ts(ns);
-            w.buf.extend_from_slice(b",\"args\":{\"live_bytes\":");
-            json::push_u64(&mut w.buf, bytes);
-            w.buf.extend_from_slice(b"}}");
-            w.spill()
-        };
-        // One sample per process and timestamp: the value after its last event there; where
-        // the events of one timestamp went higher than that (an allocation freed within the
-        // nanosecond), their peak there and the value after them 1 ns later, so that no
-        // viewer misses the peak.
-        let mut sample = vec![false; memory.events.len()];
-        let mut next: FxHashMap<u32, u64> = FxHashMap::default();
-        for (i, event) in memory.events.iter().enumerate().rev() {
-            sample[i] = next.insert(event.process, event.ns) != Some(event.ns);
-        }
-        // Per process: the timestamp of its events being read and their peak so far.
-        let mut peaks: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
-        let mut counted: BTreeSet<u32> = memory.events.iter().map(|e| e.process).collect();
+        let mut counted = source.memory_processes();
         if trace.processes.len() == 1 {
             counted.insert(0);
         }
         for process in counted {
-            counter(self, self.pid(process), trace.start_ns, 0)?;
+            let pid = self.pid(process);
+            self.memory_counter(pid, trace.start_ns, 0)?;
         }
-        for (i, (event, &bytes)) in memory.events.iter().zip(&live).enumerate() {
+        // The events of one timestamp (of any process), with their live bytes: a process's
+        // sample there is known once they all are.
+        let mut group: Vec<(MemoryEvent, u64)> = Vec::new();
+        source.each_memory_event(None, &mut |event, bytes| {
+            if group.first().is_some_and(|(first, _)| first.ns != event.ns) {
+                self.memory_group(&group, instants)?;
+                group.clear();
+            }
+            group.push((event.clone(), bytes));
+            Ok(())
+        })?;
+        self.memory_group(&group, instants)
+    }
+
+    /// The memory events `group` of one timestamp, in order, with their process's live bytes
+    /// after each. One sample per process: the value after its last event there; where its
+    /// events went higher than that (an allocation freed within the nanosecond), their peak
+    /// there and the value after them 1 ns later, so that no viewer misses the peak.
+    fn memory_group(&mut self, group: &[(MemoryEvent, u64)], instants: bool) -> io::Result<()> {
+        // Whether each is its process's last event of the group.
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
+        let mut lasts: Vec<bool> = group
+            .iter()
+            .rev()
+            .map(|(e, _)| seen.insert(e.process))
+            .collect();
+        lasts.reverse();
+        // Per process: the peak of its events so far.
+        let mut peaks: FxHashMap<u32, u64> = FxHashMap::default();
+        for ((event, bytes), last) in group.iter().zip(lasts) {
+            let bytes = *bytes;
             let pid = self.pid(event.process);
-            let peak = match peaks.get_mut(&event.process) {
-                Some((ns, peak)) if *ns == event.ns => {
-                    *peak = (*peak).max(bytes);
-                    *peak
-                }
-                _ => {
-                    peaks.insert(event.process, (event.ns, bytes));
-                    bytes
-                }
-            };
-            if sample[i] {
+            let peak = peaks.entry(event.process).or_insert(bytes);
+            *peak = (*peak).max(bytes);
+            let peak = *peak;
+            if last {
                 if peak > bytes {
-                    counter(self, pid, event.ns, peak)?;
-                    counter(self, pid, event.ns.saturating_add(1), bytes)?;
+                    self.memory_counter(pid, event.ns, peak)?;
+                    self.memory_counter(pid, event.ns.saturating_add(1), bytes)?;
                 } else {
-                    counter(self, pid, event.ns, bytes)?;
+                    self.memory_counter(pid, event.ns, bytes)?;
                 }
             }
             if instants {
@@ -132,6 +133,19 @@ impl Writer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// One sample of process `pid`'s `memory` counter: `bytes` live at `ns`.
+    fn memory_counter(&mut self, pid: u32, ns: u64, bytes: u64) -> io::Result<()> {
+        write!(
+            self.buf,
+            ",\n{{\"ph\":\"C\",\"name\":\"memory\",\"pid\":{pid},\"tid\":0,\"ts\":"
+        )?;
+        self.ts(ns);
+        self.buf.extend_from_slice(b",\"args\":{\"live_bytes\":");
+        json::push_u64(&mut self.buf, bytes);
+        self.buf.extend_from_slice(b"}}");
+        self.spill()
     }
 
     /// One `C` event per counter sample, named after the counter, with its value after the

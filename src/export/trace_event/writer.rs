@@ -26,7 +26,7 @@ pub(crate) fn write_captures(
     out: &mut dyn Write,
     dialect: impl FnOnce(&Trace) -> Dialect,
 ) -> Option<io::Result<()>> {
-    let pieces = Pieces::new(captures)?;
+    let pieces = Pieces::with_memory(captures)?;
     let dialect = dialect(pieces.trace());
     Some(write_from(&pieces, out, &dialect))
 }
@@ -77,8 +77,8 @@ pub(crate) fn write_from(
             w.async_span(id, call)?;
         }
     }
-    if let Some(memory) = trace.memory.as_ref().filter(|_| dialect.memory) {
-        w.memory(trace, memory, dialect.allocation_instants)?;
+    if trace.memory.is_some() && dialect.memory {
+        w.memory(trace, source, dialect.allocation_instants)?;
     }
     if dialect.counters {
         w.counters(trace)?;
