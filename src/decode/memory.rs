@@ -28,9 +28,14 @@ pub(super) struct Counts {
 pub(super) struct MemoryPairing<'a> {
     /// Every allocation and free of the trace so far.
     events: &'a mut Vec<RawMemory>,
-    /// Per span (same indices): statistics, the thread's net bytes at entry and the highest
-    /// net bytes seen while it was open.
-    spans: Vec<(MemoryStats, i64, i64)>,
+    /// Per span from index `base` on (as the pairing's spans): statistics, the thread's net
+    /// bytes at entry and the highest net bytes seen while it was open.
+    spans: Vec<Figures>,
+    /// The index (in the thread) of `spans[0]`.
+    base: u32,
+    /// The figures of spans before `base` still kept, with their index, in index order (as
+    /// the pairing's pinned spans).
+    pinned: Vec<(u32, Figures)>,
     /// Bytes allocated minus bytes freed on this thread so far.
     net: i64,
     /// What it keeps ([`MemoryPairing::only`]).
@@ -43,15 +48,30 @@ pub(super) struct MemoryPairing<'a> {
     seen: u64,
 }
 
-/// What a [`MemoryPairing`] keeps.
+/// A span's memory figures while it is paired: its statistics, the thread's net bytes at
+/// its entry and the highest net bytes seen while it was open.
+type Figures = (MemoryStats, i64, i64);
+
+/// What a [`MemoryPairing`] keeps. Allocations and frees are counted, and their order
+/// checked, whatever it keeps.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Keeps {
     /// Per-span figures and every allocation and free (decoding whole).
     All,
     /// Allocations and frees, without per-span figures (a timeline read as it is written).
     Events,
-    /// Neither: only their count and whether they come in time order (a first pass).
-    Nothing,
+    /// Per-span figures, without the allocations and frees (sums, pieces).
+    Figures,
+}
+
+impl Keeps {
+    fn figures(self) -> bool {
+        matches!(self, Self::All | Self::Figures)
+    }
+
+    fn events(self) -> bool {
+        matches!(self, Self::All | Self::Events)
+    }
 }
 
 /// One allocation or free of a thread, as its records say.
@@ -69,6 +89,8 @@ impl<'a> MemoryPairing<'a> {
         Self {
             events,
             spans: Vec::new(),
+            base: 0,
+            pinned: Vec::new(),
             net: 0,
             keeps: Keeps::All,
             last: (0, 0),
@@ -95,7 +117,7 @@ impl<'a> MemoryPairing<'a> {
 
     /// A span was opened (spans are opened in index order).
     pub(super) fn open(&mut self) {
-        if self.keeps != Keeps::All {
+        if !self.keeps.figures() {
             return;
         }
         self.spans
@@ -108,10 +130,11 @@ impl<'a> MemoryPairing<'a> {
         let at = (block.ns, block.tick);
         self.out_of_order |= at.0 < self.last.0 || at.1 < self.last.1;
         self.last = at;
-        match self.keeps {
-            Keeps::All => self.count(block.kind, block.size, innermost.map(|(index, _)| index)),
-            Keeps::Events => {}
-            Keeps::Nothing => return,
+        if self.keeps.figures() {
+            self.count(block.kind, block.size, innermost.map(|(index, _)| index));
+        }
+        if !self.keeps.events() {
+            return;
         }
         self.events.push(RawMemory {
             tick: block.tick,
@@ -150,18 +173,19 @@ impl<'a> MemoryPairing<'a> {
     /// Counts allocations and frees that happened while `innermost` (if any) was the innermost
     /// open span ([`MemoryMode::Counts`] records them so).
     pub(super) fn counted(&mut self, counts: Counts, innermost: Option<u32>) {
-        if self.keeps != Keeps::All {
+        if !self.keeps.figures() {
             return;
         }
         let delta = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
+        let net = self.net;
         if let Some(index) = innermost {
-            let (stats, _, peak) = &mut self.spans[index as usize];
+            let (stats, _, peak) = self.figures(index);
             // Saturating: a forged capture file may hold any size.
             stats.self_allocs = stats.self_allocs.saturating_add(counts.allocs);
             stats.self_alloc_bytes = stats.self_alloc_bytes.saturating_add(counts.alloc_bytes);
             stats.self_frees = stats.self_frees.saturating_add(counts.frees);
             stats.self_freed_bytes = stats.self_freed_bytes.saturating_add(counts.freed_bytes);
-            *peak = (*peak).max(self.net.saturating_add(delta(counts.rise)));
+            *peak = (*peak).max(net.saturating_add(delta(counts.rise)));
         }
         self.net = self
             .net
@@ -171,25 +195,88 @@ impl<'a> MemoryPairing<'a> {
 
     /// Span `index` closed: its totals take its own figures, and its parent's take its totals.
     pub(super) fn close(&mut self, index: u32, parent: Option<u32>) {
-        if self.keeps != Keeps::All {
+        if !self.keeps.figures() {
             return;
         }
         // Totals so far hold the children's totals: add the span's own figures.
-        let (stats, base, peak) = &mut self.spans[index as usize];
+        let (stats, base, peak) = self.figures(index);
         let own = stats.own();
         stats.add_totals(own);
         stats.peak_bytes = u64::try_from(peak.saturating_sub(*base)).unwrap_or(0);
         let (child, child_peak) = (stats.totals(), *peak);
         if let Some(parent) = parent {
-            let (stats, _, peak) = &mut self.spans[parent as usize];
+            let (stats, _, peak) = self.figures(parent);
             stats.add_totals(child);
             *peak = (*peak).max(child_peak);
         }
     }
 
-    /// The figures of every span, in span order.
+    /// The figures kept of the span at `index` (in the thread).
+    fn figures(&mut self, index: u32) -> &mut Figures {
+        match index.checked_sub(self.base) {
+            Some(at) => &mut self.spans[at as usize],
+            None => {
+                let at = self.pinned.partition_point(|(i, _)| *i < index);
+                &mut self.pinned[at].1
+            }
+        }
+    }
+
+    /// As the pairing lets go of its spans but those at `keep` (indices in the thread, in
+    /// order), which it sets aside, with `next` the index of the next span: the statistics of
+    /// the spans let go, in the order the pairing hands them over (those set aside before,
+    /// then the newer ones); empty when it keeps no figures.
+    pub(super) fn drain(&mut self, keep: &[u32], next: u32) -> Vec<MemoryStats> {
+        if !self.keeps.figures() {
+            return Vec::new();
+        }
+        let mut kept = keep.iter().peekable();
+        let mut handed = Vec::with_capacity(self.spans.len() + self.pinned.len());
+        self.pinned.retain(|(index, figures)| {
+            let pinned = kept.next_if(|&&k| k == *index).is_some();
+            if !pinned {
+                handed.push(figures.0);
+            }
+            pinned
+        });
+        for (index, figures) in (self.base..).zip(self.spans.drain(..)) {
+            if kept.next_if(|&&k| k == index).is_some() {
+                self.pinned.push((index, figures));
+            } else {
+                handed.push(figures.0);
+            }
+        }
+        self.base = next;
+        handed
+    }
+
+    /// As the pairing hands a piece over: the statistics of its spans (those set aside, then
+    /// the newer ones), of which the spans at `open` (indices in the thread, in order) are
+    /// set aside for the next piece, with `next` the index of the next span; empty when it
+    /// keeps no figures.
+    pub(super) fn piece(&mut self, open: &[u32], next: u32) -> Vec<MemoryStats> {
+        if !self.keeps.figures() {
+            return Vec::new();
+        }
+        let all: Vec<(u32, Figures)> = std::mem::take(&mut self.pinned)
+            .into_iter()
+            .chain((self.base..).zip(self.spans.drain(..)))
+            .collect();
+        let stats = all.iter().map(|(_, figures)| figures.0).collect();
+        self.pinned = all
+            .into_iter()
+            .filter(|(index, _)| open.binary_search(index).is_ok())
+            .collect();
+        self.base = next;
+        stats
+    }
+
+    /// The figures of every span kept (those set aside, then the newer ones), in span order.
     pub(super) fn finish(self) -> Vec<MemoryStats> {
-        self.spans.into_iter().map(|(stats, ..)| stats).collect()
+        (self.pinned.into_iter())
+            .chain(self.spans.iter().map(|f| (0, *f)))
+            .map(|(_, (stats, ..))| stats)
+            .collect()
     }
 }
 
@@ -226,4 +313,19 @@ pub(super) fn match_memory(mut raw: Vec<RawMemory>, mode: MemoryMode) -> MemoryT
         }
     }
     MemoryTrace { events, mode }
+}
+
+/// The allocations live at the end of a memory timeline (never freed in it), by the innermost
+/// scope open when they were made: per scope name (`None`: outside every scope), how many and
+/// their bytes.
+#[derive(Debug, Default)]
+pub(crate) struct LiveAtEnd(pub(crate) FxHashMap<Option<&'static str>, (u64, u64)>);
+
+impl LiveAtEnd {
+    pub(super) fn add(&mut self, scope: Option<&'static str>, size: u64) {
+        let (allocs, bytes) = self.0.entry(scope).or_default();
+        *allocs += 1;
+        // Saturating: a forged capture file may hold any size.
+        *bytes = bytes.saturating_add(size);
+    }
 }

@@ -19,7 +19,7 @@ use crate::trace::{MemoryEvent, MemoryKind};
 
 use super::async_spans::Mark;
 use super::links::Links;
-use super::memory::{Keeps, RawMemory};
+use super::memory::{Keeps, LiveAtEnd, RawMemory};
 use super::pair::Pairing;
 use super::summary;
 use super::thread::Shared;
@@ -50,7 +50,7 @@ pub(super) fn each_event(
     threads: &[TimelineThread<'_>],
     process: Option<u32>,
     f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
-) -> io::Result<()> {
+) -> io::Result<LiveAtEnd> {
     let _untracked = Untracked::enter();
     // Only a timeline has events (a session that counted keeps none, even where a thread it
     // shared with a timeline session recorded some).
@@ -105,10 +105,13 @@ pub(super) fn each_event(
             heads.push(Reverse((key, at)));
         }
     }
-    // Per capture, the live allocations by address (frees match within their capture); per
-    // process, the bytes live.
-    let mut live: Vec<FxHashMap<u64, u64>> = vec![FxHashMap::default(); captures.len()];
+    // Per capture, the live allocations by address, with their size and scope (frees match
+    // within their capture); per process, the bytes live; the allocations that lost their
+    // free (another was made at their address), live at the end whatever comes.
+    let mut live: Vec<FxHashMap<u64, (u64, Option<&'static str>)>> =
+        vec![FxHashMap::default(); captures.len()];
     let mut bytes: Vec<u64> = Vec::new();
+    let mut at_end = LiveAtEnd::default();
     while let Some(Reverse((_, at))) = heads.pop() {
         let feed = &mut feeds[at];
         let Some(raw) = feed.queue.pop_front() else {
@@ -124,11 +127,14 @@ pub(super) fn each_event(
         match event.kind {
             // A still-live allocation at the same address lost its free: it stays live.
             MemoryKind::Alloc => {
-                live.insert(event.address, event.size);
+                let lost = live.insert(event.address, (event.size, event.scope_name()));
+                if let Some((size, scope)) = lost {
+                    at_end.add(scope, size);
+                }
                 bytes[p] = bytes[p].saturating_add(event.size);
             }
             MemoryKind::Free => {
-                if let Some(size) = live.remove(&event.address) {
+                if let Some((size, _)) = live.remove(&event.address) {
                     bytes[p] = bytes[p].saturating_sub(size);
                 }
             }
@@ -140,7 +146,10 @@ pub(super) fn each_event(
             heads.push(Reverse((key, at)));
         }
     }
-    Ok(())
+    for (size, scope) in live.into_iter().flat_map(FxHashMap::into_values) {
+        at_end.add(scope, size);
+    }
+    Ok(at_end)
 }
 
 /// The order of the decoded trace's events: time, capture, tick, thread, n-th of the thread.
@@ -179,7 +188,7 @@ impl Feed<'_, '_> {
             );
             self.chunk += 1;
             if pairing.window_full() {
-                pairing.drain_final(|_| {});
+                pairing.drain_final(|_, _| {});
             }
             pairing.take_memory(&mut self.queue);
         }

@@ -26,7 +26,6 @@ use std::sync::atomic::Ordering;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
-use crate::record::memory::MemoryMode;
 use crate::record::registry::Untracked;
 #[cfg(doc)]
 use crate::trace::ThreadTrace;
@@ -141,6 +140,7 @@ impl Summary {
             trace,
             threads,
             exact,
+            live_at_end: Default::default(),
         })
     }
 }
@@ -169,12 +169,7 @@ fn decode_with(
     // Spans are kept, and a `tracing` span followed from one entered elsewhere: where each
     // span id was entered and closed is needed to resolve it.
     let tracing_uses = !sum && has_span_follows(capture);
-    // Summed, only a timeline's allocations and frees are seen (counted, their order checked).
-    let memory = match sum {
-        true => capture.memory == MemoryMode::Timeline,
-        false => capture.memory.is_on(),
-    };
-    let shared = Shared::new(capture, memory, tracing_uses);
+    let shared = Shared::new(capture, capture.memory.is_on(), tracing_uses);
     // Threads with no record in the window are left out; the others keep their order, and
     // their index in the trace is known before any is decoded, so threads decode apart.
     let threads: Vec<&CaptureThread> = capture

@@ -32,10 +32,12 @@ use std::io;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::registry::Untracked;
-use crate::trace::{MemoryEvent, Span, SpanArg, Trace};
+use crate::trace::{MemoryEvent, MemoryStats, Span, SpanArg, Trace};
 
 use super::Shared;
 use super::links::Links;
+use super::memory::Keeps;
+use super::memory::LiveAtEnd;
 use super::memory_stream::{self, TimelineThread};
 use super::pair::Pairing;
 use super::summary::{self, Summary};
@@ -51,6 +53,9 @@ pub(crate) struct Piece<'a> {
     /// The index in the thread of the first span after the carried ones.
     pub(crate) base: u32,
     pub(crate) spans: &'a [Span],
+    /// The memory figures of `spans` (same indices; those of a span still open are its
+    /// figures so far), or none when memory was not tracked.
+    pub(crate) memory: &'a [MemoryStats],
     /// The arguments of `spans`, in span order.
     pub(crate) args: &'a [SpanArg],
     /// The index in the thread of each carried span (the first `carried.len()` of `spans`).
@@ -67,6 +72,7 @@ impl<'a> Piece<'a> {
         Self {
             base: 0,
             spans,
+            memory: &[],
             args: &[],
             carried: &[],
             open: &[],
@@ -167,6 +173,7 @@ impl SpanSource for Trace {
         f(Piece {
             base: 0,
             spans: &thread.spans,
+            memory: &thread.memory,
             args: &thread.args,
             carried: &[],
             open: &[],
@@ -329,16 +336,18 @@ impl SpanSource for Pieces<'_> {
         let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
         let _untracked = Untracked::enter();
         let shared = shared(capture);
-        let (mut marks, mut links) = (Vec::new(), Links::default());
+        let (mut marks, mut links, mut events) = (Vec::new(), Links::default(), Vec::new());
         let mut pairing = Pairing::new(
             shared.callsites,
             (&shared.converter, shared.probe),
             (thread, source.id),
             &mut marks,
             &mut links,
-            None,
+            capture.memory.is_on().then_some(&mut events),
             summary::WINDOW,
         );
+        // The spans' memory figures ([`Piece::memory`]).
+        pairing.memory_keeps(Keeps::Figures);
         if carry && let Some(open) = self.open_at_end.get(thread) {
             pairing.ends_open(open.clone());
         }
@@ -385,7 +394,7 @@ impl SpanSource for Pieces<'_> {
         process: Option<u32>,
         f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
     ) -> io::Result<()> {
-        self.memory_events(process, f)
+        self.memory_events(process, f).map(drop)
     }
 
     fn memory_processes(&self) -> BTreeSet<u32> {
@@ -397,14 +406,14 @@ impl SpanSource for Pieces<'_> {
 }
 
 impl Pieces<'_> {
-    /// [`SpanSource::each_memory_event`].
-    fn memory_events(
+    /// [`SpanSource::each_memory_event`]; returns the allocations live at the end.
+    pub(super) fn memory_events(
         &self,
         process: Option<u32>,
         f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
-    ) -> io::Result<()> {
+    ) -> io::Result<LiveAtEnd> {
         if self.memory_events.iter().all(|&n| n == 0) {
-            return Ok(());
+            return Ok(LiveAtEnd::default());
         }
         let threads: Vec<TimelineThread<'_>> = (self.sources.iter().zip(&self.trace.threads))
             .map(|(&(capture, source), thread)| TimelineThread {
@@ -416,6 +425,29 @@ impl Pieces<'_> {
             })
             .collect();
         memory_stream::each_event(&self.captures, &threads, process, f)
+    }
+}
+
+impl Summary {
+    /// [`Summary::of`] of captures that may have tracked memory, for tables: the sums hold
+    /// each row's memory figures, and of a memory timeline, the allocations live at its end
+    /// come from reading its allocations and frees again, merged across threads
+    /// ([`Summary::live_at_end`]). `None` as [`Summary::with_memory_timeline`] gives it.
+    pub(crate) fn of_tracked<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
+        let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
+        let scopes: u64 = captures.iter().map(|c| c.record_count() / 2).sum();
+        let exact = scopes <= crate::decode::quantiles::exact_budget();
+        let mut summary = Self::summed(&captures, exact, false)?;
+        if !summary.threads.iter().all(|t| t.memory_in_order) {
+            return None;
+        }
+        if summary.threads.iter().any(|t| t.memory_events > 0) {
+            let pieces = Pieces::of_summary(&captures, &summary)?;
+            let live = pieces.memory_events(None, &mut |_, _| Ok(())).ok()?;
+            drop(pieces);
+            summary.live_at_end = live;
+        }
+        Some(summary)
     }
 }
 

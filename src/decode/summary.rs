@@ -4,9 +4,10 @@
 
 use crate::record::hash::FxHashMap;
 
+use crate::decode::memory::LiveAtEnd;
 use crate::decode::quantiles::Durations;
 use crate::record::callsite::Callsite;
-use crate::trace::{Span, SpanKind, Trace};
+use crate::trace::{MemoryStats, Span, SpanKind, Trace};
 
 /// Spans a thread being summed keeps at a time (more only while scopes nest deeper).
 /// Small enough for the spans to be summed while they are still in the cache.
@@ -26,6 +27,8 @@ pub(crate) struct SiteSums {
     pub(crate) self_ns: u64,
     /// Calls still open at stop.
     pub(crate) open: u64,
+    /// Their memory figures, summed (of a session that tracked memory).
+    pub(crate) memory: MemoryStats,
 }
 
 /// The scopes of one thread, summed by callsite.
@@ -98,7 +101,7 @@ impl ThreadSums {
     /// Counts `span`; a scope is added to its callsite's sums (a poll is part of an async
     /// call, which the report counts from the trace's async calls).
     #[inline]
-    pub(super) fn add(&mut self, span: &Span) {
+    pub(super) fn add(&mut self, span: &Span, memory: Option<&MemoryStats>) {
         self.spans += 1;
         if span.kind != SpanKind::Scope {
             return;
@@ -117,6 +120,7 @@ impl ThreadSums {
                         durations: Durations::new(exact),
                         self_ns: 0,
                         open: 0,
+                        memory: MemoryStats::default(),
                     });
                     sites.len() - 1
                 });
@@ -128,6 +132,9 @@ impl ThreadSums {
         site.durations.push(span.duration_ns());
         site.self_ns = site.self_ns.saturating_add(span.self_ns());
         site.open += u64::from(span.open_at_stop);
+        if let Some(memory) = memory {
+            site.memory.add(memory);
+        }
     }
 }
 
@@ -144,6 +151,9 @@ pub(crate) struct Summary {
     /// The sums keep every duration (else histograms: the captures may hold more scopes than
     /// [`EXACT_BUDGET`](crate::decode::quantiles::EXACT_BUDGET)).
     pub(crate) exact: bool,
+    /// Of a memory timeline ([`Summary::of_tracked`]): the allocations live at its end, by
+    /// scope (what `trace.memory`, which holds no events, would list).
+    pub(crate) live_at_end: LiveAtEnd,
 }
 
 impl Summary {

@@ -727,7 +727,7 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     for record in records {
         pairing.push(record);
         if pairing.window_full() {
-            pairing.drain_final(|_| handed += 1);
+            pairing.drain_final(|_, _| handed += 1);
         }
         peak = peak.max(pairing.kept());
     }
@@ -743,7 +743,7 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     for i in 0..depth {
         pairing.push(RawEvent::begin(2, base + i));
         if pairing.window_full() {
-            pairing.drain_final(|_| handed += 1);
+            pairing.drain_final(|_, _| handed += 1);
         }
     }
     assert_eq!(pairing.kept() as u64, depth + 1 + (2 * n - handed as u64));
@@ -753,7 +753,7 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
             base + 2 * depth - i,
         ));
         if pairing.window_full() {
-            pairing.drain_final(|_| handed += 1);
+            pairing.drain_final(|_, _| handed += 1);
         }
     }
     let (events, spans, ..) = pairing.finish(1_000_000);

@@ -16,6 +16,7 @@ use super::links::Links;
 use super::memory::{Keeps, RawMemory};
 use super::pair::{Extras, Pairing, Probe};
 use super::summary::{Sum, ThreadSums};
+use crate::record::memory::MemoryMode;
 
 /// Records this process has taken through decoding so far, summed over every decoding (for a
 /// progress display: [`decoded_records`](super::decoded_records)).
@@ -222,13 +223,14 @@ impl Shared<'_> {
             pairing.keep_stacks();
         }
         if let Some(sums) = &mut sums {
-            // Allocations and frees are only counted, and their order checked.
-            pairing.memory_keeps(Keeps::Nothing);
+            // Per-span memory figures, summed as the spans are; allocations and frees are
+            // only counted, and their order checked.
+            pairing.memory_keeps(Keeps::Figures);
             pairing.drain_every(super::summary::WINDOW);
             self.for_each_record(thread, |record| {
                 pairing.push(record);
                 if pairing.window_full() {
-                    pairing.drain_final(|span| sums.add(span));
+                    pairing.drain_final(|span, memory| sums.add(span, memory));
                 }
             });
         } else {
@@ -259,12 +261,18 @@ impl Shared<'_> {
             0
         };
         if let Some(sums) = &mut sums {
-            spans.iter().for_each(|span| sums.add(span));
+            for (i, span) in spans.iter().enumerate() {
+                sums.add(span, stats.get(i));
+            }
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
             sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
             sums.open_at_end = open_at_end;
-            (sums.memory_events, sums.memory_in_order) = (memory_events, memory_in_order);
+            // Only a timeline has allocations and frees (of a session that counted, a thread
+            // it shared with a timeline session may hold some: they are not the trace's).
+            if self.capture.memory == MemoryMode::Timeline {
+                (sums.memory_events, sums.memory_in_order) = (memory_events, memory_in_order);
+            }
             // The links stay (their spans are known by index): the summed trace has their
             // flows. A `tracing` span's `follows_from` needs the spans to be matched.
             links.tracing_follows.clear();

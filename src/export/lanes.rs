@@ -246,6 +246,7 @@ pub(super) mod tests {
             Piece {
                 base: self.base,
                 spans: &self.spans,
+                memory: &[],
                 args: &[],
                 carried: &self.carried,
                 open: &self.open,

@@ -189,7 +189,8 @@ impl Report {
     /// ([`Report::approximate_quantiles`]).
     pub(crate) fn from_summary(summary: &Summary, split_threads: bool) -> Self {
         let trace = &summary.trace;
-        let mut groups = Groups::new(split_threads, false);
+        let tracked = trace.memory.is_some();
+        let mut groups = Groups::new(split_threads, tracked);
         // Of each group, when the sums are histograms.
         let mut histograms: Vec<Histogram> = Vec::new();
         for (thread, sums) in trace.threads.iter().zip(&summary.threads) {
@@ -210,14 +211,18 @@ impl Report {
                 }
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
+                acc.memory.add(&site.memory);
             }
         }
-        if summary.exact {
-            return Self::finish(trace, groups, false);
+        let histograms = (!summary.exact).then(|| {
+            histograms.resize(groups.groups.len(), Histogram::default());
+            histograms
+        });
+        let mut report = Self::finish_with(trace, groups, tracked, histograms);
+        report.approximate_quantiles = !summary.exact;
+        if tracked {
+            report.live_at_stop = LiveAtStop::sorted(summary.live_at_end.0.clone());
         }
-        histograms.resize(groups.groups.len(), Histogram::default());
-        let mut report = Self::finish_with(trace, groups, false, Some(histograms));
-        report.approximate_quantiles = true;
         report
     }
 
@@ -322,7 +327,7 @@ pub(super) struct Acc {
     durations: Vec<u64>,
     pub(super) self_ns: u64,
     pub(super) open: u64,
-    memory: MemoryStats,
+    pub(super) memory: MemoryStats,
     /// Of async calls: the time their polls ran.
     busy_ns: Option<u64>,
     /// Of async calls: their wall time, first poll to completion (part of `durations`).

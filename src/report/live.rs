@@ -38,6 +38,13 @@ impl LiveAtStop {
             // Saturating: a forged capture file may hold any size.
             entry.1 = entry.1.saturating_add(alloc.size);
         }
+        Self::sorted(by_scope)
+    }
+
+    /// The groups `by_scope` (scope name: allocations, bytes), most bytes first.
+    pub(crate) fn sorted<S: std::hash::BuildHasher>(
+        by_scope: HashMap<Option<&'static str>, (u64, u64), S>,
+    ) -> Vec<LiveAtStop> {
         let mut live: Vec<LiveAtStop> = by_scope
             .into_iter()
             .map(|(scope, (allocs, bytes))| LiveAtStop {

@@ -16,8 +16,9 @@ impl Report {
     /// and p99 then within [`RELATIVE_ERROR`](crate::decode::quantiles::RELATIVE_ERROR)).
     pub(crate) fn by_arg_of(source: &dyn SpanSource, key: &str, exact: bool) -> Self {
         let trace = source.trace();
+        let tracked = trace.memory.is_some();
         let none = MemoryStats::default();
-        let mut groups = Groups::new(false, false);
+        let mut groups = Groups::new(false, tracked);
         let mut histograms: Vec<Histogram> = Vec::new();
         for (at, thread) in trace.threads.iter().enumerate() {
             let thread_key = (thread.process, thread.id);
@@ -36,13 +37,14 @@ impl Report {
                         None => groups.unlabelled(thread_key, span.callsite),
                         label => groups.group(thread_key, span.callsite, label),
                     };
+                    let memory = piece.memory.get(i as usize).unwrap_or(&none);
                     if exact {
                         groups.add(
                             group,
                             span.duration_ns(),
                             span.self_ns(),
                             span.open_at_stop,
-                            &none,
+                            memory,
                         );
                         continue;
                     }
@@ -53,6 +55,7 @@ impl Report {
                     let acc = &mut groups.groups[group].1;
                     acc.self_ns = acc.self_ns.saturating_add(span.self_ns());
                     acc.open += u64::from(span.open_at_stop);
+                    acc.memory.add(memory);
                 }
                 Ok(())
             });
@@ -60,10 +63,10 @@ impl Report {
             debug_assert!(each.is_ok());
         }
         if exact {
-            return Self::finish(trace, groups, false);
+            return Self::finish(trace, groups, tracked);
         }
         histograms.resize(groups.groups.len(), Histogram::default());
-        let mut report = Self::finish_with(trace, groups, false, Some(histograms));
+        let mut report = Self::finish_with(trace, groups, tracked, Some(histograms));
         report.approximate_quantiles = true;
         report
     }

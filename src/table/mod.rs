@@ -325,7 +325,7 @@ impl Table {
                 // and a table split by argument take the spans piece by piece
                 // ([`Table::call_tree`], [`Table::report`]), unless a `tracing` span follows
                 // from one entered elsewhere (its flow is matched from the spans).
-                if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
+                if let Some(summary) = c.summary.get_or_init(|| Summary::of_tracked(&c.captures))
                     && !match self.split() {
                         Split::Origin => summary.follows(),
                         Split::None if !self.tree => false,

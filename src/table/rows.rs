@@ -15,7 +15,7 @@ impl Table {
     /// The rows to print: the call tree's or the flat table's.
     pub(super) fn rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
         if self.tree {
-            self.tree_rows(trace)
+            self.tree_rows(trace, summary)
         } else {
             self.flat_rows(trace, summary)
         }
@@ -46,7 +46,9 @@ impl Table {
                 if let Source::Captures(c) = &self.source {
                     let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
                     if let Some(pieces) = Pieces::of_summary(&captures, summary) {
-                        return Report::by_arg_of(&pieces, key, summary.exact);
+                        let mut report = Report::by_arg_of(&pieces, key, summary.exact);
+                        report.live_at_stop = live_at_stop(trace, Some(summary));
+                        return report;
                     }
                 }
                 Report::build(trace, self.by_thread, self.split())
@@ -146,7 +148,7 @@ impl Table {
     }
 
     /// The call tree's nodes, depth first, limited.
-    fn tree_rows(&self, trace: &Trace) -> Rows<'_> {
+    fn tree_rows(&self, trace: &Trace, summary: Option<&Summary>) -> Rows<'_> {
         let tree = self.call_tree(trace);
         let mut out = Vec::new();
         let mut open = 0;
@@ -177,7 +179,7 @@ impl Table {
             scope_ns: tree.scope_ns,
             hidden: tree.nodes.len() - shown,
             busy: false,
-            live: LiveAtStop::of(trace),
+            live: live_at_stop(trace, summary),
         })
     }
 
@@ -188,5 +190,16 @@ impl Table {
             rows.left += 1;
         }
         rows
+    }
+}
+
+/// The memory live at stop of `trace`; of the trace of `summary` (which holds no memory
+/// events), the summary's.
+fn live_at_stop(trace: &Trace, summary: Option<&Summary>) -> Vec<LiveAtStop> {
+    match summary {
+        Some(summary) if trace.memory.is_some() => {
+            LiveAtStop::sorted(summary.live_at_end.0.clone())
+        }
+        _ => LiveAtStop::of(trace),
     }
 }

@@ -7,8 +7,10 @@
 use std::sync::{Arc, Mutex};
 
 use crate::common::{first_difference, scratch, serial_mock};
+use crate::pieces::tables_of;
 use tickscope::export::chrome::{self, TimeOrigin};
 use tickscope::export::{Format, perfetto, write_file, write_file_from_captures};
+use tickscope::table::Table;
 use tickscope::trace::{MemoryKind, Trace};
 use tickscope::{Capture, MemoryMode, Profiler, scope};
 
@@ -39,7 +41,7 @@ fn session(threads: u64, mode: MemoryMode) -> Vec<u8> {
                         let _request = scope!("request");
                         m.increment(i % 3);
                         {
-                            let _parse = scope!("parse");
+                            let _parse = scope!("parse", k = i % 3);
                             let kept = vec![t as u8; 64 + (i % 7) as usize];
                             handed[t as usize + 1].lock().unwrap().push(kept);
                             std::hint::black_box(vec![0u8; 1000 + (i % 5) as usize]);
@@ -183,4 +185,39 @@ fn memory_timelines_of_several_processes_at_the_same_times_give_the_same_bytes()
             .any(|w| w[0].ns == w[2].ns && w[0].process != w[2].process)
     );
     same_bytes(&captures, "processes");
+}
+
+/// The tables of `captures` (flat, by thread, split by argument, and the call tree) made from
+/// the captures as they are decoded are the decoded trace's, memory columns and allocations
+/// live at the stop included; returns the flat table's text.
+fn same_tables(captures: &[Capture]) -> String {
+    let tables = tables_of(captures);
+    let settings: [fn(Table) -> Table; 4] = [
+        |t| t,
+        |t| t.by_thread(true),
+        |t| t.by_arg("k"),
+        |t| t.tree(true),
+    ];
+    for table in settings {
+        for (pieces, whole) in tables(table) {
+            assert_eq!(pieces, whole);
+        }
+    }
+    let [(text, _), ..] = tables(|t| t);
+    text
+}
+
+#[test]
+fn tables_of_sessions_that_tracked_memory_are_summed_with_their_memory_figures() {
+    let timeline = Capture::from_bytes(&session(3, MemoryMode::Timeline)).unwrap();
+    let text = same_tables(&timeline);
+    assert!(text.contains("Alloc") && text.contains("Peak"), "{text}");
+    // The block left live at the stop, outside every scope, and the kept blocks' vectors.
+    assert!(text.contains("Live at stop"), "{text}");
+    let counts = Capture::from_bytes(&session(2, MemoryMode::Counts)).unwrap();
+    let text = same_tables(&counts);
+    assert!(
+        text.contains("Alloc") && !text.contains("Live at stop"),
+        "{text}"
+    );
 }

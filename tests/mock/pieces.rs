@@ -273,11 +273,11 @@ fn otlp_json_is_written_with_the_same_bytes() {
 }
 
 /// A table rendered from captures and from their decoded trace.
-type Rendered = (String, String);
+pub(crate) type Rendered = (String, String);
 
 /// A table of `captures` as text, JSON and CSV, each made by `table` from the captures as they
 /// are decoded (`Table::from_captures`) and from their decoded trace (`Table::new`).
-fn tables_of(captures: &[Capture]) -> impl Fn(fn(Table) -> Table) -> [Rendered; 3] {
+pub(crate) fn tables_of(captures: &[Capture]) -> impl Fn(fn(Table) -> Table) -> [Rendered; 3] {
     let decoded = Arc::new(Trace::from_captures(captures));
     let mut file = Vec::new();
     for capture in captures {

@@ -4,7 +4,7 @@
 use crate::record::hash::FxHashSet;
 
 use crate::decode::pieces::Piece;
-use crate::trace::{Span, SpanArg};
+use crate::trace::{MemoryStats, Span, SpanArg};
 
 use crate::decode::summary::StackTree;
 
@@ -50,7 +50,10 @@ impl<'a> Pairing<'a> {
     /// children's time), and the spans that close later are the open ones and those opened
     /// under them: the open spans and their ancestors are kept (aside, in `pinned`, in index
     /// order), every other span is final.
-    pub(in crate::decode) fn drain_final(&mut self, mut f: impl FnMut(&Span)) {
+    pub(in crate::decode) fn drain_final(
+        &mut self,
+        mut f: impl FnMut(&Span, Option<&MemoryStats>),
+    ) {
         let next = self.next_index();
         self.args.clear();
         if self.open.is_empty() && self.pinned.is_empty() {
@@ -60,7 +63,11 @@ impl<'a> Pairing<'a> {
                     stacks.close(index, span);
                 }
             }
-            self.spans.iter().for_each(&mut f);
+            let memory = self.memory.as_mut().map(|m| m.drain(&[], next));
+            let memory = memory.as_deref().unwrap_or_default();
+            for (i, span) in self.spans.iter().enumerate() {
+                f(span, memory.get(i));
+            }
             self.spans.clear();
             self.base = next;
             return;
@@ -77,6 +84,9 @@ impl<'a> Pairing<'a> {
         }
         let mut keep: Vec<u32> = seen.into_iter().collect();
         keep.sort_unstable();
+        // The memory figures of the spans let go, in the order they are handed over.
+        let memory = self.memory.as_mut().map(|m| m.drain(&keep, next));
+        let mut memory = memory.iter().flatten();
         let mut kept = keep.iter().peekable();
         let stacks = &mut self.stacks;
         self.pinned.retain(|(index, span)| {
@@ -85,7 +95,7 @@ impl<'a> Pairing<'a> {
                 if let Some(stacks) = stacks.as_mut() {
                     stacks.close(*index, span);
                 }
-                f(span);
+                f(span, memory.next());
             }
             pinned
         });
@@ -96,7 +106,7 @@ impl<'a> Pairing<'a> {
                 if let Some(stacks) = stacks.as_mut() {
                     stacks.close(index, span);
                 }
-                f(span);
+                f(span, memory.next());
             }
         }
         self.spans.clear();
@@ -161,6 +171,11 @@ impl<'a> Pairing<'a> {
             Some(at) => carried + at,
             None => indices.partition_point(|&i| i < index) as u32,
         };
+        // The memory figures of the piece's spans; the open ones' are kept for the next.
+        let open_indices: Vec<u32> = self.open.iter().map(|o| o.index).collect();
+        let memory = (self.memory.as_mut())
+            .map(|m| m.piece(&open_indices, next))
+            .unwrap_or_default();
         let mut spans: Vec<Span> = Vec::with_capacity(indices.len() + self.spans.len());
         spans.extend(self.pinned.drain(..).map(|(_, span)| span));
         spans.append(&mut self.spans);
@@ -189,6 +204,7 @@ impl<'a> Pairing<'a> {
         let result = f(Piece {
             base,
             spans: &spans,
+            memory: &memory,
             args: &args,
             carried: &indices,
             open: &open,
