@@ -441,6 +441,96 @@ fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     assert!(large < spans_bytes / 8, "{large} bytes");
 }
 
+/// Records in a streaming session to `path` the process `pid` (written in its header): a
+/// counter sample and an instant outside every scope, `requests` requests (`request` holding
+/// `work`), the first with an instant and a counter sample in it, and an instant after them.
+#[cfg(feature = "otlp")]
+fn stream_with_events(path: &Path, requests: u64, pid: u32) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    tickscope::counter!("queue", set = 1);
+    tickscope::instant!("boot");
+    for i in 0..requests {
+        let _request = scope!("request");
+        let _work = scope!("work");
+        if i == 0 {
+            tickscope::instant!("first");
+            tickscope::counter!("queue", add = 1);
+        }
+    }
+    tickscope::instant!("done");
+    prof.stop();
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut head = [0u8; 24];
+    file.read_exact(&mut head).unwrap();
+    assert_eq!(&head[..4], b"TSCP");
+    file.seek(SeekFrom::Start(20)).unwrap();
+    file.write_all(&pid.to_le_bytes()).unwrap();
+}
+
+/// A push of three processes with instants and counter samples on their spans and outside
+/// them, from pieces (each process's span of events outside spans sent after its spans):
+/// the same memory for ten times the scopes, well under what its spans would take.
+#[cfg(feature = "otlp")]
+#[test]
+fn an_otlp_push_of_processes_with_events_takes_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp, PushOptions};
+
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let (url, seen) = sink_endpoint();
+    let peak = |requests: u64, name: &str| {
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|p| {
+                let path = scratch(&format!("{name}-{p}.tscope"));
+                stream_with_events(&path, requests, 501 + p);
+                path
+            })
+            .collect();
+        let (peak, report) = peak_of(|| {
+            let captures: Vec<Capture> = (paths.iter())
+                .flat_map(|path| Capture::read_all(path).unwrap())
+                .collect();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let options = Options::new().batch_spans(1_000);
+            let push = PushOptions::new();
+            Otlp::push_from_captures(&captures, &options, url.as_str(), &push, |_| {}).unwrap()
+        });
+        assert_eq!(report.processes, 3);
+        assert_eq!(report.stats.event_spans, 3);
+        assert_eq!(report.stats.events, 3 * 5);
+        assert_eq!(report.accepted_spans, 3 * (2 * requests + 1));
+        for path in paths {
+            std::fs::remove_file(path).unwrap();
+        }
+        peak
+    };
+    let small = peak(10_000, "otlp-events-small");
+    let large = peak(100_000, "otlp-events-large");
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    assert_eq!(seen.lock().unwrap().0, 61 + 601);
+    eprintln!(
+        "OTLP push of 3 processes with events, 60,003 / 600,003 spans: {small} / {large} bytes at most"
+    );
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    assert!(
+        large <= small + (256 << 10),
+        "{large} bytes at most for 600,000 spans, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 8, "{large} bytes");
+}
+
 #[test]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();
