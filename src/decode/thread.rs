@@ -155,6 +155,18 @@ impl Shared<'_> {
         })
     }
 
+    /// Where what is still open on `thread` closes: the window's end; of a salvaged session,
+    /// which lost what its threads recorded after their last salvaged record, the thread's
+    /// last record (not the end of the thread that recorded longest).
+    pub(super) fn end_of(&self, thread: &CaptureThread) -> u64 {
+        match self.salvaged {
+            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
+                self.converter.to_unix_ns(tick).min(self.end_ns)
+            }),
+            false => self.end_ns,
+        }
+    }
+
     /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
     /// record that is not a payload is in the window (ticks only grow, so it is usually the
     /// first).
@@ -213,21 +225,13 @@ impl Shared<'_> {
             self.for_each_record(thread, |record| {
                 pairing.push(record);
                 if pairing.window_full() {
-                    pairing.drain_final(|span| sums.add(span));
+                    pairing.drain_final(|_, span| sums.add(span));
                 }
             });
         } else {
             self.for_each_record(thread, |record| pairing.push(record));
         }
-        // A salvaged session lost what its threads recorded after their last salvaged
-        // record: a scope still open there ends there, not at the end of the thread that
-        // recorded longest.
-        let end_ns = match self.salvaged {
-            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
-                self.converter.to_unix_ns(tick).min(self.end_ns)
-            }),
-            false => self.end_ns,
-        };
+        let end_ns = self.end_of(thread);
         let open_at_end = pairing.close_rest(end_ns);
         let tangled = pairing.tangled();
         let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
@@ -245,12 +249,11 @@ impl Shared<'_> {
         if let Some(sums) = &mut sums {
             spans.iter().for_each(|span| sums.add(span));
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
-            sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
             sums.open_at_end = open_at_end;
-            // The links stay (their spans are known by index): the summed trace has their
-            // flows. A `tracing` span's `follows_from` needs the spans to be matched.
-            links.tracing_follows.clear();
+            // The links stay (their spans are known by index), and so do the `follows_from`s
+            // of `tracing` spans (resolved by a second reading of the threads,
+            // `Shared::tracing_uses_of`): the summed trace has their flows.
             (spans, args) = (Vec::new(), Vec::new());
         }
         let decoded = Decoded {

@@ -43,24 +43,25 @@ impl<'a> Pairing<'a> {
         self.spans.len() + self.pinned.len()
     }
 
-    /// Hands every span that nothing can change any more to `f`, and lets go of it, and of
-    /// every argument so far (what sums spans does not read them).
+    /// Hands every span that nothing can change any more to `f` with its index in the
+    /// thread, and lets go of it, and of every argument so far (what sums spans does not read
+    /// them).
     ///
     /// A span changes after it closed only as an ancestor of a span that closes later (its
     /// children's time), and the spans that close later are the open ones and those opened
     /// under them: the open spans and their ancestors are kept (aside, in `pinned`, in index
     /// order), every other span is final.
-    pub(in crate::decode) fn drain_final(&mut self, mut f: impl FnMut(&Span)) {
+    pub(in crate::decode) fn drain_final(&mut self, mut f: impl FnMut(u32, &Span)) {
         let next = self.next_index();
         self.args.clear();
         if self.open.is_empty() && self.pinned.is_empty() {
             // The usual case: between top-level scopes, every span is final.
-            if let Some(stacks) = &mut self.stacks {
-                for (index, span) in (self.base..).zip(&self.spans) {
+            for (index, span) in (self.base..).zip(&self.spans) {
+                if let Some(stacks) = &mut self.stacks {
                     stacks.close(index, span);
                 }
+                f(index, span);
             }
-            self.spans.iter().for_each(&mut f);
             self.spans.clear();
             self.base = next;
             return;
@@ -85,7 +86,7 @@ impl<'a> Pairing<'a> {
                 if let Some(stacks) = stacks.as_mut() {
                     stacks.close(*index, span);
                 }
-                f(span);
+                f(*index, span);
             }
             pinned
         });
@@ -96,7 +97,7 @@ impl<'a> Pairing<'a> {
                 if let Some(stacks) = stacks.as_mut() {
                     stacks.close(index, span);
                 }
-                f(span);
+                f(index, span);
             }
         }
         self.spans.clear();
@@ -104,6 +105,12 @@ impl<'a> Pairing<'a> {
         // Each drain costs about the spans kept plus the window: with many kept (scopes nested
         // very deep), the window grows with them, so that draining stays linear.
         self.drain_at = self.drain_at.max(self.pinned.len());
+    }
+
+    /// The enters of `tracing` spans kept so far (`Links::keeps_uses_of`): (span id, start,
+    /// the slice).
+    pub(in crate::decode) fn tracing_enters(&self) -> &[(u64, u64, crate::trace::SpanRef)] {
+        &self.links.tracing_enters
     }
 
     /// The spans kept since the last drain.
