@@ -96,8 +96,9 @@ pub(super) fn walk(
     // every thread's in the order the whole trace makes them (of their first event on no
     // span): with several processes with events, a first walk of the threads with events
     // places them.
-    let holders = match events::with_events(trace).len() {
-        0 | 1 => events::with_events(trace),
+    let with_events = events::with_events(trace);
+    let holders = match with_events.len() {
+        0 | 1 => with_events.clone(),
         _ => {
             let mut first = Walker::new(source, options, &bases);
             for &thread in &order {
@@ -110,14 +111,17 @@ pub(super) fn walk(
     };
     let mut walker = Walker::new(source, options, &bases);
     let mut batch = Batch::new(options, sink);
-    for (at, &thread) in order.iter().enumerate() {
-        walker.thread(thread, Some(&mut batch))?;
-        let process = trace.threads[thread].process;
-        if order
-            .get(at + 1)
-            .is_some_and(|&t| trace.threads[t].process == process)
-        {
-            continue;
+    // Process by process (one without threads may have events), each one's threads then its
+    // events outside spans.
+    let processes = (order.iter().map(|&t| trace.threads[t].process))
+        .chain(with_events.iter().copied())
+        .max()
+        .map_or(0, |p| p as usize + 1)
+        .max(trace.processes.len());
+    let mut threads = order.iter().copied().peekable();
+    for process in 0..processes as u32 {
+        while let Some(thread) = threads.next_if(|&t| trace.threads[t].process == process) {
+            walker.thread(thread, Some(&mut batch))?;
         }
         let outside = walker.events.outside(trace, process);
         if outside.instants.is_empty() && outside.counters.is_empty() {
