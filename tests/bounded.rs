@@ -522,6 +522,198 @@ fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     assert!(large < spans_bytes / 8, "{large} bytes");
 }
 
+/// Records in a streaming session to `path` the process `pid` (written in its header): a
+/// counter sample and an instant outside every scope, `requests` requests (`request` holding
+/// `work`), the first with an instant and a counter sample in it, and an instant after them.
+#[cfg(feature = "otlp")]
+fn stream_with_events(path: &Path, requests: u64, pid: u32) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    tickscope::counter!("queue", set = 1);
+    tickscope::instant!("boot");
+    for i in 0..requests {
+        let _request = scope!("request");
+        let _work = scope!("work");
+        if i == 0 {
+            tickscope::instant!("first");
+            tickscope::counter!("queue", add = 1);
+        }
+    }
+    tickscope::instant!("done");
+    prof.stop();
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut head = [0u8; 24];
+    file.read_exact(&mut head).unwrap();
+    assert_eq!(&head[..4], b"TSCP");
+    file.seek(SeekFrom::Start(20)).unwrap();
+    file.write_all(&pid.to_le_bytes()).unwrap();
+}
+
+/// A push of three processes with instants and counter samples on their spans and outside
+/// them, from pieces (each process's span of events outside spans sent after its spans):
+/// the same memory for ten times the scopes, well under what its spans would take.
+#[cfg(feature = "otlp")]
+#[test]
+fn an_otlp_push_of_processes_with_events_takes_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp, PushOptions};
+
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let (url, seen) = sink_endpoint();
+    let peak = |requests: u64, name: &str| {
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|p| {
+                let path = scratch(&format!("{name}-{p}.tscope"));
+                stream_with_events(&path, requests, 501 + p);
+                path
+            })
+            .collect();
+        let (peak, report) = peak_of(|| {
+            let captures: Vec<Capture> = (paths.iter())
+                .flat_map(|path| Capture::read_all(path).unwrap())
+                .collect();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let options = Options::new().batch_spans(1_000);
+            let push = PushOptions::new();
+            Otlp::push_from_captures(&captures, &options, url.as_str(), &push, |_| {}).unwrap()
+        });
+        assert_eq!(report.processes, 3);
+        assert_eq!(report.stats.event_spans, 3);
+        assert_eq!(report.stats.events, 3 * 5);
+        assert_eq!(report.accepted_spans, 3 * (2 * requests + 1));
+        for path in paths {
+            std::fs::remove_file(path).unwrap();
+        }
+        peak
+    };
+    let small = peak(10_000, "otlp-events-small");
+    let large = peak(100_000, "otlp-events-large");
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    assert_eq!(seen.lock().unwrap().0, 61 + 601);
+    eprintln!(
+        "OTLP push of 3 processes with events, 60,003 / 600,003 spans: {small} / {large} bytes at most"
+    );
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    assert!(
+        large <= small + (256 << 10),
+        "{large} bytes at most for 600,000 spans, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 8, "{large} bytes");
+}
+
+/// Records in a streaming session to `path` a batch (`tracing` spans) that follows from 100
+/// requests, each entered on one of four other threads after `work` spans there and closed
+/// there once the batch followed from it.
+#[cfg(feature = "tracing")]
+fn stream_batch(path: &Path, work: u64) {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tickscope::tracing::layer()));
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(4 << 20)
+        .try_start()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let followed = Arc::new(std::sync::Barrier::new(5));
+    let workers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (prof, dispatch, tx) = (prof.clone(), dispatch.clone(), tx.clone());
+            let followed = followed.clone();
+            std::thread::spawn(move || {
+                prof.join_current_thread();
+                let _d = tracing::dispatcher::set_default(&dispatch);
+                let mut requests = Vec::new();
+                for i in 0..25 {
+                    for k in 0..work {
+                        tracing::info_span!("work", k = k % 3).in_scope(|| {});
+                    }
+                    let request = tracing::info_span!("request", n = w * 25 + i);
+                    request.in_scope(|| {});
+                    tx.send(request.id().unwrap()).unwrap();
+                    requests.push(request);
+                }
+                followed.wait();
+                drop(requests);
+            })
+        })
+        .collect();
+    let requests: Vec<tracing::Id> = rx.iter().take(100).collect();
+    let batch = tracing::info_span!("batch");
+    for request in requests {
+        batch.follows_from(request);
+    }
+    followed.wait();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    batch.in_scope(|| {});
+    drop(batch);
+    prof.stop();
+    assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+}
+
+/// A batch that follows from 100 requests entered on other threads: its flows are matched by
+/// the first pass, so Chrome JSON (both time origins), Kineto, Perfetto, the call tree and
+/// the table by argument take about the same memory for ten times the spans, and well under
+/// what decoding them whole takes.
+#[cfg(feature = "tracing")]
+#[test]
+fn a_batch_following_requests_of_other_threads_is_written_in_bounded_memory() {
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    let peaks = |work: u64, name: &str| {
+        let path = scratch(name);
+        stream_batch(&path, work);
+        let (traces, ()) = peak_of(|| write_traces(&path));
+        let (tree, ()) = peak_of(|| {
+            let tree = Table::from_captures(Capture::read_all(&path).unwrap()).tree(true);
+            let text = tree.to_string();
+            let line = text.lines().find(|l| l.contains("work")).unwrap();
+            assert!(line.contains(&(100 * work).to_string()), "{text}");
+            let by_arg = Table::from_captures(Capture::read_all(&path).unwrap()).by_arg("k");
+            assert_eq!(by_arg.to_string().matches("work").count(), 3);
+        });
+        let captures = Capture::read_all(&path).unwrap();
+        // Decoded whole, for comparison.
+        let (whole, trace) = peak_of(|| Trace::from_captures(&captures));
+        assert_eq!(trace.flows.len(), 100);
+        std::fs::remove_file(&path).unwrap();
+        [traces, tree, whole]
+    };
+    let small = peaks(200, "batch-small.tscope");
+    let large = peaks(2_000, "batch-large.tscope");
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    eprintln!("a batch after 20,101 / 200,101 spans: {small:?} / {large:?} bytes at most");
+    // The sums' histograms grow with the range of the durations (real time), not their count.
+    for (what, at) in [("Chrome, Kineto + Perfetto", 0), ("tree + by arg", 1)] {
+        let (s, l) = (small[at], large[at]);
+        assert!(
+            l <= s + (1 << 20),
+            "{what}: {l} bytes at most for 200,101 spans, {s} for a tenth"
+        );
+        assert!(
+            l < large[2] / 8,
+            "{what}: {l} bytes, {} decoded whole",
+            large[2]
+        );
+    }
+}
+
 #[test]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();

@@ -1,10 +1,12 @@
 //! The [`Trace`] assembled from its threads, decoded apart and added in order.
 
+use crate::record::hash::FxHashMap;
 use crate::trace::{Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
 use super::async_spans::Mark;
 use super::convert::Converter;
 use super::counters::RawSample;
+use super::follows::Uses;
 use super::links::Links;
 use super::memory::RawMemory;
 use crate::record::memory::MemoryMode;
@@ -23,6 +25,9 @@ pub(super) struct Builder {
     memory: Option<Vec<RawMemory>>,
     memory_mode: MemoryMode,
     links: Links,
+    /// The end of each slice entered under a `tracing` span id that a `follows_from` names,
+    /// by (thread, span), when the threads' spans are summed ([`Builder::tracing_uses`]).
+    tracing_ends: Option<FxHashMap<(u32, u32), u64>>,
     threads: Vec<ThreadTrace>,
     samples: Vec<RawSample>,
     instants: Vec<Instant>,
@@ -49,6 +54,7 @@ impl Builder {
             memory: memory.is_on().then(Vec::new),
             memory_mode: memory,
             links: Links::default(),
+            tracing_ends: None,
             threads: Vec::new(),
             samples: Vec::new(),
             instants: Vec::new(),
@@ -86,6 +92,23 @@ impl Builder {
         self.threads.push(thread);
     }
 
+    /// The uses of the `tracing` span ids that the threads' `follows_from`s name, thread by
+    /// thread, when the threads' spans are summed: their flows are matched with them.
+    pub(super) fn tracing_uses(&mut self, uses: Vec<Uses>) {
+        let mut all = FxHashMap::default();
+        for Uses {
+            enters,
+            closes,
+            ends,
+        } in uses
+        {
+            self.links.tracing_enters.extend(enters);
+            self.links.tracing_closes.extend(closes);
+            all.extend(ends);
+        }
+        self.tracing_ends = Some(all);
+    }
+
     /// The trace of the window that starts at `start_tick`.
     pub(super) fn finish(
         mut self,
@@ -113,7 +136,9 @@ impl Builder {
                 .count() as u64;
             open_scopes += async_spans.iter().filter(|a| a.open_at_stop).count() as u64;
         }
-        let links = self.links.matched(&self.threads);
+        let links = self
+            .links
+            .matched(&self.threads, self.tracing_ends.as_ref());
         let (counters, values) = super::counters::merge(self.samples, 0);
         // Each thread's instants are in time order: a stable sort keeps ties in thread order.
         self.instants.sort_by_key(|i| i.ns);

@@ -2,6 +2,8 @@
 //! captured by (thread id, sequence number), across threads; and `tracing` spans that follow
 //! from spans not entered where `follows_from` was called, matched by span id.
 
+use std::sync::Arc;
+
 use crate::record::hash::{FxHashMap, FxHashSet};
 
 use crate::trace::{Flow, SpanRef, ThreadTrace};
@@ -16,6 +18,10 @@ pub(super) struct Links {
     /// Whether to keep [`Links::tracing_enters`] and [`Links::tracing_closes`]: only while
     /// the capture holds a `follows_from` to resolve with them.
     pub(super) tracing_uses: bool,
+    /// With [`Links::tracing_uses`], the span ids whose enters and closes are kept: all of
+    /// them when `None`, else those that a `follows_from` names (a second reading of the
+    /// threads, whose first one summed their spans and kept the `follows_from`s only).
+    pub(super) tracing_named: Option<Arc<FxHashSet<u64>>>,
     /// Each enter of a `tracing` span: (span id, start, its slice).
     pub(super) tracing_enters: Vec<(u64, u64, SpanRef)>,
     /// Each close of a `tracing` span: (span id, time).
@@ -36,6 +42,12 @@ enum Prefer {
 }
 
 impl Links {
+    /// True when the enters and closes of `tracing` span `id` are kept.
+    #[inline]
+    pub(super) fn keeps_uses_of(&self, id: u64) -> bool {
+        self.tracing_uses && self.tracing_named.as_ref().is_none_or(|n| n.contains(&id))
+    }
+
     /// Adds the links another thread saw, after this one's.
     pub(super) fn extend(&mut self, other: Self) {
         self.origins.extend(other.origins);
@@ -46,12 +58,18 @@ impl Links {
     }
 
     /// The flows: the links matched to their captures, then the `tracing` `follows_from`s
-    /// matched to their spans in `threads`.
-    pub(super) fn matched(self, threads: &[ThreadTrace]) -> Vec<Flow> {
+    /// matched to their spans in `threads`, or, when the threads' spans were not kept, with
+    /// `ends`: the end of each span entered, by (thread, span).
+    pub(super) fn matched(
+        self,
+        threads: &[ThreadTrace],
+        ends: Option<&FxHashMap<(u32, u32), u64>>,
+    ) -> Vec<Flow> {
         let Links {
             origins,
             followers,
             tracing_uses: _,
+            tracing_named: _,
             tracing_enters,
             tracing_closes,
             mut tracing_follows,
@@ -93,6 +111,9 @@ impl Links {
             list.sort_by_key(|&(ns, at)| (ns, at.is_none()));
         }
         let end = |at: SpanRef| {
+            if let Some(ends) = ends {
+                return ends.get(&(at.thread, at.span)).copied().unwrap_or(0);
+            }
             let span = threads
                 .get(at.thread as usize)
                 .and_then(|t| t.spans.get(at.span as usize));

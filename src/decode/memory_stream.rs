@@ -188,7 +188,7 @@ impl Feed<'_, '_> {
             );
             self.chunk += 1;
             if pairing.window_full() {
-                pairing.drain_final(|_, _| {});
+                pairing.drain_final(|_, _, _| {});
             }
             pairing.take_memory(&mut self.queue);
         }

@@ -11,6 +11,7 @@ mod async_spans;
 mod build;
 pub(crate) mod convert;
 mod counters;
+mod follows;
 mod links;
 mod memory;
 mod memory_stream;
@@ -153,9 +154,9 @@ fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
 /// they are paired when `sum` is given, instead of kept; then the sums are returned too, and
-/// the trace holds no spans or span arguments, nor the flows of a `tracing` span's
-/// `follows_from` of a span entered elsewhere. `None` only when summing a capture with async
-/// calls, whose matching needs the spans.
+/// the trace holds no spans or span arguments (the flows of `tracing` spans' `follows_from`s
+/// are matched by a second reading of the threads, [`follows`]). `None` only when summing a
+/// capture with async calls, whose matching needs the spans.
 fn decode_with(
     capture: &Capture,
     parallel_from: usize,
@@ -187,6 +188,21 @@ fn decode_with(
         return None;
     }
     let mut builder = Builder::new(shared.end_ns, capture.memory, shared.salvaged, sum);
+    // Summed, the spans that `tracing` spans' `follows_from`s name are found by a second
+    // reading of the threads.
+    let named = match sum {
+        true => follows::named(decoded.iter().map(|(thread, _)| &thread.links)),
+        false => Default::default(),
+    };
+    if !named.is_empty() {
+        let named = std::sync::Arc::new(named);
+        builder.tracing_uses(parallel::map(
+            &threads,
+            parallel_from,
+            |thread| thread.record_bound(),
+            |index, thread| shared.tracing_uses_of(index, thread, &named),
+        ));
+    }
     let cut_start_ns = capture
         .cut_start
         .map(|tick| shared.converter.to_unix_ns(tick));

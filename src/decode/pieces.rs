@@ -19,12 +19,12 @@
 //!
 //! What the exports write besides spans (the window, processes, threads, counters, instants,
 //! the flows of links, by the index of their spans) comes from a first pass that sums the
-//! spans instead ([`Summary`]); captures whose trace needs every span at once (async calls, a
-//! `tracing` span following from one entered elsewhere) are not decoded in pieces
-//! ([`Pieces::new`] gives `None`) and are decoded whole. Nor are those that tracked memory,
-//! for exports of per-span memory figures; the exports of the memory timeline only take them
-//! ([`Pieces::with_memory`]), and read the timeline again as they write it
-//! ([`SpanSource::each_memory_event`]), merged across threads as they are read.
+//! spans instead ([`Summary`]; the flows of `tracing` spans' `follows_from`s too, by a second
+//! reading of the threads); captures whose trace needs every span at once (async calls) are
+//! not decoded in pieces ([`Pieces::new`] gives `None`) and are decoded whole. Nor are those
+//! that tracked memory, for exports of per-span memory figures; the exports of the memory
+//! timeline only take them ([`Pieces::with_memory`]), and read the timeline again as they
+//! write it ([`SpanSource::each_memory_event`]), merged across threads as they are read.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -229,16 +229,14 @@ pub(crate) struct Pieces<'c> {
 
 impl<'c> Pieces<'c> {
     /// The captures, when what they decode to can be written in pieces: `None` when they
-    /// tracked memory or hold async calls or a `tracing` span that follows from one entered
-    /// elsewhere (those cross threads, or need every span), and then
+    /// tracked memory or hold async calls (those cross threads, or need every span), and then
     /// [`Trace::from_captures`] is what to write. Reads every record once to sum the threads
     /// (their counts, counters, instants and links).
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::of_with(captures, false, false)?;
         let threads = threads(&summary);
-        let follows = summary.tracing_follows();
-        Self::with(captures, Cow::Owned(summary.trace), threads, follows)
+        Self::with(captures, Cow::Owned(summary.trace), threads)
     }
 
     /// [`Pieces::new`], also of captures that tracked memory, for exports that write the
@@ -248,26 +246,17 @@ impl<'c> Pieces<'c> {
     pub(crate) fn with_memory(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::with_memory_timeline(captures)?;
         let threads = threads(&summary);
-        let follows = summary.tracing_follows();
-        Self::with(captures, Cow::Owned(summary.trace), threads, follows)
+        Self::with(captures, Cow::Owned(summary.trace), threads)
     }
 
     /// [`Pieces::new`] with the captures' summary already made (the same captures'
     /// [`Summary::of`]).
     pub(crate) fn of_summary(captures: &[&'c Capture], summary: &'c Summary) -> Option<Self> {
-        let follows = summary.tracing_follows();
-        Self::with(
-            captures,
-            Cow::Borrowed(&summary.trace),
-            threads(summary),
-            follows,
-        )
+        Self::with(captures, Cow::Borrowed(&summary.trace), threads(summary))
     }
 
     /// The pieces of `captures`, whose trace without spans is `trace`, with what `threads`
-    /// says of each thread;
-    /// `None` when a `tracing` span follows from one entered elsewhere (`follows`: its flow is
-    /// matched from the spans).
+    /// says of each thread.
     fn with(
         captures: &[&'c Capture],
         trace: Cow<'c, Trace>,
@@ -277,11 +266,7 @@ impl<'c> Pieces<'c> {
             open_at_end,
             memory_events,
         }: Threads,
-        follows: bool,
     ) -> Option<Self> {
-        if follows {
-            return None;
-        }
         let mut sources = Vec::with_capacity(trace.threads.len());
         for &capture in captures {
             let shared = shared(capture);

@@ -52,10 +52,6 @@ pub(crate) struct ThreadSums {
     /// The thread holds a scope that follows from a link, or a `tracing` span's
     /// `follows_from`: the trace it decodes to may have flows, which the sums leave out.
     pub(crate) follows: bool,
-    /// The thread holds a `tracing` span's `follows_from` of a span not entered there: its
-    /// flow is matched from the spans, which the sums do not keep (the flows of links are
-    /// in the summed trace).
-    pub(crate) tracing_follows: bool,
     /// Some span of the thread did not end within its parent (guards dropped out of order),
     /// or got an argument after a span began inside it: its pieces are whole trees only
     /// ([`Pieces`](crate::decode::pieces::Pieces)).
@@ -90,7 +86,6 @@ impl ThreadSums {
             exact,
             stacks: None,
             follows: false,
-            tracing_follows: false,
             tangled: false,
             open_at_end: Vec::new(),
             memory_events: 0,
@@ -143,8 +138,7 @@ impl ThreadSums {
 pub(crate) struct Summary {
     /// What [`Trace::from_captures`] gives, but with no spans or span arguments in its
     /// threads: their window, processes, threads, counters, values, instants, and the flows
-    /// of links (by the index of their spans; not those of a `tracing` span's
-    /// `follows_from` of a span entered elsewhere).
+    /// of links and of `tracing` spans' `follows_from`s (by the index of their spans).
     pub(crate) trace: Trace,
     /// The sums of each thread of `trace`, at the same index.
     pub(crate) threads: Vec<ThreadSums>,
@@ -162,12 +156,6 @@ impl Summary {
     /// leave out.
     pub(crate) fn follows(&self) -> bool {
         self.threads.iter().any(|t| t.follows)
-    }
-
-    /// True when a thread holds a `tracing` span's `follows_from` of a span not entered there
-    /// ([`ThreadSums::tracing_follows`]): the summed trace lacks its flow.
-    pub(crate) fn tracing_follows(&self) -> bool {
-        self.threads.iter().any(|t| t.tracing_follows)
     }
 
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.

@@ -727,7 +727,7 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     for record in records {
         pairing.push(record);
         if pairing.window_full() {
-            pairing.drain_final(|_, _| handed += 1);
+            pairing.drain_final(|_, _, _| handed += 1);
         }
         peak = peak.max(pairing.kept());
     }
@@ -743,7 +743,7 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
     for i in 0..depth {
         pairing.push(RawEvent::begin(2, base + i));
         if pairing.window_full() {
-            pairing.drain_final(|_, _| handed += 1);
+            pairing.drain_final(|_, _, _| handed += 1);
         }
     }
     assert_eq!(pairing.kept() as u64, depth + 1 + (2 * n - handed as u64));
@@ -753,7 +753,7 @@ fn a_drained_pairing_keeps_a_window_and_the_open_ancestry() {
             base + 2 * depth - i,
         ));
         if pairing.window_full() {
-            pairing.drain_final(|_, _| handed += 1);
+            pairing.drain_final(|_, _, _| handed += 1);
         }
     }
     let (events, spans, ..) = pairing.finish(1_000_000);
@@ -1127,6 +1127,70 @@ fn tracing_follows_from_resolves_each_id_to_its_use_at_that_time() {
     assert!(trace.flows.iter().all(|l| trace.span(l.follower).0.id == 8));
     let causes: Vec<u64> = trace.flows.iter().map(|l| l.origin_thread).collect();
     assert_eq!(causes, [7, 7, 7, 7, 0, 7, 7]);
+}
+
+/// Summed (the threads' spans let go a window at a time), the `follows_from`s of `tracing`
+/// spans entered once, on the thread that closes them, are matched by a second reading of
+/// the threads to the same flows as from the decoded spans: an id used again, a cause whose
+/// slice is drained windows before the `follows_from` comes, an effect entered after it.
+#[test]
+fn summed_tracing_follows_from_give_the_decoded_flows() {
+    let (call, step) = (CALL.id(), STEP.id());
+    let enter = |span: u64, tick: u64| RawEvent::span_enter(call, tick, span);
+    let exit = |tick_in: u64, tick: u64| RawEvent::end(RawEvent::end_key(call, tick_in), tick);
+    let close = |span: u64, tick: u64| RawEvent::span_close(0, tick, span, true).to_vec();
+    let steps = |from: u64, n: u64| -> Vec<RawEvent> {
+        (0..n)
+            .flat_map(|i| {
+                let tick = from + 2 * i;
+                [
+                    RawEvent::begin(step, tick),
+                    RawEvent::end(RawEvent::end_key(step, tick), tick + 1),
+                ]
+            })
+            .collect()
+    };
+    // Thread 7: span 5 (10..20), 3,000 steps, span 6 (7_000..7_010) holding 2,000 steps, span
+    // 5's id used again (20_000..20_010); each closed here.
+    let seven = [
+        enter(5, 10).to_vec(),
+        vec![exit(10, 20)],
+        close(5, 21),
+        steps(100, 3_000),
+        enter(6, 7_000).to_vec(),
+        steps(7_001, 2_000),
+        vec![exit(7_000, 12_000)],
+        close(6, 12_001),
+        enter(5, 20_000).to_vec(),
+        vec![exit(20_000, 20_010)],
+        close(5, 20_011),
+    ]
+    .concat();
+    // Thread 8: 1,500 steps, then span 9 follows from 5 (the first), from 6 while it is in
+    // progress, from 5 (the second) and from 77 (never entered), and is entered last.
+    let eight = [
+        steps(1, 1_500),
+        RawEvent::span_follows(15, 9, 5).to_vec(),
+        RawEvent::span_follows(8_000, 9, 6).to_vec(),
+        RawEvent::span_follows(20_005, 9, 5).to_vec(),
+        RawEvent::span_follows(20_006, 9, 77).to_vec(),
+        enter(9, 30_000).to_vec(),
+        vec![exit(30_000, 30_010)],
+        close(9, 30_011),
+    ]
+    .concat();
+    let capture = Capture::from_records(vec![(7, seven), (8, eight)], 0, 40_000);
+    let trace = capture.decode();
+    assert_eq!(trace.flows.len(), 4);
+    let origins: Vec<Option<u32>> = trace
+        .flows
+        .iter()
+        .map(|f| f.origin.map(|o| o.span))
+        .collect();
+    assert_eq!(origins, [Some(0), Some(3_001), Some(5_002), None]);
+    let summary = Summary::of(&[&capture]).expect("summed");
+    assert_eq!(summary.trace.flows, trace.flows);
+    assert!(summary.threads.iter().all(|t| t.spans > summary::WINDOW));
 }
 
 /// Every record a decoding takes is counted for progress displays (other tests decode at the

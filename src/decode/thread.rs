@@ -169,6 +169,18 @@ impl Shared<'_> {
         })
     }
 
+    /// Where what is still open on `thread` closes: the window's end; of a salvaged session,
+    /// which lost what its threads recorded after their last salvaged record, the thread's
+    /// last record (not the end of the thread that recorded longest).
+    pub(super) fn end_of(&self, thread: &CaptureThread) -> u64 {
+        match self.salvaged {
+            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
+                self.converter.to_unix_ns(tick).min(self.end_ns)
+            }),
+            false => self.end_ns,
+        }
+    }
+
     /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
     /// record that is not a payload is in the window (ticks only grow, so it is usually the
     /// first).
@@ -230,21 +242,13 @@ impl Shared<'_> {
             self.for_each_record(thread, |record| {
                 pairing.push(record);
                 if pairing.window_full() {
-                    pairing.drain_final(|span, memory| sums.add(span, memory));
+                    pairing.drain_final(|_, span, memory| sums.add(span, memory));
                 }
             });
         } else {
             self.for_each_record(thread, |record| pairing.push(record));
         }
-        // A salvaged session lost what its threads recorded after their last salvaged
-        // record: a scope still open there ends there, not at the end of the thread that
-        // recorded longest.
-        let end_ns = match self.salvaged {
-            true => self.last_tick(thread).map_or(self.end_ns, |tick| {
-                self.converter.to_unix_ns(tick).min(self.end_ns)
-            }),
-            false => self.end_ns,
-        };
+        let end_ns = self.end_of(thread);
         let open_at_end = pairing.close_rest(end_ns);
         let tangled = pairing.tangled();
         let (memory_events, memory_in_order) = pairing.memory_seen();
@@ -265,7 +269,6 @@ impl Shared<'_> {
                 sums.add(span, stats.get(i));
             }
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
-            sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
             sums.open_at_end = open_at_end;
             // Only a timeline has allocations and frees (of a session that counted, a thread
@@ -273,9 +276,9 @@ impl Shared<'_> {
             if self.capture.memory == MemoryMode::Timeline {
                 (sums.memory_events, sums.memory_in_order) = (memory_events, memory_in_order);
             }
-            // The links stay (their spans are known by index): the summed trace has their
-            // flows. A `tracing` span's `follows_from` needs the spans to be matched.
-            links.tracing_follows.clear();
+            // The links stay (their spans are known by index), and so do the `follows_from`s
+            // of `tracing` spans (resolved by a second reading of the threads,
+            // `Shared::tracing_uses_of`): the summed trace has their flows.
             (spans, args) = (Vec::new(), Vec::new());
         }
         let decoded = Decoded {

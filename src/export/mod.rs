@@ -113,7 +113,7 @@ pub trait Format {
     /// memory and hold no async call, in memory bounded by the distinct stacks and the
     /// scopes open at once ([`write_file_from_captures`]; `tickscope convert`). Chrome JSON
     /// and Perfetto traces do it for captures that did not track memory and hold no async
-    /// call or link: a first pass sums the threads (their counters and instants are kept),
+    /// call: a first pass sums the threads (their counters, instants and flows are kept),
     /// then each thread is decoded again and written a few thousand spans at a time, whole
     /// top-level scopes (a thread whose outermost scope spans all its records is held
     /// whole). Their events are the whole trace's, in the same order but for a thread's extra

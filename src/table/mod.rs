@@ -323,13 +323,11 @@ impl Table {
                 // A flat table with no split but by thread needs only the sums; so does one
                 // split by origin of captures without links (nothing to split). The call tree
                 // and a table split by argument take the spans piece by piece
-                // ([`Table::call_tree`], [`Table::report`]), unless a `tracing` span follows
-                // from one entered elsewhere (its flow is matched from the spans).
+                // ([`Table::call_tree`], [`Table::report`]).
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of_tracked(&c.captures))
                     && !match self.split() {
                         Split::Origin => summary.follows(),
-                        Split::None if !self.tree => false,
-                        _ => summary.tracing_follows(),
+                        _ => false,
                     }
                 {
                     return (&summary.trace, Some(summary));

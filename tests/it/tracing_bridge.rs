@@ -60,6 +60,7 @@ mod subscriber {
         a_value_recorded_again_replaces_the_earlier_one,
         a_span_back_from_another_thread_and_closed_where_it_was_made,
         a_batch_follows_from_requests_entered_on_other_threads,
+        a_batch_following_requests_of_other_threads_is_written_in_pieces,
         by_arg_splits_tracing_async_calls_by_their_fields,
         spans_with_fields_entered_on_one_thread_are_decoded_in_pieces,
     );
@@ -1345,4 +1346,117 @@ fn spans_with_fields_entered_on_one_thread_are_decoded_in_pieces() {
             .is_none(),
         "decoded whole"
     );
+}
+
+/// A batch span that follows from 100 request spans, each entered on one of four other
+/// threads among 50 other spans (more spans a thread than a piece holds) and closed there
+/// once the batch has followed from it: its flows are
+/// matched by the first pass (the `follows_from`s, then a second reading for the spans they
+/// name), so Chrome JSON (both time origins), Kineto, Perfetto, the call tree and the table
+/// by argument are written piece by piece, with the whole trace's bytes.
+#[test]
+fn a_batch_following_requests_of_other_threads_is_written_in_pieces() {
+    use tickscope::export::{Format, chrome, kineto, perfetto};
+    use tickscope::table::Table;
+
+    let dispatch = dispatch();
+    let _d = tracing::dispatcher::set_default(&dispatch);
+    let prof = Profiler::builder().current_thread().start();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let followed = std::sync::Arc::new(std::sync::Barrier::new(5));
+    let workers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (prof, dispatch, tx) = (prof.clone(), dispatch.clone(), tx.clone());
+            let followed = followed.clone();
+            std::thread::spawn(move || {
+                prof.join_current_thread();
+                let _d = tracing::dispatcher::set_default(&dispatch);
+                let mut requests = Vec::new();
+                for i in 0..25 {
+                    for k in 0..50u64 {
+                        tracing::info_span!("work", k = k % 2).in_scope(|| {});
+                    }
+                    let request = tracing::info_span!("request", n = w * 25 + i);
+                    request.in_scope(|| {
+                        tracing::info_span!("parse").in_scope(|| {});
+                    });
+                    tx.send(request.id().unwrap()).unwrap();
+                    requests.push(request);
+                }
+                // Closed here, once the batch followed from them.
+                followed.wait();
+                drop(requests);
+            })
+        })
+        .collect();
+    let requests: Vec<tracing::Id> = rx.iter().take(100).collect();
+    let batch = tracing::info_span!("batch", size = 100u64);
+    for request in &requests {
+        batch.follows_from(request.clone());
+    }
+    followed.wait();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    batch.in_scope(|| {});
+    drop(batch);
+    prof.stop();
+
+    let captures = read_back(&prof);
+    let refs: Vec<&tickscope::Capture> = captures.iter().collect();
+    let trace = Trace::from_captures(&captures);
+    assert!(trace.async_spans.is_empty());
+    assert_eq!(trace.flows.len(), 100);
+    let batch = trace.flows[0].follower;
+    assert_eq!(trace.span(batch).1.name(), "batch");
+    for flow in &trace.flows {
+        assert_eq!(trace.span(flow.origin.unwrap()).1.name(), "request");
+    }
+    let spans: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
+    assert_eq!(spans, 4 * 25 * 52 + 1);
+    for (name, format) in [
+        ("Chrome", &chrome::Options::new() as &dyn Format),
+        (
+            "Chrome, Unix time",
+            &chrome::Options::new().time_origin(chrome::TimeOrigin::UnixEpoch),
+        ),
+        ("Kineto", &kineto::Options::new(0, 1)),
+        ("Perfetto", &perfetto::Options::new()),
+    ] {
+        let mut pieces = Vec::new();
+        let written = format.write_captures(&refs, &mut pieces);
+        assert!(
+            matches!(written, Some(Ok(()))),
+            "{name}: written piece by piece"
+        );
+        let mut whole = Vec::new();
+        format.write(&trace, &mut whole).unwrap();
+        assert!(pieces == whole, "{name} differs");
+    }
+    let mut chrome = Vec::new();
+    chrome::Options::new().write(&trace, &mut chrome).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&chrome).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let flows = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+    assert_eq!((flows("s"), flows("f")), (100, 100));
+    let bytes = {
+        let mut bytes = Vec::new();
+        prof.capture().write_to(&mut bytes).unwrap();
+        bytes
+    };
+    let decoded = std::sync::Arc::new(trace);
+    for table in [
+        (|t| t) as fn(Table) -> Table,
+        |t| t.tree(true),
+        |t| t.by_arg("k"),
+        |t| t.by_arg("n"),
+        |t| t.by_thread(true).tree(true),
+    ] {
+        let captures = tickscope::Capture::from_bytes(&bytes).unwrap();
+        let from_captures = table(Table::from_captures(captures)).to_string();
+        assert_eq!(
+            from_captures,
+            table(Table::new(decoded.clone())).to_string()
+        );
+    }
 }

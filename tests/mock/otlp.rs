@@ -1358,13 +1358,147 @@ fn a_push_from_captures_of_several_processes_sends_the_whole_pushes_requests() {
         .map(|r| all_spans(std::slice::from_ref(r)).len())
         .collect();
     assert_eq!(sizes, [2_000, 2_000, 4_000, 4_000, 4_000, 2_003]);
-    // With events outside spans, several processes are pushed whole: the same requests.
+    // With events outside spans: each process's span of them after its spans.
     let two = as_processes(&carried(), &[301, 302]);
     let (report, _) = push_both(&two, &Options::new().batch_spans(3_000), vec![]);
     assert_eq!(
         (report.accepted_spans, report.processes),
         (2 * (crate::otlp_carry::SPANS + 1), 2)
     );
+}
+
+/// `captures`, written one after the other, each with its pid in `pids`, read back as one
+/// file of several processes.
+fn with_pids(captures: &[(Vec<Capture>, u32)]) -> Vec<Capture> {
+    let mut all = Vec::new();
+    for (captures, pid) in captures {
+        let mut one = Vec::new();
+        for capture in captures {
+            capture.write_to(&mut one).unwrap();
+        }
+        assert_eq!(&one[..4], b"TSCP");
+        one[20..24].copy_from_slice(&pid.to_le_bytes());
+        all.extend_from_slice(&one);
+    }
+    Capture::from_bytes(&all).unwrap()
+}
+
+/// One thread with events inside and outside its spans: `serve { got }` ten times, a
+/// counter sample outside them first and an instant outside them last.
+fn served() -> Vec<Capture> {
+    let _serial = serial();
+    let prof = record(|m| {
+        m.increment(2u64);
+        counter!("depth", set = 1);
+        m.increment(1u64);
+        for i in 0..10u64 {
+            let _serve = scope!("serve", i = i);
+            m.increment(2u64);
+            instant!("got", i = i);
+            counter!("depth", add = 1);
+            m.increment(3u64);
+        }
+        m.increment(1u64);
+        instant!("done");
+    });
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    Capture::from_bytes(&bytes).unwrap()
+}
+
+/// The capture of `with_events`, read back.
+fn eventful() -> Vec<Capture> {
+    let _serial = serial();
+    let prof = record(with_events);
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    Capture::from_bytes(&bytes).unwrap()
+}
+
+/// Three processes with instants and counter samples on their spans and outside them: the
+/// span of each process's events outside spans is sent after that process's spans and
+/// numbered as the whole trace numbers them (the process whose first event outside spans
+/// comes first has the first), in the same requests; and OTLP/JSON from captures is the
+/// whole trace's, byte for byte.
+#[test]
+fn a_push_from_captures_of_processes_with_events_sends_the_whole_pushes_requests() {
+    // Recorded in this order on the mock clock: the last process's events come first.
+    let early = eventful();
+    let long = carried();
+    let late = served();
+    let three = with_pids(&[(long, 401), (late, 402), (early, 403)]);
+    let trace = Trace::from_captures(&three);
+    assert_eq!(trace.processes.len(), 3);
+    assert_eq!(
+        (trace.instants.len(), trace.counters.len()),
+        (77 + 11 + 4, 3 + 1 + 2)
+    );
+    let spans = crate::otlp_carry::SPANS + 10 + 2;
+    // Each span sent: its process and whether it holds events outside spans, and its id.
+    let sent = |requests: &[ExportTraceServiceRequest]| -> Vec<(i64, bool, Vec<u8>)> {
+        let mut sent = Vec::new();
+        for request in requests {
+            for resource in &request.resource_spans {
+                let attributes = &resource.resource.as_ref().unwrap().attributes;
+                let pid = int(attributes, "process.pid").unwrap();
+                for span in &resource.scope_spans[0].spans {
+                    let holder = span.name == EVENTS_SPAN_NAME;
+                    sent.push((pid, holder, span.span_id.clone()));
+                }
+            }
+        }
+        sent
+    };
+    for (options, sampled) in [
+        (Options::new().batch_spans(3_000), false),
+        (Options::new().batch_spans(7), false),
+        (Options::new().max_batch_bytes(64 << 10), false),
+        (
+            Options::new()
+                .min_duration(Duration::from_nanos(3))
+                .max_depth(2)
+                .sample_roots(2)
+                .trace_per_process(true),
+            true,
+        ),
+    ] {
+        let (report, requests) = push_both(&three, &options, vec![]);
+        assert_eq!(report.processes, 3);
+        assert_eq!(report.stats.event_spans, 3);
+        if !sampled {
+            assert_eq!(report.accepted_spans, spans + 3);
+        }
+        // Process by process, each one's span of events outside spans after its spans.
+        let sent = sent(&requests);
+        let pids: Vec<i64> = sent.iter().map(|s| s.0).collect();
+        assert!(pids.is_sorted(), "{pids:?}");
+        let found: Vec<&(i64, bool, Vec<u8>)> = sent.iter().filter(|s| s.1).collect();
+        assert_eq!(found.len(), 3);
+        let last_of = |pid: i64| sent.iter().rposition(|s| s.0 == pid).unwrap();
+        for (holder, pid) in found.iter().zip([401, 402, 403]) {
+            assert_eq!(holder.0, pid);
+            assert!(std::ptr::eq(*holder, &sent[last_of(pid)]));
+        }
+        // Numbered after every span, the last process's first (its event outside spans
+        // comes first), then the first's, then the second's (only a counter sample before
+        // its last instant).
+        let number = |id: &[u8]| u64::from_be_bytes(id.try_into().unwrap()) & 0xffff_ffff;
+        let numbers: Vec<u64> = found.iter().map(|h| number(&h.2)).collect();
+        assert_eq!(numbers, [spans + 2, spans + 3, spans + 1]);
+        // OTLP/JSON from captures: the whole trace's bytes.
+        let refs: Vec<&Capture> = three.iter().collect();
+        let mut from_pieces = Vec::new();
+        let stats = Otlp::write_json_from_captures(&refs, &options, &mut from_pieces).unwrap();
+        let whole = Otlp::new(&trace, &options);
+        let mut bytes = Vec::new();
+        whole.write_json_to(&mut bytes).unwrap();
+        assert!(
+            from_pieces == bytes,
+            "{}",
+            crate::common::first_difference(&from_pieces, &bytes)
+        );
+        assert_eq!(stats, whole.stats());
+    }
 }
 
 /// One thread: `main { request { parse } × n }`, read back.

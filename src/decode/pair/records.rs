@@ -145,7 +145,7 @@ impl<'a> Pairing<'a> {
                     let span = self.span_mut(index);
                     let (ns, callsite) = (span.start_ns, span.callsite);
                     self.span_entered(id.tick, index, ns, callsite);
-                    if self.links.tracing_uses {
+                    if self.links.keeps_uses_of(id.tick) {
                         let at = SpanRef {
                             thread: self.thread as u32,
                             span: index,
@@ -159,7 +159,7 @@ impl<'a> Pairing<'a> {
                     let ns = self.converter.to_unix_ns(lead.tick);
                     let here = id.id == RawEvent::SPAN_CLOSED_HERE;
                     self.span_closed(id.tick, ns, here, self.callsite(lead.id));
-                    if self.links.tracing_uses {
+                    if self.links.keeps_uses_of(id.tick) {
                         self.links.tracing_closes.push((id.tick, ns));
                     }
                 }

@@ -43,8 +43,9 @@ impl<'a> Pairing<'a> {
         self.spans.len() + self.pinned.len()
     }
 
-    /// Hands every span that nothing can change any more to `f`, and lets go of it, and of
-    /// every argument so far (what sums spans does not read them).
+    /// Hands every span that nothing can change any more to `f` with its index in the
+    /// thread, and lets go of it, and of every argument so far (what sums spans does not read
+    /// them).
     ///
     /// A span changes after it closed only as an ancestor of a span that closes later (its
     /// children's time), and the spans that close later are the open ones and those opened
@@ -52,21 +53,19 @@ impl<'a> Pairing<'a> {
     /// order), every other span is final.
     pub(in crate::decode) fn drain_final(
         &mut self,
-        mut f: impl FnMut(&Span, Option<&MemoryStats>),
+        mut f: impl FnMut(u32, &Span, Option<&MemoryStats>),
     ) {
         let next = self.next_index();
         self.args.clear();
         if self.open.is_empty() && self.pinned.is_empty() {
             // The usual case: between top-level scopes, every span is final.
-            if let Some(stacks) = &mut self.stacks {
-                for (index, span) in (self.base..).zip(&self.spans) {
-                    stacks.close(index, span);
-                }
-            }
             let memory = self.memory.as_mut().map(|m| m.drain(&[], next));
             let memory = memory.as_deref().unwrap_or_default();
-            for (i, span) in self.spans.iter().enumerate() {
-                f(span, memory.get(i));
+            for (i, (index, span)) in (self.base..).zip(&self.spans).enumerate() {
+                if let Some(stacks) = &mut self.stacks {
+                    stacks.close(index, span);
+                }
+                f(index, span, memory.get(i));
             }
             self.spans.clear();
             self.base = next;
@@ -95,7 +94,7 @@ impl<'a> Pairing<'a> {
                 if let Some(stacks) = stacks.as_mut() {
                     stacks.close(*index, span);
                 }
-                f(span, memory.next());
+                f(*index, span, memory.next());
             }
             pinned
         });
@@ -106,7 +105,7 @@ impl<'a> Pairing<'a> {
                 if let Some(stacks) = stacks.as_mut() {
                     stacks.close(index, span);
                 }
-                f(span, memory.next());
+                f(index, span, memory.next());
             }
         }
         self.spans.clear();
@@ -114,6 +113,12 @@ impl<'a> Pairing<'a> {
         // Each drain costs about the spans kept plus the window: with many kept (scopes nested
         // very deep), the window grows with them, so that draining stays linear.
         self.drain_at = self.drain_at.max(self.pinned.len());
+    }
+
+    /// The enters of `tracing` spans kept so far (`Links::keeps_uses_of`): (span id, start,
+    /// the slice).
+    pub(in crate::decode) fn tracing_enters(&self) -> &[(u64, u64, crate::trace::SpanRef)] {
+        &self.links.tracing_enters
     }
 
     /// The spans kept since the last drain.

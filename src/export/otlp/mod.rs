@@ -70,6 +70,7 @@ mod attributes;
 mod carry;
 mod endpoint;
 mod errors;
+mod events;
 mod fields;
 mod json;
 mod map;

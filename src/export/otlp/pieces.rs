@@ -2,8 +2,10 @@
 //! ([`Pieces`](crate::decode::pieces::Pieces)): each piece of a thread is mapped as a trace
 //! of its own ([`Otlp::with_carried`]) whose nodes are numbered where they stand in the whole
 //! trace, so that ids, sampling and folding are the whole trace's; the events in its time go
-//! with it, and the events on no span go to the `events outside spans` spans after every
-//! thread. The requests are batched as [`Otlp::requests`] batches them.
+//! with it, and the events on no span go to their process's `events outside spans` span after
+//! its threads, numbered as the whole trace numbers them (with several processes with events,
+//! a first walk of the threads with events finds which are on no span). The requests are
+//! batched as [`Otlp::requests`] batches them.
 //!
 //! A piece may carry the spans open at the end of the last one ([`Piece::carried`]): their
 //! walk was made where they began; what it decided ([`Carry`]: the span they are sent as,
@@ -14,8 +16,9 @@
 //! first for the ends of the spans carried ([`carried_ends`]).
 //!
 //! What it holds at a time: one piece and its mapping, the spans open and their events, the
-//! trace's counters and instants (which the first pass keeps), the ends of a thread's carried
-//! spans when folding by duration (one per span open at a cut), and one request.
+//! trace's counters and instants (which the first pass keeps) with a flag each, the ends of a
+//! thread's carried spans when folding by duration (one per span open at a cut), and one
+//! request.
 
 use std::io::{self, Write};
 
@@ -23,9 +26,9 @@ use prost::Message;
 
 use crate::decode::pieces::{Piece, Pieces, SpanSource};
 use crate::record::hash::FxHashMap;
-use crate::trace::{CounterTrack, ThreadTrace, Trace};
 
 use super::carry::{Carried, Carry};
+use super::events::{self, Events, Of, Range};
 use super::map::{EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -89,11 +92,86 @@ pub(super) fn walk(
     // Requests hold their spans process by process.
     let mut order: Vec<usize> = (0..trace.threads.len()).collect();
     order.sort_by_key(|&t| trace.threads[t].process);
-    let mut events = Events::new(trace);
+    // Each process's events on no span are sent after its spans, in a span numbered after
+    // every thread's in the order the whole trace makes them (of their first event on no
+    // span): with several processes with events, a first walk of the threads with events
+    // places them.
+    let with_events = events::with_events(trace);
+    let holders = match with_events.len() {
+        0 | 1 => with_events.clone(),
+        _ => {
+            let mut first = Walker::new(source, options, &bases);
+            for &thread in &order {
+                if first.events.has_events(&trace.threads[thread]) {
+                    first.thread(thread, None)?;
+                }
+            }
+            first.events.holders(trace)
+        }
+    };
+    let mut walker = Walker::new(source, options, &bases);
     let mut batch = Batch::new(options, sink);
-    let mut stats = Stats::default();
-    let mut roots = 0;
-    for thread in order {
+    // Process by process (one without threads may have events), each one's threads then its
+    // events outside spans.
+    let processes = (order.iter().map(|&t| trace.threads[t].process))
+        .chain(with_events.iter().copied())
+        .max()
+        .map_or(0, |p| p as usize + 1)
+        .max(trace.processes.len());
+    let mut threads = order.iter().copied().peekable();
+    for process in 0..processes as u32 {
+        while let Some(thread) = threads.next_if(|&t| trace.threads[t].process == process) {
+            walker.thread(thread, Some(&mut batch))?;
+        }
+        let outside = walker.events.outside(trace, process);
+        if outside.instants.is_empty() && outside.counters.is_empty() {
+            continue;
+        }
+        let holder = holders.iter().position(|&p| p == process);
+        let start = Start {
+            node: nodes.saturating_add(holder.ok_or_else(out_of_step)? as u32),
+            roots: walker.roots,
+            holders: true,
+        };
+        let otlp = Otlp::with(&outside, options, start);
+        add(&mut walker.stats, otlp.stats());
+        for &i in &otlp.kept {
+            batch.push(&otlp, i)?;
+        }
+    }
+    batch.flush()?;
+    Ok(walker.stats)
+}
+
+/// A walk of the threads of a trace decoded in pieces: where their events go, what was sent.
+struct Walker<'s> {
+    source: &'s dyn SpanSource,
+    options: &'s Options,
+    /// The node of each thread's first span.
+    bases: &'s [u32],
+    events: Events,
+    /// The roots met so far (what sampling counts from).
+    roots: u32,
+    stats: Stats,
+}
+
+impl<'s> Walker<'s> {
+    fn new(source: &'s dyn SpanSource, options: &'s Options, bases: &'s [u32]) -> Self {
+        Self {
+            source,
+            options,
+            bases,
+            events: Events::new(source.trace()),
+            roots: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Maps thread `thread` piece by piece, its events with it, and adds its kept spans to
+    /// `batch` (with none, only places the events).
+    fn thread(&mut self, thread: usize, mut batch: Option<&mut Batch<'_>>) -> io::Result<()> {
+        let (source, options) = (self.source, self.options);
+        let trace = source.trace();
         // Folding by duration decides a span when it begins, by its duration: the spans
         // still open at the end of a piece are then read to their end first.
         let ends = match options.min_duration_ns > 0 {
@@ -124,7 +202,7 @@ pub(super) fn walk(
             };
             let range = Range { lo, hi, open };
             let (mut mini, of) =
-                events.piece(trace, &trace.threads[thread], piece, range, &carry.events);
+                (self.events).piece(trace, &trace.threads[thread], piece, range, &carry.events);
             if options.min_duration_ns > 0 {
                 // Their durations: still not sent here.
                 let spans = &mut mini.threads[0].spans;
@@ -133,15 +211,16 @@ pub(super) fn walk(
                     spans[o as usize].end_ns = end.ok_or_else(out_of_step)?;
                 }
             }
+            let base = self.bases[thread];
             let start = Start {
-                node: bases[thread] + piece.base,
-                roots,
+                node: base + piece.base,
+                roots: self.roots,
                 holders: false,
             };
             let global = match piece.carried.is_empty() {
                 true => Vec::new(),
                 false => (0..piece.spans.len() as u32)
-                    .map(|i| bases[thread] + piece.index(i))
+                    .map(|i| base + piece.index(i))
                     .collect(),
             };
             let carried = Carried {
@@ -150,30 +229,20 @@ pub(super) fn walk(
                 global,
             };
             let otlp = Otlp::with_carried(&mini, options, start, carried);
-            roots = otlp.roots;
-            events.placed(&of, &otlp.outside);
+            self.roots = otlp.roots;
+            self.events.placed(&of, &otlp.outside);
             let mut more = otlp.stats();
             // The events carried in were counted where they were first placed.
             more.events = more.events.saturating_sub(carry.events.len() as u64);
-            add(&mut stats, more);
+            add(&mut self.stats, more);
             carry = Carrying::after(&otlp, piece, &of, options)?;
             carry.cut = hi;
-            otlp.kept.iter().try_for_each(|&i| batch.push(&otlp, i))
-        })?;
+            match batch.as_deref_mut() {
+                Some(batch) => otlp.kept.iter().try_for_each(|&i| batch.push(&otlp, i)),
+                None => Ok(()),
+            }
+        })
     }
-    let outside = events.outside(trace);
-    let start = Start {
-        node: nodes,
-        roots,
-        holders: true,
-    };
-    let otlp = Otlp::with(&outside, options, start);
-    add(&mut stats, otlp.stats());
-    for &i in &otlp.kept {
-        batch.push(&otlp, i)?;
-    }
-    batch.flush()?;
-    Ok(stats)
 }
 
 /// The error of pieces that do not carry what the last one left open.
@@ -258,22 +327,6 @@ impl Carrying {
     }
 }
 
-/// The time of a piece's events: from `lo` up to `hi`, included unless `open` (the piece
-/// is cut at `hi` with spans open).
-#[derive(Clone, Copy)]
-struct Range {
-    lo: u64,
-    hi: u64,
-    open: bool,
-}
-
-impl Range {
-    /// True when `ns` comes after the range.
-    fn after(&self, ns: u64) -> bool {
-        ns > self.hi || (self.open && ns == self.hi)
-    }
-}
-
 /// Adds the counts of `more` to `stats`.
 fn add(stats: &mut Stats, more: Stats) {
     stats.sent += more.sent;
@@ -283,210 +336,6 @@ fn add(stats: &mut Stats, more: Stats) {
     stats.events += more.events;
     stats.events_sampled_out += more.events_sampled_out;
     stats.event_spans += more.event_spans;
-}
-
-/// A thread's counter samples: per track, (sample index, time), in time order.
-type ThreadSamples = Vec<(u32, Vec<(u32, u64)>)>;
-
-/// The instants and counter samples of a trace, by thread, and which are placed on a span.
-struct Events {
-    /// Instants by (process, thread id): their indices, in time order.
-    instants: FxHashMap<(u32, u64), Vec<u32>>,
-    /// Counter samples by (process, thread id): per track, (sample index, time), in time order.
-    samples: FxHashMap<(u32, u64), ThreadSamples>,
-    placed_instants: Vec<bool>,
-    placed_samples: Vec<Vec<bool>>,
-}
-
-/// Which instants and samples of the whole trace a piece's trace holds, at their index there.
-struct Of {
-    instants: Vec<u32>,
-    /// Per track of the piece's trace: its track in the whole trace, and its samples' indices.
-    samples: Vec<(u32, Vec<u32>)>,
-}
-
-impl Events {
-    fn new(trace: &Trace) -> Self {
-        let mut instants: FxHashMap<(u32, u64), Vec<u32>> = FxHashMap::default();
-        for (i, instant) in (0..).zip(&trace.instants) {
-            let key = (instant.process, instant.thread);
-            instants.entry(key).or_default().push(i);
-        }
-        for list in instants.values_mut() {
-            list.sort_by_key(|&i| (trace.instants[i as usize].ns, i));
-        }
-        let mut samples: FxHashMap<(u32, u64), ThreadSamples> = FxHashMap::default();
-        for (c, track) in (0..).zip(&trace.counters) {
-            for (s, sample) in (0..).zip(&track.samples) {
-                let tracks = samples.entry((track.process, sample.thread)).or_default();
-                if tracks.last().is_none_or(|(last, _)| *last != c) {
-                    tracks.push((c, Vec::new()));
-                }
-                if let Some((_, list)) = tracks.last_mut() {
-                    list.push((s, sample.ns));
-                }
-            }
-        }
-        for tracks in samples.values_mut() {
-            for (_, list) in tracks.iter_mut() {
-                list.sort_by_key(|&(s, ns)| (ns, s));
-            }
-        }
-        Self {
-            instants,
-            samples,
-            placed_instants: vec![false; trace.instants.len()],
-            placed_samples: trace
-                .counters
-                .iter()
-                .map(|t| vec![false; t.samples.len()])
-                .collect(),
-        }
-    }
-
-    /// The trace of `piece` of `thread` alone, with the events of its thread in its time
-    /// (`range`) not placed yet and those `carried` (placed on its carried spans), and which
-    /// they are.
-    fn piece(
-        &self,
-        trace: &Trace,
-        thread: &ThreadTrace,
-        piece: Piece<'_>,
-        range: Range,
-        carried: &[EventOf],
-    ) -> (Trace, Of) {
-        let mut mini = frame(trace);
-        let lo = range.lo;
-        let key = (thread.process, thread.id);
-        let mut of = Of {
-            instants: Vec::new(),
-            samples: Vec::new(),
-        };
-        if let Some(list) = self.instants.get(&key) {
-            let from = list.partition_point(|&i| trace.instants[i as usize].ns < lo);
-            for &i in &list[from..] {
-                let instant = &trace.instants[i as usize];
-                if range.after(instant.ns) {
-                    break;
-                }
-                if !self.placed_instants[i as usize] {
-                    of.instants.push(i);
-                }
-            }
-        }
-        of.instants.extend(carried.iter().filter_map(|e| match *e {
-            EventOf::Instant(i) => Some(i),
-            EventOf::Counter(..) => None,
-        }));
-        if !of.instants.is_empty() {
-            // In the whole trace's order.
-            of.instants.sort_unstable();
-            of.instants.dedup();
-            mini.instants = of
-                .instants
-                .iter()
-                .map(|&i| trace.instants[i as usize].clone())
-                .collect();
-        }
-        for (c, list) in self.samples.get(&key).into_iter().flatten() {
-            let from = list.partition_point(|&(_, ns)| ns < lo);
-            let mut taken: Vec<u32> = list[from..]
-                .iter()
-                .take_while(|&&(_, ns)| !range.after(ns))
-                .filter(|&&(s, _)| !self.placed_samples[*c as usize][s as usize])
-                .map(|&(s, _)| s)
-                .collect();
-            taken.extend(carried.iter().filter_map(|e| match *e {
-                EventOf::Counter(track, s) if track == *c => Some(s),
-                _ => None,
-            }));
-            if taken.is_empty() {
-                continue;
-            }
-            taken.sort_unstable();
-            taken.dedup();
-            let track = &trace.counters[*c as usize];
-            mini.counters.push(subtrack(track, &taken));
-            of.samples.push((*c, taken));
-        }
-        mini.threads.push(ThreadTrace {
-            process: thread.process,
-            id: thread.id,
-            name: thread.name.clone(),
-            spans: piece.spans.to_vec(),
-            memory: Vec::new(),
-            args: piece.args.to_vec(),
-        });
-        (mini, of)
-    }
-
-    /// Marks the events `of` names placed, but those `outside` (at their index in the
-    /// piece's trace) names.
-    fn placed(&mut self, of: &Of, outside: &[EventOf]) {
-        let mut left = vec![false; of.instants.len()];
-        let mut left_samples: Vec<Vec<bool>> = of
-            .samples
-            .iter()
-            .map(|(_, s)| vec![false; s.len()])
-            .collect();
-        for &event in outside {
-            match event {
-                EventOf::Instant(i) => left[i as usize] = true,
-                EventOf::Counter(c, s) => left_samples[c as usize][s as usize] = true,
-            }
-        }
-        for (&i, left) in of.instants.iter().zip(left) {
-            if !left {
-                self.placed_instants[i as usize] = true;
-            }
-        }
-        for ((c, samples), left) in of.samples.iter().zip(left_samples) {
-            for (&s, left) in samples.iter().zip(left) {
-                if !left {
-                    self.placed_samples[*c as usize][s as usize] = true;
-                }
-            }
-        }
-    }
-
-    /// A trace without spans holding the events placed on no span, in the whole trace's
-    /// order.
-    fn outside(&self, trace: &Trace) -> Trace {
-        let mut mini = frame(trace);
-        mini.instants = (trace.instants.iter().zip(&self.placed_instants))
-            .filter(|(_, placed)| !**placed)
-            .map(|(i, _)| i.clone())
-            .collect();
-        for (track, placed) in trace.counters.iter().zip(&self.placed_samples) {
-            let left: Vec<u32> = (0..)
-                .zip(placed)
-                .filter(|(_, p)| !**p)
-                .map(|(s, _)| s)
-                .collect();
-            if !left.is_empty() {
-                mini.counters.push(subtrack(track, &left));
-            }
-        }
-        mini
-    }
-}
-
-/// A trace with the window and processes of `trace` and nothing else.
-fn frame(trace: &Trace) -> Trace {
-    let mut mini = Trace::empty();
-    mini.start_ns = trace.start_ns;
-    mini.end_ns = trace.end_ns;
-    mini.processes = trace.processes.clone();
-    mini
-}
-
-/// `track` with its samples at `samples` only.
-fn subtrack(track: &CounterTrack, samples: &[u32]) -> CounterTrack {
-    CounterTrack {
-        name: track.name,
-        process: track.process,
-        samples: samples.iter().map(|&s| track.samples[s as usize]).collect(),
-    }
 }
 
 /// The request being filled, as [`Otlp::requests`] fills them: at most

@@ -64,9 +64,7 @@ impl<'t> Otlp<'t> {
     /// when it is full: the memory taken is bounded by a piece, the scopes open at once and
     /// one request, not by the captures' size. The report's [`PushReport::stats`] are then
     /// known at the end only: `progress` sees them at zero. Other captures (those
-    /// [`Otlp::write_json_from_captures`] decodes whole, and several processes with instants
-    /// or counter samples, whose spans of events outside spans pieces send last) are decoded
-    /// whole.
+    /// [`Otlp::write_json_from_captures`] decodes whole) are decoded whole.
     ///
     /// ```no_run
     /// use tickscope::export::otlp::{Endpoint, Options, Otlp, PushOptions};
@@ -91,15 +89,7 @@ impl<'t> Otlp<'t> {
         progress: impl FnMut(&PushReport),
     ) -> Result<PushReport, PushError> {
         let endpoint = endpoint.into();
-        // From pieces, the spans of events outside every span come after every process's
-        // spans (the whole trace sends each after its process's): with several processes,
-        // a trace with events is pushed whole, to send the whole push's requests.
-        let pieces = pieces::of_captures(captures, options).filter(|pieces| {
-            let trace = crate::decode::pieces::SpanSource::trace(pieces);
-            let events =
-                !trace.instants.is_empty() || trace.counters.iter().any(|c| !c.samples.is_empty());
-            trace.processes.len() <= 1 || !events
-        });
+        let pieces = pieces::of_captures(captures, options);
         let Some(pieces) = pieces else {
             let trace = crate::trace::Trace::from_captures(captures.iter().copied());
             return Otlp::new(&trace, options).push_with_progress(endpoint, push, progress);
