@@ -319,7 +319,8 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
     }
 }
 
-/// Chrome JSON (both time origins, with allocation instants), Kineto, Perfetto and the tables
+/// Chrome JSON (both time origins, with allocation instants), Kineto, Perfetto, pprof, folded
+/// stacks and the tables
 /// (flat with memory columns, call tree, by argument) of a session that kept a memory
 /// timeline (two threads, each request allocating a block that the other thread frees and one
 /// freed at once): written from pieces and sums, the allocations and frees merged across
@@ -359,9 +360,15 @@ fn a_memory_timeline_is_written_in_bounded_memory() {
             write_traces(&path);
             let captures = Capture::read_all(&path).unwrap();
             let captures: Vec<&Capture> = captures.iter().collect();
-            let instants = chrome::Options::new().allocation_instants(true);
-            let written = instants.write_captures(&captures, &mut std::io::sink());
-            assert!(matches!(written, Some(Ok(()))));
+            let formats = [
+                &chrome::Options::new().allocation_instants(true) as &dyn Format,
+                &pprof::Options::new(),
+                &folded::Options::new(),
+            ];
+            for format in formats {
+                let written = format.write_captures(&captures, &mut std::io::sink());
+                assert!(matches!(written, Some(Ok(()))));
+            }
             // The tables: flat (memory columns and live at stop), call tree, by argument.
             for table in [
                 Table::from_captures(Capture::read_all(&path).unwrap()),

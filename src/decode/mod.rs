@@ -92,9 +92,12 @@ impl Summary {
     }
 
     /// [`Summary::of`] with the spans summed by stack too ([`ThreadSums::stacks`]), for
-    /// folded stacks and pprof profiles; durations in histograms.
+    /// folded stacks and pprof profiles (with the memory figures of a session that tracked
+    /// memory); durations in histograms.
     pub(crate) fn stacks_of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
-        Self::of_with(captures, false, true)
+        // The stacks hold the memory figures of a session that tracked memory.
+        let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
+        Self::summed(&captures, false, true)
     }
 
     /// [`Summary::of`], keeping every duration when `exact`, else histograms; summing the

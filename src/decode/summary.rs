@@ -178,8 +178,9 @@ impl Summary {
 pub(crate) struct StackTree {
     /// Nodes in order of creation: (parent node, leaf's callsite).
     pub(crate) nodes: Vec<(Option<u32>, &'static Callsite)>,
-    /// Per node: spans, and the sum of their self times (saturating).
-    pub(crate) values: Vec<[u64; 2]>,
+    /// Per node: spans, the sum of their self times, and of the bytes and allocations they
+    /// made themselves (of a session that tracked memory), all saturating.
+    pub(crate) values: Vec<[u64; 4]>,
     /// Node by (parent node, callsite address).
     index: FxHashMap<(Option<u32>, usize), u32>,
     /// The node of each span opened and not summed yet, by the span's index in its thread:
@@ -195,18 +196,22 @@ impl StackTree {
         let (nodes, values) = (&mut self.nodes, &mut self.values);
         let node = *self.index.entry(key).or_insert_with(|| {
             nodes.push((parent, callsite));
-            values.push([0, 0]);
+            values.push([0; 4]);
             nodes.len() as u32 - 1
         });
         self.node_of.insert(index, node);
     }
 
-    /// The span at `index`, final: counted in its stack's node.
-    pub(crate) fn close(&mut self, index: u32, span: &Span) {
+    /// The span at `index`, final, with its memory figures: counted in its stack's node.
+    pub(crate) fn close(&mut self, index: u32, span: &Span, memory: Option<&MemoryStats>) {
         if let Some(node) = self.node_of.remove(&index) {
             let values = &mut self.values[node as usize];
             values[0] = values[0].saturating_add(1);
             values[1] = values[1].saturating_add(span.self_ns());
+            if let Some(memory) = memory {
+                values[2] = values[2].saturating_add(memory.self_alloc_bytes);
+                values[3] = values[3].saturating_add(memory.self_allocs);
+            }
         }
     }
 }

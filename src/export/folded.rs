@@ -53,7 +53,7 @@ impl Format for Options {
 }
 
 /// The stacks of the trace `captures` decode to, as [`stacks`] gives them, summed as the
-/// records are decoded; `None` when they cannot be (memory tracked, async calls).
+/// records are decoded; `None` when they cannot be (async calls).
 pub(crate) fn summed_stacks_of(
     captures: &[&crate::capture::Capture],
     options: Options,

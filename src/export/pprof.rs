@@ -158,9 +158,8 @@ struct Tree {
 
 /// The profile of the trace `summary` stands for, as [`encode`] gives it, from its threads'
 /// [`StackTree`](crate::decode::summary::StackTree)s (taken in thread order, each in the
-/// order its nodes were made: the order of first use [`encode`] numbers by); `None` when it
-/// has none. The summary has no memory figures (sessions that tracked memory are not
-/// summed).
+/// order its nodes were made: the order of first use [`encode`] numbers by), with their
+/// memory figures of a session that tracked memory; `None` when it has none.
 fn encode_summary(summary: &Summary) -> Option<Vec<u8>> {
     let mut locations: FxHashMap<usize, u32> = FxHashMap::default();
     let mut location_order: Vec<&'static Callsite> = Vec::new();
@@ -185,8 +184,9 @@ fn encode_summary(summary: &Summary) -> Option<Vec<u8>> {
             });
             mapped.push(node);
             let own = &mut values[node as usize].0;
-            own[0] = own[0].saturating_add(counted[0]);
-            own[1] = own[1].saturating_add(counted[1]);
+            for (own, &counted) in own.iter_mut().zip(counted) {
+                *own = own.saturating_add(counted);
+            }
         }
     }
     let tree = Tree {
@@ -195,7 +195,8 @@ fn encode_summary(summary: &Summary) -> Option<Vec<u8>> {
         location_order,
     };
     let trace = &summary.trace;
-    Some(encode_tree(&tree, false, trace.start_ns, trace.wall_ns()))
+    let memory = trace.memory.is_some();
+    Some(encode_tree(&tree, memory, trace.start_ns, trace.wall_ns()))
 }
 
 /// The profile of `tree`, with memory values when `memory`, of the window from `start_ns`

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::common::{first_difference, scratch, serial_mock};
 use crate::pieces::tables_of;
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, perfetto, write_file, write_file_from_captures};
+use tickscope::export::{Format, folded, perfetto, pprof, write_file, write_file_from_captures};
 use tickscope::table::Table;
 use tickscope::trace::{MemoryKind, Trace};
 use tickscope::{Capture, MemoryMode, Profiler, scope};
@@ -88,10 +88,13 @@ fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<
     )
 }
 
-/// Chrome JSON (both time origins, with and without allocation instants) and Perfetto (both
-/// encodings) of `captures` are the same bytes whole and piece by piece.
+/// pprof (with its memory sample types), folded stacks, Chrome JSON (both time origins, with
+/// and without allocation instants) and Perfetto (both encodings) of `captures` are the same
+/// bytes whole and piece by piece.
 fn same_bytes(captures: &[Capture], name: &str) {
-    let formats: [(&dyn Format, &str); 5] = [
+    let formats: [(&dyn Format, &str); 7] = [
+        (&pprof::Options::new(), "pb"),
+        (&folded::Options::new(), "folded"),
         (&chrome::Options::new(), "json"),
         (&chrome::Options::new().allocation_instants(true), "i.json"),
         (
@@ -139,6 +142,10 @@ fn a_memory_timeline_is_written_piece_by_piece_with_the_same_bytes() {
     );
     assert!(trace.threads.iter().any(|t| t.spans.len() > 4 * 1024));
     same_bytes(&captures, "timeline");
+    // The profile summed from the captures has the memory sample types, and the bytes.
+    let (_, pb) = both(&captures, &pprof::Options::new(), "timeline-types.pb");
+    let has = |s: &[u8]| pb.windows(s.len()).any(|w| w == s);
+    assert!(has(b"alloc_space") && has(b"alloc_objects"));
 }
 
 #[test]

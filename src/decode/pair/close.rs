@@ -213,16 +213,16 @@ impl<'a> Pairing<'a> {
         end_ns: u64,
     ) -> (u64, Vec<Span>, Vec<MemoryStats>, Vec<SpanArg>, Extras) {
         self.close_rest(end_ns);
+        // The figures of the spans kept: those set aside, then the newer ones (as below).
+        let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
         if let Some(stacks) = &mut self.stacks {
             // What is left is final now.
-            for (index, span) in &self.pinned {
-                stacks.close(*index, span);
-            }
-            for (index, span) in (self.base..).zip(&self.spans) {
-                stacks.close(index, span);
+            let kept = (self.pinned.iter().map(|(index, span)| (*index, span)))
+                .chain((self.base..).zip(&self.spans));
+            for (i, (index, span)) in kept.enumerate() {
+                stacks.close(index, span, memory.get(i));
             }
         }
-        let memory = self.memory.map(MemoryPairing::finish).unwrap_or_default();
         let spans = if self.pinned.is_empty() {
             self.spans
         } else {

@@ -63,7 +63,7 @@ impl<'a> Pairing<'a> {
             let memory = memory.as_deref().unwrap_or_default();
             for (i, (index, span)) in (self.base..).zip(&self.spans).enumerate() {
                 if let Some(stacks) = &mut self.stacks {
-                    stacks.close(index, span);
+                    stacks.close(index, span, memory.get(i));
                 }
                 f(index, span, memory.get(i));
             }
@@ -91,10 +91,11 @@ impl<'a> Pairing<'a> {
         self.pinned.retain(|(index, span)| {
             let pinned = kept.next_if(|&&k| k == *index).is_some();
             if !pinned {
+                let memory = memory.next();
                 if let Some(stacks) = stacks.as_mut() {
-                    stacks.close(*index, span);
+                    stacks.close(*index, span, memory);
                 }
-                f(*index, span, memory.next());
+                f(*index, span, memory);
             }
             pinned
         });
@@ -102,10 +103,11 @@ impl<'a> Pairing<'a> {
             if kept.next_if(|&&k| k == index).is_some() {
                 self.pinned.push((index, span.clone()));
             } else {
+                let memory = memory.next();
                 if let Some(stacks) = stacks.as_mut() {
-                    stacks.close(index, span);
+                    stacks.close(index, span, memory);
                 }
-                f(index, span, memory.next());
+                f(index, span, memory);
             }
         }
         self.spans.clear();
