@@ -320,11 +320,11 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
 }
 
 /// Chrome JSON (both time origins, with allocation instants), Kineto, Perfetto, pprof, folded
-/// stacks and the tables
-/// (flat with memory columns, call tree, by argument) of a session that kept a memory
-/// timeline (two threads, each request allocating a block that the other thread frees and one
-/// freed at once): written from pieces and sums, the allocations and frees merged across
-/// threads as they are read again, so they take the same memory for ten times the requests.
+/// stacks, the tables (flat with memory columns, call tree, by argument) and the session's
+/// `report()` of a session that kept a memory timeline (two threads, each request allocating
+/// a block that the other thread frees and one freed at once): written from pieces and sums,
+/// the allocations and frees merged across threads as they are read again, so they take the
+/// same memory for ten times the requests.
 #[test]
 fn a_memory_timeline_is_written_in_bounded_memory() {
     let _serial = serial();
@@ -369,6 +369,11 @@ fn a_memory_timeline_is_written_in_bounded_memory() {
                 let written = format.write_captures(&captures, &mut std::io::sink());
                 assert!(matches!(written, Some(Ok(()))));
             }
+            // The session's own report, summed from its file.
+            let report = prof.report();
+            let work = report.get("work").unwrap();
+            assert_eq!(work.calls, requests);
+            assert!(work.memory.unwrap().self_allocs >= 2 * requests);
             // The tables: flat (memory columns and live at stop), call tree, by argument.
             for table in [
                 Table::from_captures(Capture::read_all(&path).unwrap()),

@@ -76,21 +76,6 @@ fn decode(capture: &Capture, parallel_from: usize) -> Trace {
 }
 
 impl Summary {
-    /// The summary of what `captures` decode to ([`Trace::from_captures`]), or `None` when
-    /// the sums cannot stand for their spans: a session that tracked memory (the table's
-    /// memory columns and live-at-stop list need every allocation), or async calls (their
-    /// polls on several threads make one call each).
-    pub(crate) fn of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
-        // Two records a scope at least: an upper bound on the scopes, known before any is
-        // decoded, so that every row is summed the same way.
-        let scopes: u64 = captures.iter().map(|c| c.borrow().record_count() / 2).sum();
-        Self::of_with(
-            captures,
-            scopes <= crate::decode::quantiles::exact_budget(),
-            false,
-        )
-    }
-
     /// [`Summary::of`] with the spans summed by stack too ([`ThreadSums::stacks`]), for
     /// folded stacks and pprof profiles (with the memory figures of a session that tracked
     /// memory); durations in histograms.

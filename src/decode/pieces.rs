@@ -414,11 +414,14 @@ impl Pieces<'_> {
 }
 
 impl Summary {
-    /// [`Summary::of`] of captures that may have tracked memory, for tables: the sums hold
-    /// each row's memory figures, and of a memory timeline, the allocations live at its end
-    /// come from reading its allocations and frees again, merged across threads
-    /// ([`Summary::live_at_end`]). `None` as [`Summary::with_memory_timeline`] gives it.
-    pub(crate) fn of_tracked<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
+    /// The summary of what `captures` decode to ([`Trace::from_captures`]), or `None` when
+    /// the sums cannot stand for their spans: async calls (their polls on several threads make
+    /// one call each), or allocations and frees of a thread out of time order (a forged file).
+    /// Durations are kept each while the captures' scopes fit the exact budget, else in
+    /// histograms. The sums hold each row's memory figures, and of a memory timeline the
+    /// allocations live at its end come from reading its allocations and frees again, merged
+    /// across threads ([`Summary::live_at_end`]).
+    pub(crate) fn of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
         let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
         let scopes: u64 = captures.iter().map(|c| c.record_count() / 2).sum();
         let exact = scopes <= crate::decode::quantiles::exact_budget();

@@ -145,7 +145,7 @@ pub(crate) struct Summary {
     /// The sums keep every duration (else histograms: the captures may hold more scopes than
     /// [`EXACT_BUDGET`](crate::decode::quantiles::EXACT_BUDGET)).
     pub(crate) exact: bool,
-    /// Of a memory timeline ([`Summary::of_tracked`]): the allocations live at its end, by
+    /// Of a memory timeline ([`Summary::of`]): the allocations live at its end, by
     /// scope (what `trace.memory`, which holds no events, would list).
     pub(crate) live_at_end: LiveAtEnd,
 }

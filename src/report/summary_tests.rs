@@ -149,7 +149,7 @@ fn several_captures_sum_like_their_merged_trace() {
 }
 
 #[test]
-fn async_calls_and_tracked_memory_are_not_summed() {
+fn async_calls_are_not_summed_and_tracked_memory_is() {
     let records = vec![
         RawEvent::new(RawKind::AsyncBegin, OUTER.id(), 10),
         RawEvent::payload(5, 0),
@@ -168,7 +168,10 @@ fn async_calls_and_tracked_memory_are_not_summed() {
     ];
     let captures = [Capture::from_records(vec![(1, records)], 0, 100)];
     assert!(captures[0].memory.is_on());
-    assert!(Summary::of(&captures).is_none());
+    // Tracked memory is summed, with each row's memory figures.
+    let summary = assert_sums_match(&captures);
+    assert_eq!(summary.threads[0].sites[0].memory.self_allocs, 1);
+    assert_eq!(summary.threads[0].sites[0].memory.self_alloc_bytes, 64);
 }
 
 #[test]

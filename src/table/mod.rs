@@ -324,7 +324,7 @@ impl Table {
                 // split by origin of captures without links (nothing to split). The call tree
                 // and a table split by argument take the spans piece by piece
                 // ([`Table::call_tree`], [`Table::report`]).
-                if let Some(summary) = c.summary.get_or_init(|| Summary::of_tracked(&c.captures))
+                if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
                     && !match self.split() {
                         Split::Origin => summary.follows(),
                         _ => false,
