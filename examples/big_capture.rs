@@ -3,53 +3,79 @@
 //! `parse`, `handle` and, inside `handle`, `query`) until they recorded about `MIB` MiB of
 //! records (16 bytes each in memory; the file, its event chunks packed, holds far less). With
 //! `outer`, each thread's loop runs inside one `worker` scope, open from its first record to
-//! its last (as a `main` or a worker loop would be). The structure (names, nesting, number of
-//! scopes) is the same on every run; only the durations vary. For measuring the `tickscope`
-//! command on big captures (`scripts/big_capture.sh`).
+//! its last (as a `main` or a worker loop would be). With `memory`, the session tracks memory
+//! (`MemoryMode::Timeline`): each iteration allocates a block in `parse` that `query` frees
+//! (two allocations and frees recorded, four records more), and each thread keeps a block
+//! live to the end. The structure (names, nesting, number of scopes) is the same on every
+//! run; only the durations vary. For measuring the `tickscope` command on big captures
+//! (`scripts/big_capture.sh`).
 //!
-//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer]`
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer|memory|outer,memory]`
 //!
 //! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
 
-use tickscope::{Profiler, scope};
+use tickscope::{MemoryMode, Profiler, TrackingAlloc, scope};
+
+/// Records allocations and frees for sessions that track memory (`memory`).
+#[global_allocator]
+static ALLOC: TrackingAlloc = TrackingAlloc::new(std::alloc::System);
 
 /// Records per iteration of the loop: four scopes, an entry and an exit each.
 const RECORDS_PER_ITERATION: u64 = 8;
 
+/// Records per iteration with `memory`: an allocation and a free more, two records each.
+const MEMORY_RECORDS_PER_ITERATION: u64 = RECORDS_PER_ITERATION + 4;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer]";
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer|memory|outer,memory]";
     let path = args.next().ok_or(usage)?;
     let mib: u64 = args.next().ok_or(usage)?.parse()?;
     let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
-    let outer = match args.next().as_deref() {
-        None => false,
-        Some("outer") => true,
-        Some(_) => return Err(usage.into()),
+    let (mut outer, mut memory) = (false, false);
+    if let Some(modes) = args.next() {
+        for mode in modes.split(',') {
+            match mode {
+                "outer" => outer = true,
+                "memory" => memory = true,
+                _ => return Err(usage.into()),
+            }
+        }
+    }
+    let per_iteration = match memory {
+        true => MEMORY_RECORDS_PER_ITERATION,
+        false => RECORDS_PER_ITERATION,
     };
-    let iterations = (mib << 20) / 16 / RECORDS_PER_ITERATION / threads.max(1);
+    let iterations = (mib << 20) / 16 / per_iteration / threads.max(1);
 
-    let prof = Profiler::builder()
-        .stream_to(&path)
-        .stream_memory(64 << 20)
-        .try_start()?;
+    let mut builder = Profiler::builder().stream_to(&path).stream_memory(64 << 20);
+    if memory {
+        builder = builder.track_memory(MemoryMode::Timeline);
+    }
+    let prof = builder.try_start()?;
     let workers: Vec<_> = (0..threads)
         .map(|t| {
             std::thread::Builder::new()
                 .name(format!("worker-{t}"))
                 .spawn(move || {
                     let _worker = outer.then(|| scope!("worker"));
+                    // A block live to the end of the session.
+                    let kept = memory.then(|| vec![t as u8; 4096]);
                     let mut sum = 0u64;
                     for i in 0..iterations {
                         let _request = scope!("request");
-                        {
+                        let block = {
                             let _parse = scope!("parse");
                             sum = sum.wrapping_add(std::hint::black_box(i ^ t));
-                        }
+                            memory.then(|| vec![0u8; 64 + (i % 64) as usize])
+                        };
                         let _handle = scope!("handle");
                         let _query = scope!("query");
+                        drop(std::hint::black_box(block));
                         sum = sum.rotate_left(3);
                     }
+                    // Still live at the stop: never freed.
+                    std::mem::forget(kept);
                     sum
                 })
         })

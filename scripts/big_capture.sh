@@ -16,8 +16,9 @@
 # MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
 # symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
 # only the capture. OUTER=1: each thread's loop inside one scope open from its first record
-# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). Skips when /usr/bin/time
-# is absent.
+# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). MEMORY=1: a session that
+# tracks memory, an allocation and a free a loop (`big_capture ... memory`, file
+# big-MIB-memory.tscope). Skips when /usr/bin/time is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1400}
@@ -29,11 +30,19 @@ fi
 target=${CARGO_TARGET_DIR:-target}
 dir=$target/bcap
 mkdir -p "$dir"
-outer=()
+modes=()
 suffix=
 if [ "${OUTER:-0}" = 1 ]; then
-    outer=(outer)
+    modes+=(outer)
     suffix=-outer
+fi
+if [ "${MEMORY:-0}" = 1 ]; then
+    modes+=(memory)
+    suffix=$suffix-memory
+fi
+outer=()
+if [ "${#modes[@]}" -gt 0 ]; then
+    outer=("$(IFS=,; echo "${modes[*]}")")
 fi
 capture=$dir/big-$mib$suffix.tscope
 if [ -z "$bin" ]; then

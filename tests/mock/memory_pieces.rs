@@ -6,10 +6,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::common::{first_difference, scratch, serial_mock};
-use crate::pieces::tables_of;
+use crate::common::{first_difference, serial_mock};
+use crate::pieces::{both, tables_of};
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, folded, perfetto, pprof, write_file, write_file_from_captures};
+use tickscope::export::{Format, folded, perfetto, pprof};
 use tickscope::table::Table;
 use tickscope::trace::{MemoryKind, Trace};
 use tickscope::{Capture, MemoryMode, Profiler, scope};
@@ -73,19 +73,6 @@ fn session(threads: u64, mode: MemoryMode) -> Vec<u8> {
     prof.capture().write_to(&mut file).unwrap();
     drop(_live);
     file
-}
-
-/// The file `format` writes from the whole trace of `captures`, and the one it writes from
-/// the captures as they are decoded.
-fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<u8>) {
-    let (whole, pieces) = (scratch(&format!("{name}-whole")), scratch(name));
-    write_file(&Trace::from_captures(captures), &whole, format).unwrap();
-    let refs: Vec<&Capture> = captures.iter().collect();
-    write_file_from_captures(&refs, &pieces, format).unwrap();
-    (
-        std::fs::read(&whole).unwrap(),
-        std::fs::read(&pieces).unwrap(),
-    )
 }
 
 /// pprof (with its memory sample types), folded stacks, Chrome JSON (both time origins, with

@@ -82,7 +82,7 @@ fn capture(name: &str, threads: u64, out_of_order: bool) -> Vec<Capture> {
 
 /// The file `format` writes from the whole trace of `captures`, and the one it writes from the
 /// captures as they are decoded.
-fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<u8>) {
     let (whole, pieces) = (scratch(&format!("{name}-whole")), scratch(name));
     write_file(&Trace::from_captures(captures), &whole, format).unwrap();
     let refs: Vec<&Capture> = captures.iter().collect();
