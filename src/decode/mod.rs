@@ -81,32 +81,17 @@ impl Summary {
     /// memory); durations in histograms.
     pub(crate) fn stacks_of<C: std::borrow::Borrow<Capture>>(captures: &[C]) -> Option<Self> {
         // The stacks hold the memory figures of a session that tracked memory.
-        let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
-        Self::summed(&captures, false, true)
+        Self::of_with(captures, false, true)
     }
 
-    /// [`Summary::of`], keeping every duration when `exact`, else histograms; summing the
-    /// spans by stack too when `stacks`.
-    pub(crate) fn of_with<C: std::borrow::Borrow<Capture>>(
-        captures: &[C],
-        exact: bool,
-        stacks: bool,
-    ) -> Option<Self> {
-        let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
-        if captures.iter().any(|c| c.memory.is_on()) {
-            return None;
-        }
-        Self::summed(&captures, exact, stacks)
-    }
-
-    /// [`Summary::of_with`] (durations in histograms, no stacks) of captures that may have
-    /// tracked memory, for exports that read their memory timeline again as they write it
+    /// [`Summary::of_with`] (durations in histograms, no stacks), for exports that read the
+    /// captures' memory timeline again as they write it
     /// ([`Pieces::with_memory`](super::pieces::Pieces::with_memory)): the trace's
-    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events, and the sums no memory
-    /// figures. `None` as [`Summary::of_with`] gives it, and when a thread's allocations and
-    /// frees do not come in time order (a forged file: they could not be merged as read).
+    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events. `None` as
+    /// [`Summary::of_with`] gives it, and when a thread's allocations and frees do not come in
+    /// time order (a forged file: they could not be merged as read).
     pub(crate) fn with_memory_timeline(captures: &[&Capture]) -> Option<Self> {
-        let summary = Self::summed(captures, false, false)?;
+        let summary = Self::of_with(captures, false, false)?;
         summary
             .threads
             .iter()
@@ -114,12 +99,20 @@ impl Summary {
             .then_some(summary)
     }
 
-    /// The summary of `captures` (see [`Summary::of_with`]).
-    fn summed(captures: &[&Capture], exact: bool, stacks: bool) -> Option<Self> {
+    /// The summary of what `captures` decode to ([`Trace::from_captures`]), keeping every
+    /// duration when `exact`, else histograms; summing the spans by stack too when `stacks`;
+    /// with each row's memory figures of sessions that tracked memory (the trace's
+    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events). `None` when the captures
+    /// hold async calls (their polls on several threads make one call each).
+    pub(crate) fn of_with<C: std::borrow::Borrow<Capture>>(
+        captures: &[C],
+        exact: bool,
+        stacks: bool,
+    ) -> Option<Self> {
         let mut traces = Vec::with_capacity(captures.len());
         let mut threads = Vec::new();
-        for &capture in captures {
-            let (trace, sums) = summarize(capture, Sum { exact, stacks })?;
+        for capture in captures {
+            let (trace, sums) = summarize(capture.borrow(), Sum { exact, stacks })?;
             traces.push(trace);
             threads.extend(sums);
         }

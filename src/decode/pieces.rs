@@ -229,11 +229,14 @@ pub(crate) struct Pieces<'c> {
 
 impl<'c> Pieces<'c> {
     /// The captures, when what they decode to can be written in pieces: `None` when they
-    /// tracked memory or hold async calls (those cross threads, or need every span), and then
+    /// hold async calls (those cross threads, and need every span), and then
     /// [`Trace::from_captures`] is what to write. Reads every record once to sum the threads
-    /// (their counts, counters, instants and links).
+    /// (their counts, counters, instants and links). Of sessions that tracked memory, the
+    /// pieces hold each span's memory figures, and the trace's memory timeline no event (for
+    /// exports that write it, [`Pieces::with_memory`]).
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
+        // Of a session that tracked memory, the pieces carry each span's memory figures.
         let summary = Summary::of_with(captures, false, false)?;
         let threads = threads(&summary);
         Self::with(captures, Cow::Owned(summary.trace), threads)
@@ -425,7 +428,7 @@ impl Summary {
         let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
         let scopes: u64 = captures.iter().map(|c| c.record_count() / 2).sum();
         let exact = scopes <= crate::decode::quantiles::exact_budget();
-        let mut summary = Self::summed(&captures, exact, false)?;
+        let mut summary = Self::of_with(&captures, exact, false)?;
         if !summary.threads.iter().all(|t| t.memory_in_order) {
             return None;
         }

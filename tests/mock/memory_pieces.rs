@@ -76,8 +76,8 @@ fn session(threads: u64, mode: MemoryMode) -> Vec<u8> {
 }
 
 /// pprof (with its memory sample types), folded stacks, Chrome JSON (both time origins, with
-/// and without allocation instants) and Perfetto (both encodings) of `captures` are the same
-/// bytes whole and piece by piece.
+/// and without allocation instants), Perfetto (both encodings) and (with the feature)
+/// OTLP/JSON of `captures` are the same bytes whole and piece by piece.
 fn same_bytes(captures: &[Capture], name: &str) {
     let formats: [(&dyn Format, &str); 7] = [
         (&pprof::Options::new(), "pb"),
@@ -100,6 +100,30 @@ fn same_bytes(captures: &[Capture], name: &str) {
             "{name}.{ext} differs: {}",
             first_difference(&whole, &pieces)
         );
+    }
+    #[cfg(feature = "otlp")]
+    {
+        // Each span's memory figures as its attributes.
+        use tickscope::export::otlp::{Options, Otlp};
+        let trace = Trace::from_captures(captures);
+        let mut whole = Vec::new();
+        Otlp::new(&trace, &Options::new())
+            .write_json_to(&mut whole)
+            .unwrap();
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let mut pieces = Vec::new();
+        Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+        assert!(
+            whole == pieces,
+            "{name}.otlp.json differs: {}",
+            first_difference(&whole, &pieces)
+        );
+        let tracked = trace
+            .memory
+            .as_ref()
+            .is_some_and(|m| m.mode != MemoryMode::Off);
+        let has = |s: &[u8]| pieces.windows(s.len()).any(|w| w == s);
+        assert_eq!(has(b"tickscope.alloc.bytes"), tracked);
     }
 }
 

@@ -153,7 +153,7 @@ impl Events {
             id: thread.id,
             name: thread.name.clone(),
             spans: piece.spans.to_vec(),
-            memory: Vec::new(),
+            memory: piece.memory.to_vec(),
             args: piece.args.to_vec(),
         });
         (mini, of)

@@ -30,7 +30,7 @@ impl<'t> Otlp<'t> {
     /// does, and returns its [`Stats`]; but without decoding the trace whole when it can: what
     /// `tickscope convert -o x.otlp.json` does.
     ///
-    /// Captures that did not track memory and hold no async call or link are decoded thread
+    /// Captures that hold no async call or link are decoded thread
     /// by thread, a few thousand spans at a time, each piece mapped and written as it comes,
     /// the scopes open at its end carried into the next piece and sent in the piece where they
     /// end: the memory taken is then bounded by a piece and the scopes open at once, not by the
