@@ -521,6 +521,40 @@ fn live_bytes_are_a_counter_track() {
 }
 
 #[test]
+fn the_memory_counter_keeps_a_peak_within_one_nanosecond() {
+    let _serial = serial();
+    let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    let prof = Profiler::builder()
+        .current_thread()
+        .track_memory(true)
+        .start();
+    {
+        let _outer = scope!("outer");
+        m.increment(1u64);
+        let kept = std::hint::black_box(vec![1u8; 1000]);
+        m.increment(1u64);
+        // Made and freed on one tick.
+        drop(std::hint::black_box(vec![2u64; 100]));
+        m.increment(1u64);
+        drop(kept);
+    }
+    prof.stop();
+    let trace = prof.trace();
+    for delta in [false, true] {
+        let d = decode(&encode(&trace, delta));
+        let counter = d.tracks.values().find(|t| t.counter.is_some()).unwrap();
+        let samples: Vec<(u64, i64)> = (d.events.iter())
+            .filter(|e| e.track == counter.uuid)
+            .map(|e| (e.ts, e.counter.expect("a value")))
+            .collect();
+        // The peak at the tick of the block made and freed, and the value after it 1 ns later.
+        let values: Vec<i64> = samples.iter().map(|&(_, v)| v).collect();
+        assert_eq!(values, [0, 1000, 1800, 1000, 0], "{samples:?}");
+        assert_eq!(samples[3].0, samples[2].0 + 1, "{samples:?}");
+    }
+}
+
+#[test]
 fn async_calls_are_slices_on_their_own_tracks() {
     let _serial = serial();
     let m = tickscope::clock::use_mock_clock().expect("mock clock installed first");

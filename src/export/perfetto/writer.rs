@@ -137,18 +137,36 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                     continue;
                 }
                 // From 0 at the start, then one sample per time: the value after the last
-                // event at that time.
+                // event at that time; where the events of one time went higher than that (an
+                // allocation freed within the nanosecond), their peak there and the value
+                // after them 1 ns later, so that no viewer misses the peak (as in Chrome
+                // JSON).
                 let mut counter = self.counter_samples(parent, "memory", Unit::Bytes)?;
-                let mut sample = (trace.start_ns, 0i64);
+                // The time being read, the value after its events so far, and their peak.
+                let mut at = (trace.start_ns, 0i64, 0i64);
+                let mut flush = |w: &mut Self, (ns, value, peak): (u64, i64, i64)| {
+                    if peak > value {
+                        w.counter_sample(&mut counter, ns, CounterValue::Int(peak))?;
+                        w.counter_sample(
+                            &mut counter,
+                            ns.saturating_add(1),
+                            CounterValue::Int(value),
+                        )
+                    } else {
+                        w.counter_sample(&mut counter, ns, CounterValue::Int(value))
+                    }
+                };
                 source.each_memory_event(Some(p), &mut |event, bytes| {
                     let value = i64::try_from(bytes).unwrap_or(i64::MAX);
-                    if event.ns != sample.0 {
-                        self.counter_sample(&mut counter, sample.0, CounterValue::Int(sample.1))?;
+                    if event.ns == at.0 {
+                        at = (at.0, value, at.2.max(value));
+                    } else {
+                        flush(self, at)?;
+                        at = (event.ns, value, value);
                     }
-                    sample = (event.ns, value);
                     Ok(())
                 })?;
-                self.counter_sample(&mut counter, sample.0, CounterValue::Int(sample.1))?;
+                flush(self, at)?;
             }
         }
         for counter in &trace.counters {
