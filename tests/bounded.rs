@@ -441,6 +441,109 @@ fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     assert!(large < spans_bytes / 8, "{large} bytes");
 }
 
+/// Links one in `LINK_EVERY` requests of [`stream_links`].
+const LINK_EVERY: u64 = 100;
+
+/// Records, in a streaming session to `path`: a thread `early` (first in the trace) opens
+/// `start`, then waits while a thread `late` (after it) runs `requests` `submit` scopes each
+/// holding `work`, one in [`LINK_EVERY`] capturing a link in `submit` (not a `seq` scope:
+/// each of those captures a link, which the first pass keeps), and captures a link outside every
+/// scope; then `early` follows each link with a `handle` holding `work`, inside `main`.
+fn stream_links(path: &Path, requests: u64) {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (links_tx, links_rx) = std::sync::mpsc::channel::<Vec<tickscope::Link>>();
+    let early = tickscope::thread::spawn(move || {
+        drop(scope!("start"));
+        ready_tx.send(()).unwrap();
+        let links = links_rx.recv().unwrap();
+        let _main = scope!("main");
+        for link in links {
+            let _handle = scope!("handle", follows = link);
+            let _work = scope!("work");
+        }
+    });
+    ready_rx.recv().unwrap();
+    let links = tickscope::thread::spawn(move || {
+        let mut links = Vec::new();
+        for i in 0..requests {
+            let _submit = scope!("submit");
+            if i % LINK_EVERY == 0 {
+                links.push(tickscope::link());
+            }
+            let _work = scope!("work");
+        }
+        links.push(tickscope::link());
+        links
+    })
+    .join()
+    .unwrap();
+    links_tx.send(links).unwrap();
+    early.join().unwrap();
+    prof.stop();
+    assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+}
+
+/// A table split by origin of captures with links between threads (their origins on a later
+/// thread, and one outside every scope), from pieces: the whole trace's text, in the same
+/// memory for ten times the scopes and links but a few words a link, and well under what the
+/// spans would take.
+#[test]
+fn a_table_by_origin_of_links_takes_bounded_memory() {
+    let _serial = serial();
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        stream_links(&path, requests);
+        // Durations in histograms (as past 8 Mi scopes), for memory that does not grow with
+        // them; then kept each, for the whole trace's text.
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (peak, text) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            Table::from_captures(captures).by_origin(true).to_string()
+        });
+        assert!(text.contains("Quantiles: p50 and p99 from log-linear histograms"));
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let text = Table::from_captures(Capture::read_all(&path).unwrap())
+            .by_origin(true)
+            .to_string();
+        let trace = Trace::from_captures(&Capture::read_all(&path).unwrap());
+        assert_eq!(trace.flows.len() as u64, requests / LINK_EVERY + 1);
+        assert!(trace.flows[0].origin.unwrap().thread > trace.flows[0].follower.thread);
+        assert_eq!(
+            text,
+            Table::new(Arc::new(trace)).by_origin(true).to_string()
+        );
+        let calls = (requests / LINK_EVERY).to_string();
+        let handle = text
+            .lines()
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>());
+        assert!(
+            handle
+                .into_iter()
+                .any(|l| l == ["handle", "submit", &calls]),
+            "{text}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        peak
+    };
+    let small = peak(30_000, "links-small.tscope");
+    let large = peak(300_000, "links-large.tscope");
+    eprintln!("table --by-origin of 60,000 / 600,000 spans: {small} / {large} bytes at most");
+    let links = 300_000 / LINK_EVERY;
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    assert!(
+        large <= small + (256 << 10) + links as usize * 256,
+        "{large} bytes at most for 600,000 spans, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 16, "{large} bytes");
+}
+
 #[test]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();

@@ -2,15 +2,24 @@
 //! captured by (thread id, sequence number), across threads; and `tracing` spans that follow
 //! from spans not entered where `follows_from` was called, matched by span id.
 
+use crate::record::callsite::Callsite;
 use crate::record::hash::{FxHashMap, FxHashSet};
 
 use crate::trace::{Flow, SpanRef, ThreadTrace};
 
+/// The callsite of each flow's origin (at the same index), when it has one: what a table split
+/// by origin labels a follower with, without the origin's span.
+pub(crate) type OriginSites = Vec<Option<&'static Callsite>>;
+
+/// Where a link was captured: the innermost span open then, the time, and that span's
+/// callsite.
+pub(super) type Origin = (Option<SpanRef>, u64, Option<&'static Callsite>);
+
 /// Links seen while pairing, matched once every thread is in.
 #[derive(Default)]
 pub(super) struct Links {
-    /// Captures: (thread id, sequence number) -> (innermost open span, time).
-    pub(super) origins: FxHashMap<(u64, u32), (Option<SpanRef>, u64)>,
+    /// Captures: (thread id, sequence number) -> (innermost open span, time, its callsite).
+    pub(super) origins: FxHashMap<(u64, u32), Origin>,
     /// Scopes that follow from a link: (the scope, link thread id, sequence number).
     pub(super) followers: Vec<(SpanRef, u64, u32)>,
     /// Whether to keep [`Links::tracing_enters`] and [`Links::tracing_closes`]: only while
@@ -46,8 +55,8 @@ impl Links {
     }
 
     /// The flows: the links matched to their captures, then the `tracing` `follows_from`s
-    /// matched to their spans in `threads`.
-    pub(super) fn matched(self, threads: &[ThreadTrace]) -> Vec<Flow> {
+    /// matched to their spans in `threads`; and the callsite of each one's origin.
+    pub(super) fn matched(self, threads: &[ThreadTrace]) -> (Vec<Flow>, OriginSites) {
         let Links {
             origins,
             followers,
@@ -56,21 +65,22 @@ impl Links {
             tracing_closes,
             mut tracing_follows,
         } = self;
-        let mut flows: Vec<Flow> = followers
+        let (mut flows, mut sites): (Vec<Flow>, OriginSites) = followers
             .into_iter()
             .map(|(follower, origin_thread, seq)| {
                 let found = origins.get(&(origin_thread, seq));
-                Flow {
+                let flow = Flow {
                     seq,
                     origin_thread,
-                    origin: found.and_then(|&(span, _)| span),
-                    origin_ns: found.map(|&(_, ns)| ns),
+                    origin: found.and_then(|&(span, _, _)| span),
+                    origin_ns: found.map(|&(_, ns, _)| ns),
                     follower,
-                }
+                };
+                (flow, found.and_then(|&(_, _, site)| site))
             })
-            .collect();
+            .unzip();
         if tracing_follows.is_empty() {
-            return flows;
+            return (flows, sites);
         }
         // The uses of each span id named by a `follows_from`, in time order: its enters
         // (`Some`) and closes (`None`); at equal times enters first (a span is entered before
@@ -133,6 +143,10 @@ impl Links {
                 continue;
             };
             let origin = resolve(cause, ns, Prefer::Last);
+            sites.push(origin.and_then(|at| {
+                let thread = threads.get(at.thread as usize)?;
+                Some(thread.spans.get(at.span as usize)?.callsite)
+            }));
             flows.push(Flow {
                 seq: 0,
                 origin_thread: origin
@@ -143,6 +157,6 @@ impl Links {
                 follower,
             });
         }
-        flows
+        (flows, sites)
     }
 }

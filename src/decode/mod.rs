@@ -11,7 +11,7 @@ mod async_spans;
 mod build;
 pub(crate) mod convert;
 mod counters;
-mod links;
+pub(crate) mod links;
 mod memory;
 mod merge;
 mod pair;
@@ -34,6 +34,7 @@ use self::build::Builder;
 use self::convert::Converter;
 #[cfg(test)]
 use self::links::Links;
+use self::links::OriginSites;
 #[cfg(test)]
 use self::pair::Pairing;
 use self::summary::{Sum, Summary, ThreadSums};
@@ -70,7 +71,7 @@ impl Trace {
 fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     decode_with(capture, parallel_from, None)
         .expect("a trace decoded whole")
-        .0
+        .trace
 }
 
 impl Summary {
@@ -107,26 +108,39 @@ impl Summary {
             return None;
         }
         let mut traces = Vec::with_capacity(captures.len());
-        let mut threads = Vec::new();
+        let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         for capture in captures {
-            let (trace, sums) = summarize(capture, Sum { exact, stacks })?;
-            traces.push(trace);
-            threads.extend(sums);
+            let decoded = summarize(capture, Sum { exact, stacks })?;
+            traces.push(decoded.trace);
+            threads.extend(decoded.sums);
+            // The flows of each capture follow those before, in order, as merged.
+            origin_sites.extend(decoded.origin_sites);
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
+        debug_assert_eq!(trace.flows.len(), origin_sites.len());
         Some(Self {
             trace,
             threads,
             exact,
+            origin_sites,
         })
     }
 }
 
 /// The trace of `capture` without spans, and the sums of each thread's spans, for
 /// [`Summary::of`]; `None` when the capture holds async calls.
-fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
+fn summarize(capture: &Capture, sum: Sum) -> Option<Decoding> {
     decode_with(capture, parallel::PARALLEL_FROM, Some(sum))
+}
+
+/// What [`decode_with`] gives.
+struct Decoding {
+    trace: Trace,
+    /// The sums of each thread's spans, when summed.
+    sums: Vec<ThreadSums>,
+    /// The callsite of each flow's origin, at the same index as `trace.flows`.
+    origin_sites: OriginSites,
 }
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
@@ -134,11 +148,7 @@ fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
 /// the trace holds no spans or span arguments, nor the flows of a `tracing` span's
 /// `follows_from` of a span entered elsewhere. `None` only when summing a capture with async
 /// calls, whose matching needs the spans.
-fn decode_with(
-    capture: &Capture,
-    parallel_from: usize,
-    sum: Option<Sum>,
-) -> Option<(Trace, Vec<ThreadSums>)> {
+fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Option<Decoding> {
     let exact = sum;
     let sum = sum.is_some();
     // Decoding allocates; that is the profiler's work, not the program's.
@@ -188,7 +198,7 @@ fn decode_with(
         }),
     };
     let declared = capture.threads.len();
-    let mut trace = builder.finish(
+    let (mut trace, origin_sites) = builder.finish(
         &shared.converter,
         capture.start_tick,
         capture.dropped_events,
@@ -203,7 +213,11 @@ fn decode_with(
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
     trace.cut_start_ns = cut_start_ns;
-    Some((trace, sums))
+    Some(Decoding {
+        trace,
+        sums,
+        origin_sites,
+    })
 }
 
 impl Trace {

@@ -4,6 +4,7 @@
 
 use crate::record::hash::FxHashMap;
 
+use crate::decode::links::OriginSites;
 use crate::decode::quantiles::Durations;
 use crate::record::callsite::Callsite;
 use crate::trace::{Span, SpanKind, Trace};
@@ -137,6 +138,9 @@ pub(crate) struct Summary {
     /// The sums keep every duration (else histograms: the captures may hold more scopes than
     /// [`EXACT_BUDGET`](crate::decode::quantiles::EXACT_BUDGET)).
     pub(crate) exact: bool,
+    /// The callsite of the origin of each flow of `trace` (at the same index), which the
+    /// trace's spans would give: what a table split by origin names a follower's row after.
+    pub(crate) origin_sites: OriginSites,
 }
 
 impl Summary {

@@ -320,14 +320,12 @@ impl Table {
         match &self.source {
             Source::Trace(trace) => (trace, None),
             Source::Captures(c) => {
-                // A flat table with no split but by thread needs only the sums; so does one
-                // split by origin of captures without links (nothing to split). The call tree
-                // and a table split by argument take the spans piece by piece
+                // A flat table with no split but by thread needs only the sums. The call tree
+                // and a table split by argument or by origin take the spans piece by piece
                 // ([`Table::call_tree`], [`Table::report`]), unless a `tracing` span follows
                 // from one entered elsewhere (its flow is matched from the spans).
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
                     && !match self.split() {
-                        Split::Origin => summary.follows(),
                         Split::None if !self.tree => false,
                         _ => summary.tracing_follows(),
                     }

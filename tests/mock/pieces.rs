@@ -82,7 +82,7 @@ fn capture(name: &str, threads: u64, out_of_order: bool) -> Vec<Capture> {
 
 /// The file `format` writes from the whole trace of `captures`, and the one it writes from the
 /// captures as they are decoded.
-fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn both(captures: &[Capture], format: &dyn Format, name: &str) -> (Vec<u8>, Vec<u8>) {
     let (whole, pieces) = (scratch(&format!("{name}-whole")), scratch(name));
     write_file(&Trace::from_captures(captures), &whole, format).unwrap();
     let refs: Vec<&Capture> = captures.iter().collect();
@@ -273,11 +273,11 @@ fn otlp_json_is_written_with_the_same_bytes() {
 }
 
 /// A table rendered from captures and from their decoded trace.
-type Rendered = (String, String);
+pub(crate) type Rendered = (String, String);
 
 /// A table of `captures` as text, JSON and CSV, each made by `table` from the captures as they
 /// are decoded (`Table::from_captures`) and from their decoded trace (`Table::new`).
-fn tables_of(captures: &[Capture]) -> impl Fn(fn(Table) -> Table) -> [Rendered; 3] {
+pub(crate) fn tables_of(captures: &[Capture]) -> impl Fn(fn(Table) -> Table) -> [Rendered; 3] {
     let decoded = Arc::new(Trace::from_captures(captures));
     let mut file = Vec::new();
     for capture in captures {
