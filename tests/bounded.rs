@@ -544,6 +544,103 @@ fn a_table_by_origin_of_links_takes_bounded_memory() {
     assert!(large < spans_bytes / 16, "{large} bytes");
 }
 
+/// The length and a hash (FNV-1a) of the bytes written to it, instead of the bytes: what
+/// writing takes is measured without what the output would take.
+#[cfg(feature = "otlp")]
+#[derive(Debug, PartialEq)]
+struct Digest {
+    len: u64,
+    hash: u64,
+}
+
+#[cfg(feature = "otlp")]
+impl Default for Digest {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            hash: 0xcbf2_9ce4_8422_2325,
+        }
+    }
+}
+
+#[cfg(feature = "otlp")]
+impl std::io::Write for Digest {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for &b in bytes {
+            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        self.len += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// OTLP/JSON and a push of captures with links between threads (their origins on a later
+/// thread, and one outside every scope), from pieces: the whole trace's bytes, in the same
+/// memory for ten times the scopes and links but a few words a link (in requests of 1,000
+/// spans), and well under what the spans would take.
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_of_links_takes_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp, PushOptions};
+
+    let _serial = serial();
+    let (url, _) = sink_endpoint();
+    let options = Options::new().batch_spans(1_000);
+    let peaks = |requests: u64, name: &str| {
+        let path = scratch(name);
+        stream_links(&path, requests);
+        let links = requests / LINK_EVERY;
+        let spans = 2 + 2 * (links + 1) + 2 * requests;
+        let (json, written) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let mut out = Digest::default();
+            let stats = Otlp::write_json_from_captures(&captures, &options, &mut out).unwrap();
+            assert_eq!((stats.sent, stats.links), (spans, links));
+            out
+        });
+        let trace = Trace::from_captures(&Capture::read_all(&path).unwrap());
+        let mut whole = Digest::default();
+        Otlp::new(&trace, &options)
+            .write_json_to(&mut whole)
+            .unwrap();
+        assert_eq!(written, whole, "the whole trace's bytes");
+        let (push, report) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let push = PushOptions::new();
+            Otlp::push_from_captures(&captures, &options, url.as_str(), &push, |_| {}).unwrap()
+        });
+        assert_eq!((report.accepted_spans, report.stats.links), (spans, links));
+        std::fs::remove_file(&path).unwrap();
+        [json, push]
+    };
+    let small = peaks(20_000, "otlp-links-small.tscope");
+    let large = peaks(200_000, "otlp-links-large.tscope");
+    eprintln!(
+        "OTLP/JSON and push of 40,406 / 404,006 spans with links: {small:?} / {large:?} bytes at most"
+    );
+    let links = 200_000 / LINK_EVERY;
+    // 400,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 400_000 * 64;
+    for (what, (s, l)) in ["OTLP/JSON", "push"]
+        .into_iter()
+        .zip(small.into_iter().zip(large))
+    {
+        // About 350 bytes a link: the first pass's (its matching, the flows) and the
+        // pieces' (each follower and origin, and the origin's target).
+        assert!(
+            l <= s + (256 << 10) + links as usize * 384,
+            "{what}: {l} bytes at most for 400,000 spans, {s} for a tenth"
+        );
+        assert!(l < spans_bytes / 8, "{what}: {l} bytes");
+    }
+}
+
 #[test]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();

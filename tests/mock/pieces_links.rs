@@ -158,3 +158,56 @@ fn a_table_by_origin_of_links_between_threads_is_the_whole_traces() {
         "{csv}"
     );
 }
+
+/// OTLP/JSON from pieces, under sampling, folding by depth and by duration, one trace per
+/// process and small batches: the whole trace's bytes and stats, every link to its origin's
+/// span (or its ancestor's it folded into, or none when sampled out), also where the
+/// follower folds into a scope open over pieces (`main`) and where the origin is on a thread
+/// written after its follower's.
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_json_of_links_between_threads_is_the_whole_traces() {
+    use std::time::Duration;
+    use tickscope::export::otlp::{Options, Otlp};
+
+    let captures = linked("links-otlp.tscope");
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let trace = Trace::from_captures(&captures);
+    let cases = [
+        Options::new(),
+        Options::new().sample_roots(2).batch_spans(1_000),
+        Options::new().sample_roots(3).max_depth(2),
+        Options::new()
+            .min_duration(Duration::from_nanos(4))
+            .max_depth(1)
+            .max_batch_bytes(100_000),
+        Options::new().max_depth(0).trace_per_process(true),
+        Options::new()
+            .min_duration(Duration::from_nanos(3))
+            .trace_per_process(true)
+            .batch_spans(7),
+    ];
+    let mut linked_spans = Vec::new();
+    for options in cases {
+        let otlp = Otlp::new(&trace, &options);
+        let mut whole = Vec::new();
+        otlp.write_json_to(&mut whole).unwrap();
+        let mut pieces = Vec::new();
+        let stats = Otlp::write_json_from_captures(&refs, &options, &mut pieces).unwrap();
+        assert_eq!(stats, otlp.stats(), "{options:?}");
+        assert!(
+            whole == pieces,
+            "{options:?}: {}",
+            crate::common::first_difference(&whole, &pieces)
+        );
+        linked_spans.push(stats.links);
+    }
+    // Every link but the one outside every scope; fewer sampled; those of `handle`s folded
+    // into `batch` (depth 1) or `main` (depth 0, open over every piece) still there.
+    assert_eq!(linked_spans[0], 3_036);
+    assert!(
+        linked_spans[1] < 3_036 && linked_spans[2] < 3_036,
+        "{linked_spans:?}"
+    );
+    assert_eq!(linked_spans[3..], [3_036, 3_036, 3_036]);
+}

@@ -21,18 +21,17 @@ use std::io::{self, Write};
 
 use prost::Message;
 
-use crate::decode::pieces::{Piece, Pieces, SpanSource};
-use crate::record::hash::FxHashMap;
-use crate::trace::{CounterTrack, ThreadTrace, Trace};
-
 use super::carry::{Carried, Carry};
+use super::links::PieceLinks;
 use super::map::{EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
+use super::piece_events::{Events, Of, Range, piece_trace};
+use crate::decode::pieces::{Piece, Pieces, SpanSource};
+use crate::record::hash::FxHashMap;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-/// The pieces of `captures` when their requests can be made from pieces: no span links (a
-/// trace with flows is mapped whole: links go with the spans of a piece's trace), and
-/// processes whose threads come in order unless every root is kept.
+/// The pieces of `captures` when their requests can be made from pieces: processes whose
+/// threads come in order unless every root is kept.
 pub(super) fn of_captures<'c>(
     captures: &[&'c crate::Capture],
     options: &Options,
@@ -40,8 +39,7 @@ pub(super) fn of_captures<'c>(
     let pieces = Pieces::new(captures)?;
     let trace = pieces.trace();
     let in_order = trace.threads.is_sorted_by_key(|t| t.process);
-    let no_flows = trace.flows.is_empty();
-    (no_flows && (in_order || options.sample_roots == 1)).then_some(pieces)
+    (in_order || options.sample_roots == 1).then_some(pieces)
 }
 
 /// Writes the trace of `source` as OTLP/JSON lines into `out`, as
@@ -89,77 +87,45 @@ pub(super) fn walk(
     // Requests hold their spans process by process.
     let mut order: Vec<usize> = (0..trace.threads.len()).collect();
     order.sort_by_key(|&t| trace.threads[t].process);
+    let mut links = PieceLinks::new(trace, &order);
+    // The origins of links followed on a thread written before theirs: decided first, by a
+    // walk that sends nothing.
+    let (mut roots, mut stats) = (0, Stats::default());
+    for &thread in &order[..links.ahead()] {
+        let base = bases[thread];
+        map_thread(
+            source,
+            options,
+            (thread, base),
+            &mut roots,
+            None,
+            &mut stats,
+            &mut |otlp, piece| {
+                links.record(otlp, thread, piece);
+                Ok(())
+            },
+        )?;
+    }
     let mut events = Events::new(trace);
     let mut batch = Batch::new(options, sink);
-    let mut stats = Stats::default();
-    let mut roots = 0;
+    let (mut roots, mut stats) = (0, Stats::default());
     for thread in order {
-        // Folding by duration decides a span when it begins, by its duration: the spans
-        // still open at the end of a piece are then read to their end first.
-        let ends = match options.min_duration_ns > 0 {
-            true => carried_ends(source, thread)?,
-            false => FxHashMap::default(),
-        };
-        let mut carry = Carrying::default();
-        source.each_piece(thread, false, &mut |piece| {
-            if piece.carried.len() != carry.seeds.len() {
-                return Err(out_of_step());
-            }
-            let open = !piece.open.is_empty();
-            // The events in the piece's time: from where the last piece stopped (its open
-            // spans hold those between), up to the end of its last span, or, with spans
-            // still open, up to where it is cut (the last end in it), not included.
-            let lo = match piece.carried.is_empty() {
-                true => piece.spans.first().map_or(0, |s| s.start_ns),
-                false => carry.cut,
-            };
-            let ended = (0..)
-                .zip(piece.spans)
-                .filter(|&(i, _)| !piece.is_open(i))
-                .map(|(_, s)| s.end_ns)
-                .max();
-            let hi = match ended {
-                Some(end) => end,
-                None => piece.spans.iter().map(|s| s.start_ns).max().unwrap_or(0),
-            };
-            let range = Range { lo, hi, open };
-            let (mut mini, of) =
-                events.piece(trace, &trace.threads[thread], piece, range, &carry.events);
-            if options.min_duration_ns > 0 {
-                // Their durations: still not sent here.
-                let spans = &mut mini.threads[0].spans;
-                for &o in piece.open {
-                    let end = ends.get(&piece.index(o)).copied();
-                    spans[o as usize].end_ns = end.ok_or_else(out_of_step)?;
-                }
-            }
-            let start = Start {
-                node: bases[thread] + piece.base,
-                roots,
-                holders: false,
-            };
-            let global = match piece.carried.is_empty() {
-                true => Vec::new(),
-                false => (0..piece.spans.len() as u32)
-                    .map(|i| bases[thread] + piece.index(i))
-                    .collect(),
-            };
-            let carried = Carried {
-                seeds: std::mem::take(&mut carry.seeds),
-                open: piece.open.to_vec(),
-                global,
-            };
-            let otlp = Otlp::with_carried(&mini, options, start, carried);
-            roots = otlp.roots;
-            events.placed(&of, &otlp.outside);
-            let mut more = otlp.stats();
-            // The events carried in were counted where they were first placed.
-            more.events = more.events.saturating_sub(carry.events.len() as u64);
-            add(&mut stats, more);
-            carry = Carrying::after(&otlp, piece, &of, options)?;
-            carry.cut = hi;
-            otlp.kept.iter().try_for_each(|&i| batch.push(&otlp, i))
-        })?;
+        let mut pending = Vec::new();
+        let base = bases[thread];
+        let events = Some(&mut events);
+        map_thread(
+            source,
+            options,
+            (thread, base),
+            &mut roots,
+            events,
+            &mut stats,
+            &mut |otlp, piece| {
+                links.record(otlp, thread, piece);
+                links.link(&trace.flows, otlp, thread, piece, &mut pending);
+                otlp.kept.iter().try_for_each(|&i| batch.push(otlp, i))
+            },
+        )?;
     }
     let outside = events.outside(trace);
     let start = Start {
@@ -174,6 +140,99 @@ pub(super) fn walk(
     }
     batch.flush()?;
     Ok(stats)
+}
+
+/// What [`map_thread`] hands each piece to.
+type Each<'e> = dyn FnMut(&mut Otlp<'_>, Piece<'_>) -> io::Result<()> + 'e;
+
+/// Maps the pieces of thread `thread` of `source`, whose first node is `base` in the whole
+/// trace, after `roots` roots (counted on), each as a trace of its own with the events in its
+/// time when `events` are given (else none), and hands each mapped to `each`; adds what they
+/// send to `stats`.
+fn map_thread(
+    source: &dyn SpanSource,
+    options: &Options,
+    (thread, base): (usize, u32),
+    roots: &mut u32,
+    mut events: Option<&mut Events>,
+    stats: &mut Stats,
+    each: &mut Each<'_>,
+) -> io::Result<()> {
+    let trace = source.trace();
+    // Folding by duration decides a span when it begins, by its duration: the spans still
+    // open at the end of a piece are then read to their end first.
+    let ends = match options.min_duration_ns > 0 {
+        true => carried_ends(source, thread)?,
+        false => FxHashMap::default(),
+    };
+    let mut carry = Carrying::default();
+    source.each_piece(thread, false, &mut |piece| {
+        if piece.carried.len() != carry.seeds.len() {
+            return Err(out_of_step());
+        }
+        let open = !piece.open.is_empty();
+        // The events in the piece's time: from where the last piece stopped (its open
+        // spans hold those between), up to the end of its last span, or, with spans
+        // still open, up to where it is cut (the last end in it), not included.
+        let lo = match piece.carried.is_empty() {
+            true => piece.spans.first().map_or(0, |s| s.start_ns),
+            false => carry.cut,
+        };
+        let ended = (0..)
+            .zip(piece.spans)
+            .filter(|&(i, _)| !piece.is_open(i))
+            .map(|(_, s)| s.end_ns)
+            .max();
+        let hi = match ended {
+            Some(end) => end,
+            None => piece.spans.iter().map(|s| s.start_ns).max().unwrap_or(0),
+        };
+        let range = Range { lo, hi, open };
+        let spans_of = &trace.threads[thread];
+        let (mut mini, of) = match events.as_deref() {
+            Some(events) => events.piece(trace, spans_of, piece, range, &carry.events),
+            None => (piece_trace(trace, spans_of, piece), Of::default()),
+        };
+        if options.min_duration_ns > 0 {
+            // Their durations: still not sent here.
+            let spans = &mut mini.threads[0].spans;
+            for &o in piece.open {
+                let end = ends.get(&piece.index(o)).copied();
+                spans[o as usize].end_ns = end.ok_or_else(out_of_step)?;
+            }
+        }
+        let start = Start {
+            node: base + piece.base,
+            roots: *roots,
+            holders: false,
+        };
+        let global = match piece.carried.is_empty() {
+            true => Vec::new(),
+            false => (0..piece.spans.len() as u32)
+                .map(|i| base + piece.index(i))
+                .collect(),
+        };
+        let carried = Carried {
+            seeds: std::mem::take(&mut carry.seeds),
+            open: piece.open.to_vec(),
+            global,
+        };
+        let mut otlp = Otlp::with_carried(&mini, options, start, carried);
+        // Links name the whole trace's flows.
+        otlp.flows = &trace.flows;
+        *roots = otlp.roots;
+        if let Some(events) = events.as_deref_mut() {
+            events.placed(&of, &otlp.outside);
+        }
+        each(&mut otlp, piece)?;
+        let mut more = otlp.stats();
+        // The events carried in were counted where they were first placed.
+        more.events = more.events.saturating_sub(carry.events.len() as u64);
+        add(stats, more);
+        carry = Carrying::after(&otlp, piece, &of, options)?;
+        carry.cut = hi;
+        Ok(())
+    })
 }
 
 /// The error of pieces that do not carry what the last one left open.
@@ -258,22 +317,6 @@ impl Carrying {
     }
 }
 
-/// The time of a piece's events: from `lo` up to `hi`, included unless `open` (the piece
-/// is cut at `hi` with spans open).
-#[derive(Clone, Copy)]
-struct Range {
-    lo: u64,
-    hi: u64,
-    open: bool,
-}
-
-impl Range {
-    /// True when `ns` comes after the range.
-    fn after(&self, ns: u64) -> bool {
-        ns > self.hi || (self.open && ns == self.hi)
-    }
-}
-
 /// Adds the counts of `more` to `stats`.
 fn add(stats: &mut Stats, more: Stats) {
     stats.sent += more.sent;
@@ -283,210 +326,6 @@ fn add(stats: &mut Stats, more: Stats) {
     stats.events += more.events;
     stats.events_sampled_out += more.events_sampled_out;
     stats.event_spans += more.event_spans;
-}
-
-/// A thread's counter samples: per track, (sample index, time), in time order.
-type ThreadSamples = Vec<(u32, Vec<(u32, u64)>)>;
-
-/// The instants and counter samples of a trace, by thread, and which are placed on a span.
-struct Events {
-    /// Instants by (process, thread id): their indices, in time order.
-    instants: FxHashMap<(u32, u64), Vec<u32>>,
-    /// Counter samples by (process, thread id): per track, (sample index, time), in time order.
-    samples: FxHashMap<(u32, u64), ThreadSamples>,
-    placed_instants: Vec<bool>,
-    placed_samples: Vec<Vec<bool>>,
-}
-
-/// Which instants and samples of the whole trace a piece's trace holds, at their index there.
-struct Of {
-    instants: Vec<u32>,
-    /// Per track of the piece's trace: its track in the whole trace, and its samples' indices.
-    samples: Vec<(u32, Vec<u32>)>,
-}
-
-impl Events {
-    fn new(trace: &Trace) -> Self {
-        let mut instants: FxHashMap<(u32, u64), Vec<u32>> = FxHashMap::default();
-        for (i, instant) in (0..).zip(&trace.instants) {
-            let key = (instant.process, instant.thread);
-            instants.entry(key).or_default().push(i);
-        }
-        for list in instants.values_mut() {
-            list.sort_by_key(|&i| (trace.instants[i as usize].ns, i));
-        }
-        let mut samples: FxHashMap<(u32, u64), ThreadSamples> = FxHashMap::default();
-        for (c, track) in (0..).zip(&trace.counters) {
-            for (s, sample) in (0..).zip(&track.samples) {
-                let tracks = samples.entry((track.process, sample.thread)).or_default();
-                if tracks.last().is_none_or(|(last, _)| *last != c) {
-                    tracks.push((c, Vec::new()));
-                }
-                if let Some((_, list)) = tracks.last_mut() {
-                    list.push((s, sample.ns));
-                }
-            }
-        }
-        for tracks in samples.values_mut() {
-            for (_, list) in tracks.iter_mut() {
-                list.sort_by_key(|&(s, ns)| (ns, s));
-            }
-        }
-        Self {
-            instants,
-            samples,
-            placed_instants: vec![false; trace.instants.len()],
-            placed_samples: trace
-                .counters
-                .iter()
-                .map(|t| vec![false; t.samples.len()])
-                .collect(),
-        }
-    }
-
-    /// The trace of `piece` of `thread` alone, with the events of its thread in its time
-    /// (`range`) not placed yet and those `carried` (placed on its carried spans), and which
-    /// they are.
-    fn piece(
-        &self,
-        trace: &Trace,
-        thread: &ThreadTrace,
-        piece: Piece<'_>,
-        range: Range,
-        carried: &[EventOf],
-    ) -> (Trace, Of) {
-        let mut mini = frame(trace);
-        let lo = range.lo;
-        let key = (thread.process, thread.id);
-        let mut of = Of {
-            instants: Vec::new(),
-            samples: Vec::new(),
-        };
-        if let Some(list) = self.instants.get(&key) {
-            let from = list.partition_point(|&i| trace.instants[i as usize].ns < lo);
-            for &i in &list[from..] {
-                let instant = &trace.instants[i as usize];
-                if range.after(instant.ns) {
-                    break;
-                }
-                if !self.placed_instants[i as usize] {
-                    of.instants.push(i);
-                }
-            }
-        }
-        of.instants.extend(carried.iter().filter_map(|e| match *e {
-            EventOf::Instant(i) => Some(i),
-            EventOf::Counter(..) => None,
-        }));
-        if !of.instants.is_empty() {
-            // In the whole trace's order.
-            of.instants.sort_unstable();
-            of.instants.dedup();
-            mini.instants = of
-                .instants
-                .iter()
-                .map(|&i| trace.instants[i as usize].clone())
-                .collect();
-        }
-        for (c, list) in self.samples.get(&key).into_iter().flatten() {
-            let from = list.partition_point(|&(_, ns)| ns < lo);
-            let mut taken: Vec<u32> = list[from..]
-                .iter()
-                .take_while(|&&(_, ns)| !range.after(ns))
-                .filter(|&&(s, _)| !self.placed_samples[*c as usize][s as usize])
-                .map(|&(s, _)| s)
-                .collect();
-            taken.extend(carried.iter().filter_map(|e| match *e {
-                EventOf::Counter(track, s) if track == *c => Some(s),
-                _ => None,
-            }));
-            if taken.is_empty() {
-                continue;
-            }
-            taken.sort_unstable();
-            taken.dedup();
-            let track = &trace.counters[*c as usize];
-            mini.counters.push(subtrack(track, &taken));
-            of.samples.push((*c, taken));
-        }
-        mini.threads.push(ThreadTrace {
-            process: thread.process,
-            id: thread.id,
-            name: thread.name.clone(),
-            spans: piece.spans.to_vec(),
-            memory: Vec::new(),
-            args: piece.args.to_vec(),
-        });
-        (mini, of)
-    }
-
-    /// Marks the events `of` names placed, but those `outside` (at their index in the
-    /// piece's trace) names.
-    fn placed(&mut self, of: &Of, outside: &[EventOf]) {
-        let mut left = vec![false; of.instants.len()];
-        let mut left_samples: Vec<Vec<bool>> = of
-            .samples
-            .iter()
-            .map(|(_, s)| vec![false; s.len()])
-            .collect();
-        for &event in outside {
-            match event {
-                EventOf::Instant(i) => left[i as usize] = true,
-                EventOf::Counter(c, s) => left_samples[c as usize][s as usize] = true,
-            }
-        }
-        for (&i, left) in of.instants.iter().zip(left) {
-            if !left {
-                self.placed_instants[i as usize] = true;
-            }
-        }
-        for ((c, samples), left) in of.samples.iter().zip(left_samples) {
-            for (&s, left) in samples.iter().zip(left) {
-                if !left {
-                    self.placed_samples[*c as usize][s as usize] = true;
-                }
-            }
-        }
-    }
-
-    /// A trace without spans holding the events placed on no span, in the whole trace's
-    /// order.
-    fn outside(&self, trace: &Trace) -> Trace {
-        let mut mini = frame(trace);
-        mini.instants = (trace.instants.iter().zip(&self.placed_instants))
-            .filter(|(_, placed)| !**placed)
-            .map(|(i, _)| i.clone())
-            .collect();
-        for (track, placed) in trace.counters.iter().zip(&self.placed_samples) {
-            let left: Vec<u32> = (0..)
-                .zip(placed)
-                .filter(|(_, p)| !**p)
-                .map(|(s, _)| s)
-                .collect();
-            if !left.is_empty() {
-                mini.counters.push(subtrack(track, &left));
-            }
-        }
-        mini
-    }
-}
-
-/// A trace with the window and processes of `trace` and nothing else.
-fn frame(trace: &Trace) -> Trace {
-    let mut mini = Trace::empty();
-    mini.start_ns = trace.start_ns;
-    mini.end_ns = trace.end_ns;
-    mini.processes = trace.processes.clone();
-    mini
-}
-
-/// `track` with its samples at `samples` only.
-fn subtrack(track: &CounterTrack, samples: &[u32]) -> CounterTrack {
-    CounterTrack {
-        name: track.name,
-        process: track.process,
-        samples: samples.iter().map(|&s| track.samples[s as usize]).collect(),
-    }
 }
 
 /// The request being filled, as [`Otlp::requests`] fills them: at most
