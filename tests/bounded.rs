@@ -446,9 +446,9 @@ const LINK_EVERY: u64 = 100;
 
 /// Records, in a streaming session to `path`: a thread `early` (first in the trace) opens
 /// `start`, then waits while a thread `late` (after it) runs `requests` `submit` scopes each
-/// holding `work`, one in [`LINK_EVERY`] capturing a link in `submit` (not a `seq` scope:
-/// each of those captures a link, which the first pass keeps), and captures a link outside every
-/// scope; then `early` follows each link with a `handle` holding `work`, inside `main`.
+/// holding `work` (`seq` scopes: each captures a link), the links of one in [`LINK_EVERY`]
+/// kept, and captures a link outside every scope; then `early` follows each link kept with a
+/// `handle` holding `work`, inside `main`.
 fn stream_links(path: &Path, requests: u64) {
     let prof = Profiler::builder()
         .current_thread()
@@ -472,11 +472,11 @@ fn stream_links(path: &Path, requests: u64) {
     let links = tickscope::thread::spawn(move || {
         let mut links = Vec::new();
         for i in 0..requests {
-            let _submit = scope!("submit");
-            if i % LINK_EVERY == 0 {
-                links.push(tickscope::link());
-            }
+            let submit = scope!("submit", seq);
             let _work = scope!("work");
+            if i % LINK_EVERY == 0 {
+                links.push(submit.link());
+            }
         }
         links.push(tickscope::link());
         links

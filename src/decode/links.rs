@@ -2,6 +2,8 @@
 //! captured by (thread id, sequence number), across threads; and `tracing` spans that follow
 //! from spans not entered where `follows_from` was called, matched by span id.
 
+use std::sync::Arc;
+
 use crate::record::callsite::Callsite;
 use crate::record::hash::{FxHashMap, FxHashSet};
 
@@ -15,9 +17,29 @@ pub(crate) type OriginSites = Vec<Option<&'static Callsite>>;
 /// callsite.
 pub(super) type Origin = (Option<SpanRef>, u64, Option<&'static Callsite>);
 
+/// Which link captures and followers pairing keeps.
+#[derive(Clone, Debug, Default)]
+pub(super) enum Keep {
+    /// Every one (a trace decoded whole).
+    #[default]
+    All,
+    /// Every follower, and the captures up to this many: past them, none, and the thread is
+    /// marked [`Links::overflowed`] (a first pass, which reads the thread again for the
+    /// captures followed: a `scope!(.., seq)` captures a link each, most never followed).
+    Upto(usize),
+    /// The captures of these (thread id, sequence number) only, and no follower.
+    Only(Arc<FxHashSet<(u64, u32)>>),
+    /// Nothing (the links of pieces, matched by the first pass).
+    Nothing,
+}
+
 /// Links seen while pairing, matched once every thread is in.
 #[derive(Default)]
 pub(super) struct Links {
+    /// What is kept.
+    pub(super) keep: Keep,
+    /// More captures than [`Keep::Upto`] allows were seen: none is kept.
+    pub(super) overflowed: bool,
     /// Captures: (thread id, sequence number) -> (innermost open span, time, its callsite).
     pub(super) origins: FxHashMap<(u64, u32), Origin>,
     /// Scopes that follow from a link: (the scope, link thread id, sequence number).
@@ -45,6 +67,36 @@ enum Prefer {
 }
 
 impl Links {
+    /// Links that keep what `keep` says.
+    pub(super) fn keeping(keep: Keep) -> Self {
+        Self {
+            keep,
+            ..Self::default()
+        }
+    }
+
+    /// True when the capture of link `key` (thread id, sequence number) is to be kept; past
+    /// [`Keep::Upto`]'s count, lets go of those kept.
+    pub(super) fn keeps(&mut self, key: &(u64, u32)) -> bool {
+        match &self.keep {
+            Keep::All => true,
+            Keep::Upto(_) if self.overflowed => false,
+            Keep::Upto(most) if self.origins.len() < *most => true,
+            Keep::Upto(_) => {
+                self.overflowed = true;
+                self.origins = FxHashMap::default();
+                false
+            }
+            Keep::Only(keys) => keys.contains(key),
+            Keep::Nothing => false,
+        }
+    }
+
+    /// True when the scopes that follow from links are to be kept.
+    pub(super) fn keeps_followers(&self) -> bool {
+        matches!(self.keep, Keep::All | Keep::Upto(_))
+    }
+
     /// Adds the links another thread saw, after this one's.
     pub(super) fn extend(&mut self, other: Self) {
         self.origins.extend(other.origins);
@@ -58,6 +110,8 @@ impl Links {
     /// matched to their spans in `threads`; and the callsite of each one's origin.
     pub(super) fn matched(self, threads: &[ThreadTrace]) -> (Vec<Flow>, OriginSites) {
         let Links {
+            keep: _,
+            overflowed: _,
             origins,
             followers,
             tracing_uses: _,

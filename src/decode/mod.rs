@@ -21,10 +21,12 @@ pub(crate) mod quantiles;
 pub(crate) mod summary;
 mod thread;
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
+use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::record::registry::Untracked;
 #[cfg(doc)]
 use crate::trace::ThreadTrace;
@@ -174,6 +176,10 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
     if sum && decoded.iter().any(|(thread, _)| !thread.marks.is_empty()) {
         return None;
     }
+    let mut decoded = decoded;
+    if sum {
+        origins_followed(&shared, &threads, parallel_from, &mut decoded);
+    }
     let mut builder = Builder::new(shared.end_ns, capture.memory, shared.salvaged, sum);
     let cut_start_ns = capture
         .cut_start
@@ -218,6 +224,41 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
         sums,
         origin_sites,
     })
+}
+
+/// Gives each thread of `decoded` (summed, of `threads`) whose link captures were too many to
+/// keep ([`Links::overflowed`](self::links::Links)) those that a thread follows, read again.
+fn origins_followed(
+    shared: &Shared<'_>,
+    threads: &[&CaptureThread],
+    parallel_from: usize,
+    decoded: &mut [(thread::Decoded, Option<ThreadSums>)],
+) {
+    let overflowed = |d: &thread::Decoded| d.links.overflowed;
+    if !decoded.iter().any(|(d, _)| overflowed(d)) {
+        return;
+    }
+    let wanted: FxHashSet<(u64, u32)> = (decoded.iter())
+        .flat_map(|(d, _)| d.links.followers.iter().map(|&(_, t, seq)| (t, seq)))
+        .collect();
+    let ids: FxHashSet<u64> = wanted.iter().map(|&(id, _)| id).collect();
+    let wanted = Arc::new(wanted);
+    let read: Vec<bool> = (decoded.iter())
+        .zip(threads)
+        .map(|((d, _), t)| overflowed(d) && ids.contains(&t.id))
+        .collect();
+    let origins = parallel::map(
+        threads,
+        parallel_from,
+        |thread| thread.record_bound(),
+        |index, thread| match read[index] {
+            true => shared.origins(index, thread, Arc::clone(&wanted)),
+            false => FxHashMap::default(),
+        },
+    );
+    for ((d, _), origins) in decoded.iter_mut().zip(origins) {
+        d.links.origins.extend(origins);
+    }
 }
 
 impl Trace {

@@ -31,7 +31,7 @@ use crate::record::registry::Untracked;
 use crate::trace::{Span, SpanArg, Trace};
 
 use super::Shared;
-use super::links::Links;
+use super::links::{Keep, Links};
 use super::pair::Pairing;
 use super::summary::{self, Summary};
 
@@ -266,7 +266,8 @@ impl SpanSource for Pieces<'_> {
         let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
         let _untracked = Untracked::enter();
         let shared = shared(capture);
-        let (mut marks, mut links) = (Vec::new(), Links::default());
+        // The first pass matched the links.
+        let (mut marks, mut links) = (Vec::new(), Links::keeping(Keep::Nothing));
         let mut pairing = Pairing::new(
             shared.callsites,
             (&shared.converter, shared.probe),

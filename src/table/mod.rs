@@ -164,8 +164,10 @@ impl Table {
     /// when printed without keeping the trace's spans when it can: a flat table, by name or
     /// by thread, of sessions that did not track memory and have no async calls is summed
     /// straight from the records, which takes a fraction of the time and memory of the whole
-    /// trace. A call tree, rows split by origin or by an argument, memory columns and async
-    /// calls need the spans: the trace is then decoded (once per table).
+    /// trace. A call tree and rows split by origin or by an argument take the spans, decoded
+    /// again a piece at a time (in memory bounded by the scopes open at once, and a few words
+    /// per link); memory columns, async calls and a `tracing` span's `follows_from` of a span
+    /// entered on another thread need every span: the trace is then decoded (once per table).
     ///
     /// What `tickscope table` prints.
     ///

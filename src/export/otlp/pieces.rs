@@ -13,9 +13,15 @@
 //! duration ([`Options::min_duration`]): with folding by duration, the thread is read twice,
 //! first for the ends of the spans carried ([`carried_ends`]).
 //!
+//! Links ([`PieceLinks`]): a follower's link goes with the span it is sent as (carried with
+//! it while it is open), and points to the span its origin is sent as, decided in the piece
+//! where the origin began; origins on a thread written after a thread that follows them are
+//! decided first, by a walk of the threads up to theirs that sends nothing.
+//!
 //! What it holds at a time: one piece and its mapping, the spans open and their events, the
 //! trace's counters and instants (which the first pass keeps), the ends of a thread's carried
-//! spans when folding by duration (one per span open at a cut), and one request.
+//! spans when folding by duration (one per span open at a cut), a few words per link, and one
+//! request.
 
 use std::io::{self, Write};
 
