@@ -27,13 +27,14 @@ use std::io::{self, Write};
 
 use prost::Message;
 
+use crate::decode::pieces::{Piece, Pieces, SpanSource};
+use crate::record::hash::FxHashMap;
+
 use super::carry::{Carried, Carry};
 use super::links::PieceLinks;
 use super::map::{EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
 use super::piece_events::{Events, Of, Range, piece_trace};
-use crate::decode::pieces::{Piece, Pieces, SpanSource};
-use crate::record::hash::FxHashMap;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 /// The pieces of `captures` when their requests can be made from pieces: processes whose
@@ -132,6 +133,10 @@ pub(super) fn walk(
                 otlp.kept.iter().try_for_each(|&i| batch.push(otlp, i))
             },
         )?;
+        // The last piece ends every span: no link is left to send.
+        if !pending.is_empty() {
+            return Err(out_of_step());
+        }
     }
     let outside = events.outside(trace);
     let start = Start {
