@@ -3,28 +3,35 @@
 //! `parse`, `handle` and, inside `handle`, `query`) until they recorded about `MIB` MiB of
 //! records (16 bytes each in memory; the file, its event chunks packed, holds far less). With
 //! `outer`, each thread's loop runs inside one `worker` scope, open from its first record to
-//! its last (as a `main` or a worker loop would be). The structure (names, nesting, number of
+//! its last (as a `main` or a worker loop would be). With `links`, each `request` is a `seq`
+//! scope (capturing a link), and one in [`LINK_EVERY`] is followed on a thread of its own,
+//! `follower`, first in the capture (the links' origins are on later threads), by a `follow`
+//! scope holding `ack`. The structure (names, nesting, number of
 //! scopes) is the same on every run; only the durations vary. For measuring the `tickscope`
 //! command on big captures (`scripts/big_capture.sh`).
 //!
-//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer]`
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer|links]`
 //!
 //! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
 
-use tickscope::{Profiler, scope};
+use tickscope::{Link, Profiler, scope};
 
 /// Records per iteration of the loop: four scopes, an entry and an exit each.
 const RECORDS_PER_ITERATION: u64 = 8;
 
+/// With `links`, the requests whose link is followed: one in this many.
+const LINK_EVERY: u64 = 100;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer]";
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer|links]";
     let path = args.next().ok_or(usage)?;
     let mib: u64 = args.next().ok_or(usage)?.parse()?;
     let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
-    let outer = match args.next().as_deref() {
-        None => false,
-        Some("outer") => true,
+    let (outer, links) = match args.next().as_deref() {
+        None => (false, false),
+        Some("outer") => (true, false),
+        Some("links") => (false, true),
         Some(_) => return Err(usage.into()),
     };
     let iterations = (mib << 20) / 16 / RECORDS_PER_ITERATION / threads.max(1);
@@ -33,15 +40,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .stream_to(&path)
         .stream_memory(64 << 20)
         .try_start()?;
+    // The follower records first, then follows the links the workers send.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (links_tx, links_rx) = std::sync::mpsc::channel::<Link>();
+    let follower = links.then(|| {
+        std::thread::Builder::new()
+            .name("follower".into())
+            .spawn(move || {
+                drop(scope!("start"));
+                ready_tx.send(()).ok();
+                let mut followed = 0u64;
+                for link in links_rx {
+                    let _follow = scope!("follow", follows = link);
+                    let _ack = scope!("ack");
+                    followed += 1;
+                }
+                followed
+            })
+    });
+    let follower = follower.transpose()?;
+    if follower.is_some() {
+        ready_rx.recv()?;
+    }
     let workers: Vec<_> = (0..threads)
         .map(|t| {
+            let links_tx = links.then(|| links_tx.clone());
             std::thread::Builder::new()
                 .name(format!("worker-{t}"))
                 .spawn(move || {
                     let _worker = outer.then(|| scope!("worker"));
                     let mut sum = 0u64;
                     for i in 0..iterations {
-                        let _request = scope!("request");
+                        let _request = match &links_tx {
+                            Some(tx) => {
+                                let request = scope!("request", seq);
+                                if i % LINK_EVERY == 0 {
+                                    tx.send(request.link()).ok();
+                                }
+                                Some(request)
+                            }
+                            None => None,
+                        };
+                        let _plain = links_tx.is_none().then(|| scope!("request"));
                         {
                             let _parse = scope!("parse");
                             sum = sum.wrapping_add(std::hint::black_box(i ^ t));
@@ -57,6 +97,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for worker in workers {
         std::hint::black_box(worker.join().map_err(|_| "a worker panicked")?);
     }
+    drop(links_tx);
+    let followed = match follower {
+        Some(follower) => follower.join().map_err(|_| "the follower panicked")?,
+        None => 0,
+    };
     prof.stop();
     let stats = prof.stream_stats().ok_or("not a streaming session")?;
     if let Some(error) = stats.error {
@@ -68,7 +113,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.bytes_written,
         stats.records_written,
         stats.bytes_written as f64 / stats.records_written.max(1) as f64,
-        iterations * threads * 4 + if outer { threads } else { 0 },
+        iterations * threads * 4
+            + if outer { threads } else { 0 }
+            + u64::from(links)
+            + 2 * followed,
         stats.dropped_events
     );
     Ok(())

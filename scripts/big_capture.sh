@@ -16,8 +16,9 @@
 # MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
 # symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
 # only the capture. OUTER=1: each thread's loop inside one scope open from its first record
-# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). Skips when /usr/bin/time
-# is absent.
+# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). LINKS=1: each request a
+# `seq` scope, one in 100 followed on a thread of its own (`big_capture ... links`, file
+# big-MIB-links.tscope). Skips when /usr/bin/time is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1400}
@@ -34,6 +35,9 @@ suffix=
 if [ "${OUTER:-0}" = 1 ]; then
     outer=(outer)
     suffix=-outer
+elif [ "${LINKS:-0}" = 1 ]; then
+    outer=(links)
+    suffix=-links
 fi
 capture=$dir/big-$mib$suffix.tscope
 if [ -z "$bin" ]; then
@@ -76,6 +80,7 @@ measure "table" table "$capture"
 measure "table --by-thread" table --by-thread "$capture"
 measure "table --tree" table --tree "$capture"
 measure "table --by-arg x" table --by-arg x "$capture"
+measure "table --by-origin" table --by-origin "$capture"
 big=$([ "$mib" -gt 4000 ] && echo 1 || echo 0)
 formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb json pftrace" || echo "folded pb json pftrace otlp.json")}
 for ext in $formats; do

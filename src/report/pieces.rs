@@ -8,7 +8,7 @@ use crate::decode::pieces::{Piece, SpanSource};
 use crate::decode::quantiles::Histogram;
 use crate::decode::summary::Summary;
 use crate::record::hash::FxHashMap;
-use crate::trace::{MemoryStats, SpanKind, SpanRef};
+use crate::trace::{MemoryStats, SpanKind};
 
 use super::build::Groups;
 use super::{Label, Report};
@@ -30,17 +30,21 @@ impl Report {
     /// that followed from a link is labelled with the name of its origin's callsite, which
     /// the summary keeps with each flow; durations as [`Report::by_arg_of`] keeps them.
     pub(crate) fn by_origin_of(source: &dyn SpanSource, summary: &Summary) -> Self {
-        // As the whole trace's report labels them: the last flow of a follower wins.
-        let origins: FxHashMap<SpanRef, &'static str> = (summary.trace.flows.iter())
-            .zip(&summary.origin_sites)
-            .filter_map(|(flow, site)| Some((flow.follower, site.as_ref()?.name())))
-            .collect();
-        Self::split_of(source, summary.exact, &mut |thread, piece, i| {
-            let at = SpanRef {
-                thread,
-                span: piece.index(i),
+        // By thread, then span index; as the whole trace's report labels them: the last flow
+        // of a follower wins.
+        let mut origins: Vec<FxHashMap<u32, &'static str>> =
+            vec![FxHashMap::default(); summary.trace.threads.len()];
+        for (flow, site) in summary.trace.flows.iter().zip(&summary.origin_sites) {
+            let (Some(site), Some(map)) = (site, origins.get_mut(flow.follower.thread as usize))
+            else {
+                continue;
             };
-            origins.get(&at).map(|&name| Label::Origin(name))
+            map.insert(flow.follower.span, site.name());
+        }
+        Self::split_of(source, summary.exact, &mut |thread, piece, i| {
+            // Most threads follow no link: no lookup.
+            let map = origins.get(thread as usize).filter(|m| !m.is_empty())?;
+            map.get(&piece.index(i)).map(|&name| Label::Origin(name))
         })
     }
 
