@@ -3,18 +3,21 @@
 //! `parse`, `handle` and, inside `handle`, `query`) until they recorded about `MIB` MiB of
 //! records (16 bytes each in memory; the file, its event chunks packed, holds far less). With
 //! `outer`, each thread's loop runs inside one `worker` scope, open from its first record to
-//! its last (as a `main` or a worker loop would be). With `memory`, the session tracks memory
-//! (`MemoryMode::Timeline`): each iteration allocates a block in `parse` that `query` frees
-//! (two allocations and frees recorded, four records more), and each thread keeps a block
-//! live to the end. The structure (names, nesting, number of scopes) is the same on every
-//! run; only the durations vary. For measuring the `tickscope` command on big captures
-//! (`scripts/big_capture.sh`).
+//! its last (as a `main` or a worker loop would be). With `links`, each `request` is a `seq`
+//! scope (capturing a link), and one in [`LINK_EVERY`] is followed on a thread of its own,
+//! `follower`, first in the capture (the links' origins are on later threads), by a `follow`
+//! scope holding `ack`. With `memory`, the session tracks memory (`MemoryMode::Timeline`):
+//! each iteration allocates a block in `parse` that `query` frees (two allocations and frees
+//! recorded, four records more), and each thread keeps a block live to the end. Modes combine
+//! with commas (`outer,memory`). The structure (names, nesting, number of scopes) is the same
+//! on every run; only the durations vary. For measuring the `tickscope` command on big
+//! captures (`scripts/big_capture.sh`).
 //!
-//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer|memory|outer,memory]`
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer,links,memory]`
 //!
 //! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
 
-use tickscope::{MemoryMode, Profiler, TrackingAlloc, scope};
+use tickscope::{Link, MemoryMode, Profiler, TrackingAlloc, scope};
 
 /// Records allocations and frees for sessions that track memory (`memory`).
 #[global_allocator]
@@ -26,17 +29,21 @@ const RECORDS_PER_ITERATION: u64 = 8;
 /// Records per iteration with `memory`: an allocation and a free more, two records each.
 const MEMORY_RECORDS_PER_ITERATION: u64 = RECORDS_PER_ITERATION + 4;
 
+/// With `links`, the requests whose link is followed: one in this many.
+const LINK_EVERY: u64 = 100;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer|memory|outer,memory]";
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer,links,memory]";
     let path = args.next().ok_or(usage)?;
     let mib: u64 = args.next().ok_or(usage)?.parse()?;
     let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
-    let (mut outer, mut memory) = (false, false);
+    let (mut outer, mut links, mut memory) = (false, false, false);
     if let Some(modes) = args.next() {
         for mode in modes.split(',') {
             match mode {
                 "outer" => outer = true,
+                "links" => links = true,
                 "memory" => memory = true,
                 _ => return Err(usage.into()),
             }
@@ -53,8 +60,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.track_memory(MemoryMode::Timeline);
     }
     let prof = builder.try_start()?;
+    // The follower records first, then follows the links the workers send.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (links_tx, links_rx) = std::sync::mpsc::channel::<Link>();
+    let follower = links.then(|| {
+        std::thread::Builder::new()
+            .name("follower".into())
+            .spawn(move || {
+                drop(scope!("start"));
+                ready_tx.send(()).ok();
+                let mut followed = 0u64;
+                for link in links_rx {
+                    let _follow = scope!("follow", follows = link);
+                    let _ack = scope!("ack");
+                    followed += 1;
+                }
+                followed
+            })
+    });
+    let follower = follower.transpose()?;
+    if follower.is_some() {
+        ready_rx.recv()?;
+    }
     let workers: Vec<_> = (0..threads)
         .map(|t| {
+            let links_tx = links.then(|| links_tx.clone());
             std::thread::Builder::new()
                 .name(format!("worker-{t}"))
                 .spawn(move || {
@@ -63,7 +93,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let kept = memory.then(|| vec![t as u8; 4096]);
                     let mut sum = 0u64;
                     for i in 0..iterations {
-                        let _request = scope!("request");
+                        let _request = match &links_tx {
+                            Some(tx) => {
+                                let request = scope!("request", seq);
+                                if i % LINK_EVERY == 0 {
+                                    tx.send(request.link()).ok();
+                                }
+                                Some(request)
+                            }
+                            None => None,
+                        };
+                        let _plain = links_tx.is_none().then(|| scope!("request"));
                         let block = {
                             let _parse = scope!("parse");
                             sum = sum.wrapping_add(std::hint::black_box(i ^ t));
@@ -83,6 +123,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for worker in workers {
         std::hint::black_box(worker.join().map_err(|_| "a worker panicked")?);
     }
+    drop(links_tx);
+    let followed = match follower {
+        Some(follower) => follower.join().map_err(|_| "the follower panicked")?,
+        None => 0,
+    };
     prof.stop();
     let stats = prof.stream_stats().ok_or("not a streaming session")?;
     if let Some(error) = stats.error {
@@ -94,7 +139,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.bytes_written,
         stats.records_written,
         stats.bytes_written as f64 / stats.records_written.max(1) as f64,
-        iterations * threads * 4 + if outer { threads } else { 0 },
+        iterations * threads * 4
+            + if outer { threads } else { 0 }
+            + u64::from(links)
+            + 2 * followed,
         stats.dropped_events
     );
     Ok(())

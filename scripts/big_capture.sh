@@ -16,9 +16,11 @@
 # MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
 # symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
 # only the capture. OUTER=1: each thread's loop inside one scope open from its first record
-# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). MEMORY=1: a session that
-# tracks memory, an allocation and a free a loop (`big_capture ... memory`, file
-# big-MIB-memory.tscope). Skips when /usr/bin/time is absent.
+# to its last (`big_capture ... outer`, file big-MIB-outer.tscope). LINKS=1: each request a
+# `seq` scope, one in 100 followed on a thread of its own (`big_capture ... links`, file
+# big-MIB-links.tscope). MEMORY=1: a session that tracks memory, an allocation and a free a
+# loop (`big_capture ... memory`, file big-MIB-memory.tscope). They combine. Skips when
+# /usr/bin/time is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1400}
@@ -35,6 +37,10 @@ suffix=
 if [ "${OUTER:-0}" = 1 ]; then
     modes+=(outer)
     suffix=-outer
+fi
+if [ "${LINKS:-0}" = 1 ]; then
+    modes+=(links)
+    suffix=$suffix-links
 fi
 if [ "${MEMORY:-0}" = 1 ]; then
     modes+=(memory)
@@ -85,6 +91,7 @@ measure "table" table "$capture"
 measure "table --by-thread" table --by-thread "$capture"
 measure "table --tree" table --tree "$capture"
 measure "table --by-arg x" table --by-arg x "$capture"
+measure "table --by-origin" table --by-origin "$capture"
 big=$([ "$mib" -gt 4000 ] && echo 1 || echo 0)
 formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb json pftrace" || echo "folded pb json pftrace otlp.json")}
 for ext in $formats; do

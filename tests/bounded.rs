@@ -534,6 +534,206 @@ fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     assert!(large < spans_bytes / 8, "{large} bytes");
 }
 
+/// Links one in `LINK_EVERY` requests of [`stream_links`].
+const LINK_EVERY: u64 = 100;
+
+/// Records, in a streaming session to `path`: a thread `early` (first in the trace) opens
+/// `start`, then waits while a thread `late` (after it) runs `requests` `submit` scopes each
+/// holding `work` (`seq` scopes: each captures a link), the links of one in [`LINK_EVERY`]
+/// kept, and captures a link outside every scope; then `early` follows each link kept with a
+/// `handle` holding `work`, inside `main`.
+fn stream_links(path: &Path, requests: u64) {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (links_tx, links_rx) = std::sync::mpsc::channel::<Vec<tickscope::Link>>();
+    let early = tickscope::thread::spawn(move || {
+        drop(scope!("start"));
+        ready_tx.send(()).unwrap();
+        let links = links_rx.recv().unwrap();
+        let _main = scope!("main");
+        for link in links {
+            let _handle = scope!("handle", follows = link);
+            let _work = scope!("work");
+        }
+    });
+    ready_rx.recv().unwrap();
+    let links = tickscope::thread::spawn(move || {
+        let mut links = Vec::new();
+        for i in 0..requests {
+            let submit = scope!("submit", seq);
+            let _work = scope!("work");
+            if i % LINK_EVERY == 0 {
+                links.push(submit.link());
+            }
+        }
+        links.push(tickscope::link());
+        links
+    })
+    .join()
+    .unwrap();
+    links_tx.send(links).unwrap();
+    early.join().unwrap();
+    prof.stop();
+    assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+}
+
+/// A table split by origin of captures with links between threads (their origins on a later
+/// thread, and one outside every scope), from pieces: the whole trace's text, in the same
+/// memory for ten times the scopes and links but a few words a link, and well under what the
+/// spans would take.
+#[test]
+fn a_table_by_origin_of_links_takes_bounded_memory() {
+    let _serial = serial();
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        stream_links(&path, requests);
+        // Durations in histograms (as past 8 Mi scopes), for memory that does not grow with
+        // them; then kept each, for the whole trace's text.
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (peak, text) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            Table::from_captures(captures).by_origin(true).to_string()
+        });
+        assert!(text.contains("Quantiles: p50 and p99 from log-linear histograms"));
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let text = Table::from_captures(Capture::read_all(&path).unwrap())
+            .by_origin(true)
+            .to_string();
+        let trace = Trace::from_captures(&Capture::read_all(&path).unwrap());
+        assert_eq!(trace.flows.len() as u64, requests / LINK_EVERY + 1);
+        assert!(trace.flows[0].origin.unwrap().thread > trace.flows[0].follower.thread);
+        assert_eq!(
+            text,
+            Table::new(Arc::new(trace)).by_origin(true).to_string()
+        );
+        let calls = (requests / LINK_EVERY).to_string();
+        let handle = text
+            .lines()
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>());
+        assert!(
+            handle
+                .into_iter()
+                .any(|l| l == ["handle", "submit", &calls]),
+            "{text}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        peak
+    };
+    let small = peak(30_000, "links-small.tscope");
+    let large = peak(300_000, "links-large.tscope");
+    eprintln!("table --by-origin of 60,000 / 600,000 spans: {small} / {large} bytes at most");
+    let links = 300_000 / LINK_EVERY;
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    assert!(
+        large <= small + (256 << 10) + links as usize * 256,
+        "{large} bytes at most for 600,000 spans, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 16, "{large} bytes");
+}
+
+/// The length and a hash (FNV-1a) of the bytes written to it, instead of the bytes: what
+/// writing takes is measured without what the output would take.
+#[cfg(feature = "otlp")]
+#[derive(Debug, PartialEq)]
+struct Digest {
+    len: u64,
+    hash: u64,
+}
+
+#[cfg(feature = "otlp")]
+impl Default for Digest {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            hash: 0xcbf2_9ce4_8422_2325,
+        }
+    }
+}
+
+#[cfg(feature = "otlp")]
+impl std::io::Write for Digest {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for &b in bytes {
+            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        self.len += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// OTLP/JSON and a push of captures with links between threads (their origins on a later
+/// thread, and one outside every scope), from pieces: the whole trace's bytes, in the same
+/// memory for ten times the scopes and links but a few words a link (in requests of 1,000
+/// spans), and well under what the spans would take.
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_of_links_takes_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp, PushOptions};
+
+    let _serial = serial();
+    let (url, _) = sink_endpoint();
+    let options = Options::new().batch_spans(1_000);
+    let peaks = |requests: u64, name: &str| {
+        let path = scratch(name);
+        stream_links(&path, requests);
+        let links = requests / LINK_EVERY;
+        let spans = 2 + 2 * (links + 1) + 2 * requests;
+        let (json, written) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let mut out = Digest::default();
+            let stats = Otlp::write_json_from_captures(&captures, &options, &mut out).unwrap();
+            assert_eq!((stats.sent, stats.links), (spans, links));
+            out
+        });
+        let trace = Trace::from_captures(&Capture::read_all(&path).unwrap());
+        let mut whole = Digest::default();
+        Otlp::new(&trace, &options)
+            .write_json_to(&mut whole)
+            .unwrap();
+        assert_eq!(written, whole, "the whole trace's bytes");
+        let (push, report) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let push = PushOptions::new();
+            Otlp::push_from_captures(&captures, &options, url.as_str(), &push, |_| {}).unwrap()
+        });
+        assert_eq!((report.accepted_spans, report.stats.links), (spans, links));
+        std::fs::remove_file(&path).unwrap();
+        [json, push]
+    };
+    let small = peaks(20_000, "otlp-links-small.tscope");
+    let large = peaks(200_000, "otlp-links-large.tscope");
+    eprintln!(
+        "OTLP/JSON and push of 40,406 / 404,006 spans with links: {small:?} / {large:?} bytes at most"
+    );
+    let links = 200_000 / LINK_EVERY;
+    // 400,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 400_000 * 64;
+    for (what, (s, l)) in ["OTLP/JSON", "push"]
+        .into_iter()
+        .zip(small.into_iter().zip(large))
+    {
+        // About 350 bytes a link: the first pass's (its matching, the flows) and the
+        // pieces' (each follower and origin, and the origin's target).
+        assert!(
+            l <= s + (256 << 10) + links as usize * 384,
+            "{what}: {l} bytes at most for 400,000 spans, {s} for a tenth"
+        );
+        assert!(l < spans_bytes / 8, "{what}: {l} bytes");
+    }
+}
+
 /// Records in a streaming session to `path` the process `pid` (written in its header): a
 /// counter sample and an instant outside every scope, `requests` requests (`request` holding
 /// `work`), the first with an instant and a counter sample in it, and an instant after them.

@@ -7,7 +7,7 @@ use super::async_spans::Mark;
 use super::convert::Converter;
 use super::counters::RawSample;
 use super::follows::Uses;
-use super::links::Links;
+use super::links::{Links, OriginSites};
 use super::memory::RawMemory;
 use crate::record::memory::MemoryMode;
 
@@ -109,14 +109,15 @@ impl Builder {
         self.tracing_ends = Some(all);
     }
 
-    /// The trace of the window that starts at `start_tick`.
+    /// The trace of the window that starts at `start_tick`, and the callsite of each of its
+    /// flows' origins.
     pub(super) fn finish(
         mut self,
         converter: &Converter,
         start_tick: u64,
         dropped_events: u64,
         process: Process,
-    ) -> Trace {
+    ) -> (Trace, OriginSites) {
         let end_ns = self.end_ns;
         let async_spans = super::async_spans::match_async(
             self.marks,
@@ -136,13 +137,13 @@ impl Builder {
                 .count() as u64;
             open_scopes += async_spans.iter().filter(|a| a.open_at_stop).count() as u64;
         }
-        let links = self
+        let (links, sites) = self
             .links
             .matched(&self.threads, self.tracing_ends.as_ref());
         let (counters, values) = super::counters::merge(self.samples, 0);
         // Each thread's instants are in time order: a stable sort keeps ties in thread order.
         self.instants.sort_by_key(|i| i.ns);
-        Trace {
+        let trace = Trace {
             start_ns: converter.to_unix_ns(start_tick),
             end_ns,
             threads: self.threads,
@@ -165,6 +166,7 @@ impl Builder {
                 open_scopes,
                 ..Salvage::default()
             },
-        }
+        };
+        (trace, sites)
     }
 }

@@ -4,15 +4,44 @@
 
 use std::sync::Arc;
 
+use crate::record::callsite::Callsite;
 use crate::record::hash::{FxHashMap, FxHashSet};
 
 use crate::trace::{Flow, SpanRef, ThreadTrace};
 
+/// The callsite of each flow's origin (at the same index), when it has one: what a table split
+/// by origin labels a follower with, without the origin's span.
+pub(crate) type OriginSites = Vec<Option<&'static Callsite>>;
+
+/// Where a link was captured: the innermost span open then, the time, and that span's
+/// callsite.
+pub(super) type Origin = (Option<SpanRef>, u64, Option<&'static Callsite>);
+
+/// Which link captures and followers pairing keeps.
+#[derive(Clone, Debug, Default)]
+pub(super) enum Keep {
+    /// Every one (a trace decoded whole).
+    #[default]
+    All,
+    /// Every follower, and the captures up to this many: past them, none, and the thread is
+    /// marked [`Links::overflowed`] (a first pass, which reads the thread again for the
+    /// captures followed: a `scope!(.., seq)` captures a link each, most never followed).
+    Upto(usize),
+    /// The captures of these (thread id, sequence number) only, and no follower.
+    Only(Arc<FxHashSet<(u64, u32)>>),
+    /// Nothing (the links of pieces, matched by the first pass).
+    Nothing,
+}
+
 /// Links seen while pairing, matched once every thread is in.
 #[derive(Default)]
 pub(super) struct Links {
-    /// Captures: (thread id, sequence number) -> (innermost open span, time).
-    pub(super) origins: FxHashMap<(u64, u32), (Option<SpanRef>, u64)>,
+    /// What is kept.
+    pub(super) keep: Keep,
+    /// More captures than [`Keep::Upto`] allows were seen: none is kept.
+    pub(super) overflowed: bool,
+    /// Captures: (thread id, sequence number) -> (innermost open span, time, its callsite).
+    pub(super) origins: FxHashMap<(u64, u32), Origin>,
     /// Scopes that follow from a link: (the scope, link thread id, sequence number).
     pub(super) followers: Vec<(SpanRef, u64, u32)>,
     /// Whether to keep [`Links::tracing_enters`] and [`Links::tracing_closes`]: only while
@@ -48,6 +77,36 @@ impl Links {
         self.tracing_uses && self.tracing_named.as_ref().is_none_or(|n| n.contains(&id))
     }
 
+    /// Links that keep what `keep` says.
+    pub(super) fn keeping(keep: Keep) -> Self {
+        Self {
+            keep,
+            ..Self::default()
+        }
+    }
+
+    /// True when the capture of link `key` (thread id, sequence number) is to be kept; past
+    /// [`Keep::Upto`]'s count, lets go of those kept.
+    pub(super) fn keeps(&mut self, key: &(u64, u32)) -> bool {
+        match &self.keep {
+            Keep::All => true,
+            Keep::Upto(_) if self.overflowed => false,
+            Keep::Upto(most) if self.origins.len() < *most => true,
+            Keep::Upto(_) => {
+                self.overflowed = true;
+                self.origins = FxHashMap::default();
+                false
+            }
+            Keep::Only(keys) => keys.contains(key),
+            Keep::Nothing => false,
+        }
+    }
+
+    /// True when the scopes that follow from links are to be kept.
+    pub(super) fn keeps_followers(&self) -> bool {
+        matches!(self.keep, Keep::All | Keep::Upto(_))
+    }
+
     /// Adds the links another thread saw, after this one's.
     pub(super) fn extend(&mut self, other: Self) {
         self.origins.extend(other.origins);
@@ -59,13 +118,16 @@ impl Links {
 
     /// The flows: the links matched to their captures, then the `tracing` `follows_from`s
     /// matched to their spans in `threads`, or, when the threads' spans were not kept, with
-    /// `ends`: the end of each span entered, by (thread, span).
+    /// `ends`: the end of each span entered, by (thread, span); and the callsite of each
+    /// flow's origin (of a `follows_from`'s, only when the spans were kept).
     pub(super) fn matched(
         self,
         threads: &[ThreadTrace],
         ends: Option<&FxHashMap<(u32, u32), u64>>,
-    ) -> Vec<Flow> {
+    ) -> (Vec<Flow>, OriginSites) {
         let Links {
+            keep: _,
+            overflowed: _,
             origins,
             followers,
             tracing_uses: _,
@@ -74,21 +136,22 @@ impl Links {
             tracing_closes,
             mut tracing_follows,
         } = self;
-        let mut flows: Vec<Flow> = followers
+        let (mut flows, mut sites): (Vec<Flow>, OriginSites) = followers
             .into_iter()
             .map(|(follower, origin_thread, seq)| {
                 let found = origins.get(&(origin_thread, seq));
-                Flow {
+                let flow = Flow {
                     seq,
                     origin_thread,
-                    origin: found.and_then(|&(span, _)| span),
-                    origin_ns: found.map(|&(_, ns)| ns),
+                    origin: found.and_then(|&(span, _, _)| span),
+                    origin_ns: found.map(|&(_, ns, _)| ns),
                     follower,
-                }
+                };
+                (flow, found.and_then(|&(_, _, site)| site))
             })
-            .collect();
+            .unzip();
         if tracing_follows.is_empty() {
-            return flows;
+            return (flows, sites);
         }
         // The uses of each span id named by a `follows_from`, in time order: its enters
         // (`Some`) and closes (`None`); at equal times enters first (a span is entered before
@@ -154,6 +217,10 @@ impl Links {
                 continue;
             };
             let origin = resolve(cause, ns, Prefer::Last);
+            sites.push(origin.and_then(|at| {
+                let thread = threads.get(at.thread as usize)?;
+                Some(thread.spans.get(at.span as usize)?.callsite)
+            }));
             flows.push(Flow {
                 seq: 0,
                 origin_thread: origin
@@ -164,6 +231,6 @@ impl Links {
                 follower,
             });
         }
-        flows
+        (flows, sites)
     }
 }

@@ -12,7 +12,7 @@ mod build;
 pub(crate) mod convert;
 mod counters;
 mod follows;
-mod links;
+pub(crate) mod links;
 mod memory;
 mod memory_stream;
 mod merge;
@@ -23,10 +23,12 @@ pub(crate) mod quantiles;
 pub(crate) mod summary;
 mod thread;
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::clock::{Compensation as RawCompensation, PROBE_UNIT};
+use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::record::registry::Untracked;
 #[cfg(doc)]
 use crate::trace::ThreadTrace;
@@ -36,6 +38,7 @@ use self::build::Builder;
 use self::convert::Converter;
 #[cfg(test)]
 use self::links::Links;
+use self::links::OriginSites;
 #[cfg(test)]
 use self::pair::Pairing;
 use self::summary::{Sum, Summary, ThreadSums};
@@ -72,7 +75,7 @@ impl Trace {
 fn decode(capture: &Capture, parallel_from: usize) -> Trace {
     decode_with(capture, parallel_from, None)
         .expect("a trace decoded whole")
-        .0
+        .trace
 }
 
 impl Summary {
@@ -110,27 +113,40 @@ impl Summary {
         stacks: bool,
     ) -> Option<Self> {
         let mut traces = Vec::with_capacity(captures.len());
-        let mut threads = Vec::new();
+        let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         for capture in captures {
-            let (trace, sums) = summarize(capture.borrow(), Sum { exact, stacks })?;
-            traces.push(trace);
-            threads.extend(sums);
+            let decoded = summarize(capture.borrow(), Sum { exact, stacks })?;
+            traces.push(decoded.trace);
+            threads.extend(decoded.sums);
+            // The flows of each capture follow those before, in order, as merged.
+            origin_sites.extend(decoded.origin_sites);
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
+        debug_assert_eq!(trace.flows.len(), origin_sites.len());
         Some(Self {
             trace,
             threads,
             exact,
             live_at_end: Default::default(),
+            origin_sites,
         })
     }
 }
 
 /// The trace of `capture` without spans, and the sums of each thread's spans, for
 /// [`Summary::of`]; `None` when the capture holds async calls.
-fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
+fn summarize(capture: &Capture, sum: Sum) -> Option<Decoding> {
     decode_with(capture, parallel::PARALLEL_FROM, Some(sum))
+}
+
+/// What [`decode_with`] gives.
+struct Decoding {
+    trace: Trace,
+    /// The sums of each thread's spans, when summed.
+    sums: Vec<ThreadSums>,
+    /// The callsite of each flow's origin, at the same index as `trace.flows`.
+    origin_sites: OriginSites,
 }
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
@@ -138,11 +154,7 @@ fn summarize(capture: &Capture, sum: Sum) -> Option<(Trace, Vec<ThreadSums>)> {
 /// the trace holds no spans or span arguments (the flows of `tracing` spans' `follows_from`s
 /// are matched by a second reading of the threads, [`follows`]). `None` only when summing a
 /// capture with async calls, whose matching needs the spans.
-fn decode_with(
-    capture: &Capture,
-    parallel_from: usize,
-    sum: Option<Sum>,
-) -> Option<(Trace, Vec<ThreadSums>)> {
+fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Option<Decoding> {
     let exact = sum;
     let sum = sum.is_some();
     // Decoding allocates; that is the profiler's work, not the program's.
@@ -167,6 +179,10 @@ fn decode_with(
     );
     if sum && decoded.iter().any(|(thread, _)| !thread.marks.is_empty()) {
         return None;
+    }
+    let mut decoded = decoded;
+    if sum {
+        origins_followed(&shared, &threads, parallel_from, &mut decoded);
     }
     let mut builder = Builder::new(shared.end_ns, capture.memory, shared.salvaged, sum);
     // Summed, the spans that `tracing` spans' `follows_from`s name are found by a second
@@ -207,7 +223,7 @@ fn decode_with(
         }),
     };
     let declared = capture.threads.len();
-    let mut trace = builder.finish(
+    let (mut trace, origin_sites) = builder.finish(
         &shared.converter,
         capture.start_tick,
         capture.dropped_events,
@@ -222,7 +238,46 @@ fn decode_with(
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
     trace.cut_start_ns = cut_start_ns;
-    Some((trace, sums))
+    Some(Decoding {
+        trace,
+        sums,
+        origin_sites,
+    })
+}
+
+/// Gives each thread of `decoded` (summed, of `threads`) whose link captures were too many to
+/// keep ([`Links::overflowed`](self::links::Links)) those that a thread follows, read again.
+fn origins_followed(
+    shared: &Shared<'_>,
+    threads: &[&CaptureThread],
+    parallel_from: usize,
+    decoded: &mut [(thread::Decoded, Option<ThreadSums>)],
+) {
+    let overflowed = |d: &thread::Decoded| d.links.overflowed;
+    if !decoded.iter().any(|(d, _)| overflowed(d)) {
+        return;
+    }
+    let wanted: FxHashSet<(u64, u32)> = (decoded.iter())
+        .flat_map(|(d, _)| d.links.followers.iter().map(|&(_, t, seq)| (t, seq)))
+        .collect();
+    let ids: FxHashSet<u64> = wanted.iter().map(|&(id, _)| id).collect();
+    let wanted = Arc::new(wanted);
+    let read: Vec<bool> = (decoded.iter())
+        .zip(threads)
+        .map(|((d, _), t)| overflowed(d) && ids.contains(&t.id))
+        .collect();
+    let origins = parallel::map(
+        threads,
+        parallel_from,
+        |thread| thread.record_bound(),
+        |index, thread| match read[index] {
+            true => shared.origins(index, thread, Arc::clone(&wanted)),
+            false => FxHashMap::default(),
+        },
+    );
+    for ((d, _), origins) in decoded.iter_mut().zip(origins) {
+        d.links.origins.extend(origins);
+    }
 }
 
 impl Trace {

@@ -35,7 +35,7 @@ use crate::record::registry::Untracked;
 use crate::trace::{MemoryEvent, MemoryStats, Span, SpanArg, Trace};
 
 use super::Shared;
-use super::links::Links;
+use super::links::{Keep, Links};
 use super::memory::Keeps;
 use super::memory::LiveAtEnd;
 use super::memory_stream::{self, TimelineThread};
@@ -324,7 +324,9 @@ impl SpanSource for Pieces<'_> {
         let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
         let _untracked = Untracked::enter();
         let shared = shared(capture);
-        let (mut marks, mut links, mut events) = (Vec::new(), Links::default(), Vec::new());
+        // The first pass matched the links.
+        let (mut marks, mut links, mut events) =
+            (Vec::new(), Links::keeping(Keep::Nothing), Vec::new());
         let mut pairing = Pairing::new(
             shared.callsites,
             (&shared.converter, shared.probe),

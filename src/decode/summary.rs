@@ -4,6 +4,7 @@
 
 use crate::record::hash::FxHashMap;
 
+use crate::decode::links::OriginSites;
 use crate::decode::memory::LiveAtEnd;
 use crate::decode::quantiles::Durations;
 use crate::record::callsite::Callsite;
@@ -52,6 +53,9 @@ pub(crate) struct ThreadSums {
     /// The thread holds a scope that follows from a link, or a `tracing` span's
     /// `follows_from`: the trace it decodes to may have flows, which the sums leave out.
     pub(crate) follows: bool,
+    /// The thread holds a `tracing` span's `follows_from` of a span not entered there: its
+    /// flow's origin is matched by a second reading of the threads, without its callsite.
+    pub(crate) tracing_follows: bool,
     /// Some span of the thread did not end within its parent (guards dropped out of order),
     /// or got an argument after a span began inside it: its pieces are whole trees only
     /// ([`Pieces`](crate::decode::pieces::Pieces)).
@@ -86,6 +90,7 @@ impl ThreadSums {
             exact,
             stacks: None,
             follows: false,
+            tracing_follows: false,
             tangled: false,
             open_at_end: Vec::new(),
             memory_events: 0,
@@ -148,6 +153,9 @@ pub(crate) struct Summary {
     /// Of a memory timeline ([`Summary::of`]): the allocations live at its end, by
     /// scope (what `trace.memory`, which holds no events, would list).
     pub(crate) live_at_end: LiveAtEnd,
+    /// The callsite of the origin of each flow of `trace` (at the same index), which the
+    /// trace's spans would give: what a table split by origin names a follower's row after.
+    pub(crate) origin_sites: OriginSites,
 }
 
 impl Summary {
@@ -156,6 +164,13 @@ impl Summary {
     /// leave out.
     pub(crate) fn follows(&self) -> bool {
         self.threads.iter().any(|t| t.follows)
+    }
+
+    /// True when a thread holds a `tracing` span's `follows_from` of a span not entered there
+    /// ([`ThreadSums::tracing_follows`]): [`Summary::origin_sites`] lacks its origin's
+    /// callsite.
+    pub(crate) fn tracing_follows(&self) -> bool {
+        self.threads.iter().any(|t| t.tracing_follows)
     }
 
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.

@@ -2,17 +2,19 @@
 //! one thread's decoding hands over.
 
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
+use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::record::registry::Untracked;
 use crate::trace::{SpanKind, ThreadTrace};
 
 use super::async_spans::Mark;
 use super::convert::Converter;
-use super::links::Links;
+use super::links::{Keep, Links, Origin};
 use super::memory::{Keeps, RawMemory};
 use super::pair::{Extras, Pairing, Probe};
 use super::summary::{Sum, ThreadSums};
@@ -115,7 +117,49 @@ pub(super) struct Decoded {
     pub(super) open_scopes: u64,
 }
 
+/// The link captures a thread being summed keeps (each a few words, found by a hash): past
+/// them, the thread is read again for those followed.
+const ORIGINS_KEPT: usize = 4096;
+
 impl Shared<'_> {
+    /// The captures of `thread` (at `index` in the trace) of the links `wanted` (thread id,
+    /// sequence number): the thread read again, its spans let go as they are paired, for a
+    /// summed thread whose captures were too many to keep ([`Links::overflowed`]).
+    pub(super) fn origins(
+        &self,
+        index: usize,
+        thread: &CaptureThread,
+        wanted: Arc<FxHashSet<(u64, u32)>>,
+    ) -> FxHashMap<(u64, u32), Origin> {
+        let _untracked = Untracked::enter();
+        let mut marks = Vec::new();
+        let mut links = Links::keeping(Keep::Only(wanted));
+        let mut pairing = Pairing::new(
+            self.callsites,
+            (&self.converter, self.probe),
+            (index, thread.id),
+            &mut marks,
+            &mut links,
+            None,
+            super::summary::WINDOW,
+        );
+        for cut in self.capture.cut_of(thread.id) {
+            pairing.open_cut(cut.record());
+        }
+        if let Some(tick) = self.capture.cut_start {
+            pairing.calls_from(tick);
+        }
+        pairing.drain_every(super::summary::WINDOW);
+        self.for_each_record(thread, |record| {
+            pairing.push(record);
+            if pairing.window_full() {
+                pairing.drain_final(|_, _, _| {});
+            }
+        });
+        drop(pairing);
+        links.origins
+    }
+
     /// The records of `thread` that count: from the tick its window starts at to the
     /// capture's end. A record that carries data goes with the record before it.
     pub(super) fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
@@ -208,6 +252,12 @@ impl Shared<'_> {
         let mut marks = Vec::new();
         let mut links = Links {
             tracing_uses: self.tracing_uses,
+            // Summed, a thread's link captures are kept up to a bound, past which those
+            // followed are read again ([`Shared::origins`]).
+            keep: match sum {
+                true => Keep::Upto(ORIGINS_KEPT),
+                false => Keep::All,
+            },
             ..Links::default()
         };
         let mut memory = self.memory.then(Vec::new);
@@ -269,6 +319,7 @@ impl Shared<'_> {
                 sums.add(span, stats.get(i));
             }
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
+            sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
             sums.open_at_end = open_at_end;
             // Only a timeline has allocations and frees (of a session that counted, a thread

@@ -164,8 +164,10 @@ impl Table {
     /// when printed without keeping the trace's spans when it can: a flat table, by name or
     /// by thread, of sessions that did not track memory and have no async calls is summed
     /// straight from the records, which takes a fraction of the time and memory of the whole
-    /// trace. A call tree, rows split by origin or by an argument, memory columns and async
-    /// calls need the spans: the trace is then decoded (once per table).
+    /// trace. A call tree and rows split by origin or by an argument take the spans, decoded
+    /// again a piece at a time (in memory bounded by the scopes open at once, and a few words
+    /// per link); memory columns, async calls and a `tracing` span's `follows_from` of a span
+    /// entered on another thread need every span: the trace is then decoded (once per table).
     ///
     /// What `tickscope table` prints.
     ///
@@ -320,13 +322,14 @@ impl Table {
         match &self.source {
             Source::Trace(trace) => (trace, None),
             Source::Captures(c) => {
-                // A flat table with no split but by thread needs only the sums; so does one
-                // split by origin of captures without links (nothing to split). The call tree
-                // and a table split by argument take the spans piece by piece
-                // ([`Table::call_tree`], [`Table::report`]).
+                // A flat table with no split but by thread needs only the sums. The call tree
+                // and a table split by argument or by origin take the spans piece by piece
+                // ([`Table::call_tree`], [`Table::report`]); split by origin, unless a
+                // `tracing` span follows from one entered elsewhere (the first pass matches
+                // its flow without its origin's callsite).
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
                     && !match self.split() {
-                        Split::Origin => summary.follows(),
+                        Split::Origin => summary.tracing_follows(),
                         _ => false,
                     }
                 {

@@ -39,19 +39,29 @@ impl Table {
     }
 
     /// The report of `trace` (from `summary` when given) the flat table shows: split by
-    /// argument, from the captures' spans decoded piece by piece.
+    /// argument or by origin (of captures with links: without, there is nothing to split),
+    /// from the captures' spans decoded piece by piece.
     pub(super) fn report(&self, trace: &Trace, summary: Option<&Summary>) -> Report {
-        match (summary, self.split()) {
-            (Some(summary), Split::Arg(key)) => {
+        let split = self.split();
+        match (summary, split) {
+            (Some(summary), Split::Arg(_)) | (Some(summary), Split::Origin)
+                if split != Split::Origin || summary.follows() =>
+            {
                 if let Source::Captures(c) = &self.source {
                     let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
                     if let Some(pieces) = Pieces::of_summary(&captures, summary) {
-                        let mut report = Report::by_arg_of(&pieces, key, summary.exact);
+                        let mut report = match split {
+                            Split::Arg(key) => Report::by_arg_of(&pieces, key, summary.exact),
+                            _ => Report::by_origin_of(&pieces, summary),
+                        };
                         report.live_at_stop = live_at_stop(trace, Some(summary));
                         return report;
                     }
                 }
-                Report::build(trace, self.by_thread, self.split())
+                // Not expected: the summary is of the captures, and has no `tracing` span
+                // following from one entered elsewhere ([`Table::view`]).
+                debug_assert!(false, "the pieces of a table's summary");
+                Report::build(trace, self.by_thread, split)
             }
             (Some(summary), _) => Report::from_summary(summary, self.by_thread),
             (None, split) => Report::build(trace, self.by_thread, split),

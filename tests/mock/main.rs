@@ -34,6 +34,7 @@ mod otlp;
 mod otlp_carry;
 mod perfetto;
 mod pieces;
+mod pieces_links;
 mod pprof;
 
 // Collectors beside a session.

@@ -1277,6 +1277,28 @@ fn a_push_from_captures_of_a_scope_open_over_its_thread_sends_the_whole_pushes_r
     assert_eq!(report.accepted_spans, 10_009);
 }
 
+/// Links between threads (origins on a later thread, an earlier one, the same one, and one
+/// outside every scope) pushed from pieces: the whole push's requests, with every link.
+#[test]
+fn a_push_from_captures_of_links_between_threads_sends_the_whole_pushes_requests() {
+    let captures = crate::pieces_links::linked("links-push.tscope");
+    let (report, requests) = push_both(&captures, &Options::new().batch_spans(1_000), vec![]);
+    assert_eq!(report.stats.links, 5_060);
+    let spans = all_spans(&requests);
+    let links: usize = spans.iter().map(|s| s.links.len()).sum();
+    assert_eq!(links, 5_060);
+    let options = Options::new()
+        .max_depth(0)
+        .sample_roots(2)
+        .max_batch_bytes(64 << 10);
+    let (report, _) = push_both(&captures, &options, vec![]);
+    assert!(report.stats.links < 5_060, "{report:?}");
+    // Two processes, each with its links.
+    let two = as_processes(&captures, &[7, 8]);
+    let (report, _) = push_both(&two, &Options::new().max_depth(1), vec![]);
+    assert_eq!((report.processes, report.stats.links), (2, 2 * 5_060));
+}
+
 #[test]
 fn a_push_from_captures_splits_on_413_as_the_whole_push_does() {
     let captures = carried();

@@ -77,14 +77,18 @@ impl<'a> Pairing<'a> {
 
     pub(super) fn apply(&mut self, event: RawEvent, span_id: Option<u32>, adopts: u64) {
         if event.kind == RawKind::Link {
-            let span = self.open.last().map(|o| SpanRef {
+            let key = (self.thread_id, event.id);
+            if !self.links.keeps(&key) {
+                return;
+            }
+            let top = self.open.last().map(|o| o.index);
+            let span = top.map(|index| SpanRef {
                 thread: self.thread as u32,
-                span: o.index,
+                span: index,
             });
+            let site = top.map(|index| self.span_mut(index).callsite);
             let ns = self.converter.to_unix_ns(event.tick);
-            self.links
-                .origins
-                .insert((self.thread_id, event.id), (span, ns));
+            self.links.origins.insert(key, (span, ns, site));
             return;
         }
         if event.kind == RawKind::End {

@@ -130,7 +130,8 @@ impl<'a> Pairing<'a> {
             RawKind::BeginFollows => {
                 let span = self.next_index();
                 self.apply(RawEvent::begin(lead.id, lead.tick), None, 0);
-                if let (Some(link), true) = (payload, self.next_index() > span) {
+                let kept = self.links.keeps_followers();
+                if let (Some(link), true, true) = (payload, self.next_index() > span, kept) {
                     let at = SpanRef {
                         thread: self.thread as u32,
                         span,

@@ -30,13 +30,17 @@ impl<'t> Otlp<'t> {
     /// does, and returns its [`Stats`]; but without decoding the trace whole when it can: what
     /// `tickscope convert -o x.otlp.json` does.
     ///
-    /// Captures that hold no async call or link are decoded thread
-    /// by thread, a few thousand spans at a time, each piece mapped and written as it comes,
-    /// the scopes open at its end carried into the next piece and sent in the piece where they
-    /// end: the memory taken is then bounded by a piece and the scopes open at once, not by the
-    /// captures' size (plus their instants and counter samples). With
+    /// Captures that hold no async call (nor a `tracing` span's `follows_from` of a span
+    /// entered on another thread) are decoded thread by thread, a few thousand spans at a
+    /// time, each piece mapped and written as it comes, the scopes open at its end carried
+    /// into the next piece and sent in the piece where they end: the memory taken is then
+    /// bounded by a piece and the scopes open at once, not by the captures' size (plus their
+    /// instants and counter samples, and a few words per link). With
     /// [`Options::min_duration`], each thread is read twice (first for the ends of the scopes
-    /// open at the end of a piece). The spans, their ids,
+    /// open at the end of a piece). A span link points to the span its origin is sent as,
+    /// decided in the piece where the origin began: when a thread follows links captured on a
+    /// thread written after it, the threads up to that one are first mapped without sending
+    /// anything, to decide them. The spans, their ids,
     /// attributes, events and batches are the whole trace's; only with several processes may
     /// the spans that hold events outside every span come later, after every process's spans.
     /// Other captures (and several processes whose threads interleave, with

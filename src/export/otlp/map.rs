@@ -70,8 +70,14 @@ pub struct Otlp<'t> {
     pub(super) kept: Vec<u32>,
     /// Index in `nodes` of each thread's first span.
     pub(super) thread_base: Vec<u32>,
-    /// Flows (indices in `Trace::flows`) by the kept node of their follower, sorted.
+    /// Flows (indices in `flows`) by the kept node of their follower, sorted.
     pub(super) links: Vec<(u32, u32)>,
+    /// The flows `links` names: the trace's; of a piece ([`Otlp::with_carried`]), the whole
+    /// trace's.
+    pub(super) flows: &'t [Flow],
+    /// Of a piece: where the origin of each flow of `links` is sent, by flow (sorted), as
+    /// decided in the piece where it began; `None`: as the trace's nodes decide.
+    pub(super) targets: Option<Vec<(u32, Option<Target>)>>,
     /// Span events by node, in time order.
     pub(super) events: Vec<Event>,
     pub(super) seed: u64,
@@ -85,6 +91,14 @@ pub struct Otlp<'t> {
     pub(super) outside: Vec<EventOf>,
     /// What a piece carried from the last one ([`Otlp::with_carried`]).
     pub(super) carried: Carried,
+}
+
+/// A kept node as a link's target: its index in the whole trace (what its `span_id` is made
+/// of) and the low half of its `trace_id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Target {
+    pub(super) span: u64,
+    pub(super) trace: u64,
 }
 
 /// Where a trace mapped as a piece of a larger one stands in it
@@ -217,6 +231,8 @@ impl<'t> Otlp<'t> {
             kept: Vec::new(),
             thread_base,
             links: Vec::new(),
+            flows: &trace.flows,
+            targets: None,
             events: Vec::new(),
             seed: 0,
             stats: Stats::default(),
@@ -407,7 +423,7 @@ impl<'t> Otlp<'t> {
     }
 
     /// True when node `i` is still open at the end of the piece mapped.
-    fn is_open(&self, i: u32) -> bool {
+    pub(super) fn is_open(&self, i: u32) -> bool {
         !self.carried.open.is_empty() && self.carried.open.binary_search(&i).is_ok()
     }
 
@@ -426,7 +442,7 @@ impl<'t> Otlp<'t> {
     }
 
     /// The index in the whole trace of node `i`.
-    fn global(&self, i: u32) -> u64 {
+    pub(super) fn global(&self, i: u32) -> u64 {
         match self.carried.global.get(i as usize) {
             Some(&g) => u64::from(g),
             None => u64::from(i) + u64::from(self.start.node),
@@ -546,44 +562,6 @@ impl<'t> Otlp<'t> {
         let base = *self.thread_base.get(thread as usize)?;
         let len = self.trace.threads[thread as usize].spans.len() as u32;
         (span < len).then_some(base + span)
-    }
-
-    /// How many spans were sent, folded and sampled out.
-    pub fn stats(&self) -> Stats {
-        self.stats
-    }
-
-    /// The `span_id` of node `i`: unique in the trace, never zero.
-    pub(super) fn span_id_bytes(&self, i: u32) -> [u8; 8] {
-        let i = self.global(i);
-        ((self.seed << 32) | (i + 1)).to_be_bytes()
-    }
-
-    /// The `trace_id` of node `i`.
-    pub(super) fn trace_id_bytes(&self, i: u32) -> [u8; 16] {
-        let node = &self.nodes[i as usize];
-        let low = if self.options.trace_per_process {
-            (1 << 63) | u64::from(node.trace)
-        } else {
-            self.global(node.trace) + 1
-        };
-        ((u128::from(self.seed) << 64) | u128::from(low)).to_be_bytes()
-    }
-
-    /// The kept node a link points to: the span its origin is sent as, if it was recorded
-    /// and not sampled out.
-    pub(super) fn link_origin(&self, flow: &Flow) -> Option<u32> {
-        flow.origin
-            .and_then(|o| self.node_of(o.thread, o.span))
-            .map(|o| self.nodes[o as usize].rep)
-            .filter(|&o| o != NONE)
-    }
-
-    /// The events of kept node `i`, in time order.
-    pub(super) fn events_of(&self, i: u32) -> &[Event] {
-        let from = self.events.partition_point(|e| e.node < i);
-        let to = from + self.events[from..].partition_point(|e| e.node == i);
-        &self.events[from..to]
     }
 }
 

@@ -73,6 +73,7 @@ mod errors;
 mod events;
 mod fields;
 mod json;
+mod links;
 mod map;
 mod options;
 mod pieces;

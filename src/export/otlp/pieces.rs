@@ -15,10 +15,15 @@
 //! duration ([`Options::min_duration`]): with folding by duration, the thread is read twice,
 //! first for the ends of the spans carried ([`carried_ends`]).
 //!
+//! Links ([`PieceLinks`]): a follower's link goes with the span it is sent as (carried with
+//! it while it is open), and points to the span its origin is sent as, decided in the piece
+//! where the origin began; origins on a thread written after a thread that follows them are
+//! decided first, by a walk of the threads up to theirs that sends nothing.
+//!
 //! What it holds at a time: one piece and its mapping, the spans open and their events, the
 //! trace's counters and instants (which the first pass keeps) with a flag each, the ends of a
-//! thread's carried spans when folding by duration (one per span open at a cut), and one
-//! request.
+//! thread's carried spans when folding by duration (one per span open at a cut), a few words
+//! per link, and one request.
 
 use std::io::{self, Write};
 
@@ -29,13 +34,13 @@ use crate::record::hash::FxHashMap;
 
 use super::carry::{Carried, Carry};
 use super::events::{self, Events, Of, Range};
+use super::links::PieceLinks;
 use super::map::{EventOf, NONE, Otlp, Start};
 use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-/// The pieces of `captures` when their requests can be made from pieces: no span links (a
-/// trace with flows is mapped whole: links go with the spans of a piece's trace), and
-/// processes whose threads come in order unless every root is kept.
+/// The pieces of `captures` when their requests can be made from pieces: processes whose
+/// threads come in order unless every root is kept.
 pub(super) fn of_captures<'c>(
     captures: &[&'c crate::Capture],
     options: &Options,
@@ -43,8 +48,7 @@ pub(super) fn of_captures<'c>(
     let pieces = Pieces::new(captures)?;
     let trace = pieces.trace();
     let in_order = trace.threads.is_sorted_by_key(|t| t.process);
-    let no_flows = trace.flows.is_empty();
-    (no_flows && (in_order || options.sample_roots == 1)).then_some(pieces)
+    (in_order || options.sample_roots == 1).then_some(pieces)
 }
 
 /// Writes the trace of `source` as OTLP/JSON lines into `out`, as
@@ -103,12 +107,22 @@ pub(super) fn walk(
             let mut first = Walker::new(source, options, &bases);
             for &thread in &order {
                 if first.events.has_events(&trace.threads[thread]) {
-                    first.thread(thread, None)?;
+                    first.thread(thread, &mut |_, _| Ok(()))?;
                 }
             }
             first.events.holders(trace)
         }
     };
+    let mut links = PieceLinks::new(trace, &order);
+    // The origins of links followed on a thread written before theirs: decided first, by a
+    // walk that sends nothing.
+    let mut ahead = Walker::new(source, options, &bases);
+    for &thread in &order[..links.ahead()] {
+        ahead.thread(thread, &mut |otlp, piece| {
+            links.record(otlp, thread, piece);
+            Ok(())
+        })?;
+    }
     let mut walker = Walker::new(source, options, &bases);
     let mut batch = Batch::new(options, sink);
     // Process by process (one without threads may have events), each one's threads then its
@@ -121,7 +135,16 @@ pub(super) fn walk(
     let mut threads = order.iter().copied().peekable();
     for process in 0..processes as u32 {
         while let Some(thread) = threads.next_if(|&t| trace.threads[t].process == process) {
-            walker.thread(thread, Some(&mut batch))?;
+            let mut pending = Vec::new();
+            walker.thread(thread, &mut |otlp, piece| {
+                links.record(otlp, thread, piece);
+                links.link(&trace.flows, otlp, thread, piece, &mut pending);
+                otlp.kept.iter().try_for_each(|&i| batch.push(otlp, i))
+            })?;
+            // The last piece ends every span: no link is left to send.
+            if !pending.is_empty() {
+                return Err(out_of_step());
+            }
         }
         let outside = walker.events.outside(trace, process);
         if outside.instants.is_empty() && outside.counters.is_empty() {
@@ -142,6 +165,9 @@ pub(super) fn walk(
     batch.flush()?;
     Ok(walker.stats)
 }
+
+/// What [`Walker::thread`] hands each piece, mapped, to.
+type Each<'e> = dyn FnMut(&mut Otlp<'_>, Piece<'_>) -> io::Result<()> + 'e;
 
 /// A walk of the threads of a trace decoded in pieces: where their events go, what was sent.
 struct Walker<'s> {
@@ -167,9 +193,9 @@ impl<'s> Walker<'s> {
         }
     }
 
-    /// Maps thread `thread` piece by piece, its events with it, and adds its kept spans to
-    /// `batch` (with none, only places the events).
-    fn thread(&mut self, thread: usize, mut batch: Option<&mut Batch<'_>>) -> io::Result<()> {
+    /// Maps thread `thread` piece by piece, its events with it, and hands each piece mapped
+    /// to `each` (which sends its kept spans, or not).
+    fn thread(&mut self, thread: usize, each: &mut Each<'_>) -> io::Result<()> {
         let (source, options) = (self.source, self.options);
         let trace = source.trace();
         // Folding by duration decides a span when it begins, by its duration: the spans
@@ -228,19 +254,19 @@ impl<'s> Walker<'s> {
                 open: piece.open.to_vec(),
                 global,
             };
-            let otlp = Otlp::with_carried(&mini, options, start, carried);
+            let mut otlp = Otlp::with_carried(&mini, options, start, carried);
+            // Links name the whole trace's flows.
+            otlp.flows = &trace.flows;
             self.roots = otlp.roots;
             self.events.placed(&of, &otlp.outside);
+            each(&mut otlp, piece)?;
             let mut more = otlp.stats();
             // The events carried in were counted where they were first placed.
             more.events = more.events.saturating_sub(carry.events.len() as u64);
             add(&mut self.stats, more);
             carry = Carrying::after(&otlp, piece, &of, options)?;
             carry.cut = hi;
-            match batch.as_deref_mut() {
-                Some(batch) => otlp.kept.iter().try_for_each(|&i| batch.push(&otlp, i)),
-                None => Ok(()),
-            }
+            Ok(())
         })
     }
 }

@@ -181,15 +181,15 @@ impl<'t> Otlp<'t> {
         let mut links = Vec::new();
         let from = self.links.partition_point(|&(rep, _)| rep < i);
         for &(_, f) in self.links[from..].iter().take_while(|&&(rep, _)| rep == i) {
-            let flow = &trace.flows[f as usize];
+            let flow = &self.flows[f as usize];
             let link_attributes = vec![
                 kv(TICKSCOPE_LINK_SEQ, int(i64::from(flow.seq))),
                 kv(TICKSCOPE_LINK_THREAD, uint(flow.origin_thread)),
             ];
-            match self.link_origin(flow) {
-                Some(o) => links.push(span::Link {
-                    trace_id: self.trace_id(o),
-                    span_id: self.span_id(o),
+            match self.link_ids(f) {
+                Some((trace_id, span_id)) => links.push(span::Link {
+                    trace_id: trace_id.to_vec(),
+                    span_id: span_id.to_vec(),
                     attributes: link_attributes,
                     ..Default::default()
                 }),

@@ -353,8 +353,8 @@ impl<'o, 't> Encoder<'o, 't> {
         let links = &links[..links.partition_point(|&(rep, _)| rep == i)];
         // Links whose origin has no span: attributes of the span, before its events.
         for &(_, f) in links {
-            let flow = &trace.flows[f as usize];
-            if otlp.link_origin(flow).is_none() {
+            let flow = &otlp.flows[f as usize];
+            if otlp.link_ids(f).is_none() {
                 link_attributes(out, SPAN_ATTRIBUTE, flow.seq, flow.origin_thread);
             }
         }
@@ -399,12 +399,12 @@ impl<'o, 't> Encoder<'o, 't> {
             message_field(out, 11 << 3 | 2, part);
         }
         for &(_, f) in links {
-            let flow = &trace.flows[f as usize];
-            if let Some(o) = otlp.link_origin(flow) {
+            let flow = &otlp.flows[f as usize];
+            if let Some((trace_id, span_id)) = otlp.link_ids(f) {
                 let part = &mut self.part;
                 part.clear();
-                string_field(part, 1 << 3 | 2, &otlp.trace_id_bytes(o));
-                string_field(part, 2 << 3 | 2, &otlp.span_id_bytes(o));
+                string_field(part, 1 << 3 | 2, &trace_id);
+                string_field(part, 2 << 3 | 2, &span_id);
                 link_attributes(part, LINK_ATTRIBUTE, flow.seq, flow.origin_thread);
                 message_field(out, 13 << 3 | 2, part);
             }
