@@ -240,9 +240,11 @@ fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
         .zip(small_peaks.into_iter().zip(large_peaks))
     {
         // Sixteen times the records, the same memory but for a few words per chunk (a
-        // chunk holds up to 4096 records: 800 chunks) and the hash tables' growth.
+        // chunk holds up to 4096 records: 800 chunks) and the hash tables' growth; the
+        // counter is the whole process's, and a full run has seen it off by up to about 400
+        // KB now and then (the growth with the records would be megabytes).
         assert!(
-            l <= s + (256 << 10),
+            l <= s + (512 << 10),
             "{what}: {l} bytes at most for {large_bytes} bytes of records, {s} for a sixteenth"
         );
         // A sixteenth of the records' bytes; OTLP holds one request of up to 8,192 spans.
