@@ -296,16 +296,16 @@ fn nest(m: &tickscope::clock::Mock, depth: u64, out_of_order: bool) {
     }
 }
 
-/// A thread of scopes nested 2,100 deep (more open at once than a piece holds) inside one
-/// scope, each allocating; a thread whose 200 nested scopes are dropped outermost first; a
-/// thread of short scopes; a scope open at the stop holding an allocation.
-#[test]
-fn scopes_nested_deep_and_dropped_out_of_order_with_memory() {
+/// A session tracking memory in `mode`: a thread of scopes nested 2,100 deep (more open at
+/// once than a piece holds) inside one scope, each allocating; a thread whose 200 nested
+/// scopes are dropped outermost first; a thread of short scopes; a scope open at the stop
+/// holding an allocation.
+fn deep_session(mode: MemoryMode) -> Vec<Capture> {
     let file = {
         let (_serial, m) = serial_mock();
         let prof = Profiler::builder()
             .current_thread()
-            .track_memory(MemoryMode::Timeline)
+            .track_memory(mode)
             .start();
         let threads = [(2_100, false), (200, true)].map(|(depth, out_of_order)| {
             let m = m.clone();
@@ -339,7 +339,21 @@ fn scopes_nested_deep_and_dropped_out_of_order_with_memory() {
     let trace = Trace::from_captures(&captures);
     assert!(trace.spans().any(|(_, s)| s.depth == 2_100));
     assert!(trace.spans().any(|(_, s)| s.open_at_stop));
-    assert_eq!(check(&captures, "deep"), 9);
+    captures
+}
+
+#[test]
+fn scopes_nested_deep_and_dropped_out_of_order_with_memory() {
+    assert_eq!(check(&deep_session(MemoryMode::Timeline), "deep"), 9);
+}
+
+/// The same, counting allocations only: the per-span figures of the tables and pprof.
+#[test]
+fn scopes_nested_deep_and_dropped_out_of_order_counting_memory() {
+    let captures = deep_session(MemoryMode::Counts);
+    let memory = Trace::from_captures(&captures).memory.unwrap();
+    assert!(memory.events.is_empty());
+    assert_eq!(check(&captures, "deep-counts"), 9);
 }
 
 /// Eight threads allocating and freeing on one tick, handing blocks to each other (frees of
@@ -418,6 +432,18 @@ fn sessions_of_several_processes_with_one_that_counted() {
     let trace = Trace::from_captures(&captures);
     assert_eq!(trace.processes.len(), 3);
     assert_eq!(check(&captures, "processes"), 9);
+    // One session as if three processes had recorded it (the same thread ids in each).
+    let mut three = Vec::new();
+    for pid in [11u32, 12, 13] {
+        let mut bytes = Vec::new();
+        captures[0].write_to(&mut bytes).unwrap();
+        bytes[20..24].copy_from_slice(&pid.to_le_bytes());
+        three.extend(bytes);
+    }
+    let three = Capture::from_bytes(&three).unwrap();
+    assert_eq!(Trace::from_captures(&three).processes.len(), 3);
+    let text = same_tables(&three, "three");
+    assert!(text.contains("Live at stop"), "{text}");
     // Two of them in one file, the session that counted first.
     let counted_first = [&captures[1], &captures[3]];
     assert_eq!(same_exports(&counted_first, "counted-first"), 9);
