@@ -176,13 +176,12 @@ fn the_same_capture_passed_twice_matches_frees_within_each() {
 /// blocks allocated before it (their frees in the window match nothing), after a thread that
 /// ran early and ended; a scope is open at the stop. (Folded stacks and pprof count the scopes
 /// cut at the window's start.)
-#[test]
-fn a_flight_recorders_window_of_a_memory_timeline() {
+fn flight_session(mode: MemoryMode) -> Vec<Capture> {
     let file = {
         let (_serial, m) = serial_mock();
         let prof = Profiler::builder()
             .current_thread()
-            .track_memory(MemoryMode::Timeline)
+            .track_memory(mode)
             .flight_recorder(4 * 4096 * 16)
             .start();
         tickscope::thread::spawn({
@@ -221,13 +220,14 @@ fn a_flight_recorders_window_of_a_memory_timeline() {
     };
     let captures = Capture::from_bytes(&file).unwrap();
     let trace = Trace::from_captures(&captures);
-    assert!(
-        trace
-            .threads
-            .iter()
-            .flat_map(|t| &t.spans)
-            .any(|s| s.cut_at_start)
-    );
+    assert!(trace.spans().any(|(_, s)| s.cut_at_start));
+    captures
+}
+
+#[test]
+fn a_flight_recorders_window_of_a_memory_timeline() {
+    let captures = flight_session(MemoryMode::Timeline);
+    let trace = Trace::from_captures(&captures);
     let memory = trace.memory.as_ref().unwrap();
     // Frees of blocks allocated before the window: matched to nothing.
     assert!(
@@ -237,6 +237,13 @@ fn a_flight_recorders_window_of_a_memory_timeline() {
             > 1_000
     );
     assert_eq!(check(&captures, "flight"), 9);
+}
+
+/// The same window, of a session that counted allocations: counts cut at the window's start.
+#[test]
+fn a_flight_recorders_window_of_counted_allocations() {
+    let captures = flight_session(MemoryMode::Counts);
+    assert_eq!(check(&captures, "flight-counts"), 9);
 }
 
 /// A session that kept a memory timeline, its file cut short at many lengths: salvaged
@@ -538,28 +545,33 @@ fn async_calls_that_allocate_are_decoded_whole() {
     assert_eq!(check(&captures, "async"), 0);
 }
 
-/// A streaming session that kept a memory timeline: its `report()` and table, summed from its
-/// file, are those of its decoded trace.
+/// Streaming sessions that kept a memory timeline or counted allocations: their `report()`
+/// and call tree, summed from their file, are those of their decoded trace.
 #[test]
 fn a_streamed_sessions_report_is_its_decoded_traces() {
-    let path = scratch("memory-hostile-stream.tscope");
-    let (_serial, m) = serial_mock();
-    let prof = Profiler::builder()
-        .current_thread()
-        .track_memory(MemoryMode::Timeline)
-        .stream_to(&*path)
-        .try_start()
-        .unwrap();
-    let _main = scope!("main");
-    handing_session(&m, 1_000);
-    let _live = std::hint::black_box(vec![1u8; 999]);
-    prof.stop();
-    let report = prof.report();
-    let trace = Trace::from_captures(&Capture::read_all(&*path).unwrap());
-    assert_eq!(report, Report::new(&trace));
-    assert!(!report.live_at_stop.is_empty());
-    assert_eq!(
-        prof.table().tree(true).to_string(),
-        Table::new(Arc::new(trace)).tree(true).to_string()
-    );
+    for mode in [MemoryMode::Timeline, MemoryMode::Counts] {
+        let path = scratch("memory-hostile-stream.tscope");
+        let (_serial, m) = serial_mock();
+        let prof = Profiler::builder()
+            .current_thread()
+            .track_memory(mode)
+            .stream_to(&*path)
+            .try_start()
+            .unwrap();
+        let _main = scope!("main");
+        handing_session(&m, 1_000);
+        let _live = std::hint::black_box(vec![1u8; 999]);
+        prof.stop();
+        let report = prof.report();
+        let trace = Trace::from_captures(&Capture::read_all(&*path).unwrap());
+        assert_eq!(report, Report::new(&trace));
+        assert_eq!(
+            !report.live_at_stop.is_empty(),
+            mode == MemoryMode::Timeline
+        );
+        assert_eq!(
+            prof.table().tree(true).to_string(),
+            Table::new(Arc::new(trace)).tree(true).to_string()
+        );
+    }
 }
