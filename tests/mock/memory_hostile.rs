@@ -304,7 +304,7 @@ fn nest(m: &tickscope::clock::Mock, depth: u64, out_of_order: bool) {
 }
 
 /// A session tracking memory in `mode`: a thread of scopes nested 2,100 deep (more open at
-/// once than a piece holds) inside one scope, each allocating; a thread whose 200 nested
+/// once than a piece holds) inside one scope, each allocating; a thread whose 300 nested
 /// scopes are dropped outermost first; a thread of short scopes; a scope open at the stop
 /// holding an allocation.
 fn deep_session(mode: MemoryMode) -> Vec<Capture> {
@@ -314,7 +314,7 @@ fn deep_session(mode: MemoryMode) -> Vec<Capture> {
             .current_thread()
             .track_memory(mode)
             .start();
-        let threads = [(2_100, false), (200, true)].map(|(depth, out_of_order)| {
+        let threads = [(2_100, false), (300, true)].map(|(depth, out_of_order)| {
             let m = m.clone();
             tickscope::thread::spawn(move || {
                 let _main = scope!("main", k = depth);
@@ -352,6 +352,31 @@ fn deep_session(mode: MemoryMode) -> Vec<Capture> {
 #[test]
 fn scopes_nested_deep_and_dropped_out_of_order_with_memory() {
     assert_eq!(check(&deep_session(MemoryMode::Timeline), "deep"), 9);
+}
+
+/// 2,100 nested scopes that allocate, dropped outermost first: each closes past all its
+/// closed ancestors (decoding looked each of them up among the open scopes: cubic, minutes
+/// in all). The flat table and Perfetto from the captures are the decoded trace's.
+#[test]
+fn guards_dropped_outermost_first_deep_decode_in_quadratic_time() {
+    let file = {
+        let (_serial, m) = serial_mock();
+        let prof = Profiler::builder()
+            .current_thread()
+            .track_memory(MemoryMode::Timeline)
+            .start();
+        nest(&m, 2_100, true);
+        prof.stop();
+        written(&prof)
+    };
+    let captures = Capture::from_bytes(&file).unwrap();
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.spans().filter(|(_, s)| s.depth == 2_099).count(), 1);
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let (whole, pieces) = both(&refs, &perfetto::Options::new());
+    assert!(whole == pieces.unwrap(), "Perfetto differs");
+    let [(pieces, whole), ..] = tables_of(&captures)(|t| t);
+    assert_eq!(pieces, whole);
 }
 
 /// The same, counting allocations only: the per-span figures of the tables and pprof.
