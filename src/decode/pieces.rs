@@ -211,8 +211,9 @@ impl SpanSource for Trace {
 pub(crate) struct Pieces<'c> {
     /// What the captures decode to, without spans or span arguments.
     trace: Cow<'c, Trace>,
-    /// Each thread of `trace`: its capture and its thread there.
-    sources: Vec<(&'c Capture, &'c CaptureThread)>,
+    /// Each thread of `trace`: its capture, the capture's index in `captures` (the same
+    /// capture may be passed twice: each time is a capture of its own), and its thread there.
+    sources: Vec<(&'c Capture, usize, &'c CaptureThread)>,
     /// Each thread's span count.
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     counts: Vec<usize>,
@@ -271,21 +272,21 @@ impl<'c> Pieces<'c> {
         }: Threads,
     ) -> Option<Self> {
         let mut sources = Vec::with_capacity(trace.threads.len());
-        for &capture in captures {
+        for (at, &capture) in captures.iter().enumerate() {
             let shared = shared(capture);
             sources.extend(
                 capture
                     .threads
                     .iter()
                     .filter(|t| shared.has_records(t))
-                    .map(|t| (capture, t)),
+                    .map(|t| (capture, at, t)),
             );
         }
         let matches = sources.len() == trace.threads.len()
             && sources
                 .iter()
                 .zip(&trace.threads)
-                .all(|((_, source), thread)| source.id == thread.id);
+                .all(|((_, _, source), thread)| source.id == thread.id);
         if !matches {
             // Decoding whole is always right; this is not expected.
             debug_assert!(false, "the summed threads are the captures' threads");
@@ -318,7 +319,7 @@ impl SpanSource for Pieces<'_> {
         whole_trees: bool,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
-        let Some(&(capture, source)) = self.sources.get(thread) else {
+        let Some(&(capture, _, source)) = self.sources.get(thread) else {
             return Ok(());
         };
         let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
@@ -406,10 +407,8 @@ impl Pieces<'_> {
             return Ok(LiveAtEnd::default());
         }
         let threads: Vec<TimelineThread<'_>> = (self.sources.iter().zip(&self.trace.threads))
-            .map(|(&(capture, source), thread)| TimelineThread {
-                capture: (self.captures.iter())
-                    .position(|&c| std::ptr::eq(c, capture))
-                    .unwrap_or(0),
+            .map(|(&(_, capture, source), thread)| TimelineThread {
+                capture,
                 process: thread.process,
                 source,
             })

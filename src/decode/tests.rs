@@ -1424,3 +1424,101 @@ fn a_memory_timeline_merged_as_threads_are_read_is_the_decoded_one() {
     let forged = Capture::from_records(forged, 0, 100_000);
     assert!(pieces::Pieces::with_memory(&[&forged]).is_none());
 }
+
+#[test]
+fn forged_memory_records_stream_and_sum_as_decoded() {
+    use RawKind::{Alloc, Free};
+    let (call, step) = (CALL.id(), STEP.id());
+    let (a, b, c) = (0xa000, 0xb000, 0xc000);
+    let mem = |kind, size, address, tick| RawEvent::memory(kind, size, address, tick);
+    // Thread 1: a size that saturates the live bytes, an orphan payload, an allocation cut
+    // from its payload, an address reused on one tick, counted allocations in a timeline,
+    // an allocation at a live address (its free lost), one outside every scope.
+    let mut one = vec![RawEvent::begin(step, 10)];
+    one.extend(mem(Alloc, 100, a, 10));
+    one.extend(mem(Alloc, u64::MAX - 5, b, 10));
+    one.push(RawEvent::payload(0, 0x1234));
+    one.push(RawEvent::new(Alloc, 3, 12));
+    one.push(RawEvent::begin(call, 12));
+    one.extend(mem(Free, 100, a, 12));
+    one.extend(mem(Alloc, 7, a, 12));
+    one.extend(RawEvent::memory_counts((2, 300), (1, 100), 250));
+    one.push(RawEvent::end(RawEvent::end_key(call, 12), 13));
+    one.extend(mem(Free, u64::MAX - 5, b, 14));
+    one.push(RawEvent::end(RawEvent::end_key(step, 10), 15));
+    one.extend(mem(Alloc, 5, c, 15));
+    one.extend(mem(Alloc, 9, a, 16));
+    // Thread 2, on the same ticks: a free of a block thread 1 allocated on the same tick, a
+    // free of one never allocated, an allocation inside a scope open at the end, and a free
+    // cut from its payload at the end.
+    let mut two = vec![RawEvent::begin(call, 9)];
+    two.extend(mem(Free, 100, a, 10));
+    two.extend(mem(Free, 1, 0xdead, 11));
+    two.extend(mem(Alloc, 64, a, 12));
+    two.extend(mem(Free, 5, c, 16));
+    two.push(RawEvent::new(Free, 64, 17));
+    // Thread 3 has no allocation; thread 4 no record in the window.
+    let three = vec![
+        RawEvent::begin(step, 11),
+        RawEvent::end(RawEvent::end_key(step, 11), 12),
+    ];
+    let four = mem(Alloc, 8, 0xf000, 500).to_vec();
+    let capture = |pid: u32| {
+        let threads = vec![
+            (1, one.clone()),
+            (2, two.clone()),
+            (3, three.clone()),
+            (4, four.clone()),
+        ];
+        let mut capture = Capture::from_records(threads, 0, 100);
+        capture.header.process_id = pid;
+        capture
+    };
+    let (first, second, again) = (capture(1), capture(2), capture(1));
+    let sets: [&[&Capture]; 4] = [
+        &[&first],
+        &[&first, &second],
+        &[&first, &first],
+        &[&second, &first, &again],
+    ];
+    for (set, captures) in sets.into_iter().enumerate() {
+        let whole = Trace::from_captures(captures.iter().copied());
+        let pieces = pieces::Pieces::with_memory(captures).expect("in time order");
+        let expected = streamed(&whole, None);
+        // 7 and 4 a capture: those cut from their payload are not.
+        assert_eq!(expected.len(), 11 * captures.len(), "set {set}");
+        assert_eq!(streamed(&pieces, None), expected, "set {set}");
+        for p in 0..whole.processes.len() as u32 {
+            assert_eq!(
+                streamed(&pieces, Some(p)),
+                streamed(&whole, Some(p)),
+                "set {set}"
+            );
+        }
+        let summary = Summary::of(captures).expect("summed");
+        // The allocations live at the end, by scope, as the decoded timeline lists them.
+        let mut live: crate::record::hash::FxHashMap<Option<&str>, (u64, u64)> = Default::default();
+        for alloc in whole.memory.as_ref().unwrap().live_at_stop() {
+            let (allocs, bytes) = live.entry(alloc.scope_name()).or_default();
+            *allocs += 1;
+            *bytes = bytes.saturating_add(alloc.size);
+        }
+        assert!(live.len() >= 2, "set {set}");
+        assert_eq!(summary.live_at_end.0, live, "set {set}");
+        // Each thread's memory figures by callsite, as its decoded spans have them.
+        let sites = summary.threads.iter().flat_map(|t| &t.sites);
+        assert!(
+            sites.filter(|s| s.memory.self_allocs == 3).count() == captures.len(),
+            "set {set}"
+        );
+        for (sums, thread) in summary.threads.iter().zip(&whole.threads) {
+            for site in &sums.sites {
+                let mut decoded = crate::trace::MemoryStats::default();
+                (thread.spans.iter().zip(&thread.memory))
+                    .filter(|(span, _)| std::ptr::eq(span.callsite, site.callsite))
+                    .for_each(|(_, stats)| decoded.add(stats));
+                assert_eq!(site.memory, decoded, "set {set}");
+            }
+        }
+    }
+}

@@ -274,15 +274,16 @@ impl Shared<'_> {
                 thread.record_bound()
             },
         );
+        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
+        // Before the scopes cut at a flight recorder's start are opened: they are stacks too.
+        if exact.is_some_and(|s| s.stacks) {
+            pairing.keep_stacks();
+        }
         for cut in self.capture.cut_of(thread.id) {
             pairing.open_cut(cut.record());
         }
         if let Some(tick) = self.capture.cut_start {
             pairing.calls_from(tick);
-        }
-        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
-        if exact.is_some_and(|s| s.stacks) {
-            pairing.keep_stacks();
         }
         if let Some(sums) = &mut sums {
             // Per-span memory figures, summed as the spans are; allocations and frees are
