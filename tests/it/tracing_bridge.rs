@@ -1433,6 +1433,19 @@ fn a_batch_following_requests_of_other_threads_is_written_in_pieces() {
         format.write(&trace, &mut whole).unwrap();
         assert!(pieces == whole, "{name} differs");
     }
+    #[cfg(feature = "otlp")]
+    {
+        // OTLP/JSON from pieces: each span link where the whole trace has it.
+        use tickscope::export::otlp::{Options, Otlp};
+        let mut whole = Vec::new();
+        Otlp::new(&trace, &Options::new())
+            .write_json_to(&mut whole)
+            .unwrap();
+        let mut pieces = Vec::new();
+        let stats = Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+        assert_eq!(stats.links, 100);
+        assert!(pieces == whole, "OTLP/JSON differs");
+    }
     let mut chrome = Vec::new();
     chrome::Options::new().write(&trace, &mut chrome).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&chrome).unwrap();
