@@ -104,15 +104,8 @@ fn same_bytes(captures: &[Capture], name: &str) {
     #[cfg(feature = "otlp")]
     {
         // Each span's memory figures as its attributes.
-        use tickscope::export::otlp::{Options, Otlp};
         let trace = Trace::from_captures(captures);
-        let mut whole = Vec::new();
-        Otlp::new(&trace, &Options::new())
-            .write_json_to(&mut whole)
-            .unwrap();
-        let refs: Vec<&Capture> = captures.iter().collect();
-        let mut pieces = Vec::new();
-        Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+        let (whole, pieces) = crate::pieces::otlp_json_both(captures);
         assert!(
             whole == pieces,
             "{name}.otlp.json differs: {}",

@@ -338,17 +338,25 @@ fn same_bytes(captures: &[Capture], name: &str) {
     }
     #[cfg(feature = "otlp")]
     {
-        use tickscope::export::otlp::{Options, Otlp};
-        let trace = Trace::from_captures(captures);
-        let mut whole = Vec::new();
-        Otlp::new(&trace, &Options::new())
-            .write_json_to(&mut whole)
-            .unwrap();
-        let refs: Vec<&Capture> = captures.iter().collect();
-        let mut pieces = Vec::new();
-        Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+        let (whole, pieces) = otlp_json_both(captures);
         assert!(whole == pieces, "{name}.otlp.json differs");
     }
+}
+
+/// OTLP/JSON of `captures` (default options) written from the whole trace, and from the
+/// captures as they are decoded.
+#[cfg(feature = "otlp")]
+pub(crate) fn otlp_json_both(captures: &[Capture]) -> (Vec<u8>, Vec<u8>) {
+    use tickscope::export::otlp::{Options, Otlp};
+    let trace = Trace::from_captures(captures);
+    let mut whole = Vec::new();
+    Otlp::new(&trace, &Options::new())
+        .write_json_to(&mut whole)
+        .unwrap();
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let mut pieces = Vec::new();
+    Otlp::write_json_from_captures(&refs, &Options::new(), &mut pieces).unwrap();
+    (whole, pieces)
 }
 
 #[test]
