@@ -66,12 +66,7 @@ impl Shared<'_> {
                 None,
                 WINDOW,
             );
-            for cut in self.capture.cut_of(thread.id) {
-                pairing.open_cut(cut.record());
-            }
-            if let Some(tick) = self.capture.cut_start {
-                pairing.calls_from(tick);
-            }
+            self.start(&mut pairing, thread);
             pairing.drain_every(WINDOW);
             // The slices entered under a named id whose end has not been seen yet.
             let mut wanted: FxHashSet<u32> = FxHashSet::default();

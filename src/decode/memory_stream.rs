@@ -80,12 +80,7 @@ pub(super) fn each_event(
             );
             pairing.memory_keeps(Keeps::Events);
             pairing.drain_every(summary::WINDOW);
-            for cut in shared.capture.cut_of(thread.source.id) {
-                pairing.open_cut(cut.record());
-            }
-            if let Some(tick) = shared.capture.cut_start {
-                pairing.calls_from(tick);
-            }
+            shared.start(&mut pairing, thread.source);
             Feed {
                 by_time: captures.len() > 1,
                 shared,

@@ -342,12 +342,7 @@ impl SpanSource for Pieces<'_> {
         if carry && let Some(open) = self.open_at_end.get(thread) {
             pairing.ends_open(open.clone());
         }
-        for cut in capture.cut_of(source.id) {
-            pairing.open_cut(cut.record());
-        }
-        if let Some(tick) = capture.cut_start {
-            pairing.calls_from(tick);
-        }
+        shared.start(&mut pairing, source);
         let mut result = Ok(());
         shared.for_each_record(source, |record| {
             if result.is_err() {

@@ -143,12 +143,7 @@ impl Shared<'_> {
             None,
             super::summary::WINDOW,
         );
-        for cut in self.capture.cut_of(thread.id) {
-            pairing.open_cut(cut.record());
-        }
-        if let Some(tick) = self.capture.cut_start {
-            pairing.calls_from(tick);
-        }
+        self.start(&mut pairing, thread);
         pairing.drain_every(super::summary::WINDOW);
         self.for_each_record(thread, |record| {
             pairing.push(record);
@@ -196,6 +191,18 @@ impl Shared<'_> {
             if *keep {
                 f(record);
             }
+        }
+    }
+
+    /// Starts `pairing` of `thread` (once it is set up: what it keeps decides what the cut
+    /// scopes open with) as decoding starts every thread: with the scopes open at a flight
+    /// recorder's window start, and async calls built only from that start on.
+    pub(super) fn start(&self, pairing: &mut Pairing<'_>, thread: &CaptureThread) {
+        for cut in self.capture.cut_of(thread.id) {
+            pairing.open_cut(cut.record());
+        }
+        if let Some(tick) = self.capture.cut_start {
+            pairing.calls_from(tick);
         }
     }
 
@@ -279,12 +286,7 @@ impl Shared<'_> {
         if exact.is_some_and(|s| s.stacks) {
             pairing.keep_stacks();
         }
-        for cut in self.capture.cut_of(thread.id) {
-            pairing.open_cut(cut.record());
-        }
-        if let Some(tick) = self.capture.cut_start {
-            pairing.calls_from(tick);
-        }
+        self.start(&mut pairing, thread);
         if let Some(sums) = &mut sums {
             // Per-span memory figures, summed as the spans are; allocations and frees are
             // only counted, and their order checked.
