@@ -8,12 +8,14 @@
 //! `follower`, first in the capture (the links' origins are on later threads), by a `follow`
 //! scope holding `ack`. With `memory`, the session tracks memory (`MemoryMode::Timeline`):
 //! each iteration allocates a block in `parse` that `query` frees (two allocations and frees
-//! recorded, four records more), and each thread keeps a block live to the end. Modes combine
-//! with commas (`outer,memory`). The structure (names, nesting, number of scopes) is the same
+//! recorded, four records more), and each thread keeps a block live to the end. With `async`,
+//! each `request` is a call of an `async fn` under `#[profile]`, polled twice (`parse`,
+//! `handle` and `query` in its first poll), eight calls open at once. Modes combine with
+//! commas (`outer,memory`). The structure (names, nesting, number of scopes) is the same
 //! on every run; only the durations vary. For measuring the `tickscope` command on big
 //! captures (`scripts/big_capture.sh`).
 //!
-//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer,links,memory]`
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer,links,memory,async]`
 //!
 //! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
 
@@ -29,29 +31,41 @@ const RECORDS_PER_ITERATION: u64 = 8;
 /// Records per iteration with `memory`: an allocation and a free more, two records each.
 const MEMORY_RECORDS_PER_ITERATION: u64 = RECORDS_PER_ITERATION + 4;
 
+/// Records per iteration with `async`: the call's begin and end and two polls (two records
+/// each, and an exit a poll), and the three scopes of its first poll.
+const ASYNC_RECORDS_PER_ITERATION: u64 = 16;
+
+/// With `async`, the calls open at once on a thread.
+const ASYNC_BATCH: u64 = 8;
+
 /// With `links`, the requests whose link is followed: one in this many.
 const LINK_EVERY: u64 = 100;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer,links,memory]";
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer,links,memory,async]";
     let path = args.next().ok_or(usage)?;
     let mib: u64 = args.next().ok_or(usage)?.parse()?;
     let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
-    let (mut outer, mut links, mut memory) = (false, false, false);
+    let (mut outer, mut links, mut memory, mut calls) = (false, false, false, false);
     if let Some(modes) = args.next() {
         for mode in modes.split(',') {
             match mode {
                 "outer" => outer = true,
                 "links" => links = true,
                 "memory" => memory = true,
+                "async" => calls = true,
                 _ => return Err(usage.into()),
             }
         }
     }
-    let per_iteration = match memory {
-        true => MEMORY_RECORDS_PER_ITERATION,
-        false => RECORDS_PER_ITERATION,
+    if calls && (links || memory) {
+        return Err("async combines with outer only".into());
+    }
+    let per_iteration = match (memory, calls) {
+        (true, _) => MEMORY_RECORDS_PER_ITERATION,
+        (_, true) => ASYNC_RECORDS_PER_ITERATION,
+        _ => RECORDS_PER_ITERATION,
     };
     let iterations = (mib << 20) / 16 / per_iteration / threads.max(1);
 
@@ -92,6 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     // A block live to the end of the session.
                     let kept = memory.then(|| vec![t as u8; 4096]);
                     let mut sum = 0u64;
+                    if calls {
+                        return requests(t, iterations);
+                    }
                     for i in 0..iterations {
                         let _request = match &links_tx {
                             Some(tx) => {
@@ -135,15 +152,73 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "wrote {path}: {} bytes, {} records ({:.3} bytes a record), {} scopes on {threads} \
-         threads, {} dropped",
+         threads, {} async calls, {} dropped",
         stats.bytes_written,
         stats.records_written,
         stats.bytes_written as f64 / stats.records_written.max(1) as f64,
-        iterations * threads * 4
+        iterations * threads * if calls { 3 } else { 4 }
             + if outer { threads } else { 0 }
             + u64::from(links)
             + 2 * followed,
+        if calls { iterations * threads } else { 0 },
         stats.dropped_events
     );
     Ok(())
+}
+
+/// Pending on its first poll, ready on the second.
+#[derive(Default)]
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// One request of the `async` mode: the loop's scopes in its first poll, then a second.
+#[tickscope::profile]
+async fn request(i: u64, t: u64) -> u64 {
+    let mut sum = {
+        let _parse = scope!("parse");
+        std::hint::black_box(i ^ t)
+    };
+    {
+        let _handle = scope!("handle");
+        let _query = scope!("query");
+        sum = sum.rotate_left(3);
+    }
+    YieldOnce::default().await;
+    sum
+}
+
+/// The `async` mode's loop on thread `t`: `iterations` requests, [`ASYNC_BATCH`] open at
+/// once, each batch polled once in turn and then again to their end.
+fn requests(t: u64, iterations: u64) -> u64 {
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut sum = 0u64;
+    for batch in 0..iterations.div_ceil(ASYNC_BATCH) {
+        let first = batch * ASYNC_BATCH;
+        let mut calls: Vec<_> = (first..(first + ASYNC_BATCH).min(iterations))
+            .map(|i| Box::pin(request(i, t)))
+            .collect();
+        for call in &mut calls {
+            let _ = call.as_mut().poll(&mut cx);
+        }
+        for call in &mut calls {
+            if let std::task::Poll::Ready(value) = call.as_mut().poll(&mut cx) {
+                sum = sum.wrapping_add(value);
+            }
+        }
+    }
+    sum
 }

@@ -19,7 +19,9 @@
 # to its last (`big_capture ... outer`, file big-MIB-outer.tscope). LINKS=1: each request a
 # `seq` scope, one in 100 followed on a thread of its own (`big_capture ... links`, file
 # big-MIB-links.tscope). MEMORY=1: a session that tracks memory, an allocation and a free a
-# loop (`big_capture ... memory`, file big-MIB-memory.tscope). They combine. Skips when
+# loop (`big_capture ... memory`, file big-MIB-memory.tscope). ASYNC=1: each request an
+# `async fn` call under `#[profile]` polled twice, eight open at once (`big_capture ...
+# async`, file big-MIB-async.tscope; with OUTER only). They combine. Skips when
 # /usr/bin/time is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +47,10 @@ fi
 if [ "${MEMORY:-0}" = 1 ]; then
     modes+=(memory)
     suffix=$suffix-memory
+fi
+if [ "${ASYNC:-0}" = 1 ]; then
+    modes+=(async)
+    suffix=$suffix-async
 fi
 outer=()
 if [ "${#modes[@]}" -gt 0 ]; then

@@ -1149,3 +1149,106 @@ fn gzipped_files_are_read_in_the_memory_of_plain_ones() {
         std::fs::remove_file(path).unwrap();
     }
 }
+
+/// Pending on its first poll, ready on the second.
+#[derive(Default)]
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// An async call polled twice, a `parse` scope in its first poll.
+#[tickscope::profile]
+async fn handle(i: u64) -> u64 {
+    {
+        let _parse = scope!("parse");
+        std::hint::black_box(i);
+    }
+    YieldOnce::default().await;
+    i
+}
+
+/// Records, in a streaming session to `path`, `requests` async calls (`handle`) in batches
+/// of 8 open at once: each batch's calls polled once in turn, then again to their end.
+fn stream_async(path: &Path, requests: u64) -> Profiler {
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for batch in 0..requests / 8 {
+        let mut calls: Vec<_> = (0..8).map(|i| Box::pin(handle(batch * 8 + i))).collect();
+        for call in &mut calls {
+            assert!(call.as_mut().poll(&mut cx).is_pending());
+        }
+        for call in &mut calls {
+            assert!(call.as_mut().poll(&mut cx).is_ready());
+        }
+    }
+    prof.stop();
+    assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+    prof
+}
+
+/// The flat table (by thread or not) and the report of a session of async calls, summed as
+/// the file is read again: the whole trace's text and rows, in the same memory for ten times
+/// the calls, well under what the spans would take.
+#[test]
+fn a_table_of_async_calls_takes_bounded_memory() {
+    let _serial = serial();
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        let prof = stream_async(&path, requests);
+        // Durations in histograms (as past 8 Mi scopes), for memory that does not grow with
+        // them; then kept each, for the whole trace's text and rows.
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (peak, text) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            Table::from_captures(captures).to_string()
+        });
+        assert!(text.contains("Quantiles: p50 and p99 from log-linear histograms"));
+        let (report_peak, report) = peak_of(|| prof.report());
+        assert!(report.approximate_quantiles);
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let trace = Arc::new(Trace::from_captures(&Capture::read_all(&path).unwrap()));
+        assert_eq!(trace.async_spans.len() as u64, requests);
+        for by_thread in [false, true] {
+            let summed = Table::from_captures(Capture::read_all(&path).unwrap())
+                .by_thread(by_thread)
+                .to_string();
+            assert_eq!(
+                summed,
+                Table::new(trace.clone()).by_thread(by_thread).to_string()
+            );
+        }
+        let text = Table::from_captures(Capture::read_all(&path).unwrap()).to_string();
+        let calls = format!("{requests} async calls ({} polls)", 2 * requests);
+        assert!(text.contains(&calls), "{text}");
+        assert_eq!(prof.report().rows(), Report::new(&trace).rows());
+        std::fs::remove_file(&path).unwrap();
+        peak.max(report_peak)
+    };
+    let small = peak(10_000, "async-small.tscope");
+    let large = peak(100_000, "async-large.tscope");
+    eprintln!("table of 10,000 / 100,000 async calls: {small} / {large} bytes at most");
+    // 300,000 spans and 100,000 calls, were they held at once.
+    let spans_bytes = 300_000 * 64 + 100_000 * 64;
+    assert!(
+        large <= small + (256 << 10),
+        "{large} bytes at most for 100,000 calls, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 16, "{large} bytes");
+}

@@ -36,6 +36,45 @@ pub(super) enum MarkKind {
     Close,
 }
 
+/// What a thread's async marks were like, seen as they were made and let go.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MarksSeen {
+    /// Some mark was made.
+    pub(super) any: bool,
+    /// Every mark is a begin, poll or end of a known callsite that adopts nothing, and each
+    /// came at or after the one before in time: the merge of [`sum_calls`](super::call_stream) gives them in
+    /// the decoded trace's order.
+    pub(super) streamable: bool,
+    /// The time of the last mark.
+    last_ns: u64,
+}
+
+impl Default for MarksSeen {
+    fn default() -> Self {
+        Self {
+            any: false,
+            streamable: true,
+            last_ns: 0,
+        }
+    }
+}
+
+impl MarksSeen {
+    /// Notes the marks in `marks` (made after those noted before) and lets go of them.
+    pub(super) fn note(&mut self, marks: &mut Vec<Mark>) {
+        for mark in marks.drain(..) {
+            self.any = true;
+            self.streamable &= matches!(
+                mark.what,
+                MarkKind::Begin | MarkKind::Poll(_) | MarkKind::End
+            ) && mark.adopts == 0
+                && mark.callsite.is_some()
+                && mark.ns >= self.last_ns;
+            self.last_ns = mark.ns;
+        }
+    }
+}
+
 /// Matches async begins, polls and ends of all threads by span id, in time order.
 ///
 /// A call still open at the end closes where its last thread (the one that began or last

@@ -72,6 +72,7 @@ impl Builder {
             thread,
             events,
             marks,
+            marks_seen: _,
             links,
             memory,
             extras,

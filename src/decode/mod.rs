@@ -9,6 +9,7 @@
 
 mod async_spans;
 mod build;
+mod call_stream;
 pub(crate) mod convert;
 mod counters;
 mod follows;
@@ -112,14 +113,31 @@ impl Summary {
         exact: bool,
         stacks: bool,
     ) -> Option<Self> {
+        let sum = Sum {
+            exact,
+            stacks,
+            calls: false,
+        };
+        Self::summed(captures, sum)
+    }
+
+    /// The summary of what `captures` decode to, summed as `sum` says; `None` when the
+    /// captures hold async calls that it does not sum.
+    pub(crate) fn summed<C: std::borrow::Borrow<Capture>>(
+        captures: &[C],
+        sum: Sum,
+    ) -> Option<Self> {
+        let exact = sum.exact;
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
+        let mut streamed_calls = false;
         for capture in captures {
-            let decoded = summarize(capture.borrow(), Sum { exact, stacks })?;
+            let decoded = summarize(capture.borrow(), sum)?;
             traces.push(decoded.trace);
             threads.extend(decoded.sums);
             // The flows of each capture follow those before, in order, as merged.
             origin_sites.extend(decoded.origin_sites);
+            streamed_calls |= decoded.streamed_calls;
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
@@ -130,6 +148,7 @@ impl Summary {
             exact,
             live_at_end: Default::default(),
             origin_sites,
+            streamed_calls,
         })
     }
 }
@@ -147,6 +166,8 @@ struct Decoding {
     sums: Vec<ThreadSums>,
     /// The callsite of each flow's origin, at the same index as `trace.flows`.
     origin_sites: OriginSites,
+    /// Summed, the capture's async calls were summed by [`call_stream`].
+    streamed_calls: bool,
 }
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
@@ -177,10 +198,31 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
         |thread| thread.record_bound(),
         |index, thread| shared.thread(index, thread, exact),
     );
-    if sum && decoded.iter().any(|(thread, _)| !thread.marks.is_empty()) {
-        return None;
-    }
     let mut decoded = decoded;
+    // Summed, async calls are summed by reading the threads again when their marks can be
+    // merged as read; else the capture is not summed.
+    let calls = match exact {
+        Some(how) if decoded.iter().any(|(thread, _)| thread.marks_seen.any) => {
+            let streamable = how.calls
+                && capture.cut_start.is_none()
+                && !capture.memory.is_on()
+                && decoded
+                    .iter()
+                    .all(|(thread, _)| thread.marks_seen.streamable);
+            if !streamable {
+                return None;
+            }
+            let ends: Vec<u64> = decoded.iter().map(|(thread, _)| thread.end_ns).collect();
+            let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact);
+            for ((_, sums), calls) in decoded.iter_mut().zip(calls.by_thread) {
+                if let Some(sums) = sums {
+                    sums.calls = calls;
+                }
+            }
+            Some(calls.open)
+        }
+        _ => None,
+    };
     if sum {
         origins_followed(&shared, &threads, parallel_from, &mut decoded);
     }
@@ -238,10 +280,17 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
     trace.clock_source = clock.source;
     trace.overwritten_events = capture.overwritten_events;
     trace.cut_start_ns = cut_start_ns;
+    if let Some(open) = calls
+        && shared.salvaged
+    {
+        // As the decoded trace counts them: its async calls cut open too.
+        trace.salvage.open_scopes = trace.salvage.open_scopes.saturating_add(open);
+    }
     Some(Decoding {
         trace,
         sums,
         origin_sites,
+        streamed_calls: calls.is_some(),
     })
 }
 

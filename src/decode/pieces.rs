@@ -255,7 +255,12 @@ impl<'c> Pieces<'c> {
 
     /// [`Pieces::new`] with the captures' summary already made (the same captures'
     /// [`Summary::of`]).
+    /// `None` when the summary summed async calls ([`Summary::streamed_calls`]): pieces
+    /// need each poll's call.
     pub(crate) fn of_summary(captures: &[&'c Capture], summary: &'c Summary) -> Option<Self> {
+        if summary.streamed_calls {
+            return None;
+        }
         Self::with(captures, Cow::Borrowed(&summary.trace), threads(summary))
     }
 
@@ -414,8 +419,11 @@ impl Pieces<'_> {
 
 impl Summary {
     /// The summary of what `captures` decode to ([`Trace::from_captures`]), or `None` when
-    /// the sums cannot stand for their spans: async calls (their polls on several threads make
-    /// one call each), or allocations and frees of a thread out of time order (a forged file).
+    /// the sums cannot stand for their spans: async calls that cannot be summed as the
+    /// threads are read again (`tracing` spans entered several times, a flight recorder's
+    /// window, memory tracked: see [`call_stream`](super::call_stream)), or allocations and
+    /// frees of a thread out of time order (a forged file). The async calls of `#[profile]
+    /// async fn`s are summed ([`Summary::streamed_calls`]).
     /// Durations are kept each while the captures' scopes fit the exact budget, else in
     /// histograms. The sums hold each row's memory figures, and of a memory timeline the
     /// allocations live at its end come from reading its allocations and frees again, merged
@@ -424,7 +432,12 @@ impl Summary {
         let captures: Vec<&Capture> = captures.iter().map(C::borrow).collect();
         let scopes: u64 = captures.iter().map(|c| c.record_count() / 2).sum();
         let exact = scopes <= crate::decode::quantiles::exact_budget();
-        let mut summary = Self::of_with(&captures, exact, false)?;
+        let sum = super::summary::Sum {
+            exact,
+            stacks: false,
+            calls: true,
+        };
+        let mut summary = Self::summed(&captures, sum)?;
         if !summary.threads.iter().all(|t| t.memory_in_order) {
             return None;
         }

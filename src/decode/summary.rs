@@ -32,6 +32,22 @@ pub(crate) struct SiteSums {
     pub(crate) memory: MemoryStats,
 }
 
+/// What the calls of one callsite begun on one thread add up to.
+#[derive(Debug)]
+pub(crate) struct CallSums {
+    pub(crate) callsite: &'static Callsite,
+    /// Each call's wall time (first poll to end), or their histogram.
+    pub(crate) durations: Durations,
+    /// The sum of their wall times, saturating.
+    pub(crate) wall_ns: u64,
+    /// The sums of their polls' durations and self times, saturating.
+    pub(crate) busy_ns: u64,
+    pub(crate) self_ns: u64,
+    /// Calls, and of them those still open at the stop.
+    pub(crate) count: u64,
+    pub(crate) open: u64,
+}
+
 /// The scopes of one thread, summed by callsite.
 #[derive(Debug)]
 pub(crate) struct ThreadSums {
@@ -39,6 +55,10 @@ pub(crate) struct ThreadSums {
     pub(crate) sites: Vec<SiteSums>,
     /// The thread's spans (scopes and polls), as `ThreadTrace::spans.len()` would count them.
     pub(crate) spans: usize,
+    /// Of them, the poll slices.
+    pub(crate) polls: usize,
+    /// The async calls begun on the thread, summed by callsite ([`Sum::calls`]).
+    pub(crate) calls: Vec<CallSums>,
     /// Its scopes begun before a flight recorder's window ([`Span::cut_at_start`]).
     pub(crate) cut_at_start: usize,
     /// The entry of each callsite in `sites`, by address.
@@ -76,6 +96,10 @@ pub(crate) struct Sum {
     pub(crate) exact: bool,
     /// The spans are summed by stack too ([`StackTree`]).
     pub(crate) stacks: bool,
+    /// Async calls are summed too, when their marks can be merged as the threads are read
+    /// again ([`call_stream`](super::call_stream)); else (and without this) captures with
+    /// async calls are not summed.
+    pub(crate) calls: bool,
 }
 
 impl ThreadSums {
@@ -84,6 +108,8 @@ impl ThreadSums {
         Self {
             sites: Vec::new(),
             spans: 0,
+            polls: 0,
+            calls: Vec::new(),
             cut_at_start: 0,
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
@@ -104,6 +130,7 @@ impl ThreadSums {
     pub(super) fn add(&mut self, span: &Span, memory: Option<&MemoryStats>) {
         self.spans += 1;
         if span.kind != SpanKind::Scope {
+            self.polls += 1;
             return;
         }
         self.cut_at_start += usize::from(span.cut_at_start);
@@ -156,6 +183,10 @@ pub(crate) struct Summary {
     /// The callsite of the origin of each flow of `trace` (at the same index), which the
     /// trace's spans would give: what a table split by origin names a follower's row after.
     pub(crate) origin_sites: OriginSites,
+    /// The captures hold async marks, and their calls are summed ([`ThreadSums::calls`]):
+    /// the sums stand for a flat table's rows, but pieces cannot be made of them (the
+    /// trace's polls would need their calls).
+    pub(crate) streamed_calls: bool,
 }
 
 impl Summary {
@@ -176,6 +207,17 @@ impl Summary {
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.
     pub(crate) fn spans(&self) -> usize {
         self.threads.iter().map(|t| t.spans).sum()
+    }
+
+    /// The async calls, as `trace.async_spans.len()` would count them.
+    pub(crate) fn calls(&self) -> u64 {
+        let sites = self.threads.iter().flat_map(|t| &t.calls);
+        sites.map(|c| c.count).sum()
+    }
+
+    /// The poll slices among [`Summary::spans`].
+    pub(crate) fn polls(&self) -> usize {
+        self.threads.iter().map(|t| t.polls).sum()
     }
 
     /// The scopes begun before a flight recorder's window, as the trace's spans would count

@@ -12,7 +12,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::record::registry::Untracked;
 use crate::trace::{SpanKind, ThreadTrace};
 
-use super::async_spans::Mark;
+use super::async_spans::{Mark, MarksSeen};
 use super::convert::Converter;
 use super::links::{Keep, Links, Origin};
 use super::memory::{Keeps, RawMemory};
@@ -106,6 +106,8 @@ pub(super) struct Decoded {
     pub(super) thread: ThreadTrace,
     pub(super) events: u64,
     pub(super) marks: Vec<Mark>,
+    /// Summed, what its marks were like (`marks` is then empty: they were let go as made).
+    pub(super) marks_seen: MarksSeen,
     pub(super) links: Links,
     pub(super) memory: Option<Vec<RawMemory>>,
     /// Counter and value samples, and instants.
@@ -282,6 +284,7 @@ impl Shared<'_> {
             },
         );
         let mut sums = exact.map(|s| ThreadSums::new(s.exact));
+        let mut marks_seen = MarksSeen::default();
         // Before the scopes cut at a flight recorder's start are opened: they are stacks too.
         if exact.is_some_and(|s| s.stacks) {
             pairing.keep_stacks();
@@ -296,6 +299,9 @@ impl Shared<'_> {
                 pairing.push(record);
                 if pairing.window_full() {
                     pairing.drain_final(|_, span, memory| sums.add(span, memory));
+                    // Summed, the async marks are only looked at: calls are summed by
+                    // another reading ([`call_stream`](super::call_stream)), or decoded whole.
+                    marks_seen.note(pairing.marks_mut());
                 }
             });
         } else {
@@ -303,6 +309,9 @@ impl Shared<'_> {
         }
         let end_ns = self.end_of(thread);
         let open_at_end = pairing.close_rest(end_ns);
+        if sum {
+            marks_seen.note(pairing.marks_mut());
+        }
         let tangled = pairing.tangled();
         let (memory_events, memory_in_order) = pairing.memory_seen();
         let (events, mut spans, stats, mut args, mut extras) = pairing.finish(end_ns);
@@ -346,6 +355,7 @@ impl Shared<'_> {
             },
             events,
             marks,
+            marks_seen,
             links,
             memory,
             extras,

@@ -214,6 +214,27 @@ impl Report {
                 acc.memory.add(&site.memory);
             }
         }
+        // The async calls, summed by the thread that began them: after every scope, as
+        // [`Report::build`] adds them.
+        for (thread, sums) in trace.threads.iter().zip(&summary.threads) {
+            for site in &sums.calls {
+                let group = groups.group((thread.process, thread.id), site.callsite, None);
+                let acc = &mut groups.groups[group].1;
+                match &site.durations {
+                    Durations::Exact(durations) => acc.durations.extend_from_slice(durations),
+                    Durations::Histogram(histogram) => {
+                        if group >= histograms.len() {
+                            histograms.resize(group + 1, Histogram::default());
+                        }
+                        histograms[group].merge(histogram);
+                    }
+                }
+                acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
+                acc.open += site.open;
+                acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(site.busy_ns));
+                acc.async_ns = acc.async_ns.saturating_add(site.wall_ns);
+            }
+        }
         let histograms = (!summary.exact).then(|| {
             histograms.resize(groups.groups.len(), Histogram::default());
             histograms

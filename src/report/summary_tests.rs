@@ -149,7 +149,7 @@ fn several_captures_sum_like_their_merged_trace() {
 }
 
 #[test]
-fn async_calls_are_not_summed_and_tracked_memory_is() {
+fn async_calls_with_tracked_memory_are_not_summed_and_tracked_memory_is() {
     let records = vec![
         RawEvent::new(RawKind::AsyncBegin, OUTER.id(), 10),
         RawEvent::payload(5, 0),
@@ -158,8 +158,10 @@ fn async_calls_are_not_summed_and_tracked_memory_is() {
         end(&OUTER, 10, 20),
         RawEvent::new(RawKind::AsyncEnd, OUTER.id(), 20),
         RawEvent::payload(5, 0),
+        RawEvent::new(RawKind::AllocCount, 1, 64),
     ];
     let captures = [Capture::from_records(vec![(1, records)], 0, 100)];
+    assert!(captures[0].memory.is_on());
     assert!(Summary::of(&captures).is_none());
     let records = vec![
         begin(&OUTER, 10),

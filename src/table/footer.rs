@@ -94,7 +94,7 @@ impl Table {
         let (open, live) = (rows.open, &rows.live);
         // Scopes are calls of plain scopes; an async call counts once, its poll slices apart.
         let (scopes, polls) = match summary {
-            Some(summary) => (summary.spans(), 0),
+            Some(summary) => (summary.spans() - summary.polls(), summary.polls()),
             None => {
                 let spans = trace.threads.iter().flat_map(|t| &t.spans);
                 let polls = spans.filter(|s| s.kind != SpanKind::Scope).count();
@@ -129,12 +129,12 @@ impl Table {
                 scopes,
                 plural(scopes as u64),
             )?;
-            let calls = trace.async_spans.len();
+            let calls = summary.map_or(trace.async_spans.len() as u64, Summary::calls);
             if calls > 0 || polls > 0 {
                 write!(
                     f,
                     "{calls} async call{} ({polls} poll{}), ",
-                    plural(calls as u64),
+                    plural(calls),
                     plural(polls as u64)
                 )?;
             }

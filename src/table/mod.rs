@@ -327,11 +327,14 @@ impl Table {
                 // ([`Table::call_tree`], [`Table::report`]); split by origin, unless a
                 // `tracing` span follows from one entered elsewhere (the first pass matches
                 // its flow without its origin's callsite).
+                // Summed async calls stand only for a flat table's rows (by thread or not):
+                // the tree and the splits take the spans, and need each poll's call.
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
                     && !match self.split() {
                         Split::Origin => summary.tracing_follows(),
                         _ => false,
                     }
+                    && !(summary.streamed_calls && (self.tree || self.split() != Split::None))
                 {
                     return (&summary.trace, Some(summary));
                 }

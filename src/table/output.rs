@@ -71,7 +71,7 @@ impl Table {
     pub fn to_csv(&self) -> String {
         let (trace, summary) = self.view();
         let records = self.records(trace, summary);
-        let mut out = csv_record(&self.record_keys(trace));
+        let mut out = csv_record(&self.record_keys(trace, summary));
         for record in records {
             let cells: Vec<String> = record.iter().map(|(_, v)| v.csv()).collect();
             out.push_str(&csv_record(&cells));
@@ -168,7 +168,7 @@ impl Table {
     }
 
     /// The keys of [`Table::records`], the CSV header.
-    fn record_keys(&self, trace: &Trace) -> Vec<&'static str> {
+    fn record_keys(&self, trace: &Trace, summary: Option<&Summary>) -> Vec<&'static str> {
         if self.tree {
             return vec![
                 "thread",
@@ -200,7 +200,7 @@ impl Table {
             "self_percent",
             "open_at_stop",
         ];
-        if !trace.async_spans.is_empty() {
+        if has_calls(trace, summary) {
             keys.push("busy_ns");
         }
         if trace.memory.is_some() {
@@ -217,7 +217,7 @@ impl Table {
 
     /// The rows the table shows (sorted and limited as printed) as fields, times in ns.
     fn records(&self, trace: &Trace, summary: Option<&Summary>) -> Vec<Vec<(&'static str, Val)>> {
-        let keys = self.record_keys(trace);
+        let keys = self.record_keys(trace, summary);
         let thread = |key: Option<ThreadKey>| match key {
             Some(_) => Val::Str(self.thread_name(trace, key)),
             None => Val::Null,
@@ -264,7 +264,7 @@ impl Table {
                         Val::Float(row.self_percent),
                         Val::Int(row.open_at_stop),
                     ];
-                    if !trace.async_spans.is_empty() {
+                    if has_calls(trace, summary) {
                         fields.push(row.busy_ns.map_or(Val::Null, Val::Int));
                     }
                     if let Some(m) = row.memory {
@@ -320,4 +320,9 @@ impl Val {
             other => other.json(),
         }
     }
+}
+
+/// True when the trace the table shows (summed in `summary`, when given) has async calls.
+fn has_calls(trace: &Trace, summary: Option<&Summary>) -> bool {
+    summary.map_or(!trace.async_spans.is_empty(), |s| s.calls() > 0)
 }

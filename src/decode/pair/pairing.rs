@@ -236,8 +236,19 @@ impl<'a> Pairing<'a> {
         if let Some(memory) = &mut self.memory {
             memory.take_events(to);
         }
+        self.forget_extras();
+    }
+
+    /// Lets go of the counter samples and instants so far (a reading that needs neither).
+    pub(in crate::decode) fn forget_extras(&mut self) {
         self.samples.clear();
         self.instants.clear();
+    }
+
+    /// The async marks made so far, in the order they were made: to be taken as they come
+    /// (a reading that does not keep them all).
+    pub(in crate::decode) fn marks_mut(&mut self) -> &mut Vec<Mark> {
+        self.marks
     }
 
     /// Allocations and frees seen so far, and whether they came in time order
