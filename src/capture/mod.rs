@@ -47,6 +47,8 @@ pub(crate) mod origin;
 pub(crate) mod output;
 pub(crate) mod panic;
 mod read;
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
+pub(crate) use read::file_size_unlimited;
 pub(crate) mod stream;
 mod write;
 

@@ -14,14 +14,16 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::io;
 
 use crate::capture::CaptureThread;
 use crate::decode::quantiles::Durations;
 use crate::record::callsite::Callsite;
 use crate::record::hash::{FxHashMap, FxHashSet};
-use crate::trace::{Span, SpanKind};
+use crate::trace::{AsyncSpan, Span, SpanKind};
 
 use super::async_spans::{Mark, MarkKind};
+use super::call_order::InOrder;
 use super::links::{Keep, Links};
 use super::pair::Pairing;
 use super::summary;
@@ -46,6 +48,58 @@ pub(super) fn sum_calls(
     ends: &[u64],
     exact: bool,
 ) -> Calls {
+    let mut sums: Vec<Sums> = threads.iter().map(|_| Sums::new(exact)).collect();
+    let open = each_call(shared, threads, ends, &mut |call| {
+        sums[call.thread].add(call)
+    });
+    Calls {
+        by_thread: sums.into_iter().map(|s| s.sites).collect(),
+        open,
+    }
+}
+
+/// Hands each async call of `threads` (the capture's threads with records, in the trace's
+/// order, of process `process` in the trace) to `f` in the order they began, as
+/// `Trace::async_spans` holds them, each thread's remaining scopes closing at `ends` (by
+/// index); stops at the first error of `f`.
+pub(super) fn each_call_in_order(
+    shared: &Shared<'_>,
+    threads: &[&CaptureThread],
+    ends: &[u64],
+    process: u32,
+    f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut order = InOrder::new(f);
+    each_call(shared, threads, ends, &mut |call| {
+        let span = AsyncSpan {
+            callsite: call.callsite,
+            start_ns: call.start_ns,
+            end_ns: call.start_ns + call.wall_ns(),
+            process,
+            thread: threads[call.thread].id,
+            end_thread: call.end_thread.map(|t| threads[t].id),
+            polls: call.polls,
+            busy_ns: call.busy_ns,
+            self_ns: call.self_ns,
+            open_at_stop: call.open_at_stop,
+            cut_at_start: false,
+        };
+        order.give(call.rank, span);
+    });
+    order.finish()
+}
+
+/// Hands each async call of `threads` (the capture's threads with records, in the trace's
+/// order) to `settled` once it ended and its polls are final (the calls still open at the
+/// end last), each thread's remaining scopes closing at `ends` (by index). Returns how many
+/// were open at the stop. Each call has its rank: its index among the calls of the decoded
+/// trace (`Trace::async_spans` of this capture alone).
+pub(super) fn each_call(
+    shared: &Shared<'_>,
+    threads: &[&CaptureThread],
+    ends: &[u64],
+    settled: &mut dyn FnMut(&Call),
+) -> u64 {
     let mut stores: Vec<(Vec<Mark>, Links)> = threads
         .iter()
         .map(|_| (Vec::new(), Links::keeping(Keep::Nothing)))
@@ -84,7 +138,8 @@ pub(super) fn sum_calls(
         calls: Vec::new(),
         free: Vec::new(),
         open: FxHashMap::default(),
-        sums: threads.iter().map(|_| Sums::new(exact)).collect(),
+        next_rank: 0,
+        settled,
     };
     let mut heads: BinaryHeap<Reverse<(Key, usize)>> = BinaryHeap::new();
     for (at, feed) in feeds.iter_mut().enumerate() {
@@ -103,10 +158,13 @@ pub(super) fn sum_calls(
         }
     }
     // Every thread is read and its spans final: what is still open closes where its last
-    // thread (the one that began or last polled it) closes what is open.
+    // thread (the one that began or last polled it) closes what is open, in the order the
+    // calls began.
     let mut open = 0;
     let earliest = ends.iter().copied().min().unwrap_or(0);
-    for slot in std::mem::take(&mut matcher.open).into_values() {
+    let mut unclosed: Vec<usize> = std::mem::take(&mut matcher.open).into_values().collect();
+    unclosed.sort_unstable_by_key(|&slot| matcher.calls[slot].as_ref().map(|c| c.rank));
+    for slot in unclosed {
         let Some(call) = matcher.calls[slot].as_mut() else {
             continue;
         };
@@ -121,32 +179,41 @@ pub(super) fn sum_calls(
         open += 1;
         matcher.settle(slot);
     }
-    Calls {
-        by_thread: matcher.sums.into_iter().map(|s| s.sites).collect(),
-        open,
-    }
+    open
 }
 
 /// The order the decoded trace matches marks in: time, kind (begins, then polls by the
 /// index of their slice, then ends), thread, then the order the thread made them.
 type Key = (u64, u8, u32, usize, u64);
 
-/// A call being matched.
-struct Call {
-    callsite: &'static Callsite,
-    start_ns: u64,
+/// A call being matched (see [`AsyncSpan`](crate::trace::AsyncSpan)).
+pub(super) struct Call {
+    pub(super) callsite: &'static Callsite,
+    /// Its index among the calls, in the order they began.
+    pub(super) rank: u64,
+    pub(super) start_ns: u64,
     /// The thread that began it (index), and the one that began or last polled it.
-    thread: usize,
+    pub(super) thread: usize,
     last: usize,
-    busy_ns: u64,
-    self_ns: u64,
+    /// The thread that ended it (index), if one did.
+    pub(super) end_thread: Option<usize>,
+    pub(super) polls: u32,
+    pub(super) busy_ns: u64,
+    pub(super) self_ns: u64,
     /// The latest end of its polls.
     polled_until: u64,
     /// Its polls matched whose slice is not final yet.
     pending: u32,
     /// Its end, once known.
-    end_ns: Option<u64>,
-    open_at_stop: bool,
+    pub(super) end_ns: Option<u64>,
+    pub(super) open_at_stop: bool,
+}
+
+impl Call {
+    /// Its wall time: from its start to its end (0 before it is known).
+    pub(super) fn wall_ns(&self) -> u64 {
+        self.end_ns.map_or(0, |end| end - self.start_ns)
+    }
 }
 
 /// The sums of one thread's calls.
@@ -165,7 +232,7 @@ impl Sums {
         }
     }
 
-    fn add(&mut self, call: &Call, end_ns: u64) {
+    fn add(&mut self, call: &Call) {
         let address = std::ptr::from_ref(call.callsite) as usize;
         let (sites, exact) = (&mut self.sites, self.exact);
         let at = *self.index.entry(address).or_insert_with(|| {
@@ -181,7 +248,7 @@ impl Sums {
             sites.len() - 1
         });
         let site = &mut self.sites[at];
-        let wall = end_ns - call.start_ns;
+        let wall = call.wall_ns();
         site.durations.push(wall);
         site.wall_ns = site.wall_ns.saturating_add(wall);
         site.busy_ns = site.busy_ns.saturating_add(call.busy_ns);
@@ -193,16 +260,19 @@ impl Sums {
 
 /// Matches marks in order (as `match_async` does, for begins, polls and ends) and sums each
 /// call once it ended and its polls are final.
-struct Matcher {
+struct Matcher<'f> {
     calls: Vec<Option<Call>>,
     /// Slots of `calls` free again.
     free: Vec<usize>,
     /// The call open for each span id.
     open: FxHashMap<u64, usize>,
-    sums: Vec<Sums>,
+    /// The rank of the next call begun.
+    next_rank: u64,
+    /// What is done with each call once settled.
+    settled: &'f mut dyn FnMut(&Call),
 }
 
-impl Matcher {
+impl Matcher<'_> {
     fn apply(&mut self, mark: &Mark, feed: &mut Feed<'_, '_>) {
         let Some(callsite) = mark.callsite else {
             return;
@@ -216,9 +286,12 @@ impl Matcher {
             (MarkKind::Begin, _) => {
                 let call = Call {
                     callsite,
+                    rank: self.next_rank,
                     start_ns: mark.ns,
                     thread: mark.thread,
                     last: mark.thread,
+                    end_thread: None,
+                    polls: 0,
                     busy_ns: 0,
                     self_ns: 0,
                     polled_until: 0,
@@ -226,6 +299,7 @@ impl Matcher {
                     end_ns: None,
                     open_at_stop: false,
                 };
+                self.next_rank += 1;
                 let slot = match self.free.pop() {
                     Some(slot) => {
                         self.calls[slot] = Some(call);
@@ -250,6 +324,7 @@ impl Matcher {
                     && let Some(call) = self.calls[slot].as_mut()
                 {
                     call.last = mark.thread;
+                    call.polls += 1;
                 }
                 feed.queued_polls.remove(&index);
                 match feed.finished_polls.remove(&index) {
@@ -272,6 +347,7 @@ impl Matcher {
                 self.open.remove(&mark.span);
                 if let Some(call) = self.calls[slot].as_mut() {
                     call.end_ns = Some(mark.ns.max(call.start_ns));
+                    call.end_thread = Some(mark.thread);
                 }
                 self.settle(slot);
             }
@@ -305,10 +381,10 @@ impl Matcher {
         let Some(call) = self.calls[slot].as_ref() else {
             return;
         };
-        let (Some(end_ns), 0) = (call.end_ns, call.pending) else {
+        if call.end_ns.is_none() || call.pending > 0 {
             return;
-        };
-        self.sums[call.thread].add(call, end_ns);
+        }
+        (self.settled)(call);
         self.calls[slot] = None;
         self.free.push(slot);
     }
@@ -367,7 +443,7 @@ impl Feed<'_, '_> {
     /// The key of the thread's next mark (it is at `at` among the threads), reading chunks
     /// until one comes that no later mark of the thread can go before; `None` when the
     /// thread has no more. Polls that become final meanwhile go to `matcher`.
-    fn next_key(&mut self, at: usize, matcher: &mut Matcher) -> Option<Key> {
+    fn next_key(&mut self, at: usize, matcher: &mut Matcher<'_>) -> Option<Key> {
         loop {
             // A later mark can go before the front only at the same time as the last one.
             let ready = match (self.queue.front(), self.queue.back()) {
@@ -386,7 +462,7 @@ impl Feed<'_, '_> {
 
     /// Reads the next chunk (or, past the last, ends the thread), queues the marks it made
     /// in order, and hands the polls final since to `matcher`.
-    fn read(&mut self, matcher: &mut Matcher) {
+    fn read(&mut self, matcher: &mut Matcher<'_>) {
         let pairing = &mut self.pairing;
         if self.chunk < self.thread.chunks.len() {
             self.shared

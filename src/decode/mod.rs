@@ -9,10 +9,13 @@
 
 mod async_spans;
 mod build;
+mod call_order;
 mod call_stream;
 pub(crate) mod convert;
 mod counters;
 mod follows;
+#[cfg(test)]
+pub(crate) mod forged_async;
 pub(crate) mod links;
 mod memory;
 mod memory_stream;
@@ -91,11 +94,18 @@ impl Summary {
     /// [`Summary::of_with`] (durations in histograms, no stacks), for exports that read the
     /// captures' memory timeline again as they write it
     /// ([`Pieces::with_memory`](super::pieces::Pieces::with_memory)): the trace's
-    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events. `None` as
-    /// [`Summary::of_with`] gives it, and when a thread's allocations and frees do not come in
-    /// time order (a forged file: they could not be merged as read).
+    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events; the async calls of
+    /// `#[profile] async fn`s summed ([`Summary::streamed_calls`]), for exports that write them
+    /// as they come ([`SpanSource::each_streamed_call`](super::pieces::SpanSource)). `None` as
+    /// [`Summary::of_with`] gives it (but for those calls), and when a thread's allocations
+    /// and frees do not come in time order (a forged file: they could not be merged as read).
     pub(crate) fn with_memory_timeline(captures: &[&Capture]) -> Option<Self> {
-        let summary = Self::of_with(captures, false, false)?;
+        let sum = Sum {
+            exact: false,
+            stacks: false,
+            calls: true,
+        };
+        let summary = Self::summed(captures, sum)?;
         summary
             .threads
             .iter()
@@ -130,14 +140,16 @@ impl Summary {
         let exact = sum.exact;
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
-        let mut streamed_calls = false;
-        for capture in captures {
+        let mut call_captures = Vec::new();
+        for (at, capture) in captures.iter().enumerate() {
             let decoded = summarize(capture.borrow(), sum)?;
             traces.push(decoded.trace);
             threads.extend(decoded.sums);
             // The flows of each capture follow those before, in order, as merged.
             origin_sites.extend(decoded.origin_sites);
-            streamed_calls |= decoded.streamed_calls;
+            if decoded.streamed_calls {
+                call_captures.push(at);
+            }
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
@@ -148,7 +160,8 @@ impl Summary {
             exact,
             live_at_end: Default::default(),
             origin_sites,
-            streamed_calls,
+            streamed_calls: !call_captures.is_empty(),
+            call_captures,
         })
     }
 }

@@ -32,9 +32,10 @@ use std::io;
 
 use crate::capture::{Capture, CaptureThread};
 use crate::record::registry::Untracked;
-use crate::trace::{MemoryEvent, MemoryStats, Span, SpanArg, Trace};
+use crate::trace::{AsyncSpan, MemoryEvent, MemoryStats, Span, SpanArg, Trace};
 
 use super::Shared;
+use super::call_stream;
 use super::links::{Keep, Links};
 use super::memory::Keeps;
 use super::memory::LiveAtEnd;
@@ -150,6 +151,15 @@ pub(crate) trait SpanSource {
     /// The processes (indices in the trace's processes) with an allocation or free in its
     /// memory timeline.
     fn memory_processes(&self) -> BTreeSet<u32>;
+
+    /// Hands each async call that [`SpanSource::trace`] does not hold (its `async_spans` are
+    /// empty: pieces of captures whose calls are matched as the threads are read again) to
+    /// `f` with its index, in the order `async_spans` would hold them; stops at the first
+    /// error of `f`. Nothing for a trace, whose calls are its own.
+    fn each_streamed_call(
+        &self,
+        f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()>;
 }
 
 impl SpanSource for Trace {
@@ -204,6 +214,13 @@ impl SpanSource for Trace {
             .map(|e| e.process)
             .collect()
     }
+
+    fn each_streamed_call(
+        &self,
+        _: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Captures decoded in pieces: their trace without spans, and each thread's spans decoded
@@ -226,6 +243,9 @@ pub(crate) struct Pieces<'c> {
     captures: Vec<&'c Capture>,
     /// Each thread's allocations and frees in a memory timeline.
     memory_events: Vec<u64>,
+    /// The capture (index) whose async calls come after the pieces
+    /// ([`SpanSource::each_streamed_call`]), if any.
+    calls: Option<usize>,
 }
 
 impl<'c> Pieces<'c> {
@@ -247,10 +267,19 @@ impl<'c> Pieces<'c> {
     /// spans and the memory timeline but not the per-span memory figures: the trace's
     /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events, which
     /// [`SpanSource::each_memory_event`] reads again, merged across threads as they are read.
+    ///
+    /// Also of captures with `#[profile] async fn` calls (one of them at most holds some):
+    /// their polls are spans of the pieces (with no call), and the calls come in order after
+    /// them ([`SpanSource::each_streamed_call`]).
     pub(crate) fn with_memory(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::with_memory_timeline(captures)?;
+        if summary.call_captures.len() > 1 {
+            return None;
+        }
         let threads = threads(&summary);
-        Self::with(captures, Cow::Owned(summary.trace), threads)
+        let mut pieces = Self::with(captures, Cow::Owned(summary.trace), threads)?;
+        pieces.calls = summary.call_captures.first().copied();
+        Some(pieces)
     }
 
     /// [`Pieces::new`] with the captures' summary already made (the same captures'
@@ -305,6 +334,7 @@ impl<'c> Pieces<'c> {
             sources,
             captures: captures.to_vec(),
             memory_events,
+            calls: None,
         })
     }
 }
@@ -366,6 +396,8 @@ impl SpanSource for Pieces<'_> {
                         && pairing.can_carry()))
             {
                 result = pairing.drain_piece(|piece| hand(piece, f));
+                // Async calls are matched apart ([`SpanSource::each_streamed_call`]).
+                pairing.marks_mut().clear();
             }
         });
         result?;
@@ -393,6 +425,33 @@ impl SpanSource for Pieces<'_> {
             .filter(|&(&n, _)| n > 0)
             .map(|(_, thread)| thread.process)
             .collect()
+    }
+
+    fn each_streamed_call(
+        &self,
+        f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let Some(capture) = self.calls else {
+            return Ok(());
+        };
+        let _untracked = Untracked::enter();
+        let in_capture: Vec<usize> = (0..self.sources.len())
+            .filter(|&t| self.sources[t].1 == capture)
+            .collect();
+        let Some(&first) = in_capture.first() else {
+            return Ok(());
+        };
+        let source = self.sources[first].0;
+        let shared = shared(source);
+        let threads: Vec<&CaptureThread> = in_capture.iter().map(|&t| self.sources[t].2).collect();
+        let ends: Vec<u64> = threads.iter().map(|t| shared.end_of(t)).collect();
+        let process = self.trace.threads[first].process;
+        let mut id = 0;
+        call_stream::each_call_in_order(&shared, &threads, &ends, process, &mut |call| {
+            f(id, call)?;
+            id += 1;
+            Ok(())
+        })
     }
 }
 

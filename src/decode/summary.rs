@@ -184,9 +184,11 @@ pub(crate) struct Summary {
     /// trace's spans would give: what a table split by origin names a follower's row after.
     pub(crate) origin_sites: OriginSites,
     /// The captures hold async marks, and their calls are summed ([`ThreadSums::calls`]):
-    /// the sums stand for a flat table's rows, but pieces cannot be made of them (the
-    /// trace's polls would need their calls).
+    /// the sums stand for a flat table's rows, but most exports of pieces cannot be made of
+    /// them (the trace's polls would need their calls).
     pub(crate) streamed_calls: bool,
+    /// The captures (indices) whose calls were summed so.
+    pub(crate) call_captures: Vec<usize>,
 }
 
 impl Summary {

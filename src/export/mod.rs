@@ -48,6 +48,8 @@
 //! [`io::Error`] that names the path and the step that failed, and no temporary file
 //! survives it.
 
+#[cfg(test)]
+mod async_pieces_tests;
 pub mod chrome;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;

@@ -186,7 +186,7 @@ pub(super) fn gunzip_to_file(
 
 /// True when this process may write files of any size (no `RLIMIT_FSIZE`).
 #[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
-fn file_size_unlimited() -> bool {
+pub(crate) fn file_size_unlimited() -> bool {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

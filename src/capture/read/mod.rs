@@ -14,6 +14,8 @@ mod bytes;
 mod errors;
 mod events;
 mod gzip;
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
+pub(crate) use gzip::file_size_unlimited;
 mod open;
 mod parser;
 mod session;

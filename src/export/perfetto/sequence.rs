@@ -54,3 +54,10 @@ pub(super) fn known(set: &mut Vec<bool>, iid: u64) -> bool {
     }
     std::mem::replace(&mut set[i], true)
 }
+
+/// The tracks of async calls so far: per (process, callsite), each track's sequence and the
+/// end of its last call.
+pub(super) type CallLanes = crate::record::hash::FxHashMap<
+    (u32, *const crate::record::callsite::Callsite),
+    Vec<(Sequence, u64)>,
+>;

@@ -3,17 +3,14 @@
 
 use std::io::{self, Write};
 
-use crate::record::hash::FxHashMap;
-
 use super::fields::{
     DESCRIPTOR_SEQUENCE, EVENT_COUNTER_VALUE, EVENT_DOUBLE_COUNTER_VALUE, EVENT_TYPE,
     PACKET_SEQUENCE_ID, PACKET_TRACK_DESCRIPTOR, TYPE_COUNTER, TYPE_INSTANT,
 };
 use super::model::{CounterValue, Instant, Unit};
-use super::sequence::Sequence;
+use super::sequence::{CallLanes, Sequence};
 use super::writer::Writer;
 use crate::export::proto::{bytes_field, fixed64_field, int_field, varint_field};
-use crate::record::callsite::Callsite;
 use crate::trace::{AsyncSpan, Value};
 
 /// A counter track whose samples are being written ([`Writer::counter_samples`]).
@@ -98,49 +95,58 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         &mut self,
         calls: &[AsyncSpan],
         process_tracks: &[u64],
+        lanes: &mut CallLanes,
     ) -> io::Result<()> {
-        // (process, callsite) -> tracks: (sequence, end of its last call).
-        let mut tracks: FxHashMap<(u32, *const Callsite), Vec<(Sequence, u64)>> =
-            FxHashMap::default();
         let mut order: Vec<&AsyncSpan> = calls.iter().collect();
         order.sort_by_key(|c| c.start_ns);
         for call in order {
-            let key = (call.process, std::ptr::from_ref(call.callsite));
-            let lanes = tracks.entry(key).or_default();
-            let lane = match lanes.iter().position(|(_, end)| *end <= call.start_ns) {
-                Some(lane) => lane,
-                None => {
-                    let parent = process_tracks
-                        .get(call.process as usize)
-                        .copied()
-                        .unwrap_or(0);
-                    let track = self.named_track(parent, call.name(), None)?;
-                    lanes.push((self.sequence(track), 0));
-                    lanes.len() - 1
-                }
-            };
-            let (seq, end) = &mut lanes[lane];
-            *end = call.end_ns;
-            self.begin_callsite(
-                seq,
-                call.start_ns,
-                call.callsite,
-                Some("async"),
-                |w, seq| {
-                    w.annotation(seq, "polls", &Value::U64(u64::from(call.polls)));
-                    w.annotation(seq, "busy_ns", &Value::U64(call.busy_ns));
-                    w.annotation(seq, "self_ns", &Value::U64(call.self_ns));
-                    if call.open_at_stop {
-                        w.annotation(seq, "open_at_stop", &Value::Bool(true));
-                    }
-                    if call.cut_at_start {
-                        w.annotation(seq, "cut_at_start", &Value::Bool(true));
-                    }
-                },
-            )?;
-            self.end(seq, call.end_ns)?;
+            self.async_call(call, process_tracks, lanes)?;
         }
         Ok(())
+    }
+
+    /// One async call of [`Writer::async_calls`], after those begun before it, on the first
+    /// of `lanes` free at its start.
+    pub(super) fn async_call(
+        &mut self,
+        call: &AsyncSpan,
+        process_tracks: &[u64],
+        tracks: &mut CallLanes,
+    ) -> io::Result<()> {
+        let key = (call.process, std::ptr::from_ref(call.callsite));
+        let lanes = tracks.entry(key).or_default();
+        let lane = match lanes.iter().position(|(_, end)| *end <= call.start_ns) {
+            Some(lane) => lane,
+            None => {
+                let parent = process_tracks
+                    .get(call.process as usize)
+                    .copied()
+                    .unwrap_or(0);
+                let track = self.named_track(parent, call.name(), None)?;
+                lanes.push((self.sequence(track), 0));
+                lanes.len() - 1
+            }
+        };
+        let (seq, end) = &mut lanes[lane];
+        *end = call.end_ns;
+        self.begin_callsite(
+            seq,
+            call.start_ns,
+            call.callsite,
+            Some("async"),
+            |w, seq| {
+                w.annotation(seq, "polls", &Value::U64(u64::from(call.polls)));
+                w.annotation(seq, "busy_ns", &Value::U64(call.busy_ns));
+                w.annotation(seq, "self_ns", &Value::U64(call.self_ns));
+                if call.open_at_stop {
+                    w.annotation(seq, "open_at_stop", &Value::Bool(true));
+                }
+                if call.cut_at_start {
+                    w.annotation(seq, "cut_at_start", &Value::Bool(true));
+                }
+            },
+        )?;
+        self.end(seq, call.end_ns)
     }
 
     /// A counter track named `name` under `parent` (a process or thread track) with

@@ -12,7 +12,7 @@ use super::fields::{
     SEQ_NEEDS_INCREMENTAL_STATE, TAIL, TRACE_PACKET,
 };
 use super::model::{CounterValue, Instant, SliceLinks, Unit};
-use super::sequence::{Interner, Sequence};
+use super::sequence::{CallLanes, Interner, Sequence};
 use crate::decode::pieces::SpanSource;
 use crate::export::proto::{bytes_field, varint_field};
 use crate::export::trace_event::pids;
@@ -129,7 +129,12 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             };
             self.thread_spans(source, index, track, &links, flow_threads[index])?;
         }
-        self.async_calls(&trace.async_spans, &process_tracks)?;
+        let mut lanes = CallLanes::default();
+        self.async_calls(&trace.async_spans, &process_tracks, &mut lanes)?;
+        // Of pieces, the calls matched as the threads are read again, in the order they began.
+        source.each_streamed_call(&mut |_, call| {
+            self.async_call(call, &process_tracks, &mut lanes)
+        })?;
         if trace.memory.is_some() {
             let with_events = source.memory_processes();
             for (p, &parent) in (0..).zip(&process_tracks) {

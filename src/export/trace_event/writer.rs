@@ -76,6 +76,8 @@ pub(crate) fn write_from(
         for (id, call) in trace.async_spans.iter().enumerate() {
             w.async_span(id, call)?;
         }
+        // Of pieces, the calls matched as the threads are read again, in the same order.
+        source.each_streamed_call(&mut |id, call| w.async_span(id, call))?;
     }
     if trace.memory.is_some() && dialect.memory {
         w.memory(trace, source, dialect.allocation_instants)?;

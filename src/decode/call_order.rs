@@ -1,0 +1,277 @@
+//! Async calls handed over in the order they began, as they settle in another order
+//! ([`call_stream::each_call`](super::call_stream)): a call that stays open long (a server's
+//! loop) holds back every call begun after it, so past [`HELD`] calls those waiting go to a
+//! temporary file, each at the slot of its rank, read back in order at the end. What it holds
+//! in memory is bounded; the file takes [`SLOT`] bytes a call.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+use crate::record::callsite::Callsite;
+use crate::record::hash::FxHashMap;
+use crate::trace::AsyncSpan;
+
+/// Calls waiting in memory before they go to a file.
+const HELD: usize = 1 << 16;
+
+/// Bytes a call takes in the file.
+const SLOT: u64 = 64;
+
+/// Hands calls to `f` by rank (0, 1, 2, ...) as they are given in any order.
+pub(super) struct InOrder<'f> {
+    f: &'f mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
+    /// The rank of the next call to hand over.
+    next: u64,
+    /// Calls given before their turn, by rank.
+    waiting: BTreeMap<u64, AsyncSpan>,
+    /// Once calls waited past [`HELD`]: the file every call not handed over yet goes to, and
+    /// the callsites of those in it (a file slot names its callsite by index).
+    file: Option<(File, Vec<&'static Callsite>, FxHashMap<usize, u32>)>,
+    /// Calls given so far (every rank below is given once).
+    given: u64,
+    /// The first error (of `f`, or of the file): nothing more is handed over.
+    failed: Option<io::Error>,
+    /// No temporary file could be made: calls wait in memory.
+    no_file: bool,
+}
+
+impl<'f> InOrder<'f> {
+    pub(super) fn new(f: &'f mut dyn FnMut(&AsyncSpan) -> io::Result<()>) -> Self {
+        Self {
+            f,
+            next: 0,
+            waiting: BTreeMap::new(),
+            file: None,
+            given: 0,
+            failed: None,
+            no_file: false,
+        }
+    }
+
+    /// The call of rank `rank`.
+    pub(super) fn give(&mut self, rank: u64, call: AsyncSpan) {
+        self.given += 1;
+        if self.failed.is_some() {
+            return;
+        }
+        if self.file.is_some() {
+            let written = self.write_slot(rank, &call);
+            self.fail_on(written);
+            return;
+        }
+        if rank != self.next {
+            self.waiting.insert(rank, call);
+            if self.waiting.len() > HELD {
+                let spilled = self.spill();
+                self.fail_on(spilled);
+            }
+            return;
+        }
+        let handed = (self.f)(&call);
+        self.fail_on(handed);
+        self.next += 1;
+        while let Some(call) = self.waiting.remove(&self.next) {
+            let handed = (self.f)(&call);
+            self.fail_on(handed);
+            self.next += 1;
+        }
+    }
+
+    /// Hands over what is left (every rank was given); the first error met.
+    pub(super) fn finish(mut self) -> io::Result<()> {
+        if let Some(error) = self.failed.take() {
+            return Err(error);
+        }
+        debug_assert!(self.file.is_some() || self.waiting.is_empty());
+        debug_assert!(self.given >= self.next);
+        let Some((mut file, callsites, _)) = self.file.take() else {
+            return Ok(());
+        };
+        file.seek(SeekFrom::Start(self.next * SLOT))?;
+        let mut reader = io::BufReader::with_capacity(256 << 10, file);
+        let mut slot = [0u8; SLOT as usize];
+        for _ in self.next..self.given {
+            reader.read_exact(&mut slot)?;
+            let call = decode(&slot, &callsites).ok_or_else(|| {
+                io::Error::other("a temporary file of async calls was changed while in use")
+            })?;
+            (self.f)(&call)?;
+        }
+        Ok(())
+    }
+
+    fn fail_on(&mut self, result: io::Result<()>) {
+        if let Err(error) = result {
+            self.failed.get_or_insert(error);
+        }
+    }
+
+    /// Moves the calls waiting to a new temporary file, if one can be made (else they keep
+    /// waiting in memory).
+    fn spill(&mut self) -> io::Result<()> {
+        if self.no_file {
+            return Ok(());
+        }
+        let Some(file) = temporary() else {
+            self.no_file = true;
+            return Ok(());
+        };
+        self.file = Some((file, Vec::new(), FxHashMap::default()));
+        for (rank, call) in std::mem::take(&mut self.waiting) {
+            self.write_slot(rank, &call)?;
+        }
+        Ok(())
+    }
+
+    fn write_slot(&mut self, rank: u64, call: &AsyncSpan) -> io::Result<()> {
+        let Some((file, callsites, index)) = &mut self.file else {
+            return Ok(());
+        };
+        let address = std::ptr::from_ref(call.callsite) as usize;
+        let site = *index.entry(address).or_insert_with(|| {
+            callsites.push(call.callsite);
+            callsites.len() as u32 - 1
+        });
+        file.seek(SeekFrom::Start(rank * SLOT))?;
+        file.write_all(&encode(call, site))
+    }
+}
+
+/// A new file in the temporary folder, readable by this user only and gone from the folder
+/// at once (nothing is left behind, whatever happens next); `None` where it cannot be made,
+/// where the process may write files only up to a size (`ulimit -f`), and on other systems
+/// (an open file cannot be removed there): the calls then wait in memory.
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
+fn temporary() -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    if !crate::capture::file_size_unlimited() {
+        return None;
+    }
+    let path = std::env::temp_dir().join(format!(
+        ".tickscope-calls-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .ok()?;
+    std::fs::remove_file(&path).ok()?;
+    Some(file)
+}
+
+#[cfg(not(all(target_os = "linux", feature = "enabled", feature = "gzip")))]
+fn temporary() -> Option<File> {
+    None
+}
+
+/// `call` as a file slot, its callsite by `site` (an index).
+fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
+    let mut slot = [0u8; SLOT as usize];
+    let end_thread = call.end_thread.map_or(u64::MAX, |t| t.min(u64::MAX - 1));
+    let flags = u8::from(call.open_at_stop) | u8::from(call.cut_at_start) << 1 | 1 << 7;
+    let words = [
+        call.start_ns,
+        call.end_ns,
+        call.thread,
+        end_thread,
+        call.busy_ns,
+        call.self_ns,
+    ];
+    for (at, word) in words.into_iter().enumerate() {
+        slot[at * 8..at * 8 + 8].copy_from_slice(&word.to_le_bytes());
+    }
+    slot[48..52].copy_from_slice(&site.to_le_bytes());
+    slot[52..56].copy_from_slice(&call.process.to_le_bytes());
+    slot[56..60].copy_from_slice(&call.polls.to_le_bytes());
+    slot[60] = flags;
+    slot
+}
+
+/// The call of a file slot, `None` when it was never written (no flag set) or names no
+/// callsite of `callsites`.
+fn decode(slot: &[u8; SLOT as usize], callsites: &[&'static Callsite]) -> Option<AsyncSpan> {
+    let word = |at: usize| u64::from_le_bytes(slot[at * 8..at * 8 + 8].try_into().unwrap());
+    let int = |at: usize| u32::from_le_bytes(slot[at..at + 4].try_into().unwrap());
+    let flags = slot[60];
+    if flags & 1 << 7 == 0 {
+        return None;
+    }
+    Some(AsyncSpan {
+        callsite: callsites.get(int(48) as usize)?,
+        start_ns: word(0),
+        end_ns: word(1),
+        thread: word(2),
+        end_thread: (word(3) != u64::MAX).then_some(word(3)),
+        busy_ns: word(4),
+        self_ns: word(5),
+        process: int(52),
+        polls: int(56),
+        open_at_stop: flags & 1 != 0,
+        cut_at_start: flags & 2 != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static A: Callsite = Callsite::new("a", file!(), line!(), module_path!());
+    static B: Callsite = Callsite::new("b", file!(), line!(), module_path!());
+
+    fn call(rank: u64) -> AsyncSpan {
+        AsyncSpan {
+            callsite: if rank.is_multiple_of(3) { &A } else { &B },
+            start_ns: rank * 10,
+            end_ns: rank * 10 + rank % 7,
+            process: (rank % 2) as u32,
+            thread: rank % 5,
+            end_thread: (!rank.is_multiple_of(4)).then_some(rank % 3),
+            polls: (rank % 9) as u32,
+            busy_ns: rank * 3,
+            self_ns: rank,
+            open_at_stop: rank.is_multiple_of(4),
+            cut_at_start: false,
+        }
+    }
+
+    /// Calls given in an order where the first is given last (an open call holding back
+    /// every other) come out by rank, through the file past [`HELD`] waiting, and not.
+    #[test]
+    fn calls_come_out_by_rank() {
+        for n in [10, HELD as u64 + 1000] {
+            let mut out = Vec::new();
+            let mut f = |c: &AsyncSpan| {
+                out.push(c.clone());
+                Ok(())
+            };
+            let mut order = InOrder::new(&mut f);
+            // Rank 0 last; the others in pairs swapped.
+            for rank in 1..n {
+                let swapped = if !rank.is_multiple_of(2) && rank + 1 < n {
+                    rank + 1
+                } else if rank.is_multiple_of(2) {
+                    rank - 1
+                } else {
+                    rank
+                };
+                order.give(swapped, call(swapped));
+            }
+            // Past the calls held in memory, those waiting are in a file where one can be made.
+            let spilled = order.file.is_some();
+            assert_eq!(spilled, n > HELD as u64 && temporary().is_some());
+            order.give(0, call(0));
+            order.finish().unwrap();
+            assert_eq!(out.len() as u64, n);
+            for (rank, got) in (0..).zip(&out) {
+                assert_eq!(got, &call(rank));
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Captures of `#[profile] async fn` calls made by hand, for tests of what is decoded from
+//! them as the threads are read again ([`call_stream`](super::call_stream)).
+
+use crate::capture::{Capture, Chunk};
+use crate::record::callsite::Callsite;
+use crate::record::event::{RawEvent, RawKind};
+
+pub(crate) static FETCH: Callsite = Callsite::new("fetch", file!(), line!(), module_path!());
+pub(crate) static HANDLE: Callsite = Callsite::new("handle", file!(), line!(), module_path!());
+pub(crate) static PARSE: Callsite = Callsite::new("parse", file!(), line!(), module_path!());
+pub(crate) static QUERY: Callsite = Callsite::new("query", file!(), line!(), module_path!());
+
+/// A small xorshift: the same records for a seed on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+pub(crate) fn with_payload(
+    kind: RawKind,
+    site: &'static Callsite,
+    tick: u64,
+    span: u32,
+) -> [RawEvent; 2] {
+    [
+        RawEvent::new(kind, site.id(), tick),
+        RawEvent::payload(span, 0),
+    ]
+}
+
+/// Threads of async calls made of the records a seed gives: calls begun, polled and ended
+/// on any thread (with plain scopes inside polls), span ids reused after an end and
+/// sometimes while open, polls of calls never begun and with another callsite, ties in
+/// time across threads, and calls, polls and scopes left open at the end. Each thread's
+/// records are cut into chunks of `chunk` records.
+pub(crate) fn session(seed: u64, threads: usize, steps: usize, chunk: usize) -> Capture {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let calls = [&FETCH, &HANDLE];
+    let mut records: Vec<Vec<RawEvent>> = vec![Vec::new(); threads];
+    // Per thread, the open slices: (callsite, begin tick).
+    let mut stacks: Vec<Vec<(&'static Callsite, u64)>> = vec![Vec::new(); threads];
+    // Calls open: (span id, callsite).
+    let mut open: Vec<(u32, &'static Callsite)> = Vec::new();
+    let mut next_span = 1u32;
+    let mut tick = 10;
+    for _ in 0..steps {
+        // Ties across threads now and then.
+        tick += rng.below(3);
+        let t = rng.below(threads as u64) as usize;
+        let (out, stack) = (&mut records[t], &mut stacks[t]);
+        match rng.below(12) {
+            // Close the innermost slice.
+            0..=3 if !stack.is_empty() => {
+                let (site, began) = stack.pop().unwrap();
+                out.push(RawEvent::end(RawEvent::end_key(site.id(), began), tick));
+            }
+            // Begin a call (now and then with the id of one still open).
+            4 | 5 => {
+                let site = calls[rng.below(2) as usize];
+                let span = match (rng.below(8), open.first()) {
+                    (0, Some(&(span, _))) => span,
+                    _ => {
+                        next_span += 1;
+                        next_span
+                    }
+                };
+                out.extend(with_payload(RawKind::AsyncBegin, site, tick, span));
+                open.push((span, site));
+            }
+            // Poll an open call (now and then one never begun, or with another callsite).
+            6..=8 => {
+                let (span, site) = match (rng.below(10), open.is_empty()) {
+                    (0, _) | (_, true) => (9000 + rng.below(4) as u32, &FETCH),
+                    (1, false) => (open[0].0, &QUERY),
+                    _ => open[rng.below(open.len() as u64) as usize],
+                };
+                out.extend(with_payload(RawKind::PollBegin, site, tick, span));
+                stack.push((site, tick));
+            }
+            // End an open call.
+            9 if !open.is_empty() => {
+                let (span, site) = open.remove(rng.below(open.len() as u64) as usize);
+                out.extend(with_payload(RawKind::AsyncEnd, site, tick, span));
+            }
+            // A plain scope.
+            _ => {
+                let site = if stack.is_empty() { &QUERY } else { &PARSE };
+                out.push(RawEvent::begin(site.id(), tick));
+                stack.push((site, tick));
+            }
+        }
+        tick += 1;
+    }
+    let thread_records: Vec<(u64, Vec<RawEvent>)> =
+        (1..).zip(records).filter(|(_, r)| !r.is_empty()).collect();
+    let mut capture = Capture::from_records(thread_records, 0, tick + 50);
+    for thread in &mut capture.threads {
+        let Chunk::Owned(all) = &thread.chunks[0] else {
+            unreachable!("records made by hand")
+        };
+        let chunks = all.chunks(chunk).map(|c| Chunk::Owned(c.to_vec()));
+        thread.chunks = chunks.collect();
+    }
+    capture
+}
+
+/// One thread: a `fetch` call begun first and polled once, never ended (open at the stop),
+/// then `calls` `handle` calls, each begun, polled once (a `parse` inside) and ended: every
+/// one of them waits behind the first to be handed over in the order they began.
+pub(crate) fn held_back(calls: u32) -> Capture {
+    let mut records = Vec::new();
+    records.extend(with_payload(RawKind::AsyncBegin, &FETCH, 10, 1));
+    records.extend(with_payload(RawKind::PollBegin, &FETCH, 10, 1));
+    records.push(RawEvent::end(RawEvent::end_key(FETCH.id(), 10), 11));
+    let mut tick = 20;
+    for span in 2..calls + 2 {
+        records.extend(with_payload(RawKind::AsyncBegin, &HANDLE, tick, span));
+        records.extend(with_payload(RawKind::PollBegin, &HANDLE, tick, span));
+        records.push(RawEvent::begin(PARSE.id(), tick + 1));
+        records.push(RawEvent::end(
+            RawEvent::end_key(PARSE.id(), tick + 1),
+            tick + 2,
+        ));
+        records.push(RawEvent::end(
+            RawEvent::end_key(HANDLE.id(), tick),
+            tick + 3,
+        ));
+        records.extend(with_payload(RawKind::AsyncEnd, &HANDLE, tick + 3, span));
+        tick += 5;
+    }
+    Capture::from_records(vec![(1, records)], 0, tick + 10)
+}

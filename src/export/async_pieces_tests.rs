@@ -1,0 +1,90 @@
+//! Chrome JSON (both time origins), Kineto and Perfetto of captures with `#[profile] async
+//! fn` calls written piece by piece, their calls matched as the threads are read again
+//! (`decode::call_stream`): the whole trace's bytes.
+
+use super::Format;
+use super::chrome::{self, TimeOrigin};
+use super::{kineto, perfetto};
+use crate::capture::Capture;
+use crate::decode::forged_async::{held_back, session};
+use crate::trace::Trace;
+
+/// Each format writes `captures` from pieces, with the bytes of their decoded trace.
+fn assert_pieces_are_whole(captures: &[Capture]) {
+    let trace = Trace::from_captures(captures);
+    assert!(!trace.async_spans.is_empty());
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let formats: [(&str, &dyn Format); 4] = [
+        ("chrome", &chrome::Options::new()),
+        (
+            "chrome unix",
+            &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+        ),
+        ("kineto", &kineto::Options::new(0, 1)),
+        ("perfetto", &perfetto::Options::new()),
+    ];
+    for (name, format) in formats {
+        let mut whole = Vec::new();
+        format.write(&trace, &mut whole).unwrap();
+        let mut pieces = Vec::new();
+        format
+            .write_captures(&refs, &mut pieces)
+            .expect("written from pieces")
+            .unwrap();
+        if whole == pieces {
+            continue;
+        }
+        // Chrome JSON and Kineto from the session start write a scope open over pieces as it
+        // ends (after the spans begun inside it before then): the same events, in another
+        // order.
+        assert!(matches!(name, "chrome" | "kineto"), "{name} differs");
+        assert_eq!(whole.len(), pieces.len(), "{name}");
+        let events = |bytes: &[u8]| {
+            let text = String::from_utf8(bytes.to_vec()).unwrap();
+            let mut lines: Vec<String> = (text.lines())
+                .map(|l| l.trim_end_matches(',').to_owned())
+                .collect();
+            lines.sort();
+            lines
+        };
+        assert!(
+            events(&whole) == events(&pieces),
+            "{name}: the events differ"
+        );
+    }
+}
+
+#[test]
+fn async_calls_are_written_from_pieces_with_the_whole_traces_bytes() {
+    for seed in 0..12 {
+        let capture = session(seed, 1 + seed as usize % 4, 600, 1 + seed as usize % 9);
+        assert_pieces_are_whole(&[capture]);
+    }
+    // Several windows of pairing a thread; a session salvaged without its footer.
+    assert_pieces_are_whole(&[session(50, 3, 20_000, 97)]);
+    let mut salvaged = session(51, 2, 2_000, 13);
+    salvaged.salvaged = Some(64);
+    assert_pieces_are_whole(&[salvaged]);
+    // Beside sessions without calls.
+    let plain = || Capture::from_records(Vec::new(), 0, 0);
+    assert_pieces_are_whole(&[plain(), session(52, 2, 500, 8), plain()]);
+}
+
+#[test]
+fn calls_held_back_by_one_open_call_are_written_in_order() {
+    // More calls wait behind the first than are held in memory: they go through a
+    // temporary file.
+    assert_pieces_are_whole(&[held_back(70_000)]);
+}
+
+#[test]
+fn calls_of_two_sessions_are_decoded_whole() {
+    let refs = [session(60, 2, 300, 5), session(61, 2, 300, 5)];
+    let refs: Vec<&Capture> = refs.iter().collect();
+    let mut out = Vec::new();
+    assert!(
+        chrome::Options::new()
+            .write_captures(&refs, &mut out)
+            .is_none()
+    );
+}
