@@ -31,10 +31,34 @@
 use crate::report::{Diff, Report};
 
 mod encode;
+mod hist;
 mod json;
 mod names;
 mod options;
 mod page;
+mod stream;
+mod tree;
 
 pub use options::Options;
 pub use page::write;
+pub(crate) use stream::set_scope_budget;
+
+use std::io::{self, Write};
+
+use crate::capture::Capture;
+use crate::export::Format;
+use crate::trace::Trace;
+
+impl Format for Options {
+    fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
+        page::write(trace, &mut out, self)
+    }
+
+    /// The report of what `captures` decode to without decoding them whole, unless they hold
+    /// async calls or a baseline is set: the JSON block from the first pass's sums, the blob
+    /// from the spans read again piece by piece (past [`SCOPE_BUDGET`](stream::SCOPE_BUDGET) scopes, those that
+    /// lasted longest: the page says which).
+    fn write_captures(&self, captures: &[&Capture], out: &mut dyn Write) -> Option<io::Result<()>> {
+        stream::write_captures(captures, out, self)
+    }
+}
