@@ -1,7 +1,6 @@
 //! The report's call tree: spans merged by path, one tree per thread, as JSON columns.
 
-use std::collections::HashMap;
-
+use crate::record::hash::FxHashMap;
 use crate::table::json_string;
 use crate::trace::Span;
 
@@ -13,7 +12,7 @@ use super::encode::sep;
 /// their first span began.
 #[derive(Default)]
 pub(super) struct TreeCols {
-    index: HashMap<(i64, u32, u32, bool), u32>,
+    index: FxHashMap<(i64, u32, u32, bool), u32>,
     parent: Vec<i64>,
     thread: Vec<u32>,
     name: Vec<u32>,
