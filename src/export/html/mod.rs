@@ -71,8 +71,8 @@ impl Format for Options {
 
     /// The report of what `captures` decode to without decoding them whole, unless they hold
     /// async calls or a baseline is set: the JSON block from the first pass's sums, the blob
-    /// from the spans read again piece by piece (past [`SCOPE_BUDGET`](stream::SCOPE_BUDGET) scopes, those that
-    /// lasted longest: the page says which).
+    /// from the spans read again piece by piece (past 4 Mi scopes, those that lasted longest:
+    /// the page says which).
     fn write_captures(&self, captures: &[&Capture], out: &mut dyn Write) -> Option<io::Result<()>> {
         stream::write_captures(captures, out, self)
     }

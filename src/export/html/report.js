@@ -331,7 +331,7 @@
   function tableRows(table) {
     const rows = [];
     // Of a level of detail, each row's histogram over every call, counted when written.
-    const hists = meta.hist ? (table === meta.table ? meta.hist.table : meta.hist.by_thread) : null;
+    const hists = !meta.hist ? null : table === meta.table ? meta.hist.table : table === meta.by_thread ? meta.hist.by_thread : null;
     for (let i = 0; i < table.rows; i++) {
       const r = { name: names[table.name[i]], threadIndex: table.thread[i] };
       if (hists) r.hist = hists[i];

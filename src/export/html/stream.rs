@@ -30,7 +30,7 @@ use super::tree::TreeCols;
 /// Scopes the report's blob holds at most (4 Mi): about 4 to 24 MiB of varints while it is
 /// written, 4 to 8 MB in the page, and a page that opens in about a second (docs/REPORT.md).
 /// A capture of more scopes shows those that lasted longest on its timeline.
-pub const SCOPE_BUDGET: u64 = 4 << 20;
+pub(crate) const SCOPE_BUDGET: u64 = 4 << 20;
 
 thread_local! {
     /// [`SCOPE_BUDGET`] on this thread, unless a test set another ([`set_scope_budget`]).
