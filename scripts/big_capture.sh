@@ -12,8 +12,8 @@
 # prints one line per command (its gzipped copy too, beside it: `table` and `convert -o
 # .json` of it): peak RSS in MB and wall time in seconds. TICKSCOPE: another
 # build of the command to measure (say of main), else this tree's release build. FORMATS:
-# the `convert` outputs to measure (default "folded pb json pftrace otlp.json"; above 4000
-# MiB "folded pb json pftrace": OTLP/JSON takes minutes per GB). Outputs go through a
+# the `convert` outputs to measure (default "folded pb json pftrace html otlp.json"; above 4000
+# MiB "folded pb json pftrace html": OTLP/JSON takes minutes per GB). Outputs go through a
 # symbolic link to /dev/null when SINK=1 (the default above 4000 MiB), so that the disk holds
 # only the capture. OUTER=1: each thread's loop inside one scope open from its first record
 # to its last (`big_capture ... outer`, file big-MIB-outer.tscope). LINKS=1: each request a
@@ -99,7 +99,7 @@ measure "table --tree" table --tree "$capture"
 measure "table --by-arg x" table --by-arg x "$capture"
 measure "table --by-origin" table --by-origin "$capture"
 big=$([ "$mib" -gt 4000 ] && echo 1 || echo 0)
-formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb json pftrace" || echo "folded pb json pftrace otlp.json")}
+formats=${FORMATS:-$([ "$big" = 1 ] && echo "folded pb json pftrace html" || echo "folded pb json pftrace html otlp.json")}
 for ext in $formats; do
     o=$(out "$ext")
     measure "convert -o .$ext" convert "$capture" -o "$o"

@@ -3,7 +3,8 @@
 //
 // node html_check.cjs MANIFEST.json
 // MANIFEST: { chromium, playwright, shots, cases: [{ name, html, table_json, table_text,
-//             tree_json, base_table_json (diff cases), expect_names (hostile case) }] }
+//             tree_json, base_table_json (diff cases), expect_names (hostile case),
+//             expect_lod (a capture of more scopes than the blob holds) }] }
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -140,6 +141,17 @@ async function main() {
     await page.click('#summary tbody tr');
     await page.waitForSelector('.hist canvas');
     check(true, 'a row click shows the histogram of its call durations');
+    const firstCalls = await page.$eval('#summary tbody tr td[data-key="calls"]', (td) => Number(td.getAttribute('data-value')));
+    const histNote = await page.$eval('.hist p.note', (p) => p.textContent);
+    check(histNote.startsWith(firstCalls + ' calls '), 'the histogram counts every call of the row (' + histNote + '; ' + firstCalls + ' calls)');
+    // A level of detail: said above the views, with the numbers of the data.
+    const lod = await page.evaluate(() => window.tickscope.meta.lod || null);
+    if (c.expect_lod) check(!!lod && lod.shown > 0 && lod.shown <= lod.budget && lod.scopes > lod.budget, 'a level of detail: ' + JSON.stringify(lod));
+    else check(!lod, 'every scope in the blob (no level of detail)');
+    if (lod) {
+      const note = await page.$eval('#lod', (p) => p.textContent);
+      check(note.startsWith('Showing ' + lod.shown + ' of ' + lod.scopes + ' scopes on the timeline: those of '), 'the page says what it shows: ' + note);
+    }
     await page.screenshot({ path: path.join(manifest.shots, c.name + '-summary.png'), fullPage: false });
 
     // Call tree and flame graph.
@@ -192,7 +204,7 @@ async function main() {
     await page.waitForSelector('#timeline');
     const drawn = await page.evaluate(() => {
       const d = window.tickscope.timeline.drawn;
-      return window.tickscope.meta.threads.map((t, i) => [t.name, t.spans, d[i] || 0]);
+      return window.tickscope.meta.threads.map((t, i) => [t.name, t.shown === undefined ? t.spans : t.shown, d[i] || 0]);
     });
     const missing = drawn.filter(([, n, d]) => n > 0 && !(d > 0));
     check(drawn.length > 0 && missing.length === 0, 'the timeline draws every thread (' + drawn.length + ' threads' + (missing.length ? '; missing ' + missing.map((m) => short(m[0])).join(', ') : '') + ')');

@@ -9,7 +9,9 @@
 # `tickscope table --tree`'s and the flame graph's roots the tree's, flame search and zoom,
 # the timeline draws every thread and flow, the hash keeps the view, keyboard navigation, the
 # dark theme, the diff view lists the names of both captures, hostile names render as text,
-# no request left the page and no console error. Screenshots of each view go to a folder it
+# no request left the page and no console error; and a capture of 4.5 M scopes, more than the
+# report's blob holds (4 Mi): the page says it shows a level of detail, and its rows, call
+# tree and histograms still count every scope. Screenshots of each view go to a folder it
 # prints (HTML_CHECK_SHOTS, by default target/html-check).
 #
 # Installs Debian's `chromium` with apt-get when it is missing, and playwright-core with npm
@@ -50,6 +52,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$bin/examples/capture" "$out" >/dev/null
 "$bin/examples/report_captures" "$out" >/dev/null
+# More scopes than a report's blob holds (4 Mi): a level of detail.
+"$bin/examples/report_captures" "$out" --scopes 4500000 >/dev/null
 mkdir -p "$out/base" "$out/new"
 "$bin/examples/diff_workload" "$out/base" --iterations 20,200,5000 >/dev/null
 "$bin/examples/diff_workload" "$out/new" --iterations 20,200,5000 --slower large=30 >/dev/null
@@ -69,6 +73,7 @@ add_case() { # NAME CAPTURE [BASELINE]
         extra=", \"base_table_json\": \"$out/$name.base.json\""
     fi
     [ "$name" = hostile ] && extra="$extra, \"expect_names\": \"$out/hostile.names.json\""
+    [ "$name" = lod ] && extra="$extra, \"expect_lod\": true"
     cases+=("{\"name\": \"$name\", \"html\": \"$out/$name.html\", \"table_json\": \"$out/$name.table.json\", \"table_text\": \"$out/$name.table.txt\", \"tree_json\": \"$out/$name.tree.json\"$extra}")
 }
 # The hostile names, as the capture holds them (the table's JSON keeps every name whole).
@@ -80,6 +85,7 @@ add_case capture "$out/run.tscope"
 add_case hostile "$out/hostile.tscope"
 add_case mixed "$out/mixed.tscope"
 add_case diff "$out/new/diff_workload.tscope" "$out/base/diff_workload.tscope"
+add_case lod "$out/scopes-4500000.tscope"
 
 shots=${HTML_CHECK_SHOTS:-$PWD/target/html-check}
 rm -rf "$shots"

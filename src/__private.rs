@@ -22,6 +22,13 @@ pub fn set_exact_quantile_budget(scopes: u64) {
     crate::decode::quantiles::set_exact_budget(scopes);
 }
 
+/// Sets the number of scopes past which an HTML report written from captures on this thread
+/// shows a level of detail (`None`: 4 Mi, `export::html`'s `SCOPE_BUDGET`): for tests of it
+/// on small captures. Not for programs.
+pub fn set_html_scope_budget(scopes: Option<u64>) {
+    crate::export::html::set_scope_budget(scopes);
+}
+
 /// The records this process has decoded so far, every decoding together (one relaxed
 /// load): the `tickscope` command's progress display counts a decoding's records with it.
 pub fn decoded_records() -> u64 {

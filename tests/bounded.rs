@@ -1252,3 +1252,98 @@ fn a_table_of_async_calls_takes_bounded_memory() {
     );
     assert!(large < spans_bytes / 16, "{large} bytes");
 }
+
+/// The HTML report of a streamed session (`Profiler::write`) and of its file read back (as
+/// `tickscope convert -o x.html` and `tickscope report` write it): the rows from the first
+/// pass, the call tree and the blob from pieces, the blob a level of detail past the budget
+/// of scopes (here 20,000 on this thread), so it takes the same memory for ten times the
+/// scopes, of a plain thread and of one whose one scope holds all its others; the page shows
+/// at most the budget and counts every scope.
+#[test]
+fn html_reports_are_written_in_bounded_memory_with_a_level_of_detail() {
+    use tickscope::export::html;
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    const BUDGET: u64 = 20_000;
+    tickscope::__private::set_html_scope_budget(Some(BUDGET));
+    // The page of `path`'s captures, and the peak of writing it (to nothing, then into memory
+    // to read its JSON block: a page of at most the budget's scopes).
+    let page_of = |path: &Path| {
+        let captures = Capture::read_all(path).unwrap();
+        let captures: Vec<&Capture> = captures.iter().collect();
+        let options = html::Options::new();
+        let written = options.write_captures(&captures, &mut std::io::sink());
+        assert!(matches!(written, Some(Ok(()))), "written from pieces");
+        let mut page = Vec::new();
+        options
+            .write_captures(&captures, &mut page)
+            .unwrap()
+            .unwrap();
+        String::from_utf8(page).unwrap()
+    };
+    let meta = |page: &str| -> serde_json::Value {
+        let start = page.find("id=\"ts-meta\">").unwrap() + "id=\"ts-meta\">".len();
+        let end = start + page[start..].find("</script>").unwrap();
+        serde_json::from_str(&page[start..end]).unwrap()
+    };
+    let peaks = |requests: u64, name: &str| {
+        let (plain, inside) = (
+            scratch(&format!("{name}.tscope")),
+            scratch(&format!("{name}-in.tscope")),
+        );
+        let prof = stream(&plain, requests);
+        stream_inside_one_scope(&inside, requests);
+        let (session, ()) = peak_of(|| {
+            let out = plain.with_extension("html");
+            prof.write(&out, &html::Options::new()).unwrap();
+            std::fs::remove_file(&out).unwrap();
+        });
+        let (file, page) = peak_of(|| page_of(&plain));
+        let (carried, page_inside) = peak_of(|| page_of(&inside));
+        for (page, scopes, names) in [
+            (&page, 2 * requests, 2),
+            (&page_inside, 2 * requests + 1, 3),
+        ] {
+            let meta = meta(page);
+            // A level of detail: at most the budget shown, every scope counted.
+            assert_eq!(meta["lod"]["scopes"], scopes);
+            let shown = meta["lod"]["shown"].as_u64().unwrap();
+            assert!(shown > 0 && shown <= BUDGET, "{shown} shown");
+            assert_eq!(meta["session"]["scopes"], scopes);
+            assert_eq!(meta["table"]["rows"], names);
+            let calls: u64 = (meta["table"]["calls"].as_array().unwrap().iter())
+                .map(|c| c.as_u64().unwrap())
+                .sum();
+            assert_eq!(calls, scopes);
+            let counted: u64 = (meta["hist"]["table"].as_array().unwrap().iter())
+                .flat_map(|h| h.as_array().unwrap())
+                .map(|c| c.as_u64().unwrap())
+                .sum();
+            assert_eq!(counted, scopes, "the histograms count every scope");
+        }
+        std::fs::remove_file(&plain).unwrap();
+        std::fs::remove_file(&inside).unwrap();
+        [session, file, carried]
+    };
+    let small = peaks(30_000, "html-small");
+    let large = peaks(300_000, "html-large");
+    tickscope::__private::set_html_scope_budget(None);
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    // 600,000 spans of about 64 bytes each, were they held at once.
+    let spans_bytes = 600_000 * 64;
+    for (what, (s, l)) in [
+        "Profiler::write",
+        "from the file",
+        "one scope over the thread",
+    ]
+    .into_iter()
+    .zip(small.into_iter().zip(large))
+    {
+        println!("html, {what}: peak {s} bytes for 60,000 scopes, {l} for 600,000");
+        assert!(
+            l <= s + (512 << 10),
+            "{what}: {l} bytes at most for 600,000 scopes, {s} for a tenth"
+        );
+        assert!(l < spans_bytes / 8, "{what}: {l} bytes");
+    }
+}

@@ -126,9 +126,9 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     }
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
     let captures = input::captures(cx, &args.files, args.session, &progress)?;
-    // Chrome JSON (Kineto's dialect too), Perfetto and OTLP/JSON read the records twice
-    // (threads summed, then written piece by piece).
-    let twice = matches!(kind, Kind::Json | Kind::Perfetto | Kind::Otlp);
+    // Chrome JSON (Kineto's dialect too), Perfetto, OTLP/JSON and the HTML report read the
+    // records twice (threads summed, then written piece by piece).
+    let twice = matches!(kind, Kind::Json | Kind::Perfetto | Kind::Otlp | Kind::Html);
     input::decoding_twice(&progress, &args.files, &captures, twice);
     let captures: Vec<&Capture> = captures.iter().collect();
     let format: Box<dyn Format + '_> = match kind {
@@ -157,8 +157,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         path: out,
     };
     // Folded stacks, flame graphs and pprof are summed as the records are decoded; Chrome JSON
-    // (Kineto's dialect too), Perfetto and OTLP/JSON are decoded and written piece by piece
-    // where they can be; the HTML report decodes the trace whole first.
+    // (Kineto's dialect too), Perfetto, OTLP/JSON and the HTML report are decoded and written
+    // piece by piece where they can be.
     write_file_from_captures(&captures, out, &counted).map_err(|e| Failure::about(out, e))?;
     drop(progress);
     if !cx.quiet {

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use tickscope::export::{html, write_file};
+use tickscope::Capture;
+use tickscope::export::{html, write_file, write_file_from_captures};
 use tickscope::report::compare;
 
 use crate::{Context, Failure, input};
@@ -18,9 +19,11 @@ use crate::{Context, Failure, input};
 /// of `tickscope diff` (its default thresholds), and a differential flame graph.
 ///
 /// Every session of every file goes into the one report, as `convert` merges them: captures
-/// of several processes show side by side on the timeline. Inputs are read whole before
-/// anything is written; the output appears only when complete (gzipped when its name ends in
-/// `.gz`).
+/// of several processes show side by side on the timeline. Without --baseline the report is
+/// written from the captures' sums and their spans read again piece by piece, in memory
+/// bounded by the scopes open at once; past 4 Mi scopes its timeline shows those that lasted
+/// longest (the page says which), while its tables, call tree and flame graph count every
+/// scope. The output appears only when complete (gzipped when its name ends in `.gz`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture files.
@@ -43,7 +46,6 @@ pub(crate) struct Args {
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let out = &args.output;
-    let trace = input::trace(cx, &args.files, args.session)?;
     let title = args.title.clone().unwrap_or_else(|| {
         let files: Vec<String> = args
             .files
@@ -59,13 +61,22 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     });
     let mut options = html::Options::new().title(title);
     if let Some(base) = &args.baseline {
+        // The diff compares whole traces.
+        let trace = input::trace(cx, &args.files, args.session)?;
         let base = input::trace(cx, std::slice::from_ref(base), None)?;
         options = options
             .baseline(Arc::new(base))
             .diff_options(compare::Options::default());
+        let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
+        progress.step(format!("writing {}", out.display()));
+        write_file(&trace, out, &options).map_err(|e| Failure::about(out, e))?;
+        return Ok(ExitCode::SUCCESS);
     }
+    // Summed, then each thread read again piece by piece (as `convert -o x.html`).
     let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-    progress.step(format!("writing {}", out.display()));
-    write_file(&trace, out, &options).map_err(|e| Failure::about(out, e))?;
+    let captures = input::captures(cx, &args.files, args.session, &progress)?;
+    input::decoding_twice(&progress, &args.files, &captures, true);
+    let captures: Vec<&Capture> = captures.iter().collect();
+    write_file_from_captures(&captures, out, &options).map_err(|e| Failure::about(out, e))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2574,6 +2574,19 @@ fn report_writes_one_html_file() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let meta_of_out = report_meta(&out);
     assert_eq!(report_names(&meta_of_out, &meta_of_out["table"]), names);
+    // Both written from the captures' sums and pieces: the whole trace's page, byte for byte.
+    let whole = |options: &tickscope::export::html::Options| {
+        let mut page = Vec::new();
+        let trace = Trace::from_captures(&Capture::read_all(&new).unwrap());
+        tickscope::export::html::write(&trace, &mut page, options).unwrap();
+        page
+    };
+    assert!(fs::read(&out).unwrap() == whole(&Default::default()));
+    let out = dir.join("again.html");
+    let run = tickscope(&["report", s(&new), "-o", s(&out), "--title", "nightly"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let titled = tickscope::export::html::Options::new().title("nightly");
+    assert!(fs::read(&out).unwrap() == whole(&titled));
 }
 
 #[test]

@@ -148,6 +148,27 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// The least value `x` at a bucket's lower bound such that at most `most` of the values
+    /// counted are `x` or more, and how many are: values of one bucket are all below or all
+    /// above such a bound, so the count is exact. Past the largest value (and none kept)
+    /// when its bucket alone holds more than `most`.
+    pub(crate) fn least_keeping(&self, most: u64) -> (u64, u64) {
+        let mut kept = 0u64;
+        let mut least = (self.max.saturating_add(1), 0);
+        for (index, &n) in self.counts.iter().enumerate().rev() {
+            if kept + n > most {
+                break;
+            }
+            kept += n;
+            if n > 0 {
+                least = (bounds(index).0, kept);
+            }
+        }
+        least
+    }
+}
+
 /// The durations of a row's calls: each one, or a histogram of them.
 #[derive(Debug, Clone)]
 pub(crate) enum Durations {
@@ -196,6 +217,21 @@ impl Durations {
 #[cfg(test)]
 mod tests {
     use super::{Histogram, bounds, bucket};
+
+    #[test]
+    fn least_keeping_counts_whole_buckets() {
+        let mut h = Histogram::default();
+        for v in [3, 3, 10, 300, 300, 301, 5000] {
+            h.add(v);
+        }
+        assert_eq!(h.least_keeping(u64::MAX), (3, 7));
+        assert_eq!(h.least_keeping(5), (10, 5));
+        assert_eq!(h.least_keeping(4), (300, 4));
+        assert_eq!(h.least_keeping(3), (301, 2));
+        // 5000 is in the bucket [4992, 5007].
+        assert_eq!(h.least_keeping(1), (4992, 1));
+        assert_eq!(h.least_keeping(0), (5001, 0));
+    }
 
     #[test]
     fn buckets_tile_the_values() {

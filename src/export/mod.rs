@@ -120,7 +120,9 @@ pub trait Format {
     /// top-level scopes (a thread whose outermost scope spans all its records is held
     /// whole). Their events are the whole trace's, in the same order but for a thread's extra
     /// tracks (scopes dropped out of order): named before the first scope that needs them,
-    /// and in Perfetto their packets interleaved with the thread's otherwise.
+    /// and in Perfetto their packets interleaved with the thread's otherwise. The HTML report
+    /// does it too, with the whole trace's bytes up to 4 Mi scopes and a level of detail past
+    /// them ([`html`]).
     fn write_captures(
         &self,
         captures: &[&Capture],
@@ -135,7 +137,7 @@ pub trait Format {
 /// [`write_file`] does with `Trace::from_captures(captures)`, and with the same bytes; but
 /// without decoding the trace whole when the format can write the captures as they are
 /// decoded ([`Format::write_captures`]: folded stacks, pprof profiles, Chrome JSON (Kineto's
-/// dialect too) and Perfetto traces), so that the memory taken does not grow with the
+/// dialect too), Perfetto traces and the HTML report), so that the memory taken does not grow with the
 /// captures' size. What `tickscope convert` does. (Written so, a thread's extra tracks for
 /// scopes dropped out of order may be named later in a Chrome or Kineto file, and their
 /// Perfetto packets interleaved otherwise: the same events.)

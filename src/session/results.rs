@@ -179,7 +179,7 @@ impl Profiler {
     ///
     /// Of a stopped streaming session ([`ProfilerBuilder::stream_to`]) not decoded yet, a format that
     /// writes captures as they are decoded ([`Format::write_captures`](crate::export::Format::write_captures):
-    /// folded stacks, pprof, Chrome JSON, Kineto JSON, Perfetto) reads the file chunk by chunk, in memory
+    /// folded stacks, pprof, Chrome JSON, Kineto JSON, Perfetto, the HTML report) reads the file chunk by chunk, in memory
     /// bounded by its stacks or the scopes open at once rather than the file's size; other
     /// formats decode the trace whole.
     pub fn write(

@@ -28,8 +28,9 @@ impl fmt::Display for Table {
 /// The lines the table of `trace` writes under its rows (the footer of
 /// [`Table::new`]`(trace)`: wall time, threads, scopes, dropped events, salvage, compensation,
 /// clock, memory, open calls, live at stop, counters and values), for reports that show it
-/// elsewhere (the HTML report's Session view). `report` is `Report::new(trace)`.
-pub(crate) fn footer_text(trace: &Trace, report: &Report) -> String {
+/// elsewhere (the HTML report's Session view). `report` is `Report::new(trace)`; of a trace
+/// without spans made from `summary` (its [`Summary::trace`]), `Report::from_summary`.
+pub(crate) fn footer_text(trace: &Trace, summary: Option<&Summary>, report: &Report) -> String {
     let table = Table::new(Arc::new(Trace::empty()));
     let rows = Rows {
         headers: Vec::new(),
@@ -43,7 +44,7 @@ pub(crate) fn footer_text(trace: &Trace, report: &Report) -> String {
     };
     let mut out = String::new();
     // Writing to a `String` cannot fail.
-    let _ = table.footer(&mut out, trace, None, &rows);
+    let _ = table.footer(&mut out, trace, summary, &rows);
     out
 }
 

@@ -59,7 +59,7 @@ fn page(trace: &Trace, options: &html::Options) -> String {
 }
 
 /// The text of the `<script>` element whose opening tag contains `id`.
-fn block<'a>(page: &'a str, id: &str) -> &'a str {
+pub(crate) fn block<'a>(page: &'a str, id: &str) -> &'a str {
     let open = format!("id=\"{id}\">");
     let start = page.find(&open).unwrap() + open.len();
     let end = start + page[start..].find("</script>").unwrap();
@@ -97,15 +97,15 @@ fn lens_bytes(lens: &[u64]) -> usize {
 
 /// One decoded scope: name, start (ns from the trace's start), duration, parent index.
 #[derive(Debug, PartialEq)]
-struct Scope {
-    name: String,
-    start: i64,
-    duration: u64,
-    parent: Option<usize>,
+pub(crate) struct Scope {
+    pub(crate) name: String,
+    pub(crate) start: i64,
+    pub(crate) duration: u64,
+    pub(crate) parent: Option<usize>,
 }
 
-/// The scopes of each thread, decoded from the page's blob as the page's script does.
-fn decode(meta: &Value, page: &str) -> Vec<Vec<Scope>> {
+/// The scopes of each thread in the page's blob, decoded as the page's script does.
+pub(crate) fn decode(meta: &Value, page: &str) -> Vec<Vec<Scope>> {
     let bytes = base64_decode(block(page, "ts-blob"));
     let raw = if meta["blob"]["gzip"].as_bool().unwrap() {
         let mut raw = Vec::new();
@@ -135,7 +135,8 @@ fn decode(meta: &Value, page: &str) -> Vec<Vec<Scope>> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t["spans"].as_u64().unwrap() as usize)
+        // Of a level of detail, the spans shown.
+        .map(|t| t.get("shown").unwrap_or(&t["spans"]).as_u64().unwrap() as usize)
         .collect();
     let names: Vec<&str> = meta["names"]
         .as_array()

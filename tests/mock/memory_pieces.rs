@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::common::{first_difference, serial_mock};
 use crate::pieces::{both, tables_of};
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, folded, perfetto, pprof};
+use tickscope::export::{Format, folded, html, perfetto, pprof};
 use tickscope::table::Table;
 use tickscope::trace::{MemoryKind, Trace};
 use tickscope::{Capture, MemoryMode, Profiler, scope};
@@ -22,7 +22,7 @@ const ITERATIONS: u64 = 3_000;
 /// which frees it, or at the end the session's own thread: frees matched across threads) and one freed within the same nanosecond (a
 /// peak inside one timestamp); some on equal ticks on several threads. Then an allocation
 /// outside every scope, one left live at the stop, and a scope open at the stop.
-fn session(threads: u64, mode: MemoryMode) -> Vec<u8> {
+pub(crate) fn session(threads: u64, mode: MemoryMode) -> Vec<u8> {
     let (_serial, m) = serial_mock();
     let prof = Profiler::builder()
         .current_thread()
@@ -77,9 +77,9 @@ fn session(threads: u64, mode: MemoryMode) -> Vec<u8> {
 
 /// pprof (with its memory sample types), folded stacks, Chrome JSON (both time origins, with
 /// and without allocation instants), Perfetto (both encodings) and (with the feature)
-/// OTLP/JSON of `captures` are the same bytes whole and piece by piece.
+/// OTLP/JSON of `captures`, and the HTML report, are the same bytes whole and piece by piece.
 fn same_bytes(captures: &[Capture], name: &str) {
-    let formats: [(&dyn Format, &str); 7] = [
+    let formats: [(&dyn Format, &str); 8] = [
         (&pprof::Options::new(), "pb"),
         (&folded::Options::new(), "folded"),
         (&chrome::Options::new(), "json"),
@@ -92,6 +92,7 @@ fn same_bytes(captures: &[Capture], name: &str) {
         ),
         (&perfetto::Options::new(), "pftrace"),
         (&perfetto::Options::new().delta_times(true), "d.pftrace"),
+        (&html::Options::new(), "html"),
     ];
     for (format, ext) in formats {
         let (whole, pieces) = both(captures, format, &format!("{name}.{ext}"));

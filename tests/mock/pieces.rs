@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::common::{first_difference, scratch, serial_mock};
 use tickscope::export::chrome::{self, TimeOrigin};
-use tickscope::export::{Format, kineto, perfetto, write_file, write_file_from_captures};
+use tickscope::export::{Format, html, kineto, perfetto, write_file, write_file_from_captures};
 use tickscope::table::{Format as TableFormat, Table};
 use tickscope::trace::Trace;
 use tickscope::{Capture, Profiler, counter, instant, scope};
@@ -24,7 +24,7 @@ const ITERATIONS: u64 = 2_000;
 /// parent: an extra lane first needed past the thread's first piece). Then an instant and a
 /// counter sample outside every scope, and a scope left open at the stop. Reads the capture
 /// back from a file.
-fn capture(name: &str, threads: u64, out_of_order: bool) -> Vec<Capture> {
+pub(crate) fn capture(name: &str, threads: u64, out_of_order: bool) -> Vec<Capture> {
     let (_serial, m) = serial_mock();
     let prof = Profiler::builder().current_thread().start();
     for t in 0..threads {
@@ -326,12 +326,13 @@ fn call_trees_and_split_tables_of_captures_are_the_decoded_ones() {
     );
 }
 
-/// Chrome JSON, Perfetto and (with the feature) OTLP/JSON of `captures`, written from the
-/// whole trace and piece by piece, are the same bytes.
+/// Chrome JSON, Perfetto, the HTML report and (with the feature) OTLP/JSON of `captures`,
+/// written from the whole trace and piece by piece, are the same bytes.
 fn same_bytes(captures: &[Capture], name: &str) {
     for (format, ext) in [
         (&chrome::Options::new() as &dyn Format, "json"),
         (&perfetto::Options::new(), "pftrace"),
+        (&html::Options::new(), "html"),
     ] {
         let (whole, pieces) = both(captures, format, &format!("{name}.{ext}"));
         assert!(whole == pieces, "{name}.{ext} differs");

@@ -56,7 +56,7 @@ pub(super) fn spans_blob(trace: &Trace, names: &mut Names) -> (Vec<u8>, bool, us
 }
 
 #[cfg(feature = "gzip")]
-fn compress(raw: Vec<u8>) -> (Vec<u8>, bool, usize) {
+pub(super) fn compress(raw: Vec<u8>) -> (Vec<u8>, bool, usize) {
     use flate2::Compression;
     use flate2::write::GzEncoder;
     let len = raw.len();
@@ -69,12 +69,12 @@ fn compress(raw: Vec<u8>) -> (Vec<u8>, bool, usize) {
 }
 
 #[cfg(not(feature = "gzip"))]
-fn compress(raw: Vec<u8>) -> (Vec<u8>, bool, usize) {
+pub(super) fn compress(raw: Vec<u8>) -> (Vec<u8>, bool, usize) {
     let len = raw.len();
     (raw, false, len)
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
+pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -82,8 +82,15 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn zigzag(v: i64) -> u64 {
+pub(super) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// A comma before every item of a list but the first (`i`: the item's index).
+pub(super) fn sep(j: &mut String, i: usize) {
+    if i > 0 {
+        j.push(',');
+    }
 }
 
 /// `json` made safe inside a `<script>` element: `<`, `>` and `&` (which only occur in
@@ -120,7 +127,7 @@ pub(super) fn escape_html(s: &str) -> String {
 }
 
 /// Writes `bytes` in base64 (standard alphabet, padded), in lines of 4096 characters.
-pub(super) fn base64(bytes: &[u8], out: &mut impl Write) -> io::Result<()> {
+pub(super) fn base64(bytes: &[u8], out: &mut (impl Write + ?Sized)) -> io::Result<()> {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut line = Vec::with_capacity(4097);
     for chunk in bytes.chunks(3) {

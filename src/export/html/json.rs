@@ -8,19 +8,103 @@ use crate::report::{Report, ScopeStats};
 use crate::table::json_string;
 use crate::trace::{Compensation, InstantScope, SpanKind, Trace};
 
-use super::encode::{rel, spans_blob};
+use super::encode::{rel, sep, spans_blob};
 use super::names::Names;
 use super::options::Options;
+use super::tree::TreeCols;
 
 /// The most points of the memory timeline kept (the maximum of each stretch of events).
 const MEMORY_POINTS: usize = 4000;
 
-/// The JSON block and the (compressed) binary block of the report.
+/// What the JSON block holds beyond the trace's own fields, made from the whole trace
+/// ([`data`]) or from captures' sums and pieces (`stream::data_of`).
+pub(super) struct Parts {
+    /// Each thread's spans.
+    pub(super) spans: Vec<usize>,
+    /// Each thread's spans in the blob, when it holds only some (a level of detail).
+    pub(super) shown: Option<Vec<u32>>,
+    /// The rows by name, the rows by thread and the call tree, as JSON.
+    pub(super) table: String,
+    pub(super) by_thread: String,
+    pub(super) tree: String,
+    /// The table's footer.
+    pub(super) footer: String,
+    /// The flows, by (origin thread, span, follower thread, span) in the blob.
+    pub(super) flows: String,
+    /// `,"memory":...`: the downsampled memory timeline, or null.
+    pub(super) memory: String,
+    /// JSON members written before the names (`,"lod":...,"hist":...`), or nothing.
+    pub(super) extra: String,
+    /// The binary block: its bytes, whether gzipped, and its length before compression.
+    pub(super) blob: BlobBytes,
+}
+
+/// The binary block: its bytes, whether gzipped, and its length before compression.
+pub(super) type BlobBytes = (Vec<u8>, bool, usize);
+
+/// The JSON block and the (compressed) binary block of the report of the whole `trace`.
 pub(super) fn data(
     trace: &Trace,
     options: &Options,
     title: &str,
     names: &mut Names,
+) -> (String, Vec<u8>) {
+    let report = Report::new(trace);
+    let mut table = String::new();
+    rows_json(&mut table, trace, &report, names);
+    let mut by_thread = String::new();
+    rows_json(&mut by_thread, trace, &Report::by_thread(trace), names);
+    let mut tree = String::new();
+    tree_json(&mut tree, trace, names);
+    let footer = crate::table::footer_text(trace, None, &report);
+    let mut flows = String::new();
+    let mut k = 0;
+    for flow in &trace.flows {
+        if let Some(origin) = flow.origin {
+            sep(&mut flows, k);
+            k += 1;
+            flows.push_str(&format!(
+                "{},{},{},{}",
+                origin.thread, origin.span, flow.follower.thread, flow.follower.span
+            ));
+        }
+    }
+    let memory = match &trace.memory {
+        Some(memory) if !memory.events.is_empty() => {
+            let mut points = MemoryPoints::new(memory.events.len());
+            for (event, live) in memory.events.iter().zip(memory.live_bytes()) {
+                points.push(trace, event.ns, live);
+            }
+            points.json()
+        }
+        _ => ",\"memory\":null".to_owned(),
+    };
+    let parts = Parts {
+        spans: trace.threads.iter().map(|t| t.spans.len()).collect(),
+        shown: None,
+        table,
+        by_thread,
+        tree,
+        footer,
+        flows,
+        memory,
+        extra: String::new(),
+        blob: (Vec::new(), false, 0),
+    };
+    compose(trace, parts, options, title, names, &mut |names| {
+        spans_blob(trace, names)
+    })
+}
+
+/// The JSON block of `trace` (without its spans when `parts` come from sums) and the blob
+/// (`blob` makes it when `parts` do not hold it: after the other names are numbered).
+pub(super) fn compose(
+    trace: &Trace,
+    parts: Parts,
+    options: &Options,
+    title: &str,
+    names: &mut Names,
+    blob: &mut dyn FnMut(&mut Names) -> BlobBytes,
 ) -> (String, Vec<u8>) {
     let mut j = String::with_capacity(1 << 16);
     j.push_str("{\"version\":1,\"title\":");
@@ -49,25 +133,35 @@ pub(super) fn data(
     for (i, t) in trace.threads.iter().enumerate() {
         sep(&mut j, i);
         j.push_str(&format!(
-            "{{\"name\":{},\"process\":{},\"id\":{},\"spans\":{}}}",
+            "{{\"name\":{},\"process\":{},\"id\":{},\"spans\":{}",
             json_string(&t.display_name()),
             t.process,
             t.id,
-            t.spans.len()
+            parts.spans.get(i).copied().unwrap_or(0)
         ));
+        if let Some(shown) = &parts.shown {
+            let _ = write_fmt(
+                &mut j,
+                format_args!(",\"shown\":{}", shown.get(i).copied().unwrap_or(0)),
+            );
+        }
+        j.push('}');
     }
     j.push(']');
-    let report = Report::new(trace);
     j.push_str(",\"table\":");
-    rows_json(&mut j, trace, &report, names);
+    j.push_str(&parts.table);
     j.push_str(",\"by_thread\":");
-    rows_json(&mut j, trace, &Report::by_thread(trace), names);
+    j.push_str(&parts.by_thread);
     j.push_str(",\"tree\":");
-    tree_json(&mut j, trace, names);
+    j.push_str(&parts.tree);
     j.push_str(",\"footer\":");
-    j.push_str(&json_string(&crate::table::footer_text(trace, &report)));
-    session_json(&mut j, trace);
+    j.push_str(&json_string(&parts.footer));
+    session_json(&mut j, trace, parts.spans.iter().sum());
     events_json(&mut j, trace, names);
+    j.push_str(",\"flows\":[");
+    j.push_str(&parts.flows);
+    j.push(']');
+    j.push_str(&parts.memory);
     match &options.baseline {
         Some(base) => {
             let base_report = Report::new(base);
@@ -84,7 +178,11 @@ pub(super) fn data(
         }
         None => j.push_str(",\"base\":null,\"diff\":null"),
     }
-    let blob = spans_blob(trace, names);
+    let blob = match parts.blob {
+        (bytes, gzip, len) if len > 0 => (bytes, gzip, len),
+        _ => blob(names),
+    };
+    j.push_str(&parts.extra);
     j.push_str(",\"names\":[");
     for (i, name) in names.list.iter().enumerate() {
         sep(&mut j, i);
@@ -97,14 +195,51 @@ pub(super) fn data(
     (j, blob.0)
 }
 
-fn write_fmt(j: &mut String, args: std::fmt::Arguments<'_>) -> std::fmt::Result {
-    std::fmt::Write::write_fmt(j, args)
+/// The memory timeline downsampled to at most [`MEMORY_POINTS`] points, fed event by event:
+/// of each stretch of events, the first one's time and the largest live bytes.
+pub(super) struct MemoryPoints {
+    per: usize,
+    seen: usize,
+    ts: Vec<String>,
+    vs: Vec<u64>,
 }
 
-fn sep(j: &mut String, i: usize) {
-    if i > 0 {
-        j.push(',');
+impl MemoryPoints {
+    /// For a timeline of `events` allocations and frees.
+    pub(super) fn new(events: usize) -> Self {
+        Self {
+            per: events.div_ceil(MEMORY_POINTS).max(1),
+            seen: 0,
+            ts: Vec::new(),
+            vs: Vec::new(),
+        }
     }
+
+    /// The next event, at `ns`, with `live` bytes after it.
+    pub(super) fn push(&mut self, trace: &Trace, ns: u64, live: u64) {
+        if self.seen.is_multiple_of(self.per) {
+            self.ts.push(rel(trace, ns).to_string());
+            self.vs.push(live);
+        } else if let Some(last) = self.vs.last_mut() {
+            *last = (*last).max(live);
+        }
+        self.seen += 1;
+    }
+
+    /// `,"memory":{...}`.
+    pub(super) fn json(self) -> String {
+        let vs: Vec<String> = self.vs.iter().map(ToString::to_string).collect();
+        format!(
+            ",\"memory\":{{\"events\":{},\"t\":[{}],\"live\":[{}]}}",
+            self.seen,
+            self.ts.join(","),
+            vs.join(",")
+        )
+    }
+}
+
+fn write_fmt(j: &mut String, args: std::fmt::Arguments<'_>) -> std::fmt::Result {
+    std::fmt::Write::write_fmt(j, args)
 }
 
 /// A JSON number for `v`: `null` when not finite.
@@ -127,7 +262,7 @@ fn thread_indices(trace: &Trace) -> HashMap<(u32, u64), usize> {
 }
 
 /// The rows of `report` as columns of the table (`Profiler::table()`'s, times in ns).
-fn rows_json(j: &mut String, trace: &Trace, report: &Report, names: &mut Names) {
+pub(super) fn rows_json(j: &mut String, trace: &Trace, report: &Report, names: &mut Names) {
     let rows = report.rows();
     let threads = thread_indices(trace);
     let thread_index = |row: &ScopeStats| -> i64 {
@@ -205,15 +340,9 @@ fn rows_json(j: &mut String, trace: &Trace, report: &Report, names: &mut Names) 
     j.push('}');
 }
 
-/// The call tree merged by path, one tree per thread: columns of nodes (parent node or -1,
-/// thread, name, whether the node is the polls of an async call (shown `(poll)`, as in the
-/// table's tree), calls, total and self ns), parents before children.
+/// The call tree merged by path, one tree per thread ([`TreeCols`]).
 fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
-    let mut index: HashMap<(i64, u32, u32, bool), u32> = HashMap::new();
-    let (mut parent, mut thread, mut name) = (Vec::new(), Vec::new(), Vec::new());
-    let mut poll: Vec<bool> = Vec::new();
-    let (mut calls, mut total, mut self_ns) =
-        (Vec::<u64>::new(), Vec::<u64>::new(), Vec::<u64>::new());
+    let mut tree = TreeCols::default();
     for (t, th) in trace.threads.iter().enumerate() {
         let mut node_of: Vec<u32> = Vec::with_capacity(th.spans.len());
         for span in &th.spans {
@@ -222,56 +351,16 @@ fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
                 .parent
                 .and_then(|p| node_of.get(p as usize))
                 .map_or(-1, |&n| i64::from(n));
-            let is_poll = span.kind != SpanKind::Scope;
-            let node = *index.entry((p, t as u32, id, is_poll)).or_insert_with(|| {
-                parent.push(p);
-                poll.push(is_poll);
-                thread.push(t as u32);
-                name.push(id);
-                calls.push(0);
-                total.push(0);
-                self_ns.push(0);
-                (parent.len() - 1) as u32
-            });
-            let n = node as usize;
-            calls[n] += 1;
-            // Saturating: a forged capture file may hold any duration.
-            total[n] = total[n].saturating_add(span.duration_ns());
-            self_ns[n] = self_ns[n].saturating_add(span.self_ns());
+            let node = tree.node(p, t as u32, id, span.kind != SpanKind::Scope);
+            tree.add(node, span);
             node_of.push(node);
         }
     }
-    let list = |j: &mut String, key: &str, items: &mut dyn Iterator<Item = String>| {
-        j.push_str(&format!("{}:[", json_string(key)));
-        for (i, item) in items.enumerate() {
-            sep(j, i);
-            j.push_str(&item);
-        }
-        j.push(']');
-    };
-    j.push('{');
-    list(j, "parent", &mut parent.iter().map(ToString::to_string));
-    j.push(',');
-    list(j, "thread", &mut thread.iter().map(ToString::to_string));
-    j.push(',');
-    list(j, "name", &mut name.iter().map(ToString::to_string));
-    j.push(',');
-    list(
-        j,
-        "poll",
-        &mut poll.iter().map(|&p| u8::from(p).to_string()),
-    );
-    j.push(',');
-    list(j, "calls", &mut calls.iter().map(ToString::to_string));
-    j.push(',');
-    list(j, "total_ns", &mut total.iter().map(ToString::to_string));
-    j.push(',');
-    list(j, "self_ns", &mut self_ns.iter().map(ToString::to_string));
-    j.push('}');
+    tree.json(j);
 }
 
 /// What the table's footer says, field by field.
-fn session_json(j: &mut String, trace: &Trace) {
+fn session_json(j: &mut String, trace: &Trace, scopes: usize) {
     let clock = trace
         .clock_source
         .map_or_else(|| "null".to_owned(), |c| json_string(&c.to_string()));
@@ -286,7 +375,6 @@ fn session_json(j: &mut String, trace: &Trace) {
         Some(MemoryMode::Off) | None => "null",
     };
     let s = &trace.salvage;
-    let scopes: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
     let _ = write_fmt(
         j,
         format_args!(
@@ -311,7 +399,7 @@ fn session_json(j: &mut String, trace: &Trace) {
     );
 }
 
-/// Counters, instants, async calls, flows and the memory timeline.
+/// Counters, instants and async calls.
 fn events_json(j: &mut String, trace: &Trace, names: &mut Names) {
     let threads = thread_indices(trace);
     let thread_of =
@@ -384,37 +472,7 @@ fn events_json(j: &mut String, trace: &Trace, names: &mut Names) {
         sep(j, i);
         j.push_str(&a.polls.to_string());
     }
-    j.push_str("]},\"flows\":[");
-    let mut k = 0;
-    for flow in &trace.flows {
-        if let Some(origin) = flow.origin {
-            sep(j, k);
-            k += 1;
-            j.push_str(&format!(
-                "{},{},{},{}",
-                origin.thread, origin.span, flow.follower.thread, flow.follower.span
-            ));
-        }
-    }
-    j.push(']');
-    match &trace.memory {
-        Some(memory) if !memory.events.is_empty() => {
-            let live = memory.live_bytes();
-            let per = live.len().div_ceil(MEMORY_POINTS).max(1);
-            let (mut ts, mut vs) = (Vec::new(), Vec::new());
-            for (events, lives) in memory.events.chunks(per).zip(live.chunks(per)) {
-                ts.push(rel(trace, events[0].ns).to_string());
-                vs.push(lives.iter().max().copied().unwrap_or(0).to_string());
-            }
-            j.push_str(&format!(
-                ",\"memory\":{{\"events\":{},\"t\":[{}],\"live\":[{}]}}",
-                memory.events.len(),
-                ts.join(","),
-                vs.join(",")
-            ));
-        }
-        _ => j.push_str(",\"memory\":null"),
-    }
+    j.push_str("]}");
 }
 
 /// The verdict of each name, from [`Diff`].

@@ -21,20 +21,59 @@
 //!   downsampled memory timeline and, with a baseline, the baseline's rows and tree and the
 //!   [`Diff`] verdicts. `<`, `>`, `&`, U+2028 and U+2029 are written as `\u` escapes, so no
 //!   name can close the block;
-//! - a base64 block (`id="ts-blob"`): every scope of every thread, as four columns of
+//! - a base64 block (`id="ts-blob"`): every scope of every thread (of a report written from
+//!   captures of more than 4 Mi scopes, a level of detail: see below), as four columns of
 //!   LEB128 varints (name index; distance back to the parent, 0 for none; start minus the end
 //!   of the previous sibling, or the parent's start for a first child, zigzag-coded; duration
 //!   in ns, overhead compensation applied as in the table), gzipped when tickscope is built with its `gzip` feature (the browser inflates it
 //!   with `DecompressionStream`). The layout and its size per scope are in docs/REPORT.md.
 
+//!
+//! # Written from captures
+//!
+//! [`Format::write_captures`] (what `tickscope convert -o x.html`, `tickscope report` without
+//! a baseline and [`Profiler::write`](crate::Profiler::write) of a streaming session use)
+//! writes the report without decoding the trace whole, in memory bounded by the scopes open
+//! at once: the JSON block from a first pass that sums each thread, the call tree and the blob
+//! from each thread's spans read again piece by piece; the page is the whole trace's, byte for
+//! byte, up to 4 Mi scopes. Past that, the blob holds a level of detail (every scope that
+//! lasted at least the least duration that keeps at most 4 Mi of them, with their parents),
+//! which the page states; the JSON block then holds each row's histogram over every call, so
+//! that the table, call tree, flame graph and histograms still count every scope. Captures
+//! with async calls, and a report with a baseline, are decoded whole.
+
 #[cfg(doc)]
 use crate::report::{Diff, Report};
 
 mod encode;
+mod hist;
 mod json;
 mod names;
 mod options;
 mod page;
+mod stream;
+mod tree;
 
 pub use options::Options;
 pub use page::write;
+pub(crate) use stream::set_scope_budget;
+
+use std::io::{self, Write};
+
+use crate::capture::Capture;
+use crate::export::Format;
+use crate::trace::Trace;
+
+impl Format for Options {
+    fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
+        page::write(trace, &mut out, self)
+    }
+
+    /// The report of what `captures` decode to without decoding them whole, unless they hold
+    /// async calls or a baseline is set: the JSON block from the first pass's sums, the blob
+    /// from the spans read again piece by piece (past 4 Mi scopes, those that lasted longest:
+    /// the page says which).
+    fn write_captures(&self, captures: &[&Capture], out: &mut dyn Write) -> Option<io::Result<()>> {
+        stream::write_captures(captures, out, self)
+    }
+}

@@ -1,17 +1,16 @@
 //! The names a report shows, each once, by index.
 
-use std::collections::HashMap;
-
 use crate::record::callsite::Callsite;
+use crate::record::hash::FxHashMap;
 
 /// Name indices: every name the report shows once, in order of first use.
 #[derive(Default)]
 pub(super) struct Names {
-    pub(super) index: HashMap<&'static str, u32>,
+    pub(super) index: FxHashMap<&'static str, u32>,
     pub(super) list: Vec<&'static str>,
     /// The index of each callsite's name, by the callsite's address: a scope's name is found
     /// without hashing it (names can be long).
-    pub(super) callsites: HashMap<usize, u32>,
+    pub(super) callsites: FxHashMap<usize, u32>,
 }
 
 impl Names {

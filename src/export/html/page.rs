@@ -2,7 +2,6 @@
 
 use std::io::{self, Write};
 
-use crate::export::Format;
 use crate::trace::Trace;
 
 use super::encode::{base64, escape_html, script_safe};
@@ -13,21 +12,30 @@ use super::options::Options;
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
-impl Format for Options {
-    fn write(&self, trace: &Trace, mut out: &mut dyn Write) -> io::Result<()> {
-        write(trace, &mut out, self)
+/// The page's title: the options' own, else "tickscope report".
+pub(super) fn title(options: &Options) -> &str {
+    if options.title.is_empty() {
+        "tickscope report"
+    } else {
+        options.title.as_str()
     }
 }
 
 /// Writes the report of `trace` as one HTML page into `out`.
 pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Result<()> {
-    let title = if options.title.is_empty() {
-        "tickscope report"
-    } else {
-        options.title.as_str()
-    };
+    let title = title(options);
     let mut names = Names::default();
     let (meta, blob) = data(trace, options, title, &mut names);
+    page(out, title, &meta, &blob)
+}
+
+/// The page of title `title` around the JSON block `meta` and the binary block `blob`.
+pub(super) fn page(
+    out: &mut (impl Write + ?Sized),
+    title: &str,
+    meta: &str,
+    blob: &[u8],
+) -> io::Result<()> {
     out.write_all(b"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")?;
     // No request of any kind: only the inline style and script run, images only from data.
     out.write_all(
@@ -43,9 +51,9 @@ pub fn write(trace: &Trace, out: &mut impl Write, options: &Options) -> io::Resu
           <div id=\"app\"><p id=\"loading\">Loading the report\xE2\x80\xA6</p></div>\n",
     )?;
     out.write_all(b"<script type=\"application/json\" id=\"ts-meta\">")?;
-    out.write_all(script_safe(&meta).as_bytes())?;
+    out.write_all(script_safe(meta).as_bytes())?;
     out.write_all(b"</script>\n<script type=\"application/octet-stream\" id=\"ts-blob\">")?;
-    base64(&blob, out)?;
+    base64(blob, out)?;
     out.write_all(b"</script>\n<script>\n")?;
     out.write_all(SCRIPT.as_bytes())?;
     out.write_all(b"</script>\n</body>\n</html>\n")

@@ -149,7 +149,8 @@
       return x;
     }
     for (let i = 0; i < 4; i++) v();
-    const threads = meta.threads.map((t) => ({ info: t, n: t.spans }));
+    // Of a level of detail (meta.lod), a thread's blob holds `shown` of its `spans`.
+    const threads = meta.threads.map((t) => ({ info: t, n: t.shown === undefined ? t.spans : t.shown }));
     for (const t of threads) t.name = new Uint32Array(t.n);
     for (const t of threads) for (let i = 0; i < t.n; i++) t.name[i] = v();
     for (const t of threads) t.parent = new Int32Array(t.n);
@@ -329,8 +330,11 @@
   const MAX_ROWS = 3000;
   function tableRows(table) {
     const rows = [];
+    // Of a level of detail, each row's histogram over every call, counted when written.
+    const hists = !meta.hist ? null : table === meta.table ? meta.hist.table : table === meta.by_thread ? meta.hist.by_thread : null;
     for (let i = 0; i < table.rows; i++) {
       const r = { name: names[table.name[i]], threadIndex: table.thread[i] };
+      if (hists) r.hist = hists[i];
       r.thread = r.threadIndex >= 0 ? meta.threads[r.threadIndex].name : '';
       for (const [k] of COLS) if (k !== 'name' && k !== 'thread' && table[k]) r[k] = table[k][i];
       if (r.open_at_stop > 0) r.open = true;
@@ -418,20 +422,23 @@
   }
   function histogram(box, row) {
     box.hidden = false;
-    const d = durationsOf(row.name, row.threadIndex);
+    const d = row.hist ? [] : durationsOf(row.name, row.threadIndex);
     box.replaceChildren(h('h2', { text: 'Call durations of ' + (row.name.length > 200 ? row.name.slice(0, 200) + '…' : row.name) + (row.thread ? ' on ' + row.thread : '') }));
-    if (!d.length) { box.appendChild(h('p', { class: 'note', text: 'No call durations in this report.' })); return; }
+    const n = row.hist ? row.hist.reduce((a, c) => a + c, 0) : d.length;
+    if (!n) { box.appendChild(h('p', { class: 'note', text: 'No call durations in this report.' })); return; }
     let min = Infinity, max = -Infinity;
+    if (row.hist) { min = row.min_ns; max = row.max_ns; }
     for (const x of d) { if (x < min) min = x; if (x > max) max = x; }
+    // The bins the report's writer uses for a level of detail's histograms (src/export/html/hist.rs).
     const log = max > 0 && min > 0 && max / min > 50;
     const B = 40;
     const lo = log ? Math.log(min) : min, hi = log ? Math.log(max) : max;
     const w = (hi - lo) / B || 1;
-    const counts = new Array(B).fill(0);
+    const counts = row.hist ? row.hist.slice() : new Array(B).fill(0);
     for (const x of d) counts[Math.min(B - 1, Math.max(0, Math.floor(((log ? Math.log(x) : x) - lo) / w)))]++;
     const edge = (b) => (log ? Math.exp(lo + b * w) : lo + b * w);
     const W = Math.min(900, box.clientWidth - 20 || 800), H = 180;
-    const canvas = h('canvas', { role: 'img', 'aria-label': 'Histogram of ' + d.length + ' call durations, ' + fmtNs(min) + ' to ' + fmtNs(max) });
+    const canvas = h('canvas', { role: 'img', 'aria-label': 'Histogram of ' + n + ' call durations, ' + fmtNs(min) + ' to ' + fmtNs(max) });
     box.appendChild(canvas);
     const ctx = setupCanvas(canvas, W, H);
     const peak = Math.max(...counts);
@@ -444,7 +451,7 @@
     ctx.fillText(peak + ' calls', 2, 12);
     ctx.fillText('0', 30, H - 22);
     for (let b = 0; b <= B; b += 10) ctx.fillText(fmtNs(edge(b)), 40 + b * pw, H - 6);
-    box.appendChild(h('p', { class: 'note', text: d.length + ' calls · ' + (log ? 'logarithmic' : 'linear') + ' bins from ' + fmtNs(min) + ' to ' + fmtNs(max) }));
+    box.appendChild(h('p', { class: 'note', text: n + ' calls · ' + (log ? 'logarithmic' : 'linear') + ' bins from ' + fmtNs(min) + ' to ' + fmtNs(max) }));
   }
 
   // ---------- thread selector shared by the call tree and the flame graph ----------
@@ -1023,7 +1030,11 @@
   }
 
   // ---------- start ----------
-  app.replaceChildren(h('header', null, h('h1', { text: meta.title }), nav, info), main);
+  // A level of detail: the timeline shows the longest scopes; everything else counts them all.
+  const lod = meta.lod ? h('p', { class: 'note', id: 'lod', text: 'Showing ' + meta.lod.shown + ' of ' + meta.lod.scopes +
+    ' scopes on the timeline: those of ' + fmtNs(meta.lod.min_ns) + ' or more, with their parents (at most ' + meta.lod.budget +
+    ' scopes are kept); the table, call tree, flame graph and histograms count every scope.' }) : null;
+  app.replaceChildren(h('header', null, h('h1', { text: meta.title }), nav, info, lod), main);
   document.body.appendChild(tip);
   window.addEventListener('hashchange', route);
   route();
