@@ -882,9 +882,10 @@ fn stream_batch(path: &Path, work: u64) {
 }
 
 /// A batch that follows from 100 requests entered on other threads: its flows are matched by
-/// the first pass, so Chrome JSON (both time origins), Kineto, Perfetto, the call tree and
-/// the table by argument take about the same memory for ten times the spans, and well under
-/// what decoding them whole takes.
+/// the first pass, so Chrome JSON (both time origins), Kineto, Perfetto, the call tree, the
+/// table by argument and the table by origin (the whole trace's text: the batch's row names
+/// its origin) take about the same memory for ten times the spans, and well under what
+/// decoding them whole takes.
 #[cfg(feature = "tracing")]
 #[test]
 fn a_batch_following_requests_of_other_threads_is_written_in_bounded_memory() {
@@ -902,19 +903,40 @@ fn a_batch_following_requests_of_other_threads_is_written_in_bounded_memory() {
             let by_arg = Table::from_captures(Capture::read_all(&path).unwrap()).by_arg("k");
             assert_eq!(by_arg.to_string().matches("work").count(), 3);
         });
+        let by_origin = |path: &Path| {
+            Table::from_captures(Capture::read_all(path).unwrap())
+                .by_origin(true)
+                .to_string()
+        };
+        let (origin, text) = peak_of(|| by_origin(&path));
+        // The batch's row names its origin: the requests of the other threads.
+        let batch = text.lines().find(|l| l.starts_with("batch")).unwrap();
+        assert_eq!(batch.split_whitespace().nth(1), Some("request"), "{text}");
         let captures = Capture::read_all(&path).unwrap();
         // Decoded whole, for comparison.
         let (whole, trace) = peak_of(|| Trace::from_captures(&captures));
         assert_eq!(trace.flows.len(), 100);
+        // With every duration kept, the whole trace's text.
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let text = by_origin(&path);
+        tickscope::__private::set_exact_quantile_budget(0);
+        assert_eq!(
+            text,
+            Table::new(Arc::new(trace)).by_origin(true).to_string()
+        );
         std::fs::remove_file(&path).unwrap();
-        [traces, tree, whole]
+        [traces, tree, whole, origin]
     };
     let small = peaks(200, "batch-small.tscope");
     let large = peaks(2_000, "batch-large.tscope");
     tickscope::__private::set_exact_quantile_budget(8 << 20);
     eprintln!("a batch after 20,101 / 200,101 spans: {small:?} / {large:?} bytes at most");
     // The sums' histograms grow with the range of the durations (real time), not their count.
-    for (what, at) in [("Chrome, Kineto + Perfetto", 0), ("tree + by arg", 1)] {
+    for (what, at) in [
+        ("Chrome, Kineto + Perfetto", 0),
+        ("tree + by arg", 1),
+        ("table by origin", 3),
+    ] {
         let (s, l) = (small[at], large[at]);
         assert!(
             l <= s + (1 << 20),

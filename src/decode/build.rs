@@ -1,5 +1,6 @@
 //! The [`Trace`] assembled from its threads, decoded apart and added in order.
 
+use crate::record::callsite::Callsite;
 use crate::record::hash::FxHashMap;
 use crate::trace::{Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
@@ -27,7 +28,7 @@ pub(super) struct Builder {
     links: Links,
     /// The end of each slice entered under a `tracing` span id that a `follows_from` names,
     /// by (thread, span), when the threads' spans are summed ([`Builder::tracing_uses`]).
-    tracing_ends: Option<FxHashMap<(u32, u32), u64>>,
+    tracing_ends: Option<FxHashMap<(u32, u32), (u64, &'static Callsite)>>,
     threads: Vec<ThreadTrace>,
     samples: Vec<RawSample>,
     instants: Vec<Instant>,

@@ -324,15 +324,9 @@ impl Table {
             Source::Captures(c) => {
                 // A flat table with no split but by thread needs only the sums. The call tree
                 // and a table split by argument or by origin take the spans piece by piece
-                // ([`Table::call_tree`], [`Table::report`]); split by origin, unless a
-                // `tracing` span follows from one entered elsewhere (the first pass matches
-                // its flow without its origin's callsite).
-                if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
-                    && !match self.split() {
-                        Split::Origin => summary.tracing_follows(),
-                        _ => false,
-                    }
-                {
+                // ([`Table::call_tree`], [`Table::report`]), each follower labelled with the
+                // callsite of its origin that the first pass found.
+                if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures)) {
                     return (&summary.trace, Some(summary));
                 }
                 let trace = c
