@@ -1,6 +1,5 @@
 //! The [`Trace`] assembled from its threads, decoded apart and added in order.
 
-use crate::record::callsite::Callsite;
 use crate::record::hash::FxHashMap;
 use crate::trace::{Instant, Process, Salvage, SpanKind, ThreadTrace, Trace};
 
@@ -8,7 +7,7 @@ use super::async_spans::Mark;
 use super::convert::Converter;
 use super::counters::RawSample;
 use super::follows::Uses;
-use super::links::{Links, OriginSites};
+use super::links::{Ends, Links, OriginSites};
 use super::memory::RawMemory;
 use crate::record::memory::MemoryMode;
 
@@ -28,7 +27,7 @@ pub(super) struct Builder {
     links: Links,
     /// The end of each slice entered under a `tracing` span id that a `follows_from` names,
     /// by (thread, span), when the threads' spans are summed ([`Builder::tracing_uses`]).
-    tracing_ends: Option<FxHashMap<(u32, u32), (u64, &'static Callsite)>>,
+    tracing_ends: Option<Ends>,
     threads: Vec<ThreadTrace>,
     samples: Vec<RawSample>,
     instants: Vec<Instant>,

@@ -9,12 +9,11 @@
 use std::sync::Arc;
 
 use crate::capture::CaptureThread;
-use crate::record::callsite::Callsite;
 use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::record::registry::Untracked;
 use crate::trace::SpanRef;
 
-use super::links::Links;
+use super::links::{Ends, Links};
 use super::pair::Pairing;
 use super::summary::WINDOW;
 use super::thread::Shared;
@@ -26,8 +25,8 @@ pub(super) struct Uses {
     pub(super) enters: Vec<(u64, u64, SpanRef)>,
     /// (span id, time), in recorded order.
     pub(super) closes: Vec<(u64, u64)>,
-    /// The end of each slice of `enters` and its callsite, by (thread, span).
-    pub(super) ends: FxHashMap<(u32, u32), (u64, &'static Callsite)>,
+    /// The end of each slice of `enters` and its callsite.
+    pub(super) ends: Ends,
 }
 
 /// The span ids that the `follows_from`s of `links` name, effects and causes.

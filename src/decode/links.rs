@@ -13,6 +13,9 @@ use crate::trace::{Flow, SpanRef, ThreadTrace};
 /// by origin labels a follower with, without the origin's span.
 pub(crate) type OriginSites = Vec<Option<&'static Callsite>>;
 
+/// The end and callsite of spans, by (thread, span index in the thread).
+pub(super) type Ends = FxHashMap<(u32, u32), (u64, &'static Callsite)>;
+
 /// Where a link was captured: the innermost span open then, the time, and that span's
 /// callsite.
 pub(super) type Origin = (Option<SpanRef>, u64, Option<&'static Callsite>);
@@ -123,7 +126,7 @@ impl Links {
     pub(super) fn matched(
         self,
         threads: &[ThreadTrace],
-        ends: Option<&FxHashMap<(u32, u32), (u64, &'static Callsite)>>,
+        ends: Option<&Ends>,
     ) -> (Vec<Flow>, OriginSites) {
         let Links {
             keep: _,

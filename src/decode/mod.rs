@@ -9,6 +9,7 @@
 
 mod async_spans;
 mod build;
+pub(crate) mod calls;
 pub(crate) mod convert;
 mod counters;
 mod follows;
