@@ -1225,54 +1225,58 @@ fn a_diff_of_two_runs_takes_bounded_memory() {
 
     let _serial = serial();
     let read = |path: &Path| Capture::read_all(path).unwrap();
-    let whole = |base: &Path, new: &Path, options: &Options, repetitions: bool| {
-        let (base, new) = (read(base), read(new));
-        match repetitions {
-            true => Diff::from_repetitions(
-                &[Trace::from_captures(&base)],
-                &[Trace::from_captures(&new)],
-                options,
-            ),
-            false => Diff::new(
-                &Trace::from_captures(&base),
-                &Trace::from_captures(&new),
-                options,
-            ),
-        }
+    let whole = |base: &Trace, new: &Trace, options: &Options, repetitions: bool| match repetitions
+    {
+        true => Diff::from_repetitions(
+            std::slice::from_ref(base),
+            std::slice::from_ref(new),
+            options,
+        ),
+        false => Diff::new(base, new, options),
     };
     let streamed = |base: &Path, new: &Path, options: &Options, repetitions: bool| {
         tickscope::__private::diff_of_captures(&read(base), &read(new), options, repetitions)
             .expect("read in pieces")
     };
+    let decoded = |path: &Path| Trace::from_captures(&read(path));
     let peaks = |requests: u64, all: bool| {
         let (base, new) = (scratch("diff-base.tscope"), scratch("diff-new.tscope"));
         stream_runs(&base, requests, 20);
         stream_runs(&new, requests, 40);
         tickscope::__private::set_exact_quantile_budget(8 << 20);
-        let metrics = match all {
-            true => &[Metric::PerCall, Metric::SelfTime, Metric::Total][..],
-            false => &[Metric::PerCall][..],
+        let (base_trace, new_trace) = (decoded(&base), decoded(&new));
+        // (metric, blocks, repetitions)
+        let variants = match all {
+            true => &[
+                (Metric::PerCall, Options::BLOCKS, false),
+                (Metric::PerCall, 7, false),
+                (Metric::PerCall, 0, false),
+                (Metric::SelfTime, Options::BLOCKS, false),
+                (Metric::Total, Options::BLOCKS, false),
+                (Metric::PerCall, Options::BLOCKS, true),
+                (Metric::SelfTime, Options::BLOCKS, true),
+                (Metric::Total, Options::BLOCKS, true),
+            ][..],
+            false => &[(Metric::PerCall, Options::BLOCKS, false)][..],
         };
-        for &metric in metrics {
-            for blocks in [Options::BLOCKS, 7, 0] {
-                for repetitions in [false, true] {
-                    let options = Options {
-                        metric,
-                        blocks,
-                        ..Options::default()
-                    };
-                    let diff = streamed(&base, &new, &options, repetitions);
-                    assert_eq!(diff, whole(&base, &new, &options, repetitions));
-                    let calls = diff.row("parse").unwrap().base.unwrap().calls;
-                    assert_eq!(calls, 3 * requests);
-                }
-            }
+        for &(metric, blocks, repetitions) in variants {
+            let options = Options {
+                metric,
+                blocks,
+                ..Options::default()
+            };
+            let diff = streamed(&base, &new, &options, repetitions);
+            assert_eq!(diff, whole(&base_trace, &new_trace, &options, repetitions));
+            let calls = diff.row("parse").unwrap().base.unwrap().calls;
+            assert_eq!(calls, 3 * requests);
         }
+        drop((base_trace, new_trace));
         // Past the budget: histograms.
         tickscope::__private::set_exact_quantile_budget(0);
         let options = Options::default();
         let (peak, diff) = peak_of(|| streamed(&base, &new, &options, false));
-        let (decoded, exact) = peak_of(|| whole(&base, &new, &options, false));
+        let (whole_peak, exact) =
+            peak_of(|| whole(&decoded(&base), &decoded(&new), &options, false));
         tickscope::__private::set_exact_quantile_budget(8 << 20);
         let names = |d: &Diff| d.rows.iter().map(|r| r.name).collect::<BTreeSet<_>>();
         assert_eq!(names(&diff), names(&exact));
@@ -1288,7 +1292,7 @@ fn a_diff_of_two_runs_takes_bounded_memory() {
         }
         std::fs::remove_file(&base).unwrap();
         std::fs::remove_file(&new).unwrap();
-        [peak, decoded]
+        [peak, whole_peak]
     };
     let small = peaks(3_000, true);
     let large = peaks(30_000, false);
