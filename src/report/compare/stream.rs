@@ -297,3 +297,86 @@ impl Name {
 fn bound(j: u64, n: u64, k: u64) -> u64 {
     (u128::from(j) * u128::from(n) / u128::from(k)) as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Calls, Name};
+
+    /// `n` calls (in start order) through a [`Name`] kept each (`exact`) or in histograms,
+    /// every tenth handed over open and its time given after every call has begun, last first.
+    fn through(values: &[u64], blocks: Option<usize>, exact: bool) -> Calls {
+        let mut name = Name::new("x", values.len() as u64, blocks, exact);
+        let mut open = Vec::new();
+        for (i, &v) in values.iter().enumerate() {
+            match i % 10 {
+                0 => open.push((name.begin(None), v)),
+                _ => {
+                    name.begin(Some((v, v)));
+                }
+            }
+        }
+        for (slot, v) in open.into_iter().rev() {
+            name.end(slot, v, v);
+        }
+        name.finish().expect("every call seen")
+    }
+
+    fn figures(c: &Calls) -> (Vec<u64>, u64, u64, u64, f64) {
+        (
+            c.values.clone(),
+            c.median_ns,
+            c.total_ns,
+            c.calls,
+            c.total_var,
+        )
+    }
+
+    #[test]
+    fn calls_merged_as_they_come_are_the_calls_kept_whole() {
+        // Below 256 ns a histogram keeps each value: the blocks' medians are exact too.
+        let small: Vec<u64> = (0..1_003).map(|i| (i * 37 + i / 100) % 250).collect();
+        let total = small.iter().sum();
+        for blocks in [20, 7, 1] {
+            let whole = figures(&Calls::of_compared(small.clone(), total, blocks));
+            assert_eq!(figures(&through(&small, Some(blocks), true)), whole);
+            assert_eq!(figures(&through(&small, Some(blocks), false)), whole);
+        }
+        // A sample per call, and only the figures (repetitions).
+        let whole = figures(&Calls::of_compared(small.clone(), total, 0));
+        assert_eq!(figures(&through(&small, Some(0), false)), whole);
+        let figures_only = through(&small, None, false);
+        assert_eq!(
+            (
+                figures_only.median_ns,
+                figures_only.total_ns,
+                figures_only.calls
+            ),
+            (whole.1, whole.2, whole.3)
+        );
+        // Above, medians within 0.2 %; the rest exact.
+        let large: Vec<u64> = small.iter().map(|v| 1_000_000 + v * 1_013).collect();
+        let total = large.iter().sum();
+        let whole = Calls::of_compared(large.clone(), total, 20);
+        let binned = through(&large, Some(20), false);
+        assert_eq!(
+            (binned.total_ns, binned.calls, binned.total_var),
+            (whole.total_ns, whole.calls, whole.total_var)
+        );
+        for (got, want) in binned.values.iter().zip(&whole.values) {
+            assert!(
+                got.abs_diff(*want) as f64 <= *want as f64 / 512.0,
+                "{got} {want}"
+            );
+        }
+        assert!(binned.median_ns.abs_diff(whole.median_ns) <= whole.median_ns / 512);
+    }
+
+    #[test]
+    fn a_call_more_than_counted_is_refused() {
+        let mut name = Name::new("x", 2, Some(20), false);
+        for _ in 0..3 {
+            name.begin(Some((5, 5)));
+        }
+        assert!(name.finish().is_none());
+    }
+}
