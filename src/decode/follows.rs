@@ -41,8 +41,9 @@ pub(super) fn named<'l>(links: impl IntoIterator<Item = &'l Links>) -> FxHashSet
 impl Shared<'_> {
     /// Reads `thread` (at `index` in the trace) again, pairing its records as
     /// [`Shared::thread`] does while summing them (a window of spans at a time), and keeps
-    /// the enters and closes of the `tracing` span ids in `named`, with the end of each
-    /// slice entered and its callsite: memory bounded by the spans open at once and the uses of those ids.
+    /// the enters and closes of the `tracing` span ids in `named`, with the end and callsite
+    /// of each slice entered: memory bounded by the spans open at once and the uses of those
+    /// ids.
     pub(super) fn tracing_uses_of(
         &self,
         index: usize,

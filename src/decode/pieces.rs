@@ -391,7 +391,7 @@ impl SpanSource for Pieces<'_> {
     }
 }
 
-impl<'c> Pieces<'c> {
+impl Pieces<'_> {
     /// The number of threads of the trace.
     pub(super) fn thread_count(&self) -> usize {
         self.sources.len()
@@ -407,9 +407,7 @@ impl<'c> Pieces<'c> {
             open_at_end: self.open_at_end.get(thread).map_or(&[], Vec::as_slice),
         })
     }
-}
 
-impl Pieces<'_> {
     /// [`SpanSource::each_memory_event`]; returns the allocations live at the end.
     pub(super) fn memory_events(
         &self,
