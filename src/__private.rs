@@ -178,3 +178,19 @@ pub use crate::record::async_span::{AsyncSpanGuard, instrument};
 /// feature); not public API.
 #[cfg(feature = "test-hooks")]
 pub use crate::hooks::*;
+
+/// The diff of the traces that `base` and `new` decode to
+/// ([`Diff::new`](crate::report::compare::Diff::new), or with `repetitions`
+/// [`Diff::from_repetitions`](crate::report::compare::Diff::from_repetitions) of each capture
+/// as a session), their threads read again a chunk at a time instead of decoded whole: the
+/// same diff while each run's scopes fit the table's exact budget, past it time blocks' medians
+/// from histograms (`tickscope diff`). `None` when a run cannot be read that way (async calls):
+/// decode it whole. Not for programs.
+pub fn diff_of_captures(
+    base: &[crate::Capture],
+    new: &[crate::Capture],
+    options: &crate::report::compare::Options,
+    repetitions: bool,
+) -> Option<crate::report::compare::Diff> {
+    crate::report::compare::Diff::of_captures(base, new, options, repetitions)
+}

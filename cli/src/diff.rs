@@ -200,9 +200,12 @@ pub(crate) fn unit(s: &str) -> Result<Unit, String> {
 
 pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     let progress = input::Progress::new(cx, input::size(&args.base) + input::size(&args.new));
-    let mut inputs = Vec::with_capacity(2);
+    // Both runs' sessions, the base's first (`split` of them).
+    let mut all = Vec::new();
+    let mut split = 0;
     for path in [&args.base, &args.new] {
-        inputs.push(input::whole(
+        split = all.len();
+        all.extend(input::whole(
             cx,
             path,
             &progress,
@@ -210,6 +213,7 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             "compare",
         )?);
     }
+    let inputs = [&all[..split], &all[split..]];
     let sessions = match args.repetitions {
         Repetitions::Calls => false,
         Repetitions::Sessions => true,
@@ -224,28 +228,37 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         blocks: args.blocks,
         run_noise: args.run_noise,
     };
-    let diff = if sessions {
-        let mut runs = Vec::with_capacity(2);
-        for (path, captures) in [&args.base, &args.new].into_iter().zip(&inputs) {
-            input::decoding(&progress, std::slice::from_ref(path), captures);
-            let traces: Vec<Trace> = captures
-                .iter()
-                .map(|c| Trace::from_captures(std::slice::from_ref(c)))
-                .collect();
-            runs.push(traces);
+    let paths = [args.base.clone(), args.new.clone()];
+    // Each run's calls summed as its threads are read again, merged in start order (a first
+    // pass, then a second); decoded whole when that cannot be (async calls).
+    input::decoding_twice(&progress, &paths, &all, true);
+    let streamed = tickscope::__private::diff_of_captures(inputs[0], inputs[1], &options, sessions);
+    let diff = match streamed {
+        Some(diff) => diff,
+        None if sessions => {
+            let mut runs = Vec::with_capacity(2);
+            for (path, captures) in paths.iter().zip(inputs) {
+                input::decoding(&progress, std::slice::from_ref(path), captures);
+                let traces: Vec<Trace> = captures
+                    .iter()
+                    .map(|c| Trace::from_captures(std::slice::from_ref(c)))
+                    .collect();
+                runs.push(traces);
+            }
+            progress.step("comparing");
+            Diff::from_repetitions(&runs[0], &runs[1], &options)
         }
-        progress.step("comparing");
-        Diff::from_repetitions(&runs[0], &runs[1], &options)
-    } else {
-        let mut traces = Vec::with_capacity(2);
-        for (path, captures) in [&args.base, &args.new].into_iter().zip(&inputs) {
-            input::decoding(&progress, std::slice::from_ref(path), captures);
-            traces.push(Trace::from_captures(captures));
+        None => {
+            let mut traces = Vec::with_capacity(2);
+            for (path, captures) in paths.iter().zip(inputs) {
+                input::decoding(&progress, std::slice::from_ref(path), captures);
+                traces.push(Trace::from_captures(captures));
+            }
+            progress.step("comparing");
+            Diff::new(&traces[0], &traces[1], &options)
         }
-        progress.step("comparing");
-        Diff::new(&traces[0], &traces[1], &options)
     };
-    drop(inputs);
+    drop(all);
     drop(progress);
     let names = |keep: fn(&DiffRow) -> bool| diff.rows.iter().filter(|r| keep(r)).count();
     if names(|r| r.base.is_some() && r.new.is_some()) == 0 {

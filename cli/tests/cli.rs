@@ -2800,3 +2800,56 @@ fn a_gzipped_capture_is_read_under_a_file_size_limit() {
     assert_eq!(expected.code, 0, "{}", expected.stderr);
     assert_eq!(String::from_utf8(limited.stdout).unwrap(), expected.stdout);
 }
+
+/// Advances the mock clock by `ns` between two awaits that are ready at once.
+#[tickscope::profile]
+async fn fetch(advance: &(dyn Fn(u64) + Sync), ns: u64) {
+    advance(ns);
+    std::future::ready(()).await;
+    advance(ns);
+}
+
+/// Runs `fut` to completion on this thread (it never waits on anything).
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}
+
+/// Captures holding async calls (a `#[profile] async fn`, whose polls make one call each)
+/// are compared from their decoded traces, not in pieces: the diff is the library's of the
+/// decoded traces, the async calls' name included.
+#[test]
+fn diff_of_async_calls_is_the_diff_of_the_decoded_traces() {
+    let dir = folder("diff_async");
+    let run = |ns: u64| {
+        record(|_, advance| {
+            for _ in 0..30 {
+                let _main = scope!("main");
+                advance(ns);
+                block_on(fetch(advance, ns));
+            }
+        })
+    };
+    let base = capture_file(&run(1_000), &dir, "base.tscope");
+    let new = capture_file(&run(2_000), &dir, "new.tscope");
+    let trace = |path: &Path| Trace::from_captures(&Capture::read_all(path).unwrap());
+    let diff = Diff::new(&trace(&base), &trace(&new), &Options::default());
+    assert!(
+        diff.rows.iter().any(|r| r.name.contains("fetch")),
+        "{diff:?}"
+    );
+    let run = tickscope(&["diff", s(&base), s(&new), "--format", "json"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let as_read = |text: String| serde_json::from_str::<serde_json::Value>(&text).unwrap();
+    assert_eq!(
+        doc["rows"],
+        as_read(serde_json::to_string(&diff.rows).unwrap())
+    );
+    assert_eq!(doc["base_wall_ns"], diff.base_wall_ns);
+}

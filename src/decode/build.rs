@@ -7,7 +7,7 @@ use super::async_spans::Mark;
 use super::convert::Converter;
 use super::counters::RawSample;
 use super::follows::Uses;
-use super::links::{Links, OriginSites};
+use super::links::{Ends, Links, OriginSites};
 use super::memory::RawMemory;
 use crate::record::memory::MemoryMode;
 
@@ -27,7 +27,7 @@ pub(super) struct Builder {
     links: Links,
     /// The end of each slice entered under a `tracing` span id that a `follows_from` names,
     /// by (thread, span), when the threads' spans are summed ([`Builder::tracing_uses`]).
-    tracing_ends: Option<FxHashMap<(u32, u32), u64>>,
+    tracing_ends: Option<Ends>,
     threads: Vec<ThreadTrace>,
     samples: Vec<RawSample>,
     instants: Vec<Instant>,

@@ -2,7 +2,8 @@
 //! rather than kept ([`Summary`](super::summary::Summary)): the first reading keeps the
 //! `follows_from`s (time, the effect's and the cause's span ids: three words each); a second
 //! reading of the threads keeps the enters and closes of the span ids they name only, and the
-//! end of each span entered under one of them, which [`Links::matched`] resolves them with
+//! end and callsite of each span entered under one of them (the callsite names a flow's
+//! origin in a table split by origin), which [`Links::matched`] resolves them with
 //! as it resolves them from the spans of a whole trace.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::record::registry::Untracked;
 use crate::trace::SpanRef;
 
-use super::links::Links;
+use super::links::{Ends, Links};
 use super::pair::Pairing;
 use super::summary::WINDOW;
 use super::thread::Shared;
@@ -24,8 +25,8 @@ pub(super) struct Uses {
     pub(super) enters: Vec<(u64, u64, SpanRef)>,
     /// (span id, time), in recorded order.
     pub(super) closes: Vec<(u64, u64)>,
-    /// The end of each slice of `enters`, by (thread, span).
-    pub(super) ends: FxHashMap<(u32, u32), u64>,
+    /// The end of each slice of `enters` and its callsite.
+    pub(super) ends: Ends,
 }
 
 /// The span ids that the `follows_from`s of `links` name, effects and causes.
@@ -40,8 +41,9 @@ pub(super) fn named<'l>(links: impl IntoIterator<Item = &'l Links>) -> FxHashSet
 impl Shared<'_> {
     /// Reads `thread` (at `index` in the trace) again, pairing its records as
     /// [`Shared::thread`] does while summing them (a window of spans at a time), and keeps
-    /// the enters and closes of the `tracing` span ids in `named`, with the end of each
-    /// slice entered: memory bounded by the spans open at once and the uses of those ids.
+    /// the enters and closes of the `tracing` span ids in `named`, with the end and callsite
+    /// of each slice entered: memory bounded by the spans open at once and the uses of those
+    /// ids.
     pub(super) fn tracing_uses_of(
         &self,
         index: usize,
@@ -77,7 +79,7 @@ impl Shared<'_> {
                 seen = enters.len();
                 pairing.drain_final(|at, span, _| {
                     if wanted.remove(&at) {
-                        ends.insert((index as u32, at), span.end_ns);
+                        ends.insert((index as u32, at), (span.end_ns, span.callsite));
                     }
                 });
             };

@@ -13,6 +13,9 @@ use crate::trace::{Flow, SpanRef, ThreadTrace};
 /// by origin labels a follower with, without the origin's span.
 pub(crate) type OriginSites = Vec<Option<&'static Callsite>>;
 
+/// The end and callsite of spans, by (thread, span index in the thread).
+pub(super) type Ends = FxHashMap<(u32, u32), (u64, &'static Callsite)>;
+
 /// Where a link was captured: the innermost span open then, the time, and that span's
 /// callsite.
 pub(super) type Origin = (Option<SpanRef>, u64, Option<&'static Callsite>);
@@ -118,12 +121,12 @@ impl Links {
 
     /// The flows: the links matched to their captures, then the `tracing` `follows_from`s
     /// matched to their spans in `threads`, or, when the threads' spans were not kept, with
-    /// `ends`: the end of each span entered, by (thread, span); and the callsite of each
-    /// flow's origin (of a `follows_from`'s, only when the spans were kept).
+    /// `ends`: the end and callsite of each span entered, by (thread, span); and the
+    /// callsite of each flow's origin.
     pub(super) fn matched(
         self,
         threads: &[ThreadTrace],
-        ends: Option<&FxHashMap<(u32, u32), u64>>,
+        ends: Option<&Ends>,
     ) -> (Vec<Flow>, OriginSites) {
         let Links {
             keep: _,
@@ -173,15 +176,17 @@ impl Links {
         for list in uses.values_mut() {
             list.sort_by_key(|&(ns, at)| (ns, at.is_none()));
         }
-        let end = |at: SpanRef| {
+        // The end and callsite of a span entered.
+        let span_of = |at: SpanRef| {
             if let Some(ends) = ends {
-                return ends.get(&(at.thread, at.span)).copied().unwrap_or(0);
+                return ends.get(&(at.thread, at.span)).copied();
             }
             let span = threads
                 .get(at.thread as usize)
                 .and_then(|t| t.spans.get(at.span as usize));
-            span.map_or(0, |s| s.end_ns)
+            span.map(|s| (s.end_ns, s.callsite))
         };
+        let end = |at: SpanRef| span_of(at).map_or(0, |(end, _)| end);
         let resolve = |id: u64, ns: u64, prefer: Prefer| -> Option<SpanRef> {
             let list = uses.get(&id)?;
             // The use of the id live at `ns`: after the last close before it, up to the next.
@@ -217,10 +222,7 @@ impl Links {
                 continue;
             };
             let origin = resolve(cause, ns, Prefer::Last);
-            sites.push(origin.and_then(|at| {
-                let thread = threads.get(at.thread as usize)?;
-                Some(thread.spans.get(at.span as usize)?.callsite)
-            }));
+            sites.push(origin.and_then(|at| Some(span_of(at)?.1)));
             flows.push(Flow {
                 seq: 0,
                 origin_thread: origin

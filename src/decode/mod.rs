@@ -11,6 +11,7 @@ mod async_spans;
 mod build;
 mod call_order;
 mod call_stream;
+pub(crate) mod calls;
 pub(crate) mod convert;
 mod counters;
 mod follows;

@@ -456,6 +456,22 @@ impl SpanSource for Pieces<'_> {
 }
 
 impl Pieces<'_> {
+    /// The number of threads of the trace.
+    pub(super) fn thread_count(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// What thread `thread` is read from, as [`SpanSource::each_piece`] reads it.
+    pub(super) fn source_of(&self, thread: usize) -> Option<ThreadSource<'_>> {
+        let &(capture, _, source) = self.sources.get(thread)?;
+        Some(ThreadSource {
+            capture,
+            thread: source,
+            carry: self.carries.get(thread).copied().unwrap_or(false),
+            open_at_end: self.open_at_end.get(thread).map_or(&[], Vec::as_slice),
+        })
+    }
+
     /// [`SpanSource::each_memory_event`]; returns the allocations live at the end.
     pub(super) fn memory_events(
         &self,
@@ -508,6 +524,16 @@ impl Summary {
         }
         Some(summary)
     }
+}
+
+/// What a thread of [`Pieces`] is read from ([`Pieces::source_of`]).
+pub(super) struct ThreadSource<'c> {
+    pub(super) capture: &'c Capture,
+    pub(super) thread: &'c CaptureThread,
+    /// Its pieces may carry open spans.
+    pub(super) carry: bool,
+    /// Its spans open at its end.
+    pub(super) open_at_end: &'c [u32],
 }
 
 /// Hands `piece` to `f` unless it holds no span.

@@ -73,9 +73,6 @@ pub(crate) struct ThreadSums {
     /// The thread holds a scope that follows from a link, or a `tracing` span's
     /// `follows_from`: the trace it decodes to may have flows, which the sums leave out.
     pub(crate) follows: bool,
-    /// The thread holds a `tracing` span's `follows_from` of a span not entered there: its
-    /// flow's origin is matched by a second reading of the threads, without its callsite.
-    pub(crate) tracing_follows: bool,
     /// Some span of the thread did not end within its parent (guards dropped out of order),
     /// or got an argument after a span began inside it: its pieces are whole trees only
     /// ([`Pieces`](crate::decode::pieces::Pieces)).
@@ -116,7 +113,6 @@ impl ThreadSums {
             exact,
             stacks: None,
             follows: false,
-            tracing_follows: false,
             tangled: false,
             open_at_end: Vec::new(),
             memory_events: 0,
@@ -197,13 +193,6 @@ impl Summary {
     /// leave out.
     pub(crate) fn follows(&self) -> bool {
         self.threads.iter().any(|t| t.follows)
-    }
-
-    /// True when a thread holds a `tracing` span's `follows_from` of a span not entered there
-    /// ([`ThreadSums::tracing_follows`]): [`Summary::origin_sites`] lacks its origin's
-    /// callsite.
-    pub(crate) fn tracing_follows(&self) -> bool {
-        self.threads.iter().any(|t| t.tracing_follows)
     }
 
     /// The spans of the trace, as `trace.threads[..].spans.len()` would sum them.

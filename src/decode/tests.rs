@@ -1190,6 +1190,18 @@ fn summed_tracing_follows_from_give_the_decoded_flows() {
     assert_eq!(origins, [Some(0), Some(3_001), Some(5_002), None]);
     let summary = Summary::of(&[&capture]).expect("summed");
     assert_eq!(summary.trace.flows, trace.flows);
+    // Each origin's callsite, which a table split by origin names a follower's row after.
+    let sites: Vec<Option<&str>> = (trace.flows.iter())
+        .map(|f| {
+            f.origin
+                .map(|o| trace.threads[o.thread as usize].spans[o.span as usize].name())
+        })
+        .collect();
+    assert_eq!(sites, [Some("call"), Some("call"), Some("call"), None]);
+    let summed: Vec<Option<&str>> = (summary.origin_sites.iter())
+        .map(|site| site.map(Callsite::name))
+        .collect();
+    assert_eq!(summed, sites);
     assert!(summary.threads.iter().all(|t| t.spans > summary::WINDOW));
 }
 

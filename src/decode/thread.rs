@@ -331,7 +331,6 @@ impl Shared<'_> {
                 sums.add(span, stats.get(i));
             }
             sums.follows = !links.followers.is_empty() || !links.tracing_follows.is_empty();
-            sums.tracing_follows = !links.tracing_follows.is_empty();
             sums.tangled = tangled;
             sums.open_at_end = open_at_end;
             // Only a timeline has allocations and frees (of a session that counted, a thread

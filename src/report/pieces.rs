@@ -26,8 +26,8 @@ impl Report {
     }
 
     /// [`Report::by_origin`] of the trace of `source`, whose summary is `summary` (the same
-    /// captures' [`Summary::of`], which holds no `tracing` span's `follows_from`): each scope
-    /// that followed from a link is labelled with the name of its origin's callsite, which
+    /// captures' [`Summary::of`]): each scope that followed from a link or from a `tracing`
+    /// span (`follows_from`) is labelled with the name of its origin's callsite, which
     /// the summary keeps with each flow; durations as [`Report::by_arg_of`] keeps them.
     pub(crate) fn by_origin_of(source: &dyn SpanSource, summary: &Summary) -> Self {
         // By thread, then span index; as the whole trace's report labels them: the last flow

@@ -324,16 +324,11 @@ impl Table {
             Source::Captures(c) => {
                 // A flat table with no split but by thread needs only the sums. The call tree
                 // and a table split by argument or by origin take the spans piece by piece
-                // ([`Table::call_tree`], [`Table::report`]); split by origin, unless a
-                // `tracing` span follows from one entered elsewhere (the first pass matches
-                // its flow without its origin's callsite).
-                // Summed async calls stand only for a flat table's rows (by thread or not):
-                // the tree and the splits take the spans, and need each poll's call.
+                // ([`Table::call_tree`], [`Table::report`]), each follower labelled with the
+                // callsite of its origin that the first pass found. Summed async calls stand
+                // only for a flat table's rows (by thread or not): the tree and the splits
+                // take the spans, and need each poll's call.
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
-                    && !match self.split() {
-                        Split::Origin => summary.tracing_follows(),
-                        _ => false,
-                    }
                     && !(summary.streamed_calls && (self.tree || self.split() != Split::None))
                 {
                     return (&summary.trace, Some(summary));

@@ -60,12 +60,30 @@ impl Diff {
         new: Vec<BTreeMap<&'static str, Vec<(u64, u64)>>>,
         options: &Options,
     ) -> Self {
+        let calls = |sessions: Vec<BTreeMap<&'static str, Vec<(u64, u64)>>>| {
+            (sessions.into_iter())
+                .map(|session| {
+                    (session.into_iter())
+                        .map(|(name, calls)| (name, Calls::new(calls, options.metric, 0)))
+                        .collect()
+                })
+                .collect()
+        };
+        Self::from_session_calls(calls(base), calls(new), options)
+    }
+
+    /// [`Diff::from_session_samples`] of each session's calls of each name, a sample per
+    /// call.
+    pub(super) fn from_session_calls(
+        base: Vec<BTreeMap<&'static str, Calls>>,
+        new: Vec<BTreeMap<&'static str, Calls>>,
+        options: &Options,
+    ) -> Self {
         let repetitions = (base.len(), new.len());
-        let side = |sessions: Vec<BTreeMap<&'static str, Vec<(u64, u64)>>>| {
+        let side = |sessions: Vec<BTreeMap<&'static str, Calls>>| {
             let mut names: BTreeMap<&'static str, Calls> = BTreeMap::new();
             for session in sessions {
-                for (name, calls) in session {
-                    let session = Calls::new(calls, options.metric, 0);
+                for (name, session) in session {
                     let value = match options.metric {
                         Metric::Total => session.total_ns,
                         Metric::PerCall | Metric::SelfTime => session.median_ns,
@@ -95,7 +113,7 @@ impl Diff {
 
     /// The diff of the samples of each name in `base` and `new`: calls, or per-session
     /// figures when `repeated`.
-    fn judge_all(
+    pub(super) fn judge_all(
         base: BTreeMap<&'static str, Calls>,
         new: BTreeMap<&'static str, Calls>,
         options: &Options,

@@ -60,6 +60,7 @@ mod diff;
 mod judge;
 mod samples;
 mod stats;
+mod stream;
 #[cfg(test)]
 mod tests;
 

@@ -59,15 +59,21 @@ impl Calls {
     /// The calls (in the order they started) cut into `blocks` time blocks (0: a sample per
     /// call).
     pub(super) fn new(calls: Vec<(u64, u64)>, metric: Metric, blocks: usize) -> Self {
-        let n = calls.len();
         let total_ns = calls.iter().fold(0u64, |s, &(d, _)| s.saturating_add(d));
-        let mut compared: Vec<u64> = calls
+        let compared: Vec<u64> = calls
             .iter()
             .map(|&(duration, self_ns)| match metric {
                 Metric::SelfTime => self_ns,
                 Metric::PerCall | Metric::Total => duration,
             })
             .collect();
+        Self::of_compared(compared, total_ns, blocks)
+    }
+
+    /// [`Calls::new`] of the compared time of each call (in the order they started) and the
+    /// sum of their durations.
+    pub(super) fn of_compared(mut compared: Vec<u64>, total_ns: u64, blocks: usize) -> Self {
+        let n = compared.len();
         let k = if blocks == 0 { n } else { blocks.min(n) };
         // Block j holds the calls [j·n/k, (j+1)·n/k): sizes differ by one at most.
         let bounds = |j: usize| (j * n / k, (j + 1) * n / k);
@@ -81,22 +87,36 @@ impl Calls {
             let mid = (block.len() - 1) / 2;
             values.push(*block.select_nth_unstable(mid).1);
         }
-        values.sort_unstable();
         compared.sort_unstable();
+        let median_ns = if n == 0 { 0 } else { compared[(n - 1) / 2] };
+        Self::of_blocks(values, &means, median_ns, total_ns, n as u64)
+    }
+
+    /// The calls of a name from the median and the mean of each of its time blocks (in
+    /// order), its median, total and count.
+    pub(super) fn of_blocks(
+        mut values: Vec<u64>,
+        means: &[f64],
+        median_ns: u64,
+        total_ns: u64,
+        calls: u64,
+    ) -> Self {
+        values.sort_unstable();
+        let k = means.len();
         // The total of n calls in k blocks of mean variance s²: n² · s² / k.
         let total_var = if k > 1 {
             let mean = means.iter().sum::<f64>() / k as f64;
             let s2 = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
-            (n as f64).powi(2) * s2 / k as f64
+            (calls as f64).powi(2) * s2 / k as f64
         } else {
             0.0
         };
         Self {
             values,
-            median_ns: if n == 0 { 0 } else { compared[(n - 1) / 2] },
+            median_ns,
             total_ns,
             total_var,
-            calls: n as u64,
+            calls,
         }
     }
 
