@@ -19,6 +19,7 @@ mod merge;
 mod pair;
 pub(crate) mod parallel;
 pub(crate) mod pieces;
+mod pipeline;
 pub(crate) mod quantiles;
 pub(crate) mod summary;
 mod thread;
@@ -87,19 +88,25 @@ impl Summary {
         Self::of_with(captures, false, true)
     }
 
-    /// [`Summary::of_with`] (durations in histograms, no stacks), for exports that read the
+    /// [`Summary::counts_of`] (the spans counted, not summed by callsite), for exports that read the
     /// captures' memory timeline again as they write it
     /// ([`Pieces::with_memory`](super::pieces::Pieces::with_memory)): the trace's
     /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events. `None` as
     /// [`Summary::of_with`] gives it, and when a thread's allocations and frees do not come in
     /// time order (a forged file: they could not be merged as read).
     pub(crate) fn with_memory_timeline(captures: &[&Capture]) -> Option<Self> {
-        let summary = Self::of_with(captures, false, false)?;
+        let summary = Self::counts_of(captures)?;
         summary
             .threads
             .iter()
             .all(|t| t.memory_in_order)
             .then_some(summary)
+    }
+
+    /// [`Summary::of_with`] with the spans counted but not summed by callsite ([`Sum::sites`]):
+    /// what [`Pieces`](super::pieces::Pieces) needs, at less work.
+    pub(crate) fn counts_of(captures: &[&Capture]) -> Option<Self> {
+        Self::of_sum(captures, false, false, false)
     }
 
     /// The summary of what `captures` decode to ([`Trace::from_captures`]), keeping every
@@ -112,10 +119,27 @@ impl Summary {
         exact: bool,
         stacks: bool,
     ) -> Option<Self> {
+        Self::of_sum(captures, exact, stacks, true)
+    }
+
+    /// [`Summary::of_with`], the scopes summed by callsite when `sites` ([`Sum::sites`]).
+    fn of_sum<C: std::borrow::Borrow<Capture>>(
+        captures: &[C],
+        exact: bool,
+        stacks: bool,
+        sites: bool,
+    ) -> Option<Self> {
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         for capture in captures {
-            let decoded = summarize(capture.borrow(), Sum { exact, stacks })?;
+            let decoded = summarize(
+                capture.borrow(),
+                Sum {
+                    exact,
+                    stacks,
+                    sites,
+                },
+            )?;
             traces.push(decoded.trace);
             threads.extend(decoded.sums);
             // The flows of each capture follow those before, in order, as merged.

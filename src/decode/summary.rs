@@ -35,7 +35,8 @@ pub(crate) struct SiteSums {
 /// The scopes of one thread, summed by callsite.
 #[derive(Debug)]
 pub(crate) struct ThreadSums {
-    /// One entry per callsite, in order of first call.
+    /// One entry per callsite, in order of first call (none when only counted,
+    /// [`ThreadSums::counting`]).
     pub(crate) sites: Vec<SiteSums>,
     /// The thread's spans (scopes and polls), as `ThreadTrace::spans.len()` would count them.
     pub(crate) spans: usize,
@@ -48,6 +49,8 @@ pub(crate) struct ThreadSums {
     cache: [(usize, usize); CACHE],
     /// Durations are kept each (else in histograms).
     exact: bool,
+    /// The scopes are summed by callsite (else `sites` stays empty: [`Sum::sites`]).
+    sites_summed: bool,
     /// The spans summed by stack, when asked for ([`Summary::stacks_of`]).
     pub(crate) stacks: Option<StackTree>,
     /// The thread holds a scope that follows from a link, or a `tracing` span's
@@ -76,6 +79,9 @@ pub(crate) struct Sum {
     pub(crate) exact: bool,
     /// The spans are summed by stack too ([`StackTree`]).
     pub(crate) stacks: bool,
+    /// The scopes are summed by callsite ([`ThreadSums::sites`]); else only counted, for
+    /// what needs the counts but not the sums ([`Pieces`](crate::decode::pieces::Pieces)).
+    pub(crate) sites: bool,
 }
 
 impl ThreadSums {
@@ -88,6 +94,7 @@ impl ThreadSums {
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
             exact,
+            sites_summed: true,
             stacks: None,
             follows: false,
             tracing_follows: false,
@@ -95,6 +102,14 @@ impl ThreadSums {
             open_at_end: Vec::new(),
             memory_events: 0,
             memory_in_order: true,
+        }
+    }
+
+    /// No span yet, counted but not summed by callsite (see [`Sum::sites`]).
+    pub(crate) fn counting() -> Self {
+        Self {
+            sites_summed: false,
+            ..Self::new(false)
         }
     }
 
@@ -107,6 +122,9 @@ impl ThreadSums {
             return;
         }
         self.cut_at_start += usize::from(span.cut_at_start);
+        if !self.sites_summed {
+            return;
+        }
         let address = std::ptr::from_ref(span.callsite) as usize;
         let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
         let at = match self.cache[slot] {

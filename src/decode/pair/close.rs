@@ -39,7 +39,11 @@ impl<'a> Pairing<'a> {
             // The open spans are in index order (pushed as they begin): a search, not a scan,
             // as a walk past many closed ancestors (guards dropped outermost first) looks up
             // each of them.
-            let open = self.open.binary_search_by_key(&at, |o| o.index).ok();
+            let open = match self.open.last() {
+                // The usual case: the parent, on top.
+                Some(top) if top.index == at => Some(self.open.len() - 1),
+                _ => self.open.binary_search_by_key(&at, |o| o.index).ok(),
+            };
             // The usual case, the parent still open: the whole span is inside it, and the
             // parent's duration leaves out this span's probe and what this span left out.
             let direct = open.is_some() && ancestor == parent;
