@@ -23,7 +23,10 @@ impl<'a> Pairing<'a> {
         {
             self.events += 1;
             self.args_of = ArgsOf::Span;
-            self.apply(event, None, 0);
+            match event.kind {
+                RawKind::End => self.end(event),
+                _ => self.begin_scope(event),
+            }
             return;
         }
         self.push_any(event);
