@@ -30,7 +30,16 @@ pub(crate) fn pieces(
     write: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if !apart || cores < 2 {
+    pieces_on(apart && cores >= 2, decode, write)
+}
+
+/// [`pieces`], on a helper thread when `apart` whatever the cores.
+fn pieces_on(
+    apart: bool,
+    decode: impl FnOnce(&mut dyn FnMut(Piece<'_>) -> io::Result<()>) -> io::Result<()> + Send,
+    write: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    if !apart {
         return decode(write);
     }
     // Full batches of pieces one way, emptied ones back the other (reused, so that the
@@ -197,7 +206,7 @@ mod tests {
         };
         for apart in [false, true] {
             let mut seen = Vec::new();
-            pieces(apart, decode(100), &mut |piece| {
+            pieces_on(apart, decode(100), &mut |piece| {
                 seen.push((piece.base, piece.spans[1].start_ns, piece.carried[0]));
                 Ok(())
             })
@@ -208,7 +217,7 @@ mod tests {
             assert_eq!(seen, expected);
             // The writer's error is the one returned, after its third piece.
             let mut written = 0;
-            let error = pieces(apart, decode(100), &mut |_| {
+            let error = pieces_on(apart, decode(100), &mut |_| {
                 written += 1;
                 match written {
                     3 => Err(io::Error::other("disk full")),
