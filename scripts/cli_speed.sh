@@ -4,7 +4,9 @@
 # issue 15's targets:
 # `tickscope table` at 30 M events/s or more (0.33 s), `tickscope convert` to Chrome JSON at
 # 10 M scopes/s or more (0.5 s), into a file (synced, then renamed into place) and into
-# /dev/null (through a symbolic link: the writing without the file system).
+# /dev/null (through a symbolic link: the writing without the file system); issue 37's targets
+# (one core: `table` at 60 M events/s, Chrome JSON at 15 M scopes/s, `.pftrace` at 30 M
+# scopes/s) with ONE_CORE=1, which runs every case on one core (`taskset -c 0`).
 #
 #   scripts/cli_speed.sh [OLD_TICKSCOPE]
 #
@@ -30,10 +32,16 @@ if [ ! -s "$capture" ]; then
     TICKSCOPE_CLI_CAPTURE=$capture "$bench"
 fi
 ln -sf /dev/null "$dir/null.json"
+ln -sf /dev/null "$dir/null.pftrace"
 
+pin=()
+if [ "${ONE_CORE:-0}" = 1 ]; then
+    command -v taskset >/dev/null || { echo "ONE_CORE=1 needs taskset" >&2; exit 1; }
+    pin=(taskset -c 0)
+fi
 binaries=("$new")
 [ -n "$old" ] && binaries=("$old" "$new")
-echo "load: $(uptime)"
+echo "load: $(uptime)${pin:+ (one core: ${pin[*]})}"
 
 # Runs `$@` with each binary in turn, $runs rounds (after a warm-up round), alternating the
 # binaries within each round so that they share the machine's load, and prints per binary the
@@ -48,10 +56,10 @@ run_case() {
             local t0 t1 cpu=0
             t0=$(date +%s%N)
             if [ -x /usr/bin/time ]; then
-                cpu=$(/usr/bin/time -f '%U %S' "$bin" "$@" 2>&1 >/dev/null | tail -1 |
+                cpu=$(/usr/bin/time -f '%U %S' "${pin[@]}" "$bin" "$@" 2>&1 >/dev/null | tail -1 |
                     awk '{ printf "%d", ($1 + $2) * 1000 }')
             else
-                "$bin" "$@" >/dev/null
+                "${pin[@]}" "$bin" "$@" >/dev/null
             fi
             t1=$(date +%s%N)
             # Round 0 warms the page cache and the binaries.
@@ -74,6 +82,8 @@ echo "== table --by-thread"
 run_case table_by_thread table "$capture" --by-thread
 echo "== convert to Chrome JSON into /dev/null (5 M scopes)"
 run_case convert_null convert "$capture" -o "$dir/null.json"
+echo "== convert to Perfetto (.pftrace) into /dev/null (5 M scopes)"
+run_case convert_pftrace convert "$capture" -o "$dir/null.pftrace"
 echo "== convert to Chrome JSON into a file (synced and renamed into place)"
 run_case convert_file convert "$capture" -o "$dir/out.json"
 rm -f "$dir/out.json"

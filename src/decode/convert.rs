@@ -109,6 +109,16 @@ impl Converter {
     /// Nanoseconds since the Unix epoch at `tick` (saturating at 0 and `u64::MAX`).
     #[inline]
     pub(crate) fn to_unix_ns(&self, tick: u64) -> u64 {
+        // The usual case, no checkpoint to bend through: one line, inlined where it is used.
+        if self.pieces.is_empty() {
+            return self.whole.to_unix_ns(tick);
+        }
+        self.bent_to_unix_ns(tick)
+    }
+
+    /// [`Converter::to_unix_ns`] with checkpoints.
+    #[inline(never)]
+    fn bent_to_unix_ns(&self, tick: u64) -> u64 {
         match (self.pieces.first(), self.pieces.last()) {
             (Some(first), Some(last)) if tick >= first.from && tick < last.to => {
                 let piece = &self.pieces[self.pieces.partition_point(|p| p.to <= tick)];

@@ -24,6 +24,7 @@ mod merge;
 mod pair;
 pub(crate) mod parallel;
 pub(crate) mod pieces;
+mod pipeline;
 pub(crate) mod quantiles;
 pub(crate) mod summary;
 mod thread;
@@ -46,7 +47,7 @@ use self::links::Links;
 use self::links::OriginSites;
 #[cfg(test)]
 use self::pair::Pairing;
-use self::summary::{Sum, Summary, ThreadSums};
+use self::summary::{Calls, Sum, Summary, ThreadSums};
 use self::thread::{DECODED, Shared, has_span_follows};
 
 /// The records this process has decoded so far, every decoding together; a display of one
@@ -92,26 +93,43 @@ impl Summary {
         Self::of_with(captures, false, true)
     }
 
-    /// [`Summary::of_with`] (durations in histograms, no stacks), for exports that read the
-    /// captures' memory timeline again as they write it
+    /// [`Summary::counts_of`] (the spans counted, not summed by callsite), for exports that
+    /// read the captures' memory timeline again as they write it
     /// ([`Pieces::with_memory`](super::pieces::Pieces::with_memory)): the trace's
-    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events; the async calls of
-    /// `#[profile] async fn`s summed ([`Summary::streamed_calls`]), for exports that write them
-    /// as they come ([`SpanSource::each_streamed_call`](super::pieces::SpanSource)). `None` as
+    /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events; with the async calls of
+    /// `#[profile] async fn`s ([`Calls::Check`]), for exports that write them as they come
+    /// ([`SpanSource::each_streamed_call`](super::pieces::SpanSource)). `None` as
     /// [`Summary::of_with`] gives it (but for those calls), and when a thread's allocations
     /// and frees do not come in time order (a forged file: they could not be merged as read).
     pub(crate) fn with_memory_timeline(captures: &[&Capture]) -> Option<Self> {
-        let sum = Sum {
-            exact: false,
-            stacks: false,
-            calls: true,
-        };
-        let summary = Self::summed(captures, sum)?;
+        let summary = Self::summed(
+            captures,
+            Sum {
+                exact: false,
+                stacks: false,
+                calls: Calls::Check,
+                sites: false,
+            },
+        )?;
         summary
             .threads
             .iter()
             .all(|t| t.memory_in_order)
             .then_some(summary)
+    }
+
+    /// [`Summary::of_with`] with the spans counted but not summed by callsite ([`Sum::sites`]):
+    /// what [`Pieces`](super::pieces::Pieces) needs, at less work.
+    pub(crate) fn counts_of(captures: &[&Capture]) -> Option<Self> {
+        Self::summed(
+            captures,
+            Sum {
+                exact: false,
+                stacks: false,
+                calls: Calls::Decline,
+                sites: false,
+            },
+        )
     }
 
     /// The summary of what `captures` decode to ([`Trace::from_captures`]), keeping every
@@ -124,16 +142,19 @@ impl Summary {
         exact: bool,
         stacks: bool,
     ) -> Option<Self> {
-        let sum = Sum {
-            exact,
-            stacks,
-            calls: false,
-        };
-        Self::summed(captures, sum)
+        Self::summed(
+            captures,
+            Sum {
+                exact,
+                stacks,
+                calls: Calls::Decline,
+                sites: true,
+            },
+        )
     }
 
     /// The summary of what `captures` decode to, summed as `sum` says; `None` when the
-    /// captures hold async calls that it does not sum.
+    /// captures hold async calls that it does not take ([`Sum::calls`]).
     pub(crate) fn summed<C: std::borrow::Borrow<Capture>>(
         captures: &[C],
         sum: Sum,
@@ -214,10 +235,10 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
     );
     let mut decoded = decoded;
     // Summed, async calls are summed by reading the threads again when their marks can be
-    // merged as read; else the capture is not summed.
+    // merged as read (or only checked: [`Calls::Check`]); else the capture is not summed.
     let calls = match exact {
         Some(how) if decoded.iter().any(|(thread, _)| thread.marks_seen.any) => {
-            let streamable = how.calls
+            let streamable = how.calls != Calls::Decline
                 && capture.cut_start.is_none()
                 && !capture.memory.is_on()
                 && decoded
@@ -226,14 +247,20 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
             if !streamable {
                 return None;
             }
-            let ends: Vec<u64> = decoded.iter().map(|(thread, _)| thread.end_ns).collect();
-            let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact);
-            for ((_, sums), calls) in decoded.iter_mut().zip(calls.by_thread) {
-                if let Some(sums) = sums {
-                    sums.calls = calls;
+            // Checked only, the calls are still matched of a salvaged session: its calls cut
+            // open count with its scopes.
+            if how.calls == Calls::Sum || shared.salvaged {
+                let ends: Vec<u64> = decoded.iter().map(|(thread, _)| thread.end_ns).collect();
+                let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact);
+                for ((_, sums), calls) in decoded.iter_mut().zip(calls.by_thread) {
+                    if let Some(sums) = sums {
+                        sums.calls = calls;
+                    }
                 }
+                Some(calls.open)
+            } else {
+                Some(0)
             }
-            Some(calls.open)
         }
         _ => None,
     };

@@ -41,6 +41,7 @@ use super::memory::Keeps;
 use super::memory::LiveAtEnd;
 use super::memory_stream::{self, TimelineThread};
 use super::pair::Pairing;
+use super::pipeline;
 use super::summary::{self, Summary};
 
 /// A run of one thread's spans with their arguments: the spans carried from the last piece
@@ -258,7 +259,7 @@ impl<'c> Pieces<'c> {
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     pub(crate) fn new(captures: &[&'c Capture]) -> Option<Self> {
         // Of a session that tracked memory, the pieces carry each span's memory figures.
-        let summary = Summary::of_with(captures, false, false)?;
+        let summary = Summary::counts_of(captures)?;
         let threads = threads(&summary);
         Self::with(captures, Cow::Owned(summary.trace), threads)
     }
@@ -354,11 +355,70 @@ impl SpanSource for Pieces<'_> {
         whole_trees: bool,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
+        let Some(&(_, _, source)) = self.sources.get(thread) else {
+            return Ok(());
+        };
+        // A large thread's pieces are decoded on another core while they are written.
+        let apart = source.record_bound() >= pipeline::PIPELINE_FROM;
+        let _untracked = Untracked::enter();
+        pipeline::pieces(apart, |f| self.decode_pieces(thread, whole_trees, f), f)
+    }
+
+    fn each_memory_event(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.memory_events(process, f).map(drop)
+    }
+
+    fn memory_processes(&self) -> BTreeSet<u32> {
+        (self.memory_events.iter().zip(&self.trace.threads))
+            .filter(|&(&n, _)| n > 0)
+            .map(|(_, thread)| thread.process)
+            .collect()
+    }
+
+    fn each_streamed_call(
+        &self,
+        f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let Some(capture) = self.calls else {
+            return Ok(());
+        };
+        let _untracked = Untracked::enter();
+        let in_capture: Vec<usize> = (0..self.sources.len())
+            .filter(|&t| self.sources[t].1 == capture)
+            .collect();
+        let Some(&first) = in_capture.first() else {
+            return Ok(());
+        };
+        let source = self.sources[first].0;
+        let shared = shared(source);
+        let threads: Vec<&CaptureThread> = in_capture.iter().map(|&t| self.sources[t].2).collect();
+        let ends: Vec<u64> = threads.iter().map(|t| shared.end_of(t)).collect();
+        let process = self.trace.threads[first].process;
+        let mut id = 0;
+        call_stream::each_call_in_order(&shared, &threads, &ends, process, &mut |call| {
+            f(id, call)?;
+            id += 1;
+            Ok(())
+        })
+    }
+}
+
+impl Pieces<'_> {
+    /// [`SpanSource::each_piece`]: thread `thread`'s pieces, decoded here, handed to `f`.
+    fn decode_pieces(
+        &self,
+        thread: usize,
+        whole_trees: bool,
+        f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
         let Some(&(capture, _, source)) = self.sources.get(thread) else {
             return Ok(());
         };
         let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
-        let _untracked = Untracked::enter();
         let shared = shared(capture);
         // The first pass matched the links.
         let (mut marks, mut links, mut events) =
@@ -412,50 +472,6 @@ impl SpanSource for Pieces<'_> {
         pairing.drain_piece(|piece| hand(piece, f))
     }
 
-    fn each_memory_event(
-        &self,
-        process: Option<u32>,
-        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
-    ) -> io::Result<()> {
-        self.memory_events(process, f).map(drop)
-    }
-
-    fn memory_processes(&self) -> BTreeSet<u32> {
-        (self.memory_events.iter().zip(&self.trace.threads))
-            .filter(|&(&n, _)| n > 0)
-            .map(|(_, thread)| thread.process)
-            .collect()
-    }
-
-    fn each_streamed_call(
-        &self,
-        f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
-    ) -> io::Result<()> {
-        let Some(capture) = self.calls else {
-            return Ok(());
-        };
-        let _untracked = Untracked::enter();
-        let in_capture: Vec<usize> = (0..self.sources.len())
-            .filter(|&t| self.sources[t].1 == capture)
-            .collect();
-        let Some(&first) = in_capture.first() else {
-            return Ok(());
-        };
-        let source = self.sources[first].0;
-        let shared = shared(source);
-        let threads: Vec<&CaptureThread> = in_capture.iter().map(|&t| self.sources[t].2).collect();
-        let ends: Vec<u64> = threads.iter().map(|t| shared.end_of(t)).collect();
-        let process = self.trace.threads[first].process;
-        let mut id = 0;
-        call_stream::each_call_in_order(&shared, &threads, &ends, process, &mut |call| {
-            f(id, call)?;
-            id += 1;
-            Ok(())
-        })
-    }
-}
-
-impl Pieces<'_> {
     /// The number of threads of the trace.
     pub(super) fn thread_count(&self) -> usize {
         self.sources.len()
@@ -510,7 +526,8 @@ impl Summary {
         let sum = super::summary::Sum {
             exact,
             stacks: false,
-            calls: true,
+            calls: super::summary::Calls::Sum,
+            sites: true,
         };
         let mut summary = Self::summed(&captures, sum)?;
         if !summary.threads.iter().all(|t| t.memory_in_order) {

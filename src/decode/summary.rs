@@ -51,7 +51,8 @@ pub(crate) struct CallSums {
 /// The scopes of one thread, summed by callsite.
 #[derive(Debug)]
 pub(crate) struct ThreadSums {
-    /// One entry per callsite, in order of first call.
+    /// One entry per callsite, in order of first call (none when only counted,
+    /// [`ThreadSums::counting`]).
     pub(crate) sites: Vec<SiteSums>,
     /// The thread's spans (scopes and polls), as `ThreadTrace::spans.len()` would count them.
     pub(crate) spans: usize,
@@ -68,6 +69,8 @@ pub(crate) struct ThreadSums {
     cache: [(usize, usize); CACHE],
     /// Durations are kept each (else in histograms).
     exact: bool,
+    /// The scopes are summed by callsite (else `sites` stays empty: [`Sum::sites`]).
+    sites_summed: bool,
     /// The spans summed by stack, when asked for ([`Summary::stacks_of`]).
     pub(crate) stacks: Option<StackTree>,
     /// The thread holds a scope that follows from a link, or a `tracing` span's
@@ -93,10 +96,24 @@ pub(crate) struct Sum {
     pub(crate) exact: bool,
     /// The spans are summed by stack too ([`StackTree`]).
     pub(crate) stacks: bool,
-    /// Async calls are summed too, when their marks can be merged as the threads are read
-    /// again ([`call_stream`](super::call_stream)); else (and without this) captures with
-    /// async calls are not summed.
-    pub(crate) calls: bool,
+    /// What is done with async calls ([`Calls`]).
+    pub(crate) calls: Calls,
+    /// The scopes are summed by callsite ([`ThreadSums::sites`]); else only counted, for
+    /// what needs the counts but not the sums ([`Pieces`](crate::decode::pieces::Pieces)).
+    pub(crate) sites: bool,
+}
+
+/// What a summing pass does with the async calls of captures that hold some.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Calls {
+    /// Such captures are not summed (their summary is `None`).
+    Decline,
+    /// Captures whose async marks can be merged as the threads are read again
+    /// ([`call_stream`](super::call_stream)) are summed, but not their calls
+    /// ([`Summary::streamed_calls`]): for exports that read them again as they write them.
+    Check,
+    /// Those captures are summed with their calls ([`ThreadSums::calls`]).
+    Sum,
 }
 
 impl ThreadSums {
@@ -111,12 +128,21 @@ impl ThreadSums {
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
             exact,
+            sites_summed: true,
             stacks: None,
             follows: false,
             tangled: false,
             open_at_end: Vec::new(),
             memory_events: 0,
             memory_in_order: true,
+        }
+    }
+
+    /// No span yet, counted but not summed by callsite (see [`Sum::sites`]).
+    pub(crate) fn counting() -> Self {
+        Self {
+            sites_summed: false,
+            ..Self::new(false)
         }
     }
 
@@ -130,6 +156,9 @@ impl ThreadSums {
             return;
         }
         self.cut_at_start += usize::from(span.cut_at_start);
+        if !self.sites_summed {
+            return;
+        }
         let address = std::ptr::from_ref(span.callsite) as usize;
         let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
         let at = match self.cache[slot] {

@@ -283,7 +283,10 @@ impl Shared<'_> {
                 thread.record_bound()
             },
         );
-        let mut sums = exact.map(|s| ThreadSums::new(s.exact));
+        let mut sums = exact.map(|s| match s.sites {
+            true => ThreadSums::new(s.exact),
+            false => ThreadSums::counting(),
+        });
         let mut marks_seen = MarksSeen::default();
         // Before the scopes cut at a flight recorder's start are opened: they are stacks too.
         if exact.is_some_and(|s| s.stacks) {

@@ -1,6 +1,7 @@
 //! Closing scopes: a span made of an entry and its exit, what it adopts, and the end of a
 //! thread's records.
 
+use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
 use crate::trace::{Instant, InstantScope, MemoryStats, Span, SpanArg, SpanKind, SpanRef};
 
@@ -39,7 +40,11 @@ impl<'a> Pairing<'a> {
             // The open spans are in index order (pushed as they begin): a search, not a scan,
             // as a walk past many closed ancestors (guards dropped outermost first) looks up
             // each of them.
-            let open = self.open.binary_search_by_key(&at, |o| o.index).ok();
+            let open = match self.open.last() {
+                // The usual case: the parent, on top.
+                Some(top) if top.index == at => Some(self.open.len() - 1),
+                _ => self.open.binary_search_by_key(&at, |o| o.index).ok(),
+            };
             // The usual case, the parent still open: the whole span is inside it, and the
             // parent's duration leaves out this span's probe and what this span left out.
             let direct = open.is_some() && ancestor == parent;
@@ -95,22 +100,7 @@ impl<'a> Pairing<'a> {
             return;
         }
         if event.kind == RawKind::End {
-            // The newest open span with the end's key: the top one unless guards were dropped
-            // out of order. An end whose entry was outside the window closes nothing.
-            let key = event.id;
-            if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
-                // The top one but for guards dropped out of order: a pop, not a shift.
-                let closed = if position + 1 == self.open.len() {
-                    self.open.pop()
-                } else {
-                    self.tangled = true;
-                    Some(self.open.remove(position))
-                };
-                let ns = self.converter.to_unix_ns(event.tick);
-                if let Some(closed) = closed {
-                    self.close(closed, ns, false);
-                }
-            }
+            self.end(event);
             return;
         }
         let instant = matches!(event.kind, RawKind::Instant | RawKind::InstantProcess);
@@ -157,38 +147,76 @@ impl<'a> Pairing<'a> {
             });
         }
         if matches!(event.kind, RawKind::Begin | RawKind::PollBegin) {
-            let index = self.next_index();
-            let parent = self.open.last().map(|o| o.index);
-            let depth = parent.map_or(0, |p| self.span_mut(p).depth + 1);
-            if let Some(stacks) = &mut self.stacks {
-                stacks.open(index, parent, callsite);
-            }
-            self.spans.push(Span {
-                callsite,
-                start_ns: ns,
-                end_ns: 0,
-                depth,
-                parent,
-                children_ns: 0,
-                overhead_ns: 0,
-                open_at_stop: self.ends_open.binary_search(&index).is_ok(),
-                cut_at_start: false,
-                kind: if event.kind == RawKind::Begin {
-                    SpanKind::Scope
-                } else {
-                    SpanKind::Poll { async_span: None }
-                },
-            });
-            if let Some(memory) = &mut self.memory {
-                memory.open();
-            }
-            self.open.push(Open {
-                index,
-                key: RawEvent::end_key(event.id, event.tick),
-                probe: self.probe.inner,
-                child_end: 0,
-            });
+            self.begin(event, callsite, ns);
         }
+    }
+
+    /// An [`End`](RawKind::End) record: closes the newest open span with the end's key (the
+    /// top one unless guards were dropped out of order). An end whose entry was outside the
+    /// window closes nothing.
+    #[inline]
+    pub(super) fn end(&mut self, event: RawEvent) {
+        let key = event.id;
+        if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
+            // The top one but for guards dropped out of order: a pop, not a shift.
+            let closed = if position + 1 == self.open.len() {
+                self.open.pop()
+            } else {
+                self.tangled = true;
+                Some(self.open.remove(position))
+            };
+            let ns = self.converter.to_unix_ns(event.tick);
+            if let Some(closed) = closed {
+                self.close(closed, ns, false);
+            }
+        }
+    }
+
+    /// A [`Begin`](RawKind::Begin) record: the scope opens (unless its callsite is unknown).
+    #[inline]
+    pub(super) fn begin_scope(&mut self, event: RawEvent) {
+        if let Some(callsite) = self.callsite(event.id) {
+            let ns = self.converter.to_unix_ns(event.tick);
+            self.begin(event, callsite, ns);
+        }
+    }
+
+    /// A [`Begin`](RawKind::Begin) or [`PollBegin`](RawKind::PollBegin) record of `callsite`
+    /// at `ns`: the span opens.
+    #[inline]
+    fn begin(&mut self, event: RawEvent, callsite: &'static Callsite, ns: u64) {
+        let index = self.next_index();
+        let (parent, depth) =
+            (self.open.last()).map_or((None, 0), |o| (Some(o.index), o.depth + 1));
+        if let Some(stacks) = &mut self.stacks {
+            stacks.open(index, parent, callsite);
+        }
+        self.spans.push(Span {
+            callsite,
+            start_ns: ns,
+            end_ns: 0,
+            depth,
+            parent,
+            children_ns: 0,
+            overhead_ns: 0,
+            open_at_stop: self.ends_open.binary_search(&index).is_ok(),
+            cut_at_start: false,
+            kind: if event.kind == RawKind::Begin {
+                SpanKind::Scope
+            } else {
+                SpanKind::Poll { async_span: None }
+            },
+        });
+        if let Some(memory) = &mut self.memory {
+            memory.open();
+        }
+        self.open.push(Open {
+            index,
+            key: RawEvent::end_key(event.id, event.tick),
+            probe: self.probe.inner,
+            child_end: 0,
+            depth,
+        });
     }
 
     /// Ends the thread's records: applies a record still waiting for its payload and the

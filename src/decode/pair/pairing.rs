@@ -134,6 +134,8 @@ pub(super) struct Open {
     pub(super) probe: u64,
     /// The latest end of its children closed so far (ns).
     pub(super) child_end: u64,
+    /// Its [`depth`](Span::depth) (a child's is one more).
+    pub(super) depth: u32,
 }
 
 /// True for the kinds whose record is followed by a [`Payload`](RawKind::Payload).

@@ -14,6 +14,26 @@ impl<'a> Pairing<'a> {
     /// Takes the thread's next record.
     #[inline]
     pub(in crate::decode) fn push(&mut self, event: RawEvent) {
+        // Most records: an entry or an exit, with nothing pending before it (what
+        // [`Pairing::push_any`] does with them then).
+        if matches!(event.kind, RawKind::Begin | RawKind::End)
+            && self.pending.is_none()
+            && self.counts.is_none()
+            && !self.reader.is_reading()
+        {
+            self.events += 1;
+            self.args_of = ArgsOf::Span;
+            match event.kind {
+                RawKind::End => self.end(event),
+                _ => self.begin_scope(event),
+            }
+            return;
+        }
+        self.push_any(event);
+    }
+
+    /// [`Pairing::push`] of any record.
+    fn push_any(&mut self, event: RawEvent) {
         self.events += 1;
         if let Some(lead) = self.pending.take() {
             if event.kind == RawKind::Payload {

@@ -1,0 +1,232 @@
+//! Decoding a thread's pieces on one core while they are written on another: the pieces of
+//! [`Pieces`](super::pieces::Pieces) made on a helper thread and handed over, in order,
+//! through a short queue, so that decoding and writing overlap in memory bounded by the
+//! pieces queued.
+
+use std::io;
+use std::sync::mpsc;
+
+use crate::record::registry::Untracked;
+use crate::trace::{MemoryStats, Span, SpanArg};
+
+use super::pieces::Piece;
+use super::summary::WINDOW;
+
+/// Batches of pieces decoded ahead of the one being written, at most: memory stays bounded
+/// by a few batches (with the one being filled and the one being written).
+const AHEAD: usize = 1;
+
+/// Below this many records, a thread's pieces are decoded where they are written: starting
+/// a helper thread would cost more than it saves.
+pub(crate) const PIPELINE_FROM: usize = 1 << 14;
+
+/// The pieces `decode` hands to its callback, handed to `write` in the same order: on a helper
+/// thread that runs up to [`AHEAD`] batches of pieces ahead when `apart` (and the machine has more than
+/// one core), else in turn on this thread. Stops at the first error `write` returns (the
+/// helper then stops at its next piece), and returns it.
+pub(crate) fn pieces(
+    apart: bool,
+    decode: impl FnOnce(&mut dyn FnMut(Piece<'_>) -> io::Result<()>) -> io::Result<()> + Send,
+    write: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    pieces_on(apart && cores >= 2, decode, write)
+}
+
+/// [`pieces`], on a helper thread when `apart` whatever the cores.
+fn pieces_on(
+    apart: bool,
+    decode: impl FnOnce(&mut dyn FnMut(Piece<'_>) -> io::Result<()>) -> io::Result<()> + Send,
+    write: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    if !apart {
+        return decode(write);
+    }
+    // Full batches of pieces one way, emptied ones back the other (reused, so that the
+    // helper does not allocate a piece's worth of memory per piece).
+    let (full, batches) = mpsc::sync_channel::<Batch>(AHEAD);
+    let (emptied, spare) = mpsc::channel::<Batch>();
+    std::thread::scope(|s| {
+        let helper = s.spawn(move || {
+            // Decoding allocates; that is the profiler's work, not the program's.
+            let _untracked = Untracked::enter();
+            let mut batch = Batch::default();
+            let send = |batch: &mut Batch| {
+                let next = spare.try_recv().unwrap_or_default();
+                // The writer stopped (its error is the one returned): stop decoding too.
+                (full.send(std::mem::replace(batch, next)))
+                    .map_err(|_| io::Error::other("the pieces' writer stopped"))
+            };
+            decode(&mut |piece| {
+                batch.push(&piece);
+                match batch.spans >= BATCH_SPANS {
+                    true => send(&mut batch),
+                    false => Ok(()),
+                }
+            })?;
+            match batch.len > 0 {
+                true => send(&mut batch),
+                false => Ok(()),
+            }
+        });
+        let mut written = Ok(());
+        'batches: for mut batch in batches.iter() {
+            for owned in &batch.pieces[..batch.len] {
+                written = write(owned.piece());
+                if written.is_err() {
+                    break 'batches;
+                }
+            }
+            batch.clear();
+            // The helper may be done already: then the buffers are not needed.
+            let _ = emptied.send(batch);
+        }
+        // Ends the helper's sends if it is still decoding.
+        drop(batches);
+        let decoded = match helper.join() {
+            Ok(decoded) => decoded,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        written.and(decoded)
+    })
+}
+
+/// Spans a batch of pieces holds before it is handed over: handing over may cost a wake-up
+/// of the writer, so small pieces go in batches; a piece holds [`WINDOW`] spans or more but
+/// for a thread's last, so most batches are one piece, and memory stays that of a few.
+const BATCH_SPANS: usize = WINDOW;
+
+/// Pieces handed over together: the first `len` of `pieces` (the rest are buffers to reuse).
+#[derive(Default)]
+struct Batch {
+    pieces: Vec<Owned>,
+    len: usize,
+    /// The spans of the pieces.
+    spans: usize,
+}
+
+impl Batch {
+    /// Adds a copy of `piece`.
+    fn push(&mut self, piece: &Piece<'_>) {
+        if self.len == self.pieces.len() {
+            self.pieces.push(Owned::default());
+        }
+        self.pieces[self.len].fill(piece);
+        self.len += 1;
+        self.spans += piece.spans.len();
+    }
+
+    /// No piece (the buffers are kept).
+    fn clear(&mut self) {
+        self.len = 0;
+        self.spans = 0;
+    }
+}
+
+/// A [`Piece`] with its own buffers, to cross threads.
+#[derive(Default)]
+struct Owned {
+    base: u32,
+    spans: Vec<Span>,
+    memory: Vec<MemoryStats>,
+    args: Vec<SpanArg>,
+    carried: Vec<u32>,
+    open: Vec<u32>,
+}
+
+impl Owned {
+    /// A copy of `piece`, in these buffers.
+    fn fill(&mut self, piece: &Piece<'_>) {
+        self.base = piece.base;
+        fill(&mut self.spans, piece.spans);
+        fill(&mut self.memory, piece.memory);
+        fill(&mut self.args, piece.args);
+        fill(&mut self.carried, piece.carried);
+        fill(&mut self.open, piece.open);
+    }
+
+    /// The piece copied.
+    fn piece(&self) -> Piece<'_> {
+        Piece {
+            base: self.base,
+            spans: &self.spans,
+            memory: &self.memory,
+            args: &self.args,
+            carried: &self.carried,
+            open: &self.open,
+        }
+    }
+}
+
+/// `to` holding a copy of `from`, in its own buffer.
+fn fill<T: Clone>(to: &mut Vec<T>, from: &[T]) {
+    to.clear();
+    to.extend_from_slice(from);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::callsite::Callsite;
+    use crate::trace::SpanKind;
+
+    static SITE: Callsite = Callsite::new("site", file!(), line!(), module_path!());
+
+    #[test]
+    fn pieces_come_in_order_and_errors_stop_both_sides() {
+        let callsite = &SITE;
+        let span = |start_ns: u64| Span {
+            callsite,
+            start_ns,
+            end_ns: start_ns + 1,
+            depth: 0,
+            parent: None,
+            children_ns: 0,
+            overhead_ns: 0,
+            open_at_stop: false,
+            cut_at_start: false,
+            kind: SpanKind::Scope,
+        };
+        let decode = |n: u64| {
+            move |f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>| {
+                for i in 0..n {
+                    let spans = [span(2 * i), span(2 * i + 1)];
+                    let carried = [i as u32];
+                    f(Piece {
+                        base: i as u32 * 2,
+                        spans: &spans,
+                        memory: &[],
+                        args: &[],
+                        carried: &carried,
+                        open: &[],
+                    })?;
+                }
+                Ok(())
+            }
+        };
+        for apart in [false, true] {
+            let mut seen = Vec::new();
+            pieces_on(apart, decode(100), &mut |piece| {
+                seen.push((piece.base, piece.spans[1].start_ns, piece.carried[0]));
+                Ok(())
+            })
+            .unwrap();
+            let expected: Vec<_> = (0..100u32)
+                .map(|i| (2 * i, 2 * u64::from(i) + 1, i))
+                .collect();
+            assert_eq!(seen, expected);
+            // The writer's error is the one returned, after its third piece.
+            let mut written = 0;
+            let error = pieces_on(apart, decode(100), &mut |_| {
+                written += 1;
+                match written {
+                    3 => Err(io::Error::other("disk full")),
+                    _ => Ok(()),
+                }
+            })
+            .unwrap_err();
+            assert_eq!(error.to_string(), "disk full");
+            assert_eq!(written, 3);
+        }
+    }
+}
