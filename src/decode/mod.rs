@@ -23,6 +23,7 @@ mod memory_stream;
 mod merge;
 mod pair;
 pub(crate) mod parallel;
+mod piece;
 pub(crate) mod pieces;
 mod pipeline;
 pub(crate) mod quantiles;

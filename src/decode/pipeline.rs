@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use crate::record::registry::Untracked;
 use crate::trace::{MemoryStats, Span, SpanArg};
 
-use super::pieces::Piece;
+use super::piece::Piece;
 use super::summary::WINDOW;
 
 /// Batches of pieces decoded ahead of the one being written, at most: memory stays bounded
