@@ -94,6 +94,21 @@ impl Summary {
         Self::of_with(captures, false, true)
     }
 
+    /// [`Summary::stacks_of`], also of captures with the async calls of `#[profile] async
+    /// fn`s ([`Calls::Check`]): for folded stacks (and flame graphs), whose stacks hold a
+    /// call's polls as frames of their threads, whichever call they are of.
+    pub(crate) fn stacks_with_polls_of(captures: &[&Capture]) -> Option<Self> {
+        Self::summed(
+            captures,
+            Sum {
+                exact: false,
+                stacks: true,
+                calls: Calls::Check,
+                sites: true,
+            },
+        )
+    }
+
     /// [`Summary::counts_of`] (the spans counted, not summed by callsite), for exports that
     /// read the captures' memory timeline again as they write it
     /// ([`Pieces::with_memory`](super::pieces::Pieces::with_memory)): the trace's

@@ -218,6 +218,16 @@ impl<'c> Pieces<'c> {
         if summary.streamed_calls {
             return None;
         }
+        Self::of_summary_with_polls(captures, summary)
+    }
+
+    /// [`Pieces::of_summary`], also of a summary that summed async calls, for what takes a
+    /// call's polls as spans of their threads, whichever call they are of (the call tree):
+    /// its pieces hold the polls, with no call.
+    pub(crate) fn of_summary_with_polls(
+        captures: &[&'c Capture],
+        summary: &'c Summary,
+    ) -> Option<Self> {
         Self::with(captures, Cow::Borrowed(&summary.trace), threads(summary))
     }
 

@@ -88,3 +88,48 @@ fn calls_of_two_sessions_are_decoded_whole() {
             .is_none()
     );
 }
+
+/// Folded stacks, and the call tree (text, JSON, CSV; by thread or not), of captures with
+/// async calls are summed from their records and pieces: a call's polls are frames (nodes)
+/// of the threads they ran on, as in the decoded trace.
+#[test]
+fn folded_stacks_and_call_trees_of_async_calls_are_the_decoded_traces() {
+    use crate::table::Table;
+    use std::sync::Arc;
+    let sessions = || {
+        [
+            vec![session(70, 3, 3_000, 11)],
+            vec![session(71, 1, 40_000, 64)],
+            vec![held_back(3_000)],
+        ]
+    };
+    for captures in sessions() {
+        let trace = Arc::new(Trace::from_captures(&captures));
+        assert!(!trace.async_spans.is_empty());
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let mut whole = Vec::new();
+        super::folded::Options::new()
+            .write(&trace, &mut whole)
+            .unwrap();
+        let mut summed = Vec::new();
+        (super::folded::Options::new().write_captures(&refs, &mut summed))
+            .expect("summed by stack")
+            .unwrap();
+        assert!(whole == summed, "folded stacks differ");
+        let mut bytes = Vec::new();
+        for capture in &captures {
+            capture.write_to(&mut bytes).unwrap();
+        }
+        let copies = || Capture::from_bytes(&bytes).unwrap();
+        let trace = Arc::new(Trace::from_captures(&copies()));
+        for by_thread in [false, true] {
+            let from_trace = Table::new(trace.clone()).tree(true).by_thread(by_thread);
+            let from_captures = Table::from_captures(copies())
+                .tree(true)
+                .by_thread(by_thread);
+            assert_eq!(from_captures.to_string(), from_trace.to_string());
+            assert_eq!(from_captures.to_json(), from_trace.to_json());
+            assert_eq!(from_captures.to_csv(), from_trace.to_csv());
+        }
+    }
+}

@@ -53,12 +53,14 @@ impl Format for Options {
 }
 
 /// The stacks of the trace `captures` decode to, as [`stacks`] gives them, summed as the
-/// records are decoded; `None` when they cannot be (async calls).
+/// records are decoded (a poll of an async call is a frame of its thread, as in the trace);
+/// `None` when they cannot be (`tracing` spans entered several times, async calls of a flight
+/// recorder's window or of a session that tracked memory).
 pub(crate) fn summed_stacks_of(
     captures: &[&crate::capture::Capture],
     options: Options,
 ) -> Option<BTreeMap<String, u64>> {
-    summed_stacks(&Summary::stacks_of(captures)?, options)
+    summed_stacks(&Summary::stacks_with_polls_of(captures)?, options)
 }
 
 /// The stacks of the trace `summary` stands for, as [`stacks`] gives them, from its threads'

@@ -326,10 +326,10 @@ impl Table {
                 // and a table split by argument or by origin take the spans piece by piece
                 // ([`Table::call_tree`], [`Table::report`]), each follower labelled with the
                 // callsite of its origin that the first pass found. Summed async calls stand
-                // only for a flat table's rows (by thread or not): the tree and the splits
-                // take the spans, and need each poll's call.
+                // for a flat table's rows (by thread or not) and the call tree (polls where
+                // they ran); the splits need each poll's call.
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
-                    && !(summary.streamed_calls && (self.tree || self.split() != Split::None))
+                    && !(summary.streamed_calls && !self.tree && self.split() != Split::None)
                 {
                     return (&summary.trace, Some(summary));
                 }
@@ -349,7 +349,7 @@ impl Table {
             && std::ptr::eq(trace, &summary.trace)
         {
             let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
-            if let Some(pieces) = Pieces::of_summary(&captures, summary) {
+            if let Some(pieces) = Pieces::of_summary_with_polls(&captures, summary) {
                 return CallTree::from_source(&pieces, self.by_thread);
             }
         }
