@@ -467,3 +467,37 @@ fn calls_of_equal_totals_settled_out_of_the_order_they_began() {
     };
     assert_eq!(assert_as_decoded(&make, true), Some(2));
 }
+
+#[test]
+fn hostile_calls_spilled_to_a_file_are_written_as_decoded() {
+    // A call open at the stop begun first, then 70,000 calls waiting behind it: begun on
+    // thread 1, polled on thread 2 (a parse inside) until after they end on thread
+    // `u64::MAX`, every seventh begun again while open (no end thread), ids reused.
+    let make = || {
+        let (mut one, mut two, mut three) = (Vec::new(), Vec::new(), Vec::new());
+        one.extend(with_payload(RawKind::AsyncBegin, &FETCH, 5, 1));
+        for i in 0..70_000u64 {
+            let (tick, span) = (10 + 4 * i, 2 + (i % 50_000) as u32);
+            one.extend(with_payload(RawKind::AsyncBegin, &HANDLE, tick, span));
+            two.extend(with_payload(RawKind::PollBegin, &HANDLE, tick, span));
+            two.push(RawEvent::begin(PARSE.id(), tick + 1));
+            two.push(RawEvent::end(
+                RawEvent::end_key(PARSE.id(), tick + 1),
+                tick + 2,
+            ));
+            two.push(RawEvent::end(
+                RawEvent::end_key(HANDLE.id(), tick),
+                tick + 3,
+            ));
+            if i % 7 == 0 {
+                one.extend(with_payload(RawKind::AsyncBegin, &HANDLE, tick + 1, span));
+                three.extend(with_payload(RawKind::AsyncEnd, &HANDLE, tick + 3, span));
+            } else {
+                three.extend(with_payload(RawKind::AsyncEnd, &HANDLE, tick + 2, span));
+            }
+        }
+        let threads = vec![(1, one), (2, two), (u64::MAX, three)];
+        vec![Capture::from_records(threads, 0, 400_000)]
+    };
+    assert_eq!(assert_as_decoded(&make, true), Some(80_001));
+}
