@@ -174,8 +174,12 @@ fn temporary() -> Option<File> {
 /// `call` as a file slot, its callsite by `site` (an index).
 fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
     let mut slot = [0u8; SLOT as usize];
-    let end_thread = call.end_thread.map_or(u64::MAX, |t| t.min(u64::MAX - 1));
-    let flags = u8::from(call.open_at_stop) | u8::from(call.cut_at_start) << 1 | 1 << 7;
+    // Whether it ended on a thread is a flag: any thread id (a forged file's too) is kept.
+    let end_thread = call.end_thread.unwrap_or(0);
+    let flags = u8::from(call.open_at_stop)
+        | u8::from(call.cut_at_start) << 1
+        | u8::from(call.end_thread.is_some()) << 2
+        | 1 << 7;
     let words = [
         call.start_ns,
         call.end_ns,
@@ -208,7 +212,7 @@ fn decode(slot: &[u8; SLOT as usize], callsites: &[&'static Callsite]) -> Option
         start_ns: word(0),
         end_ns: word(1),
         thread: word(2),
-        end_thread: (word(3) != u64::MAX).then_some(word(3)),
+        end_thread: (flags & 4 != 0).then_some(word(3)),
         busy_ns: word(4),
         self_ns: word(5),
         process: int(52),

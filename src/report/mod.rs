@@ -299,6 +299,8 @@ fn nearest_rank(values: &mut [u64], pct: usize) -> u64 {
 }
 
 #[cfg(test)]
+mod hostile_async_tests;
+#[cfg(test)]
 mod summary_async_tests;
 #[cfg(test)]
 mod summary_tests;
