@@ -49,7 +49,7 @@
 //! survives it.
 
 #[cfg(test)]
-mod async_pieces_tests;
+pub(crate) mod async_pieces_tests;
 pub mod chrome;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;

@@ -197,18 +197,7 @@ impl Report {
             for site in &sums.sites {
                 let group = groups.group((thread.process, thread.id), site.callsite, None);
                 let acc = &mut groups.groups[group].1;
-                match &site.durations {
-                    Durations::Exact(durations) if acc.durations.is_empty() => {
-                        acc.durations.clone_from(durations);
-                    }
-                    Durations::Exact(durations) => acc.durations.extend_from_slice(durations),
-                    Durations::Histogram(histogram) => {
-                        if group >= histograms.len() {
-                            histograms.resize(group + 1, Histogram::default());
-                        }
-                        histograms[group].merge(histogram);
-                    }
-                }
+                add_durations(acc, group, &site.durations, &mut histograms);
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
                 acc.memory.add(&site.memory);
@@ -220,15 +209,7 @@ impl Report {
             for site in &sums.calls {
                 let group = groups.group((thread.process, thread.id), site.callsite, None);
                 let acc = &mut groups.groups[group].1;
-                match &site.durations {
-                    Durations::Exact(durations) => acc.durations.extend_from_slice(durations),
-                    Durations::Histogram(histogram) => {
-                        if group >= histograms.len() {
-                            histograms.resize(group + 1, Histogram::default());
-                        }
-                        histograms[group].merge(histogram);
-                    }
-                }
+                add_durations(acc, group, &site.durations, &mut histograms);
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
                 acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(site.busy_ns));
@@ -338,6 +319,28 @@ impl Report {
             counters: CounterStats::of(trace),
             values: ValueStats::of(trace),
             approximate_quantiles: false,
+        }
+    }
+}
+
+/// Adds a summed row's `durations` to the group at `group` (`acc`): to its list of durations,
+/// or of a summary in histograms, to the group's histogram in `histograms`.
+fn add_durations(
+    acc: &mut Acc,
+    group: usize,
+    durations: &Durations,
+    histograms: &mut Vec<Histogram>,
+) {
+    match durations {
+        Durations::Exact(durations) if acc.durations.is_empty() => {
+            acc.durations.clone_from(durations);
+        }
+        Durations::Exact(durations) => acc.durations.extend_from_slice(durations),
+        Durations::Histogram(histogram) => {
+            if group >= histograms.len() {
+                histograms.resize(group + 1, Histogram::default());
+            }
+            histograms[group].merge(histogram);
         }
     }
 }

@@ -4,17 +4,15 @@
 
 use std::sync::Arc;
 
-use super::{Report, Split};
+use super::summary_async_tests::assert_summary_is_decoded;
 use crate::capture::{Capture, Chunk};
 use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, with_payload};
 use crate::decode::summary::Summary;
-use crate::export::Format;
-use crate::export::chrome::{self, TimeOrigin};
-use crate::export::{kineto, perfetto};
+use crate::export::async_pieces_tests::exports_written_as_decoded;
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
 use crate::table::Table;
-use crate::trace::{SpanKind, Trace};
+use crate::trace::Trace;
 
 /// A callsite of the name of [`FETCH`]'s, elsewhere.
 static FETCH_TOO: Callsite = Callsite::new("fetch", file!(), line!(), module_path!());
@@ -193,23 +191,9 @@ fn assert_as_decoded(make: &dyn Fn() -> Vec<Capture>, must_sum: bool) -> Option<
     let summary = Summary::of(&captures);
     assert!(summary.is_some() || !must_sum, "declined");
     if let Some(summary) = &summary {
-        for split_threads in [false, true] {
-            let decoded = Report::build(&trace, split_threads, Split::None);
-            let summed = Report::from_summary(summary, split_threads);
-            assert!(
-                summed == decoded,
-                "split {split_threads}: {summed:?}\n!=\n{decoded:?}"
-            );
-        }
-        let spans = trace.threads.iter().flat_map(|t| &t.spans);
-        let polls = spans.filter(|s| s.kind != SpanKind::Scope).count();
-        assert_eq!(summary.polls(), polls);
-        assert_eq!(summary.calls(), trace.async_spans.len() as u64);
-        let spans: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
-        assert_eq!(summary.spans(), spans);
-        assert_eq!(summary.trace.salvage, trace.salvage);
+        assert_summary_is_decoded(summary, &trace);
     }
-    let written = assert_exports(&captures, &trace);
+    let written = exports_written_as_decoded(&captures, &trace);
     // A session's calls are written from pieces when they are summed as read.
     if must_sum && captures.len() == 1 {
         assert_eq!(written, 4);
@@ -223,50 +207,6 @@ fn assert_as_decoded(make: &dyn Fn() -> Vec<Capture>, must_sum: bool) -> Option<
         assert_eq!(summed.to_csv(), decoded.to_csv(), "by {by_thread}");
     }
     summary.map(|s| s.calls())
-}
-
-/// Each format that writes `captures` from pieces writes the bytes of `trace` (Chrome JSON
-/// and Kineto from the session start: the same events, in another order); returns how many
-/// formats wrote them from pieces.
-fn assert_exports(captures: &[Capture], trace: &Trace) -> usize {
-    let mut written = 0;
-    let refs: Vec<&Capture> = captures.iter().collect();
-    let formats: [(&str, &dyn Format); 4] = [
-        ("chrome", &chrome::Options::new()),
-        (
-            "chrome unix",
-            &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
-        ),
-        ("kineto", &kineto::Options::new(0, 1)),
-        ("perfetto", &perfetto::Options::new()),
-    ];
-    for (name, format) in formats {
-        let mut whole = Vec::new();
-        format.write(trace, &mut whole).unwrap();
-        let mut pieces = Vec::new();
-        let Some(result) = format.write_captures(&refs, &mut pieces) else {
-            continue;
-        };
-        result.unwrap();
-        written += 1;
-        if whole == pieces {
-            continue;
-        }
-        assert!(matches!(name, "chrome" | "kineto"), "{name} differs");
-        let events = |bytes: &[u8]| {
-            let text = String::from_utf8(bytes.to_vec()).unwrap();
-            let mut lines: Vec<String> = (text.lines())
-                .map(|l| l.trim_end_matches(',').to_owned())
-                .collect();
-            lines.sort();
-            lines
-        };
-        assert!(
-            events(&whole) == events(&pieces),
-            "{name}: the events differ"
-        );
-    }
-    written
 }
 
 fn forge(seed: u64) -> Forge {
@@ -375,7 +315,7 @@ fn hostile_sessions_several_with_and_without_calls() {
         assert_as_decoded(&make, true);
         let captures = make();
         let trace = Trace::from_captures(&captures);
-        assert_eq!(assert_exports(&captures, &trace), 4);
+        assert_eq!(exports_written_as_decoded(&captures, &trace), 4);
         assert_as_decoded(
             &|| vec![hostile(forge(seed)), plain(), hostile(forge(seed + 1))],
             true,
@@ -412,7 +352,7 @@ fn calls_spilled_to_a_file_keep_a_thread_id_of_all_ones() {
     let captures = make();
     let trace = Trace::from_captures(&captures);
     assert_eq!(trace.async_spans[1].end_thread, Some(u64::MAX));
-    assert_eq!(assert_exports(&captures, &trace), 4);
+    assert_eq!(exports_written_as_decoded(&captures, &trace), 4);
 }
 
 #[test]

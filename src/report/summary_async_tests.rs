@@ -13,10 +13,16 @@ use crate::trace::{SpanKind, Trace};
 fn assert_calls_summed(captures: &[Capture]) -> Summary {
     let summary = Summary::of(captures).expect("async calls summed");
     assert!(summary.streamed_calls);
-    let trace = Trace::from_captures(captures);
+    assert_summary_is_decoded(&summary, &Trace::from_captures(captures));
+    summary
+}
+
+/// `summary` gives the reports of `trace` (by thread or not), its call, poll and span counts
+/// and its salvage.
+pub(crate) fn assert_summary_is_decoded(summary: &Summary, trace: &Trace) {
     for split_threads in [false, true] {
-        let decoded = Report::build(&trace, split_threads, Split::None);
-        let summed = Report::from_summary(&summary, split_threads);
+        let decoded = Report::build(trace, split_threads, Split::None);
+        let summed = Report::from_summary(summary, split_threads);
         assert!(
             summed == decoded,
             "split {split_threads}: {summed:?}\n!=\n{decoded:?}"
@@ -29,7 +35,6 @@ fn assert_calls_summed(captures: &[Capture]) -> Summary {
     let spans: usize = trace.threads.iter().map(|t| t.spans.len()).sum();
     assert_eq!(summary.spans(), spans);
     assert_eq!(summary.trace.salvage, trace.salvage);
-    summary
 }
 
 #[test]
