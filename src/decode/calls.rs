@@ -193,13 +193,7 @@ impl Feed<'_, '_> {
         let carry = *carry;
         shared.for_each_record_of(source, *chunk, keep, |record| {
             pairing.push(record);
-            let kept = pairing.kept_spans();
-            if kept >= summary::WINDOW
-                && (pairing.quiet()
-                    || (carry
-                        && kept >= 2 * summary::WINDOW.max(pairing.open_count())
-                        && pairing.can_carry()))
-            {
+            if pairing.piece_due(carry) {
                 pairing.drain_piece(|piece| take(piece, queue, ends, last_start, in_order));
             }
         });

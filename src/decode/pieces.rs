@@ -381,17 +381,7 @@ impl Pieces<'_> {
                 return;
             }
             pairing.push(record);
-            // Between top-level scopes when it can (whole trees: spans in the order of the
-            // whole thread), else, past twice the window, with the open spans carried (each
-            // piece copies them: with very many open, pieces grow with them, so that the
-            // copies stay a fraction of the work).
-            let kept = pairing.kept_spans();
-            if kept >= summary::WINDOW
-                && (pairing.quiet()
-                    || (carry
-                        && kept >= 2 * summary::WINDOW.max(pairing.open_count())
-                        && pairing.can_carry()))
-            {
+            if pairing.piece_due(carry) {
                 result = pairing.drain_piece(|piece| hand(piece, f));
                 // Async calls are matched apart ([`SpanSource::each_streamed_call`]).
                 pairing.marks_mut().clear();
@@ -399,13 +389,7 @@ impl Pieces<'_> {
         });
         result?;
         // As `Shared::thread` closes what is still open.
-        let end_ns = match shared.salvaged {
-            true => shared.last_tick(source).map_or(shared.end_ns, |tick| {
-                shared.converter.to_unix_ns(tick).min(shared.end_ns)
-            }),
-            false => shared.end_ns,
-        };
-        let _ = pairing.close_rest(end_ns);
+        let _ = pairing.close_rest(shared.end_of(source));
         pairing.drain_piece(|piece| hand(piece, f))
     }
 

@@ -37,6 +37,20 @@ impl<'a> Pairing<'a> {
         self.open.len()
     }
 
+    /// True when the spans kept are to be handed over as a piece ([`Pairing::drain_piece`]):
+    /// past [`WINDOW`](crate::decode::summary::WINDOW) spans, between top-level scopes (whole
+    /// trees: spans in the order of the whole thread); else, when `carry`, past twice the
+    /// window, with the open spans carried (each piece copies them: with very many open,
+    /// pieces grow with them, so that the copies stay a fraction of the work).
+    #[inline]
+    pub(in crate::decode) fn piece_due(&self, carry: bool) -> bool {
+        let window = crate::decode::summary::WINDOW;
+        let kept = self.kept_spans();
+        kept >= window
+            && (self.quiet()
+                || (carry && kept >= 2 * window.max(self.open_count()) && self.can_carry()))
+    }
+
     /// The spans kept: in the window and set aside.
     #[cfg(test)]
     pub(in crate::decode) fn kept(&self) -> usize {
