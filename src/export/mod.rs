@@ -54,6 +54,8 @@ pub mod chrome;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod folded;
+#[cfg(test)]
+mod hostile_async_tests;
 pub mod html;
 mod json;
 pub mod kineto;

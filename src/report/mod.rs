@@ -299,8 +299,6 @@ fn nearest_rank(values: &mut [u64], pct: usize) -> u64 {
 }
 
 #[cfg(test)]
-mod hostile_async_tests;
-#[cfg(test)]
 pub(crate) mod summary_async_tests;
 #[cfg(test)]
 mod summary_tests;

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use super::summary_async_tests::assert_summary_is_decoded;
+use super::async_pieces_tests::exports_written_as_decoded;
 use crate::capture::{Capture, Chunk};
 use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, with_payload};
 use crate::decode::summary::Summary;
-use crate::export::async_pieces_tests::exports_written_as_decoded;
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
+use crate::report::summary_async_tests::assert_summary_is_decoded;
 use crate::table::Table;
 use crate::trace::Trace;
 
