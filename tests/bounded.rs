@@ -527,13 +527,14 @@ fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     eprintln!(
         "OTLP push of a scope open over 40,001 / 400,001 spans: {small} / {large} bytes at most"
     );
-    // 400,000 spans of about 64 bytes each, were they held at once.
+    // 400,000 spans of about 64 bytes each, were they held at once (the pieces decoded a
+    // piece ahead on a helper thread, and the batch being sent, take about 3.4 MB).
     let spans_bytes = 400_000 * 64;
     assert!(
         large <= small + (256 << 10),
         "{large} bytes at most for 400,000 spans, {small} for a tenth"
     );
-    assert!(large < spans_bytes / 8, "{large} bytes");
+    assert!(large < spans_bytes / 5, "{large} bytes");
 }
 
 /// Links one in `LINK_EVERY` requests of [`stream_links`].
