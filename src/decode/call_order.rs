@@ -13,7 +13,11 @@ use crate::record::hash::FxHashMap;
 use crate::trace::AsyncSpan;
 
 /// Calls waiting in memory before they go to a file.
+#[cfg(not(test))]
 const HELD: usize = 1 << 16;
+/// Fewer in tests, so that theirs go to a file with a few thousand calls.
+#[cfg(test)]
+const HELD: usize = 1 << 10;
 
 /// Bytes a call takes in the file.
 const SLOT: u64 = 64;

@@ -84,7 +84,7 @@ fn async_calls_are_written_from_pieces_with_the_whole_traces_bytes() {
 fn calls_held_back_by_one_open_call_are_written_in_order() {
     // More calls wait behind the first than are held in memory: they go through a
     // temporary file.
-    assert_pieces_are_whole(&[held_back(70_000)]);
+    assert_pieces_are_whole(&[held_back(3_000)]);
 }
 
 #[test]
