@@ -10,12 +10,15 @@
 //! each iteration allocates a block in `parse` that `query` frees (two allocations and frees
 //! recorded, four records more), and each thread keeps a block live to the end. With `async`,
 //! each `request` is a call of an `async fn` under `#[profile]`, polled twice (`parse`,
-//! `handle` and `query` in its first poll), eight calls open at once. Modes combine with
+//! `handle` and `query` in its first poll), eight calls open at once. With `tracing` (built
+//! with `--features tracing`), each `request` is a `tracing` span with a field, recorded by
+//! the bridge: entered twice (the loop's scopes in its first enter), eight alive at once,
+//! closed on its thread: an async call of two polls. Modes combine with
 //! commas (`outer,memory`). The structure (names, nesting, number of scopes) is the same
 //! on every run; only the durations vary. For measuring the `tickscope` command on big
 //! captures (`scripts/big_capture.sh`).
 //!
-//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer,links,memory,async]`
+//! `cargo run --release --example big_capture -- OUT.tscope MIB [THREADS] [outer,links,memory,async,tracing]`
 //!
 //! [`ProfilerBuilder::stream_to`]: tickscope::ProfilerBuilder::stream_to
 
@@ -35,7 +38,11 @@ const MEMORY_RECORDS_PER_ITERATION: u64 = RECORDS_PER_ITERATION + 4;
 /// each, and an exit a poll), and the three scopes of its first poll.
 const ASYNC_RECORDS_PER_ITERATION: u64 = 16;
 
-/// With `async`, the calls open at once on a thread.
+/// Records per iteration with `tracing`: two enters (two records each, an argument record
+/// after each, and an exit), the three scopes of the first, and the close (two records).
+const TRACING_RECORDS_PER_ITERATION: u64 = 16;
+
+/// With `async` and `tracing`, the calls open at once on a thread.
 const ASYNC_BATCH: u64 = 8;
 
 /// With `links`, the requests whose link is followed: one in this many.
@@ -43,11 +50,12 @@ const LINK_EVERY: u64 = 100;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer,links,memory,async]";
+    let usage = "usage: big_capture OUT.tscope MIB [THREADS] [outer,links,memory,async,tracing]";
     let path = args.next().ok_or(usage)?;
     let mib: u64 = args.next().ok_or(usage)?.parse()?;
     let threads: u64 = args.next().map_or(Ok(4), |t| t.parse())?;
     let (mut outer, mut links, mut memory, mut calls) = (false, false, false, false);
+    let mut traced = false;
     if let Some(modes) = args.next() {
         for mode in modes.split(',') {
             match mode {
@@ -55,16 +63,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "links" => links = true,
                 "memory" => memory = true,
                 "async" => calls = true,
+                "tracing" => traced = true,
                 _ => return Err(usage.into()),
             }
         }
     }
-    if calls && (links || memory) {
-        return Err("async combines with outer only".into());
+    if (calls || traced) && (links || memory) || calls && traced {
+        return Err("async and tracing combine with outer only".into());
     }
-    let per_iteration = match (memory, calls) {
-        (true, _) => MEMORY_RECORDS_PER_ITERATION,
-        (_, true) => ASYNC_RECORDS_PER_ITERATION,
+    if traced && !cfg!(feature = "tracing") {
+        return Err("the tracing mode needs `--features tracing`".into());
+    }
+    let per_iteration = match (memory, calls, traced) {
+        (true, _, _) => MEMORY_RECORDS_PER_ITERATION,
+        (_, true, _) => ASYNC_RECORDS_PER_ITERATION,
+        (_, _, true) => TRACING_RECORDS_PER_ITERATION,
         _ => RECORDS_PER_ITERATION,
     };
     let iterations = (mib << 20) / 16 / per_iteration / threads.max(1);
@@ -74,6 +87,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.track_memory(MemoryMode::Timeline);
     }
     let prof = builder.try_start()?;
+    #[cfg(feature = "tracing")]
+    if traced {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(tickscope::tracing::layer()),
+        )?;
+    }
     // The follower records first, then follows the links the workers send.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (links_tx, links_rx) = std::sync::mpsc::channel::<Link>();
@@ -108,6 +128,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let mut sum = 0u64;
                     if calls {
                         return requests(t, iterations);
+                    }
+                    #[cfg(feature = "tracing")]
+                    if traced {
+                        return spans(t, iterations);
                     }
                     for i in 0..iterations {
                         let _request = match &links_tx {
@@ -156,11 +180,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.bytes_written,
         stats.records_written,
         stats.bytes_written as f64 / stats.records_written.max(1) as f64,
-        iterations * threads * if calls { 3 } else { 4 }
+        iterations * threads * if calls || traced { 3 } else { 4 }
             + if outer { threads } else { 0 }
             + u64::from(links)
             + 2 * followed,
-        if calls { iterations * threads } else { 0 },
+        if calls || traced {
+            iterations * threads
+        } else {
+            0
+        },
         stats.dropped_events
     );
     Ok(())
@@ -218,6 +246,35 @@ fn requests(t: u64, iterations: u64) -> u64 {
             if let std::task::Poll::Ready(value) = call.as_mut().poll(&mut cx) {
                 sum = sum.wrapping_add(value);
             }
+        }
+    }
+    sum
+}
+
+/// The `tracing` mode's loop on thread `t`: `iterations` requests, [`ASYNC_BATCH`] spans
+/// alive at once, each entered once in turn (the loop's scopes inside), then again, then
+/// closed.
+#[cfg(feature = "tracing")]
+fn spans(t: u64, iterations: u64) -> u64 {
+    let mut sum = 0u64;
+    for batch in 0..iterations.div_ceil(ASYNC_BATCH) {
+        let first = batch * ASYNC_BATCH;
+        let spans: Vec<(u64, tracing::Span)> = (first..(first + ASYNC_BATCH).min(iterations))
+            .map(|i| (i, tracing::info_span!("request", i)))
+            .collect();
+        for (i, span) in &spans {
+            let _entered = span.enter();
+            {
+                let _parse = scope!("parse");
+                sum = sum.wrapping_add(std::hint::black_box(i ^ t));
+            }
+            let _handle = scope!("handle");
+            let _query = scope!("query");
+            sum = sum.rotate_left(3);
+        }
+        for (_, span) in &spans {
+            let _entered = span.enter();
+            sum = sum.wrapping_add(1);
         }
     }
     sum

@@ -21,7 +21,10 @@
 # big-MIB-links.tscope). MEMORY=1: a session that tracks memory, an allocation and a free a
 # loop (`big_capture ... memory`, file big-MIB-memory.tscope). ASYNC=1: each request an
 # `async fn` call under `#[profile]` polled twice, eight open at once (`big_capture ...
-# async`, file big-MIB-async.tscope; with OUTER only). They combine. Skips when
+# async`, file big-MIB-async.tscope; with OUTER only). TRACING=1: each request a `tracing`
+# span with a field, entered twice and closed on its thread, eight alive at once
+# (`big_capture ... tracing`, built with `--features tracing`, file
+# big-MIB-tracing.tscope; with OUTER only). They combine. Skips when
 # /usr/bin/time is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +55,12 @@ if [ "${ASYNC:-0}" = 1 ]; then
     modes+=(async)
     suffix=$suffix-async
 fi
+example_features=()
+if [ "${TRACING:-0}" = 1 ]; then
+    modes+=(tracing)
+    suffix=$suffix-tracing
+    example_features=(--features tracing)
+fi
 outer=()
 if [ "${#modes[@]}" -gt 0 ]; then
     outer=("$(IFS=,; echo "${modes[*]}")")
@@ -62,7 +71,7 @@ if [ -z "$bin" ]; then
     bin=$target/release/tickscope
 fi
 if [ ! -s "$capture" ]; then
-    cargo build --quiet --release --example big_capture
+    cargo build --quiet --release --example big_capture "${example_features[@]}"
     /usr/bin/time -f 'generated in %e s, peak RSS %M KB' \
         "$target/release/examples/big_capture" "$capture" "$mib" 4 "${outer[@]}"
 fi

@@ -1276,6 +1276,122 @@ fn a_table_of_async_calls_takes_bounded_memory() {
     assert!(large < spans_bytes / 16, "{large} bytes");
 }
 
+/// Records, in a streaming session to `path`, `requests` `tracing` spans as a service's
+/// requests: each made and entered on thread A (a `parse` scope inside); one in three
+/// entered again there and closed there (an async call resolved on its thread), the others
+/// handed to thread B, which enters every second one again (an async call on two threads)
+/// and closes them all (those entered once on A: plain scopes closed elsewhere). Eight at
+/// most wait between the threads.
+#[cfg(feature = "tracing")]
+fn stream_tracing(path: &Path, requests: u64) -> Profiler {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tickscope::tracing::layer()));
+    let prof = Profiler::builder()
+        .current_thread()
+        .stream_to(path)
+        .stream_memory(1 << 20)
+        .try_start()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, tracing::Span)>(8);
+    let closer = {
+        let (prof, dispatch) = (prof.clone(), dispatch.clone());
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let _d = tracing::dispatcher::set_default(&dispatch);
+            for (i, span) in rx {
+                if i % 2 == 0 {
+                    span.in_scope(|| std::hint::black_box(i));
+                }
+            }
+        })
+    };
+    let maker = {
+        let (prof, dispatch) = (prof.clone(), dispatch.clone());
+        std::thread::spawn(move || {
+            prof.join_current_thread();
+            let _d = tracing::dispatcher::set_default(&dispatch);
+            for i in 0..requests {
+                let span = tracing::info_span!("request", i);
+                span.in_scope(|| {
+                    let _parse = scope!("parse");
+                    std::hint::black_box(i);
+                });
+                if i % 3 == 0 {
+                    span.in_scope(|| std::hint::black_box(i));
+                } else {
+                    tx.send((i, span)).unwrap();
+                }
+            }
+        })
+    };
+    maker.join().unwrap();
+    closer.join().unwrap();
+    prof.stop();
+    assert_eq!(prof.stream_stats().unwrap().dropped_events, 0);
+    prof
+}
+
+/// The flat table (by thread or not) and the report of a session of `tracing` spans entered
+/// several times, on two threads, closed on either, summed as the file is read again: the
+/// whole trace's text and rows, in the same memory for ten times the spans.
+#[cfg(feature = "tracing")]
+#[test]
+fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
+    let _serial = serial();
+    let peak = |requests: u64, name: &str| {
+        let path = scratch(name);
+        let prof = stream_tracing(&path, requests);
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (peak, text) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            Table::from_captures(captures).to_string()
+        });
+        assert!(text.contains("Quantiles: p50 and p99 from log-linear histograms"));
+        let (report_peak, report) = peak_of(|| prof.report());
+        assert!(report.approximate_quantiles);
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let captures = Capture::read_all(&path).unwrap();
+        let (whole, trace) = peak_of(|| Trace::from_captures(&captures));
+        let trace = Arc::new(trace);
+        // Calls: a third entered twice on A, and every second one of the rest on B.
+        let calls = requests.div_ceil(3) + (requests - requests.div_ceil(3)).div_ceil(2);
+        assert_eq!(trace.async_spans.len() as u64, calls);
+        for by_thread in [false, true] {
+            let summed = Table::from_captures(Capture::read_all(&path).unwrap())
+                .by_thread(by_thread)
+                .to_string();
+            assert_eq!(
+                summed,
+                Table::new(trace.clone()).by_thread(by_thread).to_string()
+            );
+        }
+        let text = Table::from_captures(Capture::read_all(&path).unwrap()).to_string();
+        let footer = format!("{calls} async calls ({} polls)", 2 * calls);
+        assert!(text.contains(&footer), "{text}");
+        let request = text.lines().find(|l| l.starts_with("request")).unwrap();
+        assert_eq!(
+            request.split_whitespace().nth(1),
+            Some(&*requests.to_string())
+        );
+        assert_eq!(prof.report().rows(), Report::new(&trace).rows());
+        std::fs::remove_file(&path).unwrap();
+        [peak.max(report_peak), whole]
+    };
+    let [small, _] = peak(3_000, "tracing-small.tscope");
+    let [large, whole] = peak(30_000, "tracing-large.tscope");
+    eprintln!(
+        "table of 3,000 / 30,000 tracing spans: {small} / {large} bytes at most ({whole} \
+         decoded whole)"
+    );
+    assert!(
+        large <= small + (384 << 10),
+        "{large} bytes at most for 30,000 spans, {small} for a tenth"
+    );
+    assert!(large < whole / 4, "{large} bytes, {whole} decoded whole");
+}
+
 /// The HTML report of a streamed session (`Profiler::write`) and of its file read back (as
 /// `tickscope convert -o x.html` and `tickscope report` write it): the rows from the first
 /// pass, the call tree and the blob from pieces, the blob a level of detail past the budget

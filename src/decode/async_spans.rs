@@ -41,8 +41,13 @@ pub(super) enum MarkKind {
 pub(super) struct MarksSeen {
     /// Some mark was made.
     pub(super) any: bool,
-    /// Every mark is a begin, poll or end of a known callsite that adopts nothing, and each
-    /// came at or after the one before in time: the merge of [`sum_calls`](super::call_stream) gives them in
+    /// Some mark is a `tracing` span's enter or close: whether such a span is an async call
+    /// is known only from its enters on every thread, which a table's summing matches as the
+    /// threads are read again with their enters marked as they come
+    /// ([`Pairing::eager_enters`](super::pair::Pairing::eager_enters)).
+    pub(super) tracing: bool,
+    /// Every mark but `tracing` enters and closes is a begin, poll or end of a known callsite
+    /// that adopts nothing, and each came at or after the one before in time: the merge of [`sum_calls`](super::call_stream) gives them in
     /// the decoded trace's order.
     pub(super) streamable: bool,
     /// The time of the last mark.
@@ -53,6 +58,7 @@ impl Default for MarksSeen {
     fn default() -> Self {
         Self {
             any: false,
+            tracing: false,
             streamable: true,
             last_ns: 0,
         }
@@ -64,6 +70,12 @@ impl MarksSeen {
     pub(super) fn note(&mut self, marks: &mut Vec<Mark>) {
         for mark in marks.drain(..) {
             self.any = true;
+            if matches!(mark.what, MarkKind::Enter(_) | MarkKind::Close) {
+                // Made as the enter resolves, after later marks: the second reading checks
+                // their order.
+                self.tracing = true;
+                continue;
+            }
             self.streamable &= matches!(
                 mark.what,
                 MarkKind::Begin | MarkKind::Poll(_) | MarkKind::End

@@ -6,11 +6,19 @@
 //! open at the stop), in memory bounded by the threads (a pairing window each) and the calls
 //! open at once.
 //!
+//! `tracing` spans' enters and closes are matched in the same merge: the threads are read
+//! with each enter marked as it comes ([`Pairing::eager_enters`](super::pair::Pairing::eager_enters)), and an enter that its
+//! thread finds plain (the span closed there, entered once) is taken back; the enters of one
+//! span id up to its close are a call when there are several, else a plain scope, which goes
+//! to its thread's sums (the first pass held such slices back until their thread resolved
+//! them, and counted those it could not as polls). What it holds more: the `tracing` spans
+//! alive at once.
+//!
 //! Only marks that this merge orders as the decoded trace sorts them are summed this way
-//! ([`MarksSeen::streamable`](super::async_spans::MarksSeen)): begins, polls and ends, each thread's in time order, none
-//! adopting a first slice. `tracing` spans entered several times (whose enters and closes
-//! decide across threads whether a span is a call), and a flight recorder's window (whose
-//! calls cut at its start come first), are decoded whole.
+//! ([`MarksSeen::streamable`](super::async_spans::MarksSeen)): begins, polls and ends, each
+//! thread's in time order, none adopting a first slice (checked again as they come, with
+//! the enters and closes: `None` when they are out of order). A flight recorder's window
+//! (whose calls cut at its start come first) is decoded whole.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -19,15 +27,16 @@ use std::io;
 use crate::capture::CaptureThread;
 use crate::decode::quantiles::Durations;
 use crate::record::callsite::Callsite;
-use crate::record::hash::{FxHashMap, FxHashSet};
+use crate::record::hash::FxHashMap;
 use crate::trace::{AsyncSpan, Span, SpanKind};
 
 use super::async_spans::{Mark, MarkKind};
+use super::call_match::{Call, Matcher, PollDone, Polls, poll_done};
 use super::call_order::InOrder;
 use super::links::{Keep, Links};
 use super::pair::Pairing;
 use super::summary;
-use super::summary::CallSums;
+use super::summary::{CallSums, ThreadSums};
 use super::thread::Shared;
 
 /// The calls of some threads summed ([`sum_calls`]).
@@ -35,27 +44,41 @@ pub(super) struct Calls {
     /// Per thread (by its index among the threads read), the calls begun there, by callsite
     /// in order of the first call.
     pub(super) by_thread: Vec<Vec<CallSums>>,
-    /// The calls still open at the stop.
+    /// The calls still open at the stop, and the `tracing` enters among the first pass's
+    /// polls that are plain scopes open at the stop.
     pub(super) open: u64,
 }
 
 /// Sums the async calls of `threads` (the capture's threads with records, in the trace's
 /// order), each thread's remaining scopes closing at `ends` (by index), keeping every
-/// duration when `exact`.
+/// duration when `exact`; the `tracing` enters that the first pass counted as polls
+/// ([`ThreadSums::add`]) and that are plain scopes go to `scopes` (by thread). `None` when
+/// the marks do not come in the order they are matched in (a forged file).
 pub(super) fn sum_calls(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
     exact: bool,
-) -> Calls {
+    scopes: &mut [&mut ThreadSums],
+) -> Option<Calls> {
     let mut sums: Vec<Sums> = threads.iter().map(|_| Sums::new(exact)).collect();
-    let open = each_call(shared, threads, ends, &mut |call| {
-        sums[call.thread].add(call)
-    });
-    Calls {
+    let mut open_scopes = 0;
+    let open = each_call(
+        shared,
+        threads,
+        ends,
+        &mut |call| sums[call.thread].add(call),
+        &mut |thread, callsite, figures| {
+            open_scopes += u64::from(figures.2);
+            if let Some(sums) = scopes.get_mut(thread) {
+                sums.poll_was_scope(callsite, figures);
+            }
+        },
+    )?;
+    Some(Calls {
         by_thread: sums.into_iter().map(|s| s.sites).collect(),
-        open,
-    }
+        open: open + open_scopes,
+    })
 }
 
 /// Hands each async call of `threads` (the capture's threads with records, in the trace's
@@ -70,36 +93,54 @@ pub(super) fn each_call_in_order(
     f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut order = InOrder::new(f);
-    each_call(shared, threads, ends, &mut |call| {
-        let span = AsyncSpan {
-            callsite: call.callsite,
-            start_ns: call.start_ns,
-            end_ns: call.start_ns + call.wall_ns(),
-            process,
-            thread: threads[call.thread].id,
-            end_thread: call.end_thread.map(|t| threads[t].id),
-            polls: call.polls,
-            busy_ns: call.busy_ns,
-            self_ns: call.self_ns,
-            open_at_stop: call.open_at_stop,
-            cut_at_start: false,
-        };
-        order.give(call.rank, span);
-    });
+    // (No `tracing` enter: exports decode such captures whole, `MarksSeen::tracing`.)
+    let done = each_call(
+        shared,
+        threads,
+        ends,
+        &mut |call| {
+            let span = AsyncSpan {
+                callsite: call.callsite,
+                start_ns: call.start_ns,
+                end_ns: call.start_ns + call.wall_ns(),
+                process,
+                thread: threads[call.thread].id,
+                end_thread: call.end_thread.map(|t| threads[t].id),
+                polls: call.polls,
+                busy_ns: call.busy_ns,
+                self_ns: call.self_ns,
+                open_at_stop: call.open_at_stop,
+                cut_at_start: false,
+            };
+            order.give(call.rank, span);
+        },
+        &mut |_, _, _| {},
+    );
+    if done.is_none() {
+        return Err(io::Error::other("async marks out of order"));
+    }
     order.finish()
 }
 
 /// Hands each async call of `threads` (the capture's threads with records, in the trace's
 /// order) to `settled` once it ended and its polls are final (the calls still open at the
 /// end last), each thread's remaining scopes closing at `ends` (by index). Returns how many
-/// were open at the stop. Each call has its rank: its index among the calls of the decoded
-/// trace (`Trace::async_spans` of this capture alone).
+/// were open at the stop. Each call begun by an async begin has its rank: its index among
+/// the calls of the decoded trace (`Trace::async_spans` of this capture alone) when the
+/// capture holds no `tracing` enter.
+///
+/// A `tracing` span's enters up to its close are a call when there are several (or, in a
+/// session salvaged without its footer, when it did not close), as `match_async` makes them;
+/// one enter is a plain scope: its thread (index), callsite and figures (duration, self
+/// time, open at the stop) go to `scope`. `None` when the marks do not come in the order
+/// they are matched in (a forged file).
 pub(super) fn each_call(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
     settled: &mut dyn FnMut(&Call),
-) -> u64 {
+    scope: &mut dyn FnMut(usize, &'static Callsite, (u64, u64, bool)),
+) -> Option<u64> {
     let mut stores: Vec<(Vec<Mark>, Links)> = threads
         .iter()
         .map(|_| (Vec::new(), Links::keeping(Keep::Nothing)))
@@ -117,9 +158,13 @@ pub(super) fn each_call(
                 0,
             );
             pairing.drain_every(summary::WINDOW);
+            // Enters marked as they come, in time order with the thread's other marks.
+            pairing.defer_enters();
+            pairing.eager_enters();
             shared.start(&mut pairing, thread);
             Feed {
                 shared,
+                index,
                 thread,
                 end_ns: ends[index],
                 pairing,
@@ -128,9 +173,8 @@ pub(super) fn each_call(
                 done: false,
                 queue: VecDeque::new(),
                 pushed: 0,
-                queued_polls: FxHashSet::default(),
-                finished_polls: FxHashMap::default(),
-                pending: FxHashMap::default(),
+                last_ns: 0,
+                polls: Polls::default(),
             }
         })
         .collect();
@@ -138,8 +182,12 @@ pub(super) fn each_call(
         calls: Vec::new(),
         free: Vec::new(),
         open: FxHashMap::default(),
+        lives: FxHashMap::default(),
+        first_enters: FxHashMap::default(),
         next_rank: 0,
+        diverged: false,
         settled,
+        scope,
     };
     let mut heads: BinaryHeap<Reverse<(Key, usize)>> = BinaryHeap::new();
     for (at, feed) in feeds.iter_mut().enumerate() {
@@ -152,7 +200,7 @@ pub(super) fn each_call(
         let Some((mark, _)) = feed.queue.pop_front() else {
             continue;
         };
-        matcher.apply(&mark, feed);
+        matcher.apply(&mark, &mut feed.polls);
         if let Some(key) = feed.next_key(at, &mut matcher) {
             heads.push(Reverse((key, at)));
         }
@@ -164,10 +212,15 @@ pub(super) fn each_call(
     let earliest = ends.iter().copied().min().unwrap_or(0);
     let mut unclosed: Vec<usize> = std::mem::take(&mut matcher.open).into_values().collect();
     unclosed.sort_unstable_by_key(|&slot| matcher.calls[slot].as_ref().map(|c| c.rank));
+    // The `tracing` spans not closed: calls when entered several times or in flight.
+    let mut lives: Vec<usize> = std::mem::take(&mut matcher.lives).into_values().collect();
+    lives.sort_unstable_by_key(|&slot| matcher.calls[slot].as_ref().map(|c| c.start_ns));
+    unclosed.extend(lives);
     for slot in unclosed {
         let Some(call) = matcher.calls[slot].as_mut() else {
             continue;
         };
+        call.in_flight = shared.salvaged;
         let mut end_ns = ends.get(call.last).copied().unwrap_or(call.start_ns);
         // Of a session salvaged without its footer, never past the earliest of the threads'
         // last records, unless a poll ran later (see `match_async`).
@@ -176,45 +229,15 @@ pub(super) fn each_call(
         }
         call.end_ns = Some(end_ns.max(call.start_ns));
         call.open_at_stop = true;
-        open += 1;
+        open += u64::from(call.is_call());
         matcher.settle(slot);
     }
-    open
+    (!matcher.diverged).then_some(open)
 }
 
 /// The order the decoded trace matches marks in: time, kind (begins, then polls by the
 /// index of their slice, then ends), thread, then the order the thread made them.
 type Key = (u64, u8, u32, usize, u64);
-
-/// A call being matched (see [`AsyncSpan`](crate::trace::AsyncSpan)).
-pub(super) struct Call {
-    pub(super) callsite: &'static Callsite,
-    /// Its index among the calls, in the order they began.
-    pub(super) rank: u64,
-    pub(super) start_ns: u64,
-    /// The thread that began it (index), and the one that began or last polled it.
-    pub(super) thread: usize,
-    last: usize,
-    /// The thread that ended it (index), if one did.
-    pub(super) end_thread: Option<usize>,
-    pub(super) polls: u32,
-    pub(super) busy_ns: u64,
-    pub(super) self_ns: u64,
-    /// The latest end of its polls.
-    polled_until: u64,
-    /// Its polls matched whose slice is not final yet.
-    pending: u32,
-    /// Its end, once known.
-    pub(super) end_ns: Option<u64>,
-    pub(super) open_at_stop: bool,
-}
-
-impl Call {
-    /// Its wall time: from its start to its end (0 before it is known).
-    pub(super) fn wall_ns(&self) -> u64 {
-        self.end_ns.map_or(0, |end| end - self.start_ns)
-    }
-}
 
 /// The sums of one thread's calls.
 struct Sums {
@@ -258,153 +281,11 @@ impl Sums {
     }
 }
 
-/// Matches marks in order (as `match_async` does, for begins, polls and ends) and sums each
-/// call once it ended and its polls are final.
-struct Matcher<'f> {
-    calls: Vec<Option<Call>>,
-    /// Slots of `calls` free again.
-    free: Vec<usize>,
-    /// The call open for each span id.
-    open: FxHashMap<u64, usize>,
-    /// The rank of the next call begun.
-    next_rank: u64,
-    /// What is done with each call once settled.
-    settled: &'f mut dyn FnMut(&Call),
-}
-
-impl Matcher<'_> {
-    fn apply(&mut self, mark: &Mark, feed: &mut Feed<'_, '_>) {
-        let Some(callsite) = mark.callsite else {
-            return;
-        };
-        let current = (self.open.get(&mark.span).copied()).filter(|&slot| {
-            self.calls[slot]
-                .as_ref()
-                .is_some_and(|c| same(c.callsite, callsite))
-        });
-        match (mark.what, current) {
-            (MarkKind::Begin, _) => {
-                let call = Call {
-                    callsite,
-                    rank: self.next_rank,
-                    start_ns: mark.ns,
-                    thread: mark.thread,
-                    last: mark.thread,
-                    end_thread: None,
-                    polls: 0,
-                    busy_ns: 0,
-                    self_ns: 0,
-                    polled_until: 0,
-                    pending: 0,
-                    end_ns: None,
-                    open_at_stop: false,
-                };
-                self.next_rank += 1;
-                let slot = match self.free.pop() {
-                    Some(slot) => {
-                        self.calls[slot] = Some(call);
-                        slot
-                    }
-                    None => {
-                        self.calls.push(Some(call));
-                        self.calls.len() - 1
-                    }
-                };
-                // A call of the same id still open is no longer matched: it keeps the end
-                // it was begun with (its start), as the decoded trace's does.
-                if let Some(old) = self.open.insert(mark.span, slot)
-                    && let Some(call) = self.calls[old].as_mut()
-                {
-                    call.end_ns = Some(call.start_ns);
-                    self.settle(old);
-                }
-            }
-            (MarkKind::Poll(index), matched) => {
-                if let Some(slot) = matched
-                    && let Some(call) = self.calls[slot].as_mut()
-                {
-                    call.last = mark.thread;
-                    call.polls += 1;
-                }
-                feed.queued_polls.remove(&index);
-                match feed.finished_polls.remove(&index) {
-                    Some(poll) => {
-                        if let Some(slot) = matched {
-                            self.poll_done(slot, poll);
-                        }
-                    }
-                    None => {
-                        if let Some(slot) = matched
-                            && let Some(call) = self.calls[slot].as_mut()
-                        {
-                            call.pending += 1;
-                        }
-                        feed.pending.insert(index, matched);
-                    }
-                }
-            }
-            (MarkKind::End, Some(slot)) => {
-                self.open.remove(&mark.span);
-                if let Some(call) = self.calls[slot].as_mut() {
-                    call.end_ns = Some(mark.ns.max(call.start_ns));
-                    call.end_thread = Some(mark.thread);
-                }
-                self.settle(slot);
-            }
-            // An end of a call begun outside the window; enters and closes are not streamed.
-            (MarkKind::End | MarkKind::Enter(_) | MarkKind::Close, _) => {}
-        }
-    }
-
-    /// A poll of the call at `slot` is final.
-    fn poll_done(&mut self, slot: usize, poll: PollDone) {
-        let Some(call) = self.calls[slot].as_mut() else {
-            return;
-        };
-        // Saturating: forged ticks (a capture file) may overlap anyhow.
-        call.busy_ns = call.busy_ns.saturating_add(poll.duration_ns);
-        call.self_ns = call.self_ns.saturating_add(poll.self_ns);
-        call.polled_until = call.polled_until.max(poll.end_ns);
-        self.settle(slot);
-    }
-
-    /// A poll of the call at `slot` that was pending is final.
-    fn pending_done(&mut self, slot: usize, poll: PollDone) {
-        if let Some(call) = self.calls[slot].as_mut() {
-            call.pending -= 1;
-        }
-        self.poll_done(slot, poll);
-    }
-
-    /// Sums the call at `slot` when it ended and its polls are final, and frees its slot.
-    fn settle(&mut self, slot: usize) {
-        let Some(call) = self.calls[slot].as_ref() else {
-            return;
-        };
-        if call.end_ns.is_none() || call.pending > 0 {
-            return;
-        }
-        (self.settled)(call);
-        self.calls[slot] = None;
-        self.free.push(slot);
-    }
-}
-
-fn same(a: &'static Callsite, b: &'static Callsite) -> bool {
-    std::ptr::eq(a, b)
-}
-
-/// What a call takes of a poll slice once it is final.
-#[derive(Clone, Copy)]
-struct PollDone {
-    duration_ns: u64,
-    self_ns: u64,
-    end_ns: u64,
-}
-
 /// A thread read again a chunk at a time for its marks and its polls' times.
 struct Feed<'s, 'c> {
     shared: &'s Shared<'c>,
+    /// Its index among the threads read.
+    index: usize,
     thread: &'s CaptureThread,
     /// Where what is still open on the thread closes.
     end_ns: u64,
@@ -420,12 +301,10 @@ struct Feed<'s, 'c> {
     queue: VecDeque<(Mark, u64)>,
     /// Marks made so far.
     pushed: u64,
-    /// The slices (by index) of the polls in `queue`.
-    queued_polls: FxHashSet<u32>,
-    /// Polls final before their mark was matched, by slice index.
-    finished_polls: FxHashMap<u32, PollDone>,
-    /// Polls matched (with their call's slot, if any) whose slice is not final yet.
-    pending: FxHashMap<u32, Option<usize>>,
+    /// The time of the last mark made.
+    last_ns: u64,
+    /// Its poll slices waiting for their mark or their figures.
+    polls: Polls,
 }
 
 /// The order of `mark`'s kind among those of one time.
@@ -475,8 +354,11 @@ impl Feed<'_, '_> {
             self.done = true;
         }
         for mark in pairing.marks_mut().drain(..) {
-            if let MarkKind::Poll(index) = mark.what {
-                self.queued_polls.insert(index);
+            // Made in time order, or this merge is not the decoded trace's order.
+            matcher.diverged |= mark.ns < self.last_ns;
+            self.last_ns = mark.ns;
+            if let MarkKind::Poll(index) | MarkKind::Enter(index) = mark.what {
+                self.polls.queued.insert(index);
             }
             // In the order of (time, kind), as made among equals (a thread's marks come in
             // time order: `MarksSeen::streamable`).
@@ -486,6 +368,19 @@ impl Feed<'_, '_> {
             self.queue.insert(at, (mark, self.pushed));
             self.pushed += 1;
         }
+        // Enters found plain since: not marks after all (matched already: taken back).
+        let retracted: Vec<u32> = pairing.take_retracted().collect();
+        for index in retracted {
+            let enter = MarkKind::Enter(index);
+            match self.queue.iter().rposition(|(m, _)| m.what == enter) {
+                Some(at) => {
+                    self.queue.remove(at);
+                    self.polls.queued.remove(&index);
+                }
+                None => matcher.retract(self.index, index, &mut self.polls),
+            }
+        }
+        let pairing = &mut self.pairing;
         pairing.forget_extras();
         if self.done || pairing.window_full() {
             let mut finals: Vec<(u32, PollDone)> = Vec::new();
@@ -495,24 +390,16 @@ impl Feed<'_, '_> {
                 }
             });
             for (index, poll) in finals {
-                match self.pending.remove(&index) {
+                match self.polls.pending.remove(&index) {
                     Some(Some(slot)) => matcher.pending_done(slot, poll),
                     Some(None) => {}
-                    None if self.queued_polls.contains(&index) => {
-                        self.finished_polls.insert(index, poll);
+                    None if self.polls.queued.contains(&index) => {
+                        self.polls.finished.insert(index, poll);
                     }
                     // A poll slice that made no mark (no span id, or before the window).
                     None => {}
                 }
             }
         }
-    }
-}
-
-fn poll_done(span: &Span) -> PollDone {
-    PollDone {
-        duration_ns: span.duration_ns(),
-        self_ns: span.self_ns(),
-        end_ns: span.end_ns,
     }
 }

@@ -97,9 +97,115 @@ pub(crate) fn session(seed: u64, threads: usize, steps: usize, chunk: usize) -> 
         }
         tick += 1;
     }
+    chunked(records, tick + 50, chunk)
+}
+
+/// The enter of `tracing` span `span` of `site` at `tick`.
+pub(crate) fn span_enter(site: &'static Callsite, tick: u64, span: u64) -> [RawEvent; 2] {
+    [
+        RawEvent::new(RawKind::SpanEnter, site.id(), tick),
+        RawEvent::payload(0, span),
+    ]
+}
+
+/// The close of `tracing` span `span` at `tick`; `here` when every enter was on this thread.
+pub(crate) fn span_close(tick: u64, span: u64, here: bool) -> [RawEvent; 2] {
+    let here = if here { RawEvent::SPAN_CLOSED_HERE } else { 0 };
+    [
+        RawEvent::new(RawKind::SpanClose, 0, tick),
+        RawEvent::payload(here, span),
+    ]
+}
+
+/// Threads of `tracing` spans made of the records a seed gives, as the bridge records them:
+/// spans entered once or several times, on one thread or several, closed on one of them or
+/// on another (saying whether every enter was on the closing thread), or never; span ids
+/// reused once closed; plain scopes inside and around the slices; ties in time across
+/// threads; slices left open at the end; and, with `pending`, up to that many spans alive
+/// at once (past the 64 enters a thread keeps waiting for their close). Each thread's
+/// records are cut into chunks of `chunk` records.
+pub(crate) fn tracing_session(
+    seed: u64,
+    threads: usize,
+    steps: usize,
+    chunk: usize,
+    pending: usize,
+) -> Capture {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let sites = [&FETCH, &HANDLE];
+    let mut records: Vec<Vec<RawEvent>> = vec![Vec::new(); threads];
+    // Per thread, the open slices: (callsite, begin tick, span id if an enter).
+    let mut stacks: Vec<Vec<(&'static Callsite, u64, Option<u64>)>> = vec![Vec::new(); threads];
+    // Spans alive: (id, callsite, the threads of its enters).
+    let mut alive: Vec<(u64, &'static Callsite, Vec<usize>)> = Vec::new();
+    // Ids free again (closed), reused first now and then.
+    let mut free: Vec<u64> = Vec::new();
+    let mut next_id = 1u64;
+    let mut tick = 10;
+    for _ in 0..steps {
+        tick += rng.below(3);
+        let t = rng.below(threads as u64) as usize;
+        let (out, stack) = (&mut records[t], &mut stacks[t]);
+        match rng.below(12) {
+            // Exit the innermost slice.
+            0..=3 if !stack.is_empty() => {
+                let (site, began, _) = stack.pop().unwrap();
+                out.push(RawEvent::end(RawEvent::end_key(site.id(), began), tick));
+            }
+            // A new span, entered here.
+            4 | 5 if alive.len() < pending => {
+                let id = match (rng.below(2), free.is_empty()) {
+                    (0, false) => free.swap_remove(rng.below(free.len() as u64) as usize),
+                    _ => {
+                        next_id += 1;
+                        next_id
+                    }
+                };
+                let site = sites[rng.below(2) as usize];
+                out.extend(span_enter(site, tick, id));
+                stack.push((site, tick, Some(id)));
+                alive.push((id, site, vec![t]));
+            }
+            // A span alive entered again, here (not while it is entered here).
+            6 | 7 if !alive.is_empty() => {
+                let at = rng.below(alive.len() as u64) as usize;
+                let (id, site, enters) = &mut alive[at];
+                if stack.iter().all(|s| s.2 != Some(*id)) {
+                    out.extend(span_enter(site, tick, *id));
+                    stack.push((site, tick, Some(*id)));
+                    enters.push(t);
+                }
+            }
+            // A span alive and entered nowhere now closes, here.
+            8 | 9 if !alive.is_empty() => {
+                let at = rng.below(alive.len() as u64) as usize;
+                let id = alive[at].0;
+                let entered = stacks.iter().flatten().any(|s| s.2 == Some(id));
+                if !entered {
+                    let (_, _, enters) = alive.swap_remove(at);
+                    let here = enters.iter().all(|&e| e == t);
+                    records[t].extend(span_close(tick, id, here));
+                    free.push(id);
+                }
+            }
+            // A plain scope.
+            _ => {
+                let site = if stack.is_empty() { &QUERY } else { &PARSE };
+                out.push(RawEvent::begin(site.id(), tick));
+                stack.push((site, tick, None));
+            }
+        }
+        tick += 1;
+    }
+    chunked(records, tick + 50, chunk)
+}
+
+/// A capture of `records` (a thread each, ids from 1, those without records left out),
+/// stopped at `end`, each thread's records cut into chunks of `chunk`.
+pub(crate) fn chunked(records: Vec<Vec<RawEvent>>, end: u64, chunk: usize) -> Capture {
     let thread_records: Vec<(u64, Vec<RawEvent>)> =
         (1..).zip(records).filter(|(_, r)| !r.is_empty()).collect();
-    let mut capture = Capture::from_records(thread_records, 0, tick + 50);
+    let mut capture = Capture::from_records(thread_records, 0, end);
     for thread in &mut capture.threads {
         let Chunk::Owned(all) = &thread.chunks[0] else {
             unreachable!("records made by hand")

@@ -9,6 +9,7 @@
 
 mod async_spans;
 mod build;
+mod call_match;
 mod call_order;
 mod call_stream;
 pub(crate) mod calls;
@@ -179,6 +180,7 @@ impl Summary {
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         let mut call_captures = Vec::new();
+        let mut tracing_enters = false;
         for (at, capture) in captures.iter().enumerate() {
             let decoded = summarize(capture.borrow(), sum)?;
             traces.push(decoded.trace);
@@ -188,6 +190,7 @@ impl Summary {
             if decoded.streamed_calls {
                 call_captures.push(at);
             }
+            tracing_enters |= decoded.tracing_enters;
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
@@ -200,6 +203,7 @@ impl Summary {
             origin_sites,
             streamed_calls: !call_captures.is_empty(),
             call_captures,
+            tracing_enters,
         })
     }
 }
@@ -219,6 +223,8 @@ struct Decoding {
     origin_sites: OriginSites,
     /// Summed, the capture's async calls were summed by [`call_stream`].
     streamed_calls: bool,
+    /// Summed, some of its calls are `tracing` spans' ([`Summary::tracing_enters`]).
+    tracing_enters: bool,
 }
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
@@ -252,14 +258,19 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
     let mut decoded = decoded;
     // Summed, async calls are summed by reading the threads again when their marks can be
     // merged as read (or only checked: [`Calls::Check`]); else the capture is not summed.
+    let mut tracing_enters = false;
     let calls = match exact {
         Some(how) if decoded.iter().any(|(thread, _)| thread.marks_seen.any) => {
+            let seen = || decoded.iter().map(|(thread, _)| thread.marks_seen);
+            // `tracing` spans entered several times are matched for a table's sums only:
+            // exports would need each slice's kind as they write it.
+            let tracing = seen().any(|s| s.tracing);
+            tracing_enters = tracing;
             let streamable = how.calls != Calls::Decline
+                && (how.calls == Calls::Sum || !tracing)
                 && capture.cut_start.is_none()
                 && !capture.memory.is_on()
-                && decoded
-                    .iter()
-                    .all(|(thread, _)| thread.marks_seen.streamable);
+                && seen().all(|s| s.streamable);
             if !streamable {
                 return None;
             }
@@ -267,11 +278,12 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
             // open count with its scopes.
             if how.calls == Calls::Sum || shared.salvaged {
                 let ends: Vec<u64> = decoded.iter().map(|(thread, _)| thread.end_ns).collect();
-                let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact);
-                for ((_, sums), calls) in decoded.iter_mut().zip(calls.by_thread) {
-                    if let Some(sums) = sums {
-                        sums.calls = calls;
-                    }
+                let mut sums: Vec<&mut ThreadSums> =
+                    decoded.iter_mut().filter_map(|(_, s)| s.as_mut()).collect();
+                // `None`: marks out of order (a forged file), decoded whole.
+                let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact, &mut sums)?;
+                for (sums, calls) in sums.iter_mut().zip(calls.by_thread) {
+                    sums.calls = calls;
                 }
                 Some(calls.open)
             } else {
@@ -348,6 +360,7 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
         sums,
         origin_sites,
         streamed_calls: calls.is_some(),
+        tracing_enters,
     })
 }
 

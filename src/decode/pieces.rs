@@ -223,11 +223,15 @@ impl<'c> Pieces<'c> {
 
     /// [`Pieces::of_summary`], also of a summary that summed async calls, for what takes a
     /// call's polls as spans of their threads, whichever call they are of (the call tree):
-    /// its pieces hold the polls, with no call.
+    /// its pieces hold the polls, with no call. `None` of `tracing` spans entered several
+    /// times ([`Summary::tracing_enters`]).
     pub(crate) fn of_summary_with_polls(
         captures: &[&'c Capture],
         summary: &'c Summary,
     ) -> Option<Self> {
+        if summary.tracing_enters {
+            return None;
+        }
         Self::with(captures, Cow::Borrowed(&summary.trace), threads(summary))
     }
 
@@ -432,10 +436,11 @@ impl Pieces<'_> {
 impl Summary {
     /// The summary of what `captures` decode to ([`Trace::from_captures`]), or `None` when
     /// the sums cannot stand for their spans: async calls that cannot be summed as the
-    /// threads are read again (`tracing` spans entered several times, a flight recorder's
-    /// window, memory tracked: see [`call_stream`](super::call_stream)), or allocations and
-    /// frees of a thread out of time order (a forged file). The async calls of `#[profile]
-    /// async fn`s are summed ([`Summary::streamed_calls`]).
+    /// threads are read again (a flight recorder's window, memory tracked, marks out of
+    /// order: see [`call_stream`](super::call_stream)), or allocations and frees of a thread
+    /// out of time order (a forged file). The async calls of `#[profile] async fn`s and of
+    /// `tracing` spans entered several times are summed ([`Summary::streamed_calls`],
+    /// [`Summary::tracing_enters`]).
     /// Durations are kept each while the captures' scopes fit the exact budget, else in
     /// histograms. The sums hold each row's memory figures, and of a memory timeline the
     /// allocations live at its end come from reading its allocations and frees again, merged

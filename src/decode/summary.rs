@@ -156,10 +156,36 @@ impl ThreadSums {
             return;
         }
         self.cut_at_start += usize::from(span.cut_at_start);
-        if !self.sites_summed {
-            return;
+        if self.sites_summed {
+            let figures = (span.duration_ns(), span.self_ns(), span.open_at_stop);
+            self.add_to_site(span.callsite, figures, memory);
         }
-        let address = std::ptr::from_ref(span.callsite) as usize;
+    }
+
+    /// A slice counted as a poll ([`ThreadSums::add`]: a `tracing` enter matched across
+    /// threads) that the matching found a plain scope: summed as one.
+    /// Its figures: duration, self time, open at the stop.
+    pub(super) fn poll_was_scope(
+        &mut self,
+        callsite: &'static Callsite,
+        figures: (u64, u64, bool),
+    ) {
+        self.polls -= 1;
+        if self.sites_summed {
+            self.add_to_site(callsite, figures, None);
+        }
+    }
+
+    /// Adds a scope of `callsite` to its sums: its duration, self time, whether it was open
+    /// at the stop, and its memory figures.
+    #[inline]
+    fn add_to_site(
+        &mut self,
+        callsite: &'static Callsite,
+        (duration_ns, self_ns, open): (u64, u64, bool),
+        memory: Option<&MemoryStats>,
+    ) {
+        let address = std::ptr::from_ref(callsite) as usize;
         let slot = ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHE;
         let at = match self.cache[slot] {
             (cached, at) if cached == address => at,
@@ -168,7 +194,7 @@ impl ThreadSums {
                 let exact = self.exact;
                 let at = *self.index.entry(address).or_insert_with(|| {
                     sites.push(SiteSums {
-                        callsite: span.callsite,
+                        callsite,
                         durations: Durations::new(exact),
                         self_ns: 0,
                         open: 0,
@@ -181,9 +207,9 @@ impl ThreadSums {
             }
         };
         let site = &mut self.sites[at];
-        site.durations.push(span.duration_ns());
-        site.self_ns = site.self_ns.saturating_add(span.self_ns());
-        site.open += u64::from(span.open_at_stop);
+        site.durations.push(duration_ns);
+        site.self_ns = site.self_ns.saturating_add(self_ns);
+        site.open += u64::from(open);
         if let Some(memory) = memory {
             site.memory.add(memory);
         }
@@ -214,6 +240,10 @@ pub(crate) struct Summary {
     pub(crate) streamed_calls: bool,
     /// The captures (indices) whose calls were summed so.
     pub(crate) call_captures: Vec<usize>,
+    /// Some `tracing` span was entered several times, on several threads, or closed on a
+    /// thread other than the one that entered it: whether each of its slices is a poll or a
+    /// scope is known from the sums' matching only, so no piece can be made of the captures.
+    pub(crate) tracing_enters: bool,
 }
 
 impl Summary {

@@ -298,6 +298,8 @@ impl Shared<'_> {
             // only counted, and their order checked.
             pairing.memory_keeps(Keeps::Figures);
             pairing.drain_every(super::summary::WINDOW);
+            // A `tracing` enter's slice is a scope or a poll once its enter is resolved.
+            pairing.defer_enters();
             self.for_each_record(thread, |record| {
                 pairing.push(record);
                 if pairing.window_full() {
@@ -312,6 +314,9 @@ impl Shared<'_> {
         }
         let end_ns = self.end_of(thread);
         let open_at_end = pairing.close_rest(end_ns);
+        if let Some(sums) = &mut sums {
+            pairing.drain_ready(&mut |_, span, memory| sums.add(span, memory));
+        }
         if sum {
             marks_seen.note(pairing.marks_mut());
         }

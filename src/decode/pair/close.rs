@@ -229,9 +229,7 @@ impl<'a> Pairing<'a> {
             self.lead(lead, None);
         }
         // Enters whose close did not come here: matched across threads.
-        for (span, index, ns, callsite) in std::mem::take(&mut self.entered.enters) {
-            self.tracing_mark(MarkKind::Enter(index), span, ns, Some(callsite));
-        }
+        self.enters_left();
         self.apply_counts();
         self.end_args();
         let indices = self.open.iter().map(|o| o.index).collect();

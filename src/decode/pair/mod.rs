@@ -2,6 +2,8 @@
 //! arguments with their scope, and allocations with the scope they happened in.
 
 mod close;
+mod entering;
+mod enters;
 mod pairing;
 mod records;
 mod window;

@@ -1,8 +1,6 @@
 //! One thread's pairing state ([`Pairing`]) and what it is made of: open scopes, entered
 //! `tracing` spans, arguments waiting for their scope.
 
-use crate::record::hash::FxHashSet;
-
 use crate::record::callsite::{self, Callsite};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::pages::prefer_huge_pages_for;
@@ -16,6 +14,8 @@ use crate::decode::async_spans::{Mark, MarkKind};
 use crate::decode::convert::Converter;
 use crate::decode::links::Links;
 use crate::decode::memory::{Counts, Keeps, MemoryPairing, RawMemory};
+
+use super::enters::Entered;
 
 /// One thread's pairing state: spans so far, the open stack, and a lead record waiting for
 /// its [`Payload`](RawKind::Payload).
@@ -76,24 +76,6 @@ pub(in crate::decode) struct Pairing<'a> {
     /// a piece that hands a begin over says so ([`Pairing::ends_open`]).
     pub(super) ends_open: Vec<u32>,
 }
-
-/// The enters of `tracing` spans on one thread ([`RawKind::SpanEnter`]) whose close has not
-/// come yet. A close that says every enter of its span was on its own thread resolves them
-/// here: one enter is a plain scope (no mark), several an async call (marks). Any other close,
-/// and the enters left at the end, go to the marks matched across threads.
-#[derive(Default)]
-pub(super) struct Entered {
-    /// Per enter: the span id, the slice's index in the thread, its start and callsite.
-    pub(super) enters: Vec<(u64, u32, u64, &'static Callsite)>,
-    /// Span ids whose enters were moved to the marks early (too many waiting).
-    moved: FxHashSet<u64>,
-}
-
-/// Enters a thread keeps waiting for their close before the oldest half go to the marks:
-/// few, so that each close looks through few (the spans entered and not yet closed here are
-/// those nested at the moment, unless their closes come on other threads: those go to the
-/// marks anyway).
-const ENTERED_MAX: usize = 64;
 
 /// What argument records belong to: the record before them.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -282,57 +264,6 @@ impl<'a> Pairing<'a> {
             thread: self.thread,
             adopts: 0,
         });
-    }
-
-    /// The slice at `index` (starting at `ns`) is an enter of `tracing` span `span`.
-    pub(super) fn span_entered(
-        &mut self,
-        span: u64,
-        index: u32,
-        ns: u64,
-        callsite: &'static Callsite,
-    ) {
-        if self.entered.enters.len() >= ENTERED_MAX {
-            // Spans entered here and closed elsewhere (or not yet): the oldest half are
-            // matched across threads, as are their spans' closes from now on.
-            let old: Vec<_> = self.entered.enters.drain(..ENTERED_MAX / 2).collect();
-            for (span, index, ns, callsite) in old {
-                self.entered.moved.insert(span);
-                self.tracing_mark(MarkKind::Enter(index), span, ns, Some(callsite));
-            }
-        }
-        self.entered.enters.push((span, index, ns, callsite));
-    }
-
-    /// `tracing` span `span` closed at `ns`; `here` when the recorder saw all its enters on
-    /// this thread.
-    pub(super) fn span_closed(
-        &mut self,
-        span: u64,
-        ns: u64,
-        here: bool,
-        callsite: Option<&'static Callsite>,
-    ) {
-        let mut mine = std::mem::take(&mut self.entered.enters);
-        let count = mine.iter().filter(|e| e.0 == span).count();
-        let moved = self.entered.moved.remove(&span);
-        if here && count <= 1 && !moved {
-            // Entered once, here: a plain scope.
-            if count == 1 {
-                let at = mine.iter().rposition(|e| e.0 == span).unwrap_or(0);
-                mine.remove(at);
-            }
-        } else {
-            mine.retain(|&(s, index, start, site)| {
-                if s != span {
-                    return true;
-                }
-                self.tracing_mark(MarkKind::Enter(index), s, start, Some(site));
-                false
-            });
-            self.tracing_mark(MarkKind::Close, span, ns, callsite);
-        }
-        self.entered.enters = mine;
     }
 
     pub(super) fn callsite(&self, id: u32) -> Option<&'static Callsite> {

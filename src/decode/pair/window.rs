@@ -71,19 +71,63 @@ impl<'a> Pairing<'a> {
     ) {
         let next = self.next_index();
         self.args.clear();
+        self.drain_ready(&mut f);
+        // The open spans and their ancestors stay (none between top-level scopes).
+        let keep = self.open_and_ancestors();
+        let (entered, stacks) = (&mut self.entered, &mut self.stacks);
+        // Each final span: held back while it is a `tracing` enter not resolved yet
+        // ([`Pairing::defer_enters`]), else summed by stack and handed over.
+        let mut give = |index: u32, span: &Span, memory: Option<&MemoryStats>| {
+            if entered.waits(index) {
+                entered.hold(index, span, memory);
+                return;
+            }
+            if let Some(stacks) = stacks.as_mut() {
+                stacks.close(index, span, memory);
+            }
+            f(index, span, memory);
+        };
         if self.open.is_empty() && self.pinned.is_empty() {
             // The usual case: between top-level scopes, every span is final.
             let memory = self.memory.as_mut().map(|m| m.drain(&[], next));
             let memory = memory.as_deref().unwrap_or_default();
             for (i, (index, span)) in (self.base..).zip(&self.spans).enumerate() {
-                if let Some(stacks) = &mut self.stacks {
-                    stacks.close(index, span, memory.get(i));
-                }
-                f(index, span, memory.get(i));
+                give(index, span, memory.get(i));
             }
             self.spans.clear();
             self.base = next;
             return;
+        }
+        // The memory figures of the spans let go, in the order they are handed over.
+        let memory = self.memory.as_mut().map(|m| m.drain(&keep, next));
+        let mut memory = memory.iter().flatten();
+        let mut kept = keep.iter().peekable();
+        self.pinned.retain(|(index, span)| {
+            let pinned = kept.next_if(|&&k| k == *index).is_some();
+            if !pinned {
+                give(*index, span, memory.next());
+            }
+            pinned
+        });
+        for (index, span) in (self.base..).zip(&self.spans) {
+            if kept.next_if(|&&k| k == index).is_some() {
+                self.pinned.push((index, span.clone()));
+            } else {
+                give(index, span, memory.next());
+            }
+        }
+        self.spans.clear();
+        self.base = next;
+        // Each drain costs about the spans kept plus the window: with many kept (scopes nested
+        // very deep), the window grows with them, so that draining stays linear.
+        self.drain_at = self.drain_at.max(self.pinned.len());
+    }
+
+    /// The open spans and their ancestors (indices, in order): the spans
+    /// [`Pairing::drain_final`] keeps.
+    fn open_and_ancestors(&self) -> Vec<u32> {
+        if self.open.is_empty() && self.pinned.is_empty() {
+            return Vec::new();
         }
         let mut seen = FxHashSet::default();
         for open in &self.open {
@@ -97,38 +141,21 @@ impl<'a> Pairing<'a> {
         }
         let mut keep: Vec<u32> = seen.into_iter().collect();
         keep.sort_unstable();
-        // The memory figures of the spans let go, in the order they are handed over.
-        let memory = self.memory.as_mut().map(|m| m.drain(&keep, next));
-        let mut memory = memory.iter().flatten();
-        let mut kept = keep.iter().peekable();
-        let stacks = &mut self.stacks;
-        self.pinned.retain(|(index, span)| {
-            let pinned = kept.next_if(|&&k| k == *index).is_some();
-            if !pinned {
-                let memory = memory.next();
-                if let Some(stacks) = stacks.as_mut() {
-                    stacks.close(*index, span, memory);
-                }
-                f(*index, span, memory);
+        keep
+    }
+
+    /// Hands the slices held back and resolved since ([`Pairing::defer_enters`]) to `f`,
+    /// summed by stack first.
+    pub(in crate::decode) fn drain_ready(
+        &mut self,
+        f: &mut impl FnMut(u32, &Span, Option<&MemoryStats>),
+    ) {
+        for (index, span, memory) in self.entered.ready.drain(..) {
+            if let Some(stacks) = &mut self.stacks {
+                stacks.close(index, &span, memory.as_ref());
             }
-            pinned
-        });
-        for (index, span) in (self.base..).zip(&self.spans) {
-            if kept.next_if(|&&k| k == index).is_some() {
-                self.pinned.push((index, span.clone()));
-            } else {
-                let memory = memory.next();
-                if let Some(stacks) = stacks.as_mut() {
-                    stacks.close(index, span, memory);
-                }
-                f(index, span, memory);
-            }
+            f(index, &span, memory.as_ref());
         }
-        self.spans.clear();
-        self.base = next;
-        // Each drain costs about the spans kept plus the window: with many kept (scopes nested
-        // very deep), the window grows with them, so that draining stays linear.
-        self.drain_at = self.drain_at.max(self.pinned.len());
     }
 
     /// The enters of `tracing` spans kept so far (`Links::keeps_uses_of`): (span id, start,

@@ -1,0 +1,310 @@
+//! The matching of async marks in order ([`Matcher`]), for
+//! [`call_stream`](super::call_stream): each mark applied as the decoded trace's
+//! `match_async` would, each call settled once it ended and its polls are final, each
+//! `tracing` span entered once handed over as a plain scope.
+
+use crate::record::callsite::Callsite;
+use crate::record::hash::{FxHashMap, FxHashSet};
+use crate::trace::Span;
+
+use super::async_spans::{Mark, MarkKind};
+
+/// One thread's poll slices (by index) between their mark and their figures.
+#[derive(Default)]
+pub(super) struct Polls {
+    /// The slices of the polls (and `tracing` enters) whose marks wait to be matched.
+    pub(super) queued: FxHashSet<u32>,
+    /// Polls final before their mark was matched.
+    pub(super) finished: FxHashMap<u32, PollDone>,
+    /// Polls matched (with their call's slot, if any) whose slice is not final yet.
+    pub(super) pending: FxHashMap<u32, Option<usize>>,
+}
+
+/// A call being matched (see [`AsyncSpan`](crate::trace::AsyncSpan)).
+pub(super) struct Call {
+    pub(super) callsite: &'static Callsite,
+    /// Its index among the calls, in the order they began.
+    pub(super) rank: u64,
+    pub(super) start_ns: u64,
+    /// The thread that began it (index), and the one that began or last polled it.
+    pub(super) thread: usize,
+    pub(super) last: usize,
+    /// The thread that ended it (index), if one did.
+    pub(super) end_thread: Option<usize>,
+    pub(super) polls: u32,
+    pub(super) busy_ns: u64,
+    pub(super) self_ns: u64,
+    /// The latest end of its polls.
+    pub(super) polled_until: u64,
+    /// Its polls matched whose slice is not final yet.
+    pending: u32,
+    /// Its end, once known.
+    pub(super) end_ns: Option<u64>,
+    pub(super) open_at_stop: bool,
+    /// Of a `tracing` span's enters: its span id, and where its first enter is (thread,
+    /// slice index).
+    tracing: Option<(u64, (usize, u32))>,
+    /// Of a `tracing` span's enters: the figures of its last enter final so far (of a span
+    /// entered once, its only one).
+    solo: Option<PollDone>,
+    /// Not closed in a session salvaged without its footer: a call even when entered once.
+    pub(super) in_flight: bool,
+}
+
+impl Call {
+    /// True unless it is a `tracing` span entered once (closed, or in a session that
+    /// stopped): a plain scope.
+    pub(super) fn is_call(&self) -> bool {
+        self.tracing.is_none() || self.polls > 1 || self.in_flight
+    }
+
+    /// Its wall time: from its start to its end (0 before it is known).
+    pub(super) fn wall_ns(&self) -> u64 {
+        self.end_ns.map_or(0, |end| end - self.start_ns)
+    }
+}
+
+/// Matches marks in order (as `match_async` does) and sums each call once it ended and its
+/// polls are final.
+pub(super) struct Matcher<'f> {
+    pub(super) calls: Vec<Option<Call>>,
+    /// Slots of `calls` free again.
+    pub(super) free: Vec<usize>,
+    /// The call open for each async span id.
+    pub(super) open: FxHashMap<u64, usize>,
+    /// The enters so far of each `tracing` span id not closed yet (a call or a scope once
+    /// known), by span id.
+    pub(super) lives: FxHashMap<u64, usize>,
+    /// The same, by their first enter (thread, slice index): an enter found plain on its
+    /// thread after it was matched is taken back ([`Matcher::retract`]).
+    pub(super) first_enters: FxHashMap<(usize, u32), usize>,
+    /// The rank of the next call begun.
+    pub(super) next_rank: u64,
+    /// Some mark came out of order, or an enter found plain on its thread had company: the
+    /// sums are not the decoded trace's.
+    pub(super) diverged: bool,
+    /// What is done with each call once settled.
+    pub(super) settled: &'f mut dyn FnMut(&Call),
+    /// What is done with each `tracing` enter that is a plain scope.
+    pub(super) scope: &'f mut dyn FnMut(usize, &'static Callsite, (u64, u64, bool)),
+}
+
+impl Matcher<'_> {
+    pub(super) fn apply(&mut self, mark: &Mark, polls: &mut Polls) {
+        if mark.what == MarkKind::Close {
+            // (Of any callsite: a close may name none.)
+            if let Some(slot) = self.lives.remove(&mark.span)
+                && let Some(call) = self.calls[slot].as_mut()
+            {
+                call.end_ns = Some(mark.ns.max(call.start_ns));
+                call.end_thread = Some(mark.thread);
+                self.settle(slot);
+            }
+            return;
+        }
+        let Some(callsite) = mark.callsite else {
+            return;
+        };
+        if let MarkKind::Enter(index) = mark.what {
+            let slot = match self.lives.get(&mark.span) {
+                Some(&slot) => slot,
+                None => {
+                    let mut call = Call::begun(callsite, u64::MAX, mark);
+                    call.tracing = Some((mark.span, (mark.thread, index)));
+                    let slot = self.store(call);
+                    self.lives.insert(mark.span, slot);
+                    self.first_enters.insert((mark.thread, index), slot);
+                    slot
+                }
+            };
+            self.polled(Some(slot), mark, index, polls);
+            return;
+        }
+        let current = (self.open.get(&mark.span).copied()).filter(|&slot| {
+            self.calls[slot]
+                .as_ref()
+                .is_some_and(|c| same(c.callsite, callsite))
+        });
+        match (mark.what, current) {
+            (MarkKind::Begin, _) => {
+                let slot = self.store(Call::begun(callsite, self.next_rank, mark));
+                self.next_rank += 1;
+                // A call of the same id still open is no longer matched: it keeps the end
+                // it was begun with (its start), as the decoded trace's does.
+                if let Some(old) = self.open.insert(mark.span, slot)
+                    && let Some(call) = self.calls[old].as_mut()
+                {
+                    call.end_ns = Some(call.start_ns);
+                    self.settle(old);
+                }
+            }
+            (MarkKind::Poll(index), matched) => self.polled(matched, mark, index, polls),
+            (MarkKind::End, Some(slot)) => {
+                self.open.remove(&mark.span);
+                if let Some(call) = self.calls[slot].as_mut() {
+                    call.end_ns = Some(mark.ns.max(call.start_ns));
+                    call.end_thread = Some(mark.thread);
+                }
+                self.settle(slot);
+            }
+            // An end of a call begun outside the window.
+            (MarkKind::End | MarkKind::Enter(_) | MarkKind::Close, _) => {}
+        }
+    }
+
+    /// Puts `call` in a free slot.
+    fn store(&mut self, call: Call) -> usize {
+        match self.free.pop() {
+            Some(slot) => {
+                self.calls[slot] = Some(call);
+                slot
+            }
+            None => {
+                self.calls.push(Some(call));
+                self.calls.len() - 1
+            }
+        }
+    }
+
+    /// The slice at `index` of `mark`'s thread (whose `polls` these are) is a poll of the
+    /// call at `matched` (none: of no call): its figures go to it now if final, else once
+    /// they are.
+    fn polled(&mut self, matched: Option<usize>, mark: &Mark, index: u32, polls: &mut Polls) {
+        if let Some(slot) = matched
+            && let Some(call) = self.calls[slot].as_mut()
+        {
+            call.last = mark.thread;
+            call.polls += 1;
+        }
+        polls.queued.remove(&index);
+        match polls.finished.remove(&index) {
+            Some(poll) => {
+                if let Some(slot) = matched {
+                    self.poll_done(slot, poll);
+                }
+            }
+            None => {
+                if let Some(slot) = matched
+                    && let Some(call) = self.calls[slot].as_mut()
+                {
+                    call.pending += 1;
+                }
+                polls.pending.insert(index, matched);
+            }
+        }
+    }
+
+    /// The enter of the slice at `index` of thread `thread` (whose `polls` these are),
+    /// matched, was found plain on its thread: the `tracing` span it began is no more (as if
+    /// never marked).
+    pub(super) fn retract(&mut self, thread: usize, index: u32, polls: &mut Polls) {
+        let slot = self.first_enters.remove(&(thread, index));
+        let call = slot.and_then(|slot| Some((slot, self.calls[slot].as_ref()?)));
+        let Some((slot, call)) = call.filter(|(_, c)| c.polls == 1 && c.end_ns.is_none()) else {
+            // Entered elsewhere too, or closed: the recorder's word on it was wrong.
+            self.diverged = true;
+            return;
+        };
+        if let Some((span, _)) = call.tracing
+            && self.lives.get(&span) == Some(&slot)
+        {
+            self.lives.remove(&span);
+        }
+        polls.pending.remove(&index);
+        self.calls[slot] = None;
+        self.free.push(slot);
+    }
+
+    /// A poll of the call at `slot` is final.
+    fn poll_done(&mut self, slot: usize, poll: PollDone) {
+        let Some(call) = self.calls[slot].as_mut() else {
+            return;
+        };
+        // Saturating: forged ticks (a capture file) may overlap anyhow.
+        call.busy_ns = call.busy_ns.saturating_add(poll.duration_ns);
+        call.self_ns = call.self_ns.saturating_add(poll.self_ns);
+        call.polled_until = call.polled_until.max(poll.end_ns);
+        call.solo = Some(poll);
+        self.settle(slot);
+    }
+
+    /// A poll of the call at `slot` that was pending is final.
+    pub(super) fn pending_done(&mut self, slot: usize, poll: PollDone) {
+        if let Some(call) = self.calls[slot].as_mut() {
+            call.pending -= 1;
+        }
+        self.poll_done(slot, poll);
+    }
+
+    /// Sums the call at `slot` when it ended and its polls are final (or, a `tracing` span
+    /// entered once, its slice as a scope), and frees its slot.
+    pub(super) fn settle(&mut self, slot: usize) {
+        let Some(call) = self.calls[slot].as_ref() else {
+            return;
+        };
+        if call.end_ns.is_none() || call.pending > 0 {
+            return;
+        }
+        if let Some((_, first)) = call.tracing {
+            self.first_enters.remove(&first);
+        }
+        match (call.is_call(), call.tracing, call.solo) {
+            (true, _, _) => (self.settled)(call),
+            (false, Some((_, (thread, _))), Some(poll)) => {
+                let figures = (poll.duration_ns, poll.self_ns, poll.open_at_stop);
+                (self.scope)(thread, call.callsite, figures);
+            }
+            (false, _, _) => {}
+        }
+        self.calls[slot] = None;
+        self.free.push(slot);
+    }
+}
+
+impl Call {
+    /// A call of `callsite` with rank `rank`, begun by `mark`, with no poll yet.
+    fn begun(callsite: &'static Callsite, rank: u64, mark: &Mark) -> Self {
+        Self {
+            callsite,
+            rank,
+            start_ns: mark.ns,
+            thread: mark.thread,
+            last: mark.thread,
+            end_thread: None,
+            polls: 0,
+            busy_ns: 0,
+            self_ns: 0,
+            polled_until: 0,
+            pending: 0,
+            end_ns: None,
+            open_at_stop: false,
+            tracing: None,
+            solo: None,
+            in_flight: false,
+        }
+    }
+}
+
+pub(super) fn same(a: &'static Callsite, b: &'static Callsite) -> bool {
+    std::ptr::eq(a, b)
+}
+
+/// What a call takes of a poll slice once it is final.
+#[derive(Clone, Copy)]
+pub(super) struct PollDone {
+    duration_ns: u64,
+    self_ns: u64,
+    end_ns: u64,
+    /// (What a `tracing` enter found a plain scope keeps.)
+    open_at_stop: bool,
+}
+
+/// What a poll takes of its final slice.
+pub(super) fn poll_done(span: &Span) -> PollDone {
+    PollDone {
+        duration_ns: span.duration_ns(),
+        self_ns: span.self_ns(),
+        end_ns: span.end_ns,
+        open_at_stop: span.open_at_stop,
+    }
+}
