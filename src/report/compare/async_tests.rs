@@ -5,7 +5,7 @@
 use super::{Diff, Metric, Options};
 use crate::capture::Capture;
 use crate::decode::forged_async::{FETCH, HANDLE, held_back, session};
-use crate::trace::Trace;
+use crate::trace::{SpanKind, Trace};
 
 /// Every metric, with and without time blocks and repetitions.
 fn variants() -> Vec<(Options, bool)> {
@@ -71,4 +71,25 @@ fn diffs_of_several_sessions_with_calls_are_read_whole_unless_repeated() {
     assert!(Diff::of_captures(&base, &new, &options, true).is_some());
     // The sessions of a run merged: their calls are matched whole.
     assert!(Diff::of_captures(&base, &new, &options, false).is_none());
+}
+
+#[test]
+fn a_name_of_scopes_and_async_calls_both_is_read_whole() {
+    use crate::record::event::RawEvent;
+    // A plain scope of `fetch`'s callsite beside its async calls (a session of its own).
+    let scope = || {
+        let end = RawEvent::end(RawEvent::end_key(FETCH.id(), 20), 30);
+        let records = vec![RawEvent::begin(FETCH.id(), 20), end];
+        Capture::from_records(vec![(9, records)], 0, 40)
+    };
+    let run = [scope(), session(87, 2, 400, 5)];
+    let trace = Trace::from_captures(&run);
+    assert!(!trace.async_spans.is_empty());
+    let scopes = trace.threads.iter().flat_map(|t| &t.spans);
+    let fetch: Vec<_> = (scopes.filter(|s| s.kind == SpanKind::Scope))
+        .filter(|s| s.name() == "fetch")
+        .collect();
+    assert_eq!(fetch.len(), 1);
+    assert!(!fetch[0].open_at_stop);
+    assert!(Diff::of_captures(&run, &run, &Options::default(), false).is_none());
 }
