@@ -8,6 +8,10 @@
 //! durations), and the scopes around them (their parents, so that what is shown nests as
 //! in the trace). The page says so; the table, the call tree, the flame graph and the rows'
 //! histograms (written in the JSON block then) count every scope.
+//!
+//! Of captures with `#[profile] async fn` calls, the polls are spans of the pieces, and the
+//! calls (the JSON block's `async` columns) come after them, matched as the threads are read
+//! again ([`calls`]): past a budget of their own, the longest.
 
 use std::cell::Cell;
 use std::io;
