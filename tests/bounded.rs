@@ -1392,6 +1392,95 @@ fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
     assert!(large < whole / 4, "{large} bytes, {whole} decoded whole");
 }
 
+/// The HTML report and `tickscope diff` of a session of async calls read in pieces, their
+/// calls matched as the file is read again: within the budgets, the decoded trace's page;
+/// the same memory for ten times the calls (2,000
+/// and 20,000: each is read some ten times, in a debug build too). The report (its budget of
+/// scopes 4,000 here, of calls a quarter) shows the longest calls and scopes, and counts
+/// every call; the diff compares every call.
+#[test]
+fn html_reports_and_diffs_of_async_calls_take_bounded_memory() {
+    use tickscope::export::html;
+    use tickscope::report::compare::Options;
+    let _serial = serial();
+    // Within the budgets, the page of the decoded trace, byte for byte.
+    let path = scratch("async-html-whole.tscope");
+    stream_async(&path, 400);
+    let captures = Capture::read_all(&path).unwrap();
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let mut page = Vec::new();
+    let written = html::Options::new().write_captures(&refs, &mut page);
+    assert!(matches!(written, Some(Ok(()))), "written from pieces");
+    let mut whole = Vec::new();
+    html::write(
+        &Trace::from_captures(&captures),
+        &mut whole,
+        &html::Options::new(),
+    )
+    .unwrap();
+    assert!(page == whole, "the decoded trace's page");
+    std::fs::remove_file(&path).unwrap();
+    tickscope::__private::set_exact_quantile_budget(0);
+    const BUDGET: u64 = 4_000;
+    tickscope::__private::set_html_scope_budget(Some(BUDGET));
+    let peaks = |requests: u64, name: &str| {
+        let path = scratch(name);
+        stream_async(&path, requests);
+        let captures = Capture::read_all(&path).unwrap();
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let (html_peak, page) = peak_of(|| {
+            let mut page = Vec::new();
+            let written = html::Options::new().write_captures(&refs, &mut page);
+            assert!(matches!(written, Some(Ok(()))), "written from pieces");
+            page
+        });
+        let page = String::from_utf8(page).unwrap();
+        let start = page.find("id=\"ts-meta\">").unwrap() + "id=\"ts-meta\">".len();
+        let end = start + page[start..].find("</script>").unwrap();
+        let meta: serde_json::Value = serde_json::from_str(&page[start..end]).unwrap();
+        assert_eq!(meta["session"]["async_calls"], requests);
+        assert_eq!(meta["lod"]["calls"], requests);
+        assert_eq!(meta["lod"]["scopes"], 3 * requests);
+        let shown = meta["lod"]["calls_shown"].as_u64().unwrap();
+        assert!(shown > 0 && shown <= BUDGET / 4, "{shown} calls shown");
+        assert_eq!(
+            meta["async"]["start"].as_array().unwrap().len() as u64,
+            shown
+        );
+        let counted: u64 = (meta["hist"]["table"].as_array().unwrap().iter())
+            .flat_map(|h| h.as_array().unwrap())
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            counted,
+            2 * requests,
+            "the histograms count every call and scope"
+        );
+        let (diff_peak, diff) = peak_of(|| {
+            tickscope::__private::diff_of_captures(&captures, &captures, &Options::default(), false)
+                .expect("read in pieces")
+        });
+        let row = diff.row("handle").unwrap();
+        assert_eq!(row.base.unwrap().calls, requests);
+        std::fs::remove_file(&path).unwrap();
+        [html_peak, diff_peak]
+    };
+    let small = peaks(2_000, "async-html-small.tscope");
+    let large = peaks(20_000, "async-html-large.tscope");
+    tickscope::__private::set_html_scope_budget(None);
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    eprintln!("report, diff of 2,000 / 20,000 async calls: {small:?} / {large:?} bytes at most");
+    // 60,000 spans and 20,000 calls, were they held at once.
+    let spans_bytes = 60_000 * 64 + 20_000 * 64;
+    for (small, large) in small.into_iter().zip(large) {
+        assert!(
+            large <= small + (128 << 10),
+            "{large} bytes at most for 20,000 calls, {small} for a tenth"
+        );
+        assert!(large < spans_bytes / 4, "{large} bytes");
+    }
+}
+
 /// The HTML report of a streamed session (`Profiler::write`) and of its file read back (as
 /// `tickscope convert -o x.html` and `tickscope report` write it): the rows from the first
 /// pass, the call tree and the blob from pieces, the blob a level of detail past the budget

@@ -230,7 +230,9 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
     };
     let paths = [args.base.clone(), args.new.clone()];
     // Each run's calls summed as its threads are read again, merged in start order (a first
-    // pass, then a second); decoded whole when that cannot be (async calls).
+    // pass, then a second; `#[profile] async fn` calls matched as the threads are read
+    // again); decoded whole when that cannot be (calls that cannot be matched so, a name of
+    // both scopes and calls, a forged file).
     input::decoding_twice(&progress, &paths, &all, true);
     let streamed = tickscope::__private::diff_of_captures(inputs[0], inputs[1], &options, sessions);
     let diff = match streamed {

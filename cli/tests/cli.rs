@@ -2821,8 +2821,8 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
 }
 
 /// Captures holding async calls (a `#[profile] async fn`, whose polls make one call each)
-/// are compared from their decoded traces, not in pieces: the diff is the library's of the
-/// decoded traces, the async calls' name included.
+/// are compared in pieces, their calls matched as the threads are read again: the diff is the
+/// library's of the decoded traces, the async calls' name included.
 #[test]
 fn diff_of_async_calls_is_the_diff_of_the_decoded_traces() {
     let dir = folder("diff_async");
@@ -2839,6 +2839,14 @@ fn diff_of_async_calls_is_the_diff_of_the_decoded_traces() {
     let new = capture_file(&run(2_000), &dir, "new.tscope");
     let trace = |path: &Path| Trace::from_captures(&Capture::read_all(path).unwrap());
     let diff = Diff::new(&trace(&base), &trace(&new), &Options::default());
+    let read = |path: &Path| Capture::read_all(path).unwrap();
+    let streamed = tickscope::__private::diff_of_captures(
+        &read(&base),
+        &read(&new),
+        &Options::default(),
+        false,
+    );
+    assert_eq!(streamed.as_ref(), Some(&diff), "read in pieces");
     assert!(
         diff.rows.iter().any(|r| r.name.contains("fetch")),
         "{diff:?}"

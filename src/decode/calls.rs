@@ -39,8 +39,9 @@ pub(crate) enum Call {
     End { key: (u32, u32), times: (u64, u64) },
 }
 
-/// The scopes of `pieces` (not the polls of async calls: captures with async calls are not
-/// decoded in pieces) handed to `f` in the order of their starts. `false` when a thread's
+/// The scopes of `pieces` (not the polls of async calls, whose calls are read apart:
+/// [`SpanSource::each_streamed_call`](super::pieces::SpanSource)) handed to `f` in the order
+/// of their starts. `false` when a thread's
 /// scopes do not begin in time order (which only a forged file gives): the order merged is not
 /// the decoded trace's, and what `f` was given is to be dropped.
 pub(crate) fn each_call(pieces: &Pieces<'_>, f: &mut dyn FnMut(Call)) -> bool {
@@ -197,6 +198,8 @@ impl Feed<'_, '_> {
                 pairing.drain_piece(|piece| take(piece, queue, ends, last_start, in_order));
             }
         });
+        // The marks of async calls are matched apart (`SpanSource::each_streamed_call`).
+        pairing.marks_mut().clear();
         *chunk += 1;
     }
 }

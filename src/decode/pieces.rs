@@ -516,3 +516,20 @@ fn threads(summary: &Summary) -> Threads {
 fn shared(capture: &Capture) -> Shared<'_> {
     Shared::new(capture, false, false)
 }
+
+impl<'c> Pieces<'c> {
+    /// [`Pieces::of_summary_with_polls`] of a summary that summed async calls, whose calls
+    /// come after the polls ([`SpanSource::each_streamed_call`]), as the decoded trace holds
+    /// them; `None` when several captures hold calls (their calls are merged whole).
+    pub(crate) fn of_summary_with_calls(
+        captures: &[&'c Capture],
+        summary: &'c Summary,
+    ) -> Option<Self> {
+        if summary.call_captures.len() > 1 {
+            return None;
+        }
+        let mut pieces = Self::of_summary_with_polls(captures, summary)?;
+        pieces.calls = summary.call_captures.first().copied();
+        Some(pieces)
+    }
+}

@@ -31,22 +31,22 @@ impl Rng {
 
 /// How [`hostile`] forges a session.
 #[derive(Clone, Copy)]
-struct Forge {
-    seed: u64,
-    threads: usize,
-    steps: usize,
+pub(super) struct Forge {
+    pub(super) seed: u64,
+    pub(super) threads: usize,
+    pub(super) steps: usize,
     /// Some threads' ticks step back now and then.
-    backwards: bool,
+    pub(super) backwards: bool,
     /// Salvaged without its footer.
-    salvaged: bool,
+    pub(super) salvaged: bool,
     /// Some threads end with a lead whose payload is missing.
-    cut_lead: bool,
+    pub(super) cut_lead: bool,
     /// The window starts late on some threads and ends before the last records.
-    narrow: bool,
+    pub(super) narrow: bool,
     /// Every record at one tick.
-    flat: bool,
+    pub(super) flat: bool,
     /// The threads' clocks far apart (calls of walls near `u64::MAX / 2`).
-    far: bool,
+    pub(super) far: bool,
 }
 
 /// Threads with a clock each (threads at different times, ties within and across them):
@@ -55,7 +55,7 @@ struct Forge {
 /// ids reused while open and after an end, polls of unknown ids and of other callsites,
 /// slices closed out of order, threads with no async record, the records cut in chunks of
 /// 1 to 7 records (payloads apart from their leads), some chunks empty.
-fn hostile(forge: Forge) -> Capture {
+pub(super) fn hostile(forge: Forge) -> Capture {
     let mut rng = Rng(forge.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let threads = forge.threads;
     let sites = [&FETCH, &HANDLE, &FETCH_TOO];
@@ -209,7 +209,7 @@ fn assert_as_decoded(make: &dyn Fn() -> Vec<Capture>, must_sum: bool) -> Option<
     summary.map(|s| s.calls())
 }
 
-fn forge(seed: u64) -> Forge {
+pub(super) fn forge(seed: u64) -> Forge {
     Forge {
         seed,
         threads: 1 + seed as usize % 5,

@@ -56,6 +56,8 @@ pub mod flamegraph;
 pub mod folded;
 #[cfg(test)]
 mod hostile_async_tests;
+#[cfg(test)]
+mod hostile_reports_tests;
 pub mod html;
 mod json;
 pub mod kineto;

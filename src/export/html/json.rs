@@ -37,6 +37,16 @@ pub(super) struct Parts {
     pub(super) extra: String,
     /// The binary block: its bytes, whether gzipped, and its length before compression.
     pub(super) blob: BlobBytes,
+    /// The async calls, when the trace does not hold them (streamed: `calls::streamed`).
+    pub(super) calls: Option<CallsPart>,
+}
+
+/// The async calls of the JSON block written from captures' calls as they are read again.
+pub(super) struct CallsPart {
+    /// The calls in the trace (those shown are fewer past the budget).
+    pub(super) count: u64,
+    /// `"name":[...],...,"polls":[...]`: the members of the `async` object.
+    pub(super) json: String,
 }
 
 /// The binary block: its bytes, whether gzipped, and its length before compression.
@@ -90,6 +100,7 @@ pub(super) fn data(
         memory,
         extra: String::new(),
         blob: (Vec::new(), false, 0),
+        calls: None,
     };
     compose(trace, parts, options, title, names, &mut |names| {
         spans_blob(trace, names)
@@ -156,8 +167,10 @@ pub(super) fn compose(
     j.push_str(&parts.tree);
     j.push_str(",\"footer\":");
     j.push_str(&json_string(&parts.footer));
-    session_json(&mut j, trace, parts.spans.iter().sum());
-    events_json(&mut j, trace, names);
+    let calls = parts.calls.as_ref();
+    let count = calls.map_or(trace.async_spans.len() as u64, |c| c.count);
+    session_json(&mut j, trace, parts.spans.iter().sum(), count);
+    events_json(&mut j, trace, names, calls.map(|c| c.json.as_str()));
     j.push_str(",\"flows\":[");
     j.push_str(&parts.flows);
     j.push(']');
@@ -360,7 +373,7 @@ fn tree_json(j: &mut String, trace: &Trace, names: &mut Names) {
 }
 
 /// What the table's footer says, field by field.
-fn session_json(j: &mut String, trace: &Trace, scopes: usize) {
+fn session_json(j: &mut String, trace: &Trace, scopes: usize, async_calls: u64) {
     let clock = trace
         .clock_source
         .map_or_else(|| "null".to_owned(), |c| json_string(&c.to_string()));
@@ -387,7 +400,7 @@ fn session_json(j: &mut String, trace: &Trace, scopes: usize) {
             trace.overwritten_events,
             trace.event_count,
             trace.thread_count(),
-            trace.async_spans.len(),
+            async_calls,
             trace
                 .cut_start_ns
                 .map_or_else(|| "null".to_owned(), |c| rel(trace, c).to_string()),
@@ -399,8 +412,9 @@ fn session_json(j: &mut String, trace: &Trace, scopes: usize) {
     );
 }
 
-/// Counters, instants and async calls.
-fn events_json(j: &mut String, trace: &Trace, names: &mut Names) {
+/// Counters, instants and async calls (the members of `async` given when streamed, else
+/// the trace's).
+fn events_json(j: &mut String, trace: &Trace, names: &mut Names, calls: Option<&str>) {
     let threads = thread_indices(trace);
     let thread_of =
         |process: u32, id: u64| -> i64 { threads.get(&(process, id)).map_or(-1, |&i| i as i64) };
@@ -447,7 +461,13 @@ fn events_json(j: &mut String, trace: &Trace, names: &mut Names) {
         sep(j, i);
         j.push_str(&e.process.to_string());
     }
-    j.push_str("]},\"async\":{\"name\":[");
+    j.push_str("]},\"async\":{");
+    if let Some(calls) = calls {
+        j.push_str(calls);
+        j.push('}');
+        return;
+    }
+    j.push_str("\"name\":[");
     for (i, a) in trace.async_spans.iter().enumerate() {
         sep(j, i);
         j.push_str(&names.id(a.name()).to_string());

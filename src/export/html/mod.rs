@@ -39,12 +39,18 @@
 //! byte, up to 4 Mi scopes. Past that, the blob holds a level of detail (every scope that
 //! lasted at least the least duration that keeps at most 4 Mi of them, with their parents),
 //! which the page states; the JSON block then holds each row's histogram over every call, so
-//! that the table, call tree, flame graph and histograms still count every scope. Captures
-//! with async calls, and a report with a baseline, are decoded whole.
+//! that the table, call tree, flame graph and histograms still count every scope. The calls
+//! of `#[profile] async fn`s are matched as the threads are read again (past 1 Mi of them,
+//! the page's async lanes show the longest); captures whose async calls cannot be matched so
+//! (`tracing` spans entered several times, a flight recorder's window, memory tracked,
+//! several sessions with calls), and a report with a baseline, are decoded whole.
 
 #[cfg(doc)]
 use crate::report::{Diff, Report};
 
+#[cfg(test)]
+mod async_tests;
+mod calls;
 mod encode;
 mod hist;
 mod json;
@@ -70,7 +76,7 @@ impl Format for Options {
     }
 
     /// The report of what `captures` decode to without decoding them whole, unless they hold
-    /// async calls or a baseline is set: the JSON block from the first pass's sums, the blob
+    /// async calls that cannot be matched as they are read again, or a baseline is set: the JSON block from the first pass's sums, the blob
     /// from the spans read again piece by piece (past 4 Mi scopes, those that lasted longest:
     /// the page says which).
     fn write_captures(&self, captures: &[&Capture], out: &mut dyn Write) -> Option<io::Result<()>> {

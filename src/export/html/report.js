@@ -1031,9 +1031,14 @@
 
   // ---------- start ----------
   // A level of detail: the timeline shows the longest scopes; everything else counts them all.
-  const lod = meta.lod ? h('p', { class: 'note', id: 'lod', text: 'Showing ' + meta.lod.shown + ' of ' + meta.lod.scopes +
-    ' scopes on the timeline: those of ' + fmtNs(meta.lod.min_ns) + ' or more, with their parents (at most ' + meta.lod.budget +
-    ' scopes are kept); the table, call tree, flame graph and histograms count every scope.' }) : null;
+  // Past the budget of async calls too (meta.lod.calls), the timeline's async lanes show the longest calls.
+  const L = meta.lod;
+  const lodText = !L ? '' : (L.calls === undefined || L.shown < L.scopes ? 'Showing ' + L.shown + ' of ' + L.scopes +
+    ' scopes on the timeline: those of ' + fmtNs(L.min_ns) + ' or more, with their parents (at most ' + L.budget +
+    ' scopes are kept); the table, call tree, flame graph and histograms count every scope. ' : '') +
+    (L.calls === undefined ? '' : 'Showing ' + L.calls_shown + ' of ' + L.calls + ' async calls on the timeline: those of ' +
+    fmtNs(L.calls_min_ns) + ' or more (at most ' + L.calls_budget + ' calls are kept); the table and histograms count every call.');
+  const lod = L ? h('p', { class: 'note', id: 'lod', text: lodText.trim() }) : null;
   app.replaceChildren(h('header', null, h('h1', { text: meta.title }), nav, info, lod), main);
   document.body.appendChild(tip);
   window.addEventListener('hashchange', route);

@@ -8,6 +8,10 @@
 //! durations), and the scopes around them (their parents, so that what is shown nests as
 //! in the trace). The page says so; the table, the call tree, the flame graph and the rows'
 //! histograms (written in the JSON block then) count every scope.
+//!
+//! Of captures with `#[profile] async fn` calls, the polls are spans of the pieces, and the
+//! calls (the JSON block's `async` columns) come after them, matched as the threads are read
+//! again ([`calls`]): past a budget of their own, the longest.
 
 use std::cell::Cell;
 use std::io;
@@ -20,6 +24,7 @@ use crate::record::hash::FxHashMap;
 use crate::report::Report;
 use crate::trace::{SpanKind, Trace};
 
+use super::calls;
 use super::encode::{compress, rel, sep, varint, zigzag};
 use super::hist::RowBins;
 use super::json::{MemoryPoints, Parts, compose, rows_json};
@@ -50,9 +55,10 @@ pub(crate) fn set_scope_budget(scopes: Option<u64>) {
     BUDGET.with(|b| b.set(scopes));
 }
 
-/// The level of detail of a report of `summary`: the least duration shown, when the trace
-/// holds more than [`scope_budget`] scopes.
-fn threshold(summary: &Summary) -> Option<u64> {
+/// The level of detail of a report of `summary` (read in `pieces`): the least duration
+/// shown, when the trace holds more than [`scope_budget`] scopes. The polls of async calls,
+/// which the sums do not time, are timed by reading the threads again.
+fn threshold(summary: &Summary, pieces: &Pieces<'_>) -> Option<u64> {
     let budget = scope_budget();
     if summary.spans() as u64 <= budget {
         return None;
@@ -64,11 +70,26 @@ fn threshold(summary: &Summary) -> Option<u64> {
             Durations::Histogram(h) => all.merge(h),
         }
     }
+    if summary.polls() > 0 {
+        for t in 0..summary.threads.len() {
+            let each = pieces.each_piece(t, false, &mut |piece| {
+                for (i, span) in piece.spans.iter().enumerate() {
+                    // Each span once, in the piece where it ends.
+                    if span.kind != SpanKind::Scope && !piece.is_open(i as u32) {
+                        all.add(span.duration_ns());
+                    }
+                }
+                Ok(())
+            });
+            debug_assert!(each.is_ok());
+        }
+    }
     Some(all.least_keeping(budget).0)
 }
 
 /// The report of what `captures` decode to, written from their sums and pieces; `None`
-/// when it cannot be (async calls, a baseline: the caller decodes the trace whole).
+/// when it cannot be (async calls that cannot be matched as the threads are read again, a
+/// baseline: the caller decodes the trace whole).
 pub(super) fn data_of(
     captures: &[&Capture],
     options: &Options,
@@ -79,7 +100,12 @@ pub(super) fn data_of(
         return None;
     }
     let summary = Summary::of(captures)?;
-    let pieces = Pieces::of_summary(captures, &summary)?;
+    // The polls of `#[profile] async fn` calls are spans of the pieces, their calls read
+    // again after them.
+    let pieces = match summary.streamed_calls {
+        true => Pieces::of_summary_with_calls(captures, &summary)?,
+        false => Pieces::of_summary(captures, &summary)?,
+    };
     let trace = &summary.trace;
     // The rows number the names first, as the whole trace's report does.
     let report = Report::from_summary(&summary, false);
@@ -88,8 +114,12 @@ pub(super) fn data_of(
     rows_json(&mut table, trace, &report, names);
     rows_json(&mut by_thread_json, trace, &by_thread, names);
     let footer = crate::table::footer_text(trace, Some(&summary), &report);
-    let least = threshold(&summary);
-    let bins = least.map(|_| (RowBins::new(&report), RowBins::new(&by_thread)));
+    let least = threshold(&summary, &pieces);
+    let call_budget = calls::call_budget(scope_budget());
+    let calls_least = calls::threshold(&summary, call_budget);
+    // Of a level of detail (of scopes or of calls), each row's histogram over every call.
+    let lod = least.is_some() || calls_least.is_some();
+    let bins = lod.then(|| (RowBins::new(&report), RowBins::new(&by_thread)));
     let mut walk = Walk::new(trace, least.unwrap_or(0), bins);
     for t in 0..trace.threads.len() {
         walk.thread(&pieces, t, names);
@@ -110,9 +140,19 @@ pub(super) fn data_of(
         tree,
         shown,
         flow_ends,
-        bins,
+        mut bins,
         ..
     } = walk;
+    let calls = match summary.streamed_calls {
+        true => Some(calls::streamed(
+            &pieces,
+            trace,
+            calls_least,
+            &mut bins,
+            names,
+        )?),
+        false => None,
+    };
     let mut flows = String::new();
     let mut k = 0;
     for flow in &trace.flows {
@@ -132,13 +172,21 @@ pub(super) fn data_of(
         }
     }
     let mut extra = String::new();
-    if let (Some(least), Some((by_name, by_thread))) = (least, bins) {
+    if let Some((by_name, by_thread)) = bins {
         let shown: u64 = shown.iter().map(|&n| u64::from(n)).sum();
         extra.push_str(&format!(
-            ",\"lod\":{{\"shown\":{shown},\"scopes\":{},\"min_ns\":{least},\"budget\":{}}}",
+            ",\"lod\":{{\"shown\":{shown},\"scopes\":{},\"min_ns\":{},\"budget\":{}",
             summary.spans(),
+            least.unwrap_or(0),
             scope_budget()
         ));
+        if let (Some(least), Some((part, shown))) = (calls_least, &calls) {
+            extra.push_str(&format!(
+                ",\"calls_shown\":{shown},\"calls\":{},\"calls_min_ns\":{least},\"calls_budget\":{}",
+                part.count, call_budget
+            ));
+        }
+        extra.push('}');
         extra.push_str(",\"hist\":{\"table\":");
         by_name.json(&mut extra);
         extra.push_str(",\"by_thread\":");
@@ -149,7 +197,7 @@ pub(super) fn data_of(
     tree.json(&mut tree_json);
     let parts = Parts {
         spans: summary.threads.iter().map(|t| t.spans).collect(),
-        shown: least.map(|_| shown.clone()),
+        shown: lod.then(|| shown.clone()),
         table,
         by_thread: by_thread_json,
         tree: tree_json,
@@ -158,6 +206,7 @@ pub(super) fn data_of(
         memory,
         extra,
         blob: walk.blob.finish(),
+        calls: calls.map(|(part, _)| part),
     };
     Some(compose(trace, parts, options, title, names, &mut |_| {
         (Vec::new(), false, 0)

@@ -56,6 +56,8 @@
 //! `blocks = 0`, `n·s²` of independent calls), its margin
 //! `max(threshold × base total, min_change × base calls)`.
 
+#[cfg(test)]
+mod async_tests;
 mod diff;
 mod judge;
 mod samples;

@@ -10,14 +10,19 @@
 //! blocks' means stay exact. A block is let go once its calls have all ended, so what a run
 //! holds is a few histograms per name and the scopes open at once, not its calls (with
 //! `blocks = 0`, every call is a sample, and its time is kept).
+//!
+//! The calls of `#[profile] async fn`s are counted by the first pass too, and after the
+//! scopes handed over in the order they began, matched as the threads are read again
+//! ([`SpanSource::each_streamed_call`]): a name is either a scope's or an async call's (else
+//! the run is decoded whole), so each name's calls come in start order.
 
 use std::collections::BTreeMap;
 
 use crate::capture::Capture;
 use crate::decode::calls::{Call, each_call};
-use crate::decode::pieces::Pieces;
+use crate::decode::pieces::{Pieces, SpanSource};
 use crate::decode::quantiles::{Durations, Histogram, exact_budget};
-use crate::decode::summary::Summary;
+use crate::decode::summary::{Calls as SumCalls, Sum, Summary};
 use crate::record::hash::FxHashMap;
 
 use super::samples::Calls;
@@ -27,7 +32,9 @@ impl Diff {
     /// [`Diff::new`] (with `repetitions`, [`Diff::from_repetitions`] of each capture as a
     /// session) of the traces that `base` and `new` decode to, without decoding them whole:
     /// see the [module documentation](self). `None` when a run cannot be read that way
-    /// (async calls, or a thread whose scopes do not begin in time order): decode it whole.
+    /// (async calls that cannot be matched as the threads are read again, a name of both
+    /// scopes and async calls, or a thread whose scopes do not begin in time order): decode
+    /// it whole.
     pub(crate) fn of_captures(
         base: &[Capture],
         new: &[Capture],
@@ -86,7 +93,15 @@ fn run(
     blocks: Option<usize>,
     exact: bool,
 ) -> Option<(BTreeMap<&'static str, Calls>, u64)> {
-    let summary = Summary::of_with(captures, false, false)?;
+    // The calls of `#[profile] async fn`s are summed too, when they can be matched as the
+    // threads are read again.
+    let sum = Sum {
+        exact: false,
+        stacks: false,
+        calls: SumCalls::Sum,
+        sites: true,
+    };
+    let summary = Summary::summed(captures, sum)?;
     // Each name's calls, which the blocks are cut by.
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     for site in summary.threads.iter().flat_map(|t| &t.sites) {
@@ -96,8 +111,24 @@ fn run(
         };
         *counts.entry(site.callsite.name()).or_default() += n;
     }
+    let scoped: Vec<&'static str> = counts.keys().copied().collect();
+    for site in summary.threads.iter().flat_map(|t| &t.calls) {
+        let name = site.callsite.name();
+        // A name of scopes and of async calls both: its calls of one start come scopes
+        // first (a stable sort of the scopes, then the calls), which a merge of the scopes
+        // and then of the calls does not give; decoded whole.
+        if scoped.binary_search(&name).is_ok() {
+            return None;
+        }
+        *counts.entry(name).or_default() += site.count;
+    }
     let wall_ns = summary.trace.wall_ns();
-    let pieces = Pieces::of_summary(captures, &summary)?;
+    // The polls of async calls are spans of the pieces (not compared), their calls read
+    // again after the scopes.
+    let pieces = match summary.streamed_calls {
+        true => Pieces::of_summary_with_calls(captures, &summary)?,
+        false => Pieces::of_summary(captures, &summary)?,
+    };
     let mut index: FxHashMap<&'static str, usize> = FxHashMap::default();
     let mut names: Vec<Name> = Vec::with_capacity(counts.len());
     for (&name, &n) in &counts {
@@ -124,8 +155,19 @@ fn run(
             }
         }
     });
+    // The async calls, each name's in the order they began (as the trace holds them),
+    // after every scope: no name has both.
+    let streamed = pieces.each_streamed_call(&mut |_, call| {
+        let Some(&at) = index.get(call.name()) else {
+            known = false;
+            return Ok(());
+        };
+        let times = (call.duration_ns(), call.self_ns);
+        names[at].begin(Some((compared(times, metric), times.0)));
+        Ok(())
+    });
     drop(pieces);
-    if !(ordered && known && pending.is_empty()) {
+    if !(ordered && known && pending.is_empty() && streamed.is_ok()) {
         return None;
     }
     let calls = names

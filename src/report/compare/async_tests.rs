@@ -1,0 +1,95 @@
+//! A [`Diff`] of captures with `#[profile] async fn` calls read in pieces
+//! ([`Diff::of_captures`]): the scopes merged in start order, then each async call matched as
+//! the threads are read again, in the order it began: the diff of the decoded traces.
+
+use super::{Diff, Metric, Options};
+use crate::capture::Capture;
+use crate::decode::forged_async::{FETCH, HANDLE, held_back, session};
+use crate::trace::{SpanKind, Trace};
+
+/// Every metric, with and without time blocks and repetitions.
+fn variants() -> Vec<(Options, bool)> {
+    let of = |metric, blocks| Options {
+        metric,
+        blocks,
+        ..Options::default()
+    };
+    vec![
+        (of(Metric::PerCall, Options::BLOCKS), false),
+        (of(Metric::PerCall, 7), false),
+        (of(Metric::PerCall, 0), false),
+        (of(Metric::SelfTime, Options::BLOCKS), false),
+        (of(Metric::Total, Options::BLOCKS), false),
+        (of(Metric::PerCall, Options::BLOCKS), true),
+        (of(Metric::SelfTime, Options::BLOCKS), true),
+    ]
+}
+
+/// The diff of `base` and `new` read in pieces (which must be read so) is the diff of their
+/// decoded traces.
+fn assert_streamed_is_whole(base: &[Capture], new: &[Capture]) {
+    let traces = |captures: &[Capture]| -> Vec<Trace> {
+        (captures.iter())
+            .map(|c| Trace::from_captures(std::slice::from_ref(c)))
+            .collect()
+    };
+    let (base_each, new_each) = (traces(base), traces(new));
+    let (base_all, new_all) = (Trace::from_captures(base), Trace::from_captures(new));
+    assert!(!base_all.async_spans.is_empty() && !new_all.async_spans.is_empty());
+    for (options, repetitions) in variants() {
+        let whole = match repetitions {
+            true => Diff::from_repetitions(&base_each, &new_each, &options),
+            false => Diff::new(&base_all, &new_all, &options),
+        };
+        let streamed = Diff::of_captures(base, new, &options, repetitions)
+            .unwrap_or_else(|| panic!("read in pieces: {options:?}, {repetitions}"));
+        assert_eq!(streamed, whole, "{options:?}, repetitions {repetitions}");
+        for site in [&FETCH, &HANDLE] {
+            let row = streamed.row(site.name()).expect("a row of async calls");
+            assert!(row.base.is_some_and(|side| side.calls > 0));
+        }
+    }
+}
+
+#[test]
+fn diffs_of_async_calls_are_read_in_pieces_as_the_decoded_traces() {
+    // Calls polled and ended on other threads, calls open at the stop, ids reused.
+    assert_streamed_is_whole(&[session(80, 3, 3_000, 11)], &[session(81, 2, 3_000, 7)]);
+    // Calls held back by one open call (through a temporary file), a session salvaged
+    // without its footer.
+    let mut salvaged = session(82, 2, 2_000, 13);
+    salvaged.salvaged = Some(64);
+    assert_streamed_is_whole(&[held_back(3_000)], &[salvaged]);
+}
+
+#[test]
+fn diffs_of_several_sessions_with_calls_are_read_whole_unless_repeated() {
+    let base = [session(83, 2, 400, 5), session(84, 2, 400, 5)];
+    let new = [session(85, 2, 400, 5), session(86, 2, 400, 5)];
+    let options = Options::default();
+    // Each session a repetition: one capture of calls a run, read in pieces.
+    assert!(Diff::of_captures(&base, &new, &options, true).is_some());
+    // The sessions of a run merged: their calls are matched whole.
+    assert!(Diff::of_captures(&base, &new, &options, false).is_none());
+}
+
+#[test]
+fn a_name_of_scopes_and_async_calls_both_is_read_whole() {
+    use crate::record::event::RawEvent;
+    // A plain scope of `fetch`'s callsite beside its async calls (a session of its own).
+    let scope = || {
+        let end = RawEvent::end(RawEvent::end_key(FETCH.id(), 20), 30);
+        let records = vec![RawEvent::begin(FETCH.id(), 20), end];
+        Capture::from_records(vec![(9, records)], 0, 40)
+    };
+    let run = [scope(), session(87, 2, 400, 5)];
+    let trace = Trace::from_captures(&run);
+    assert!(!trace.async_spans.is_empty());
+    let scopes = trace.threads.iter().flat_map(|t| &t.spans);
+    let fetch: Vec<_> = (scopes.filter(|s| s.kind == SpanKind::Scope))
+        .filter(|s| s.name() == "fetch")
+        .collect();
+    assert_eq!(fetch.len(), 1);
+    assert!(!fetch[0].open_at_stop);
+    assert!(Diff::of_captures(&run, &run, &Options::default(), false).is_none());
+}
