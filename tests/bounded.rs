@@ -1191,22 +1191,30 @@ impl std::future::Future for YieldOnce {
     }
 }
 
-/// An async call polled twice, a `parse` scope in its first poll.
+/// An async call polled twice, a `parse` scope in its first poll (which allocates a block
+/// that the second poll frees).
 #[tickscope::profile]
 async fn handle(i: u64) -> u64 {
-    {
+    let block = {
         let _parse = scope!("parse");
-        std::hint::black_box(i);
-    }
+        std::hint::black_box(vec![0u8; 16 + i as usize % 64])
+    };
     YieldOnce::default().await;
+    drop(block);
     i
 }
 
 /// Records, in a streaming session to `path`, `requests` async calls (`handle`) in batches
 /// of 8 open at once: each batch's calls polled once in turn, then again to their end.
 fn stream_async(path: &Path, requests: u64) -> Profiler {
+    stream_async_tracking(path, requests, tickscope::MemoryMode::Off)
+}
+
+/// [`stream_async`] in a session that tracks memory as `memory` says.
+fn stream_async_tracking(path: &Path, requests: u64, memory: tickscope::MemoryMode) -> Profiler {
     let prof = Profiler::builder()
         .current_thread()
+        .track_memory(memory)
         .stream_to(path)
         .stream_memory(1 << 20)
         .try_start()
@@ -1479,6 +1487,64 @@ fn html_reports_and_diffs_of_async_calls_take_bounded_memory() {
         );
         assert!(large < spans_bytes / 4, "{large} bytes");
     }
+}
+
+/// The flat table (by thread or not) and the report of a session of async calls that
+/// tracked memory (a timeline, or counts), summed as the file is read again: the whole
+/// trace's text and rows, each call with its polls' memory figures.
+#[test]
+fn a_table_of_async_calls_with_memory_tracked_is_summed_as_read() {
+    let _serial = serial();
+    let peak = |requests: u64, memory: tickscope::MemoryMode| {
+        let path = scratch("async-memory.tscope");
+        let prof = stream_async_tracking(&path, requests, memory);
+        let table = |by_thread: bool| {
+            Table::from_captures(Capture::read_all(&path).unwrap())
+                .by_thread(by_thread)
+                .to_string()
+        };
+        // Durations in histograms (as past 8 Mi scopes), for memory that does not grow with
+        // them; then kept each, for the whole trace's text.
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (peak, _) = peak_of(|| table(false));
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let summed = [false, true].map(table);
+        let captures = Capture::read_all(&path).unwrap();
+        let (whole, trace) = peak_of(|| Trace::from_captures(&captures));
+        let trace = Arc::new(trace);
+        assert_eq!(trace.async_spans.len() as u64, requests);
+        for (by_thread, summed) in [false, true].into_iter().zip(summed) {
+            let decoded = Table::new(trace.clone()).by_thread(by_thread).to_string();
+            assert_eq!(summed, decoded);
+        }
+        let report = Report::new(&trace);
+        let handle = report.rows().iter().find(|r| r.name == "handle").unwrap();
+        // Each call's polls allocated a block and freed it.
+        if let Some(memory) = handle.memory {
+            assert_eq!(
+                (handle.calls, memory.allocs, memory.frees),
+                (requests, requests, requests)
+            );
+        }
+        assert_eq!(prof.report().rows(), report.rows());
+        std::fs::remove_file(&path).unwrap();
+        [peak, whole]
+    };
+    peak(400, tickscope::MemoryMode::Counts);
+    // (Past a few thousand calls: the calls waiting for their polls' figures, a pairing
+    // window's worth, are as many as they get.)
+    let [small, _] = peak(4_000, tickscope::MemoryMode::Timeline);
+    let [large, whole] = peak(40_000, tickscope::MemoryMode::Timeline);
+    eprintln!(
+        "tables of 4,000 / 40,000 async calls with memory: {small} / {large} bytes at most \
+         ({whole} decoded whole)"
+    );
+    // The sums' histograms grow with the range of the durations (real time), not their count.
+    assert!(
+        large <= small + (1 << 20),
+        "{large} bytes at most for 40,000 calls, {small} for a tenth"
+    );
+    assert!(large < whole / 8, "{large} bytes, {whole} decoded whole");
 }
 
 /// The HTML report of a streamed session (`Profiler::write`) and of its file read back (as

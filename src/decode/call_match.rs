@@ -5,9 +5,14 @@
 
 use crate::record::callsite::Callsite;
 use crate::record::hash::{FxHashMap, FxHashSet};
-use crate::trace::Span;
+use crate::trace::{MemoryStats, Span};
 
 use super::async_spans::{Mark, MarkKind};
+
+/// What is done with a `tracing` enter that is a plain scope: its thread (index), callsite,
+/// figures (duration, self time, open at the stop) and memory figures.
+pub(super) type ScopeOf<'f> =
+    dyn FnMut(usize, &'static Callsite, (u64, u64, bool), &MemoryStats) + 'f;
 
 /// One thread's poll slices (by index) between their mark and their figures.
 #[derive(Default)]
@@ -49,6 +54,10 @@ pub(super) struct Call {
     solo: Option<PollDone>,
     /// Not closed in a session salvaged without its footer: a call even when entered once.
     pub(super) in_flight: bool,
+    /// Begun before a flight recorder's window: it starts there.
+    pub(super) cut_at_start: bool,
+    /// Its polls' memory figures, summed (of a session that tracked memory).
+    pub(super) memory: MemoryStats,
 }
 
 impl Call {
@@ -80,13 +89,18 @@ pub(super) struct Matcher<'f> {
     pub(super) first_enters: FxHashMap<(usize, u32), usize>,
     /// The rank of the next call begun.
     pub(super) next_rank: u64,
+    /// A flight recorder's window start (ns), before which no mark was made: a poll or an
+    /// end of a call not begun in the window begins it there, cut
+    /// ([`AsyncSpan::cut_at_start`](crate::trace::AsyncSpan::cut_at_start)), as `match_async`
+    /// makes it.
+    pub(super) cut_ns: Option<u64>,
     /// Some mark came out of order, or an enter found plain on its thread had company: the
     /// sums are not the decoded trace's.
     pub(super) diverged: bool,
     /// What is done with each call once settled.
     pub(super) settled: &'f mut dyn FnMut(&Call),
     /// What is done with each `tracing` enter that is a plain scope.
-    pub(super) scope: &'f mut dyn FnMut(usize, &'static Callsite, (u64, u64, bool)),
+    pub(super) scope: &'f mut ScopeOf<'f>,
 }
 
 impl Matcher<'_> {
@@ -120,23 +134,26 @@ impl Matcher<'_> {
             self.polled(Some(slot), mark, index, polls);
             return;
         }
-        let current = (self.open.get(&mark.span).copied()).filter(|&slot| {
+        let mut current = (self.open.get(&mark.span).copied()).filter(|&slot| {
             self.calls[slot]
                 .as_ref()
                 .is_some_and(|c| same(c.callsite, callsite))
         });
+        if let (Some(cut_ns), None, MarkKind::Poll(_) | MarkKind::End) =
+            (self.cut_ns, current, mark.what)
+        {
+            // Begun before the window: from its start.
+            let mut call = Call::begun(callsite, u64::MAX, mark);
+            (call.start_ns, call.cut_at_start) = (cut_ns, true);
+            let slot = self.store(call);
+            self.replace_open(mark.span, slot);
+            current = Some(slot);
+        }
         match (mark.what, current) {
             (MarkKind::Begin, _) => {
                 let slot = self.store(Call::begun(callsite, self.next_rank, mark));
                 self.next_rank += 1;
-                // A call of the same id still open is no longer matched: it keeps the end
-                // it was begun with (its start), as the decoded trace's does.
-                if let Some(old) = self.open.insert(mark.span, slot)
-                    && let Some(call) = self.calls[old].as_mut()
-                {
-                    call.end_ns = Some(call.start_ns);
-                    self.settle(old);
-                }
+                self.replace_open(mark.span, slot);
             }
             (MarkKind::Poll(index), matched) => self.polled(matched, mark, index, polls),
             (MarkKind::End, Some(slot)) => {
@@ -149,6 +166,18 @@ impl Matcher<'_> {
             }
             // An end of a call begun outside the window.
             (MarkKind::End | MarkKind::Enter(_) | MarkKind::Close, _) => {}
+        }
+    }
+
+    /// The call at `slot` is the one open for span id `span`. One of the same id still open
+    /// is no longer matched: it keeps the end it was begun with (its start), as the decoded
+    /// trace's does.
+    fn replace_open(&mut self, span: u64, slot: usize) {
+        if let Some(old) = self.open.insert(span, slot)
+            && let Some(call) = self.calls[old].as_mut()
+        {
+            call.end_ns = Some(call.start_ns);
+            self.settle(old);
         }
     }
 
@@ -224,6 +253,7 @@ impl Matcher<'_> {
         call.busy_ns = call.busy_ns.saturating_add(poll.duration_ns);
         call.self_ns = call.self_ns.saturating_add(poll.self_ns);
         call.polled_until = call.polled_until.max(poll.end_ns);
+        call.memory.add(&poll.memory);
         call.solo = Some(poll);
         self.settle(slot);
     }
@@ -252,7 +282,7 @@ impl Matcher<'_> {
             (true, _, _) => (self.settled)(call),
             (false, Some((_, (thread, _))), Some(poll)) => {
                 let figures = (poll.duration_ns, poll.self_ns, poll.open_at_stop);
-                (self.scope)(thread, call.callsite, figures);
+                (self.scope)(thread, call.callsite, figures, &poll.memory);
             }
             (false, _, _) => {}
         }
@@ -281,6 +311,8 @@ impl Call {
             tracing: None,
             solo: None,
             in_flight: false,
+            cut_at_start: false,
+            memory: MemoryStats::default(),
         }
     }
 }
@@ -297,11 +329,14 @@ pub(super) struct PollDone {
     end_ns: u64,
     /// (What a `tracing` enter found a plain scope keeps.)
     open_at_stop: bool,
+    /// Its memory figures (of a session that tracked memory).
+    memory: MemoryStats,
 }
 
 /// What a poll takes of its final slice.
-pub(super) fn poll_done(span: &Span) -> PollDone {
+pub(super) fn poll_done(span: &Span, memory: Option<&MemoryStats>) -> PollDone {
     PollDone {
+        memory: memory.copied().unwrap_or_default(),
         duration_ns: span.duration_ns(),
         self_ns: span.self_ns(),
         end_ns: span.end_ns,

@@ -26,14 +26,14 @@ use std::io;
 
 use crate::capture::CaptureThread;
 use crate::decode::quantiles::Durations;
-use crate::record::callsite::Callsite;
 use crate::record::hash::FxHashMap;
-use crate::trace::{AsyncSpan, Span, SpanKind};
+use crate::trace::{AsyncSpan, MemoryStats, Span, SpanKind};
 
 use super::async_spans::{Mark, MarkKind};
-use super::call_match::{Call, Matcher, PollDone, Polls, poll_done};
+use super::call_match::{Call, Matcher, PollDone, Polls, ScopeOf, poll_done};
 use super::call_order::InOrder;
 use super::links::{Keep, Links};
+use super::memory::{Keeps, RawMemory};
 use super::pair::Pairing;
 use super::summary;
 use super::summary::{CallSums, ThreadSums};
@@ -68,10 +68,10 @@ pub(super) fn sum_calls(
         threads,
         ends,
         &mut |call| sums[call.thread].add(call),
-        &mut |thread, callsite, figures| {
+        &mut |thread, callsite, figures, memory| {
             open_scopes += u64::from(figures.2);
             if let Some(sums) = scopes.get_mut(thread) {
-                sums.poll_was_scope(callsite, figures);
+                sums.poll_was_scope(callsite, figures, memory);
             }
         },
     )?;
@@ -110,11 +110,11 @@ pub(super) fn each_call_in_order(
                 busy_ns: call.busy_ns,
                 self_ns: call.self_ns,
                 open_at_stop: call.open_at_stop,
-                cut_at_start: false,
+                cut_at_start: call.cut_at_start,
             };
             order.give(call.rank, span);
         },
-        &mut |_, _, _| {},
+        &mut |_, _, _, _| {},
     );
     if done.is_none() {
         return Err(io::Error::other("async marks out of order"));
@@ -139,24 +139,26 @@ pub(super) fn each_call(
     threads: &[&CaptureThread],
     ends: &[u64],
     settled: &mut dyn FnMut(&Call),
-    scope: &mut dyn FnMut(usize, &'static Callsite, (u64, u64, bool)),
+    scope: &mut ScopeOf<'_>,
 ) -> Option<u64> {
-    let mut stores: Vec<(Vec<Mark>, Links)> = threads
+    let mut stores: Vec<(Vec<Mark>, Links, Vec<RawMemory>)> = threads
         .iter()
-        .map(|_| (Vec::new(), Links::keeping(Keep::Nothing)))
+        .map(|_| (Vec::new(), Links::keeping(Keep::Nothing), Vec::new()))
         .collect();
     let mut feeds: Vec<Feed<'_, '_>> = (threads.iter().enumerate())
         .zip(&mut stores)
-        .map(|((index, &thread), (marks, links))| {
+        .map(|((index, &thread), (marks, links, memory))| {
             let mut pairing = Pairing::new(
                 shared.callsites,
                 (&shared.converter, shared.probe),
                 (index, thread.id),
                 marks,
                 links,
-                None,
+                shared.memory.then_some(memory),
                 0,
             );
+            // Each poll's memory figures, summed into its call's.
+            pairing.memory_keeps(Keeps::Figures);
             pairing.drain_every(summary::WINDOW);
             // Enters marked as they come, in time order with the thread's other marks.
             pairing.defer_enters();
@@ -185,6 +187,7 @@ pub(super) fn each_call(
         lives: FxHashMap::default(),
         first_enters: FxHashMap::default(),
         next_rank: 0,
+        cut_ns: (shared.capture.cut_start).map(|tick| shared.converter.to_unix_ns(tick)),
         diverged: false,
         settled,
         scope,
@@ -267,6 +270,8 @@ impl Sums {
                 self_ns: 0,
                 count: 0,
                 open: 0,
+                cut: 0,
+                memory: MemoryStats::default(),
             });
             sites.len() - 1
         });
@@ -278,6 +283,8 @@ impl Sums {
         site.self_ns = site.self_ns.saturating_add(call.self_ns);
         site.count += 1;
         site.open += u64::from(call.open_at_stop);
+        site.cut += u64::from(call.cut_at_start);
+        site.memory.add(&call.memory);
     }
 }
 
@@ -384,9 +391,9 @@ impl Feed<'_, '_> {
         pairing.forget_extras();
         if self.done || pairing.window_full() {
             let mut finals: Vec<(u32, PollDone)> = Vec::new();
-            pairing.drain_final(|index, span: &Span, _| {
+            pairing.drain_final(|index, span: &Span, memory| {
                 if matches!(span.kind, SpanKind::Poll { .. }) {
-                    finals.push((index, poll_done(span)));
+                    finals.push((index, poll_done(span, memory)));
                 }
             });
             for (index, poll) in finals {

@@ -266,10 +266,11 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
             // exports would need each slice's kind as they write it.
             let tracing = seen().any(|s| s.tracing);
             tracing_enters = tracing;
+            // A flight recorder's calls cut at its start come first in the decoded trace's:
+            // summed only.
             let streamable = how.calls != Calls::Decline
-                && (how.calls == Calls::Sum || !tracing)
-                && capture.cut_start.is_none()
-                && !capture.memory.is_on()
+                && (how.calls == Calls::Sum || !tracing && capture.cut_start.is_none())
+                && (how.calls == Calls::Sum || !capture.memory.is_on())
                 && seen().all(|s| s.streamable);
             if !streamable {
                 return None;

@@ -460,7 +460,8 @@ impl Summary {
             return None;
         }
         if summary.threads.iter().any(|t| t.memory_events > 0) {
-            let pieces = Pieces::of_summary(&captures, &summary)?;
+            // (Only their allocations and frees are read: whatever their spans.)
+            let pieces = Pieces::with(&captures, Cow::Borrowed(&summary.trace), threads(&summary))?;
             let live = pieces.memory_events(None, &mut |_, _| Ok(())).ok()?;
             drop(pieces);
             summary.live_at_end = live;

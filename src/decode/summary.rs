@@ -43,9 +43,13 @@ pub(crate) struct CallSums {
     /// The sums of their polls' durations and self times, saturating.
     pub(crate) busy_ns: u64,
     pub(crate) self_ns: u64,
-    /// Calls, and of them those still open at the stop.
+    /// Calls, of them those still open at the stop, and those begun before a flight
+    /// recorder's window.
     pub(crate) count: u64,
     pub(crate) open: u64,
+    pub(crate) cut: u64,
+    /// Their polls' memory figures, summed (of a session that tracked memory).
+    pub(crate) memory: MemoryStats,
 }
 
 /// The scopes of one thread, summed by callsite.
@@ -164,15 +168,16 @@ impl ThreadSums {
 
     /// A slice counted as a poll ([`ThreadSums::add`]: a `tracing` enter matched across
     /// threads) that the matching found a plain scope: summed as one.
-    /// Its figures: duration, self time, open at the stop.
+    /// Its figures: duration, self time, open at the stop; and its memory figures.
     pub(super) fn poll_was_scope(
         &mut self,
         callsite: &'static Callsite,
         figures: (u64, u64, bool),
+        memory: &MemoryStats,
     ) {
         self.polls -= 1;
         if self.sites_summed {
-            self.add_to_site(callsite, figures, None);
+            self.add_to_site(callsite, figures, Some(memory));
         }
     }
 
@@ -270,10 +275,12 @@ impl Summary {
         self.threads.iter().map(|t| t.polls).sum()
     }
 
-    /// The scopes begun before a flight recorder's window, as the trace's spans would count
-    /// them.
+    /// The scopes and async calls begun before a flight recorder's window, as the trace's
+    /// spans and calls would count them.
     pub(crate) fn cut_at_start(&self) -> usize {
-        self.threads.iter().map(|t| t.cut_at_start).sum()
+        let calls = self.threads.iter().flat_map(|t| &t.calls);
+        let calls: u64 = calls.map(|c| c.cut).sum();
+        self.threads.iter().map(|t| t.cut_at_start).sum::<usize>() + calls as usize
     }
 }
 

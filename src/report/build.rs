@@ -212,6 +212,7 @@ impl Report {
                 add_durations(acc, group, &site.durations, &mut histograms);
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
+                acc.memory.add(&site.memory);
                 acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(site.busy_ns));
                 acc.async_ns = acc.async_ns.saturating_add(site.wall_ns);
             }

@@ -149,20 +149,26 @@ fn several_captures_sum_like_their_merged_trace() {
 }
 
 #[test]
-fn async_calls_with_tracked_memory_are_not_summed_and_tracked_memory_is() {
+fn async_calls_and_scopes_with_tracked_memory_are_summed_with_their_memory() {
+    // A call polled once, counting an allocation of 64 bytes in its poll.
     let records = vec![
         RawEvent::new(RawKind::AsyncBegin, OUTER.id(), 10),
         RawEvent::payload(5, 0),
         RawEvent::new(RawKind::PollBegin, OUTER.id(), 10),
         RawEvent::payload(5, 0),
+        RawEvent::new(RawKind::AllocCount, 1, 64),
         end(&OUTER, 10, 20),
         RawEvent::new(RawKind::AsyncEnd, OUTER.id(), 20),
         RawEvent::payload(5, 0),
-        RawEvent::new(RawKind::AllocCount, 1, 64),
     ];
     let captures = [Capture::from_records(vec![(1, records)], 0, 100)];
     assert!(captures[0].memory.is_on());
-    assert!(Summary::of(&captures).is_none());
+    let summary = Summary::of(&captures).expect("summed");
+    let trace = Trace::from_captures(&captures);
+    super::summary_async_tests::assert_summary_is_decoded(&summary, &trace);
+    let call = &summary.threads[0].calls[0];
+    let memory = (call.memory.self_allocs, call.memory.self_alloc_bytes);
+    assert_eq!((call.count, memory), (1, (1, 64)));
     let records = vec![
         begin(&OUTER, 10),
         RawEvent::new(RawKind::AllocCount, 1, 64),

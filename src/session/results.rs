@@ -138,7 +138,7 @@ impl Profiler {
     /// summed from its file chunk by chunk, in memory bounded by its rows rather than by the
     /// file's size, when sums can stand for the spans (`#[profile] async fn` calls and
     /// `tracing` spans entered several times or on several threads summed as the file is
-    /// read again; not memory tracked with async calls);
+    /// read again, memory tracked or not);
     /// its p50 and p99 are then within 0.2 % of the exact values past 8 Mi scopes
     /// ([`Report::approximate_quantiles`]).
     pub fn report(&self) -> Report {

@@ -212,7 +212,8 @@ impl<'a> Pairing<'a> {
     }
 
     /// Moves the allocations and frees kept so far to the end of `to`, and lets go of the
-    /// counter samples and instants (a timeline read as it is written needs neither).
+    /// counter samples, instants and async marks (a timeline read as it is written needs
+    /// none of them).
     pub(in crate::decode) fn take_memory(
         &mut self,
         to: &mut std::collections::VecDeque<RawMemory>,
@@ -221,6 +222,7 @@ impl<'a> Pairing<'a> {
             memory.take_events(to);
         }
         self.forget_extras();
+        self.marks.clear();
     }
 
     /// Lets go of the counter samples and instants so far (a reading that needs neither).
