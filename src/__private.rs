@@ -194,3 +194,19 @@ pub fn diff_of_captures(
 ) -> Option<crate::report::compare::Diff> {
     crate::report::compare::Diff::of_captures(base, new, options, repetitions)
 }
+
+/// The HTML report with a diff view against the trace that `base` decodes to, as a
+/// [`Format`](crate::export::Format) (`tickscope report --baseline`): its
+/// [`write_captures`](crate::export::Format::write_captures) writes the report from the sums
+/// and pieces of both runs, the diff made of the captures as [`diff_of_captures`] makes it, in
+/// memory bounded by the scopes open at once, and declines when a run holds async calls; its
+/// [`write`](crate::export::Format::write) decodes `base` whole. Either way the bytes of
+/// [`html::Options::baseline`](crate::export::html::Options::baseline) with both traces
+/// decoded whole, while each run's scopes fit the table's exact budget and the report's
+/// blob. The options' own baseline is not used. Not for programs.
+pub fn html_with_baseline<'a>(
+    options: &'a crate::export::html::Options,
+    base: &'a [&'a crate::Capture],
+) -> impl crate::export::Format + 'a {
+    crate::export::html::WithBaseline { options, base }
+}

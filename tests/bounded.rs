@@ -1778,3 +1778,66 @@ fn a_diff_of_two_runs_takes_bounded_memory() {
     );
     assert!(large[0] < large[1] / 8, "{large:?}");
 }
+
+/// `tickscope report NEW --baseline BASE` of two runs of three threads (a `worker` scope open
+/// over one thread's pieces): written from both runs' sums and pieces, the diff of the
+/// captures read again in start order, in about the same memory for ten times the scopes (the
+/// table's quantiles and the diff's medians from histograms, the timeline a level of detail),
+/// well under what the runs' spans would take.
+#[test]
+fn a_report_with_a_baseline_takes_bounded_memory() {
+    use tickscope::export::html;
+    let _serial = serial();
+    tickscope::__private::set_exact_quantile_budget(0);
+    const BUDGET: u64 = 5_000;
+    tickscope::__private::set_html_scope_budget(Some(BUDGET));
+    let peaks = |requests: u64| {
+        let (base, new) = (scratch("report-base.tscope"), scratch("report-new.tscope"));
+        stream_runs(&base, requests, 20);
+        stream_runs(&new, requests, 40);
+        let (base_captures, new_captures) = (
+            Capture::read_all(&base).unwrap(),
+            Capture::read_all(&new).unwrap(),
+        );
+        let base_refs: Vec<&Capture> = base_captures.iter().collect();
+        let new_refs: Vec<&Capture> = new_captures.iter().collect();
+        let options = html::Options::new();
+        let format = tickscope::__private::html_with_baseline(&options, &base_refs);
+        // Into memory: a page of at most the budget's scopes.
+        let (peak, page) = peak_of(|| {
+            let mut page = Vec::new();
+            let written = format.write_captures(&new_refs, &mut page);
+            assert!(matches!(written, Some(Ok(()))), "written from pieces");
+            page
+        });
+        let page = String::from_utf8(page).unwrap();
+        let start = page.find("id=\"ts-meta\">").unwrap() + "id=\"ts-meta\">".len();
+        let end = start + page[start..].find("</script>").unwrap();
+        let meta: serde_json::Value = serde_json::from_str(&page[start..end]).unwrap();
+        // Three scopes a request on three threads, `setup` and `worker`.
+        let scopes = 9 * requests + 2;
+        assert_eq!(meta["lod"]["scopes"], scopes);
+        let base_calls: u64 = (meta["base"]["table"]["calls"].as_array().unwrap().iter())
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(base_calls, scopes);
+        assert_eq!(meta["diff"]["rows"].as_array().unwrap().len(), 5);
+        std::fs::remove_file(&base).unwrap();
+        std::fs::remove_file(&new).unwrap();
+        peak
+    };
+    let small = peaks(2_000);
+    let large = peaks(20_000);
+    tickscope::__private::set_html_scope_budget(None);
+    tickscope::__private::set_exact_quantile_budget(8 << 20);
+    eprintln!(
+        "report with a baseline of 2 x 18,002 / 180,002 scopes: {small} / {large} bytes at most"
+    );
+    // Both runs' spans, about 64 bytes each, were they held at once.
+    let spans_bytes = 2 * 180_002 * 64;
+    assert!(
+        large <= small + (1 << 20),
+        "{large} bytes at most for 180,002 scopes a run, {small} for a tenth"
+    );
+    assert!(large < spans_bytes / 8, "{large} bytes");
+}

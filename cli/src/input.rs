@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tickscope::Capture;
-use tickscope::trace::Trace;
 
 use crate::{Context, Failure};
 
@@ -302,20 +301,6 @@ pub(crate) fn all(cx: &Context, path: &Path, progress: &Progress) -> Result<Vec<
     Ok(captures)
 }
 
-/// The trace of the files at `paths`: every session of every file on one time line
-/// ([`Trace::from_captures`]), or only session `session` (1-based, counted across the files in
-/// order, as `tickscope merge` would write them) when asked. Warnings are printed.
-pub(crate) fn trace(
-    cx: &Context,
-    paths: &[PathBuf],
-    session: Option<usize>,
-) -> Result<Trace, Failure> {
-    let progress = Progress::new(cx, paths.iter().map(|p| size(p)).sum());
-    let captures = captures(cx, paths, session, &progress)?;
-    decoding(&progress, paths, &captures);
-    Ok(Trace::from_captures(&captures))
-}
-
 /// Shows on `progress` that the `captures` of the files at `paths` are being decoded: a bar
 /// of their records, `decoding run.tscope [=====>    ] 43,250,000/86,500,000 records`, that
 /// moves as the library decodes them.
@@ -331,21 +316,34 @@ pub(crate) fn decoding_twice(
     captures: &[Capture],
     twice: bool,
 ) {
+    decoding_passes(progress, paths, captures, if twice { 2 } else { 1 });
+}
+
+/// [`decoding_twice`], of a command that reads the records `passes` times (half of them
+/// first passes that sum the threads, whose records the bar counts only of sessions that
+/// did not track memory).
+pub(crate) fn decoding_passes(
+    progress: &Progress,
+    paths: &[PathBuf],
+    captures: &[Capture],
+    passes: u64,
+) {
     let step = match paths {
         [path] => format!("decoding {}", path.display()),
         _ => format!("decoding {} files", paths.len()),
     };
     let records: u64 = captures.iter().map(Capture::record_count).sum();
-    let passes = if twice && !captures.iter().any(Capture::tracks_memory) {
-        2
+    let passes = if captures.iter().any(Capture::tracks_memory) {
+        passes.div_ceil(2)
     } else {
-        1
+        passes
     };
     progress.decoding(&step, records.saturating_mul(passes));
 }
 
 /// The captures of the files at `paths`: every session of every file, or only session
-/// `session` (as [`trace`] counts them) when asked. Warnings are printed.
+/// `session` (1-based, counted across the files in order, as `tickscope merge` would write
+/// them) when asked. Warnings are printed.
 pub(crate) fn captures(
     cx: &Context,
     paths: &[PathBuf],

@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use tickscope::Capture;
-use tickscope::export::{html, write_file, write_file_from_captures};
+use tickscope::export::{html, write_file_from_captures};
 use tickscope::report::compare;
 
 use crate::{Context, Failure, input};
@@ -19,11 +18,12 @@ use crate::{Context, Failure, input};
 /// of `tickscope diff` (its default thresholds), and a differential flame graph.
 ///
 /// Every session of every file goes into the one report, as `convert` merges them: captures
-/// of several processes show side by side on the timeline. Without --baseline the report is
-/// written from the captures' sums and their spans read again piece by piece, in memory
-/// bounded by the scopes open at once; past 4 Mi scopes its timeline shows those that lasted
-/// longest (the page says which), while its tables, call tree and flame graph count every
-/// scope. The output appears only when complete (gzipped when its name ends in `.gz`).
+/// of several processes show side by side on the timeline. The report is written from the
+/// captures' sums and their spans read again piece by piece, in memory bounded by the scopes
+/// open at once (with --baseline, the baseline's too, and the diff as `tickscope diff` reads
+/// it); past 4 Mi scopes its timeline shows those that lasted longest (the page says which),
+/// while its tables, call tree and flame graph count every scope. The output appears only
+/// when complete (gzipped when its name ends in `.gz`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The capture files.
@@ -59,24 +59,38 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
             .collect();
         format!("tickscope report: {}", files.join(", "))
     });
-    let mut options = html::Options::new().title(title);
+    let options = html::Options::new()
+        .title(title)
+        .diff_options(compare::Options::default());
+    // Summed, then each thread read again piece by piece (as `convert -o x.html`); with a
+    // baseline, its sums and pieces too, and the diff of both runs read again in start order
+    // (as `tickscope diff`). Decoded whole when that cannot be (async calls).
+    let mut paths = args.files.clone();
+    paths.extend(args.baseline.iter().cloned());
+    let progress = input::Progress::new(cx, paths.iter().map(|f| input::size(f)).sum());
+    let mut all = input::captures(cx, &args.files, args.session, &progress)?;
+    let split = all.len();
     if let Some(base) = &args.baseline {
-        // The diff compares whole traces.
-        let trace = input::trace(cx, &args.files, args.session)?;
-        let base = input::trace(cx, std::slice::from_ref(base), None)?;
-        options = options
-            .baseline(Arc::new(base))
-            .diff_options(compare::Options::default());
-        let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-        progress.step(format!("writing {}", out.display()));
-        write_file(&trace, out, &options).map_err(|e| Failure::about(out, e))?;
-        return Ok(ExitCode::SUCCESS);
+        all.extend(input::captures(
+            cx,
+            std::slice::from_ref(base),
+            None,
+            &progress,
+        )?);
     }
-    // Summed, then each thread read again piece by piece (as `convert -o x.html`).
-    let progress = input::Progress::new(cx, args.files.iter().map(|f| input::size(f)).sum());
-    let captures = input::captures(cx, &args.files, args.session, &progress)?;
-    input::decoding_twice(&progress, &args.files, &captures, true);
-    let captures: Vec<&Capture> = captures.iter().collect();
-    write_file_from_captures(&captures, out, &options).map_err(|e| Failure::about(out, e))?;
+    // With a baseline, each run is read four times: its sums and pieces for the report,
+    // then for the diff.
+    let passes = if args.baseline.is_some() { 4 } else { 2 };
+    input::decoding_passes(&progress, &paths, &all, passes);
+    let all: Vec<&Capture> = all.iter().collect();
+    let (captures, base) = all.split_at(split);
+    let written = match &args.baseline {
+        Some(_) => {
+            let format = tickscope::__private::html_with_baseline(&options, base);
+            write_file_from_captures(captures, out, &format)
+        }
+        None => write_file_from_captures(captures, out, &options),
+    };
+    written.map_err(|e| Failure::about(out, e))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -27,6 +27,7 @@ mod table;
 mod carry_hostile;
 mod export;
 mod html;
+mod html_baseline;
 mod html_pieces;
 mod memory_hostile;
 mod memory_pieces;

@@ -1,9 +1,10 @@
 //! The report's JSON block: rows, call tree, session, events and the diff.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::record::memory::MemoryMode;
-use crate::report::compare::Diff;
+use crate::report::compare::{self, Diff};
 use crate::report::{Report, ScopeStats};
 use crate::table::json_string;
 use crate::trace::{Compensation, InstantScope, SpanKind, Trace};
@@ -102,16 +103,50 @@ pub(super) fn data(
         blob: (Vec::new(), false, 0),
         calls: None,
     };
-    compose(trace, parts, options, title, names, &mut |names| {
+    let base = options.baseline.as_deref().map(|b| b as &dyn Baseline);
+    compose(trace, parts, base, options, title, names, &mut |names| {
         spans_blob(trace, names)
     })
 }
 
-/// The JSON block of `trace` (without its spans when `parts` come from sums) and the blob
-/// (`blob` makes it when `parts` do not hold it: after the other names are numbered).
+/// The run a report's diff view compares its trace with: decoded whole (a [`Trace`]), or of
+/// captures (`base::OfCaptures`).
+pub(super) trait Baseline {
+    /// Its trace: with spans, or without (of captures, their sums').
+    fn trace(&self) -> &Trace;
+    /// Its rows by name, as [`rows_json`] writes them.
+    fn rows(&self, j: &mut String, names: &mut Names);
+    /// Its call tree, as [`tree_json`] writes it.
+    fn tree(&self, j: &mut String, names: &mut Names);
+    /// The diff of `trace` against it.
+    fn diff(&self, trace: &Trace, options: &compare::Options) -> Cow<'_, Diff>;
+}
+
+impl Baseline for Trace {
+    fn trace(&self) -> &Trace {
+        self
+    }
+
+    fn rows(&self, j: &mut String, names: &mut Names) {
+        rows_json(j, self, &Report::new(self), names);
+    }
+
+    fn tree(&self, j: &mut String, names: &mut Names) {
+        tree_json(j, self, names);
+    }
+
+    fn diff(&self, trace: &Trace, options: &compare::Options) -> Cow<'_, Diff> {
+        Cow::Owned(Diff::new(self, trace, options))
+    }
+}
+
+/// The JSON block of `trace` (without its spans when `parts` come from sums), with a diff
+/// view against `base`, and the blob (`blob` makes it when `parts` do not hold it: after the
+/// other names are numbered).
 pub(super) fn compose(
     trace: &Trace,
     parts: Parts,
+    base: Option<&dyn Baseline>,
     options: &Options,
     title: &str,
     names: &mut Names,
@@ -175,19 +210,19 @@ pub(super) fn compose(
     j.push_str(&parts.flows);
     j.push(']');
     j.push_str(&parts.memory);
-    match &options.baseline {
+    match base {
         Some(base) => {
-            let base_report = Report::new(base);
+            let base_trace = base.trace();
             j.push_str(",\"base\":{\"wall_ns\":");
-            j.push_str(&base.wall_ns().to_string());
+            j.push_str(&base_trace.wall_ns().to_string());
             j.push_str(",\"processes\":");
-            j.push_str(&base.processes.len().to_string());
+            j.push_str(&base_trace.processes.len().to_string());
             j.push_str(",\"table\":");
-            rows_json(&mut j, base, &base_report, names);
+            base.rows(&mut j, names);
             j.push_str(",\"tree\":");
-            tree_json(&mut j, base, names);
+            base.tree(&mut j, names);
             j.push('}');
-            diff_json(&mut j, &Diff::new(base, trace, &options.diff), names);
+            diff_json(&mut j, &base.diff(trace, &options.diff), names);
         }
         None => j.push_str(",\"base\":null,\"diff\":null"),
     }

@@ -31,25 +31,29 @@
 //!
 //! # Written from captures
 //!
-//! [`Format::write_captures`] (what `tickscope convert -o x.html`, `tickscope report` without
-//! a baseline and [`Profiler::write`](crate::Profiler::write) of a streaming session use)
-//! writes the report without decoding the trace whole, in memory bounded by the scopes open
-//! at once: the JSON block from a first pass that sums each thread, the call tree and the blob
-//! from each thread's spans read again piece by piece; the page is the whole trace's, byte for
-//! byte, up to 4 Mi scopes. Past that, the blob holds a level of detail (every scope that
+//! [`Format::write_captures`] (what `tickscope convert -o x.html`, `tickscope report` and
+//! [`Profiler::write`](crate::Profiler::write) of a streaming session use) writes the report
+//! without decoding the trace whole, in memory bounded by the scopes open at once: the JSON
+//! block from a first pass that sums each thread, the call tree and the blob from each
+//! thread's spans read again piece by piece; the page is the whole trace's, byte for byte, up
+//! to 4 Mi scopes. Past that, the blob holds a level of detail (every scope that
 //! lasted at least the least duration that keeps at most 4 Mi of them, with their parents),
 //! which the page states; the JSON block then holds each row's histogram over every call, so
 //! that the table, call tree, flame graph and histograms still count every scope. The calls
 //! of `#[profile] async fn`s are matched as the threads are read again (past 1 Mi of them,
 //! the page's async lanes show the longest); captures whose async calls cannot be matched so
 //! (`tracing` spans entered several times, a flight recorder's window, memory tracked,
-//! several sessions with calls), and a report with a baseline, are decoded whole.
+//! several sessions with calls), and a report with an [`Options::baseline`] (whose diff needs
+//! the whole trace), are decoded whole; `tickscope report --baseline` writes the diff view
+//! from the baseline's captures too, their sums and pieces, and the diff of both runs'
+//! captures.
 
 #[cfg(doc)]
 use crate::report::{Diff, Report};
 
 #[cfg(test)]
 mod async_tests;
+mod base;
 mod calls;
 mod encode;
 mod hist;
@@ -60,6 +64,7 @@ mod page;
 mod stream;
 mod tree;
 
+pub(crate) use base::WithBaseline;
 pub use options::Options;
 pub use page::write;
 pub(crate) use stream::set_scope_budget;

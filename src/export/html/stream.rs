@@ -27,7 +27,7 @@ use crate::trace::{SpanKind, Trace};
 use super::calls;
 use super::encode::{compress, rel, sep, varint, zigzag};
 use super::hist::RowBins;
-use super::json::{MemoryPoints, Parts, compose, rows_json};
+use super::json::{Baseline, MemoryPoints, Parts, compose, rows_json};
 use super::names::Names;
 use super::options::Options;
 use super::tree::TreeCols;
@@ -87,11 +87,13 @@ fn threshold(summary: &Summary, pieces: &Pieces<'_>) -> Option<u64> {
     Some(all.least_keeping(budget).0)
 }
 
-/// The report of what `captures` decode to, written from their sums and pieces; `None`
-/// when it cannot be (async calls that cannot be matched as the threads are read again, a
-/// baseline: the caller decodes the trace whole).
+/// The report of what `captures` decode to, written from their sums and pieces, with the
+/// diff view of `base`; `None` when it cannot be (async calls that cannot be matched as the
+/// threads are read again, or a baseline trace in the options, which the diff needs the
+/// whole trace for: the caller decodes the trace whole).
 pub(super) fn data_of(
     captures: &[&Capture],
+    base: Option<&dyn Baseline>,
     options: &Options,
     title: &str,
     names: &mut Names,
@@ -208,9 +210,15 @@ pub(super) fn data_of(
         blob: walk.blob.finish(),
         calls: calls.map(|(part, _)| part),
     };
-    Some(compose(trace, parts, options, title, names, &mut |_| {
-        (Vec::new(), false, 0)
-    }))
+    Some(compose(
+        trace,
+        parts,
+        base,
+        options,
+        title,
+        names,
+        &mut |_| (Vec::new(), false, 0),
+    ))
 }
 
 /// Where a span of the piece being walked stands.
@@ -415,6 +423,6 @@ pub(super) fn write_captures(
 ) -> Option<io::Result<()>> {
     let title = super::page::title(options);
     let mut names = Names::default();
-    let (meta, blob) = data_of(captures, options, title, &mut names)?;
+    let (meta, blob) = data_of(captures, None, options, title, &mut names)?;
     Some(super::page::page(out, title, &meta, &blob))
 }

@@ -60,13 +60,24 @@ impl Diff {
             diff.new_wall_ns = new_wall;
             return Some(diff);
         }
-        let side = |captures: &[Capture]| {
-            let refs: Vec<&Capture> = captures.iter().collect();
+        let base: Vec<&Capture> = base.iter().collect();
+        let new: Vec<&Capture> = new.iter().collect();
+        Self::of_capture_refs(&base, &new, options)
+    }
+
+    /// [`Diff::of_captures`] of the calls (not of repetitions) of borrowed captures: what an
+    /// HTML report written from captures shows in its diff view.
+    pub(crate) fn of_capture_refs(
+        base: &[&Capture],
+        new: &[&Capture],
+        options: &Options,
+    ) -> Option<Self> {
+        let side = |captures: &[&Capture]| {
             run(
-                &refs,
+                captures,
                 options.metric,
                 Some(options.blocks),
-                exact(captures.iter()),
+                exact(captures.iter().copied()),
             )
         };
         let (base, base_wall) = side(base)?;
