@@ -1341,9 +1341,10 @@ fn stream_tracing(path: &Path, requests: u64) -> Profiler {
     prof
 }
 
-/// The flat table (by thread or not) and the report of a session of `tracing` spans entered
-/// several times, on two threads, closed on either, summed as the file is read again: the
-/// whole trace's text and rows, in the same memory for ten times the spans.
+/// The flat table (by thread or not), the report and the call tree of a session of `tracing`
+/// spans entered several times, on two threads, closed on either, summed as the file is read
+/// again (the tree from pieces whose enters are polls or scopes as the sums matched them):
+/// the whole trace's text and rows, in the same memory for ten times the spans.
 #[cfg(feature = "tracing")]
 #[test]
 fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
@@ -1359,6 +1360,12 @@ fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
         assert!(text.contains("Quantiles: p50 and p99 from log-linear histograms"));
         let (report_peak, report) = peak_of(|| prof.report());
         assert!(report.approximate_quantiles);
+        let tree = || {
+            Table::from_captures(Capture::read_all(&path).unwrap())
+                .tree(true)
+                .to_string()
+        };
+        let (tree_peak, _) = peak_of(tree);
         tickscope::__private::set_exact_quantile_budget(8 << 20);
         let captures = Capture::read_all(&path).unwrap();
         let (whole, trace) = peak_of(|| Trace::from_captures(&captures));
@@ -1384,8 +1391,9 @@ fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
             Some(&*requests.to_string())
         );
         assert_eq!(prof.report().rows(), Report::new(&trace).rows());
+        assert_eq!(tree(), Table::new(trace.clone()).tree(true).to_string());
         std::fs::remove_file(&path).unwrap();
-        [peak.max(report_peak), whole]
+        [peak.max(report_peak).max(tree_peak), whole]
     };
     let [small, _] = peak(3_000, "tracing-small.tscope");
     let [large, whole] = peak(30_000, "tracing-large.tscope");

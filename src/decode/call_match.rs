@@ -8,6 +8,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::trace::{MemoryStats, Span};
 
 use super::async_spans::{Mark, MarkKind};
+use super::summary::PollBits;
 
 /// What is done with a `tracing` enter that is a plain scope: its thread (index), callsite,
 /// figures (duration, self time, open at the stop) and memory figures.
@@ -97,6 +98,9 @@ pub(super) struct Matcher<'f> {
     /// Some mark came out of order, or an enter found plain on its thread had company: the
     /// sums are not the decoded trace's.
     pub(super) diverged: bool,
+    /// Per thread, the `tracing` enters matched so far that are polls (those of a span
+    /// entered once are taken back when it settles as a scope).
+    pub(super) kinds: Vec<PollBits>,
     /// What is done with each call once settled.
     pub(super) settled: &'f mut dyn FnMut(&Call),
     /// What is done with each `tracing` enter that is a plain scope.
@@ -131,6 +135,9 @@ impl Matcher<'_> {
                     slot
                 }
             };
+            if let Some(kinds) = self.kinds.get_mut(mark.thread) {
+                kinds.set(index, true);
+            }
             self.polled(Some(slot), mark, index, polls);
             return;
         }
@@ -240,6 +247,9 @@ impl Matcher<'_> {
             self.lives.remove(&span);
         }
         polls.pending.remove(&index);
+        if let Some(kinds) = self.kinds.get_mut(thread) {
+            kinds.set(index, false);
+        }
         self.calls[slot] = None;
         self.free.push(slot);
     }
@@ -280,9 +290,12 @@ impl Matcher<'_> {
         }
         match (call.is_call(), call.tracing, call.solo) {
             (true, _, _) => (self.settled)(call),
-            (false, Some((_, (thread, _))), Some(poll)) => {
+            (false, Some((_, (thread, index))), Some(poll)) => {
                 let figures = (poll.duration_ns, poll.self_ns, poll.open_at_stop);
                 (self.scope)(thread, call.callsite, figures, &poll.memory);
+                if let Some(kinds) = self.kinds.get_mut(thread) {
+                    kinds.set(index, false);
+                }
             }
             (false, _, _) => {}
         }

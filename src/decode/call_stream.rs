@@ -36,7 +36,7 @@ use super::links::{Keep, Links};
 use super::memory::{Keeps, RawMemory};
 use super::pair::Pairing;
 use super::summary;
-use super::summary::{CallSums, ThreadSums};
+use super::summary::{CallSums, PollBits, ThreadSums};
 use super::thread::Shared;
 
 /// The calls of some threads summed ([`sum_calls`]).
@@ -47,6 +47,8 @@ pub(super) struct Calls {
     /// The calls still open at the stop, and the `tracing` enters among the first pass's
     /// polls that are plain scopes open at the stop.
     pub(super) open: u64,
+    /// Per thread, which `tracing` enters' slices are polls.
+    pub(super) enter_polls: Vec<PollBits>,
 }
 
 /// Sums the async calls of `threads` (the capture's threads with records, in the trace's
@@ -63,7 +65,7 @@ pub(super) fn sum_calls(
 ) -> Option<Calls> {
     let mut sums: Vec<Sums> = threads.iter().map(|_| Sums::new(exact)).collect();
     let mut open_scopes = 0;
-    let open = each_call(
+    let (open, kinds) = each_call(
         shared,
         threads,
         ends,
@@ -78,6 +80,7 @@ pub(super) fn sum_calls(
     Some(Calls {
         by_thread: sums.into_iter().map(|s| s.sites).collect(),
         open: open + open_scopes,
+        enter_polls: kinds,
     })
 }
 
@@ -132,15 +135,16 @@ pub(super) fn each_call_in_order(
 /// A `tracing` span's enters up to its close are a call when there are several (or, in a
 /// session salvaged without its footer, when it did not close), as `match_async` makes them;
 /// one enter is a plain scope: its thread (index), callsite and figures (duration, self
-/// time, open at the stop) go to `scope`. `None` when the marks do not come in the order
-/// they are matched in (a forged file).
+/// time, open at the stop) go to `scope`. Also returns, per thread, which enters' slices
+/// are polls. `None` when the marks do not come in the order they are matched in (a forged
+/// file).
 pub(super) fn each_call(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
     settled: &mut dyn FnMut(&Call),
     scope: &mut ScopeOf<'_>,
-) -> Option<u64> {
+) -> Option<(u64, Vec<PollBits>)> {
     let mut stores: Vec<(Vec<Mark>, Links, Vec<RawMemory>)> = threads
         .iter()
         .map(|_| (Vec::new(), Links::keeping(Keep::Nothing), Vec::new()))
@@ -189,6 +193,7 @@ pub(super) fn each_call(
         next_rank: 0,
         cut_ns: (shared.capture.cut_start).map(|tick| shared.converter.to_unix_ns(tick)),
         diverged: false,
+        kinds: vec![PollBits::default(); threads.len()],
         settled,
         scope,
     };
@@ -235,7 +240,7 @@ pub(super) fn each_call(
         open += u64::from(call.is_call());
         matcher.settle(slot);
     }
-    (!matcher.diverged).then_some(open)
+    (!matcher.diverged).then_some((open, matcher.kinds))
 }
 
 /// The order the decoded trace matches marks in: time, kind (begins, then polls by the

@@ -180,9 +180,12 @@ impl Summary {
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         let mut call_captures = Vec::new();
-        let mut tracing_enters = false;
+        let (mut tracing_enters, mut tracing_unresolved) = (false, false);
         for (at, capture) in captures.iter().enumerate() {
             let decoded = summarize(capture.borrow(), sum)?;
+            tracing_enters |= decoded.tracing_enters;
+            tracing_unresolved |=
+                decoded.tracing_enters && decoded.sums.iter().any(|t| t.enter_polls.is_none());
             traces.push(decoded.trace);
             threads.extend(decoded.sums);
             // The flows of each capture follow those before, in order, as merged.
@@ -190,7 +193,6 @@ impl Summary {
             if decoded.streamed_calls {
                 call_captures.push(at);
             }
-            tracing_enters |= decoded.tracing_enters;
         }
         let trace = merge::merge(traces);
         debug_assert_eq!(trace.threads.len(), threads.len());
@@ -204,6 +206,7 @@ impl Summary {
             streamed_calls: !call_captures.is_empty(),
             call_captures,
             tracing_enters,
+            tracing_unresolved,
         })
     }
 }
@@ -267,11 +270,15 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
             let tracing = seen().any(|s| s.tracing);
             tracing_enters = tracing;
             // A flight recorder's calls cut at its start come first in the decoded trace's:
-            // summed only.
-            let streamable = how.calls != Calls::Decline
-                && (how.calls == Calls::Sum || !tracing && capture.cut_start.is_none())
-                && (how.calls == Calls::Sum || !capture.memory.is_on())
-                && seen().all(|s| s.streamable);
+            // summed only. Stacks only (folded stacks, flame graphs) take a poll as a frame
+            // of its thread whatever its call, and a `tracing` enter's slice the same way
+            // whether it is a poll or a scope: any marks will do.
+            let stacks_only = how.stacks && how.calls == Calls::Check;
+            let streamable = stacks_only
+                || how.calls != Calls::Decline
+                    && (how.calls == Calls::Sum || !tracing && capture.cut_start.is_none())
+                    && (how.calls == Calls::Sum || !capture.memory.is_on())
+                    && seen().all(|s| s.streamable);
             if !streamable {
                 return None;
             }
@@ -283,8 +290,11 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
                     decoded.iter_mut().filter_map(|(_, s)| s.as_mut()).collect();
                 // `None`: marks out of order (a forged file), decoded whole.
                 let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact, &mut sums)?;
-                for (sums, calls) in sums.iter_mut().zip(calls.by_thread) {
+                for ((sums, calls), polls) in
+                    (sums.iter_mut().zip(calls.by_thread)).zip(calls.enter_polls)
+                {
                     sums.calls = calls;
+                    sums.enter_polls = tracing.then(|| std::sync::Arc::new(polls));
                 }
                 Some(calls.open)
             } else {

@@ -174,6 +174,9 @@ pub(crate) struct Pieces<'c> {
     /// The capture (index) whose async calls come after the pieces
     /// ([`SpanSource::each_streamed_call`]), if any.
     calls: Option<usize>,
+    /// Per thread, which `tracing` enters' slices are polls, when some are matched across
+    /// threads.
+    enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
 }
 
 impl<'c> Pieces<'c> {
@@ -229,7 +232,8 @@ impl<'c> Pieces<'c> {
         captures: &[&'c Capture],
         summary: &'c Summary,
     ) -> Option<Self> {
-        if summary.tracing_enters {
+        // Without the kinds of the `tracing` enters' slices (summed but for their calls).
+        if summary.tracing_unresolved {
             return None;
         }
         Self::with(captures, Cow::Borrowed(&summary.trace), threads(summary))
@@ -245,6 +249,7 @@ impl<'c> Pieces<'c> {
             carries,
             open_at_end,
             memory_events,
+            enter_polls,
         }: Threads,
     ) -> Option<Self> {
         let mut sources = Vec::with_capacity(trace.threads.len());
@@ -277,6 +282,7 @@ impl<'c> Pieces<'c> {
             captures: captures.to_vec(),
             memory_events,
             calls: None,
+            enter_polls,
         })
     }
 }
@@ -377,6 +383,9 @@ impl Pieces<'_> {
         pairing.memory_keeps(Keeps::Figures);
         if carry && let Some(open) = self.open_at_end.get(thread) {
             pairing.ends_open(open.clone());
+        }
+        if let Some(Some(polls)) = self.enter_polls.get(thread) {
+            pairing.enter_polls(polls.clone());
         }
         shared.start(&mut pairing, source);
         let mut result = Ok(());
@@ -498,6 +507,8 @@ struct Threads {
     open_at_end: Vec<Vec<u32>>,
     /// Allocations and frees in a memory timeline.
     memory_events: Vec<u64>,
+    /// Which `tracing` enters' slices are polls ([`ThreadSums::enter_polls`]).
+    enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
 }
 
 /// Each thread's span count, whether its spans all end within their parents, and those open
@@ -510,6 +521,9 @@ fn threads(summary: &Summary) -> Threads {
             .map(|t| t.open_at_end.clone())
             .collect(),
         memory_events: summary.threads.iter().map(|t| t.memory_events).collect(),
+        enter_polls: (summary.threads.iter())
+            .map(|t| t.enter_polls.clone())
+            .collect(),
     }
 }
 
@@ -526,7 +540,8 @@ impl<'c> Pieces<'c> {
         captures: &[&'c Capture],
         summary: &'c Summary,
     ) -> Option<Self> {
-        if summary.call_captures.len() > 1 {
+        // (The calls of `tracing` spans are not handed over in order.)
+        if summary.call_captures.len() > 1 || summary.tracing_enters {
             return None;
         }
         let mut pieces = Self::of_summary_with_polls(captures, summary)?;

@@ -52,6 +52,35 @@ pub(crate) struct CallSums {
     pub(crate) memory: MemoryStats,
 }
 
+/// Of one thread, the slices (by index) of `tracing` enters that are polls of an async call
+/// (the others are plain scopes), as the matching across threads found them: a bit a slice.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PollBits(Vec<u64>);
+
+impl PollBits {
+    /// Marks the slice at `index` a poll (`poll`) or not.
+    pub(crate) fn set(&mut self, index: u32, poll: bool) {
+        let (word, bit) = ((index / 64) as usize, index % 64);
+        if word >= self.0.len() {
+            if !poll {
+                return;
+            }
+            self.0.resize(word + 1, 0);
+        }
+        if poll {
+            self.0[word] |= 1 << bit;
+        } else {
+            self.0[word] &= !(1 << bit);
+        }
+    }
+
+    /// True when the slice at `index` is a poll.
+    pub(crate) fn get(&self, index: u32) -> bool {
+        let (word, bit) = ((index / 64) as usize, index % 64);
+        self.0.get(word).is_some_and(|w| w & (1 << bit) != 0)
+    }
+}
+
 /// The scopes of one thread, summed by callsite.
 #[derive(Debug)]
 pub(crate) struct ThreadSums {
@@ -64,6 +93,9 @@ pub(crate) struct ThreadSums {
     pub(crate) polls: usize,
     /// The async calls begun on the thread, summed by callsite ([`Sum::calls`]).
     pub(crate) calls: Vec<CallSums>,
+    /// Of a thread with `tracing` enters matched across threads, when its calls were summed:
+    /// which enters' slices are polls ([`Pieces`](crate::decode::pieces::Pieces) read them so).
+    pub(crate) enter_polls: Option<std::sync::Arc<PollBits>>,
     /// Its scopes begun before a flight recorder's window ([`Span::cut_at_start`]).
     pub(crate) cut_at_start: usize,
     /// The entry of each callsite in `sites`, by address.
@@ -128,6 +160,7 @@ impl ThreadSums {
             spans: 0,
             polls: 0,
             calls: Vec::new(),
+            enter_polls: None,
             cut_at_start: 0,
             index: FxHashMap::default(),
             cache: [(0, 0); CACHE],
@@ -247,8 +280,12 @@ pub(crate) struct Summary {
     pub(crate) call_captures: Vec<usize>,
     /// Some `tracing` span was entered several times, on several threads, or closed on a
     /// thread other than the one that entered it: whether each of its slices is a poll or a
-    /// scope is known from the sums' matching only, so no piece can be made of the captures.
+    /// scope is known from the sums' matching only ([`ThreadSums::enter_polls`]); their
+    /// calls are not handed over in order.
     pub(crate) tracing_enters: bool,
+    /// Some capture has such `tracing` spans and its calls were not summed: its slices'
+    /// kinds are not known, and no piece can be made of the captures.
+    pub(crate) tracing_unresolved: bool,
 }
 
 impl Summary {

@@ -330,7 +330,6 @@ impl Table {
                 // they ran); the splits need each poll's call.
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
                     && !(summary.streamed_calls && !self.tree && self.split() != Split::None)
-                    && !(summary.tracing_enters && (self.tree || self.split() != Split::None))
                 {
                     return (&summary.trace, Some(summary));
                 }

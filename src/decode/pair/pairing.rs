@@ -8,7 +8,7 @@ use crate::record::value::ArgReader;
 use crate::trace::{Instant, Span, SpanArg};
 
 use crate::decode::counters::RawSample;
-use crate::decode::summary::StackTree;
+use crate::decode::summary::{PollBits, StackTree};
 
 use crate::decode::async_spans::{Mark, MarkKind};
 use crate::decode::convert::Converter;
@@ -75,6 +75,9 @@ pub(in crate::decode) struct Pairing<'a> {
     /// thread, in order: marked [`open_at_stop`](Span::open_at_stop) from their begin, so that
     /// a piece that hands a begin over says so ([`Pairing::ends_open`]).
     pub(super) ends_open: Vec<u32>,
+    /// Which `tracing` enters' slices are polls, as a first reading matched them
+    /// ([`Pairing::enter_polls`]).
+    pub(super) enter_polls: Option<std::sync::Arc<PollBits>>,
 }
 
 /// What argument records belong to: the record before them.
@@ -195,7 +198,14 @@ impl<'a> Pairing<'a> {
             follows_effect: None,
             tangled: false,
             ends_open: Vec::new(),
+            enter_polls: None,
         }
+    }
+
+    /// Makes each `tracing` enter's slice a poll (of no call) when `polls` says so, as it
+    /// is opened: the kinds that matching the marks across threads gave them.
+    pub(in crate::decode) fn enter_polls(&mut self, polls: std::sync::Arc<PollBits>) {
+        self.enter_polls = Some(polls);
     }
 
     /// Marks the spans at `indices` (in the thread, in order: those a first pass found open

@@ -163,7 +163,11 @@ impl<'a> Pairing<'a> {
                 let index = self.next_index();
                 self.apply(RawEvent::begin(lead.id, lead.tick), None, 0);
                 if let (Some(id), true) = (payload, self.next_index() > index) {
+                    let poll = self.enter_polls.as_ref().is_some_and(|p| p.get(index));
                     let span = self.span_mut(index);
+                    if poll {
+                        span.kind = crate::trace::SpanKind::Poll { async_span: None };
+                    }
                     let (ns, callsite) = (span.start_ns, span.callsite);
                     self.span_entered(id.tick, index, ns, callsite);
                     if self.links.keeps_uses_of(id.tick) {
