@@ -57,15 +57,17 @@ pub(super) struct Call {
     pub(super) in_flight: bool,
     /// Begun before a flight recorder's window: it starts there.
     pub(super) cut_at_start: bool,
+    /// A `tracing` span's enter found plain on its thread after it was matched: no call.
+    retracted: bool,
     /// Its polls' memory figures, summed (of a session that tracked memory).
     pub(super) memory: MemoryStats,
 }
 
 impl Call {
     /// True unless it is a `tracing` span entered once (closed, or in a session that
-    /// stopped): a plain scope.
+    /// stopped), a plain scope, or one taken back ([`Matcher::retract`]).
     pub(super) fn is_call(&self) -> bool {
-        self.tracing.is_none() || self.polls > 1 || self.in_flight
+        !self.retracted && (self.tracing.is_none() || self.polls > 1 || self.in_flight)
     }
 
     /// Its wall time: from its start to its end (0 before it is known).
@@ -127,7 +129,9 @@ impl Matcher<'_> {
             let slot = match self.lives.get(&mark.span) {
                 Some(&slot) => slot,
                 None => {
-                    let mut call = Call::begun(callsite, u64::MAX, mark);
+                    // Ranked among the calls begun: a hole if it turns out a scope.
+                    let mut call = Call::begun(callsite, self.next_rank, mark);
+                    self.next_rank += 1;
                     call.tracing = Some((mark.span, (mark.thread, index)));
                     let slot = self.store(call);
                     self.lives.insert(mark.span, slot);
@@ -246,6 +250,11 @@ impl Matcher<'_> {
         {
             self.lives.remove(&span);
         }
+        // Its rank is a hole.
+        if let Some(call) = self.calls[slot].as_mut() {
+            call.retracted = true;
+            (self.settled)(call);
+        }
         polls.pending.remove(&index);
         if let Some(kinds) = self.kinds.get_mut(thread) {
             kinds.set(index, false);
@@ -288,8 +297,10 @@ impl Matcher<'_> {
         if let Some((_, first)) = call.tracing {
             self.first_enters.remove(&first);
         }
+        // Every settled call, also a `tracing` span found a scope (a rank, no call).
+        (self.settled)(call);
         match (call.is_call(), call.tracing, call.solo) {
-            (true, _, _) => (self.settled)(call),
+            (true, _, _) => {}
             (false, Some((_, (thread, index))), Some(poll)) => {
                 let figures = (poll.duration_ns, poll.self_ns, poll.open_at_stop);
                 (self.scope)(thread, call.callsite, figures, &poll.memory);
@@ -325,6 +336,7 @@ impl Call {
             solo: None,
             in_flight: false,
             cut_at_start: false,
+            retracted: false,
             memory: MemoryStats::default(),
         }
     }

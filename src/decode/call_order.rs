@@ -22,13 +22,15 @@ const HELD: usize = 1 << 10;
 /// Bytes a call takes in the file.
 const SLOT: u64 = 64;
 
-/// Hands calls to `f` by rank (0, 1, 2, ...) as they are given in any order.
+/// Hands calls to `f` by rank (0, 1, 2, ...) as they are given in any order; a rank may be
+/// a hole ([`InOrder::skip`]: a `tracing` span found a plain scope after it was ranked),
+/// handed over as nothing.
 pub(super) struct InOrder<'f> {
     f: &'f mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
     /// The rank of the next call to hand over.
     next: u64,
-    /// Calls given before their turn, by rank.
-    waiting: BTreeMap<u64, AsyncSpan>,
+    /// Calls (or holes) given before their turn, by rank.
+    waiting: BTreeMap<u64, Option<AsyncSpan>>,
     /// Once calls waited past [`HELD`]: the file every call not handed over yet goes to, and
     /// the callsites of those in it (a file slot names its callsite by index).
     file: Option<(File, Vec<&'static Callsite>, FxHashMap<usize, u32>)>,
@@ -55,12 +57,21 @@ impl<'f> InOrder<'f> {
 
     /// The call of rank `rank`.
     pub(super) fn give(&mut self, rank: u64, call: AsyncSpan) {
+        self.take(rank, Some(call));
+    }
+
+    /// Rank `rank` is no call: nothing is handed over for it.
+    pub(super) fn skip(&mut self, rank: u64) {
+        self.take(rank, None);
+    }
+
+    fn take(&mut self, rank: u64, call: Option<AsyncSpan>) {
         self.given += 1;
         if self.failed.is_some() {
             return;
         }
         if self.file.is_some() {
-            let written = self.write_slot(rank, &call);
+            let written = self.write_slot(rank, call.as_ref());
             self.fail_on(written);
             return;
         }
@@ -72,14 +83,19 @@ impl<'f> InOrder<'f> {
             }
             return;
         }
-        let handed = (self.f)(&call);
-        self.fail_on(handed);
-        self.next += 1;
+        self.hand(call);
         while let Some(call) = self.waiting.remove(&self.next) {
+            self.hand(call);
+        }
+    }
+
+    /// Hands the call of rank `next` over (a hole: nothing).
+    fn hand(&mut self, call: Option<AsyncSpan>) {
+        if let Some(call) = call {
             let handed = (self.f)(&call);
             self.fail_on(handed);
-            self.next += 1;
         }
+        self.next += 1;
     }
 
     /// Hands over what is left (every rank was given); the first error met.
@@ -100,7 +116,9 @@ impl<'f> InOrder<'f> {
             let call = decode(&slot, &callsites).ok_or_else(|| {
                 io::Error::other("a temporary file of async calls was changed while in use")
             })?;
-            (self.f)(&call)?;
+            if let Some(call) = call {
+                (self.f)(&call)?;
+            }
         }
         Ok(())
     }
@@ -123,14 +141,18 @@ impl<'f> InOrder<'f> {
         };
         self.file = Some((file, Vec::new(), FxHashMap::default()));
         for (rank, call) in std::mem::take(&mut self.waiting) {
-            self.write_slot(rank, &call)?;
+            self.write_slot(rank, call.as_ref())?;
         }
         Ok(())
     }
 
-    fn write_slot(&mut self, rank: u64, call: &AsyncSpan) -> io::Result<()> {
+    fn write_slot(&mut self, rank: u64, call: Option<&AsyncSpan>) -> io::Result<()> {
         let Some((file, callsites, index)) = &mut self.file else {
             return Ok(());
+        };
+        let Some(call) = call else {
+            file.seek(SeekFrom::Start(rank * SLOT))?;
+            return file.write_all(&HOLE);
         };
         let address = std::ptr::from_ref(call.callsite) as usize;
         let site = *index.entry(address).or_insert_with(|| {
@@ -175,6 +197,13 @@ fn temporary() -> Option<File> {
     None
 }
 
+/// A hole as a file slot: written (the flag of every slot written), and a hole.
+const HOLE: [u8; SLOT as usize] = {
+    let mut slot = [0u8; SLOT as usize];
+    slot[60] = 1 << 7 | 1 << 6;
+    slot
+};
+
 /// `call` as a file slot, its callsite by `site` (an index).
 fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
     let mut slot = [0u8; SLOT as usize];
@@ -202,16 +231,22 @@ fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
     slot
 }
 
-/// The call of a file slot, `None` when it was never written (no flag set) or names no
-/// callsite of `callsites`.
-fn decode(slot: &[u8; SLOT as usize], callsites: &[&'static Callsite]) -> Option<AsyncSpan> {
+/// The call of a file slot (`Some(None)`: a hole), `None` when it was never written (no
+/// flag set) or names no callsite of `callsites`.
+fn decode(
+    slot: &[u8; SLOT as usize],
+    callsites: &[&'static Callsite],
+) -> Option<Option<AsyncSpan>> {
     let word = |at: usize| u64::from_le_bytes(slot[at * 8..at * 8 + 8].try_into().unwrap());
     let int = |at: usize| u32::from_le_bytes(slot[at..at + 4].try_into().unwrap());
     let flags = slot[60];
     if flags & 1 << 7 == 0 {
         return None;
     }
-    Some(AsyncSpan {
+    if flags & 1 << 6 != 0 {
+        return Some(None);
+    }
+    Some(Some(AsyncSpan {
         callsite: callsites.get(int(48) as usize)?,
         start_ns: word(0),
         end_ns: word(1),
@@ -223,7 +258,7 @@ fn decode(slot: &[u8; SLOT as usize], callsites: &[&'static Callsite]) -> Option
         polls: int(56),
         open_at_stop: flags & 1 != 0,
         cut_at_start: flags & 2 != 0,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -280,6 +315,31 @@ mod tests {
             for (rank, got) in (0..).zip(&out) {
                 assert_eq!(got, &call(rank));
             }
+        }
+    }
+    /// Ranks that are holes are handed over as nothing, the calls still by rank, through the
+    /// file and not.
+    #[test]
+    fn holes_are_skipped() {
+        for n in [12, HELD as u64 + 1000] {
+            let mut out = Vec::new();
+            let mut f = |c: &AsyncSpan| {
+                out.push(c.clone());
+                Ok(())
+            };
+            let mut order = InOrder::new(&mut f);
+            // Every fifth rank a hole; given from the last to the first.
+            for rank in (0..n).rev() {
+                if rank.is_multiple_of(5) {
+                    order.skip(rank);
+                } else {
+                    order.give(rank, call(rank));
+                }
+            }
+            order.finish().unwrap();
+            let expected: Vec<AsyncSpan> =
+                (0..n).filter(|r| !r.is_multiple_of(5)).map(call).collect();
+            assert_eq!(out, expected);
         }
     }
 }

@@ -69,7 +69,11 @@ pub(super) fn sum_calls(
         shared,
         threads,
         ends,
-        &mut |call| sums[call.thread].add(call),
+        &mut |call| {
+            if call.is_call() {
+                sums[call.thread].add(call);
+            }
+        },
         &mut |thread, callsite, figures, memory| {
             open_scopes += u64::from(figures.2);
             if let Some(sums) = scopes.get_mut(thread) {
@@ -96,12 +100,16 @@ pub(super) fn each_call_in_order(
     f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut order = InOrder::new(f);
-    // (No `tracing` enter: exports decode such captures whole, `MarksSeen::tracing`.)
     let done = each_call(
         shared,
         threads,
         ends,
         &mut |call| {
+            if !call.is_call() {
+                // A `tracing` span found a plain scope: its rank is a hole.
+                order.skip(call.rank);
+                return;
+            }
             let span = AsyncSpan {
                 callsite: call.callsite,
                 start_ns: call.start_ns,
@@ -120,6 +128,7 @@ pub(super) fn each_call_in_order(
         &mut |_, _, _, _| {},
     );
     if done.is_none() {
+        // (The summing pass read them in order: `Summary::tracing_unresolved`.)
         return Err(io::Error::other("async marks out of order"));
     }
     order.finish()

@@ -70,6 +70,9 @@ pub(crate) fn each_call(pieces: &Pieces<'_>, f: &mut dyn FnMut(Call)) -> bool {
             if source.carry {
                 pairing.ends_open(source.open_at_end.to_vec());
             }
+            if let Some(polls) = &source.enter_polls {
+                pairing.enter_polls(polls.clone());
+            }
             shared.start(&mut pairing, source.thread);
             Feed {
                 thread: t as u32,

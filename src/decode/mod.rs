@@ -180,10 +180,9 @@ impl Summary {
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         let mut call_captures = Vec::new();
-        let (mut tracing_enters, mut tracing_unresolved) = (false, false);
+        let mut tracing_unresolved = false;
         for (at, capture) in captures.iter().enumerate() {
             let decoded = summarize(capture.borrow(), sum)?;
-            tracing_enters |= decoded.tracing_enters;
             tracing_unresolved |=
                 decoded.tracing_enters && decoded.sums.iter().any(|t| t.enter_polls.is_none());
             traces.push(decoded.trace);
@@ -205,7 +204,6 @@ impl Summary {
             origin_sites,
             streamed_calls: !call_captures.is_empty(),
             call_captures,
-            tracing_enters,
             tracing_unresolved,
         })
     }
@@ -226,7 +224,7 @@ struct Decoding {
     origin_sites: OriginSites,
     /// Summed, the capture's async calls were summed by [`call_stream`].
     streamed_calls: bool,
-    /// Summed, some of its calls are `tracing` spans' ([`Summary::tracing_enters`]).
+    /// Summed, it holds `tracing` enters matched across threads ([`ThreadSums::enter_polls`]).
     tracing_enters: bool,
 }
 
@@ -265,8 +263,9 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
     let calls = match exact {
         Some(how) if decoded.iter().any(|(thread, _)| thread.marks_seen.any) => {
             let seen = || decoded.iter().map(|(thread, _)| thread.marks_seen);
-            // `tracing` spans entered several times are matched for a table's sums only:
-            // exports would need each slice's kind as they write it.
+            // `tracing` spans entered several times: which enters' slices are polls is
+            // known once their marks are matched, which exports' pieces read
+            // ([`ThreadSums::enter_polls`]).
             let tracing = seen().any(|s| s.tracing);
             tracing_enters = tracing;
             // A flight recorder's calls cut at its start come first in the decoded trace's:
@@ -276,15 +275,16 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
             let stacks_only = how.stacks && how.calls == Calls::Check;
             let streamable = stacks_only
                 || how.calls != Calls::Decline
-                    && (how.calls == Calls::Sum || !tracing && capture.cut_start.is_none())
+                    && (how.calls == Calls::Sum || capture.cut_start.is_none())
                     && (how.calls == Calls::Sum || !capture.memory.is_on())
                     && seen().all(|s| s.streamable);
             if !streamable {
                 return None;
             }
-            // Checked only, the calls are still matched of a salvaged session: its calls cut
-            // open count with its scopes.
-            if how.calls == Calls::Sum || shared.salvaged {
+            // Checked only, the calls are still matched of a salvaged session (its calls cut
+            // open count with its scopes), and of `tracing` spans for their slices' kinds
+            // (and to find marks out of order before anything is written).
+            if how.calls == Calls::Sum || shared.salvaged || tracing && !stacks_only {
                 let ends: Vec<u64> = decoded.iter().map(|(thread, _)| thread.end_ns).collect();
                 let mut sums: Vec<&mut ThreadSums> =
                     decoded.iter_mut().filter_map(|(_, s)| s.as_mut()).collect();

@@ -226,8 +226,9 @@ impl<'c> Pieces<'c> {
 
     /// [`Pieces::of_summary`], also of a summary that summed async calls, for what takes a
     /// call's polls as spans of their threads, whichever call they are of (the call tree):
-    /// its pieces hold the polls, with no call. `None` of `tracing` spans entered several
-    /// times ([`Summary::tracing_enters`]).
+    /// its pieces hold the polls, with no call (a `tracing` enter's slice a poll or a scope
+    /// as the matching of the summary found it). `None` of `tracing` spans whose marks were
+    /// not matched ([`Summary::tracing_unresolved`]).
     pub(crate) fn of_summary_with_polls(
         captures: &[&'c Capture],
         summary: &'c Summary,
@@ -419,6 +420,7 @@ impl Pieces<'_> {
             thread: source,
             carry: self.carries.get(thread).copied().unwrap_or(false),
             open_at_end: self.open_at_end.get(thread).map_or(&[], Vec::as_slice),
+            enter_polls: self.enter_polls.get(thread).cloned().flatten(),
         })
     }
 
@@ -449,7 +451,7 @@ impl Summary {
     /// order: see [`call_stream`](super::call_stream)), or allocations and frees of a thread
     /// out of time order (a forged file). The async calls of `#[profile] async fn`s and of
     /// `tracing` spans entered several times are summed ([`Summary::streamed_calls`],
-    /// [`Summary::tracing_enters`]).
+    /// [`ThreadSums::enter_polls`](super::summary::ThreadSums::enter_polls)).
     /// Durations are kept each while the captures' scopes fit the exact budget, else in
     /// histograms. The sums hold each row's memory figures, and of a memory timeline the
     /// allocations live at its end come from reading its allocations and frees again, merged
@@ -487,6 +489,8 @@ pub(super) struct ThreadSource<'c> {
     pub(super) carry: bool,
     /// Its spans open at its end.
     pub(super) open_at_end: &'c [u32],
+    /// Which of its `tracing` enters' slices are polls, when some are matched across threads.
+    pub(super) enter_polls: Option<std::sync::Arc<super::summary::PollBits>>,
 }
 
 /// Hands `piece` to `f` unless it holds no span.
@@ -540,8 +544,11 @@ impl<'c> Pieces<'c> {
         captures: &[&'c Capture],
         summary: &'c Summary,
     ) -> Option<Self> {
-        // (The calls of `tracing` spans are not handed over in order.)
-        if summary.call_captures.len() > 1 || summary.tracing_enters {
+        // A flight recorder's calls cut at its start come first, which the calls read again
+        // do not; those of a session that tracked memory are not written with their memory.
+        let trace = &summary.trace;
+        if summary.call_captures.len() > 1 || trace.cut_start_ns.is_some() || trace.memory.is_some()
+        {
             return None;
         }
         let mut pieces = Self::of_summary_with_polls(captures, summary)?;

@@ -278,13 +278,10 @@ pub(crate) struct Summary {
     pub(crate) streamed_calls: bool,
     /// The captures (indices) whose calls were summed so.
     pub(crate) call_captures: Vec<usize>,
-    /// Some `tracing` span was entered several times, on several threads, or closed on a
-    /// thread other than the one that entered it: whether each of its slices is a poll or a
-    /// scope is known from the sums' matching only ([`ThreadSums::enter_polls`]); their
-    /// calls are not handed over in order.
-    pub(crate) tracing_enters: bool,
-    /// Some capture has such `tracing` spans and its calls were not summed: its slices'
-    /// kinds are not known, and no piece can be made of the captures.
+    /// Some capture has `tracing` spans entered several times, on several threads, or closed
+    /// on a thread other than the one that entered them, and its calls were not matched:
+    /// whether each of their slices is a poll or a scope is not known
+    /// ([`ThreadSums::enter_polls`]), and no piece can be made of the captures.
     pub(crate) tracing_unresolved: bool,
 }
 

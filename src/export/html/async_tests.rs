@@ -53,6 +53,31 @@ fn reports_of_async_calls_are_written_from_pieces_with_the_whole_traces_bytes() 
 }
 
 #[test]
+fn reports_of_tracing_spans_entered_on_several_threads_are_written_from_pieces() {
+    use crate::decode::forged_async::tracing_session;
+    for seed in 0..4 {
+        let pending = if seed % 2 == 0 { 120 } else { 6 };
+        assert_page_is_whole(&[tracing_session(
+            seed,
+            1 + seed as usize % 3,
+            800,
+            7,
+            pending,
+        )]);
+    }
+}
+
+#[test]
+fn reports_of_calls_of_a_flight_window_or_with_memory_are_decoded_whole() {
+    // A flight recorder's calls cut at its start come first in the decoded trace.
+    let mut flight = session(62, 2, 600, 5);
+    flight.cut_start = Some(300);
+    assert!(!Trace::from_capture(&flight).async_spans.is_empty());
+    let written = Options::new().write_captures(&[&flight], &mut std::io::sink());
+    assert!(written.is_none());
+}
+
+#[test]
 fn reports_of_two_sessions_with_calls_are_decoded_whole() {
     let captures = [session(60, 2, 300, 5), session(61, 2, 300, 5)];
     let refs: Vec<&Capture> = captures.iter().collect();

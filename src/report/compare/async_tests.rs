@@ -4,7 +4,7 @@
 
 use super::{Diff, Metric, Options};
 use crate::capture::Capture;
-use crate::decode::forged_async::{FETCH, HANDLE, held_back, session};
+use crate::decode::forged_async::{FETCH, HANDLE, PARSE, held_back, session};
 use crate::trace::{SpanKind, Trace};
 
 /// Every metric, with and without time blocks and repetitions.
@@ -60,6 +60,35 @@ fn diffs_of_async_calls_are_read_in_pieces_as_the_decoded_traces() {
     let mut salvaged = session(82, 2, 2_000, 13);
     salvaged.salvaged = Some(64);
     assert_streamed_is_whole(&[held_back(3_000)], &[salvaged]);
+}
+
+/// `spans` `tracing` spans of `fetch` and `handle`, each entered on thread 1 (a `parse`
+/// inside) and again on thread 2, and closed on thread 3: calls of two polls, the `n`th
+/// lasting `stretch` ticks more a poll.
+fn tracing_calls(spans: u64, stretch: u64) -> Capture {
+    use crate::decode::forged_async::{span_close, span_enter};
+    use crate::record::event::RawEvent;
+    let (mut one, mut two, mut three) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..spans {
+        let (site, t) = (if n % 2 == 0 { &FETCH } else { &HANDLE }, 100 * n);
+        let d = 10 + n % 7 + stretch * (n % 3);
+        one.extend(span_enter(site, t, n + 1));
+        one.push(RawEvent::begin(PARSE.id(), t + 1));
+        one.push(RawEvent::end(RawEvent::end_key(PARSE.id(), t + 1), t + 2));
+        one.push(RawEvent::end(RawEvent::end_key(site.id(), t), t + d));
+        two.extend(span_enter(site, t + 50, n + 1));
+        two.push(RawEvent::end(
+            RawEvent::end_key(site.id(), t + 50),
+            t + 50 + d,
+        ));
+        three.extend(span_close(t + 90, n + 1, false));
+    }
+    crate::decode::forged_async::chunked(vec![one, two, three], 100 * spans + 10, 64)
+}
+
+#[test]
+fn diffs_of_tracing_spans_entered_on_several_threads_are_read_in_pieces() {
+    assert_streamed_is_whole(&[tracing_calls(300, 0)], &[tracing_calls(400, 6)]);
 }
 
 #[test]
