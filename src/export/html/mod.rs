@@ -42,8 +42,9 @@
 //! that the table, call tree, flame graph and histograms still count every scope. The calls
 //! of `#[profile] async fn`s are matched as the threads are read again (past 1 Mi of them,
 //! the page's async lanes show the longest); captures whose async calls cannot be matched so
-//! (`tracing` spans entered several times, a flight recorder's window, memory tracked,
-//! several sessions with calls), and a report with a baseline, are decoded whole.
+//! (`tracing` spans entered several times, a flight recorder's window, memory tracked),
+//! and a report with a baseline, are decoded whole. Of several sessions with calls, the
+//! calls of each are merged in order of their start, as the decoded trace merges them.
 
 #[cfg(doc)]
 use crate::report::{Diff, Report};
