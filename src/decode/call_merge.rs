@@ -149,3 +149,116 @@ fn merge(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::forged_async::{FETCH, HANDLE};
+
+    /// A call of `thread` (its stream, to tell them apart) begun at `start_ns`.
+    fn call(thread: u64, start_ns: u64) -> AsyncSpan {
+        AsyncSpan {
+            callsite: if thread.is_multiple_of(2) {
+                &FETCH
+            } else {
+                &HANDLE
+            },
+            start_ns,
+            end_ns: start_ns + 5,
+            process: 0,
+            thread,
+            end_thread: Some(thread),
+            polls: 1,
+            busy_ns: 1,
+            self_ns: 1,
+            open_at_stop: false,
+            cut_at_start: false,
+        }
+    }
+
+    /// A stream of the calls of `thread` begun at `starts`, then `end` (its error, if any).
+    fn stream(thread: u64, starts: Vec<u64>, end: Option<&'static str>) -> Stream<'static> {
+        Box::new(move |f| {
+            for start in starts {
+                f(&call(thread, start))?;
+            }
+            end.map_or(Ok(()), |e| Err(io::Error::other(e)))
+        })
+    }
+
+    /// The (thread, start) of each call `streams` merge to, with their ids in order.
+    fn merged(streams: Vec<Stream<'static>>) -> io::Result<Vec<(u64, u64)>> {
+        let mut out = Vec::new();
+        each_merged(streams, &mut |id, call| {
+            assert_eq!(id, out.len());
+            out.push((call.thread, call.start_ns));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn calls_are_merged_by_start_the_earlier_stream_first() {
+        let out = merged(vec![
+            stream(0, vec![1, 3, 3, 7], None),
+            stream(1, Vec::new(), None),
+            stream(2, vec![0, 3, 7, 9], None),
+            stream(3, vec![3], None),
+        ])
+        .unwrap();
+        let want = [
+            (2, 0),
+            (0, 1),
+            (0, 3),
+            (0, 3),
+            (2, 3),
+            (3, 3),
+            (0, 7),
+            (2, 7),
+            (2, 9),
+        ];
+        assert_eq!(out, want);
+        // Many batches a stream, interleaved one by one.
+        let evens: Vec<u64> = (0..1_000).map(|n| 2 * n).collect();
+        let odds: Vec<u64> = (0..1_000).map(|n| 2 * n + 1).collect();
+        let out = merged(vec![stream(0, odds, None), stream(1, evens, None)]).unwrap();
+        let starts: Vec<u64> = out.iter().map(|&(_, start)| start).collect();
+        assert_eq!(starts, (0..2_000).collect::<Vec<u64>>());
+        // One stream: its calls as they come, in its order.
+        let out = merged(vec![stream(4, vec![5, 2, 9], None)]).unwrap();
+        assert_eq!(out, [(4, 5), (4, 2), (4, 9)]);
+    }
+
+    #[test]
+    fn errors_of_streams_and_of_the_callback_stop_the_merge() {
+        // A stream's error, after calls handed over and past a batch.
+        let long: Vec<u64> = (0..600).collect();
+        let failed = merged(vec![
+            stream(0, long.clone(), None),
+            stream(1, vec![2, 4], Some("marks out of order")),
+        ]);
+        assert_eq!(failed.unwrap_err().to_string(), "marks out of order");
+        // A stream whose calls go back in time cannot be merged as the trace sorts them.
+        let failed = merged(vec![
+            stream(0, vec![1, 2], None),
+            stream(1, vec![5, 3], None),
+        ]);
+        let error = failed.unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "a session's async calls are not in order of their start"
+        );
+        // The callback's error, while the helpers still have calls to send.
+        let mut handed = 0;
+        let streams = vec![stream(0, long.clone(), None), stream(1, long, None)];
+        let failed = each_merged(streams, &mut |_, _| {
+            handed += 1;
+            match handed {
+                300 => Err(io::Error::other("disk full")),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(failed.unwrap_err().to_string(), "disk full");
+        assert_eq!(handed, 300);
+    }
+}
