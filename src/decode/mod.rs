@@ -10,6 +10,7 @@
 mod async_spans;
 mod build;
 mod call_match;
+mod call_merge;
 mod call_order;
 mod call_stream;
 pub(crate) mod calls;

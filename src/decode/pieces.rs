@@ -35,6 +35,7 @@ use crate::record::registry::Untracked;
 use crate::trace::{AsyncSpan, MemoryEvent, Trace};
 
 use super::Shared;
+use super::call_merge;
 use super::call_stream;
 use super::links::{Keep, Links};
 use super::memory::Keeps;
@@ -171,9 +172,9 @@ pub(crate) struct Pieces<'c> {
     captures: Vec<&'c Capture>,
     /// Each thread's allocations and frees in a memory timeline.
     memory_events: Vec<u64>,
-    /// The capture (index) whose async calls come after the pieces
-    /// ([`SpanSource::each_streamed_call`]), if any.
-    calls: Option<usize>,
+    /// The captures (indices) whose async calls come after the pieces
+    /// ([`SpanSource::each_streamed_call`]), in order.
+    calls: Vec<usize>,
     /// Per thread, which `tracing` enters' slices are polls, when some are matched across
     /// threads.
     enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
@@ -199,17 +200,14 @@ impl<'c> Pieces<'c> {
     /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events, which
     /// [`SpanSource::each_memory_event`] reads again, merged across threads as they are read.
     ///
-    /// Also of captures with `#[profile] async fn` calls (one of them at most holds some):
-    /// their polls are spans of the pieces (with no call), and the calls come in order after
-    /// them ([`SpanSource::each_streamed_call`]).
+    /// Also of captures with `#[profile] async fn` calls (of one session or several): their
+    /// polls are spans of the pieces (with no call), and the calls come in order after them
+    /// ([`SpanSource::each_streamed_call`]).
     pub(crate) fn with_memory(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::with_memory_timeline(captures)?;
-        if summary.call_captures.len() > 1 {
-            return None;
-        }
         let threads = threads(&summary);
         let mut pieces = Self::with(captures, Cow::Owned(summary.trace), threads)?;
-        pieces.calls = summary.call_captures.first().copied();
+        pieces.calls = summary.call_captures;
         Some(pieces)
     }
 
@@ -282,7 +280,7 @@ impl<'c> Pieces<'c> {
             sources,
             captures: captures.to_vec(),
             memory_events,
-            calls: None,
+            calls: Vec::new(),
             enter_polls,
         })
     }
@@ -331,31 +329,38 @@ impl SpanSource for Pieces<'_> {
         &self,
         f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
     ) -> io::Result<()> {
-        let Some(capture) = self.calls else {
-            return Ok(());
-        };
         let _untracked = Untracked::enter();
+        // Each session's calls in the order they began, merged as the trace merges them.
+        let streams = (self.calls.iter())
+            .map(|&capture| -> call_merge::Stream<'_> {
+                Box::new(move |f| self.calls_of(capture, f))
+            })
+            .collect();
+        call_merge::each_merged(streams, f)
+    }
+}
+
+impl Pieces<'_> {
+    /// The async calls of capture `capture` (its index), handed to `f` in the order they
+    /// began, each of its process in the trace.
+    fn calls_of(
+        &self,
+        capture: usize,
+        f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()> {
         let in_capture: Vec<usize> = (0..self.sources.len())
             .filter(|&t| self.sources[t].1 == capture)
             .collect();
         let Some(&first) = in_capture.first() else {
             return Ok(());
         };
-        let source = self.sources[first].0;
-        let shared = shared(source);
+        let shared = shared(self.sources[first].0);
         let threads: Vec<&CaptureThread> = in_capture.iter().map(|&t| self.sources[t].2).collect();
         let ends: Vec<u64> = threads.iter().map(|t| shared.end_of(t)).collect();
         let process = self.trace.threads[first].process;
-        let mut id = 0;
-        call_stream::each_call_in_order(&shared, &threads, &ends, process, &mut |call| {
-            f(id, call)?;
-            id += 1;
-            Ok(())
-        })
+        call_stream::each_call_in_order(&shared, &threads, &ends, process, f)
     }
-}
 
-impl Pieces<'_> {
     /// [`SpanSource::each_piece`]: thread `thread`'s pieces, decoded here, handed to `f`.
     fn decode_pieces(
         &self,
@@ -539,7 +544,7 @@ fn shared(capture: &Capture) -> Shared<'_> {
 impl<'c> Pieces<'c> {
     /// [`Pieces::of_summary_with_polls`] of a summary that summed async calls, whose calls
     /// come after the polls ([`SpanSource::each_streamed_call`]), as the decoded trace holds
-    /// them; `None` when several captures hold calls (their calls are merged whole).
+    /// them (of several sessions, merged in order of their start).
     pub(crate) fn of_summary_with_calls(
         captures: &[&'c Capture],
         summary: &'c Summary,
@@ -547,12 +552,11 @@ impl<'c> Pieces<'c> {
         // A flight recorder's calls cut at its start come first, which the calls read again
         // do not; those of a session that tracked memory are not written with their memory.
         let trace = &summary.trace;
-        if summary.call_captures.len() > 1 || trace.cut_start_ns.is_some() || trace.memory.is_some()
-        {
+        if trace.cut_start_ns.is_some() || trace.memory.is_some() {
             return None;
         }
         let mut pieces = Self::of_summary_with_polls(captures, summary)?;
-        pieces.calls = summary.call_captures.first().copied();
+        pieces.calls = summary.call_captures.clone();
         Some(pieces)
     }
 }

@@ -111,16 +111,51 @@ fn calls_held_back_by_one_open_call_are_written_in_order() {
     assert_pieces_are_whole(&[held_back(3_000)]);
 }
 
+/// Sessions that each hold calls: the calls of each come in the order they began, merged
+/// with the others' in order of their start (ties: the earlier session's first), each of
+/// its process.
 #[test]
-fn calls_of_two_sessions_are_decoded_whole() {
-    let refs = [session(60, 2, 300, 5), session(61, 2, 300, 5)];
-    let refs: Vec<&Capture> = refs.iter().collect();
-    let mut out = Vec::new();
-    assert!(
-        chrome::Options::new()
-            .write_captures(&refs, &mut out)
-            .is_none()
-    );
+fn calls_of_several_sessions_are_written_from_pieces_in_the_merged_order() {
+    // Two sessions of one process, at the same moments: their calls interleave, ties too.
+    let two = [session(60, 2, 300, 5), session(61, 2, 300, 5)];
+    let trace = Trace::from_captures(&two);
+    assert_eq!(trace.processes.len(), 1);
+    assert!(interleaved(&two, &trace));
+    assert_eq!(exports_written_as_decoded(&two, &trace), 4);
+    // Three processes, one holding no call; calls held back behind an open one (through
+    // a temporary file) beside the others.
+    let mut other = session(62, 3, 400, 7);
+    other.header.process_id = 7;
+    let mut plain = Capture::from_records(Vec::new(), 0, 0);
+    plain.header.process_id = 8;
+    let three = [held_back(1_500), plain, other, session(63, 1, 200, 3)];
+    let trace = Trace::from_captures(&three);
+    assert_eq!(trace.processes.len(), 3);
+    let processes: std::collections::BTreeSet<u32> =
+        trace.async_spans.iter().map(|c| c.process).collect();
+    assert_eq!(processes.into_iter().collect::<Vec<_>>(), [0, 2]);
+    assert!(interleaved(&three, &trace));
+    assert_eq!(exports_written_as_decoded(&three, &trace), 4);
+    // The same session twice: each time a session of its own, its calls tied one to one.
+    let once = session(64, 2, 300, 5);
+    let mut bytes = Vec::new();
+    once.write_to(&mut bytes).unwrap();
+    once.write_to(&mut bytes).unwrap();
+    let twice = Capture::from_bytes(&bytes).unwrap();
+    let trace = Trace::from_captures(&twice);
+    assert_eq!(exports_written_as_decoded(&twice, &trace), 4);
+}
+
+/// The merged calls of `trace` are not those of `captures` one session after the other.
+fn interleaved(captures: &[Capture], trace: &Trace) -> bool {
+    let apart: Vec<_> = (captures.iter())
+        .flat_map(|c| Trace::from_captures(std::slice::from_ref(c)).async_spans)
+        .map(|c| (c.start_ns, c.end_ns))
+        .collect();
+    let merged: Vec<_> = (trace.async_spans.iter())
+        .map(|c| (c.start_ns, c.end_ns))
+        .collect();
+    apart.len() == merged.len() && apart != merged
 }
 
 /// Folded stacks, and the call tree (text, JSON, CSV; by thread or not), of captures with

@@ -78,11 +78,15 @@ fn reports_of_calls_of_a_flight_window_or_with_memory_are_decoded_whole() {
 }
 
 #[test]
-fn reports_of_two_sessions_with_calls_are_decoded_whole() {
-    let captures = [session(60, 2, 300, 5), session(61, 2, 300, 5)];
-    let refs: Vec<&Capture> = captures.iter().collect();
-    let written = Options::new().write_captures(&refs, &mut std::io::sink());
-    assert!(written.is_none());
+fn reports_of_several_sessions_with_calls_are_written_from_pieces() {
+    // Two sessions of one process at the same moments (calls interleaved, ties too), and
+    // three processes, one without calls, calls held back behind an open one beside others.
+    assert_page_is_whole(&[session(60, 2, 300, 5), session(61, 2, 300, 5)]);
+    let mut other = session(62, 3, 400, 7);
+    other.header.process_id = 7;
+    let mut plain = Capture::from_records(Vec::new(), 0, 0);
+    plain.header.process_id = 8;
+    assert_page_is_whole(&[held_back(1_500), plain, other, session(63, 1, 200, 3)]);
 }
 
 /// Past the budget of calls (a quarter of the scopes' budget), the page lists the calls

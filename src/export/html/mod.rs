@@ -40,13 +40,14 @@
 //! lasted at least the least duration that keeps at most 4 Mi of them, with their parents),
 //! which the page states; the JSON block then holds each row's histogram over every call, so
 //! that the table, call tree, flame graph and histograms still count every scope. The calls
-//! of `#[profile] async fn`s are matched as the threads are read again (past 1 Mi of them,
-//! the page's async lanes show the longest); captures whose async calls cannot be matched so
-//! (`tracing` spans entered several times, a flight recorder's window, memory tracked,
-//! several sessions with calls), and a report with an [`Options::baseline`] (whose diff needs
-//! the whole trace), are decoded whole; `tickscope report --baseline` writes the diff view
-//! from the baseline's captures too, their sums and pieces, and the diff of both runs'
-//! captures.
+//! of `#[profile] async fn`s (and of `tracing` spans entered several times) are matched as
+//! the threads are read again (past 1 Mi of them, the page's async lanes show the longest);
+//! captures whose async calls cannot be matched so
+//! (a flight recorder's window, memory tracked), and a report with an [`Options::baseline`]
+//! (whose diff needs the whole trace), are decoded whole; `tickscope report --baseline`
+//! writes the diff view from the baseline's captures too, their sums and pieces, and the
+//! diff of both runs' captures. Of several sessions with calls, the calls of each are merged
+//! in order of their start, as the decoded trace merges them.
 
 #[cfg(doc)]
 use crate::report::{Diff, Report};

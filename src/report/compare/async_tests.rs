@@ -92,14 +92,14 @@ fn diffs_of_tracing_spans_entered_on_several_threads_are_read_in_pieces() {
 }
 
 #[test]
-fn diffs_of_several_sessions_with_calls_are_read_whole_unless_repeated() {
+fn diffs_of_several_sessions_with_calls_are_read_in_pieces() {
+    // The sessions of a run merged (their calls in order of their start, across sessions)
+    // or each a repetition; a session of another process, calls held back by an open one.
     let base = [session(83, 2, 400, 5), session(84, 2, 400, 5)];
-    let new = [session(85, 2, 400, 5), session(86, 2, 400, 5)];
-    let options = Options::default();
-    // Each session a repetition: one capture of calls a run, read in pieces.
-    assert!(Diff::of_captures(&base, &new, &options, true).is_some());
-    // The sessions of a run merged: their calls are matched whole.
-    assert!(Diff::of_captures(&base, &new, &options, false).is_none());
+    let mut other = session(86, 2, 400, 5);
+    other.header.process_id = 7;
+    let new = [session(85, 2, 400, 5), other, held_back(500)];
+    assert_streamed_is_whole(&base, &new);
 }
 
 #[test]
