@@ -1534,6 +1534,16 @@ fn a_table_of_async_calls_with_memory_tracked_is_summed_as_read() {
                 (requests, requests, requests)
             );
         }
+        // Its pprof profile, summed by stack (each call counted once, with its polls'
+        // allocations).
+        let mut profile = Vec::new();
+        pprof::Options::new().write(&trace, &mut profile).unwrap();
+        let captures = Capture::read_all(&path).unwrap();
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let mut summed = Vec::new();
+        let written = pprof::Options::new().write_captures(&refs, &mut summed);
+        assert!(matches!(written, Some(Ok(()))));
+        assert!(summed == profile, "pprof profiles differ");
         assert_eq!(prof.report().rows(), report.rows());
         std::fs::remove_file(&path).unwrap();
         [peak, whole]

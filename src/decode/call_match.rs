@@ -61,6 +61,9 @@ pub(super) struct Call {
     retracted: bool,
     /// Its polls' memory figures, summed (of a session that tracked memory).
     pub(super) memory: MemoryStats,
+    /// Of its polls so far, the one first in thread order, then index ((thread, index), and
+    /// its node of the thread's stacks): where it counts as a call.
+    counted: Option<((usize, u32), u32)>,
 }
 
 impl Call {
@@ -103,6 +106,9 @@ pub(super) struct Matcher<'f> {
     /// Per thread, the `tracing` enters matched so far that are polls (those of a span
     /// entered once are taken back when it settles as a scope).
     pub(super) kinds: Vec<PollBits>,
+    /// Per thread, of its stacks (when summed), the calls to take off each node: polls of a
+    /// call counted at another of its polls.
+    pub(super) uncounted: Vec<FxHashMap<u32, u64>>,
     /// What is done with each call once settled.
     pub(super) settled: &'f mut dyn FnMut(&Call),
     /// What is done with each `tracing` enter that is a plain scope.
@@ -273,6 +279,22 @@ impl Matcher<'_> {
         call.self_ns = call.self_ns.saturating_add(poll.self_ns);
         call.polled_until = call.polled_until.max(poll.end_ns);
         call.memory.add(&poll.memory);
+        // A call counts once in the stacks, at its poll first in thread order, then index.
+        if let Some(node) = poll.node {
+            let uncount = match call.counted {
+                None => None,
+                Some((at, counted)) if poll.at < at => Some((at.0, counted)),
+                Some(_) => Some((poll.at.0, node)),
+            };
+            if call.counted.is_none_or(|(at, _)| poll.at < at) {
+                call.counted = Some((poll.at, node));
+            }
+            if let Some((thread, node)) = uncount
+                && let Some(uncounted) = self.uncounted.get_mut(thread)
+            {
+                *uncounted.entry(node).or_default() += 1;
+            }
+        }
         call.solo = Some(poll);
         self.settle(slot);
     }
@@ -338,6 +360,7 @@ impl Call {
             cut_at_start: false,
             retracted: false,
             memory: MemoryStats::default(),
+            counted: None,
         }
     }
 }
@@ -356,11 +379,22 @@ pub(super) struct PollDone {
     open_at_stop: bool,
     /// Its memory figures (of a session that tracked memory).
     memory: MemoryStats,
+    /// Its thread and index there.
+    at: (usize, u32),
+    /// Its node of its thread's stacks, when they are summed.
+    pub(super) node: Option<u32>,
 }
 
 /// What a poll takes of its final slice.
-pub(super) fn poll_done(span: &Span, memory: Option<&MemoryStats>) -> PollDone {
+pub(super) fn poll_done(
+    span: &Span,
+    memory: Option<&MemoryStats>,
+    at: (usize, u32),
+    node: Option<u32>,
+) -> PollDone {
     PollDone {
+        at,
+        node,
         memory: memory.copied().unwrap_or_default(),
         duration_ns: span.duration_ns(),
         self_ns: span.self_ns(),

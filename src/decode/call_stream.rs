@@ -36,7 +36,7 @@ use super::links::{Keep, Links};
 use super::memory::{Keeps, RawMemory};
 use super::pair::Pairing;
 use super::summary;
-use super::summary::{CallSums, PollBits, ThreadSums};
+use super::summary::{CallSums, PollBits, StackTree, ThreadSums};
 use super::thread::Shared;
 
 /// The calls of some threads summed ([`sum_calls`]).
@@ -49,6 +49,8 @@ pub(super) struct Calls {
     pub(super) open: u64,
     /// Per thread, which `tracing` enters' slices are polls.
     pub(super) enter_polls: Vec<PollBits>,
+    /// Per thread, its spans summed by stack (each async call counted once), when asked.
+    pub(super) stacks: Vec<Option<StackTree>>,
 }
 
 /// Sums the async calls of `threads` (the capture's threads with records, in the trace's
@@ -60,15 +62,16 @@ pub(super) fn sum_calls(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
-    exact: bool,
+    (exact, stacks): (bool, bool),
     scopes: &mut [&mut ThreadSums],
 ) -> Option<Calls> {
     let mut sums: Vec<Sums> = threads.iter().map(|_| Sums::new(exact)).collect();
     let mut open_scopes = 0;
-    let (open, kinds) = each_call(
+    let matched = each_call(
         shared,
         threads,
         ends,
+        stacks,
         &mut |call| {
             if call.is_call() {
                 sums[call.thread].add(call);
@@ -83,8 +86,9 @@ pub(super) fn sum_calls(
     )?;
     Some(Calls {
         by_thread: sums.into_iter().map(|s| s.sites).collect(),
-        open: open + open_scopes,
-        enter_polls: kinds,
+        open: matched.open + open_scopes,
+        enter_polls: matched.kinds,
+        stacks: matched.stacks,
     })
 }
 
@@ -104,6 +108,7 @@ pub(super) fn each_call_in_order(
         shared,
         threads,
         ends,
+        false,
         &mut |call| {
             if !call.is_call() {
                 // A `tracing` span found a plain scope: its rank is a hole.
@@ -151,9 +156,10 @@ pub(super) fn each_call(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
+    stacks: bool,
     settled: &mut dyn FnMut(&Call),
     scope: &mut ScopeOf<'_>,
-) -> Option<(u64, Vec<PollBits>)> {
+) -> Option<Matched> {
     let mut stores: Vec<(Vec<Mark>, Links, Vec<RawMemory>)> = threads
         .iter()
         .map(|_| (Vec::new(), Links::keeping(Keep::Nothing), Vec::new()))
@@ -176,6 +182,12 @@ pub(super) fn each_call(
             // Enters marked as they come, in time order with the thread's other marks.
             pairing.defer_enters();
             pairing.eager_enters();
+            // Before the scopes cut at a flight recorder's start are opened, as the first
+            // pass sums them.
+            if stacks {
+                pairing.keep_stacks();
+                pairing.stacks_mut().map(StackTree::note_polls);
+            }
             shared.start(&mut pairing, thread);
             Feed {
                 shared,
@@ -203,6 +215,7 @@ pub(super) fn each_call(
         cut_ns: (shared.capture.cut_start).map(|tick| shared.converter.to_unix_ns(tick)),
         diverged: false,
         kinds: vec![PollBits::default(); threads.len()],
+        uncounted: vec![FxHashMap::default(); threads.len()],
         settled,
         scope,
     };
@@ -249,7 +262,34 @@ pub(super) fn each_call(
         open += u64::from(call.is_call());
         matcher.settle(slot);
     }
-    (!matcher.diverged).then_some((open, matcher.kinds))
+    if matcher.diverged {
+        return None;
+    }
+    // Each thread's stacks, each call counted once.
+    let stacks = (feeds.iter_mut().zip(&matcher.uncounted))
+        .map(|(feed, uncounted)| {
+            let mut tree = feed.pairing.stacks_mut().map(std::mem::take)?;
+            for (&node, &calls) in uncounted {
+                tree.uncount(node, calls);
+            }
+            Some(tree)
+        })
+        .collect();
+    Some(Matched {
+        open,
+        kinds: matcher.kinds,
+        stacks,
+    })
+}
+
+/// What [`each_call`] found besides the calls.
+pub(super) struct Matched {
+    /// The calls open at the stop.
+    pub(super) open: u64,
+    /// Per thread, which `tracing` enters' slices are polls.
+    pub(super) kinds: Vec<PollBits>,
+    /// Per thread, its spans summed by stack (each async call counted once), when asked.
+    pub(super) stacks: Vec<Option<StackTree>>,
 }
 
 /// The order the decoded trace matches marks in: time, kind (begins, then polls by the
@@ -405,11 +445,19 @@ impl Feed<'_, '_> {
         pairing.forget_extras();
         if self.done || pairing.window_full() {
             let mut finals: Vec<(u32, PollDone)> = Vec::new();
+            let thread = self.index;
             pairing.drain_final(|index, span: &Span, memory| {
                 if matches!(span.kind, SpanKind::Poll { .. }) {
-                    finals.push((index, poll_done(span, memory)));
+                    finals.push((index, poll_done(span, memory, (thread, index), None)));
                 }
             });
+            // Their nodes, when the thread's spans are summed by stack.
+            if let Some(stacks) = pairing.stacks_mut() {
+                let nodes: FxHashMap<u32, u32> = stacks.take_poll_nodes().into_iter().collect();
+                for (index, poll) in &mut finals {
+                    poll.node = nodes.get(index).copied();
+                }
+            }
             for (index, poll) in finals {
                 match self.polls.pending.remove(&index) {
                     Some(Some(slot)) => matcher.pending_done(slot, poll),

@@ -96,6 +96,21 @@ impl Summary {
         Self::of_with(captures, false, true)
     }
 
+    /// [`Summary::stacks_of`], also of captures with async calls ([`Calls::Sum`]): each call
+    /// counted once in the stacks, at its poll first in thread order, then index (as pprof
+    /// profiles count them), from a second reading that matches the calls.
+    pub(crate) fn stacks_with_calls_of(captures: &[&Capture]) -> Option<Self> {
+        Self::summed(
+            captures,
+            Sum {
+                exact: false,
+                stacks: true,
+                calls: Calls::Sum,
+                sites: true,
+            },
+        )
+    }
+
     /// [`Summary::stacks_of`], also of captures with the async calls of `#[profile] async
     /// fn`s ([`Calls::Check`]): for folded stacks (and flame graphs), whose stacks hold a
     /// call's polls as frames of their threads, whichever call they are of.
@@ -290,12 +305,24 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
                 let mut sums: Vec<&mut ThreadSums> =
                     decoded.iter_mut().filter_map(|(_, s)| s.as_mut()).collect();
                 // `None`: marks out of order (a forged file), decoded whole.
-                let calls = call_stream::sum_calls(&shared, &threads, &ends, how.exact, &mut sums)?;
-                for ((sums, calls), polls) in
-                    (sums.iter_mut().zip(calls.by_thread)).zip(calls.enter_polls)
-                {
+                // Summed by stack, each async call counts once: the stacks of that reading.
+                let stacks = how.stacks && !stacks_only;
+                let calls = call_stream::sum_calls(
+                    &shared,
+                    &threads,
+                    &ends,
+                    (how.exact, stacks),
+                    &mut sums,
+                )?;
+                let each = (sums.iter_mut().zip(calls.by_thread))
+                    .zip(calls.enter_polls)
+                    .zip(calls.stacks);
+                for (((sums, calls), polls), tree) in each {
                     sums.calls = calls;
                     sums.enter_polls = tracing.then(|| std::sync::Arc::new(polls));
+                    if stacks {
+                        sums.stacks = tree;
+                    }
                 }
                 Some(calls.open)
             } else {

@@ -334,6 +334,9 @@ pub(crate) struct StackTree {
     /// The node of each span opened and not summed yet, by the span's index in its thread:
     /// as many as the spans the pairing keeps.
     node_of: FxHashMap<u32, u32>,
+    /// When kept ([`StackTree::note_polls`]): the polls summed since they were last taken,
+    /// each (index in the thread, node).
+    poll_nodes: Option<Vec<(u32, u32)>>,
 }
 
 impl StackTree {
@@ -350,9 +353,35 @@ impl StackTree {
         self.node_of.insert(index, node);
     }
 
+    /// Keeps the node of each poll summed, for [`StackTree::take_poll_nodes`].
+    pub(crate) fn note_polls(&mut self) {
+        self.poll_nodes = Some(Vec::new());
+    }
+
+    /// The polls summed since the last call, each (index in the thread, node).
+    pub(crate) fn take_poll_nodes(&mut self) -> Vec<(u32, u32)> {
+        self.poll_nodes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Takes `calls` calls off `node`'s: polls of an async call counted elsewhere (a call
+    /// counts once).
+    pub(crate) fn uncount(&mut self, node: u32, calls: u64) {
+        if let Some(values) = self.values.get_mut(node as usize) {
+            values[0] = values[0].saturating_sub(calls);
+        }
+    }
+
     /// The span at `index`, final, with its memory figures: counted in its stack's node.
     pub(crate) fn close(&mut self, index: u32, span: &Span, memory: Option<&MemoryStats>) {
         if let Some(node) = self.node_of.remove(&index) {
+            if let Some(polls) = &mut self.poll_nodes
+                && span.kind != SpanKind::Scope
+            {
+                polls.push((index, node));
+            }
             let values = &mut self.values[node as usize];
             values[0] = values[0].saturating_add(1);
             values[1] = values[1].saturating_add(span.self_ns());

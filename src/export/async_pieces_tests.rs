@@ -265,3 +265,36 @@ fn call_trees_of_tracing_spans_entered_on_several_threads_are_the_decoded_traces
         }
     }
 }
+
+/// pprof profiles of captures with async calls (`#[profile] async fn`s, `tracing` spans
+/// entered several times, a flight recorder's window) are summed by stack as the calls are
+/// matched again, each call counted once: the decoded trace's bytes.
+#[test]
+fn pprof_profiles_of_async_calls_are_the_decoded_traces() {
+    use crate::decode::forged_async::tracing_session;
+    let mut flight = session(74, 2, 2_000, 9);
+    flight.cut_start = Some(500);
+    let mut salvaged = session(75, 2, 1_000, 13);
+    salvaged.salvaged = Some(64);
+    let sessions = [
+        vec![session(76, 3, 3_000, 11)],
+        vec![tracing_session(77, 3, 3_000, 7, 100)],
+        vec![flight],
+        vec![salvaged],
+        vec![session(78, 2, 400, 5), tracing_session(79, 2, 400, 5, 8)],
+    ];
+    for captures in sessions {
+        let trace = Trace::from_captures(&captures);
+        assert!(!trace.async_spans.is_empty());
+        let refs: Vec<&Capture> = captures.iter().collect();
+        let mut whole = Vec::new();
+        super::pprof::Options::new()
+            .write(&trace, &mut whole)
+            .unwrap();
+        let mut summed = Vec::new();
+        (super::pprof::Options::new().write_captures(&refs, &mut summed))
+            .expect("summed by stack")
+            .unwrap();
+        assert!(whole == summed, "pprof profiles differ");
+    }
+}

@@ -67,7 +67,9 @@ impl Format for Options {
         captures: &[&crate::capture::Capture],
         out: &mut dyn Write,
     ) -> Option<io::Result<()>> {
-        let summary = Summary::stacks_of(captures)?;
+        // Of captures with async calls, each counted once: the calls matched again.
+        let summary =
+            Summary::stacks_of(captures).or_else(|| Summary::stacks_with_calls_of(captures))?;
         Some(out.write_all(&encode_summary(&summary)?))
     }
 }

@@ -23,6 +23,11 @@ impl<'a> Pairing<'a> {
         self.stacks = Some(StackTree::default());
     }
 
+    /// The spans summed by stack so far, when kept ([`Pairing::keep_stacks`]).
+    pub(in crate::decode) fn stacks_mut(&mut self) -> Option<&mut StackTree> {
+        self.stacks.as_mut()
+    }
+
     /// True when the spans kept have reached the size [`Pairing::drain_every`] set.
     #[inline]
     pub(in crate::decode) fn window_full(&self) -> bool {
