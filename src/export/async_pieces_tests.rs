@@ -64,6 +64,44 @@ pub(crate) fn exports_written_as_decoded(captures: &[Capture], trace: &Trace) ->
     written
 }
 
+/// `format` writes `captures` summed from their records (it must), with the bytes of their
+/// decoded trace.
+fn assert_summed_is_whole(format: &dyn Format, captures: &[Capture], what: &str) {
+    let trace = Trace::from_captures(captures);
+    assert!(!trace.async_spans.is_empty());
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let mut whole = Vec::new();
+    format.write(&trace, &mut whole).unwrap();
+    let mut summed = Vec::new();
+    (format.write_captures(&refs, &mut summed))
+        .expect("summed from the records")
+        .unwrap();
+    assert!(whole == summed, "{what} differ");
+}
+
+/// The call tree of `captures` (text, JSON, CSV; by thread or not) made of their pieces is
+/// their decoded trace's; returns how many async calls it has.
+fn assert_trees_are_whole(captures: &[Capture]) -> usize {
+    use crate::table::Table;
+    use std::sync::Arc;
+    let mut bytes = Vec::new();
+    for capture in captures {
+        capture.write_to(&mut bytes).unwrap();
+    }
+    let copies = || Capture::from_bytes(&bytes).unwrap();
+    let trace = Arc::new(Trace::from_captures(&copies()));
+    for by_thread in [false, true] {
+        let from_trace = Table::new(trace.clone()).tree(true).by_thread(by_thread);
+        let from_captures = Table::from_captures(copies())
+            .tree(true)
+            .by_thread(by_thread);
+        assert_eq!(from_captures.to_string(), from_trace.to_string());
+        assert_eq!(from_captures.to_json(), from_trace.to_json());
+        assert_eq!(from_captures.to_csv(), from_trace.to_csv());
+    }
+    trace.async_spans.len()
+}
+
 #[test]
 fn async_calls_are_written_from_pieces_with_the_whole_traces_bytes() {
     for seed in 0..12 {
@@ -163,8 +201,6 @@ fn interleaved(captures: &[Capture], trace: &Trace) -> bool {
 /// of the threads they ran on, as in the decoded trace.
 #[test]
 fn folded_stacks_and_call_trees_of_async_calls_are_the_decoded_traces() {
-    use crate::table::Table;
-    use std::sync::Arc;
     let sessions = || {
         [
             vec![session(70, 3, 3_000, 11)],
@@ -173,33 +209,8 @@ fn folded_stacks_and_call_trees_of_async_calls_are_the_decoded_traces() {
         ]
     };
     for captures in sessions() {
-        let trace = Arc::new(Trace::from_captures(&captures));
-        assert!(!trace.async_spans.is_empty());
-        let refs: Vec<&Capture> = captures.iter().collect();
-        let mut whole = Vec::new();
-        super::folded::Options::new()
-            .write(&trace, &mut whole)
-            .unwrap();
-        let mut summed = Vec::new();
-        (super::folded::Options::new().write_captures(&refs, &mut summed))
-            .expect("summed by stack")
-            .unwrap();
-        assert!(whole == summed, "folded stacks differ");
-        let mut bytes = Vec::new();
-        for capture in &captures {
-            capture.write_to(&mut bytes).unwrap();
-        }
-        let copies = || Capture::from_bytes(&bytes).unwrap();
-        let trace = Arc::new(Trace::from_captures(&copies()));
-        for by_thread in [false, true] {
-            let from_trace = Table::new(trace.clone()).tree(true).by_thread(by_thread);
-            let from_captures = Table::from_captures(copies())
-                .tree(true)
-                .by_thread(by_thread);
-            assert_eq!(from_captures.to_string(), from_trace.to_string());
-            assert_eq!(from_captures.to_json(), from_trace.to_json());
-            assert_eq!(from_captures.to_csv(), from_trace.to_csv());
-        }
+        assert_summed_is_whole(&super::folded::Options::new(), &captures, "folded stacks");
+        assert!(assert_trees_are_whole(&captures) > 0);
     }
 }
 
@@ -212,17 +223,7 @@ fn folded_stacks_of_any_marks_are_the_decoded_traces() {
     let mut flight = session(72, 2, 2_000, 9);
     flight.cut_start = Some(500);
     for capture in [tracing_session(73, 3, 3_000, 7, 100), flight] {
-        let trace = Trace::from_capture(&capture);
-        assert!(!trace.async_spans.is_empty());
-        let mut whole = Vec::new();
-        super::folded::Options::new()
-            .write(&trace, &mut whole)
-            .unwrap();
-        let mut summed = Vec::new();
-        (super::folded::Options::new().write_captures(&[&capture], &mut summed))
-            .expect("summed by stack")
-            .unwrap();
-        assert!(whole == summed, "folded stacks differ");
+        assert_summed_is_whole(&super::folded::Options::new(), &[capture], "folded stacks");
     }
 }
 
@@ -235,8 +236,6 @@ fn call_trees_of_tracing_spans_entered_on_several_threads_are_the_decoded_traces
     use crate::decode::forged_async::tracing_session;
     use crate::decode::pieces::Pieces;
     use crate::decode::summary::Summary;
-    use crate::table::Table;
-    use std::sync::Arc;
     for (seed, pending) in [(80, 6), (81, 120)] {
         let captures = [
             tracing_session(seed, 3, 4_000, 9, pending),
@@ -247,22 +246,7 @@ fn call_trees_of_tracing_spans_entered_on_several_threads_are_the_decoded_traces
         assert!(!summary.tracing_unresolved);
         assert!(summary.threads.iter().any(|t| t.enter_polls.is_some()));
         assert!(Pieces::of_summary_with_polls(&refs, &summary).is_some());
-        let mut bytes = Vec::new();
-        for capture in &captures {
-            capture.write_to(&mut bytes).unwrap();
-        }
-        let copies = || Capture::from_bytes(&bytes).unwrap();
-        let trace = Arc::new(Trace::from_captures(&copies()));
-        assert!(trace.async_spans.len() > 50);
-        for by_thread in [false, true] {
-            let from_trace = Table::new(trace.clone()).tree(true).by_thread(by_thread);
-            let from_captures = Table::from_captures(copies())
-                .tree(true)
-                .by_thread(by_thread);
-            assert_eq!(from_captures.to_string(), from_trace.to_string());
-            assert_eq!(from_captures.to_json(), from_trace.to_json());
-            assert_eq!(from_captures.to_csv(), from_trace.to_csv());
-        }
+        assert!(assert_trees_are_whole(&captures) > 50);
     }
 }
 
@@ -284,17 +268,6 @@ fn pprof_profiles_of_async_calls_are_the_decoded_traces() {
         vec![session(78, 2, 400, 5), tracing_session(79, 2, 400, 5, 8)],
     ];
     for captures in sessions {
-        let trace = Trace::from_captures(&captures);
-        assert!(!trace.async_spans.is_empty());
-        let refs: Vec<&Capture> = captures.iter().collect();
-        let mut whole = Vec::new();
-        super::pprof::Options::new()
-            .write(&trace, &mut whole)
-            .unwrap();
-        let mut summed = Vec::new();
-        (super::pprof::Options::new().write_captures(&refs, &mut summed))
-            .expect("summed by stack")
-            .unwrap();
-        assert!(whole == summed, "pprof profiles differ");
+        assert_summed_is_whole(&super::pprof::Options::new(), &captures, "pprof profiles");
     }
 }
