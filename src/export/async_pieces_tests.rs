@@ -307,4 +307,18 @@ fn flight_windows_and_tracked_memory_with_async_calls_are_written_from_pieces() 
         assert_eq!(from_captures.to_string(), from_trace.to_string());
     }
     assert!(cut > 10, "{cut} calls cut");
+    // A window beside sessions of calls (one that tracked memory), merged in order of their
+    // start: each session's calls cut at its window start first.
+    use crate::decode::forged_async::flight_calls;
+    let several = [
+        session(95, 2, 400, 5),
+        flight_calls(40, 1_010),
+        with_allocs(&session(96, 2, 400, 7), 9),
+    ];
+    let trace = Trace::from_captures(&several);
+    assert_eq!(
+        trace.async_spans.iter().filter(|c| c.cut_at_start).count(),
+        5
+    );
+    assert_eq!(exports_written_as_decoded(&several, &trace), 4);
 }
