@@ -199,7 +199,8 @@ pub fn diff_of_captures(
 /// [`Format`](crate::export::Format) (`tickscope report --baseline`): its
 /// [`write_captures`](crate::export::Format::write_captures) writes the report from the sums
 /// and pieces of both runs, the diff made of the captures as [`diff_of_captures`] makes it, in
-/// memory bounded by the scopes open at once, and declines when a run holds async calls; its
+/// memory bounded by the scopes open at once (also of async calls), and declines when a run
+/// cannot be read so (as [`diff_of_captures`] declines it); its
 /// [`write`](crate::export::Format::write) decodes `base` whole. Either way the bytes of
 /// [`html::Options::baseline`](crate::export::html::Options::baseline) with both traces
 /// decoded whole, while each run's scopes fit the table's exact budget and the report's

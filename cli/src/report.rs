@@ -64,7 +64,8 @@ pub(crate) fn run(cx: &Context, args: Args) -> Result<ExitCode, Failure> {
         .diff_options(compare::Options::default());
     // Summed, then each thread read again piece by piece (as `convert -o x.html`); with a
     // baseline, its sums and pieces too, and the diff of both runs read again in start order
-    // (as `tickscope diff`). Decoded whole when that cannot be (async calls).
+    // (as `tickscope diff`), async calls matched as the threads are read again. Decoded whole
+    // when that cannot be (as `tickscope diff` decodes a run whole).
     let mut paths = args.files.clone();
     paths.extend(args.baseline.iter().cloned());
     let progress = input::Progress::new(cx, paths.iter().map(|f| input::size(f)).sum());

@@ -29,7 +29,9 @@ pub(super) struct Polls {
 /// A call being matched (see [`AsyncSpan`](crate::trace::AsyncSpan)).
 pub(super) struct Call {
     pub(super) callsite: &'static Callsite,
-    /// Its index among the calls, in the order they began.
+    /// Its index among the calls, in the order they began; of a call cut at a flight
+    /// recorder's window start, its index among those cut, in the order of their first mark
+    /// (they come first in the decoded trace, before every call begun in the window).
     pub(super) rank: u64,
     pub(super) start_ns: u64,
     /// The thread that began it (index), and the one that began or last polled it.
@@ -95,6 +97,9 @@ pub(super) struct Matcher<'f> {
     pub(super) first_enters: FxHashMap<(usize, u32), usize>,
     /// The rank of the next call begun.
     pub(super) next_rank: u64,
+    /// The rank of the next call cut at a flight recorder's window start, among those cut
+    /// (which come first in the decoded trace: [`Call::rank`]).
+    pub(super) next_cut: u64,
     /// A flight recorder's window start (ns), before which no mark was made: a poll or an
     /// end of a call not begun in the window begins it there, cut
     /// ([`AsyncSpan::cut_at_start`](crate::trace::AsyncSpan::cut_at_start)), as `match_async`
@@ -160,7 +165,8 @@ impl Matcher<'_> {
             (self.cut_ns, current, mark.what)
         {
             // Begun before the window: from its start.
-            let mut call = Call::begun(callsite, u64::MAX, mark);
+            let mut call = Call::begun(callsite, self.next_cut, mark);
+            self.next_cut += 1;
             (call.start_ns, call.cut_at_start) = (cut_ns, true);
             let slot = self.store(call);
             self.replace_open(mark.span, slot);

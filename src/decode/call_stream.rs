@@ -17,8 +17,8 @@
 //! Only marks that this merge orders as the decoded trace sorts them are summed this way
 //! ([`MarksSeen::streamable`](super::async_spans::MarksSeen)): begins, polls and ends, each
 //! thread's in time order, none adopting a first slice (checked again as they come, with
-//! the enters and closes: `None` when they are out of order). A flight recorder's window
-//! (whose calls cut at its start come first) is decoded whole.
+//! the enters and closes: `None` when they are out of order). Of a flight recorder's window,
+//! the calls cut at its start come first, ranked apart ([`each_call_in_order`]).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -95,12 +95,14 @@ pub(super) fn sum_calls(
 /// Hands each async call of `threads` (the capture's threads with records, in the trace's
 /// order, of process `process` in the trace) to `f` in the order they began, as
 /// `Trace::async_spans` holds them, each thread's remaining scopes closing at `ends` (by
-/// index); stops at the first error of `f`.
+/// index); stops at the first error of `f`. Of a flight recorder's window, `cut` is the
+/// number of its calls cut at the window start ([`CallSums::cut`], summed): they come
+/// first, in the order of their first mark.
 pub(super) fn each_call_in_order(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
-    process: u32,
+    (process, cut): (u32, u64),
     f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut order = InOrder::new(f);
@@ -110,9 +112,14 @@ pub(super) fn each_call_in_order(
         ends,
         false,
         &mut |call| {
+            // The calls cut at the window start first, then those begun in it.
+            let rank = match call.cut_at_start {
+                true => call.rank,
+                false => cut + call.rank,
+            };
             if !call.is_call() {
                 // A `tracing` span found a plain scope: its rank is a hole.
-                order.skip(call.rank);
+                order.skip(rank);
                 return;
             }
             let span = AsyncSpan {
@@ -128,7 +135,7 @@ pub(super) fn each_call_in_order(
                 open_at_stop: call.open_at_stop,
                 cut_at_start: call.cut_at_start,
             };
-            order.give(call.rank, span);
+            order.give(rank, span);
         },
         &mut |_, _, _, _| {},
     );
@@ -144,7 +151,8 @@ pub(super) fn each_call_in_order(
 /// end last), each thread's remaining scopes closing at `ends` (by index). Returns how many
 /// were open at the stop. Each call begun by an async begin has its rank: its index among
 /// the calls of the decoded trace (`Trace::async_spans` of this capture alone) when the
-/// capture holds no `tracing` enter.
+/// capture holds no `tracing` enter, less the number of calls cut at a flight recorder's
+/// window start, which come first (each ranked among those: [`Call::rank`]).
 ///
 /// A `tracing` span's enters up to its close are a call when there are several (or, in a
 /// session salvaged without its footer, when it did not close), as `match_async` makes them;
@@ -212,6 +220,7 @@ pub(super) fn each_call(
         lives: FxHashMap::default(),
         first_enters: FxHashMap::default(),
         next_rank: 0,
+        next_cut: 0,
         cut_ns: (shared.capture.cut_start).map(|tick| shared.converter.to_unix_ns(tick)),
         diverged: false,
         kinds: vec![PollBits::default(); threads.len()],
@@ -241,7 +250,9 @@ pub(super) fn each_call(
     let mut open = 0;
     let earliest = ends.iter().copied().min().unwrap_or(0);
     let mut unclosed: Vec<usize> = std::mem::take(&mut matcher.open).into_values().collect();
-    unclosed.sort_unstable_by_key(|&slot| matcher.calls[slot].as_ref().map(|c| c.rank));
+    unclosed.sort_unstable_by_key(|&slot| {
+        (matcher.calls[slot].as_ref()).map(|c| (c.cut_at_start, c.rank))
+    });
     // The `tracing` spans not closed: calls when entered several times or in flight.
     let mut lives: Vec<usize> = std::mem::take(&mut matcher.lives).into_values().collect();
     lives.sort_unstable_by_key(|&slot| matcher.calls[slot].as_ref().map(|c| c.start_ns));

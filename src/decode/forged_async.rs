@@ -242,3 +242,83 @@ pub(crate) fn held_back(calls: u32) -> Capture {
     }
     Capture::from_records(vec![(1, records)], 0, tick + 10)
 }
+
+/// `capture` (of records made by hand, the identity clock) with memory tracked: each poll
+/// allocates 48 + its index bytes as it begins, and every third frees the allocation of the
+/// poll before it on its thread; each thread's records cut into chunks of `chunk` records.
+pub(crate) fn with_allocs(capture: &Capture, chunk: usize) -> Capture {
+    let mut records: Vec<Vec<RawEvent>> = Vec::new();
+    for thread in &capture.threads {
+        let mut out = Vec::new();
+        let mut last: Option<(u64, u64)> = None;
+        let all: Vec<RawEvent> = (thread.chunks.iter())
+            .flat_map(|c| match c {
+                Chunk::Owned(records) => records.clone(),
+                _ => unreachable!("records made by hand"),
+            })
+            .collect();
+        let mut polls = 0u64;
+        let mut at = 0;
+        while at < all.len() {
+            let record = all[at];
+            out.push(record);
+            at += 1;
+            if record.kind == RawKind::PollBegin && at < all.len() {
+                // Its payload first, then the allocation at its tick.
+                out.push(all[at]);
+                at += 1;
+                let address = (thread.id << 32) | polls;
+                out.extend(RawEvent::memory(
+                    RawKind::Alloc,
+                    48 + polls,
+                    address,
+                    record.tick,
+                ));
+                if polls % 3 == 2
+                    && let Some((size, address)) = last
+                {
+                    out.extend(RawEvent::memory(RawKind::Free, size, address, record.tick));
+                }
+                last = Some((48 + polls, address));
+                polls += 1;
+            }
+        }
+        records.push(out);
+    }
+    let mut tracked = chunked(records, capture.end_tick, chunk);
+    tracked.cut_start = capture.cut_start;
+    tracked
+}
+
+/// A flight recorder's window of `calls` calls (`fetch` and `handle` in turn, 100 ticks
+/// apart), each begun and polled on thread 1 (a `parse` inside), polled again and ended on
+/// thread 2 450 ticks later; the window starts at `cut`: the calls begun before it and
+/// polled after it are cut there. No name is both a scope's and a call's.
+pub(crate) fn flight_calls(calls: u64, cut: u64) -> Capture {
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for n in 0..calls {
+        let (site, t, span) = (
+            if n % 2 == 0 { &FETCH } else { &HANDLE },
+            100 * n,
+            n as u32 + 1,
+        );
+        one.extend(with_payload(RawKind::AsyncBegin, site, t, span));
+        one.extend(with_payload(RawKind::PollBegin, site, t, span));
+        one.push(RawEvent::begin(PARSE.id(), t + 1));
+        one.push(RawEvent::end(
+            RawEvent::end_key(PARSE.id(), t + 1),
+            t + 2 + n % 3,
+        ));
+        one.push(RawEvent::end(
+            RawEvent::end_key(site.id(), t),
+            t + 5 + n % 4,
+        ));
+        let (t, d) = (t + 450, 10 + n % 7);
+        two.extend(with_payload(RawKind::PollBegin, site, t, span));
+        two.push(RawEvent::end(RawEvent::end_key(site.id(), t), t + d));
+        two.extend(with_payload(RawKind::AsyncEnd, site, t + d, span));
+    }
+    let mut capture = chunked(vec![one, two], 100 * calls + 500, 16);
+    capture.cut_start = Some(cut);
+    capture
+}

@@ -284,23 +284,22 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
             // ([`ThreadSums::enter_polls`]).
             let tracing = seen().any(|s| s.tracing);
             tracing_enters = tracing;
-            // A flight recorder's calls cut at its start come first in the decoded trace's:
-            // summed only. Stacks only (folded stacks, flame graphs) take a poll as a frame
-            // of its thread whatever its call, and a `tracing` enter's slice the same way
-            // whether it is a poll or a scope: any marks will do.
+            // Stacks only (folded stacks, flame graphs) take a poll as a frame of its thread
+            // whatever its call, and a `tracing` enter's slice the same way whether it is a
+            // poll or a scope: any marks will do.
             let stacks_only = how.stacks && how.calls == Calls::Check;
-            let streamable = stacks_only
-                || how.calls != Calls::Decline
-                    && (how.calls == Calls::Sum || capture.cut_start.is_none())
-                    && (how.calls == Calls::Sum || !capture.memory.is_on())
-                    && seen().all(|s| s.streamable);
+            let streamable =
+                stacks_only || how.calls != Calls::Decline && seen().all(|s| s.streamable);
             if !streamable {
                 return None;
             }
             // Checked only, the calls are still matched of a salvaged session (its calls cut
-            // open count with its scopes), and of `tracing` spans for their slices' kinds
-            // (and to find marks out of order before anything is written).
-            if how.calls == Calls::Sum || shared.salvaged || tracing && !stacks_only {
+            // open count with its scopes), of `tracing` spans for their slices' kinds (and to
+            // find marks out of order before anything is written), and of a flight
+            // recorder's window for the number of its calls cut at its start, which come
+            // first ([`CallSums::cut`](summary::CallSums)).
+            let cut = capture.cut_start.is_some();
+            if how.calls == Calls::Sum || shared.salvaged || (tracing || cut) && !stacks_only {
                 let ends: Vec<u64> = decoded.iter().map(|(thread, _)| thread.end_ns).collect();
                 let mut sums: Vec<&mut ThreadSums> =
                     decoded.iter_mut().filter_map(|(_, s)| s.as_mut()).collect();

@@ -178,6 +178,9 @@ pub(crate) struct Pieces<'c> {
     /// Per thread, which `tracing` enters' slices are polls, when some are matched across
     /// threads.
     enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
+    /// Per thread, the async calls begun before a flight recorder's window that it began in
+    /// it (cut at the window start: they come first).
+    cut_calls: Vec<u64>,
 }
 
 impl<'c> Pieces<'c> {
@@ -200,9 +203,10 @@ impl<'c> Pieces<'c> {
     /// [`MemoryTrace`](crate::trace::MemoryTrace) holds no events, which
     /// [`SpanSource::each_memory_event`] reads again, merged across threads as they are read.
     ///
-    /// Also of captures with `#[profile] async fn` calls (of one session or several): their
-    /// polls are spans of the pieces (with no call), and the calls come in order after them
-    /// ([`SpanSource::each_streamed_call`]).
+    /// Also of captures with `#[profile] async fn` calls (of one session or several, of a
+    /// flight recorder's window, with memory tracked): their polls are spans of the pieces
+    /// (with no call), and the calls come in order after them
+    /// ([`SpanSource::each_streamed_call`]; of a window, those cut at its start first).
     pub(crate) fn with_memory(captures: &[&'c Capture]) -> Option<Self> {
         let summary = Summary::with_memory_timeline(captures)?;
         let threads = threads(&summary);
@@ -249,6 +253,7 @@ impl<'c> Pieces<'c> {
             open_at_end,
             memory_events,
             enter_polls,
+            cut_calls,
         }: Threads,
     ) -> Option<Self> {
         let mut sources = Vec::with_capacity(trace.threads.len());
@@ -282,6 +287,7 @@ impl<'c> Pieces<'c> {
             memory_events,
             calls: Vec::new(),
             enter_polls,
+            cut_calls,
         })
     }
 }
@@ -358,7 +364,8 @@ impl Pieces<'_> {
         let threads: Vec<&CaptureThread> = in_capture.iter().map(|&t| self.sources[t].2).collect();
         let ends: Vec<u64> = threads.iter().map(|t| shared.end_of(t)).collect();
         let process = self.trace.threads[first].process;
-        call_stream::each_call_in_order(&shared, &threads, &ends, process, f)
+        let cut = in_capture.iter().map(|&t| self.cut_calls[t]).sum();
+        call_stream::each_call_in_order(&shared, &threads, &ends, (process, cut), f)
     }
 
     /// [`SpanSource::each_piece`]: thread `thread`'s pieces, decoded here, handed to `f`.
@@ -452,8 +459,8 @@ impl Pieces<'_> {
 impl Summary {
     /// The summary of what `captures` decode to ([`Trace::from_captures`]), or `None` when
     /// the sums cannot stand for their spans: async calls that cannot be summed as the
-    /// threads are read again (a flight recorder's window, memory tracked, marks out of
-    /// order: see [`call_stream`](super::call_stream)), or allocations and frees of a thread
+    /// threads are read again (marks out of order: see [`call_stream`](super::call_stream)),
+    /// or allocations and frees of a thread
     /// out of time order (a forged file). The async calls of `#[profile] async fn`s and of
     /// `tracing` spans entered several times are summed ([`Summary::streamed_calls`],
     /// [`ThreadSums::enter_polls`](super::summary::ThreadSums::enter_polls)).
@@ -518,6 +525,8 @@ struct Threads {
     memory_events: Vec<u64>,
     /// Which `tracing` enters' slices are polls ([`ThreadSums::enter_polls`]).
     enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
+    /// The async calls cut at a flight recorder's window start ([`CallSums::cut`](super::summary::CallSums)).
+    cut_calls: Vec<u64>,
 }
 
 /// Each thread's span count, whether its spans all end within their parents, and those open
@@ -533,6 +542,9 @@ fn threads(summary: &Summary) -> Threads {
         enter_polls: (summary.threads.iter())
             .map(|t| t.enter_polls.clone())
             .collect(),
+        cut_calls: (summary.threads.iter())
+            .map(|t| t.calls.iter().map(|c| c.cut).sum())
+            .collect(),
     }
 }
 
@@ -544,17 +556,12 @@ fn shared(capture: &Capture) -> Shared<'_> {
 impl<'c> Pieces<'c> {
     /// [`Pieces::of_summary_with_polls`] of a summary that summed async calls, whose calls
     /// come after the polls ([`SpanSource::each_streamed_call`]), as the decoded trace holds
-    /// them (of several sessions, merged in order of their start).
+    /// them (of several sessions, merged in order of their start; of a flight recorder's
+    /// window, those cut at its start first, as many as the summary counted).
     pub(crate) fn of_summary_with_calls(
         captures: &[&'c Capture],
         summary: &'c Summary,
     ) -> Option<Self> {
-        // A flight recorder's calls cut at its start come first, which the calls read again
-        // do not; those of a session that tracked memory are not written with their memory.
-        let trace = &summary.trace;
-        if trace.cut_start_ns.is_some() || trace.memory.is_some() {
-            return None;
-        }
         let mut pieces = Self::of_summary_with_polls(captures, summary)?;
         pieces.calls = summary.call_captures.clone();
         Some(pieces)

@@ -271,3 +271,60 @@ fn pprof_profiles_of_async_calls_are_the_decoded_traces() {
         assert_summed_is_whole(&super::pprof::Options::new(), &captures, "pprof profiles");
     }
 }
+
+/// A flight recorder's window with async calls (those begun before it cut at its start come
+/// first in the decoded trace, in the order of their first mark), and sessions that tracked
+/// memory with async calls (each poll allocating, some freeing): Chrome JSON (both time
+/// origins), Kineto, Perfetto and the call tree are written from pieces with the decoded
+/// trace's bytes.
+#[test]
+fn flight_windows_and_tracked_memory_with_async_calls_are_written_from_pieces() {
+    use crate::decode::forged_async::{tracing_session, with_allocs};
+    use crate::table::Table;
+    use std::sync::Arc;
+    let mut cut = 0;
+    let flight = |mut capture: Capture, at: u64| {
+        capture.cut_start = Some(at);
+        capture
+    };
+    let cases = [
+        flight(session(90, 2, 1_500, 9), 400),
+        flight(session(91, 3, 800, 5), 120),
+        flight(tracing_session(92, 3, 800, 7, 20), 300),
+        with_allocs(&session(93, 3, 800, 7), 11),
+        with_allocs(&flight(session(94, 2, 800, 7), 250), 6),
+    ];
+    for capture in cases {
+        let trace = Trace::from_capture(&capture);
+        assert!(!trace.async_spans.is_empty());
+        cut += trace.async_spans.iter().filter(|c| c.cut_at_start).count();
+        if capture.memory.is_on() {
+            let memory = trace.memory.as_ref().expect("tracked");
+            assert!(memory.events.len() > 100, "{}", memory.events.len());
+        }
+        let captures = [capture];
+        assert_eq!(exports_written_as_decoded(&captures, &trace), 4);
+        let mut bytes = Vec::new();
+        captures[0].write_to(&mut bytes).unwrap();
+        let copies = || Capture::from_bytes(&bytes).unwrap();
+        let trace = Arc::new(Trace::from_captures(&copies()));
+        let from_trace = Table::new(trace).tree(true);
+        let from_captures = Table::from_captures(copies()).tree(true);
+        assert_eq!(from_captures.to_string(), from_trace.to_string());
+    }
+    assert!(cut > 10, "{cut} calls cut");
+    // A window beside sessions of calls (one that tracked memory), merged in order of their
+    // start: each session's calls cut at its window start first.
+    use crate::decode::forged_async::flight_calls;
+    let several = [
+        session(95, 2, 400, 5),
+        flight_calls(40, 1_010),
+        with_allocs(&session(96, 2, 400, 7), 9),
+    ];
+    let trace = Trace::from_captures(&several);
+    assert_eq!(
+        trace.async_spans.iter().filter(|c| c.cut_at_start).count(),
+        5
+    );
+    assert_eq!(exports_written_as_decoded(&several, &trace), 4);
+}

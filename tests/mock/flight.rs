@@ -1066,4 +1066,21 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
     prof.write_chrome_trace(&json).unwrap();
     let text = std::fs::read_to_string(&json).unwrap();
     assert_eq!(text.matches("\"cut_at_start\":true").count(), 1, "{text}");
+    // Perfetto and Chrome JSON on Unix time written from the file's pieces (its calls
+    // matched as its threads are read again, the cut one first): the decoded trace's bytes.
+    use tickscope::export::chrome::{self, TimeOrigin};
+    use tickscope::export::{Format, perfetto};
+    let read = Capture::from_bytes(&bytes).unwrap();
+    let refs: Vec<&Capture> = read.iter().collect();
+    let formats: [&dyn Format; 2] = [
+        &perfetto::Options::new(),
+        &chrome::Options::new().time_origin(TimeOrigin::UnixEpoch),
+    ];
+    for format in formats {
+        let (mut whole, mut pieces) = (Vec::new(), Vec::new());
+        format.write(&decoded, &mut whole).unwrap();
+        let written = format.write_captures(&refs, &mut pieces);
+        assert!(matches!(written, Some(Ok(()))), "written from pieces");
+        assert!(whole == pieces);
+    }
 }

@@ -68,13 +68,74 @@ fn reports_of_tracing_spans_entered_on_several_threads_are_written_from_pieces()
 }
 
 #[test]
-fn reports_of_calls_of_a_flight_window_or_with_memory_are_decoded_whole() {
+fn reports_of_calls_of_a_flight_window_or_with_memory_are_written_from_pieces() {
+    use crate::decode::forged_async::{tracing_session, with_allocs};
     // A flight recorder's calls cut at its start come first in the decoded trace.
     let mut flight = session(62, 2, 600, 5);
     flight.cut_start = Some(300);
-    assert!(!Trace::from_capture(&flight).async_spans.is_empty());
-    let written = Options::new().write_captures(&[&flight], &mut std::io::sink());
-    assert!(written.is_none());
+    let trace = Trace::from_capture(&flight);
+    assert!(trace.async_spans.iter().any(|c| c.cut_at_start));
+    let mut tracing = tracing_session(63, 3, 600, 7, 20);
+    tracing.cut_start = Some(250);
+    // Sessions that tracked memory: the memory timeline after the calls.
+    let memory = with_allocs(&session(64, 3, 600, 7), 9);
+    let both = with_allocs(&flight, 4);
+    assert!(Trace::from_capture(&both).memory.is_some());
+    for capture in [flight, tracing, memory, both] {
+        assert_page_is_whole(&[capture]);
+    }
+}
+
+/// The report with a diff view against a baseline, both runs with async calls (of a flight
+/// recorder's window, with tracked memory), written from sums and pieces (the baseline's call
+/// tree from its polls as spans): the page of both traces decoded whole.
+#[test]
+fn reports_with_a_baseline_of_async_calls_are_written_from_pieces() {
+    use crate::decode::forged_async::{flight_calls, with_allocs};
+    use std::sync::Arc;
+    // (Of a flight window, no name both a scope's and a call's: else the diff is decoded
+    // whole.)
+    let runs = [
+        (session(66, 3, 800, 7), session(67, 2, 800, 9)),
+        (
+            flight_calls(60, 2_020),
+            with_allocs(&session(68, 2, 600, 7), 5),
+        ),
+        (
+            with_allocs(&flight_calls(40, 1_530), 7),
+            flight_calls(50, 1_010),
+        ),
+    ];
+    for (base, new) in runs {
+        let base_trace = Arc::new(Trace::from_capture(&base));
+        let new_trace = Trace::from_capture(&new);
+        assert!(!base_trace.async_spans.is_empty() && !new_trace.async_spans.is_empty());
+        if base.cut_start.is_some() {
+            assert!(base_trace.async_spans.iter().any(|c| c.cut_at_start));
+        }
+        let options = Options::new();
+        let mut whole = Vec::new();
+        page::write(
+            &new_trace,
+            &mut whole,
+            &options.clone().baseline(base_trace),
+        )
+        .unwrap();
+        let bases = [&base];
+        let with = super::WithBaseline {
+            options: &options,
+            base: &bases,
+        };
+        let mut pieces = Vec::new();
+        let written = with.write_captures(&[&new], &mut pieces);
+        assert!(matches!(written, Some(Ok(()))), "written from pieces");
+        assert!(
+            pieces == whole,
+            "{} bytes from pieces, {} from the traces",
+            pieces.len(),
+            whole.len()
+        );
+    }
 }
 
 #[test]

@@ -87,8 +87,10 @@ fn tree_of_pieces(pieces: &Pieces<'_>, threads: usize, names: &mut Names) -> Tre
 
 /// The report of captures with a diff view against the trace that `base` captures decode
 /// to, as a [`Format`]: written from the sums and pieces of both (the JSON block of the
-/// captures as without a baseline, the baseline's rows and tree, the diff of the captures),
-/// else, when either run cannot be read so (async calls), from both traces decoded whole,
+/// captures as without a baseline, the baseline's rows and tree, the diff of the captures;
+/// of async calls, the baseline's tree from its polls as spans), else, when either run
+/// cannot be read so (async calls that cannot be matched as the threads are read again, a
+/// name of both scopes and async calls), from both traces decoded whole,
 /// as [`Options::baseline`] writes it. The options' own baseline is not used.
 pub(crate) struct WithBaseline<'a> {
     pub(crate) options: &'a Options,
@@ -121,7 +123,11 @@ impl Format for WithBaseline<'_> {
         // The baseline's sums and the diff first: a run that cannot be read in pieces is
         // found before the report's own pieces are walked.
         let summary = Summary::of(self.base)?;
-        let pieces = Pieces::of_summary(self.base, &summary)?;
+        // Of async calls, the call tree takes their polls as spans of their threads.
+        let pieces = match summary.streamed_calls {
+            true => Pieces::of_summary_with_polls(self.base, &summary)?,
+            false => Pieces::of_summary(self.base, &summary)?,
+        };
         let diff = Diff::of_capture_refs(self.base, captures, &options.diff)?;
         let base = OfCaptures {
             summary: &summary,

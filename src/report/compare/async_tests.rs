@@ -122,3 +122,21 @@ fn a_name_of_scopes_and_async_calls_both_is_read_whole() {
     assert!(!fetch[0].open_at_stop);
     assert!(Diff::of_captures(&run, &run, &Options::default(), false).is_none());
 }
+
+#[test]
+fn diffs_of_flight_windows_and_tracked_memory_with_calls_are_read_in_pieces() {
+    use crate::decode::forged_async::{flight_calls, with_allocs};
+    // A flight recorder's window (its calls cut at the start come first), beside a session
+    // that tracked memory; both.
+    let flight = flight_calls(60, 2_020);
+    let trace = Trace::from_capture(&flight);
+    assert_eq!(
+        trace.async_spans.iter().filter(|c| c.cut_at_start).count(),
+        5
+    );
+    let memory = with_allocs(&session(88, 2, 1_500, 9), 7);
+    assert!(memory.memory.is_on());
+    assert_streamed_is_whole(&[flight], &[memory]);
+    let both = with_allocs(&flight_calls(50, 1_510), 5);
+    assert_streamed_is_whole(&[both], &[flight_calls(40, 990)]);
+}
