@@ -27,11 +27,12 @@ use super::summary;
 /// when it was still open there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Call {
-    /// The next scope in the order of starts: its key (thread, index in the thread), name,
-    /// and (duration, self time) when it has ended, else `None` (an [`Call::End`] with its
-    /// key gives them later).
+    /// The next scope in the order of starts: its key (thread, index in the thread), start
+    /// (ns), name, and (duration, self time) when it has ended, else `None` (an
+    /// [`Call::End`] with its key gives them later).
     Begin {
         key: (u32, u32),
+        start: u64,
         name: &'static str,
         times: Option<(u64, u64)>,
     },
@@ -103,6 +104,7 @@ pub(crate) fn each_call(pieces: &Pieces<'_>, f: &mut dyn FnMut(Call)) -> bool {
         };
         f(Call::Begin {
             key: (feed.thread, begun.index),
+            start: begun.start,
             name: begun.name,
             times: begun.times,
         });

@@ -17,6 +17,7 @@
 //! the run is decoded whole), so each name's calls come in start order.
 
 use std::collections::BTreeMap;
+use std::io;
 
 use crate::capture::Capture;
 use crate::decode::calls::{Call, each_call};
@@ -26,6 +27,12 @@ use crate::decode::summary::{Calls as SumCalls, Sum, Summary};
 use crate::record::hash::FxHashMap;
 
 use super::samples::Calls;
+
+/// An async call as the diff takes it: its start, name, and (duration, self time).
+type Async = (u64, &'static str, (u64, u64));
+
+/// Async calls the thread that reads them hands over at a time.
+const ASYNC_BATCH: usize = 256;
 use super::{Diff, Metric, Options};
 
 impl Diff {
@@ -122,16 +129,8 @@ fn run(
         };
         *counts.entry(site.callsite.name()).or_default() += n;
     }
-    let scoped: Vec<&'static str> = counts.keys().copied().collect();
     for site in summary.threads.iter().flat_map(|t| &t.calls) {
-        let name = site.callsite.name();
-        // A name of scopes and of async calls both: its calls of one start come scopes
-        // first (a stable sort of the scopes, then the calls), which a merge of the scopes
-        // and then of the calls does not give; decoded whole.
-        if scoped.binary_search(&name).is_ok() {
-            return None;
-        }
-        *counts.entry(name).or_default() += site.count;
+        *counts.entry(site.callsite.name()).or_default() += site.count;
     }
     let wall_ns = summary.trace.wall_ns();
     // The polls of async calls are spans of the pieces (not compared), their calls read
@@ -149,33 +148,65 @@ fn run(
     // The calls handed over open: their name and slot.
     let mut pending: FxHashMap<(u32, u32), (usize, usize)> = FxHashMap::default();
     let mut known = true;
-    let ordered = each_call(&pieces, &mut |call| match call {
-        Call::Begin { key, name, times } => {
+    // A name's calls come in the order of their start, scopes first at one start (the
+    // whole trace's stable sort of its scopes, then its async calls): the async calls,
+    // read again on another thread in the order they began, are merged with the scopes.
+    let (ordered, streamed) = std::thread::scope(|scope| {
+        let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<Async>>(2);
+        let pieces = &pieces;
+        let reader = scope.spawn(move || {
+            let mut batch = Vec::with_capacity(ASYNC_BATCH);
+            pieces.each_streamed_call(&mut |_, call| {
+                let times = (call.duration_ns(), call.self_ns);
+                batch.push((call.start_ns, call.name(), times));
+                if batch.len() == ASYNC_BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(ASYNC_BATCH));
+                    sender.send(full).map_err(io::Error::other)?;
+                }
+                Ok(())
+            })?;
+            sender.send(batch).map_err(io::Error::other)
+        });
+        let mut calls = batches.into_iter().flatten().peekable();
+        let async_call = |(_, name, times): Async, names: &mut Vec<Name>| {
             let Some(&at) = index.get(name) else {
-                known = false;
-                return;
+                return false;
             };
-            let slot = names[at].begin(times.map(|t| (compared(t, metric), t.0)));
-            if times.is_none() {
-                pending.insert(key, (at, slot));
-            }
-        }
-        Call::End { key, times } => {
-            if let Some((at, slot)) = pending.remove(&key) {
-                names[at].end(slot, compared(times, metric), times.0);
-            }
-        }
-    });
-    // The async calls, each name's in the order they began (as the trace holds them),
-    // after every scope: no name has both.
-    let streamed = pieces.each_streamed_call(&mut |_, call| {
-        let Some(&at) = index.get(call.name()) else {
-            known = false;
-            return Ok(());
+            names[at].begin(Some((compared(times, metric), times.0)));
+            true
         };
-        let times = (call.duration_ns(), call.self_ns);
-        names[at].begin(Some((compared(times, metric), times.0)));
-        Ok(())
+        let ordered = each_call(&pieces, &mut |call| match call {
+            Call::Begin {
+                key,
+                start,
+                name,
+                times,
+            } => {
+                while let Some(call) = calls.next_if(|c| c.0 < start) {
+                    known &= async_call(call, &mut names);
+                }
+                let Some(&at) = index.get(name) else {
+                    known = false;
+                    return;
+                };
+                let slot = names[at].begin(times.map(|t| (compared(t, metric), t.0)));
+                if times.is_none() {
+                    pending.insert(key, (at, slot));
+                }
+            }
+            Call::End { key, times } => {
+                if let Some((at, slot)) = pending.remove(&key) {
+                    names[at].end(slot, compared(times, metric), times.0);
+                }
+            }
+        });
+        for call in calls {
+            known &= async_call(call, &mut names);
+        }
+        let streamed = reader
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("panicked")));
+        (ordered, streamed)
     });
     drop(pieces);
     if !(ordered && known && pending.is_empty() && streamed.is_ok()) {
