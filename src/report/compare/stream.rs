@@ -175,7 +175,7 @@ fn run(
             names[at].begin(Some((compared(times, metric), times.0)));
             true
         };
-        let ordered = each_call(&pieces, &mut |call| match call {
+        let ordered = each_call(pieces, &mut |call| match call {
             Call::Begin {
                 key,
                 start,
