@@ -58,6 +58,8 @@ pub(super) struct Forge {
     /// Every span entered twice at least (an async call, none a plain scope): first for a
     /// moment where it is entered.
     pub(super) twice: bool,
+    /// A session that tracked memory (a timeline): allocations and frees among the records.
+    pub(super) memory: bool,
 }
 
 pub(super) fn forge(seed: u64) -> Forge {
@@ -78,6 +80,7 @@ pub(super) fn forge(seed: u64) -> Forge {
         wide: false,
         ones: false,
         twice: false,
+        memory: false,
     }
 }
 
@@ -134,6 +137,8 @@ pub(super) fn forged(f: Forge) -> Capture {
                         match (f.strays && rng.below(4) == 0, alive.first()) {
                             // An id still open, entered by another span.
                             (true, Some(a)) => a.0,
+                            // Ids at the ends of their range (0: a span not recorded).
+                            (true, None) => [0, u64::MAX][rng.below(2) as usize],
                             _ => {
                                 next_id += 1;
                                 next_id
@@ -209,6 +214,11 @@ pub(super) fn forged(f: Forge) -> Capture {
                 let (span, site) = calls[rng.below(calls.len() as u64) as usize];
                 records[t].extend(with_payload(RawKind::AsyncEnd, site, tick, span));
             }
+            18 | 19 if f.memory => {
+                let kind = [RawKind::Alloc, RawKind::Free][rng.below(2) as usize];
+                let (size, at) = (1 + rng.below(64), 0x7f00_0000_1000 + 16 * rng.below(8));
+                records[t].extend(RawEvent::memory(kind, size, at, tick));
+            }
             17 if f.cut_lead => {
                 let (kind, site) = match rng.below(2) {
                     0 => (RawKind::SpanEnter, HANDLE.id()),
@@ -263,6 +273,9 @@ pub(super) fn forged(f: Forge) -> Capture {
     }
     if f.salvaged {
         capture.salvaged = Some(100);
+    }
+    if f.memory {
+        capture.memory = crate::record::memory::MemoryMode::Timeline;
     }
     if f.window {
         capture.cut_start = Some(10 + last / 3);
