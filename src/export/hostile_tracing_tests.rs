@@ -367,6 +367,48 @@ fn enters_nested_past_the_64_a_thread_keeps_waiting_are_written_as_decoded() {
     assert_as_decoded(&|| make(3, true));
 }
 
+#[test]
+fn tracing_calls_held_back_past_those_kept_in_memory_with_holes_are_written_as_decoded() {
+    // Span 1 entered twice first and never closed (open at the stop); then 2,000 spans, each
+    // waiting behind it to be handed over in the order they began (past the 1,024 a test
+    // build keeps in memory: through a temporary file): every third entered twice (a call),
+    // the others once (a scope: a hole among the ranks, once matched), each closed after the
+    // next two spans' enters, on thread 1 saying "here", every fifth on thread 2 instead.
+    let make = || {
+        let (mut one, mut two) = (Vec::new(), Vec::new());
+        for tick in [10, 12] {
+            one.extend(span_enter(&FETCH, tick, 1));
+            one.push(RawEvent::end(RawEvent::end_key(FETCH.id(), tick), tick + 1));
+        }
+        let n = 2_001u64;
+        for id in 2..=n + 2 {
+            let tick = 10 * id;
+            let twice = id % 3 == 0;
+            for at in [tick, tick + 2].into_iter().take(1 + usize::from(twice)) {
+                if id <= n {
+                    one.extend(span_enter(&HANDLE, at, id));
+                    one.push(RawEvent::end(RawEvent::end_key(HANDLE.id(), at), at + 1));
+                }
+            }
+            let closed = id - 2;
+            match closed % 5 {
+                _ if closed < 2 => {}
+                0 => two.extend(span_close(tick + 4, closed, false)),
+                _ => one.extend(span_close(tick + 4, closed, true)),
+            }
+        }
+        vec![chunked(vec![one, two], 30_000, 61)]
+    };
+    let made = assert_as_decoded(&make);
+    assert_eq!(
+        (made.summed, made.exports, made.page),
+        (1, 4, 1),
+        "{made:?}"
+    );
+    let trace = Trace::from_captures(&make());
+    assert_eq!(trace.async_spans.len(), 1 + 667);
+}
+
 /// Every kind of hostility [`Forge`] knows, some at once, as `seed` picks; with a second
 /// session now and then.
 fn mixed(seed: u64) -> (Forge, bool) {
