@@ -55,9 +55,13 @@ pub mod chrome;
 pub mod flamegraph;
 pub mod folded;
 #[cfg(test)]
+mod forged_tracing;
+#[cfg(test)]
 mod hostile_async_tests;
 #[cfg(test)]
 mod hostile_reports_tests;
+#[cfg(test)]
+mod hostile_tracing_tests;
 pub mod html;
 mod json;
 pub mod kineto;
