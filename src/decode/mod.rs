@@ -196,9 +196,10 @@ impl Summary {
         let mut traces = Vec::with_capacity(captures.len());
         let (mut threads, mut origin_sites) = (Vec::new(), Vec::new());
         let mut call_captures = Vec::new();
-        let mut tracing_unresolved = false;
+        let (mut tracing_unresolved, mut calls_unordered) = (false, false);
         for (at, capture) in captures.iter().enumerate() {
             let decoded = summarize(capture.borrow(), sum)?;
+            calls_unordered |= decoded.calls_unordered;
             tracing_unresolved |=
                 decoded.tracing_enters && decoded.sums.iter().any(|t| t.enter_polls.is_none());
             traces.push(decoded.trace);
@@ -221,6 +222,7 @@ impl Summary {
             streamed_calls: !call_captures.is_empty(),
             call_captures,
             tracing_unresolved,
+            calls_unordered,
         })
     }
 }
@@ -242,6 +244,9 @@ struct Decoding {
     streamed_calls: bool,
     /// Summed, it holds `tracing` enters matched across threads ([`ThreadSums::enter_polls`]).
     tracing_enters: bool,
+    /// Summed, its calls cannot be read again in the decoded trace's order
+    /// ([`Summary::calls_unordered`]).
+    calls_unordered: bool,
 }
 
 /// [`decode`], with each thread's spans summed ([`ThreadSums`], as `sum` says) and let go as
@@ -276,6 +281,7 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
     // Summed, async calls are summed by reading the threads again when their marks can be
     // merged as read (or only checked: [`Calls::Check`]); else the capture is not summed.
     let mut tracing_enters = false;
+    let mut calls_unordered = false;
     let calls = match exact {
         Some(how) if decoded.iter().any(|(thread, _)| thread.marks_seen.any) => {
             let seen = || decoded.iter().map(|(thread, _)| thread.marks_seen);
@@ -322,6 +328,16 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
                     if stacks {
                         sums.stacks = tree;
                     }
+                }
+                // The decoded trace holds its calls by start: those cut at a window's start
+                // first, unless a `tracing` span entered before the window (whose enters
+                // make marks there) starts earlier; the calls read again come cut ones first.
+                let cut_calls = (sums.iter().flat_map(|s| &s.calls)).any(|c| c.cut > 0);
+                if tracing && cut_calls {
+                    if how.calls == Calls::Check && !stacks_only {
+                        return None;
+                    }
+                    calls_unordered = true;
                 }
                 Some(calls.open)
             } else {
@@ -399,6 +415,7 @@ fn decode_with(capture: &Capture, parallel_from: usize, sum: Option<Sum>) -> Opt
         origin_sites,
         streamed_calls: calls.is_some(),
         tracing_enters,
+        calls_unordered,
     })
 }
 

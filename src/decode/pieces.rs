@@ -562,6 +562,9 @@ impl<'c> Pieces<'c> {
         captures: &[&'c Capture],
         summary: &'c Summary,
     ) -> Option<Self> {
+        if summary.calls_unordered {
+            return None;
+        }
         let mut pieces = Self::of_summary_with_polls(captures, summary)?;
         pieces.calls = summary.call_captures.clone();
         Some(pieces)

@@ -283,6 +283,10 @@ pub(crate) struct Summary {
     /// whether each of their slices is a poll or a scope is not known
     /// ([`ThreadSums::enter_polls`]), and no piece can be made of the captures.
     pub(crate) tracing_unresolved: bool,
+    /// Some capture's calls cannot be read again in the order the decoded trace holds them
+    /// (a flight recorder's window with calls cut at its start and `tracing` spans, which
+    /// may start before it): exports that write calls decode such captures whole.
+    pub(crate) calls_unordered: bool,
 }
 
 impl Summary {
