@@ -8,6 +8,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::trace::{MemoryStats, Span};
 
 use super::async_spans::{Mark, MarkKind};
+use super::poll_label::{CallLabel, PollLabel};
 use super::summary::PollBits;
 
 /// What is done with a `tracing` enter that is a plain scope: its thread (index), callsite,
@@ -61,6 +62,9 @@ pub(super) struct Call {
     retracted: bool,
     /// Its polls' memory figures, summed (of a session that tracked memory).
     pub(super) memory: MemoryStats,
+    /// The label of its latest poll that has one, when polls are labelled
+    /// ([`PollLabels`](super::call_labels::PollLabels)).
+    label: Option<PollLabel>,
 }
 
 impl Call {
@@ -73,6 +77,11 @@ impl Call {
     /// Its wall time: from its start to its end (0 before it is known).
     pub(super) fn wall_ns(&self) -> u64 {
         self.end_ns.map_or(0, |end| end - self.start_ns)
+    }
+
+    /// The label of its latest poll (by start, then thread and slice index) that has one.
+    pub(super) fn label(&self) -> Option<&CallLabel> {
+        self.label.as_ref().map(|l| &l.label)
     }
 }
 
@@ -264,10 +273,16 @@ impl Matcher<'_> {
     }
 
     /// A poll of the call at `slot` is final.
-    fn poll_done(&mut self, slot: usize, poll: PollDone) {
+    fn poll_done(&mut self, slot: usize, mut poll: PollDone) {
         let Some(call) = self.calls[slot].as_mut() else {
             return;
         };
+        // As the decoded trace's report takes it: the latest poll's label wins.
+        if let Some(label) = poll.label.take()
+            && call.label.as_ref().is_none_or(|l| label.at >= l.at)
+        {
+            call.label = Some(label);
+        }
         // Saturating: forged ticks (a capture file) may overlap anyhow.
         call.busy_ns = call.busy_ns.saturating_add(poll.duration_ns);
         call.self_ns = call.self_ns.saturating_add(poll.self_ns);
@@ -299,7 +314,7 @@ impl Matcher<'_> {
         }
         // Every settled call, also a `tracing` span found a scope (a rank, no call).
         (self.settled)(call);
-        match (call.is_call(), call.tracing, call.solo) {
+        match (call.is_call(), call.tracing, &call.solo) {
             (true, _, _) => {}
             (false, Some((_, (thread, index))), Some(poll)) => {
                 let figures = (poll.duration_ns, poll.self_ns, poll.open_at_stop);
@@ -338,6 +353,7 @@ impl Call {
             cut_at_start: false,
             retracted: false,
             memory: MemoryStats::default(),
+            label: None,
         }
     }
 }
@@ -347,7 +363,6 @@ pub(super) fn same(a: &'static Callsite, b: &'static Callsite) -> bool {
 }
 
 /// What a call takes of a poll slice once it is final.
-#[derive(Clone, Copy)]
 pub(super) struct PollDone {
     duration_ns: u64,
     self_ns: u64,
@@ -356,11 +371,14 @@ pub(super) struct PollDone {
     open_at_stop: bool,
     /// Its memory figures (of a session that tracked memory).
     memory: MemoryStats,
+    /// Its label, when polls are labelled.
+    pub(super) label: Option<PollLabel>,
 }
 
 /// What a poll takes of its final slice.
 pub(super) fn poll_done(span: &Span, memory: Option<&MemoryStats>) -> PollDone {
     PollDone {
+        label: None,
         memory: memory.copied().unwrap_or_default(),
         duration_ns: span.duration_ns(),
         self_ns: span.self_ns(),

@@ -35,6 +35,7 @@ use super::call_order::InOrder;
 use super::links::{Keep, Links};
 use super::memory::{Keeps, RawMemory};
 use super::pair::Pairing;
+use super::poll_label::{CallLabel, PollLabel, PollLabels};
 use super::summary;
 use super::summary::{CallSums, PollBits, ThreadSums};
 use super::thread::Shared;
@@ -154,6 +155,19 @@ pub(super) fn each_call(
     settled: &mut dyn FnMut(&Call),
     scope: &mut ScopeOf<'_>,
 ) -> Option<(u64, Vec<PollBits>)> {
+    each_call_labelled(shared, threads, ends, &PollLabels::None, settled, scope)
+}
+
+/// [`each_call`], each poll slice labelled as `labels` says, and each call with the label of
+/// its latest poll that has one ([`Call::label`]).
+pub(super) fn each_call_labelled(
+    shared: &Shared<'_>,
+    threads: &[&CaptureThread],
+    ends: &[u64],
+    labels: &PollLabels<'_>,
+    settled: &mut dyn FnMut(&Call),
+    scope: &mut ScopeOf<'_>,
+) -> Option<(u64, Vec<PollBits>)> {
     let mut stores: Vec<(Vec<Mark>, Links, Vec<RawMemory>)> = threads
         .iter()
         .map(|_| (Vec::new(), Links::keeping(Keep::Nothing), Vec::new()))
@@ -190,6 +204,8 @@ pub(super) fn each_call(
                 pushed: 0,
                 last_ns: 0,
                 polls: Polls::default(),
+                labels,
+                noted: FxHashMap::default(),
             }
         })
         .collect();
@@ -326,6 +342,10 @@ struct Feed<'s, 'c> {
     last_ns: u64,
     /// Its poll slices waiting for their mark or their figures.
     polls: Polls,
+    /// How its poll slices are labelled.
+    labels: &'s PollLabels<'s>,
+    /// By argument: the first value of the key of each slice (by index) not final yet.
+    noted: FxHashMap<u32, Box<str>>,
 }
 
 /// The order of `mark`'s kind among those of one time.
@@ -404,10 +424,29 @@ impl Feed<'_, '_> {
         let pairing = &mut self.pairing;
         pairing.forget_extras();
         if self.done || pairing.window_full() {
+            // The arguments so far are let go: each slice's label is noted first.
+            if let PollLabels::Arg(key) = self.labels {
+                for arg in pairing.span_args().iter().filter(|a| a.key == *key) {
+                    (self.noted.entry(arg.span)).or_insert_with(|| arg.value.to_string().into());
+                }
+            }
+            let (labels, noted, thread) = (self.labels, &mut self.noted, self.index);
             let mut finals: Vec<(u32, PollDone)> = Vec::new();
             pairing.drain_final(|index, span: &Span, memory| {
+                let label = match labels {
+                    PollLabels::None => None,
+                    PollLabels::Arg(_) => noted.remove(&index).map(CallLabel::Arg),
+                    PollLabels::Origin(origins) => (origins.get(thread))
+                        .and_then(|o| o.get(&index))
+                        .map(|&name| CallLabel::Origin(name)),
+                };
                 if matches!(span.kind, SpanKind::Poll { .. }) {
-                    finals.push((index, poll_done(span, memory)));
+                    let mut poll = poll_done(span, memory);
+                    poll.label = label.map(|label| PollLabel {
+                        at: (span.start_ns, thread, index),
+                        label,
+                    });
+                    finals.push((index, poll));
                 }
             });
             for (index, poll) in finals {

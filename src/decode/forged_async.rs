@@ -242,3 +242,68 @@ pub(crate) fn held_back(calls: u32) -> Capture {
     }
     Capture::from_records(vec![(1, records)], 0, tick + 10)
 }
+
+/// The key of the arguments [`with_args`] adds, and another.
+pub(crate) static SIZE: Callsite = Callsite::new("size", file!(), line!(), module_path!());
+pub(crate) static OTHER: Callsite = Callsite::new("other", file!(), line!(), module_path!());
+
+/// `capture` (of [`session`] or [`tracing_session`]) with arguments on its slices, a seed's
+/// choice at each begin of a slice (a poll, an enter or a plain scope): none; `size` (an
+/// integer or a string, of a few values); `size` twice (the first counts); or `other`; and
+/// now and then `size` for the innermost slice after a slice inside it ended (as a
+/// `tracing` span's `record()` writes a field while entered). Chunks of `chunk` records.
+pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize) -> Capture {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let end = capture.end_tick;
+    let mut threads = Vec::new();
+    for thread in capture.threads {
+        let records: Vec<RawEvent> = (thread.chunks.iter())
+            .flat_map(|c| {
+                let Chunk::Owned(records) = c else {
+                    unreachable!("records made by hand")
+                };
+                records.clone()
+            })
+            .collect();
+        let mut out = Vec::with_capacity(records.len() * 2);
+        // The slices open (depth): arguments go to the innermost.
+        let mut depth = 0usize;
+        let mut at = 0;
+        while at < records.len() {
+            let lead = records[at];
+            out.push(lead);
+            at += 1;
+            while at < records.len() && records[at].kind.carries_data() {
+                out.push(records[at]);
+                at += 1;
+            }
+            let value = rng.below(4);
+            let mut args = crate::record::args::Args::new();
+            match lead.kind {
+                RawKind::Begin | RawKind::PollBegin | RawKind::SpanEnter => {
+                    depth += 1;
+                    match rng.below(6) {
+                        0 => {}
+                        1 => args.str(&SIZE, &format!("s{value}")),
+                        2 => {
+                            args.u64(&SIZE, value);
+                            args.u64(&SIZE, 9);
+                        }
+                        3 => args.u64(&OTHER, value),
+                        _ => args.u64(&SIZE, value),
+                    }
+                }
+                RawKind::End => {
+                    depth = depth.saturating_sub(1);
+                    if depth > 0 && rng.below(8) == 0 {
+                        args.u64(&SIZE, 10 + value);
+                    }
+                }
+                _ => {}
+            }
+            out.extend_from_slice(args.arguments());
+        }
+        threads.push(out);
+    }
+    chunked(threads, end, chunk)
+}

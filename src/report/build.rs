@@ -172,9 +172,7 @@ impl Report {
                 call.open_at_stop,
                 memory,
             );
-            let acc = &mut groups.groups[group].1;
-            acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(call.busy_ns));
-            acc.async_ns = acc.async_ns.saturating_add(call.duration_ns());
+            groups.add_busy(group, call.busy_ns, call.duration_ns());
         }
         Self::finish(trace, groups, tracked)
     }
@@ -435,6 +433,14 @@ impl Groups {
         });
         self.last = Some((site, group));
         group
+    }
+
+    /// Adds an async call's busy time (its polls' durations) and wall time to row `group`
+    /// (its wall time counted with its durations apart).
+    pub(super) fn add_busy(&mut self, group: usize, busy_ns: u64, wall_ns: u64) {
+        let acc = &mut self.groups[group].1;
+        acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(busy_ns));
+        acc.async_ns = acc.async_ns.saturating_add(wall_ns);
     }
 
     /// Adds the rows of `other` (built over other threads) to these.

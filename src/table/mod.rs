@@ -11,6 +11,8 @@ use crate::report::tree::CallTree;
 use crate::report::{LiveAtStop, Split, StreamFailure};
 use crate::trace::Trace;
 
+#[cfg(test)]
+mod async_split_tests;
 mod footer;
 mod format;
 mod grid;
@@ -327,9 +329,13 @@ impl Table {
                 // ([`Table::call_tree`], [`Table::report`]), each follower labelled with the
                 // callsite of its origin that the first pass found. Summed async calls stand
                 // for a flat table's rows (by thread or not) and the call tree (polls where
-                // they ran); the splits need each poll's call.
+                // they ran); the splits match them again, each labelled by its polls, which
+                // needs the kinds of the `tracing` enters' slices.
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
-                    && !(summary.streamed_calls && !self.tree && self.split() != Split::None)
+                    && !(summary.streamed_calls
+                        && summary.tracing_unresolved
+                        && !self.tree
+                        && self.split() != Split::None)
                 {
                     return (&summary.trace, Some(summary));
                 }
@@ -339,6 +345,12 @@ impl Table {
                 (trace, None)
             }
         }
+    }
+
+    /// True when the table's captures were decoded whole ([`Trace::from_captures`]).
+    #[cfg(test)]
+    fn decoded_whole(&self) -> bool {
+        matches!(&self.source, Source::Captures(c) if c.trace.get().is_some())
     }
 
     /// The call tree of `trace`; of the trace without spans that [`Table::view`] gives for
