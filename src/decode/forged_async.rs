@@ -251,12 +251,15 @@ pub(crate) static OTHER: Callsite = Callsite::new("other", file!(), line!(), mod
 /// choice at each begin of a slice (a poll, an enter or a plain scope): none; `size` (an
 /// integer or a string, of a few values); `size` twice (the first counts); or `other`; and
 /// now and then `size` for the innermost slice after a slice inside it ended (as a
-/// `tracing` span's `record()` writes a field while entered). Chunks of `chunk` records.
-pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize) -> Capture {
+/// `tracing` span's `record()` writes a field while entered). With `links`, each plain scope
+/// of the first thread captures a link, and a third of the other threads' plain scopes
+/// follow one. Chunks of `chunk` records.
+pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize, links: bool) -> Capture {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let end = capture.end_tick;
     let mut threads = Vec::new();
-    for thread in capture.threads {
+    let mut captured = 0u32;
+    for (t, thread) in capture.threads.into_iter().enumerate() {
         let records: Vec<RawEvent> = (thread.chunks.iter())
             .flat_map(|c| {
                 let Chunk::Owned(records) = c else {
@@ -271,7 +274,17 @@ pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize) -> Capture {
         let mut at = 0;
         while at < records.len() {
             let lead = records[at];
-            out.push(lead);
+            match (links, t, lead.kind) {
+                (true, 0, RawKind::Begin) => {
+                    out.extend([lead, RawEvent::new(RawKind::Link, captured, lead.tick)]);
+                    captured += 1;
+                }
+                (true, _, RawKind::Begin) if captured > 0 && rng.below(3) == 0 => {
+                    let seq = rng.below(u64::from(captured)) as u32;
+                    out.extend(RawEvent::begin_follows(lead.id, lead.tick, 1, seq));
+                }
+                _ => out.push(lead),
+            }
             at += 1;
             while at < records.len() && records[at].kind.carries_data() {
                 out.push(records[at]);

@@ -10,8 +10,9 @@ use crate::trace::Trace;
 
 /// The tables of the captures `make` gives, split by argument `size` and by origin: those
 /// made from the captures are the decoded trace's (text, JSON, CSV) and did not decode them
-/// whole. Returns the rows labelled by `size`.
-fn assert_split_tables(make: &dyn Fn() -> Vec<Capture>) -> usize {
+/// whole. Returns the rows of async calls (`fetch`, `handle`) labelled by `size`, and the
+/// rows labelled by origin.
+fn assert_split_tables(make: &dyn Fn() -> Vec<Capture>) -> [usize; 2] {
     let whole = Arc::new(Trace::from_captures(&make()));
     let split = |t: Table, arg: bool| {
         if arg {
@@ -20,62 +21,77 @@ fn assert_split_tables(make: &dyn Fn() -> Vec<Capture>) -> usize {
             t.by_origin(true)
         }
     };
-    let mut labelled = 0;
+    let mut labelled = [0; 2];
     for arg in [true, false] {
         let decoded = split(Table::new(whole.clone()), arg);
         let summed = split(Table::from_captures(make()), arg);
-        let text = decoded.to_string();
-        assert_eq!(summed.to_string(), text, "by arg {arg}");
+        assert_eq!(summed.to_string(), decoded.to_string(), "by arg {arg}");
         assert_eq!(summed.to_json(), decoded.to_json(), "by arg {arg}");
-        assert_eq!(summed.to_csv(), decoded.to_csv(), "by arg {arg}");
+        let csv = decoded.to_csv();
+        assert_eq!(summed.to_csv(), csv, "by arg {arg}");
         assert!(!summed.decoded_whole(), "by arg {arg}: decoded whole");
-        if arg {
-            labelled = (text.lines().skip(2))
-                .take_while(|l| !l.is_empty())
-                .filter(|l| {
-                    l.split_whitespace()
-                        .nth(1)
-                        .is_some_and(|c| c.starts_with('s') || c.parse::<u64>().is_ok())
-                })
-                .count();
-        }
+        // thread,name,caused_by,arg,…
+        let rows = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>());
+        labelled[usize::from(!arg)] += rows
+            .filter(|r| match arg {
+                true => matches!(r[1], "fetch" | "handle") && !r[3].is_empty(),
+                false => !r[2].is_empty(),
+            })
+            .count();
     }
     labelled
 }
 
 #[test]
 fn async_calls_split_by_their_polls_arguments_without_the_decoded_trace() {
-    let mut labelled = 0;
+    let mut labelled = [0; 2];
     for seed in 0..12 {
         let (threads, chunk) = (1 + seed as usize % 4, 1 + seed as usize % 9);
-        labelled += assert_split_tables(&|| {
-            vec![with_args(session(seed, threads, 400, chunk), seed, chunk)]
+        let links = seed % 2 == 0;
+        let rows = assert_split_tables(&|| {
+            vec![with_args(
+                session(seed, threads, 400, chunk),
+                seed,
+                chunk,
+                links,
+            )]
         });
+        labelled = [labelled[0] + rows[0], labelled[1] + rows[1]];
     }
-    assert!(labelled > 50, "{labelled} labelled rows");
+    // Calls by their polls' arguments, and scopes by their links' origins.
+    assert!(
+        labelled[0] > 100 && labelled[1] >= 4,
+        "{labelled:?} labelled rows"
+    );
     // Several pairing windows, and two sessions at once.
-    assert_split_tables(&|| vec![with_args(session(40, 2, 20_000, 150), 40, 150)]);
+    assert_split_tables(&|| vec![with_args(session(40, 2, 20_000, 150), 40, 150, true)]);
     assert_split_tables(&|| {
         vec![
-            with_args(session(41, 2, 300, 7), 41, 7),
-            with_args(session(42, 3, 300, 5), 42, 5),
+            with_args(session(41, 2, 300, 7), 41, 7, true),
+            with_args(session(42, 3, 300, 5), 42, 5, false),
         ]
     });
 }
 
 #[test]
 fn tracing_spans_split_by_their_fields_without_the_decoded_trace() {
-    let mut labelled = 0;
+    let mut labelled = [0; 2];
     for seed in 0..12 {
         let (threads, chunk) = (1 + seed as usize % 3, 1 + seed as usize % 9);
-        labelled += assert_split_tables(&|| {
-            vec![with_args(
-                tracing_session(seed, threads, 500, chunk, 12),
-                seed,
-                chunk,
-            )]
+        let links = seed % 2 == 1;
+        let rows = assert_split_tables(&|| {
+            let capture = tracing_session(seed, threads, 500, chunk, 12);
+            vec![with_args(capture, seed, chunk, links)]
         });
+        labelled = [labelled[0] + rows[0], labelled[1] + rows[1]];
     }
-    assert!(labelled > 50, "{labelled} labelled rows");
-    assert_split_tables(&|| vec![with_args(tracing_session(43, 3, 20_000, 130, 40), 43, 130)]);
+    assert!(
+        labelled[0] > 100 && labelled[1] >= 4,
+        "{labelled:?} labelled rows"
+    );
+    let capture = || tracing_session(43, 3, 20_000, 130, 40);
+    assert_split_tables(&|| vec![with_args(capture(), 43, 130, true)]);
 }
