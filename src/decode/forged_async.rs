@@ -260,14 +260,7 @@ pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize, links: bool) 
     let mut threads = Vec::new();
     let mut captured = 0u32;
     for (t, thread) in capture.threads.into_iter().enumerate() {
-        let records: Vec<RawEvent> = (thread.chunks.iter())
-            .flat_map(|c| {
-                let Chunk::Owned(records) = c else {
-                    unreachable!("records made by hand")
-                };
-                records.clone()
-            })
-            .collect();
+        let records = records_of(&thread);
         let mut out = Vec::with_capacity(records.len() * 2);
         // The slices open (depth): arguments go to the innermost.
         let mut depth = 0usize;
@@ -319,4 +312,48 @@ pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize, links: bool) 
         threads.push(out);
     }
     chunked(threads, end, chunk)
+}
+
+/// `capture` with an allocation of 8 bytes and its free in each slice (a poll, an enter or a
+/// plain scope) right after its begin: a session that tracked memory. Chunks of `chunk`
+/// records.
+pub(crate) fn with_memory(capture: Capture, chunk: usize) -> Capture {
+    let end = capture.end_tick;
+    let threads = (capture.threads.iter())
+        .map(|thread| {
+            let records = records_of(thread);
+            let mut out = Vec::with_capacity(records.len() * 3);
+            let mut at = 0;
+            while at < records.len() {
+                let lead = records[at];
+                out.push(lead);
+                at += 1;
+                while at < records.len() && records[at].kind.carries_data() {
+                    out.push(records[at]);
+                    at += 1;
+                }
+                if matches!(
+                    lead.kind,
+                    RawKind::Begin | RawKind::PollBegin | RawKind::SpanEnter
+                ) {
+                    out.extend(RawEvent::memory(RawKind::Alloc, 8, 0x40, lead.tick));
+                    out.extend(RawEvent::memory(RawKind::Free, 8, 0x40, lead.tick));
+                }
+            }
+            out
+        })
+        .collect();
+    chunked(threads, end, chunk)
+}
+
+/// The records of `thread` (made by hand), its chunks joined.
+fn records_of(thread: &crate::capture::CaptureThread) -> Vec<RawEvent> {
+    (thread.chunks.iter())
+        .flat_map(|c| {
+            let Chunk::Owned(records) = c else {
+                unreachable!("records made by hand")
+            };
+            records.clone()
+        })
+        .collect()
 }

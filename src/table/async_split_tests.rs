@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::Table;
 use crate::capture::Capture;
-use crate::decode::forged_async::{session, tracing_session, with_args};
+use crate::decode::forged_async::{session, tracing_session, with_args, with_memory};
 use crate::trace::Trace;
 
 /// The tables of the captures `make` gives, split by argument `size` and by origin: those
@@ -94,4 +94,43 @@ fn tracing_spans_split_by_their_fields_without_the_decoded_trace() {
     );
     let capture = || tracing_session(43, 3, 20_000, 130, 40);
     assert_split_tables(&|| vec![with_args(capture(), 43, 130, true)]);
+}
+
+#[test]
+fn a_flight_recorders_calls_split_by_their_polls_arguments_without_the_decoded_trace() {
+    // Calls polled or ended in the window but begun before it start at its start.
+    for seed in 0..12 {
+        let (threads, chunk) = (1 + seed as usize % 3, 1 + seed as usize % 7);
+        assert_split_tables(&|| {
+            let capture = match seed % 2 {
+                0 => session(seed, threads, 400, chunk),
+                _ => tracing_session(seed, threads, 400, chunk, 8),
+            };
+            let mut capture = with_args(capture, seed, chunk, seed % 4 < 2);
+            capture.cut_start = Some(10 + 100 * (seed % 4));
+            vec![capture]
+        });
+    }
+}
+
+#[test]
+fn calls_of_a_session_that_tracked_memory_split_without_the_decoded_trace() {
+    for seed in 0..6 {
+        let (threads, chunk) = (1 + seed as usize % 3, 1 + seed as usize % 7);
+        assert_split_tables(&|| {
+            let capture = match seed % 2 {
+                0 => session(seed, threads, 300, chunk),
+                _ => tracing_session(seed, threads, 300, chunk, 8),
+            };
+            vec![with_memory(
+                with_args(capture, seed, chunk, seed % 4 < 2),
+                chunk,
+            )]
+        });
+    }
+    // Each slice allocated: the tables have the memory columns, each call its polls' figures.
+    let capture = with_memory(with_args(session(1, 2, 300, 5), 1, 5, false), 5);
+    let trace = Trace::from_capture(&capture);
+    let memory = trace.memory.as_ref().expect("memory tracked");
+    assert!(memory.events.len() > 100, "{} events", memory.events.len());
 }
