@@ -164,12 +164,14 @@ impl Table {
     /// The table of the trace `captures` decode to, as
     /// `Table::new(Arc::new(Trace::from_captures(&captures)))` gives (the same text), made
     /// when printed without keeping the trace's spans when it can: a flat table, by name or
-    /// by thread, of sessions that did not track memory and have no async calls is summed
-    /// straight from the records, which takes a fraction of the time and memory of the whole
-    /// trace. A call tree and rows split by origin or by an argument take the spans, decoded
-    /// again a piece at a time (in memory bounded by the scopes open at once, and a few words
-    /// per link); memory columns, async calls and a `tracing` span's `follows_from` of a span
-    /// entered on another thread need every span: the trace is then decoded (once per table).
+    /// by thread, is summed straight from the records, which takes a fraction of the time and
+    /// memory of the whole trace (async calls matched as the threads are read again). A call
+    /// tree and rows split by origin or by an argument take the spans, decoded again a piece
+    /// at a time (in memory bounded by the scopes open at once, and a few words per link);
+    /// split so, async calls are matched again, each split by the label of its latest poll
+    /// that has one. What cannot be read so (a `tracing` span's `follows_from` of a span
+    /// entered on another thread, async marks out of order) needs every span: the trace is
+    /// then decoded (once per table).
     ///
     /// What `tickscope table` prints.
     ///
