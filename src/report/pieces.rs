@@ -165,27 +165,22 @@ impl Report {
 }
 
 /// Adds a call's `figures` (duration, self time, open at the stop) and `memory` to row
-/// `group`: its duration to the row's list when `exact`, else to its histogram.
+/// `group`: its duration to the row's list when `exact`, else as
+/// [`Groups::add_sparse`] does (a row of many calls in its histogram).
 fn add(
     groups: &mut Groups,
     histograms: &mut Vec<Histogram>,
     exact: bool,
     group: usize,
-    (duration, self_ns, open): (u64, u64, bool),
+    figures: (u64, u64, bool),
     memory: &MemoryStats,
 ) {
     if exact {
+        let (duration, self_ns, open) = figures;
         groups.add(group, duration, self_ns, open, memory);
-        return;
+    } else {
+        groups.add_sparse(histograms, group, figures, memory);
     }
-    if group >= histograms.len() {
-        histograms.resize(group + 1, Histogram::default());
-    }
-    histograms[group].add(duration);
-    let acc = &mut groups.groups[group].1;
-    acc.self_ns = acc.self_ns.saturating_add(self_ns);
-    acc.open += u64::from(open);
-    acc.memory.add(memory);
 }
 
 /// The label of the span at `i` of `piece` by argument `key`: the value of its first

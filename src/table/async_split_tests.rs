@@ -134,3 +134,44 @@ fn calls_of_a_session_that_tracked_memory_split_without_the_decoded_trace() {
     let memory = trace.memory.as_ref().expect("memory tracked");
     assert!(memory.events.len() > 100, "{} events", memory.events.len());
 }
+
+#[test]
+fn split_rows_past_the_exact_budget_keep_the_durations_of_rows_of_few_calls() {
+    use crate::decode::summary::{Calls, Sum, Summary};
+    use crate::report::{Report, Split};
+
+    let capture = with_args(session(5, 3, 3000, 40), 5, 40, false);
+    let sum = Sum {
+        exact: false,
+        stacks: false,
+        calls: Calls::Sum,
+        sites: true,
+    };
+    let summary = Summary::summed(&[&capture], sum).expect("summed");
+    let split = Report::split_with_calls_of(&[&capture], &summary, Split::Arg("size"));
+    let split = split.expect("calls matched again");
+    assert!(split.approximate_quantiles);
+    let decoded = Report::by_arg(&Trace::from_capture(&capture), "size");
+    assert_eq!(split.rows().len(), decoded.rows().len());
+    let (mut few, mut many) = (0, 0);
+    for (row, exact) in split.rows().iter().zip(decoded.rows()) {
+        let key = |r: &crate::report::ScopeStats| {
+            let sums = (
+                r.calls, r.total_ns, r.self_ns, r.min_ns, r.max_ns, r.busy_ns,
+            );
+            (r.name, r.arg.clone(), sums)
+        };
+        assert_eq!(key(row), key(exact));
+        // Rows of up to 16 calls keep each duration: their quantiles are exact.
+        if row.calls <= 16 {
+            assert_eq!((row.p50_ns, row.p99_ns), (exact.p50_ns, exact.p99_ns));
+            few += 1;
+        } else {
+            many += 1;
+        }
+    }
+    assert!(
+        few > 0 && many > 0,
+        "{few} rows of few calls, {many} of many"
+    );
+}
