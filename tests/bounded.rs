@@ -1292,6 +1292,14 @@ fn a_table_of_async_calls_takes_bounded_memory() {
 /// most wait between the threads.
 #[cfg(feature = "tracing")]
 fn stream_tracing(path: &Path, requests: u64) -> Profiler {
+    stream_tracing_with(path, requests, false)
+}
+
+/// [`stream_tracing`]; with `fields`, each `request` span has a field `kind` (`i % 4`):
+/// of a fifth given at its creation, of a fifth recorded between its enters, of the rest
+/// recorded while it is entered the first time.
+#[cfg(feature = "tracing")]
+fn stream_tracing_with(path: &Path, requests: u64, fields: bool) -> Profiler {
     use tracing_subscriber::layer::SubscriberExt;
 
     let dispatch =
@@ -1321,11 +1329,21 @@ fn stream_tracing(path: &Path, requests: u64) -> Profiler {
             prof.join_current_thread();
             let _d = tracing::dispatcher::set_default(&dispatch);
             for i in 0..requests {
-                let span = tracing::info_span!("request", i);
+                let span = match fields {
+                    true if i % 5 == 1 => tracing::info_span!("request", kind = i % 4),
+                    true => tracing::info_span!("request", kind = tracing::field::Empty),
+                    false => tracing::info_span!("request", i),
+                };
                 span.in_scope(|| {
+                    if fields && i % 5 > 1 {
+                        span.record("kind", i % 4);
+                    }
                     let _parse = scope!("parse");
                     std::hint::black_box(i);
                 });
+                if fields && i % 5 == 0 {
+                    span.record("kind", i % 4);
+                }
                 if i % 3 == 0 {
                     span.in_scope(|| std::hint::black_box(i));
                 } else {
@@ -1861,4 +1879,55 @@ fn a_report_with_a_baseline_takes_bounded_memory() {
         "{large} bytes at most for 180,002 scopes a run, {small} for a tenth"
     );
     assert!(large < spans_bytes / 8, "{large} bytes");
+}
+
+/// The table of [`stream_tracing_with`]'s `tracing` spans split by their field `kind`
+/// (given at creation, recorded at the first enter or between enters), made from the file as it is read again
+/// (the calls matched again, each labelled by its latest enter that has the field): the
+/// whole trace's text, JSON and CSV, in the same memory for ten times the spans.
+#[cfg(feature = "tracing")]
+#[test]
+fn a_table_of_tracing_spans_split_by_a_field_takes_bounded_memory() {
+    let _serial = serial();
+    let peak = |requests: u64, name: &str, compare: bool| {
+        let path = scratch(name);
+        let _prof = stream_tracing_with(&path, requests, true);
+        let split = |table: Table| table.by_arg("kind");
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (peak, text) =
+            peak_of(|| split(Table::from_captures(Capture::read_all(&path).unwrap())).to_string());
+        assert!(text.contains("Quantiles: p50 and p99 from log-linear histograms"));
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        if !compare {
+            std::fs::remove_file(&path).unwrap();
+            return peak;
+        }
+        let captures = Capture::read_all(&path).unwrap();
+        let trace = Trace::from_captures(&captures);
+        let (summed, decoded) = (
+            split(Table::from_captures(captures)),
+            split(Table::new(Arc::new(trace))),
+        );
+        let text = decoded.to_string();
+        assert_eq!(summed.to_string(), text);
+        assert_eq!(summed.to_json(), decoded.to_json());
+        assert_eq!(summed.to_csv(), decoded.to_csv());
+        // A row per kind, and one of the spans entered once before their kind was recorded.
+        let requests = text.lines().filter(|l| l.starts_with("request")).count();
+        assert_eq!(requests, 5, "{text}");
+        for kind in 0..4 {
+            let row = format!("request  {kind}  ");
+            assert!(text.lines().any(|l| l.starts_with(&row)), "{text}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        peak
+    };
+    // (The whole trace's tables only of the smaller: the time of a debug build.)
+    let small = peak(3_000, "tracing-kind-small.tscope", true);
+    let large = peak(30_000, "tracing-kind-large.tscope", false);
+    eprintln!("table of 3,000 / 30,000 tracing spans by field: {small} / {large} bytes at most");
+    assert!(
+        large <= small + (384 << 10),
+        "{large} bytes at most for 30,000 spans, {small} for a tenth"
+    );
 }

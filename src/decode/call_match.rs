@@ -8,6 +8,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::trace::{MemoryStats, Span};
 
 use super::async_spans::{Mark, MarkKind};
+use super::poll_label::{CallLabel, PollLabel};
 use super::summary::PollBits;
 
 /// What is done with a `tracing` enter that is a plain scope: its thread (index), callsite,
@@ -66,6 +67,9 @@ pub(super) struct Call {
     /// Of its polls so far, the one first in thread order, then index ((thread, index), and
     /// its node of the thread's stacks): where it counts as a call.
     counted: Option<((usize, u32), u32)>,
+    /// The label of its latest poll that has one, when polls are labelled
+    /// ([`PollLabels`](super::call_labels::PollLabels)).
+    label: Option<PollLabel>,
 }
 
 impl Call {
@@ -78,6 +82,11 @@ impl Call {
     /// Its wall time: from its start to its end (0 before it is known).
     pub(super) fn wall_ns(&self) -> u64 {
         self.end_ns.map_or(0, |end| end - self.start_ns)
+    }
+
+    /// The label of its latest poll (by start, then thread and slice index) that has one.
+    pub(super) fn label(&self) -> Option<&CallLabel> {
+        self.label.as_ref().map(|l| &l.label)
     }
 }
 
@@ -276,10 +285,16 @@ impl Matcher<'_> {
     }
 
     /// A poll of the call at `slot` is final.
-    fn poll_done(&mut self, slot: usize, poll: PollDone) {
+    fn poll_done(&mut self, slot: usize, mut poll: PollDone) {
         let Some(call) = self.calls[slot].as_mut() else {
             return;
         };
+        // As the decoded trace's report takes it: the latest poll's label wins.
+        if let Some(label) = poll.label.take()
+            && call.label.as_ref().is_none_or(|l| label.at >= l.at)
+        {
+            call.label = Some(label);
+        }
         // Saturating: forged ticks (a capture file) may overlap anyhow.
         call.busy_ns = call.busy_ns.saturating_add(poll.duration_ns);
         call.self_ns = call.self_ns.saturating_add(poll.self_ns);
@@ -327,7 +342,7 @@ impl Matcher<'_> {
         }
         // Every settled call, also a `tracing` span found a scope (a rank, no call).
         (self.settled)(call);
-        match (call.is_call(), call.tracing, call.solo) {
+        match (call.is_call(), call.tracing, &call.solo) {
             (true, _, _) => {}
             (false, Some((_, (thread, index))), Some(poll)) => {
                 let figures = (poll.duration_ns, poll.self_ns, poll.open_at_stop);
@@ -367,6 +382,7 @@ impl Call {
             retracted: false,
             memory: MemoryStats::default(),
             counted: None,
+            label: None,
         }
     }
 }
@@ -376,7 +392,6 @@ pub(super) fn same(a: &'static Callsite, b: &'static Callsite) -> bool {
 }
 
 /// What a call takes of a poll slice once it is final.
-#[derive(Clone, Copy)]
 pub(super) struct PollDone {
     duration_ns: u64,
     self_ns: u64,
@@ -389,6 +404,8 @@ pub(super) struct PollDone {
     at: (usize, u32),
     /// Its node of its thread's stacks, when they are summed.
     pub(super) node: Option<u32>,
+    /// Its label, when polls are labelled.
+    pub(super) label: Option<PollLabel>,
 }
 
 /// What a poll takes of its final slice.
@@ -401,6 +418,7 @@ pub(super) fn poll_done(
     PollDone {
         at,
         node,
+        label: None,
         memory: memory.copied().unwrap_or_default(),
         duration_ns: span.duration_ns(),
         self_ns: span.self_ns(),

@@ -35,6 +35,7 @@ use super::call_order::InOrder;
 use super::links::{Keep, Links};
 use super::memory::{Keeps, RawMemory};
 use super::pair::Pairing;
+use super::poll_label::{CallLabel, PollLabel, PollLabels};
 use super::summary;
 use super::summary::{CallSums, PollBits, StackTree, ThreadSums};
 use super::thread::Shared;
@@ -168,6 +169,28 @@ pub(super) fn each_call(
     settled: &mut dyn FnMut(&Call),
     scope: &mut ScopeOf<'_>,
 ) -> Option<Matched> {
+    each_call_labelled(
+        shared,
+        threads,
+        ends,
+        stacks,
+        &PollLabels::None,
+        settled,
+        scope,
+    )
+}
+
+/// [`each_call`], each poll slice labelled as `labels` says, and each call with the label of
+/// its latest poll that has one ([`Call::label`]).
+pub(super) fn each_call_labelled(
+    shared: &Shared<'_>,
+    threads: &[&CaptureThread],
+    ends: &[u64],
+    stacks: bool,
+    labels: &PollLabels<'_>,
+    settled: &mut dyn FnMut(&Call),
+    scope: &mut ScopeOf<'_>,
+) -> Option<Matched> {
     let mut stores: Vec<(Vec<Mark>, Links, Vec<RawMemory>)> = threads
         .iter()
         .map(|_| (Vec::new(), Links::keeping(Keep::Nothing), Vec::new()))
@@ -210,6 +233,8 @@ pub(super) fn each_call(
                 pushed: 0,
                 last_ns: 0,
                 polls: Polls::default(),
+                labels,
+                noted: FxHashMap::default(),
             }
         })
         .collect();
@@ -377,6 +402,10 @@ struct Feed<'s, 'c> {
     last_ns: u64,
     /// Its poll slices waiting for their mark or their figures.
     polls: Polls,
+    /// How its poll slices are labelled.
+    labels: &'s PollLabels<'s>,
+    /// By argument: the first value of the key of each slice (by index) not final yet.
+    noted: FxHashMap<u32, Box<str>>,
 }
 
 /// The order of `mark`'s kind among those of one time.
@@ -455,11 +484,29 @@ impl Feed<'_, '_> {
         let pairing = &mut self.pairing;
         pairing.forget_extras();
         if self.done || pairing.window_full() {
+            // The arguments so far are let go: each slice's label is noted first.
+            if let PollLabels::Arg(key) = self.labels {
+                for arg in pairing.span_args().iter().filter(|a| a.key == *key) {
+                    (self.noted.entry(arg.span)).or_insert_with(|| arg.value.to_string().into());
+                }
+            }
+            let (labels, noted, thread) = (self.labels, &mut self.noted, self.index);
             let mut finals: Vec<(u32, PollDone)> = Vec::new();
-            let thread = self.index;
             pairing.drain_final(|index, span: &Span, memory| {
+                let label = match labels {
+                    PollLabels::None => None,
+                    PollLabels::Arg(_) => noted.remove(&index).map(CallLabel::Arg),
+                    PollLabels::Origin(origins) => (origins.get(thread))
+                        .and_then(|o| o.get(&index))
+                        .map(|&name| CallLabel::Origin(name)),
+                };
                 if matches!(span.kind, SpanKind::Poll { .. }) {
-                    finals.push((index, poll_done(span, memory, (thread, index), None)));
+                    let mut poll = poll_done(span, memory, (thread, index), None);
+                    poll.label = label.map(|label| PollLabel {
+                        at: (span.start_ns, thread, index),
+                        label,
+                    });
+                    finals.push((index, poll));
                 }
             });
             // Their nodes, when the thread's spans are summed by stack.

@@ -322,3 +322,118 @@ pub(crate) fn flight_calls(calls: u64, cut: u64) -> Capture {
     capture.cut_start = Some(cut);
     capture
 }
+
+/// The key of the arguments [`with_args`] adds, and another.
+pub(crate) static SIZE: Callsite = Callsite::new("size", file!(), line!(), module_path!());
+pub(crate) static OTHER: Callsite = Callsite::new("other", file!(), line!(), module_path!());
+
+/// `capture` (of [`session`] or [`tracing_session`]) with arguments on its slices, a seed's
+/// choice at each begin of a slice (a poll, an enter or a plain scope): none; `size` (an
+/// integer or a string, of a few values); `size` twice (the first counts); or `other`; and
+/// now and then `size` for the innermost slice after a slice inside it ended (as a
+/// `tracing` span's `record()` writes a field while entered). With `links`, each plain scope
+/// of the first thread captures a link, and a third of the other threads' plain scopes
+/// follow one. Chunks of `chunk` records.
+pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize, links: bool) -> Capture {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let end = capture.end_tick;
+    let mut threads = Vec::new();
+    let mut captured = 0u32;
+    for (t, thread) in capture.threads.into_iter().enumerate() {
+        let records = records_of(&thread);
+        let mut out = Vec::with_capacity(records.len() * 2);
+        // The slices open (depth): arguments go to the innermost.
+        let mut depth = 0usize;
+        let mut at = 0;
+        while at < records.len() {
+            let lead = records[at];
+            match (links, t, lead.kind) {
+                (true, 0, RawKind::Begin) => {
+                    out.extend([lead, RawEvent::new(RawKind::Link, captured, lead.tick)]);
+                    captured += 1;
+                }
+                (true, _, RawKind::Begin) if captured > 0 && rng.below(3) == 0 => {
+                    let seq = rng.below(u64::from(captured)) as u32;
+                    out.extend(RawEvent::begin_follows(lead.id, lead.tick, 1, seq));
+                }
+                _ => out.push(lead),
+            }
+            at += 1;
+            while at < records.len() && records[at].kind.carries_data() {
+                out.push(records[at]);
+                at += 1;
+            }
+            let value = rng.below(4);
+            let mut args = crate::record::args::Args::new();
+            match lead.kind {
+                RawKind::Begin | RawKind::PollBegin | RawKind::SpanEnter => {
+                    depth += 1;
+                    match rng.below(6) {
+                        0 => {}
+                        1 => args.str(&SIZE, &format!("s{value}")),
+                        2 => {
+                            args.u64(&SIZE, value);
+                            args.u64(&SIZE, 9);
+                        }
+                        3 => args.u64(&OTHER, value),
+                        _ => args.u64(&SIZE, value),
+                    }
+                }
+                RawKind::End => {
+                    depth = depth.saturating_sub(1);
+                    if depth > 0 && rng.below(8) == 0 {
+                        args.u64(&SIZE, 10 + value);
+                    }
+                }
+                _ => {}
+            }
+            out.extend_from_slice(args.arguments());
+        }
+        threads.push(out);
+    }
+    chunked(threads, end, chunk)
+}
+
+/// `capture` with an allocation of 8 bytes and its free in each slice (a poll, an enter or a
+/// plain scope) right after its begin: a session that tracked memory. Chunks of `chunk`
+/// records.
+pub(crate) fn with_memory(capture: Capture, chunk: usize) -> Capture {
+    let end = capture.end_tick;
+    let threads = (capture.threads.iter())
+        .map(|thread| {
+            let records = records_of(thread);
+            let mut out = Vec::with_capacity(records.len() * 3);
+            let mut at = 0;
+            while at < records.len() {
+                let lead = records[at];
+                out.push(lead);
+                at += 1;
+                while at < records.len() && records[at].kind.carries_data() {
+                    out.push(records[at]);
+                    at += 1;
+                }
+                if matches!(
+                    lead.kind,
+                    RawKind::Begin | RawKind::PollBegin | RawKind::SpanEnter
+                ) {
+                    out.extend(RawEvent::memory(RawKind::Alloc, 8, 0x40, lead.tick));
+                    out.extend(RawEvent::memory(RawKind::Free, 8, 0x40, lead.tick));
+                }
+            }
+            out
+        })
+        .collect();
+    chunked(threads, end, chunk)
+}
+
+/// The records of `thread` (made by hand), its chunks joined.
+fn records_of(thread: &crate::capture::CaptureThread) -> Vec<RawEvent> {
+    (thread.chunks.iter())
+        .flat_map(|c| {
+            let Chunk::Owned(records) = c else {
+                unreachable!("records made by hand")
+            };
+            records.clone()
+        })
+        .collect()
+}

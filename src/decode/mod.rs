@@ -9,6 +9,7 @@
 
 mod async_spans;
 mod build;
+pub(crate) mod call_labels;
 mod call_match;
 mod call_merge;
 mod call_order;
@@ -28,6 +29,7 @@ pub(crate) mod parallel;
 mod piece;
 pub(crate) mod pieces;
 mod pipeline;
+mod poll_label;
 pub(crate) mod quantiles;
 pub(crate) mod summary;
 mod thread;

@@ -172,9 +172,7 @@ impl Report {
                 call.open_at_stop,
                 memory,
             );
-            let acc = &mut groups.groups[group].1;
-            acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(call.busy_ns));
-            acc.async_ns = acc.async_ns.saturating_add(call.duration_ns());
+            groups.add_busy(group, call.busy_ns, call.duration_ns());
         }
         Self::finish(trace, groups, tracked)
     }
@@ -252,7 +250,8 @@ impl Report {
                 let d = &mut acc.durations;
                 let histogram = histograms.as_mut().and_then(Iterator::next);
                 let (calls, total, min, max, p50, p99) = match &histogram {
-                    Some(h) => (
+                    // (A row of a few calls may keep them each: [`Groups::add_sparse`].)
+                    Some(h) if h.count() > 0 || d.is_empty() => (
                         h.count(),
                         h.total(),
                         h.min(),
@@ -260,7 +259,7 @@ impl Report {
                         h.quantile(50),
                         h.quantile(99),
                     ),
-                    None => {
+                    _ => {
                         let total = d.iter().fold(0u64, |sum, &x| sum.saturating_add(x));
                         let (min, max) = d
                             .iter()
@@ -367,6 +366,9 @@ type Site = (Option<ThreadKey>, usize, Option<Label>);
 /// Entries of [`Groups::cache`].
 const CACHE: usize = 64;
 
+/// Calls a row keeps each before it takes a histogram ([`Groups::add_sparse`]).
+const SPARSE: usize = 16;
+
 /// The rows of a report being built. Rows are per name, spans carry callsites: each (thread,
 /// callsite, label) is looked up by address and resolved to its row by name once.
 pub(super) struct Groups {
@@ -435,6 +437,41 @@ impl Groups {
         });
         self.last = Some((site, group));
         group
+    }
+
+    /// Adds a call to row `group` as [`Groups::add`] does, its duration to the row's
+    /// histogram in `histograms` (by row) once the row has more than [`SPARSE`] calls: a
+    /// row of fewer keeps each (exact quantiles, in less memory than a histogram).
+    pub(super) fn add_sparse(
+        &mut self,
+        histograms: &mut Vec<Histogram>,
+        group: usize,
+        (duration, self_ns, open): (u64, u64, bool),
+        memory: &MemoryStats,
+    ) {
+        if group >= histograms.len() {
+            histograms.resize(group + 1, Histogram::default());
+        }
+        let (acc, histogram) = (&mut self.groups[group].1, &mut histograms[group]);
+        if histogram.count() == 0 && acc.durations.len() < SPARSE {
+            acc.durations.push(duration);
+        } else {
+            for d in std::mem::take(&mut acc.durations) {
+                histogram.add(d);
+            }
+            histogram.add(duration);
+        }
+        acc.self_ns = acc.self_ns.saturating_add(self_ns);
+        acc.open += u64::from(open);
+        acc.memory.add(memory);
+    }
+
+    /// Adds an async call's busy time (its polls' durations) and wall time to row `group`
+    /// (its wall time counted with its durations apart).
+    pub(super) fn add_busy(&mut self, group: usize, busy_ns: u64, wall_ns: u64) {
+        let acc = &mut self.groups[group].1;
+        acc.busy_ns = Some(acc.busy_ns.unwrap_or(0).saturating_add(busy_ns));
+        acc.async_ns = acc.async_ns.saturating_add(wall_ns);
     }
 
     /// Adds the rows of `other` (built over other threads) to these.

@@ -11,6 +11,8 @@ use crate::report::tree::CallTree;
 use crate::report::{LiveAtStop, Split, StreamFailure};
 use crate::trace::Trace;
 
+#[cfg(test)]
+mod async_split_tests;
 mod footer;
 mod format;
 mod grid;
@@ -162,12 +164,14 @@ impl Table {
     /// The table of the trace `captures` decode to, as
     /// `Table::new(Arc::new(Trace::from_captures(&captures)))` gives (the same text), made
     /// when printed without keeping the trace's spans when it can: a flat table, by name or
-    /// by thread, of sessions that did not track memory and have no async calls is summed
-    /// straight from the records, which takes a fraction of the time and memory of the whole
-    /// trace. A call tree and rows split by origin or by an argument take the spans, decoded
-    /// again a piece at a time (in memory bounded by the scopes open at once, and a few words
-    /// per link); memory columns, async calls and a `tracing` span's `follows_from` of a span
-    /// entered on another thread need every span: the trace is then decoded (once per table).
+    /// by thread, is summed straight from the records, which takes a fraction of the time and
+    /// memory of the whole trace (async calls matched as the threads are read again). A call
+    /// tree and rows split by origin or by an argument take the spans, decoded again a piece
+    /// at a time (in memory bounded by the scopes open at once, and a few words per link);
+    /// split so, async calls are matched again, each split by the label of its latest poll
+    /// that has one. What cannot be read so (a `tracing` span's `follows_from` of a span
+    /// entered on another thread, async marks out of order) needs every span: the trace is
+    /// then decoded (once per table).
     ///
     /// What `tickscope table` prints.
     ///
@@ -327,9 +331,13 @@ impl Table {
                 // ([`Table::call_tree`], [`Table::report`]), each follower labelled with the
                 // callsite of its origin that the first pass found. Summed async calls stand
                 // for a flat table's rows (by thread or not) and the call tree (polls where
-                // they ran); the splits need each poll's call.
+                // they ran); the splits match them again, each labelled by its polls, which
+                // needs the kinds of the `tracing` enters' slices.
                 if let Some(summary) = c.summary.get_or_init(|| Summary::of(&c.captures))
-                    && !(summary.streamed_calls && !self.tree && self.split() != Split::None)
+                    && !(summary.streamed_calls
+                        && summary.tracing_unresolved
+                        && !self.tree
+                        && self.split() != Split::None)
                 {
                     return (&summary.trace, Some(summary));
                 }
@@ -339,6 +347,12 @@ impl Table {
                 (trace, None)
             }
         }
+    }
+
+    /// True when the table's captures were decoded whole ([`Trace::from_captures`]).
+    #[cfg(test)]
+    fn decoded_whole(&self) -> bool {
+        matches!(&self.source, Source::Captures(c) if c.trace.get().is_some())
     }
 
     /// The call tree of `trace`; of the trace without spans that [`Table::view`] gives for

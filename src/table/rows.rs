@@ -49,6 +49,19 @@ impl Table {
             {
                 if let Source::Captures(c) = &self.source {
                     let captures: Vec<&Capture> = c.captures.iter().map(|c| &**c).collect();
+                    if summary.streamed_calls {
+                        // The calls matched again, each labelled by its polls; where that
+                        // cannot be (not expected), the decoded trace's.
+                        let mut report = Report::split_with_calls_of(&captures, summary, split)
+                            .unwrap_or_else(|| {
+                                let trace = c
+                                    .trace
+                                    .get_or_init(|| Trace::from_captures(captures.iter().copied()));
+                                Report::build(trace, false, split)
+                            });
+                        report.live_at_stop = live_at_stop(trace, Some(summary));
+                        return report;
+                    }
                     if let Some(pieces) = Pieces::of_summary(&captures, summary) {
                         let mut report = match split {
                             Split::Arg(key) => Report::by_arg_of(&pieces, key, summary.exact),

@@ -1320,7 +1320,8 @@ fn spans_with_fields_entered_on_one_thread_are_decoded_in_pieces() {
         .count();
     assert_eq!(steps, 3, "{by_i}");
 
-    // Entered on two threads: an async call, matched from every span.
+    // Entered on two threads: an async call, matched as the threads are read again; the
+    // trace written from pieces is the whole trace's.
     let prof = Profiler::builder().current_thread().start();
     let shared = tracing::info_span!("shared", n = 1);
     shared.in_scope(|| {});
@@ -1339,13 +1340,14 @@ fn spans_with_fields_entered_on_one_thread_are_decoded_in_pieces() {
     prof.stop();
     let captures = read_back(&prof);
     let refs: Vec<&tickscope::Capture> = captures.iter().collect();
-    assert_eq!(Trace::from_captures(&captures).async_spans.len(), 1);
-    assert!(
-        perfetto::Options::new()
-            .write_captures(&refs, &mut std::io::sink())
-            .is_none(),
-        "decoded whole"
-    );
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.async_spans.len(), 1);
+    let mut pieces = Vec::new();
+    let written = perfetto::Options::new().write_captures(&refs, &mut pieces);
+    assert!(matches!(written, Some(Ok(()))), "written from pieces");
+    let mut whole = Vec::new();
+    perfetto::Options::new().write(&trace, &mut whole).unwrap();
+    assert!(pieces == whole, "the whole trace's bytes");
 }
 
 /// A batch span that follows from 100 request spans, each entered on one of four other

@@ -36,6 +36,12 @@ impl<'a> Pairing<'a> {
             && (self.open.is_empty() || self.spans.len() >= 2 * self.drain_at)
     }
 
+    /// The arguments of spans recorded since the last drain ([`Pairing::drain_final`] lets
+    /// go of them), in the order they were recorded.
+    pub(in crate::decode) fn span_args(&self) -> &[SpanArg] {
+        &self.args
+    }
+
     /// The spans open.
     #[inline]
     pub(in crate::decode) fn open_count(&self) -> usize {
