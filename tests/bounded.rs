@@ -1507,14 +1507,15 @@ fn html_reports_and_diffs_of_async_calls_take_bounded_memory() {
     tickscope::__private::set_html_scope_budget(None);
     tickscope::__private::set_exact_quantile_budget(8 << 20);
     eprintln!("report, diff of 2,000 / 20,000 async calls: {small:?} / {large:?} bytes at most");
-    // 60,000 spans and 20,000 calls, were they held at once.
+    // 60,000 spans and 20,000 calls, were they held at once. (The diff reads the calls
+    // again on another thread while the scopes are read: two pairing windows at once.)
     let spans_bytes = 60_000 * 64 + 20_000 * 64;
     for (small, large) in small.into_iter().zip(large) {
         assert!(
             large <= small + (128 << 10),
             "{large} bytes at most for 20,000 calls, {small} for a tenth"
         );
-        assert!(large < spans_bytes / 4, "{large} bytes");
+        assert!(large < spans_bytes / 2, "{large} bytes");
     }
 }
 
