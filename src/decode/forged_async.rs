@@ -11,10 +11,16 @@ pub(crate) static PARSE: Callsite = Callsite::new("parse", file!(), line!(), mod
 pub(crate) static QUERY: Callsite = Callsite::new("query", file!(), line!(), module_path!());
 
 /// A small xorshift: the same records for a seed on every run.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    /// The generator of `seed`.
+    pub(crate) fn of_seed(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// A number below `n`.
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -40,7 +46,7 @@ pub(crate) fn with_payload(
 /// time across threads, and calls, polls and scopes left open at the end. Each thread's
 /// records are cut into chunks of `chunk` records.
 pub(crate) fn session(seed: u64, threads: usize, steps: usize, chunk: usize) -> Capture {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::of_seed(seed);
     let calls = [&FETCH, &HANDLE];
     let mut records: Vec<Vec<RawEvent>> = vec![Vec::new(); threads];
     // Per thread, the open slices: (callsite, begin tick).
@@ -131,7 +137,7 @@ pub(crate) fn tracing_session(
     chunk: usize,
     pending: usize,
 ) -> Capture {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::of_seed(seed);
     let sites = [&FETCH, &HANDLE];
     let mut records: Vec<Vec<RawEvent>> = vec![Vec::new(); threads];
     // Per thread, the open slices: (callsite, begin tick, span id if an enter).
@@ -335,7 +341,7 @@ pub(crate) static OTHER: Callsite = Callsite::new("other", file!(), line!(), mod
 /// of the first thread captures a link, and a third of the other threads' plain scopes
 /// follow one. Chunks of `chunk` records.
 pub(crate) fn with_args(capture: Capture, seed: u64, chunk: usize, links: bool) -> Capture {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::of_seed(seed);
     let end = capture.end_tick;
     let mut threads = Vec::new();
     let mut captured = 0u32;

@@ -2,6 +2,7 @@
 //! written of them as the threads are read again ([`hostile_tracing_tests`](super::hostile_tracing_tests)).
 
 use crate::capture::{Capture, Chunk};
+use crate::decode::forged_async::Rng;
 use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, span_close, span_enter};
 use crate::decode::forged_async::{chunked, with_payload};
 use crate::record::callsite::Callsite;
@@ -9,18 +10,6 @@ use crate::record::event::{RawEvent, RawKind};
 
 /// A callsite of the name of [`HANDLE`]'s, elsewhere.
 pub(super) static HANDLE_TOO: Callsite = Callsite::new("handle", file!(), line!(), module_path!());
-
-/// A small xorshift: the same records for a seed on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 /// How [`forged`] forges a session of `tracing` spans.
 #[derive(Clone, Copy)]
@@ -92,7 +81,7 @@ type Alive = (u64, &'static Callsite, Vec<usize>);
 /// innermost first, closed on one of them or another, ids reused at once when closed,
 /// plain scopes inside and around, ties in time across threads, slices left open at the end.
 pub(super) fn forged(f: Forge) -> Capture {
-    let mut rng = Rng(f.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::of_seed(f.seed);
     let sites = [&FETCH, &HANDLE, &HANDLE_TOO];
     let threads = f.threads;
     let mut records: Vec<Vec<RawEvent>> = vec![Vec::new(); threads];

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::async_pieces_tests::exports_written_as_decoded;
 use crate::capture::{Capture, Chunk};
+use crate::decode::forged_async::Rng;
 use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, with_payload};
 use crate::decode::summary::Summary;
 use crate::record::callsite::Callsite;
@@ -16,18 +17,6 @@ use crate::trace::Trace;
 
 /// A callsite of the name of [`FETCH`]'s, elsewhere.
 static FETCH_TOO: Callsite = Callsite::new("fetch", file!(), line!(), module_path!());
-
-/// A small xorshift: the same records for a seed on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 /// How [`hostile`] forges a session.
 #[derive(Clone, Copy)]
@@ -56,7 +45,7 @@ pub(super) struct Forge {
 /// slices closed out of order, threads with no async record, the records cut in chunks of
 /// 1 to 7 records (payloads apart from their leads), some chunks empty.
 pub(super) fn hostile(forge: Forge) -> Capture {
-    let mut rng = Rng(forge.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::of_seed(forge.seed);
     let threads = forge.threads;
     let sites = [&FETCH, &HANDLE, &FETCH_TOO];
     let mut records: Vec<Vec<RawEvent>> = vec![Vec::new(); threads];
