@@ -22,6 +22,29 @@ pub(super) struct Mark {
     /// again, begins an async call that names that first enter's tick, adopting it as its
     /// first poll.
     pub(super) adopts: u64,
+    /// Of a poll or an enter, where its slice stands on its thread when asked for
+    /// ([`Pairing::chains`](super::pair::Pairing::chains)).
+    pub(super) chain: Chain,
+}
+
+/// Where a poll's or an enter's slice stands among the spans open on its thread as it
+/// begins (indices in the thread, [`Chain::NONE`] for none): its parent, the nearest
+/// enclosing slice that is a poll or an enter of a call, and the outermost open span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Chain {
+    pub(super) parent: u32,
+    pub(super) up: u32,
+    pub(super) root: u32,
+}
+
+impl Chain {
+    pub(super) const NONE: u32 = u32::MAX;
+    /// Not asked for (or nothing open).
+    pub(super) const UNKNOWN: Self = Self {
+        parent: Self::NONE,
+        up: Self::NONE,
+        root: Self::NONE,
+    };
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

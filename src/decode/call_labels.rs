@@ -74,7 +74,7 @@ pub(crate) fn each_labelled_call(
             &shared,
             &threads,
             &ends,
-            false,
+            (false, None),
             &labels,
             &mut |call| {
                 if call.is_call() {

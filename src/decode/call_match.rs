@@ -8,6 +8,7 @@ use crate::record::hash::{FxHashMap, FxHashSet};
 use crate::trace::{MemoryStats, Span};
 
 use super::async_spans::{Mark, MarkKind};
+use super::call_planning::{Planned, Planning};
 use super::poll_label::{CallLabel, PollLabel};
 use super::summary::PollBits;
 
@@ -70,6 +71,8 @@ pub(super) struct Call {
     /// The label of its latest poll that has one, when polls are labelled
     /// ([`PollLabels`](super::call_labels::PollLabels)).
     label: Option<PollLabel>,
+    /// What the plan of the calls found at its first poll, when one is made.
+    pub(super) planned: Option<Planned>,
 }
 
 impl Call {
@@ -127,6 +130,8 @@ pub(super) struct Matcher<'f> {
     pub(super) settled: &'f mut dyn FnMut(&Call),
     /// What is done with each `tracing` enter that is a plain scope.
     pub(super) scope: &'f mut ScopeOf<'f>,
+    /// Where each call stands in the tree of spans is planned, when asked.
+    pub(super) plan: Option<&'f mut Planning>,
 }
 
 impl Matcher<'_> {
@@ -236,6 +241,10 @@ impl Matcher<'_> {
         {
             call.last = mark.thread;
             call.polls += 1;
+            if let Some(plan) = self.plan.as_mut() {
+                let rank = plan.rank((call.cut_at_start, call.rank));
+                plan.polled(&mut call.planned, rank, mark, index);
+            }
         }
         polls.queued.remove(&index);
         match polls.finished.remove(&index) {
@@ -383,6 +392,7 @@ impl Call {
             memory: MemoryStats::default(),
             counted: None,
             label: None,
+            planned: None,
         }
     }
 }

@@ -19,18 +19,25 @@ const HELD: usize = 1 << 16;
 #[cfg(test)]
 const HELD: usize = 1 << 10;
 
-/// Bytes a call takes in the file.
-const SLOT: u64 = 64;
+/// Bytes a call takes in the file (with its two words of [`Extra`]).
+pub(super) const SLOT: u64 = 80;
+
+/// Two words that go with a call (what the caller makes of them: see
+/// [`call_plan`](super::call_plan)).
+pub(super) type Extra = [u64; 2];
+
+/// What [`InOrder`] hands each call to.
+pub(super) type Hand<'f> = dyn FnMut(&AsyncSpan, Extra) -> io::Result<()> + 'f;
 
 /// Hands calls to `f` by rank (0, 1, 2, ...) as they are given in any order; a rank may be
 /// a hole ([`InOrder::skip`]: a `tracing` span found a plain scope after it was ranked),
 /// handed over as nothing.
 pub(super) struct InOrder<'f> {
-    f: &'f mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
+    f: &'f mut Hand<'f>,
     /// The rank of the next call to hand over.
     next: u64,
     /// Calls (or holes) given before their turn, by rank.
-    waiting: BTreeMap<u64, Option<AsyncSpan>>,
+    waiting: BTreeMap<u64, Option<(AsyncSpan, Extra)>>,
     /// Once calls waited past [`HELD`]: the file every call not handed over yet goes to, and
     /// the callsites of those in it (a file slot names its callsite by index).
     file: Option<(File, Vec<&'static Callsite>, FxHashMap<usize, u32>)>,
@@ -43,7 +50,7 @@ pub(super) struct InOrder<'f> {
 }
 
 impl<'f> InOrder<'f> {
-    pub(super) fn new(f: &'f mut dyn FnMut(&AsyncSpan) -> io::Result<()>) -> Self {
+    pub(super) fn new(f: &'f mut Hand<'f>) -> Self {
         Self {
             f,
             next: 0,
@@ -56,8 +63,8 @@ impl<'f> InOrder<'f> {
     }
 
     /// The call of rank `rank`.
-    pub(super) fn give(&mut self, rank: u64, call: AsyncSpan) {
-        self.take(rank, Some(call));
+    pub(super) fn give(&mut self, rank: u64, call: AsyncSpan, extra: Extra) {
+        self.take(rank, Some((call, extra)));
     }
 
     /// Rank `rank` is no call: nothing is handed over for it.
@@ -65,7 +72,7 @@ impl<'f> InOrder<'f> {
         self.take(rank, None);
     }
 
-    fn take(&mut self, rank: u64, call: Option<AsyncSpan>) {
+    fn take(&mut self, rank: u64, call: Option<(AsyncSpan, Extra)>) {
         self.given += 1;
         if self.failed.is_some() {
             return;
@@ -90,9 +97,9 @@ impl<'f> InOrder<'f> {
     }
 
     /// Hands the call of rank `next` over (a hole: nothing).
-    fn hand(&mut self, call: Option<AsyncSpan>) {
-        if let Some(call) = call {
-            let handed = (self.f)(&call);
+    fn hand(&mut self, call: Option<(AsyncSpan, Extra)>) {
+        if let Some((call, extra)) = call {
+            let handed = (self.f)(&call, extra);
             self.fail_on(handed);
         }
         self.next += 1;
@@ -116,8 +123,8 @@ impl<'f> InOrder<'f> {
             let call = decode(&slot, &callsites).ok_or_else(|| {
                 io::Error::other("a temporary file of async calls was changed while in use")
             })?;
-            if let Some(call) = call {
-                (self.f)(&call)?;
+            if let Some((call, extra)) = call {
+                (self.f)(&call, extra)?;
             }
         }
         Ok(())
@@ -146,11 +153,11 @@ impl<'f> InOrder<'f> {
         Ok(())
     }
 
-    fn write_slot(&mut self, rank: u64, call: Option<&AsyncSpan>) -> io::Result<()> {
+    fn write_slot(&mut self, rank: u64, call: Option<&(AsyncSpan, Extra)>) -> io::Result<()> {
         let Some((file, callsites, index)) = &mut self.file else {
             return Ok(());
         };
-        let Some(call) = call else {
+        let Some((call, extra)) = call else {
             file.seek(SeekFrom::Start(rank * SLOT))?;
             return file.write_all(&HOLE);
         };
@@ -160,7 +167,7 @@ impl<'f> InOrder<'f> {
             callsites.len() as u32 - 1
         });
         file.seek(SeekFrom::Start(rank * SLOT))?;
-        file.write_all(&encode(call, site))
+        file.write_all(&encode(call, *extra, site))
     }
 }
 
@@ -169,7 +176,7 @@ impl<'f> InOrder<'f> {
 /// where the process may write files only up to a size (`ulimit -f`), and on other systems
 /// (an open file cannot be removed there): the calls then wait in memory.
 #[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
-fn temporary() -> Option<File> {
+pub(super) fn temporary() -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -193,7 +200,7 @@ fn temporary() -> Option<File> {
 }
 
 #[cfg(not(all(target_os = "linux", feature = "enabled", feature = "gzip")))]
-fn temporary() -> Option<File> {
+pub(super) fn temporary() -> Option<File> {
     None
 }
 
@@ -204,8 +211,22 @@ const HOLE: [u8; SLOT as usize] = {
     slot
 };
 
-/// `call` as a file slot, its callsite by `site` (an index).
-fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
+/// The call and its extra words of a file slot (see [`decode`]).
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub(super) fn decode_slot(
+    slot: &[u8],
+    callsites: &[&'static Callsite],
+) -> Option<(AsyncSpan, Extra)> {
+    decode(slot.try_into().ok()?, callsites).flatten()
+}
+
+/// `call` and `extra` as a file slot, its callsite by `site` (an index).
+pub(super) fn encode_slot(call: &AsyncSpan, extra: Extra, site: u32) -> [u8; SLOT as usize] {
+    encode(call, extra, site)
+}
+
+/// `call` and `extra` as a file slot, its callsite by `site` (an index).
+fn encode(call: &AsyncSpan, extra: Extra, site: u32) -> [u8; SLOT as usize] {
     let mut slot = [0u8; SLOT as usize];
     // Whether it ended on a thread is a flag: any thread id (a forged file's too) is kept.
     let end_thread = call.end_thread.unwrap_or(0);
@@ -228,6 +249,8 @@ fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
     slot[52..56].copy_from_slice(&call.process.to_le_bytes());
     slot[56..60].copy_from_slice(&call.polls.to_le_bytes());
     slot[60] = flags;
+    slot[64..72].copy_from_slice(&extra[0].to_le_bytes());
+    slot[72..80].copy_from_slice(&extra[1].to_le_bytes());
     slot
 }
 
@@ -236,7 +259,7 @@ fn encode(call: &AsyncSpan, site: u32) -> [u8; SLOT as usize] {
 fn decode(
     slot: &[u8; SLOT as usize],
     callsites: &[&'static Callsite],
-) -> Option<Option<AsyncSpan>> {
+) -> Option<Option<(AsyncSpan, Extra)>> {
     let word = |at: usize| u64::from_le_bytes(slot[at * 8..at * 8 + 8].try_into().unwrap());
     let int = |at: usize| u32::from_le_bytes(slot[at..at + 4].try_into().unwrap());
     let flags = slot[60];
@@ -246,7 +269,7 @@ fn decode(
     if flags & 1 << 6 != 0 {
         return Some(None);
     }
-    Some(Some(AsyncSpan {
+    let call = AsyncSpan {
         callsite: callsites.get(int(48) as usize)?,
         start_ns: word(0),
         end_ns: word(1),
@@ -258,7 +281,8 @@ fn decode(
         polls: int(56),
         open_at_stop: flags & 1 != 0,
         cut_at_start: flags & 2 != 0,
-    }))
+    };
+    Some(Some((call, [word(8), word(9)])))
 }
 
 #[cfg(test)]
@@ -284,13 +308,19 @@ mod tests {
         }
     }
 
+    /// What goes with the call of rank `rank`.
+    fn extra(rank: u64) -> Extra {
+        [rank * 10, !rank]
+    }
+
     /// Calls given in an order where the first is given last (an open call holding back
     /// every other) come out by rank, through the file past [`HELD`] waiting, and not.
     #[test]
     fn calls_come_out_by_rank() {
         for n in [10, HELD as u64 + 1000] {
             let mut out = Vec::new();
-            let mut f = |c: &AsyncSpan| {
+            let mut f = |c: &AsyncSpan, extra: Extra| {
+                assert_eq!(extra, [c.start_ns, !c.self_ns]);
                 out.push(c.clone());
                 Ok(())
             };
@@ -304,12 +334,12 @@ mod tests {
                 } else {
                     rank
                 };
-                order.give(swapped, call(swapped));
+                order.give(swapped, call(swapped), extra(swapped));
             }
             // Past the calls held in memory, those waiting are in a file where one can be made.
             let spilled = order.file.is_some();
             assert_eq!(spilled, n > HELD as u64 && temporary().is_some());
-            order.give(0, call(0));
+            order.give(0, call(0), extra(0));
             order.finish().unwrap();
             assert_eq!(out.len() as u64, n);
             for (rank, got) in (0..).zip(&out) {
@@ -323,7 +353,8 @@ mod tests {
     fn holes_are_skipped() {
         for n in [12, HELD as u64 + 1000] {
             let mut out = Vec::new();
-            let mut f = |c: &AsyncSpan| {
+            let mut f = |c: &AsyncSpan, extra: Extra| {
+                assert_eq!(extra, [c.start_ns, !c.self_ns]);
                 out.push(c.clone());
                 Ok(())
             };
@@ -333,7 +364,7 @@ mod tests {
                 if rank.is_multiple_of(5) {
                     order.skip(rank);
                 } else {
-                    order.give(rank, call(rank));
+                    order.give(rank, call(rank), extra(rank));
                 }
             }
             order.finish().unwrap();

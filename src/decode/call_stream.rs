@@ -32,6 +32,7 @@ use crate::trace::{AsyncSpan, MemoryStats, Span, SpanKind};
 use super::async_spans::{Mark, MarkKind};
 use super::call_match::{Call, Matcher, PollDone, Polls, ScopeOf, poll_done};
 use super::call_order::InOrder;
+use super::call_planning::Planning;
 use super::links::{Keep, Links};
 use super::memory::{Keeps, RawMemory};
 use super::pair::Pairing;
@@ -106,7 +107,8 @@ pub(super) fn each_call_in_order(
     (process, cut): (u32, u64),
     f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut order = InOrder::new(f);
+    let mut hand = |call: &AsyncSpan, _| f(call);
+    let mut order = InOrder::new(&mut hand);
     let done = each_call(
         shared,
         threads,
@@ -123,20 +125,7 @@ pub(super) fn each_call_in_order(
                 order.skip(rank);
                 return;
             }
-            let span = AsyncSpan {
-                callsite: call.callsite,
-                start_ns: call.start_ns,
-                end_ns: call.start_ns + call.wall_ns(),
-                process,
-                thread: threads[call.thread].id,
-                end_thread: call.end_thread.map(|t| threads[t].id),
-                polls: call.polls,
-                busy_ns: call.busy_ns,
-                self_ns: call.self_ns,
-                open_at_stop: call.open_at_stop,
-                cut_at_start: call.cut_at_start,
-            };
-            order.give(rank, span);
+            order.give(rank, async_span(call, threads, process), [0; 2]);
         },
         &mut |_, _, _, _| {},
     );
@@ -145,6 +134,24 @@ pub(super) fn each_call_in_order(
         return Err(io::Error::other("async marks out of order"));
     }
     order.finish()
+}
+
+/// `call`, settled, as the decoded trace holds it: of process `process`, begun on one of
+/// `threads`.
+pub(super) fn async_span(call: &Call, threads: &[&CaptureThread], process: u32) -> AsyncSpan {
+    AsyncSpan {
+        callsite: call.callsite,
+        start_ns: call.start_ns,
+        end_ns: call.start_ns + call.wall_ns(),
+        process,
+        thread: threads[call.thread].id,
+        end_thread: call.end_thread.map(|t| threads[t].id),
+        polls: call.polls,
+        busy_ns: call.busy_ns,
+        self_ns: call.self_ns,
+        open_at_stop: call.open_at_stop,
+        cut_at_start: call.cut_at_start,
+    }
 }
 
 /// Hands each async call of `threads` (the capture's threads with records, in the trace's
@@ -173,7 +180,7 @@ pub(super) fn each_call(
         shared,
         threads,
         ends,
-        stacks,
+        (stacks, None),
         &PollLabels::None,
         settled,
         scope,
@@ -181,12 +188,13 @@ pub(super) fn each_call(
 }
 
 /// [`each_call`], each poll slice labelled as `labels` says, and each call with the label of
-/// its latest poll that has one ([`Call::label`]).
-pub(super) fn each_call_labelled(
+/// its latest poll that has one ([`Call::label`]); with `plan`, each call's place in the tree
+/// of spans planned ([`call_plan`](super::call_plan)).
+pub(super) fn each_call_labelled<'f>(
     shared: &Shared<'_>,
     threads: &[&CaptureThread],
     ends: &[u64],
-    stacks: bool,
+    (stacks, plan): (bool, Option<&'f mut Planning>),
     labels: &PollLabels<'_>,
     settled: &mut dyn FnMut(&Call),
     scope: &mut ScopeOf<'_>,
@@ -218,6 +226,9 @@ pub(super) fn each_call_labelled(
             if stacks {
                 pairing.keep_stacks();
                 pairing.stacks_mut().map(StackTree::note_polls);
+            }
+            if let Some(bits) = plan.as_ref().and_then(|p| p.bits.get(index)) {
+                pairing.chains(bits.clone());
             }
             shared.start(&mut pairing, thread);
             Feed {
@@ -252,6 +263,7 @@ pub(super) fn each_call_labelled(
         uncounted: vec![FxHashMap::default(); threads.len()],
         settled,
         scope,
+        plan,
     };
     let mut heads: BinaryHeap<Reverse<(Key, usize)>> = BinaryHeap::new();
     for (at, feed) in feeds.iter_mut().enumerate() {
@@ -517,6 +529,9 @@ impl Feed<'_, '_> {
                 }
             }
             for (index, poll) in finals {
+                if let Some(plan) = matcher.plan.as_mut() {
+                    plan.slice_final(self.index, index);
+                }
                 match self.polls.pending.remove(&index) {
                     Some(Some(slot)) => matcher.pending_done(slot, poll),
                     Some(None) => {}

@@ -13,6 +13,11 @@ pub(crate) mod call_labels;
 mod call_match;
 mod call_merge;
 mod call_order;
+// (What the OTLP export reads.)
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub(crate) mod call_plan;
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+mod call_planning;
 mod call_stream;
 pub(crate) mod calls;
 pub(crate) mod convert;
@@ -31,6 +36,8 @@ pub(crate) mod pieces;
 mod pipeline;
 mod poll_label;
 pub(crate) mod quantiles;
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+mod spill;
 pub(crate) mod summary;
 mod thread;
 

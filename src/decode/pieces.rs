@@ -159,12 +159,12 @@ pub(crate) struct Pieces<'c> {
     trace: Cow<'c, Trace>,
     /// Each thread of `trace`: its capture, the capture's index in `captures` (the same
     /// capture may be passed twice: each time is a capture of its own), and its thread there.
-    sources: Vec<(&'c Capture, usize, &'c CaptureThread)>,
+    pub(super) sources: Vec<(&'c Capture, usize, &'c CaptureThread)>,
     /// Each thread's span count.
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     counts: Vec<usize>,
     /// Each thread's spans all end within their parents: its pieces may carry open spans.
-    carries: Vec<bool>,
+    pub(super) carries: Vec<bool>,
     /// Each thread's spans open at its end (indices in the thread, in order): marked open at
     /// the stop from their begin, which a piece may hand over before they end.
     open_at_end: Vec<Vec<u32>>,
@@ -174,10 +174,10 @@ pub(crate) struct Pieces<'c> {
     memory_events: Vec<u64>,
     /// The captures (indices) whose async calls come after the pieces
     /// ([`SpanSource::each_streamed_call`]), in order.
-    calls: Vec<usize>,
+    pub(super) calls: Vec<usize>,
     /// Per thread, which `tracing` enters' slices are polls, when some are matched across
     /// threads.
-    enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
+    pub(super) enter_polls: Vec<Option<std::sync::Arc<super::summary::PollBits>>>,
     /// Per thread, the async calls begun before a flight recorder's window that it began in
     /// it (cut at the window start: they come first).
     cut_calls: Vec<u64>,
@@ -346,7 +346,7 @@ impl SpanSource for Pieces<'_> {
     }
 }
 
-impl Pieces<'_> {
+impl<'c> Pieces<'c> {
     /// The async calls of capture `capture` (its index), handed to `f` in the order they
     /// began, each of its process in the trace.
     fn calls_of(
@@ -354,18 +354,29 @@ impl Pieces<'_> {
         capture: usize,
         f: &mut dyn FnMut(&AsyncSpan) -> io::Result<()>,
     ) -> io::Result<()> {
+        let Some((shared, threads, ends, at)) = self.capture_threads(capture) else {
+            return Ok(());
+        };
+        call_stream::each_call_in_order(&shared, &threads, &ends, at, f)
+    }
+
+    /// What capture `capture`'s calls are read from: its threads (with records), where each
+    /// ends, its process in the trace and its calls cut at a window start.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn capture_threads(
+        &self,
+        capture: usize,
+    ) -> Option<(Shared<'c>, Vec<&'c CaptureThread>, Vec<u64>, (u32, u64))> {
         let in_capture: Vec<usize> = (0..self.sources.len())
             .filter(|&t| self.sources[t].1 == capture)
             .collect();
-        let Some(&first) = in_capture.first() else {
-            return Ok(());
-        };
+        let &first = in_capture.first()?;
         let shared = shared(self.sources[first].0);
         let threads: Vec<&CaptureThread> = in_capture.iter().map(|&t| self.sources[t].2).collect();
         let ends: Vec<u64> = threads.iter().map(|t| shared.end_of(t)).collect();
         let process = self.trace.threads[first].process;
         let cut = in_capture.iter().map(|&t| self.cut_calls[t]).sum();
-        call_stream::each_call_in_order(&shared, &threads, &ends, (process, cut), f)
+        Some((shared, threads, ends, (process, cut)))
     }
 
     /// [`SpanSource::each_piece`]: thread `thread`'s pieces, decoded here, handed to `f`.

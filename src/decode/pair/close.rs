@@ -134,7 +134,9 @@ impl<'a> Pairing<'a> {
             _ => None,
         };
         let span_id = span_id.filter(|&s| s != 0 && event.tick >= self.calls_from);
+        let marks_made = matches!((what, span_id), (Some(_), Some(_)));
         if let (Some(what), Some(span)) = (what, span_id) {
+            let chain = self.chain(false);
             self.marks.push(Mark {
                 // A begin that adopts a first slice takes its place in time, before any poll
                 // another thread recorded while this begin was being recorded.
@@ -144,10 +146,15 @@ impl<'a> Pairing<'a> {
                 span: u64::from(span),
                 thread: self.thread,
                 adopts,
+                chain,
             });
         }
         if matches!(event.kind, RawKind::Begin | RawKind::PollBegin) {
             self.begin(event, callsite, ns);
+            // A poll that made a mark may be of a call ([`Pairing::chain`]).
+            if marks_made && let Some(open) = self.open.last_mut() {
+                open.poll = event.kind == RawKind::PollBegin;
+            }
         }
     }
 
@@ -212,6 +219,7 @@ impl<'a> Pairing<'a> {
         }
         self.open.push(Open {
             index,
+            poll: false,
             key: RawEvent::end_key(event.id, event.tick),
             probe: self.probe.inner,
             child_end: 0,

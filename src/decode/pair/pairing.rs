@@ -10,7 +10,7 @@ use crate::trace::{Instant, Span, SpanArg};
 use crate::decode::counters::RawSample;
 use crate::decode::summary::{PollBits, StackTree};
 
-use crate::decode::async_spans::{Mark, MarkKind};
+use crate::decode::async_spans::{Chain, Mark, MarkKind};
 use crate::decode::convert::Converter;
 use crate::decode::links::Links;
 use crate::decode::memory::{Counts, Keeps, MemoryPairing, RawMemory};
@@ -78,6 +78,9 @@ pub(in crate::decode) struct Pairing<'a> {
     /// Which `tracing` enters' slices are polls, as a first reading matched them
     /// ([`Pairing::enter_polls`]).
     pub(super) enter_polls: Option<std::sync::Arc<PollBits>>,
+    /// Each poll's and enter's mark says where its slice stands ([`Pairing::chains`]):
+    /// which `tracing` enters' slices are polls.
+    pub(super) chains: Option<std::sync::Arc<PollBits>>,
 }
 
 /// What argument records belong to: the record before them.
@@ -115,6 +118,8 @@ pub(in crate::decode) struct Probe {
 #[derive(Clone, Copy)]
 pub(super) struct Open {
     pub(super) index: u32,
+    /// A poll slice ([`PollBegin`](RawKind::PollBegin)).
+    pub(super) poll: bool,
     pub(super) key: u32,
     pub(super) probe: u64,
     /// The latest end of its children closed so far (ns).
@@ -199,6 +204,33 @@ impl<'a> Pairing<'a> {
             tangled: false,
             ends_open: Vec::new(),
             enter_polls: None,
+            chains: None,
+        }
+    }
+
+    /// Each poll's and enter's mark says where its slice stands among the spans open
+    /// ([`Mark::chain`]), the `tracing` enters' slices being polls as `polls` says.
+    pub(in crate::decode) fn chains(&mut self, polls: std::sync::Arc<PollBits>) {
+        self.chains = Some(polls);
+    }
+
+    /// Where a slice beginning now stands ([`Pairing::chains`]); `opened` when it is open
+    /// already (the top of the open spans).
+    pub(super) fn chain(&self, opened: bool) -> Chain {
+        let Some(polls) = &self.chains else {
+            return Chain::UNKNOWN;
+        };
+        let open = match opened {
+            true => &self.open[..self.open.len().saturating_sub(1)],
+            false => &self.open[..],
+        };
+        let up = (open.iter().rev())
+            .find(|o| o.poll || polls.get(o.index))
+            .map_or(Chain::NONE, |o| o.index);
+        Chain {
+            parent: open.last().map_or(Chain::NONE, |o| o.index),
+            up,
+            root: open.first().map_or(Chain::NONE, |o| o.index),
         }
     }
 
@@ -275,6 +307,10 @@ impl<'a> Pairing<'a> {
             span,
             thread: self.thread,
             adopts: 0,
+            chain: match what {
+                MarkKind::Enter(_) => self.chain(true),
+                _ => Chain::UNKNOWN,
+            },
         });
     }
 

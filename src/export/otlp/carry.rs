@@ -11,8 +11,8 @@ pub(super) struct Carry {
     /// The carried node it is sent as (its position among the carried), `NONE` when sampled
     /// out.
     pub(super) rep: u32,
-    /// Its root's position among the carried (its process, with one trace per process).
-    pub(super) trace: u32,
+    /// The low half of its `trace_id` ([`Node::trace`](super::map::Node)).
+    pub(super) trace: u64,
     pub(super) depth: u32,
     pub(super) folded_count: u64,
     pub(super) folded_ns: u64,
@@ -30,6 +30,21 @@ pub(super) struct Carried {
     pub(super) open: Vec<u32>,
     /// The index in the whole trace of each node (empty: [`Start::node`](super::map::Start::node) plus its index).
     pub(super) global: Vec<u32>,
+    /// Spans of the whole trace outside the piece that are the parents of some of its nodes
+    /// (an async call, of its polls; the span around a call's first poll, of the call):
+    /// nodes after the piece's own, never sent.
+    pub(super) elsewhere: Vec<Elsewhere>,
+    /// The nodes whose parent is elsewhere, and which (its index in `elsewhere`).
+    pub(super) parents: Vec<(u32, u32)>,
+}
+
+/// A span of the whole trace outside the piece mapped ([`Carried::elsewhere`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Elsewhere {
+    /// Its index in the whole trace.
+    pub(super) global: u64,
+    /// The low half of its `trace_id`.
+    pub(super) trace: u64,
 }
 
 /// The indices of `spans` (in the order they began, parents first) in the order they end:

@@ -253,7 +253,7 @@ pub(super) fn with_events(trace: &Trace) -> Vec<u32> {
 }
 
 /// A trace with the window and processes of `trace` and nothing else.
-fn frame(trace: &Trace) -> Trace {
+pub(super) fn frame(trace: &Trace) -> Trace {
     let mut mini = Trace::empty();
     mini.start_ns = trace.start_ns;
     mini.end_ns = trace.end_ns;

@@ -68,8 +68,8 @@ impl<'t> Otlp<'t> {
         options: &Options,
         out: &mut dyn Write,
     ) -> io::Result<Stats> {
-        if let Some(pieces) = pieces::of_captures(captures, options) {
-            return pieces::write_json(&pieces, options, out);
+        if let Some((pieces, calls)) = pieces::of_captures(captures, options) {
+            return pieces::write_json((&pieces, calls.as_ref()), options, out);
         }
         let trace = crate::trace::Trace::from_captures(captures.iter().copied());
         let otlp = Otlp::new(&trace, options);

@@ -50,17 +50,25 @@ impl Otlp<'_> {
         ((u128::from(self.seed) << 64) | u128::from(low)).to_be_bytes()
     }
 
+    /// The low half of the `trace_id` of root node `i`.
+    pub(super) fn trace_low(&self, i: u32) -> u64 {
+        self.trace_low_of(i, self.nodes[i as usize].process)
+    }
+
+    /// The low half of the `trace_id` of a root node `i` of process `process`.
+    pub(super) fn trace_low_of(&self, i: u32, process: u32) -> u64 {
+        match self.options.trace_per_process {
+            true => (1 << 63) | u64::from(process),
+            false => self.global(i) + 1,
+        }
+    }
+
     /// Node `i` as the target of a link: where it stands in the whole trace, and its trace.
     pub(super) fn target(&self, i: u32) -> Target {
         let node = &self.nodes[i as usize];
-        let trace = if self.options.trace_per_process {
-            (1 << 63) | u64::from(node.trace)
-        } else {
-            self.global(node.trace) + 1
-        };
         Target {
             span: self.global(i),
-            trace,
+            trace: node.trace,
         }
     }
 

@@ -19,6 +19,9 @@ pub(super) enum Of {
     Span(u32, u32),
     /// The span that holds the events of its process recorded outside every span.
     Events,
+    /// A span of the whole trace that is not in the piece mapped, standing as the parent of
+    /// some of its nodes ([`Carried::elsewhere`]): never sent.
+    Elsewhere(u32),
 }
 
 /// What a span event stands for.
@@ -53,8 +56,9 @@ pub(super) struct Node {
     /// The kept node it is sent as: itself, an ancestor it was folded into, `NONE` when its
     /// root was sampled out.
     pub(super) rep: u32,
-    /// Its root (or its process, with one trace per process): what its trace id is made of.
-    pub(super) trace: u32,
+    /// The low half of its `trace_id`: made of its root's index in the whole trace (or of its
+    /// process, with one trace per process).
+    pub(super) trace: u64,
     pub(super) depth: u32,
     pub(super) folded_count: u64,
     pub(super) folded_ns: u64,
@@ -173,7 +177,7 @@ impl<'t> Otlp<'t> {
             end,
             parent,
             rep: NONE,
-            trace: NONE,
+            trace: u64::MAX,
             depth: 0,
             folded_count: 0,
             folded_ns: 0,
@@ -222,6 +226,18 @@ impl<'t> Otlp<'t> {
         for (task, first) in first_poll.iter().enumerate() {
             if let Some((_, parent)) = *first {
                 nodes[task].parent = parent;
+            }
+        }
+        // Spans elsewhere, and the nodes they are the parents of.
+        let elsewhere = nodes.len() as u32;
+        for (k, other) in (0..).zip(&carried.elsewhere) {
+            let mut stand = node(Of::Elsewhere(k), 0, 0, 0, NONE);
+            (stand.rep, stand.trace) = (elsewhere + k, other.trace);
+            nodes.push(stand);
+        }
+        for &(child, k) in &carried.parents {
+            if let Some(child) = nodes.get_mut(child as usize) {
+                child.parent = elsewhere + k;
             }
         }
         let mut this = Self {
@@ -299,6 +315,10 @@ impl<'t> Otlp<'t> {
 
     /// Decides node `i`, whose parent (if any) is decided.
     fn place(&mut self, i: usize, roots: &mut u32) {
+        if matches!(self.nodes[i].of, Of::Elsewhere(_)) {
+            // Decided in the piece where it is.
+            return;
+        }
         let parent = self.nodes[i].parent;
         let duration = self.nodes[i].end.saturating_sub(self.nodes[i].start);
         if let Some(&seed) = self.carried.seeds.get(i) {
@@ -319,12 +339,9 @@ impl<'t> Otlp<'t> {
         if parent == NONE {
             let keep = roots.is_multiple_of(self.options.sample_roots);
             *roots = roots.wrapping_add(1);
+            let trace = self.trace_low(i as u32);
             let node = &mut self.nodes[i];
-            node.trace = if self.options.trace_per_process {
-                node.process
-            } else {
-                i as u32
-            };
+            node.trace = trace;
             if keep {
                 node.rep = i as u32;
                 self.stats.sent += 1;
@@ -443,6 +460,13 @@ impl<'t> Otlp<'t> {
 
     /// The index in the whole trace of node `i`.
     pub(super) fn global(&self, i: u32) -> u64 {
+        if let Some(Node {
+            of: Of::Elsewhere(k),
+            ..
+        }) = self.nodes.get(i as usize)
+        {
+            return self.carried.elsewhere[*k as usize].global;
+        }
         match self.carried.global.get(i as usize) {
             Some(&g) => u64::from(g),
             None => u64::from(i) + u64::from(self.start.node),
@@ -498,11 +522,7 @@ impl<'t> Otlp<'t> {
                             end: trace.end_ns,
                             parent: NONE,
                             rep: node,
-                            trace: if self.options.trace_per_process {
-                                process
-                            } else {
-                                node
-                            },
+                            trace: self.trace_low_of(node, process),
                             depth: 0,
                             folded_count: 0,
                             folded_ns: 0,

@@ -32,6 +32,7 @@ use prost::Message;
 use crate::decode::pieces::{Piece, Pieces, SpanSource};
 use crate::record::hash::FxHashMap;
 
+use super::calls::Calls;
 use super::carry::{Carried, Carry};
 use super::events::{self, Events, Of, Range};
 use super::links::PieceLinks;
@@ -44,21 +45,29 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 pub(super) fn of_captures<'c>(
     captures: &[&'c crate::Capture],
     options: &Options,
-) -> Option<Pieces<'c>> {
-    let pieces = Pieces::new(captures)?;
+) -> Option<(Pieces<'c>, Option<Calls>)> {
+    let (pieces, calls) = match Pieces::new(captures) {
+        Some(pieces) => (pieces, None),
+        // Of async calls, where a plan of them can be made.
+        None => {
+            let pieces = Pieces::with_memory(captures)?;
+            let calls = Calls::of(&pieces, options)?;
+            (pieces, Some(calls))
+        }
+    };
     let trace = pieces.trace();
     let in_order = trace.threads.is_sorted_by_key(|t| t.process);
-    (in_order || options.sample_roots == 1).then_some(pieces)
+    (in_order || options.sample_roots == 1).then_some((pieces, calls))
 }
 
 /// Writes the trace of `source` as OTLP/JSON lines into `out`, as
 /// [`Otlp::write_json_to`] writes the whole trace; returns what was sent.
 pub(super) fn write_json(
-    source: &dyn SpanSource,
+    (source, calls): (&dyn SpanSource, Option<&Calls>),
     options: &Options,
     out: &mut dyn Write,
 ) -> io::Result<Stats> {
-    walk(source, options, &mut JsonLines(out))
+    walk((source, calls), options, &mut JsonLines(out))
 }
 
 /// Where the requests of a walk go, one at a time, in order.
@@ -80,15 +89,15 @@ impl Sink for JsonLines<'_> {
 /// Maps the trace of `source` piece by piece and hands its requests, batched as
 /// [`Otlp::requests`] batches the whole trace's, to `sink`; returns what was sent.
 pub(super) fn walk(
-    source: &dyn SpanSource,
+    (source, calls): (&dyn SpanSource, Option<&Calls>),
     options: &Options,
     sink: &mut dyn Sink,
 ) -> io::Result<Stats> {
     let trace = source.trace();
-    // Nodes are numbered as the whole trace numbers them: thread by thread, span by span
-    // (a trace decoded in pieces has no async calls), then the events' holders.
+    // Nodes are numbered as the whole trace numbers them: the async calls, then thread by
+    // thread, span by span, then the events' holders.
     let mut bases = Vec::with_capacity(trace.threads.len());
-    let mut nodes = 0u32;
+    let mut nodes = calls.map_or(0, Calls::count);
     for thread in 0..trace.threads.len() {
         bases.push(nodes);
         nodes = nodes.saturating_add(source.span_count(thread) as u32);
@@ -104,7 +113,7 @@ pub(super) fn walk(
     let holders = match with_events.len() {
         0 | 1 => with_events.clone(),
         _ => {
-            let mut first = Walker::new(source, options, &bases);
+            let mut first = Walker::new((source, calls), options, &bases);
             for &thread in &order {
                 if first.events.has_events(&trace.threads[thread]) {
                     first.thread(thread, &mut |_, _| Ok(()))?;
@@ -116,14 +125,14 @@ pub(super) fn walk(
     let mut links = PieceLinks::new(trace, &order);
     // The origins of links followed on a thread written before theirs: decided first, by a
     // walk that sends nothing.
-    let mut ahead = Walker::new(source, options, &bases);
+    let mut ahead = Walker::new((source, calls), options, &bases);
     for &thread in &order[..links.ahead()] {
         ahead.thread(thread, &mut |otlp, piece| {
             links.record(otlp, thread, piece);
             Ok(())
         })?;
     }
-    let mut walker = Walker::new(source, options, &bases);
+    let mut walker = Walker::new((source, calls), options, &bases);
     let mut batch = Batch::new(options, sink);
     // Process by process (one without threads may have events), each one's threads then its
     // events outside spans.
@@ -134,6 +143,12 @@ pub(super) fn walk(
         .max(trace.processes.len());
     let mut threads = order.iter().copied().peekable();
     for process in 0..processes as u32 {
+        // Its async calls first.
+        if let Some(calls) = calls.filter(|c| c.process == process) {
+            calls.send(trace, (&bases, options), &mut walker.stats, &mut |otlp| {
+                otlp.kept.iter().try_for_each(|&i| batch.push(otlp, i))
+            })?;
+        }
         while let Some(thread) = threads.next_if(|&t| trace.threads[t].process == process) {
             let mut pending = Vec::new();
             walker.thread(thread, &mut |otlp, piece| {
@@ -172,6 +187,8 @@ type Each<'e> = dyn FnMut(&mut Otlp<'_>, Piece<'_>) -> io::Result<()> + 'e;
 /// A walk of the threads of a trace decoded in pieces: where their events go, what was sent.
 struct Walker<'s> {
     source: &'s dyn SpanSource,
+    /// The plan of the async calls, when there are some.
+    calls: Option<&'s Calls>,
     options: &'s Options,
     /// The node of each thread's first span.
     bases: &'s [u32],
@@ -182,9 +199,14 @@ struct Walker<'s> {
 }
 
 impl<'s> Walker<'s> {
-    fn new(source: &'s dyn SpanSource, options: &'s Options, bases: &'s [u32]) -> Self {
+    fn new(
+        (source, calls): (&'s dyn SpanSource, Option<&'s Calls>),
+        options: &'s Options,
+        bases: &'s [u32],
+    ) -> Self {
         Self {
             source,
+            calls,
             options,
             bases,
             events: Events::new(source.trace()),
@@ -205,6 +227,7 @@ impl<'s> Walker<'s> {
             false => FxHashMap::default(),
         };
         let mut carry = Carrying::default();
+        let mut polls = self.calls.and_then(|c| c.thread(thread));
         source.each_piece(thread, false, &mut |piece| {
             if piece.carried.len() != carry.seeds.len() {
                 return Err(out_of_step());
@@ -253,7 +276,12 @@ impl<'s> Walker<'s> {
                 seeds: std::mem::take(&mut carry.seeds),
                 open: piece.open.to_vec(),
                 global,
+                ..Carried::default()
             };
+            let mut carried = carried;
+            if let Some(polls) = polls.as_mut() {
+                polls.attach(piece, (self.bases, options), &mut carried)?;
+            }
             let mut otlp = Otlp::with_carried(&mini, options, start, carried);
             // Links name the whole trace's flows.
             otlp.flows = &trace.flows;
@@ -264,7 +292,7 @@ impl<'s> Walker<'s> {
             // The events carried in were counted where they were first placed.
             more.events = more.events.saturating_sub(carry.events.len() as u64);
             add(&mut self.stats, more);
-            carry = Carrying::after(&otlp, piece, &of, options)?;
+            carry = Carrying::after(&otlp, piece, &of)?;
             carry.cut = hi;
             Ok(())
         })
@@ -308,7 +336,7 @@ struct Carrying {
 
 impl Carrying {
     /// What the open spans of `piece`, mapped as `otlp` with its events `of`, carry.
-    fn after(otlp: &Otlp<'_>, piece: Piece<'_>, of: &Of, options: &Options) -> io::Result<Self> {
+    fn after(otlp: &Otlp<'_>, piece: Piece<'_>, of: &Of) -> io::Result<Self> {
         let broken = || {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -323,13 +351,9 @@ impl Carrying {
                 NONE => NONE,
                 rep => at(rep).ok_or_else(broken)? as u32,
             };
-            let trace = match options.trace_per_process {
-                true => node.trace,
-                false => at(node.trace).ok_or_else(broken)? as u32,
-            };
             seeds.push(Carry {
                 rep,
-                trace,
+                trace: node.trace,
                 depth: node.depth,
                 folded_count: node.folded_count,
                 folded_ns: node.folded_ns,

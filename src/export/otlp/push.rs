@@ -90,7 +90,7 @@ impl<'t> Otlp<'t> {
     ) -> Result<PushReport, PushError> {
         let endpoint = endpoint.into();
         let pieces = pieces::of_captures(captures, options);
-        let Some(pieces) = pieces else {
+        let Some((pieces, calls)) = pieces else {
             let trace = crate::trace::Trace::from_captures(captures.iter().copied());
             return Otlp::new(&trace, options).push_with_progress(endpoint, push, progress);
         };
@@ -107,7 +107,7 @@ impl<'t> Otlp<'t> {
             progress,
             failed: None,
         };
-        let walked = pieces::walk(&pieces, options, &mut sender);
+        let walked = pieces::walk((&pieces, calls.as_ref()), options, &mut sender);
         if let Some(e) = sender.failed {
             return Err(e);
         }

@@ -126,7 +126,8 @@ impl<'t> Otlp<'t> {
         let trace = self.trace;
         let mut attributes = Vec::with_capacity(8);
         let (name, callsite, open_at_stop) = match node.of {
-            Of::Events => {
+            // (A span elsewhere is never sent.)
+            Of::Events | Of::Elsewhere(_) => {
                 attributes.push(kv(TICKSCOPE_EVENTS_OUTSIDE_SPANS, bool_value(true)));
                 (EVENTS_SPAN_NAME.to_owned(), None, false)
             }

@@ -278,7 +278,8 @@ impl<'o, 't> Encoder<'o, 't> {
         }
         // The name (left out when empty), then the attributes before the code ones.
         let (callsite, open_at_stop) = match node.of {
-            Of::Events => {
+            // (A span elsewhere is never sent.)
+            Of::Events | Of::Elsewhere(_) => {
                 string_field(out, SPAN_NAME, EVENTS_SPAN_NAME.as_bytes());
                 out.extend_from_slice(&[6 << 3, 1]);
                 times(out, node.start, node.end);
