@@ -1932,3 +1932,74 @@ fn a_table_of_tracing_spans_split_by_a_field_takes_bounded_memory() {
         "{large} bytes at most for 30,000 spans, {small} for a tenth"
     );
 }
+
+/// OTLP/JSON and OTLP pushes of sessions of async calls (`#[profile] async fn`s, and
+/// `tracing` spans entered on two threads), written piece by piece with each call's place
+/// planned by a first reading: the whole trace's bytes, in the same memory for ten times the
+/// calls, well under what decoding them whole takes.
+#[test]
+#[cfg(all(feature = "otlp", feature = "tracing"))]
+fn otlp_json_and_pushes_of_async_calls_take_bounded_memory() {
+    use tickscope::export::otlp::{Options, Otlp, PushOptions};
+
+    let _serial = serial();
+    let (url, _) = sink_endpoint();
+    let peak = |requests: u64, name: &str, tracing: bool| {
+        let path = scratch(name);
+        let _prof = match tracing {
+            true => stream_tracing(&path, requests),
+            false => stream_async(&path, requests),
+        };
+        let options = Options::new().batch_spans(1_000);
+        tickscope::__private::set_exact_quantile_budget(0);
+        let (json_peak, sent) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let stats = Otlp::write_json_from_captures(&captures, &options, &mut std::io::sink());
+            stats.unwrap().sent
+        });
+        let (push_peak, report) = peak_of(|| {
+            let captures = Capture::read_all(&path).unwrap();
+            let captures: Vec<&Capture> = captures.iter().collect();
+            let push = PushOptions::new();
+            Otlp::push_from_captures(&captures, &options, url.as_str(), &push, |_| {}).unwrap()
+        });
+        tickscope::__private::set_exact_quantile_budget(8 << 20);
+        let captures = Capture::read_all(&path).unwrap();
+        let (whole, trace) = peak_of(|| Trace::from_captures(&captures));
+        let spans = trace.async_spans.len() + trace.spans().count();
+        assert_eq!(sent, spans as u64);
+        assert_eq!(report.accepted_spans, spans as u64);
+        // The same bytes as the whole trace's (a small session: its JSON is held twice).
+        if requests <= 2_000 {
+            let mut bytes = Vec::new();
+            let refs: Vec<&Capture> = captures.iter().collect();
+            Otlp::write_json_from_captures(&refs, &options, &mut bytes).unwrap();
+            let mut whole_bytes = Vec::new();
+            Otlp::new(&trace, &options)
+                .write_json_to(&mut whole_bytes)
+                .unwrap();
+            assert!(bytes == whole_bytes, "the bytes differ");
+        }
+        std::fs::remove_file(&path).unwrap();
+        [json_peak.max(push_peak), whole]
+    };
+    for tracing in [false, true] {
+        let [_, _] = peak(800, "otlp-async-bytes.tscope", tracing);
+        let [small, _] = peak(4_000, "otlp-async-small.tscope", tracing);
+        let [large, whole] = peak(40_000, "otlp-async-large.tscope", tracing);
+        eprintln!(
+            "OTLP of 4,000 / 40,000 async requests (tracing: {tracing}): {small} / {large} \
+             bytes at most ({whole} decoded whole)"
+        );
+        // (Of `tracing` spans, each thread's reading remembers the ids of up to 16,384
+        // spans it handed to the matching across threads, a few hundred KB: the same for
+        // ten times the spans.)
+        let slack = if tracing { 1 << 20 } else { 256 << 10 };
+        assert!(
+            large <= small + slack,
+            "{large} bytes at most for 40,000 requests, {small} for a tenth"
+        );
+        assert!(large < whole / 4, "{large} bytes, {whole} decoded whole");
+    }
+}

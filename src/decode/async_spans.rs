@@ -35,6 +35,9 @@ pub(super) struct Chain {
     pub(super) parent: u32,
     pub(super) up: u32,
     pub(super) root: u32,
+    /// The spans open are no chain from a top-level span, each the parent of the next (a
+    /// scope closed while one it encloses was open): none of the above holds.
+    pub(super) broken: bool,
 }
 
 impl Chain {
@@ -44,6 +47,7 @@ impl Chain {
         parent: Self::NONE,
         up: Self::NONE,
         root: Self::NONE,
+        broken: false,
     };
 }
 

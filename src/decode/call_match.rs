@@ -246,6 +246,9 @@ impl Matcher<'_> {
                 plan.polled(&mut call.planned, rank, mark, index);
             }
         }
+        if let (None, Some(plan)) = (matched, self.plan.as_mut()) {
+            plan.unmatched(mark, index);
+        }
         polls.queued.remove(&index);
         match polls.finished.remove(&index) {
             Some(poll) => {
@@ -405,7 +408,7 @@ pub(super) fn same(a: &'static Callsite, b: &'static Callsite) -> bool {
 pub(super) struct PollDone {
     duration_ns: u64,
     self_ns: u64,
-    end_ns: u64,
+    pub(super) end_ns: u64,
     /// (What a `tracing` enter found a plain scope keeps.)
     open_at_stop: bool,
     /// Its memory figures (of a session that tracked memory).

@@ -206,7 +206,10 @@ pub(super) fn plan(
                 holes.set(rank);
                 return;
             }
-            let planned = call.planned.map_or([NO_PARENT; 2], |p| [p.parent, p.trace]);
+            // A call never polled is a root.
+            let planned = call
+                .planned
+                .map_or([NO_PARENT, rank], |p| [p.parent, p.trace]);
             order.give(
                 rank,
                 call_stream::async_span(call, threads, process),
@@ -252,9 +255,6 @@ impl Pieces<'_> {
         let Some((shared, threads, ends, at)) = self.capture_threads(capture) else {
             return Ok(None);
         };
-        if in_capture.iter().any(|&t| !self.carries[t]) {
-            return Ok(None);
-        }
         let bits = (in_capture.iter())
             .map(|&t| self.enter_polls[t].clone().unwrap_or_default())
             .collect();

@@ -2,6 +2,8 @@
 //! call's first poll says of where it stands, and the call of each poll slice, written as the
 //! marks are matched.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::sync::Arc;
 
@@ -47,8 +49,12 @@ pub(super) struct Planning {
     cut: u64,
     /// Per thread, which `tracing` enters' slices are polls.
     pub(super) bits: Vec<Arc<PollBits>>,
-    /// Per thread, the trace of each poll slice of a call not final yet.
+    /// Per thread, the trace of each poll slice (of a call, or of none) that a later mark of
+    /// the thread may be inside.
     slices: Vec<FxHashMap<u32, Node>>,
+    /// Per thread, the slices of `slices` final on their thread (read ahead of the marks
+    /// matched), by their end: let go once a mark of the thread comes after it.
+    finals: Vec<BinaryHeap<Reverse<(u64, u32)>>>,
     /// Per thread, the entries of the polls matched at the latest time, to be written in
     /// the order of their slices.
     pending: Vec<(u64, Vec<[u8; POLL]>)>,
@@ -66,6 +72,7 @@ impl Planning {
             cut,
             bits,
             slices: vec![FxHashMap::default(); threads],
+            finals: vec![BinaryHeap::new(); threads],
             pending: vec![(0, Vec::new()); threads],
             polls: Spill::new(threads, POLL),
             broken: false,
@@ -92,6 +99,8 @@ impl Planning {
         index: u32,
     ) {
         let thread = mark.thread;
+        self.forget(thread, mark.ns);
+        self.broken |= mark.chain.broken;
         let planned = match *planned {
             Some(planned) => {
                 // The first poll must come first (at one instant, of the first thread).
@@ -125,7 +134,9 @@ impl Planning {
     /// What the first poll of `call`, `mark`, says of it.
     fn first_poll(&mut self, rank: u64, mark: &Mark) -> Planned {
         let thread = mark.thread;
-        let Chain { parent, up, root } = mark.chain;
+        let Chain {
+            parent, up, root, ..
+        } = mark.chain;
         let first = (mark.ns, thread);
         if parent == Chain::NONE {
             let trace = rank;
@@ -148,9 +159,44 @@ impl Planning {
         }
     }
 
-    /// The slice at `index` of thread `thread` is final: no poll begins in it any more.
-    pub(super) fn slice_final(&mut self, thread: usize, index: u32) {
-        self.slices[thread].remove(&index);
+    /// `mark`, a poll of the slice at `index` of its thread, is of no call: its slice is a
+    /// span of its thread (in the trace of the spans around it, or a root), which a poll
+    /// inside it may be enclosed by.
+    pub(super) fn unmatched(&mut self, mark: &Mark, index: u32) {
+        let thread = mark.thread;
+        self.forget(thread, mark.ns);
+        self.broken |= mark.chain.broken;
+        let Chain {
+            parent, up, root, ..
+        } = mark.chain;
+        let trace = match (parent, up) {
+            (Chain::NONE, _) => Some(span_node(thread, index)),
+            (_, Chain::NONE) => Some(span_node(thread, root)),
+            (_, up) => self.slices[thread].get(&up).copied(),
+        };
+        match trace {
+            Some(trace) => {
+                self.slices[thread].insert(index, trace);
+            }
+            None => self.broken = true,
+        }
+    }
+
+    /// The slice at `index` of thread `thread` is final, ending at `end_ns`: no mark of the
+    /// thread after then is inside it.
+    pub(super) fn slice_final(&mut self, thread: usize, index: u32, end_ns: u64) {
+        self.finals[thread].push(Reverse((end_ns, index)));
+    }
+
+    /// A mark of thread `thread` at `ns` comes: the slices ended before are let go.
+    fn forget(&mut self, thread: usize, ns: u64) {
+        while let Some(&Reverse((end, index))) = self.finals[thread].peek() {
+            if end >= ns {
+                break;
+            }
+            self.finals[thread].pop();
+            self.slices[thread].remove(&index);
+        }
     }
 
     /// Writes thread `thread`'s pending entries, in the order of their slices.

@@ -530,7 +530,7 @@ impl Feed<'_, '_> {
             }
             for (index, poll) in finals {
                 if let Some(plan) = matcher.plan.as_mut() {
-                    plan.slice_final(self.index, index);
+                    plan.slice_final(self.index, index, poll.end_ns);
                 }
                 match self.polls.pending.remove(&index) {
                     Some(Some(slot)) => matcher.pending_done(slot, poll),

@@ -227,10 +227,15 @@ impl<'a> Pairing<'a> {
         let up = (open.iter().rev())
             .find(|o| o.poll || polls.get(o.index))
             .map_or(Chain::NONE, |o| o.index);
+        let chained = open
+            .first()
+            .is_none_or(|o| self.parent_of(o.index).is_none())
+            && (open.windows(2)).all(|w| self.parent_of(w[1].index) == Some(w[0].index));
         Chain {
             parent: open.last().map_or(Chain::NONE, |o| o.index),
             up,
             root: open.first().map_or(Chain::NONE, |o| o.index),
+            broken: !chained,
         }
     }
 

@@ -40,27 +40,40 @@ fn planned_as_whole(captures: &[Capture], options: &Options) -> bool {
     pieces::of_captures(&refs, options).is_some_and(|(_, calls)| calls.is_some())
 }
 
+/// Each of `captures` (with calls) written to OTLP/JSON from pieces with `options`, its calls
+/// planned, with the whole trace's bytes.
+fn assert_planned(captures: &[Capture], options: &Options) {
+    assert!(planned_as_whole(captures, options), "decoded whole");
+}
+
 #[test]
 fn calls_and_their_polls_are_written_from_pieces_with_the_whole_traces_bytes() {
     let options = Options::new();
     let per_process = Options::new().trace_per_process(true);
-    let mut planned = 0;
     for seed in 0..12 {
         let capture = session(seed, 1 + seed as usize % 4, 600, 1 + seed as usize % 9);
-        planned += usize::from(planned_as_whole(&[capture], &options));
+        assert_planned(&[capture], &options);
     }
-    eprintln!("planned {planned}");
-    assert!(planned_as_whole(&[held_back(3_000)], &options));
-    assert!(planned_as_whole(&[flight_calls(400, 20_000)], &options));
-    assert!(planned_as_whole(&[flight_calls(400, 20_000)], &per_process));
+    // Several windows of pairing a thread, with one trace per process; a session salvaged
+    // without its footer; beside sessions without calls; calls held back by one open call
+    // past those held in memory; a flight recorder's window with calls cut at its start; a
+    // session that tracked memory, with arguments and links.
+    assert_planned(&[session(50, 3, 20_000, 97)], &per_process);
+    let mut salvaged = session(51, 2, 2_000, 13);
+    salvaged.salvaged = Some(64);
+    assert_planned(&[salvaged], &options);
+    let plain = || Capture::from_records(Vec::new(), 0, 0);
+    assert_planned(&[plain(), session(52, 2, 500, 8), plain()], &options);
+    assert_planned(&[held_back(3_000)], &options);
+    assert_planned(&[flight_calls(400, 20_000)], &options);
+    assert_planned(&[flight_calls(400, 20_000)], &per_process);
     let capture = with_memory(with_args(session(7, 3, 2_000, 11), 7, 11, true), 11);
-    planned_as_whole(&[capture], &options);
+    assert_planned(&[capture], &options);
 }
 
 #[test]
 fn tracing_spans_entered_several_times_are_written_from_pieces() {
     let options = Options::new();
-    let mut planned = 0;
     for seed in 0..10 {
         let pending = if seed % 3 == 0 { 120 } else { 6 };
         let capture = tracing_session(
@@ -70,8 +83,73 @@ fn tracing_spans_entered_several_times_are_written_from_pieces() {
             1 + seed as usize % 9,
             pending,
         );
-        planned += usize::from(planned_as_whole(&[capture], &options));
+        assert_planned(&[capture], &options);
     }
-    eprintln!("planned {planned}");
-    planned_as_whole(&[tracing_session(40, 3, 20_000, 97, 40)], &options);
+    assert_planned(&[tracing_session(40, 3, 20_000, 97, 40)], &options);
+    let mut salvaged = tracing_session(41, 2, 2_000, 13, 20);
+    salvaged.salvaged = Some(64);
+    assert_planned(&[salvaged], &options);
+}
+
+#[test]
+fn folded_or_sampled_calls_are_decoded_whole_with_the_same_bytes() {
+    let capture = session(3, 3, 600, 5);
+    let folds = [
+        Options::new().min_duration(std::time::Duration::from_nanos(3)),
+        Options::new().max_depth(1),
+        Options::new().sample_roots(2),
+    ];
+    for options in folds {
+        assert!(!planned_as_whole(std::slice::from_ref(&capture), &options));
+    }
+}
+
+/// Forged `tracing` sessions (spans entered on several threads, closes that lie, ties and
+/// ticks stepping back, `#[profile]` marks among the enters, salvaged, windows, memory)
+/// written to OTLP/JSON from pieces, planned or decoded whole, with the whole trace's bytes.
+#[test]
+fn hostile_sessions_are_written_as_decoded() {
+    use crate::export::forged_tracing::{Forge, forge, forged};
+    let options = Options::new();
+    let mut planned = 0;
+    let forges: [&dyn Fn(u64) -> Forge; 5] = [
+        &forge,
+        &|seed| Forge {
+            twice: true,
+            lie: seed % 2 == 0,
+            ..forge(seed)
+        },
+        &|seed| Forge {
+            flat: seed % 2 == 0,
+            backwards: seed % 2 == 1,
+            lie: seed % 3 == 0,
+            ..forge(seed)
+        },
+        &|seed| Forge {
+            marks: true,
+            cut_lead: seed % 3 == 0,
+            salvaged: seed % 4 < 2,
+            window: seed % 5 == 0,
+            strays: seed % 6 == 0,
+            ..forge(seed)
+        },
+        &|seed| Forge {
+            memory: true,
+            marks: seed % 2 == 0,
+            threads: 3 + seed as usize % 3,
+            wide: true,
+            ..forge(seed)
+        },
+    ];
+    for (at, make) in forges.iter().enumerate() {
+        for seed in 0..8 {
+            let capture = forged(make(1_000 + 10 * at as u64 + seed));
+            if Trace::from_capture(&capture).async_spans.is_empty() {
+                continue;
+            }
+            planned += usize::from(planned_as_whole(&[capture], &options));
+        }
+    }
+    // Plain forges (the first eight) are all planned.
+    assert!(planned >= 8, "{planned} planned");
 }
