@@ -82,6 +82,15 @@ impl Call {
         !self.retracted && (self.tracing.is_none() || self.polls > 1 || self.in_flight)
     }
 
+    /// Its rank among the calls of the decoded trace, holes included, where `cut` calls were
+    /// cut at a flight recorder's window start (they come first).
+    pub(super) fn trace_rank(&self, cut: u64) -> u64 {
+        match self.cut_at_start {
+            true => self.rank,
+            false => cut + self.rank,
+        }
+    }
+
     /// Its wall time: from its start to its end (0 before it is known).
     pub(super) fn wall_ns(&self) -> u64 {
         self.end_ns.map_or(0, |end| end - self.start_ns)
@@ -242,7 +251,7 @@ impl Matcher<'_> {
             call.last = mark.thread;
             call.polls += 1;
             if let Some(plan) = self.plan.as_mut() {
-                let rank = plan.rank((call.cut_at_start, call.rank));
+                let rank = call.trace_rank(plan.cut);
                 plan.polled(&mut call.planned, rank, mark, index);
             }
         }

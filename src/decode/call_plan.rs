@@ -197,10 +197,7 @@ pub(super) fn plan(
         (false, Some(&mut planning)),
         &super::poll_label::PollLabels::None,
         &mut |call| {
-            let rank = match call.cut_at_start {
-                true => call.rank,
-                false => cut + call.rank,
-            };
+            let rank = call.trace_rank(cut);
             if !call.is_call() {
                 order.skip(rank);
                 holes.set(rank);

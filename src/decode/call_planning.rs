@@ -46,7 +46,7 @@ pub(super) const POLL: usize = 16;
 /// The planning part of the merge of marks ([`Matcher::plan`](super::call_match::Matcher)).
 pub(super) struct Planning {
     /// Calls cut at a flight recorder's window start: they come first.
-    cut: u64,
+    pub(super) cut: u64,
     /// Per thread, which `tracing` enters' slices are polls.
     pub(super) bits: Vec<Arc<PollBits>>,
     /// Per thread, the trace of each poll slice (of a call, or of none) that a later mark of
@@ -80,17 +80,8 @@ impl Planning {
         }
     }
 
-    /// The rank among the trace's calls (holes included) of a call of rank `rank` among
-    /// those cut at a window start (`cut`) or those begun after.
-    pub(super) fn rank(&self, (cut, rank): (bool, u64)) -> u64 {
-        match cut {
-            true => rank,
-            false => self.cut + rank,
-        }
-    }
-
     /// `mark`, of the slice at `index` of its thread, is a poll (or an enter) of the call of
-    /// rank `rank` ([`Planning::rank`]), whose plan so far is `planned`.
+    /// rank `rank` (among the trace's calls, holes included), whose plan so far is `planned`.
     pub(super) fn polled(
         &mut self,
         planned: &mut Option<Planned>,

@@ -116,10 +116,7 @@ pub(super) fn each_call_in_order(
         false,
         &mut |call| {
             // The calls cut at the window start first, then those begun in it.
-            let rank = match call.cut_at_start {
-                true => call.rank,
-                false => cut + call.rank,
-            };
+            let rank = call.trace_rank(cut);
             if !call.is_call() {
                 // A `tracing` span found a plain scope: its rank is a hole.
                 order.skip(rank);

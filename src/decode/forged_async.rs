@@ -123,6 +123,22 @@ pub(crate) fn span_close(tick: u64, span: u64, here: bool) -> [RawEvent; 2] {
     ]
 }
 
+/// Ten [`tracing_session`]s of seeds 0 to 9: one to four threads, 600 steps, chunks of one
+/// to nine records, 120 or 6 spans alive at most.
+#[cfg(test)]
+pub(crate) fn tracing_sessions() -> impl Iterator<Item = Capture> {
+    (0..10).map(|seed| {
+        let pending = if seed % 3 == 0 { 120 } else { 6 };
+        tracing_session(
+            seed,
+            1 + seed as usize % 4,
+            600,
+            1 + seed as usize % 9,
+            pending,
+        )
+    })
+}
+
 /// Threads of `tracing` spans made of the records a seed gives, as the bridge records them:
 /// spans entered once or several times, on one thread or several, closed on one of them or
 /// on another (saying whether every enter was on the closing thread), or never; span ids

@@ -121,15 +121,7 @@ fn async_calls_are_written_from_pieces_with_the_whole_traces_bytes() {
 #[test]
 fn tracing_spans_entered_on_several_threads_are_written_from_pieces() {
     use crate::decode::forged_async::tracing_session;
-    for seed in 0..10 {
-        let pending = if seed % 3 == 0 { 120 } else { 6 };
-        let capture = tracing_session(
-            seed,
-            1 + seed as usize % 4,
-            600,
-            1 + seed as usize % 9,
-            pending,
-        );
+    for capture in crate::decode::forged_async::tracing_sessions() {
         assert_pieces_are_whole(&[capture]);
     }
     // Several windows of pairing a thread; a session salvaged without its footer; beside a

@@ -74,15 +74,7 @@ fn calls_and_their_polls_are_written_from_pieces_with_the_whole_traces_bytes() {
 #[test]
 fn tracing_spans_entered_several_times_are_written_from_pieces() {
     let options = Options::new();
-    for seed in 0..10 {
-        let pending = if seed % 3 == 0 { 120 } else { 6 };
-        let capture = tracing_session(
-            seed,
-            1 + seed as usize % 4,
-            600,
-            1 + seed as usize % 9,
-            pending,
-        );
+    for capture in crate::decode::forged_async::tracing_sessions() {
         assert_planned(&[capture], &options);
     }
     assert_planned(&[tracing_session(40, 3, 20_000, 97, 40)], &options);
