@@ -238,14 +238,14 @@ pub(super) fn plan(
 }
 
 impl Pieces<'_> {
-    /// The plan of the async calls ([`call_plan`](super::call_plan)) when one capture holds
-    /// them and its spans end within their parents, with the index in the trace of each
-    /// thread it names; `None` where it cannot be made.
-    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
-    pub(crate) fn plan_calls(&self) -> io::Result<Option<(CallPlan, Vec<usize>)>> {
-        let &[capture] = &self.calls[..] else {
-            return Ok(None);
-        };
+    /// The captures (indices) whose async calls are read apart from the pieces, in order.
+    pub(crate) fn call_captures(&self) -> &[usize] {
+        &self.calls
+    }
+
+    /// The plan of capture `capture`'s async calls ([`call_plan`](super::call_plan)), with
+    /// the index in the trace of each thread it names; `None` where it cannot be made.
+    pub(crate) fn plan_calls(&self, capture: usize) -> io::Result<Option<(CallPlan, Vec<usize>)>> {
         let in_capture: Vec<usize> = (0..self.sources.len())
             .filter(|&t| self.sources[t].1 == capture)
             .collect();

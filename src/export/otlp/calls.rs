@@ -24,18 +24,29 @@ use super::options::{Options, Stats};
 /// Calls sent a chunk at a time.
 const CHUNK: usize = 4096;
 
-/// The plan of the calls of the captures written ([`CallPlan`]), and what names its nodes.
+/// The plans of the calls of the captures written, a session each, and what names their
+/// nodes. The whole trace numbers calls process by process (each process's in order of their
+/// start): sessions of processes of their own each give a run of them.
 pub(super) struct Calls {
+    /// By process.
+    sessions: Vec<Session>,
+}
+
+/// The plan of the calls of one session ([`CallPlan`]), and what names its nodes.
+struct Session {
     plan: CallPlan,
     /// The index in the trace of each thread the plan names.
     threads: Vec<usize>,
     /// The process of the calls.
-    pub(super) process: u32,
+    process: u32,
+    /// The index among the trace's calls of its first.
+    offset: u64,
 }
 
 impl Calls {
-    /// The plan of `pieces`' calls, when `options` fold and sample nothing and one can be
-    /// made; `None` else (an error making it too: the captures are then decoded whole).
+    /// The plans of `pieces`' calls, when `options` fold and sample nothing and one can be
+    /// made of each session, each of a process of its own; `None` else (an error making one
+    /// too: the captures are then decoded whole).
     pub(super) fn of(pieces: &Pieces<'_>, options: &Options) -> Option<Self> {
         let plain = options.min_duration_ns == 0
             && options.max_depth.is_none()
@@ -43,25 +54,70 @@ impl Calls {
         if !plain {
             return None;
         }
-        let (plan, threads) = pieces.plan_calls().ok()??;
         let trace = crate::decode::pieces::SpanSource::trace(pieces);
-        let process = trace.threads.get(*threads.first()?)?.process;
-        Some(Self {
-            plan,
-            threads,
-            process,
-        })
+        let mut sessions = Vec::new();
+        for &capture in pieces.call_captures() {
+            let (plan, threads) = pieces.plan_calls(capture).ok()??;
+            let process = trace.threads.get(*threads.first()?)?.process;
+            sessions.push(Session {
+                plan,
+                threads,
+                process,
+                offset: 0,
+            });
+        }
+        sessions.sort_by_key(|s| s.process);
+        let mut offset = 0;
+        for session in &mut sessions {
+            session.offset = offset;
+            offset += session.plan.count;
+        }
+        if sessions.windows(2).any(|w| w[0].process == w[1].process) {
+            return None;
+        }
+        Some(Self { sessions })
     }
 
     /// How many calls (numbered before every span of the threads).
     pub(super) fn count(&self) -> u32 {
-        self.plan.count as u32
+        self.sessions.iter().map(|s| s.plan.count as u32).sum()
     }
 
+    /// Sends the calls of process `process`, in order, a chunk at a time, each mapped and
+    /// handed to `each`; counts them in `stats`.
+    pub(super) fn send(
+        &self,
+        process: u32,
+        trace: &Trace,
+        (bases, options): (&[u32], &Options),
+        stats: &mut Stats,
+        each: &mut dyn FnMut(&Otlp<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self.sessions.iter().find(|s| s.process == process) {
+            Some(session) => session.send(trace, (bases, options), stats, each),
+            None => Ok(()),
+        }
+    }
+
+    /// The polls of thread `thread` (of the trace) with their calls, when it has some.
+    pub(super) fn thread(&self, thread: usize) -> Option<ThreadPolls<'_>> {
+        let (session, at) = self.sessions.iter().find_map(|s| {
+            let at = s.threads.binary_search(&thread).ok()?;
+            Some((s, at))
+        })?;
+        Some(ThreadPolls {
+            calls: session,
+            polls: session.plan.polls(at),
+            open: FxHashMap::default(),
+        })
+    }
+}
+
+impl Session {
     /// The index in the whole trace of `node`; `bases`: of each thread's first span.
     fn global(&self, node: Node, bases: &[u32]) -> u64 {
         match self.plan.node_of(node) {
-            Ok(call) => call,
+            Ok(call) => self.offset + call,
             Err((thread, index)) => {
                 let base = self.threads.get(thread).map_or(0, |&t| bases[t]);
                 u64::from(base) + u64::from(index)
@@ -79,7 +135,7 @@ impl Calls {
 
     /// Sends every call, in order, a chunk at a time, each mapped and handed to `each`;
     /// counts them in `stats`.
-    pub(super) fn send(
+    fn send(
         &self,
         trace: &Trace,
         (bases, options): (&[u32], &Options),
@@ -87,7 +143,7 @@ impl Calls {
         each: &mut dyn FnMut(&Otlp<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut chunk: Vec<(AsyncSpan, Node, Node)> = Vec::with_capacity(CHUNK);
-        let mut first = 0u32;
+        let mut first = self.offset as u32;
         let mut send = |chunk: &mut Vec<(AsyncSpan, Node, Node)>, first: u32| {
             let mut mini = events::frame(trace);
             let mut carried = Carried::default();
@@ -128,21 +184,11 @@ impl Calls {
         }
         Ok(())
     }
-
-    /// The polls of thread `thread` (of the trace) with their calls, when it has some.
-    pub(super) fn thread(&self, thread: usize) -> Option<ThreadPolls<'_>> {
-        let at = self.threads.binary_search(&thread).ok()?;
-        Some(ThreadPolls {
-            calls: self,
-            polls: self.plan.polls(at),
-            open: FxHashMap::default(),
-        })
-    }
 }
 
 /// One thread's polls with their calls, piece by piece ([`Calls::thread`]).
 pub(super) struct ThreadPolls<'c> {
-    calls: &'c Calls,
+    calls: &'c Session,
     polls: call_plan::Polls<'c>,
     /// The polls open at the end of the last piece (by index in the thread), with theirs.
     open: FxHashMap<u32, (u32, Node)>,
@@ -175,7 +221,7 @@ impl ThreadPolls<'_> {
             }
             let k = *stands.entry(call).or_insert_with(|| {
                 carried.elsewhere.push(Elsewhere {
-                    global: self.calls.plan.call_index(call),
+                    global: self.calls.offset + self.calls.plan.call_index(call),
                     trace: self.calls.trace_low(root, bases, options),
                 });
                 carried.elsewhere.len() as u32 - 1

@@ -145,3 +145,26 @@ fn hostile_sessions_are_written_as_decoded() {
     // Plain forges (the first eight) are all planned.
     assert!(planned >= 8, "{planned} planned");
 }
+
+#[test]
+fn calls_of_several_sessions_of_processes_of_their_own_are_written_from_pieces() {
+    let options = Options::new();
+    // Three processes, one holding no call, the calls of the others interleaved in time:
+    // numbered process by process.
+    let mut other = session(62, 3, 400, 7);
+    other.header.process_id = 7;
+    let mut plain = Capture::from_records(Vec::new(), 0, 0);
+    plain.header.process_id = 8;
+    let three = [held_back(1_500), plain, other];
+    let trace = Trace::from_captures(&three);
+    assert_eq!(trace.processes.len(), 3);
+    assert_planned(&three, &options);
+    assert_planned(&three, &Options::new().trace_per_process(true));
+    // Two sessions of one process: their calls merged in one run, decoded whole.
+    let mut second = session(63, 1, 200, 3);
+    second.header.process_id = 7;
+    let shared = [held_back(300), session(62, 3, 400, 7), second];
+    let trace = Trace::from_captures(&shared);
+    assert_eq!(trace.processes.len(), 2);
+    assert!(!planned_as_whole(&shared, &options));
+}

@@ -92,6 +92,13 @@ impl Otlp<'_> {
         Some((self.trace_id_of(target.trace), self.span_id_of(target.span)))
     }
 
+    /// The node of span `span` of thread `thread`, if both exist.
+    pub(super) fn node_of(&self, thread: u32, span: u32) -> Option<u32> {
+        let base = *self.thread_base.get(thread as usize)?;
+        let len = self.trace.threads[thread as usize].spans.len() as u32;
+        (span < len).then_some(base + span)
+    }
+
     /// The events of kept node `i`, in time order.
     pub(super) fn events_of(&self, i: u32) -> &[Event] {
         let from = self.events.partition_point(|e| e.node < i);

@@ -182,14 +182,15 @@ impl<'t> Otlp<'t> {
             folded_count: 0,
             folded_ns: 0,
         };
-        for (i, a) in trace.async_spans.iter().enumerate() {
-            nodes.push(node(
-                Of::Async(i as u32),
-                a.process,
-                a.start_ns,
-                a.end_ns,
-                NONE,
-            ));
+        // Calls numbered process by process, each process's in the trace's order (as the
+        // calls of several sessions written piece by piece are).
+        let mut by_process: Vec<u32> = (0..asyncs as u32).collect();
+        by_process.sort_by_key(|&i| trace.async_spans[i as usize].process);
+        let mut node_of_call = vec![0u32; asyncs];
+        for (at, &i) in (0..).zip(&by_process) {
+            let a = &trace.async_spans[i as usize];
+            node_of_call[i as usize] = at;
+            nodes.push(node(Of::Async(i), a.process, a.start_ns, a.end_ns, NONE));
         }
         // The first poll of each async call: its thread parent becomes the call's parent.
         let mut first_poll: Vec<Option<(u64, u32)>> = vec![None; asyncs];
@@ -210,7 +211,7 @@ impl<'t> Otlp<'t> {
                         if first.is_none_or(|(start, _)| span.start_ns < start) {
                             *first = Some((span.start_ns, thread_parent));
                         }
-                        task
+                        node_of_call[task as usize]
                     }
                     _ => thread_parent,
                 };
@@ -225,7 +226,7 @@ impl<'t> Otlp<'t> {
         }
         for (task, first) in first_poll.iter().enumerate() {
             if let Some((_, parent)) = *first {
-                nodes[task].parent = parent;
+                nodes[node_of_call[task] as usize].parent = parent;
             }
         }
         // Spans elsewhere, and the nodes they are the parents of.
@@ -575,13 +576,6 @@ impl<'t> Otlp<'t> {
             }
         }
         best.map(|(node, _)| node)
-    }
-
-    /// The node of span `span` of thread `thread`, if both exist.
-    pub(super) fn node_of(&self, thread: u32, span: u32) -> Option<u32> {
-        let base = *self.thread_base.get(thread as usize)?;
-        let len = self.trace.threads[thread as usize].spans.len() as u32;
-        (span < len).then_some(base + span)
     }
 }
 

@@ -144,10 +144,14 @@ pub(super) fn walk(
     let mut threads = order.iter().copied().peekable();
     for process in 0..processes as u32 {
         // Its async calls first.
-        if let Some(calls) = calls.filter(|c| c.process == process) {
-            calls.send(trace, (&bases, options), &mut walker.stats, &mut |otlp| {
-                otlp.kept.iter().try_for_each(|&i| batch.push(otlp, i))
-            })?;
+        if let Some(calls) = calls {
+            calls.send(
+                process,
+                trace,
+                (&bases, options),
+                &mut walker.stats,
+                &mut |otlp| otlp.kept.iter().try_for_each(|&i| batch.push(otlp, i)),
+            )?;
         }
         while let Some(thread) = threads.next_if(|&t| trace.threads[t].process == process) {
             let mut pending = Vec::new();
