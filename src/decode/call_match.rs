@@ -252,7 +252,7 @@ impl Matcher<'_> {
             call.polls += 1;
             if let Some(plan) = self.plan.as_mut() {
                 let rank = call.trace_rank(plan.cut);
-                plan.polled(&mut call.planned, rank, mark, index);
+                plan.polled(&mut call.planned, (rank, call.start_ns), mark, index);
             }
         }
         if let (None, Some(plan)) = (matched, self.plan.as_mut()) {

@@ -20,10 +20,22 @@ use crate::trace::AsyncSpan;
 /// Calls a stream hands over at once.
 const BATCH: usize = 256;
 
-/// A session's calls, handed to its callback in the order they began; stops at the first
-/// error of the callback.
-pub(super) type Stream<'a> =
-    Box<dyn FnOnce(&mut dyn FnMut(&AsyncSpan) -> io::Result<()>) -> io::Result<()> + Send + 'a>;
+/// A session's calls (or what stands for each, [`Started`]), handed to its callback in the
+/// order they began; stops at the first error of the callback.
+pub(crate) type Stream<'a, T = AsyncSpan> =
+    Box<dyn FnOnce(&mut dyn FnMut(&T) -> io::Result<()>) -> io::Result<()> + Send + 'a>;
+
+/// What a merged stream holds: a call, or something that goes with one.
+pub(crate) trait Started: Clone + Send {
+    /// The start of its call (ns).
+    fn start_ns(&self) -> u64;
+}
+
+impl Started for AsyncSpan {
+    fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+}
 
 /// Hands the calls of `streams` to `f` with their index in the merged order: by start, of
 /// one start those of the earlier stream first, each stream's in its order (as
@@ -34,11 +46,20 @@ pub(super) fn each_merged(
     streams: Vec<Stream<'_>>,
     f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
 ) -> io::Result<()> {
+    each_merged_of(streams, &mut |id, _, call| f(id, call))
+}
+
+/// [`each_merged`] of streams of any [`Started`]: `f` takes each with its index in the
+/// merged order and its stream's.
+pub(crate) fn each_merged_of<T: Started>(
+    streams: Vec<Stream<'_, T>>,
+    f: &mut dyn FnMut(usize, usize, &T) -> io::Result<()>,
+) -> io::Result<()> {
     if streams.len() <= 1 {
         let mut id = 0;
         for stream in streams {
             stream(&mut |call| {
-                f(id, call)?;
+                f(id, 0, call)?;
                 id += 1;
                 Ok(())
             })?;
@@ -48,7 +69,7 @@ pub(super) fn each_merged(
     std::thread::scope(|s| {
         let mut feeds = Vec::with_capacity(streams.len());
         for (at, stream) in streams.into_iter().enumerate() {
-            let (send, calls) = mpsc::sync_channel::<Vec<AsyncSpan>>(1);
+            let (send, calls) = mpsc::sync_channel::<Vec<T>>(1);
             let helper = std::thread::Builder::new()
                 .name(format!("tickscope-calls-{at}"))
                 .spawn_scoped(s, move || produce(stream, &send))?;
@@ -66,7 +87,7 @@ pub(super) fn each_merged(
 }
 
 /// Runs `stream`, sending its calls in batches through `send`.
-fn produce(stream: Stream<'_>, send: &mpsc::SyncSender<Vec<AsyncSpan>>) -> io::Result<()> {
+fn produce<T: Started>(stream: Stream<'_, T>, send: &mpsc::SyncSender<Vec<T>>) -> io::Result<()> {
     // Decoding allocates; that is the profiler's work, not the program's.
     let _untracked = Untracked::enter();
     let stopped = || io::Error::other("the merge of async calls stopped");
@@ -86,20 +107,20 @@ fn produce(stream: Stream<'_>, send: &mpsc::SyncSender<Vec<AsyncSpan>>) -> io::R
 }
 
 /// A stream read on a helper thread.
-struct Feed<'s> {
-    calls: mpsc::Receiver<Vec<AsyncSpan>>,
+struct Feed<'s, T> {
+    calls: mpsc::Receiver<Vec<T>>,
     /// Until the stream ended: its thread, whose result says whether it ended whole.
     helper: Option<ScopedJoinHandle<'s, io::Result<()>>>,
     /// Calls received, not handed over yet.
-    batch: VecDeque<AsyncSpan>,
+    batch: VecDeque<T>,
     /// The start of the call handed over last.
     last_ns: u64,
 }
 
-impl Feed<'_> {
+impl<T> Feed<'_, T> {
     /// The stream's next call (waiting for it), `None` once it ended; an error when its
     /// helper failed.
-    fn next(&mut self) -> io::Result<Option<&AsyncSpan>> {
+    fn next(&mut self) -> io::Result<Option<&T>> {
         if self.batch.is_empty() {
             match self.calls.recv() {
                 Ok(batch) => self.batch.extend(batch),
@@ -118,15 +139,15 @@ impl Feed<'_> {
 }
 
 /// Hands the calls of `feeds` to `f` in the merged order.
-fn merge(
-    feeds: &mut [Feed<'_>],
-    f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+fn merge<T: Started>(
+    feeds: &mut [Feed<'_, T>],
+    f: &mut dyn FnMut(usize, usize, &T) -> io::Result<()>,
 ) -> io::Result<()> {
     // The next call of each stream not ended: (start, stream).
     let mut heads = BinaryHeap::with_capacity(feeds.len());
     for (at, feed) in feeds.iter_mut().enumerate() {
         if let Some(call) = feed.next()? {
-            heads.push(Reverse((call.start_ns, at)));
+            heads.push(Reverse((call.start_ns(), at)));
         }
     }
     let mut id = 0;
@@ -135,16 +156,16 @@ fn merge(
         let Some(call) = feed.batch.pop_front() else {
             continue;
         };
-        if call.start_ns < feed.last_ns {
+        if call.start_ns() < feed.last_ns {
             return Err(io::Error::other(
                 "a session's async calls are not in order of their start",
             ));
         }
-        feed.last_ns = call.start_ns;
-        f(id, &call)?;
+        feed.last_ns = call.start_ns();
+        f(id, at, &call)?;
         id += 1;
         if let Some(next) = feed.next()? {
-            heads.push(Reverse((next.start_ns, at)));
+            heads.push(Reverse((next.start_ns(), at)));
         }
     }
     Ok(())

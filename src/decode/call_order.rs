@@ -19,12 +19,12 @@ const HELD: usize = 1 << 16;
 #[cfg(test)]
 const HELD: usize = 1 << 10;
 
-/// Bytes a call takes in the file (with its two words of [`Extra`]).
-pub(super) const SLOT: u64 = 80;
+/// Bytes a call takes in the file (with its three words of [`Extra`]).
+pub(super) const SLOT: u64 = 88;
 
-/// Two words that go with a call (what the caller makes of them: see
+/// Three words that go with a call (what the caller makes of them: see
 /// [`call_plan`](super::call_plan)).
-pub(super) type Extra = [u64; 2];
+pub(super) type Extra = [u64; 3];
 
 /// What [`InOrder`] hands each call to.
 pub(super) type Hand<'f> = dyn FnMut(&AsyncSpan, Extra) -> io::Result<()> + 'f;
@@ -251,6 +251,7 @@ fn encode(call: &AsyncSpan, extra: Extra, site: u32) -> [u8; SLOT as usize] {
     slot[60] = flags;
     slot[64..72].copy_from_slice(&extra[0].to_le_bytes());
     slot[72..80].copy_from_slice(&extra[1].to_le_bytes());
+    slot[80..88].copy_from_slice(&extra[2].to_le_bytes());
     slot
 }
 
@@ -282,7 +283,7 @@ fn decode(
         open_at_stop: flags & 1 != 0,
         cut_at_start: flags & 2 != 0,
     };
-    Some(Some((call, [word(8), word(9)])))
+    Some(Some((call, [word(8), word(9), word(10)])))
 }
 
 #[cfg(test)]
@@ -310,7 +311,7 @@ mod tests {
 
     /// What goes with the call of rank `rank`.
     fn extra(rank: u64) -> Extra {
-        [rank * 10, !rank]
+        [rank * 10, !rank, rank ^ 5]
     }
 
     /// Calls given in an order where the first is given last (an open call holding back
@@ -320,7 +321,7 @@ mod tests {
         for n in [10, HELD as u64 + 1000] {
             let mut out = Vec::new();
             let mut f = |c: &AsyncSpan, extra: Extra| {
-                assert_eq!(extra, [c.start_ns, !c.self_ns]);
+                assert_eq!(extra, [c.start_ns, !c.self_ns, c.self_ns ^ 5]);
                 out.push(c.clone());
                 Ok(())
             };
@@ -354,7 +355,7 @@ mod tests {
         for n in [12, HELD as u64 + 1000] {
             let mut out = Vec::new();
             let mut f = |c: &AsyncSpan, extra: Extra| {
-                assert_eq!(extra, [c.start_ns, !c.self_ns]);
+                assert_eq!(extra, [c.start_ns, !c.self_ns, c.self_ns ^ 5]);
                 out.push(c.clone());
                 Ok(())
             };

@@ -26,7 +26,7 @@ use crate::record::hash::FxHashMap;
 use crate::trace::AsyncSpan;
 
 use super::call_order::{self, Extra, InOrder};
-pub(crate) use super::call_planning::{NO_PARENT, Node};
+pub(crate) use super::call_planning::{NO_PARENT, Node, Root};
 use super::call_planning::{Planning, SPAN};
 use super::call_stream;
 use super::pieces::Pieces;
@@ -95,8 +95,12 @@ impl Holes {
 /// Where each async call of one capture stands in the tree of spans, and the call of each of
 /// its threads' poll slices ([`plan`]).
 pub(crate) struct CallPlan {
-    /// The calls in the order of the trace (80 bytes each: see `call_order`).
+    /// The calls in the order of the trace (88 bytes each: see `call_order`).
     calls: Spill,
+    /// The start of the first call of each block of `calls` ([`Spill::per_block`] calls).
+    block_starts: Vec<u64>,
+    /// The block of `calls` read last by [`CallPlan::count_before`].
+    block: std::sync::Mutex<(usize, Vec<u8>)>,
     /// Which ranks are no call (`tracing` spans found plain scopes): a call's index among
     /// the trace's calls is its rank less those before it.
     holes: Holes,
@@ -107,19 +111,41 @@ pub(crate) struct CallPlan {
 }
 
 impl CallPlan {
-    /// Hands each call to `f`, in the order of the trace, with its parent and what its trace
-    /// is made of ([`Node`]s; [`NO_PARENT`] for none), and stops at the first error of `f`.
+    /// Hands each call to `f`, in the order of the trace, with its parent ([`NO_PARENT`]
+    /// for none) and what its trace is made of, and stops at the first error of `f`.
     pub(crate) fn each_call(
         &self,
-        f: &mut dyn FnMut(&AsyncSpan, Node, Node) -> io::Result<()>,
+        f: &mut dyn FnMut(&AsyncSpan, Node, Root) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut reader = self.calls.reader(0);
         while let Some(slot) = reader.next()? {
-            let (call, [parent, trace]) = call_order::decode_slot(slot, &self.callsites)
+            let (call, [parent, trace, start]) = call_order::decode_slot(slot, &self.callsites)
                 .ok_or_else(|| io::Error::other("a temporary file was changed while in use"))?;
-            f(&call, parent, trace)?;
+            f(&call, parent, (trace, start))?;
         }
         Ok(())
+    }
+
+    /// How many of the calls start before `ns` (with `ties`, at `ns` too).
+    pub(crate) fn count_before(&self, ns: u64, ties: bool) -> io::Result<u64> {
+        let before = |start: u64| start < ns || (ties && start == ns);
+        // The last block whose first call is before: the first after is in it, or next.
+        let block = self.block_starts.partition_point(|&s| before(s));
+        let Some(block) = block.checked_sub(1) else {
+            return Ok(0);
+        };
+        let mut cached = self.block.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 != block || cached.1.is_empty() {
+            self.calls.read_block(0, block, &mut cached.1)?;
+            cached.0 = block;
+        }
+        let size = call_order::SLOT as usize;
+        let starts = cached.1.chunks_exact(size);
+        let inside = starts
+            .map(|slot| u64::from_le_bytes(slot[..8].try_into().unwrap()))
+            .take_while(|&s| before(s))
+            .count();
+        Ok((block * self.calls.per_block() + inside) as u64)
     }
 
     /// The poll slices of thread `thread` (among those planned) with their calls, in order.
@@ -135,13 +161,13 @@ impl CallPlan {
 pub(crate) struct Polls<'p> {
     reader: Reader<'p>,
     /// The entry read and not yet looked up.
-    next: Option<(u32, u32, Node)>,
+    next: Option<(u32, (u32, u64), Root)>,
 }
 
 impl Polls<'_> {
-    /// The call (its index among the trace's calls) and what its trace is made of of the
-    /// slice at `index`, if it is a poll of one; slices are looked up in increasing order.
-    pub(crate) fn find(&mut self, index: u32) -> io::Result<Option<(u32, Node)>> {
+    /// The call (its rank and start) and what its trace is made of of the slice at
+    /// `index`, if it is a poll of one; slices are looked up in increasing order.
+    pub(crate) fn find(&mut self, index: u32) -> io::Result<Option<((u32, u64), Root)>> {
         loop {
             if let Some((at, call, trace)) = self.next {
                 if at > index {
@@ -156,8 +182,8 @@ impl Polls<'_> {
                 return Ok(None);
             };
             let int = |at: usize| u32::from_le_bytes(entry[at..at + 4].try_into().unwrap());
-            let trace = u64::from_le_bytes(entry[8..16].try_into().unwrap());
-            self.next = Some((int(0), int(4), trace));
+            let word = |at: usize| u64::from_le_bytes(entry[at..at + 8].try_into().unwrap());
+            self.next = Some((int(0), (int(4), word(8)), (word(16), word(24))));
         }
     }
 }
@@ -179,6 +205,8 @@ pub(super) fn plan(
     let mut callsites: Vec<&'static Callsite> = Vec::new();
     let mut sites: FxHashMap<usize, u32> = FxHashMap::default();
     let mut count = 0u64;
+    let mut block_starts = Vec::new();
+    let per_block = calls.per_block() as u64;
     let mut holes = Holes::default();
     let mut hand = |call: &AsyncSpan, extra: Extra| {
         let address = std::ptr::from_ref(call.callsite) as usize;
@@ -186,6 +214,9 @@ pub(super) fn plan(
             callsites.push(call.callsite);
             callsites.len() as u32 - 1
         });
+        if count.is_multiple_of(per_block) {
+            block_starts.push(call.start_ns);
+        }
         count += 1;
         calls.push(0, &call_order::encode_slot(call, extra, site))
     };
@@ -204,9 +235,9 @@ pub(super) fn plan(
                 return;
             }
             // A call never polled is a root.
-            let planned = call
-                .planned
-                .map_or([NO_PARENT, rank], |p| [p.parent, p.trace]);
+            let planned = (call.planned).map_or([NO_PARENT, rank, call.start_ns], |p| {
+                [p.parent, p.trace.0, p.trace.1]
+            });
             order.give(
                 rank,
                 call_stream::async_span(call, threads, process),
@@ -230,6 +261,8 @@ pub(super) fn plan(
     holes.count();
     Ok(Some(CallPlan {
         calls,
+        block_starts,
+        block: Default::default(),
         holes,
         callsites,
         count,

@@ -24,6 +24,10 @@ pub(super) const SPAN: u64 = 1 << 63;
 /// span's index there).
 pub(crate) type Node = u64;
 
+/// What a trace is made of: its root [`Node`], and of a call, its start (what orders it
+/// among the calls of other sessions of its process).
+pub(crate) type Root = (Node, u64);
+
 /// The span at `index` of thread `thread` (among those planned) as a [`Node`].
 fn span_node(thread: usize, index: u32) -> Node {
     SPAN | (thread as u64) << 32 | u64::from(index)
@@ -35,13 +39,14 @@ pub(super) struct Planned {
     /// The span around its first poll ([`NO_PARENT`]: none).
     pub(super) parent: Node,
     /// What its trace is made of.
-    pub(super) trace: Node,
+    pub(super) trace: Root,
     /// Its first poll's start and thread.
     first: (u64, usize),
 }
 
-/// Bytes of a poll slice's entry: its index, its call's index, its call's trace.
-pub(super) const POLL: usize = 16;
+/// Bytes of a poll slice's entry: its index, its call's rank and start, its call's trace
+/// ([`Root`]).
+pub(super) const POLL: usize = 32;
 
 /// The planning part of the merge of marks ([`Matcher::plan`](super::call_match::Matcher)).
 pub(super) struct Planning {
@@ -51,7 +56,7 @@ pub(super) struct Planning {
     pub(super) bits: Vec<Arc<PollBits>>,
     /// Per thread, the trace of each poll slice (of a call, or of none) that a later mark of
     /// the thread may be inside.
-    slices: Vec<FxHashMap<u32, Node>>,
+    slices: Vec<FxHashMap<u32, Root>>,
     /// Per thread, the slices of `slices` final on their thread (read ahead of the marks
     /// matched), by their end: let go once a mark of the thread comes after it.
     finals: Vec<BinaryHeap<Reverse<(u64, u32)>>>,
@@ -85,7 +90,7 @@ impl Planning {
     pub(super) fn polled(
         &mut self,
         planned: &mut Option<Planned>,
-        rank: u64,
+        (rank, start): (u64, u64),
         mark: &Mark,
         index: u32,
     ) {
@@ -99,7 +104,7 @@ impl Planning {
                 planned
             }
             None => {
-                let first = self.first_poll(rank, mark);
+                let first = self.first_poll((rank, start), mark);
                 *planned = Some(first);
                 first
             }
@@ -114,7 +119,9 @@ impl Planning {
         let mut entry = [0u8; POLL];
         entry[..4].copy_from_slice(&index.to_le_bytes());
         entry[4..8].copy_from_slice(&(rank as u32).to_le_bytes());
-        entry[8..].copy_from_slice(&planned.trace.to_le_bytes());
+        entry[8..16].copy_from_slice(&start.to_le_bytes());
+        entry[16..24].copy_from_slice(&planned.trace.0.to_le_bytes());
+        entry[24..].copy_from_slice(&planned.trace.1.to_le_bytes());
         if self.pending[thread].0 != mark.ns {
             self.write(thread);
             self.pending[thread].0 = mark.ns;
@@ -123,14 +130,14 @@ impl Planning {
     }
 
     /// What the first poll of `call`, `mark`, says of it.
-    fn first_poll(&mut self, rank: u64, mark: &Mark) -> Planned {
+    fn first_poll(&mut self, (rank, start): (u64, u64), mark: &Mark) -> Planned {
         let thread = mark.thread;
         let Chain {
             parent, up, root, ..
         } = mark.chain;
         let first = (mark.ns, thread);
         if parent == Chain::NONE {
-            let trace = rank;
+            let trace = (rank, start);
             return Planned {
                 parent: NO_PARENT,
                 trace,
@@ -139,13 +146,13 @@ impl Planning {
         }
         let trace = match (up, root) {
             (Chain::NONE, Chain::NONE) => None,
-            (Chain::NONE, root) => Some(span_node(thread, root)),
+            (Chain::NONE, root) => Some((span_node(thread, root), 0)),
             (up, _) => self.slices[thread].get(&up).copied(),
         };
         self.broken |= trace.is_none();
         Planned {
             parent: span_node(thread, parent),
-            trace: trace.unwrap_or(NO_PARENT),
+            trace: trace.unwrap_or((NO_PARENT, 0)),
             first,
         }
     }
@@ -161,8 +168,8 @@ impl Planning {
             parent, up, root, ..
         } = mark.chain;
         let trace = match (parent, up) {
-            (Chain::NONE, _) => Some(span_node(thread, index)),
-            (_, Chain::NONE) => Some(span_node(thread, root)),
+            (Chain::NONE, _) => Some((span_node(thread, index), 0)),
+            (_, Chain::NONE) => Some((span_node(thread, root), 0)),
             (_, up) => self.slices[thread].get(&up).copied(),
         };
         match trace {

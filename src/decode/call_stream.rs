@@ -122,7 +122,7 @@ pub(super) fn each_call_in_order(
                 order.skip(rank);
                 return;
             }
-            order.give(rank, async_span(call, threads, process), [0; 2]);
+            order.give(rank, async_span(call, threads, process), [0; 3]);
         },
         &mut |_, _, _, _| {},
     );

@@ -11,7 +11,7 @@ mod async_spans;
 mod build;
 pub(crate) mod call_labels;
 mod call_match;
-mod call_merge;
+pub(crate) mod call_merge;
 mod call_order;
 // (What the OTLP export reads.)
 #[cfg_attr(not(feature = "otlp"), allow(dead_code))]

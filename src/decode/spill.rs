@@ -96,6 +96,35 @@ impl Spill {
         (0..self.streams.len()).try_for_each(|s| self.flush(s))
     }
 
+    /// How many records a full block holds.
+    pub(super) fn per_block(&self) -> usize {
+        BLOCK / self.size
+    }
+
+    /// Reads block `block` of stream `stream` ([`Spill::finish`]ed) into `bytes`.
+    pub(super) fn read_block(
+        &self,
+        stream: usize,
+        block: usize,
+        bytes: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let block = (self.streams.get(stream))
+            .and_then(|s| s.blocks.get(block))
+            .ok_or_else(changed)?;
+        match block {
+            Block::Memory(b) => {
+                bytes.clear();
+                bytes.extend_from_slice(b);
+            }
+            &Block::File(offset, len) => {
+                let file = self.file.as_ref().ok_or_else(changed)?;
+                bytes.resize(len as usize, 0);
+                read_at(file, bytes, offset)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A reader of stream `stream` from its first record ([`Spill::finish`]ed).
     pub(super) fn reader(&self, stream: usize) -> Reader<'_> {
         Reader {
@@ -124,27 +153,18 @@ impl Reader<'_> {
     pub(super) fn next(&mut self) -> io::Result<Option<&[u8]>> {
         let size = self.spill.size;
         if self.at + size > self.buffer.len() {
-            let Some(block) = self
+            let blocks = self
                 .spill
                 .streams
                 .get(self.stream)
-                .and_then(|s| s.blocks.get(self.block))
-            else {
+                .map_or(0, |s| s.blocks.len());
+            if self.block >= blocks {
                 return Ok(None);
-            };
+            }
+            self.spill
+                .read_block(self.stream, self.block, &mut self.buffer)?;
             self.block += 1;
             self.at = 0;
-            match block {
-                Block::Memory(bytes) => {
-                    self.buffer.clear();
-                    self.buffer.extend_from_slice(bytes);
-                }
-                &Block::File(offset, len) => {
-                    let file = self.spill.file.as_ref().ok_or_else(changed)?;
-                    self.buffer.resize(len as usize, 0);
-                    read_at(file, &mut self.buffer, offset)?;
-                }
-            }
             if self.buffer.len() < size {
                 return Err(changed());
             }

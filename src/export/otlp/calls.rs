@@ -1,9 +1,15 @@
 //! The async calls of captures written piece by piece ([`pieces`](super::pieces)): each call
 //! is a span sent before its process's threads, the parent of its polls on any thread, and
 //! the child of the span around its first poll. Where each stands comes from a first reading
-//! of the threads ([`CallPlan`]): the calls in order, with their parent and trace, and the
-//! call of each poll slice, read back as the threads are written. A piece's polls then take
-//! their call as a parent that is elsewhere ([`Carried::elsewhere`]), the calls theirs.
+//! of each session's threads ([`CallPlan`]): the calls in order, with their parent and trace,
+//! and the call of each poll slice, read back as the threads are written. A piece's polls
+//! then take their call as a parent that is elsewhere ([`Carried::elsewhere`]), the calls
+//! theirs.
+//!
+//! The whole trace numbers the calls process by process, each process's in order of their
+//! start, of one start those of the earlier session first: a call's number is its process's
+//! first, plus its index in its session, plus the calls of the process's other sessions
+//! before it (counted in their plans by start).
 //!
 //! Only where nothing is folded or sampled out ([`Options`]' defaults but for the service
 //! name and the trace per process): a call's fate then needs nothing of the spans around it
@@ -11,7 +17,8 @@
 
 use std::io;
 
-use crate::decode::call_plan::{self, CallPlan, NO_PARENT, Node};
+use crate::decode::call_merge::{self, Started, Stream};
+use crate::decode::call_plan::{CallPlan, NO_PARENT, Node, Root};
 use crate::decode::pieces::{Piece, Pieces};
 use crate::record::hash::FxHashMap;
 use crate::trace::{AsyncSpan, SpanKind, Trace};
@@ -24,29 +31,33 @@ use super::options::{Options, Stats};
 /// Calls sent a chunk at a time.
 const CHUNK: usize = 4096;
 
-/// The plans of the calls of the captures written, a session each, and what names their
-/// nodes. The whole trace numbers calls process by process (each process's in order of their
-/// start): sessions of processes of their own each give a run of them.
+/// A call to send: of a session (its index among its process's), with its parent and trace.
+type Call = (AsyncSpan, usize, Node, Root);
+
+/// The plans of the calls of the captures written, a session each ([`CallPlan`]), by process.
 pub(super) struct Calls {
-    /// By process.
+    processes: Vec<Process>,
+}
+
+/// The sessions with calls of one process.
+struct Process {
+    process: u32,
+    /// The index among the trace's calls of its first call.
+    offset: u64,
+    /// In the order of the captures.
     sessions: Vec<Session>,
 }
 
-/// The plan of the calls of one session ([`CallPlan`]), and what names its nodes.
+/// The plan of the calls of one session, and the index in the trace of each thread it names.
 struct Session {
     plan: CallPlan,
-    /// The index in the trace of each thread the plan names.
     threads: Vec<usize>,
-    /// The process of the calls.
-    process: u32,
-    /// The index among the trace's calls of its first.
-    offset: u64,
 }
 
 impl Calls {
     /// The plans of `pieces`' calls, when `options` fold and sample nothing and one can be
-    /// made of each session, each of a process of its own; `None` else (an error making one
-    /// too: the captures are then decoded whole).
+    /// made of each session; `None` else (an error making one too: the captures are then
+    /// decoded whole).
     pub(super) fn of(pieces: &Pieces<'_>, options: &Options) -> Option<Self> {
         let plain = options.min_duration_ns == 0
             && options.max_depth.is_none()
@@ -55,32 +66,33 @@ impl Calls {
             return None;
         }
         let trace = crate::decode::pieces::SpanSource::trace(pieces);
-        let mut sessions = Vec::new();
+        let mut processes: Vec<Process> = Vec::new();
         for &capture in pieces.call_captures() {
             let (plan, threads) = pieces.plan_calls(capture).ok()??;
             let process = trace.threads.get(*threads.first()?)?.process;
-            sessions.push(Session {
-                plan,
-                threads,
-                process,
-                offset: 0,
-            });
+            let session = Session { plan, threads };
+            match processes.iter_mut().find(|p| p.process == process) {
+                Some(p) => p.sessions.push(session),
+                None => processes.push(Process {
+                    process,
+                    offset: 0,
+                    sessions: vec![session],
+                }),
+            }
         }
-        sessions.sort_by_key(|s| s.process);
+        processes.sort_by_key(|p| p.process);
         let mut offset = 0;
-        for session in &mut sessions {
-            session.offset = offset;
-            offset += session.plan.count;
+        for process in &mut processes {
+            process.offset = offset;
+            offset += process.sessions.iter().map(|s| s.plan.count).sum::<u64>();
         }
-        if sessions.windows(2).any(|w| w[0].process == w[1].process) {
-            return None;
-        }
-        Some(Self { sessions })
+        Some(Self { processes })
     }
 
     /// How many calls (numbered before every span of the threads).
     pub(super) fn count(&self) -> u32 {
-        self.sessions.iter().map(|s| s.plan.count as u32).sum()
+        let sessions = self.processes.iter().flat_map(|p| &p.sessions);
+        sessions.map(|s| s.plan.count as u32).sum()
     }
 
     /// Sends the calls of process `process`, in order, a chunk at a time, each mapped and
@@ -93,105 +105,178 @@ impl Calls {
         stats: &mut Stats,
         each: &mut dyn FnMut(&Otlp<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
-        match self.sessions.iter().find(|s| s.process == process) {
-            Some(session) => session.send(trace, (bases, options), stats, each),
+        match self.processes.iter().find(|p| p.process == process) {
+            Some(p) => p.send(trace, (bases, options), stats, each),
             None => Ok(()),
         }
     }
 
     /// The polls of thread `thread` (of the trace) with their calls, when it has some.
     pub(super) fn thread(&self, thread: usize) -> Option<ThreadPolls<'_>> {
-        let (session, at) = self.sessions.iter().find_map(|s| {
-            let at = s.threads.binary_search(&thread).ok()?;
-            Some((s, at))
-        })?;
-        Some(ThreadPolls {
-            calls: session,
-            polls: session.plan.polls(at),
-            open: FxHashMap::default(),
+        self.processes.iter().find_map(|process| {
+            let (session, at) = (0..process.sessions.len()).find_map(|s| {
+                let at = process.sessions[s].threads.binary_search(&thread).ok()?;
+                Some((s, at))
+            })?;
+            Some(ThreadPolls {
+                process,
+                session,
+                polls: process.sessions[session].plan.polls(at),
+                open: FxHashMap::default(),
+            })
         })
     }
 }
 
-impl Session {
-    /// The index in the whole trace of `node`; `bases`: of each thread's first span.
-    fn global(&self, node: Node, bases: &[u32]) -> u64 {
-        match self.plan.node_of(node) {
-            Ok(call) => self.offset + call,
+impl Process {
+    /// The index among the trace's calls of the call at `local` in session `session`'s,
+    /// starting at `start`.
+    fn call(&self, session: usize, local: u64, start: u64) -> io::Result<u64> {
+        let mut index = self.offset + local;
+        for (s, other) in self.sessions.iter().enumerate() {
+            if s != session {
+                // Of one start, those of the earlier session first.
+                index += other.plan.count_before(start, s < session)?;
+            }
+        }
+        Ok(index)
+    }
+
+    /// The index in the whole trace of `node` of session `session` (`start`: a call's);
+    /// `bases`: of each thread's first span.
+    fn global(&self, session: usize, (node, start): Root, bases: &[u32]) -> io::Result<u64> {
+        let plan = &self.sessions[session];
+        match plan.plan.node_of(node) {
+            Ok(call) => self.call(session, call, start),
             Err((thread, index)) => {
-                let base = self.threads.get(thread).map_or(0, |&t| bases[t]);
-                u64::from(base) + u64::from(index)
+                let base = plan.threads.get(thread).map_or(0, |&t| bases[t]);
+                Ok(u64::from(base) + u64::from(index))
             }
         }
     }
 
-    /// The low half of the `trace_id` of the tree whose root is `node`.
-    fn trace_low(&self, node: Node, bases: &[u32], options: &Options) -> u64 {
+    /// The low half of the `trace_id` of the tree whose root is `root`, of session `session`.
+    fn trace_low(
+        &self,
+        session: usize,
+        root: Root,
+        (bases, options): (&[u32], &Options),
+    ) -> io::Result<u64> {
         match options.trace_per_process {
-            true => (1 << 63) | u64::from(self.process),
-            false => self.global(node, bases) + 1,
+            true => Ok((1 << 63) | u64::from(self.process)),
+            false => Ok(self.global(session, root, bases)? + 1),
         }
     }
 
-    /// Sends every call, in order, a chunk at a time, each mapped and handed to `each`;
-    /// counts them in `stats`.
+    /// Sends its calls in the order of the trace (merged by start, of one start the earlier
+    /// session's first), a chunk at a time, each mapped and handed to `each`; counts them in
+    /// `stats`.
     fn send(
         &self,
         trace: &Trace,
-        (bases, options): (&[u32], &Options),
+        at: (&[u32], &Options),
         stats: &mut Stats,
         each: &mut dyn FnMut(&Otlp<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
-        let mut chunk: Vec<(AsyncSpan, Node, Node)> = Vec::with_capacity(CHUNK);
-        let mut first = self.offset as u32;
-        let mut send = |chunk: &mut Vec<(AsyncSpan, Node, Node)>, first: u32| {
-            let mut mini = events::frame(trace);
-            let mut carried = Carried::default();
-            for (at, (call, parent, root)) in (0..).zip(chunk.iter()) {
-                mini.async_spans.push(call.clone());
-                carried.global.push(first + at);
-                carried.seeds.push(Carry {
-                    rep: at,
-                    trace: self.trace_low(*root, bases, options),
-                    depth: 0,
-                    folded_count: 0,
-                    folded_ns: 0,
-                });
-                if *parent != NO_PARENT {
-                    let k = carried.elsewhere.len() as u32;
-                    carried.elsewhere.push(Elsewhere {
-                        global: self.global(*parent, bases),
-                        trace: NONE.into(),
-                    });
-                    carried.parents.push((at, k));
-                }
-            }
-            let otlp = Otlp::with_carried(&mini, options, Start::default(), carried);
+        let mut chunk: Vec<Call> = Vec::with_capacity(CHUNK);
+        let mut first = self.offset;
+        let mut flush = |chunk: &mut Vec<Call>, first: &mut u64| {
+            self.send_chunk(trace, at, (chunk, *first), each)?;
             stats.sent += chunk.len() as u64;
+            *first += chunk.len() as u64;
             chunk.clear();
-            each(&otlp)
+            Ok::<_, io::Error>(())
         };
-        self.plan.each_call(&mut |call, parent, root| {
-            chunk.push((call.clone(), parent, root));
+        let mut add = |call: &AsyncSpan, session: usize, parent: Node, root: Root| {
+            chunk.push((call.clone(), session, parent, root));
             if chunk.len() == CHUNK {
-                send(&mut chunk, first)?;
-                first += CHUNK as u32;
+                flush(&mut chunk, &mut first)?;
             }
             Ok(())
-        })?;
+        };
+        if let [session] = &self.sessions[..] {
+            (session.plan).each_call(&mut |call, parent, root| add(call, 0, parent, root))?;
+        } else {
+            self.merged(&mut add)?;
+        }
         if !chunk.is_empty() {
-            send(&mut chunk, first)?;
+            flush(&mut chunk, &mut first)?;
         }
         Ok(())
+    }
+
+    /// Maps `chunk`, calls numbered from `first` in the trace, and hands it to `each`.
+    fn send_chunk(
+        &self,
+        trace: &Trace,
+        at: (&[u32], &Options),
+        (chunk, first): (&[Call], u64),
+        each: &mut dyn FnMut(&Otlp<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut mini = events::frame(trace);
+        let mut carried = Carried::default();
+        for (local, (call, session, parent, root)) in (0..).zip(chunk) {
+            mini.async_spans.push(call.clone());
+            carried.global.push((first + u64::from(local)) as u32);
+            carried.seeds.push(Carry {
+                rep: local,
+                trace: self.trace_low(*session, *root, at)?,
+                depth: 0,
+                folded_count: 0,
+                folded_ns: 0,
+            });
+            if *parent != NO_PARENT {
+                carried
+                    .parents
+                    .push((local, carried.elsewhere.len() as u32));
+                carried.elsewhere.push(Elsewhere {
+                    global: self.global(*session, (*parent, 0), at.0)?,
+                    trace: NONE.into(),
+                });
+            }
+        }
+        each(&Otlp::with_carried(&mini, at.1, Start::default(), carried))
+    }
+
+    /// Hands the calls of its sessions to `f` merged in the order of the trace: by start, of
+    /// one start the earlier session's first (each session's read on a thread of its own).
+    fn merged(
+        &self,
+        f: &mut dyn FnMut(&AsyncSpan, usize, Node, Root) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let streams = (self.sessions.iter())
+            .map(|session| -> Stream<'_, Planned> {
+                Box::new(move |f| {
+                    session.plan.each_call(&mut |call, parent, root| {
+                        f(&Planned(call.clone(), parent, root))
+                    })
+                })
+            })
+            .collect();
+        call_merge::each_merged_of(streams, &mut |_, session, Planned(call, parent, root)| {
+            f(call, session, *parent, *root)
+        })
+    }
+}
+
+/// A call with its parent and trace, as its session's plan gives it.
+#[derive(Clone)]
+struct Planned(AsyncSpan, Node, Root);
+
+impl Started for Planned {
+    fn start_ns(&self) -> u64 {
+        self.0.start_ns
     }
 }
 
 /// One thread's polls with their calls, piece by piece ([`Calls::thread`]).
 pub(super) struct ThreadPolls<'c> {
-    calls: &'c Session,
-    polls: call_plan::Polls<'c>,
+    process: &'c Process,
+    /// Its session among its process's.
+    session: usize,
+    polls: crate::decode::call_plan::Polls<'c>,
     /// The polls open at the end of the last piece (by index in the thread), with theirs.
-    open: FxHashMap<u32, (u32, Node)>,
+    open: FxHashMap<u32, ((u32, u64), Root)>,
 }
 
 impl ThreadPolls<'_> {
@@ -199,9 +284,10 @@ impl ThreadPolls<'_> {
     pub(super) fn attach(
         &mut self,
         piece: Piece<'_>,
-        (bases, options): (&[u32], &Options),
+        at: (&[u32], &Options),
         carried: &mut Carried,
     ) -> io::Result<()> {
+        let (process, session) = (self.process, self.session);
         let mut stands: FxHashMap<u32, u32> = FxHashMap::default();
         let mut open = FxHashMap::default();
         for (i, span) in (0..).zip(piece.spans) {
@@ -213,19 +299,25 @@ impl ThreadPolls<'_> {
                 true => self.open.get(&index).copied(),
                 false => self.polls.find(index)?,
             };
-            let Some((call, root)) = found else {
+            let Some(((rank, start), root)) = found else {
                 continue;
             };
             if piece.is_open(i) {
-                open.insert(index, (call, root));
+                open.insert(index, ((rank, start), root));
             }
-            let k = *stands.entry(call).or_insert_with(|| {
-                carried.elsewhere.push(Elsewhere {
-                    global: self.calls.offset + self.calls.plan.call_index(call),
-                    trace: self.calls.trace_low(root, bases, options),
-                });
-                carried.elsewhere.len() as u32 - 1
-            });
+            let k = match stands.get(&rank) {
+                Some(&k) => k,
+                None => {
+                    let call = process.sessions[session].plan.call_index(rank);
+                    carried.elsewhere.push(Elsewhere {
+                        global: process.call(session, call, start)?,
+                        trace: process.trace_low(session, root, at)?,
+                    });
+                    let k = carried.elsewhere.len() as u32 - 1;
+                    stands.insert(rank, k);
+                    k
+                }
+            };
             carried.parents.push((i, k));
         }
         self.open = open;

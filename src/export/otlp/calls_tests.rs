@@ -160,11 +160,21 @@ fn calls_of_several_sessions_of_processes_of_their_own_are_written_from_pieces()
     assert_eq!(trace.processes.len(), 3);
     assert_planned(&three, &options);
     assert_planned(&three, &Options::new().trace_per_process(true));
-    // Two sessions of one process: their calls merged in one run, decoded whole.
+    // Sessions of one process: their calls merged by start (of one start, the earlier
+    // session's first), ties included; the same session twice.
     let mut second = session(63, 1, 200, 3);
     second.header.process_id = 7;
     let shared = [held_back(300), session(62, 3, 400, 7), second];
     let trace = Trace::from_captures(&shared);
     assert_eq!(trace.processes.len(), 2);
-    assert!(!planned_as_whole(&shared, &options));
+    assert_planned(&shared, &options);
+    let (a, b) = (session(60, 2, 300, 5), session(61, 2, 300, 5));
+    assert_planned(&[a, b], &options);
+    let once = session(64, 2, 300, 5);
+    let mut bytes = Vec::new();
+    once.write_to(&mut bytes).unwrap();
+    once.write_to(&mut bytes).unwrap();
+    assert_planned(&Capture::from_bytes(&bytes).unwrap(), &options);
+    // More calls than a block of the plan's file holds, of two sessions of one process.
+    assert_planned(&[held_back(3_000), session(65, 3, 2_000, 11)], &options);
 }
