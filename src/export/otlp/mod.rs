@@ -34,9 +34,11 @@
 //! A span's events are in time order; at equal times instants come before counter samples.
 //! Spans are sent process by process: async calls, then each thread's spans in the order they
 //! end (a span after the spans inside it), then the span of its events outside every span.
-//! From captures ([`Otlp::write_json_from_captures`], [`Otlp::push_from_captures`]), the same
-//! spans are written piece by piece, in memory bounded by the spans open at once, also of
-//! sessions with async calls unless spans are folded or sampled out.
+//! Async calls are numbered (their `span_id`s) process by process, each process's in order of
+//! their start. From captures ([`Otlp::write_json_from_captures`],
+//! [`Otlp::push_from_captures`]), the same spans are written piece by piece, in memory bounded
+//! by the spans open at once, also of sessions with async calls unless spans are folded or
+//! sampled out.
 //!
 //! # Encoding
 //!
