@@ -136,6 +136,8 @@ impl CallPlan {
         };
         let mut cached = self.block.lock().unwrap_or_else(|e| e.into_inner());
         if cached.0 != block || cached.1.is_empty() {
+            // (Named only once read whole.)
+            cached.0 = usize::MAX;
             self.calls.read_block(0, block, &mut cached.1)?;
             cached.0 = block;
         }
@@ -205,6 +207,7 @@ pub(super) fn plan(
     let mut callsites: Vec<&'static Callsite> = Vec::new();
     let mut sites: FxHashMap<usize, u32> = FxHashMap::default();
     let mut count = 0u64;
+    let (mut last_start, mut unsorted) = (0, false);
     let mut block_starts = Vec::new();
     let per_block = calls.per_block() as u64;
     let mut holes = Holes::default();
@@ -217,6 +220,9 @@ pub(super) fn plan(
         if count.is_multiple_of(per_block) {
             block_starts.push(call.start_ns);
         }
+        // Merged and counted by start: in order of it (else no plan).
+        unsorted |= call.start_ns < last_start;
+        last_start = call.start_ns;
         count += 1;
         calls.push(0, &call_order::encode_slot(call, extra, site))
     };
@@ -253,7 +259,7 @@ pub(super) fn plan(
     if let Some(e) = planning.failed.take() {
         return Err(e);
     }
-    if matched.is_none() || planning.broken {
+    if matched.is_none() || planning.broken || unsorted {
         return Ok(None);
     }
     calls.finish()?;

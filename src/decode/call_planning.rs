@@ -183,7 +183,10 @@ impl Planning {
     /// The slice at `index` of thread `thread` is final, ending at `end_ns`: no mark of the
     /// thread after then is inside it.
     pub(super) fn slice_final(&mut self, thread: usize, index: u32, end_ns: u64) {
-        self.finals[thread].push(Reverse((end_ns, index)));
+        // (Only those a mark may be inside: the heap holds no slice of no mark.)
+        if self.slices[thread].contains_key(&index) {
+            self.finals[thread].push(Reverse((end_ns, index)));
+        }
     }
 
     /// A mark of thread `thread` at `ns` comes: the slices ended before are let go.
