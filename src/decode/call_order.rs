@@ -221,12 +221,7 @@ pub(super) fn decode_slot(
 }
 
 /// `call` and `extra` as a file slot, its callsite by `site` (an index).
-pub(super) fn encode_slot(call: &AsyncSpan, extra: Extra, site: u32) -> [u8; SLOT as usize] {
-    encode(call, extra, site)
-}
-
-/// `call` and `extra` as a file slot, its callsite by `site` (an index).
-fn encode(call: &AsyncSpan, extra: Extra, site: u32) -> [u8; SLOT as usize] {
+pub(super) fn encode(call: &AsyncSpan, extra: Extra, site: u32) -> [u8; SLOT as usize] {
     let mut slot = [0u8; SLOT as usize];
     // Whether it ended on a thread is a flag: any thread id (a forged file's too) is kept.
     let end_thread = call.end_thread.unwrap_or(0);

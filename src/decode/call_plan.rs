@@ -224,7 +224,7 @@ pub(super) fn plan(
         unsorted |= call.start_ns < last_start;
         last_start = call.start_ns;
         count += 1;
-        calls.push(0, &call_order::encode_slot(call, extra, site))
+        calls.push(0, &call_order::encode(call, extra, site))
     };
     let mut order = InOrder::new(&mut hand);
     let matched = call_stream::each_call_labelled(
