@@ -375,9 +375,9 @@ PY
 # recursive scopes, most shorter than a microsecond), the sub-microsecond test trace and the
 # out-of-order one (one call stack per track). Every op that lasts a microsecond or more after
 # HTA's rounding has the parent it has in the plain Chrome trace. HTA is installed into a venv
-# under target/ on first use (pinned, with the pandas < 3 it was written for); without network
-# access these checks skip.
-venv=target/hta-venv
+# in the user cache on first use (pinned, with the pandas < 3 it was written for), which a
+# fresh clone on the same machine reuses; without network access these checks skip.
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-hta-venv"
 hta_ok() {
     "$venv/bin/python" -c 'import hta, pandas; assert int(pandas.__version__.split(".")[0]) < 3' 2>/dev/null
 }
@@ -474,9 +474,9 @@ fi
 # same thread should not intersect"), hold every op, also after it merges an op into its parent
 # where that leaves it a single child of its own name, and give every op (zero-length ones
 # too) the parent it has in the plain Chrome trace, while HTA's rounding leaves every op a whole
-# microsecond (see the Kineto module docs). Installed into a venv under target/ on first use;
-# skipped when it cannot be.
-tb_venv=target/tbp-venv
+# microsecond (see the Kineto module docs). Installed into a venv in the user cache on first
+# use (as HTA's); skipped when it cannot be.
+tb_venv="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-tbp-venv"
 tb_ok() { "$tb_venv/bin/python" -c 'import torch_tb_profiler.profiler.data' 2>/dev/null; }
 if [ ! -x "$tb_venv/bin/python" ] || ! tb_ok; then
     (python3 -m venv "$tb_venv" && "$tb_venv/bin/pip" install -q "torch-tb-profiler==0.4.3") \
@@ -959,7 +959,7 @@ print(f"interop: speedscope 1.25.0 imports otlp.pb.gz: {len(self_ns)} frames, se
 PY
 
     # Every Chrome trace the examples write, in speedscope, also with every core busy (a
-    # spinning shell per core, two at least): each example that writes one runs 20 times
+    # spinning shell per core, two at least): each example that writes one runs 8 times
     # (TICKSCOPE_INTEROP_RUNS) under that load, then speedscope's own importer reads all of
     # them in one node process, with the example's first files from above, and must not warn
     # once. It warns where it has to repair a stack ("Tried to end `handle` when `checksum` was
@@ -969,7 +969,7 @@ PY
     # out: its zero-length ops on whole microseconds (sub-µs scopes placed for HTA), which
     # speedscope cannot nest.
     # So are traces on the Unix epoch (below).
-    runs=${TICKSCOPE_INTEROP_RUNS:-20}
+    runs=${TICKSCOPE_INTEROP_RUNS:-8}
     examples=(quickstart chrome_trace counters profile_attr allocations links)
     bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/examples"
     spinners=()

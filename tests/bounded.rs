@@ -304,8 +304,11 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
         std::fs::remove_file(&path).unwrap();
         [traces, tree]
     };
-    // The small session's peak varies by some 300 KB from run to run (where the decoding
-    // thread and the writer happen to be when the heap is highest): the higher of two runs.
+    // The small session's peak varies by up to 500 KB from run to run (measured: the tree's
+    // 1.19 to 1.68 MB): where the decoding threads and the reader happen to be when the heap is
+    // highest, which a small file does not always reach and the large one always does (1.67
+    // to 1.77 MB in the same runs). So: the higher of two small runs, 640 KB of slack, and
+    // the bound below, far under the 38 MB of the spans held at once.
     let (one, two) = (
         peaks(30_000, "open-small.tscope"),
         peaks(30_000, "open-small.tscope"),
@@ -321,7 +324,7 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
         .zip(small.into_iter().zip(large))
     {
         assert!(
-            l <= s + (384 << 10),
+            l <= s + (640 << 10),
             "{what}: {l} bytes at most for 600,000 spans, {s} for a tenth"
         );
         assert!(l < spans_bytes / 16, "{what}: {l} bytes");
