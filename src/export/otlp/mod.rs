@@ -80,6 +80,8 @@ mod endpoint;
 mod errors;
 mod events;
 mod fields;
+#[cfg(test)]
+mod hostile_calls_tests;
 mod json;
 mod links;
 mod map;
