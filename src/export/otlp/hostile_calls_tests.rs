@@ -45,6 +45,44 @@ fn same_bytes(captures: &[Capture], options: &Options, what: &str) -> bool {
     pieces::of_captures(&refs, options).is_some_and(|(_, calls)| calls.is_some())
 }
 
+/// Requests made piece by piece, encoded as a push encodes them.
+#[derive(Default)]
+struct Encoded(Vec<Vec<u8>>);
+
+impl pieces::Sink for Encoded {
+    fn send(
+        &mut self,
+        request: opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        _spans: usize,
+    ) -> std::io::Result<()> {
+        use prost::Message;
+        self.0.push(request.encode_to_vec());
+        Ok(())
+    }
+}
+
+/// `captures` pushed from pieces ([`Otlp::push_from_captures`]'s walk): the requests and
+/// bytes on the wire of their decoded trace ([`Otlp::encode_requests`]), the same stats.
+/// Returns whether their calls were planned.
+fn same_wire(captures: &[Capture], options: &Options, what: &str) -> bool {
+    let trace = Trace::from_captures(captures);
+    let refs: Vec<&Capture> = captures.iter().collect();
+    let otlp = Otlp::new(&trace, options);
+    let whole: Vec<Vec<u8>> = otlp.encode_requests().collect();
+    let Some((pieces, calls)) = pieces::of_captures(&refs, options) else {
+        return false;
+    };
+    let mut sink = Encoded::default();
+    let stats = pieces::walk((&pieces, calls.as_ref()), options, &mut sink)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(stats, otlp.stats(), "{what}");
+    assert_eq!(sink.0.len(), whole.len(), "{what}: requests");
+    for (at, (a, b)) in whole.iter().zip(&sink.0).enumerate() {
+        assert!(a == b, "{what}: request {at} differs");
+    }
+    calls.is_some()
+}
+
 /// How the executor's calls are recorded.
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -456,4 +494,162 @@ fn executors_with_events_arguments_links_and_memory_are_written_as_decoded() {
         planned += usize::from(same_bytes(&[capture], &options, &what));
     }
     eprintln!("{planned} of 24 planned");
+}
+
+#[test]
+fn thousands_of_calls_of_sessions_that_interleave_cross_chunks_as_decoded() {
+    let options = Options::new();
+    let big = |seed: u64, process: u32| {
+        let mut capture = executor(Exec {
+            threads: 3,
+            steps: 15_000,
+            chunk: 64,
+            kind: Kind::Profile,
+            stride: 1,
+            ties: false,
+            strays: false,
+            ..exec(seed)
+        });
+        capture.header.process_id = process;
+        capture
+    };
+    let captures = [big(1, 5), big(2, 5), big(3, 6)];
+    let trace = Trace::from_captures(&captures);
+    eprintln!("{} calls", trace.async_spans.len());
+    assert!(trace.async_spans.len() > 4096 + 744);
+    assert!(
+        same_bytes(&captures, &options, "thousands"),
+        "decoded whole"
+    );
+}
+
+#[test]
+fn pushes_in_small_batches_are_the_whole_traces_requests() {
+    let options = [
+        Options::new().batch_spans(1),
+        Options::new().batch_spans(7).service_name("svc"),
+        Options::new().max_batch_bytes(600).trace_per_process(true),
+        Options::new().batch_spans(64).max_batch_bytes(4_000),
+    ];
+    let mut planned = 0;
+    for seed in 0..12 {
+        let capture = executor(Exec {
+            events: seed % 2 == 0,
+            ties: false,
+            ..exec(seed + 7_000)
+        });
+        let mut other = executor(Exec {
+            ties: seed % 3 == 0,
+            ..exec(seed + 7_100)
+        });
+        other.header.process_id = 3;
+        let captures = [capture, other];
+        let options = &options[seed as usize % 4];
+        let what = format!("push of seed {seed}");
+        planned += usize::from(same_wire(&captures, options, &what));
+        same_bytes(&captures, options, &what);
+    }
+    eprintln!("{planned} of 12 planned");
+    assert!(planned >= 6, "{planned} of 12 planned");
+}
+
+/// A future pending `0` more times, then ready.
+struct Yield(u32);
+
+impl std::future::Future for Yield {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        match self.0 {
+            0 => std::task::Poll::Ready(()),
+            _ => {
+                self.0 -= 1;
+                std::task::Poll::Pending
+            }
+        }
+    }
+}
+
+/// An async call that yields `i % 3` times, a `parse` scope in its first poll.
+#[crate::profile(crate = crate)]
+async fn leaf(i: u64) -> u64 {
+    {
+        let _parse = crate::scope!("parse");
+        std::hint::black_box(i);
+    }
+    Yield((i % 3) as u32).await;
+    i
+}
+
+/// An async call awaiting `i % 4` [`leaf`] calls, yielding between them.
+#[crate::profile(crate = crate)]
+async fn request(i: u64) -> u64 {
+    let mut sum = 0;
+    for k in 0..i % 4 {
+        sum += leaf(i + k).await;
+        Yield(1).await;
+    }
+    sum
+}
+
+type Task = std::pin::Pin<Box<dyn std::future::Future<Output = u64> + Send>>;
+
+/// Records `tasks` [`request`] calls run to their end by `workers` threads taking them from
+/// one queue and polling each once before putting it back (its polls hop between threads),
+/// the first `open` of them left unfinished at the stop; the capture read back from its bytes.
+fn recorded(tasks: u64, workers: usize, open: u64) -> Vec<Capture> {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    let prof = crate::Profiler::builder().current_thread().start();
+    let queue: Mutex<VecDeque<(u64, Task)>> = Mutex::new(
+        (0..tasks)
+            .map(|i| (i, Box::pin(request(i)) as Task))
+            .collect(),
+    );
+    let left: Mutex<Vec<Task>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                prof.join_current_thread();
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                loop {
+                    let Some((i, mut task)) = queue.lock().unwrap().pop_front() else {
+                        break;
+                    };
+                    if task.as_mut().poll(&mut cx).is_pending() {
+                        match i < open {
+                            true => left.lock().unwrap().push(task),
+                            false => queue.lock().unwrap().push_back((i, task)),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    prof.stop();
+    let mut bytes = Vec::new();
+    prof.capture().write_to(&mut bytes).unwrap();
+    drop(left);
+    Capture::from_bytes(&bytes).unwrap()
+}
+
+#[test]
+fn calls_recorded_on_a_pool_of_threads_are_written_from_pieces() {
+    let options = Options::new();
+    for (tasks, workers, open) in [(40, 1, 0), (300, 3, 5), (1_200, 4, 0)] {
+        let captures = recorded(tasks, workers, open);
+        let trace = Trace::from_captures(&captures);
+        // (A task left open began its first leaf only.)
+        let leaves: u64 = (0..tasks)
+            .map(|i| if i < open { (i % 4).min(1) } else { i % 4 })
+            .sum();
+        assert_eq!(trace.async_spans.len() as u64, tasks + leaves, "{tasks}");
+        let what = format!("{tasks} recorded on {workers}");
+        // (Two workers may poll at one instant: then decoded whole.)
+        let planned = same_bytes(&captures, &options, &what);
+        eprintln!("{what}: planned {planned}");
+        same_wire(&captures, &Options::new().batch_spans(100), &what);
+    }
 }
