@@ -82,6 +82,8 @@ mod events;
 mod fields;
 #[cfg(test)]
 mod hostile_calls_tests;
+#[cfg(test)]
+mod hostile_executor;
 mod json;
 mod links;
 mod map;
