@@ -13,7 +13,7 @@ use crate::trace::Trace;
 
 /// `captures` written to OTLP/JSON from pieces and from their decoded trace: the same bytes
 /// and stats. Returns whether their calls were planned (else decoded whole).
-fn same_bytes(captures: &[Capture], options: &Options, what: &str) -> bool {
+pub(super) fn same_bytes(captures: &[Capture], options: &Options, what: &str) -> bool {
     let trace = Trace::from_captures(captures);
     let refs: Vec<&Capture> = captures.iter().collect();
     let mut whole = Vec::new();
@@ -61,7 +61,7 @@ impl pieces::Sink for Encoded {
 /// `captures` pushed from pieces ([`Otlp::push_from_captures`]'s walk): the requests and
 /// bytes on the wire of their decoded trace ([`Otlp::encode_requests`]), the same stats.
 /// Returns whether their calls were planned.
-fn same_wire(captures: &[Capture], options: &Options, what: &str) -> bool {
+pub(super) fn same_wire(captures: &[Capture], options: &Options, what: &str) -> bool {
     let trace = Trace::from_captures(captures);
     let refs: Vec<&Capture> = captures.iter().collect();
     let otlp = Otlp::new(&trace, options);
@@ -356,5 +356,60 @@ fn calls_recorded_on_a_pool_of_threads_are_written_from_pieces() {
         let planned = same_bytes(&captures, &options, &what);
         eprintln!("{what}: planned {planned}");
         same_wire(&captures, &Options::new().batch_spans(100), &what);
+    }
+}
+
+/// Two sessions of process 42 that recorded one thread (id 1) at once, as two sessions of a
+/// process may: the first a `query` scope from 10 to 40 (with `calls`, the poll of a `fetch`
+/// call), the second a `query` from 15 to 30 holding a counter sample at 20 and an instant
+/// at 25.
+fn one_thread_twice(calls: bool) -> [Capture; 2] {
+    use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, with_payload};
+    use crate::record::event::{RawEvent, RawKind};
+    let mut first = Vec::new();
+    if calls {
+        first.extend(with_payload(RawKind::AsyncBegin, &FETCH, 10, 1));
+        first.extend(with_payload(RawKind::PollBegin, &FETCH, 10, 1));
+        first.push(RawEvent::end(RawEvent::end_key(FETCH.id(), 10), 40));
+        first.extend(with_payload(RawKind::AsyncEnd, &FETCH, 40, 1));
+    } else {
+        first.push(RawEvent::begin(QUERY.id(), 10));
+        first.push(RawEvent::end(RawEvent::end_key(QUERY.id(), 10), 40));
+    }
+    let mut second = vec![RawEvent::begin(QUERY.id(), 15)];
+    let value = (RawEvent::NUMBER_INT, 3);
+    second.extend(RawEvent::sample(
+        RawKind::CounterSet,
+        HANDLE.id(),
+        20,
+        value,
+    ));
+    second.push(RawEvent::new(RawKind::Instant, PARSE.id(), 25));
+    second.push(RawEvent::end(RawEvent::end_key(QUERY.id(), 15), 30));
+    [first, second].map(|records| {
+        let mut capture = Capture::from_records(vec![(1, records)], 0, 100);
+        capture.header.process_id = 42;
+        capture
+    })
+}
+
+/// The whole trace places an event on the innermost span open at its time on any thread of
+/// its process with its thread's id (of two as deep, the later thread's): here the second
+/// session's `query`, whichever session recorded it.
+#[test]
+fn events_of_sessions_of_one_process_on_one_thread_are_placed_as_decoded() {
+    let options = Options::new();
+    for calls in [false, true] {
+        let captures = one_thread_twice(calls);
+        let trace = Trace::from_captures(&captures);
+        assert_eq!(trace.threads.len(), 2);
+        assert_eq!(trace.processes.len(), 1);
+        assert_eq!(trace.async_spans.len(), usize::from(calls));
+        same_bytes(
+            &captures,
+            &options,
+            &format!("one thread twice, calls {calls}"),
+        );
+        same_wire(&captures, &options, "one thread twice");
     }
 }
