@@ -413,3 +413,44 @@ fn events_of_sessions_of_one_process_on_one_thread_are_placed_as_decoded() {
         same_wire(&captures, &options, "one thread twice");
     }
 }
+
+/// Two sessions started on one thread record the same scopes, calls and events: each event
+/// is placed on the innermost span open at its time across both (of two as deep, the later
+/// session's), by the whole trace as from pieces.
+#[test]
+fn two_sessions_recording_one_thread_are_written_as_decoded() {
+    let first = crate::Profiler::builder().current_thread().start();
+    let second = crate::Profiler::builder().current_thread().start();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut calls: Vec<Option<Task>> = (0..4).map(|i| Some(Box::pin(request(i)) as Task)).collect();
+    for round in 0..16 {
+        let _outer = crate::scope!("round");
+        crate::instant!("tick");
+        crate::counter!("round", set = round);
+        for call in &mut calls {
+            if call
+                .as_mut()
+                .is_some_and(|c| c.as_mut().poll(&mut cx).is_ready())
+            {
+                *call = None;
+            }
+        }
+    }
+    assert!(calls.iter().all(Option::is_none));
+    second.stop();
+    first.stop();
+    let captures: Vec<Capture> = [&first, &second]
+        .iter()
+        .flat_map(|prof| {
+            let mut bytes = Vec::new();
+            prof.capture().write_to(&mut bytes).unwrap();
+            Capture::from_bytes(&bytes).unwrap()
+        })
+        .collect();
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.threads.len(), 2);
+    assert_eq!(trace.instants.len(), 32);
+    // Four requests and their leaves (0 + 1 + 2 + 3), twice.
+    assert_eq!(trace.async_spans.len(), 2 * (4 + 6));
+    same_bytes(&captures, &Options::new(), "two sessions of one thread");
+}
