@@ -454,3 +454,27 @@ fn two_sessions_recording_one_thread_are_written_as_decoded() {
     assert_eq!(trace.async_spans.len(), 2 * (4 + 6));
     same_bytes(&captures, &Options::new(), "two sessions of one thread");
 }
+
+#[test]
+fn polls_open_across_the_pieces_of_their_thread_are_written_as_decoded() {
+    let options = Options::new();
+    for seed in 0..3 {
+        let capture = executor(Exec {
+            threads: 1 + seed as usize % 2,
+            steps: 6_000,
+            linger: true,
+            chaos: seed == 2,
+            ties: false,
+            ..exec(seed + 20_000)
+        });
+        let trace = Trace::from_capture(&capture);
+        let most = trace.threads.iter().map(|t| t.spans.len()).max();
+        // Read in pieces of 1,024 spans (`summary::WINDOW`).
+        assert!(most > Some(1_024), "{most:?} spans");
+        let what = format!("lingering seed {seed}");
+        assert!(
+            same_bytes(&[capture], &options, &what),
+            "{what}: decoded whole"
+        );
+    }
+}

@@ -41,6 +41,8 @@ pub(super) struct Exec {
     pub(super) chaos: bool,
     /// Instants (of the thread or of the process) and counter samples among the slices.
     pub(super) events: bool,
+    /// Tasks seldom yield: polls long open, across the pieces a thread is read in.
+    pub(super) linger: bool,
 }
 
 /// A call of the executor: its callsite, span id, whether a `tracing` span, the threads it
@@ -209,6 +211,11 @@ pub(super) fn executor(e: Exec) -> Capture {
                     running[t] = None;
                 }
             }
+            // A short plain scope, where tasks linger.
+            _ if e.linger && rng.below(24) != 0 => {
+                out.push(RawEvent::begin(QUERY.id(), tick));
+                out.push(RawEvent::end(RawEvent::end_key(QUERY.id(), tick), tick));
+            }
             // The task yields: every slice of it ends.
             _ => {
                 for _ in 0..chain.len() {
@@ -297,5 +304,6 @@ pub(super) fn exec(seed: u64) -> Exec {
         strays: rng.below(3) == 0,
         chaos: false,
         events: false,
+        linger: false,
     }
 }
