@@ -9,6 +9,7 @@ use super::hostile_executor::{Exec, Kind, exec, executor, window};
 use super::{Options, Otlp, pieces};
 use crate::capture::Capture;
 use crate::decode::forged_async::Rng;
+use crate::record::callsite::Callsite;
 use crate::trace::Trace;
 
 /// `captures` written to OTLP/JSON from pieces and from their decoded trace: the same bytes
@@ -476,5 +477,43 @@ fn polls_open_across_the_pieces_of_their_thread_are_written_as_decoded() {
             same_bytes(&[capture], &options, &what),
             "{what}: decoded whole"
         );
+    }
+}
+
+/// Threads of a session with calls that hold no span: one with only a call's begin, one
+/// with only an instant; a call begun and ended unpolled; a call first polled inside the
+/// poll of a call whose first poll was inside a scope of another thread (the trace of both
+/// is that scope's).
+#[test]
+fn threads_without_spans_and_traces_across_threads_are_written_from_pieces() {
+    use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, with_payload};
+    use crate::record::event::{RawEvent, RawKind::*};
+    let end = |site: &'static Callsite, began, at| RawEvent::end(RawEvent::end_key(site.id(), began), at);
+    let mut one = with_payload(AsyncBegin, &FETCH, 10, 1).to_vec();
+    one.extend(with_payload(AsyncBegin, &HANDLE, 11, 2));
+    one.extend(with_payload(AsyncEnd, &HANDLE, 11, 2));
+    let mut two = vec![RawEvent::begin(QUERY.id(), 12)];
+    two.extend(with_payload(PollBegin, &FETCH, 13, 1));
+    two.push(end(&FETCH, 13, 15));
+    two.push(end(&QUERY, 12, 16));
+    let mut three = with_payload(PollBegin, &FETCH, 20, 1).to_vec();
+    three.extend(with_payload(AsyncBegin, &HANDLE, 21, 3));
+    three.extend(with_payload(PollBegin, &HANDLE, 21, 3));
+    three.push(end(&HANDLE, 21, 22));
+    three.push(end(&FETCH, 20, 23));
+    three.extend(with_payload(PollBegin, &HANDLE, 30, 3));
+    three.push(end(&HANDLE, 30, 31));
+    three.extend(with_payload(AsyncEnd, &HANDLE, 31, 3));
+    three.extend(with_payload(AsyncEnd, &FETCH, 32, 1));
+    let four = vec![RawEvent::new(Instant, PARSE.id(), 14)];
+    let records = vec![(1, one), (2, two), (3, three), (4, four)];
+    let capture = Capture::from_records(records, 0, 50);
+    let trace = Trace::from_capture(&capture);
+    assert_eq!(trace.async_spans.len(), 3);
+    assert_eq!(trace.instants.len(), 1);
+    for options in [Options::new(), Options::new().trace_per_process(true)] {
+        let captures = std::slice::from_ref(&capture);
+        assert!(same_bytes(captures, &options, "spanless threads"), "decoded whole");
+        assert!(same_wire(captures, &options, "spanless threads"));
     }
 }
