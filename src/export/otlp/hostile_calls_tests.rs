@@ -415,19 +415,19 @@ fn events_of_sessions_of_one_process_on_one_thread_are_placed_as_decoded() {
     }
 }
 
-/// Two sessions started on one thread record the same scopes, calls and events: each event
-/// is placed on the innermost span open at its time across both (of two as deep, the later
-/// session's), by the whole trace as from pieces.
-#[test]
-fn two_sessions_recording_one_thread_are_written_as_decoded() {
+/// Two sessions started on one thread record the same scopes, calls and (with `events`)
+/// instants and counter samples, read back from their bytes.
+fn one_thread_recorded_twice(events: bool) -> Vec<Capture> {
     let first = crate::Profiler::builder().current_thread().start();
     let second = crate::Profiler::builder().current_thread().start();
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut calls: Vec<Option<Task>> = (0..4).map(|i| Some(Box::pin(request(i)) as Task)).collect();
     for round in 0..16 {
         let _outer = crate::scope!("round");
-        crate::instant!("tick");
-        crate::counter!("round", set = round);
+        if events {
+            crate::instant!("tick");
+            crate::counter!("round", set = round);
+        }
         for call in &mut calls {
             if call
                 .as_mut()
@@ -440,20 +440,31 @@ fn two_sessions_recording_one_thread_are_written_as_decoded() {
     assert!(calls.iter().all(Option::is_none));
     second.stop();
     first.stop();
-    let captures: Vec<Capture> = [&first, &second]
+    [&first, &second]
         .iter()
         .flat_map(|prof| {
             let mut bytes = Vec::new();
             prof.capture().write_to(&mut bytes).unwrap();
             Capture::from_bytes(&bytes).unwrap()
         })
-        .collect();
-    let trace = Trace::from_captures(&captures);
-    assert_eq!(trace.threads.len(), 2);
-    assert_eq!(trace.instants.len(), 32);
-    // Four requests and their leaves (0 + 1 + 2 + 3), twice.
-    assert_eq!(trace.async_spans.len(), 2 * (4 + 6));
-    same_bytes(&captures, &Options::new(), "two sessions of one thread");
+        .collect()
+}
+
+/// Two sessions recording one thread: each event is placed on the innermost span open at
+/// its time across both (of two as deep, the later session's), by the whole trace as from
+/// pieces (then decoded whole); without events, their calls are planned.
+#[test]
+fn two_sessions_recording_one_thread_are_written_as_decoded() {
+    for events in [true, false] {
+        let captures = one_thread_recorded_twice(events);
+        let trace = Trace::from_captures(&captures);
+        assert_eq!(trace.threads.len(), 2);
+        assert_eq!(trace.instants.len(), if events { 32 } else { 0 });
+        // Four requests and their leaves (0 + 1 + 2 + 3), twice.
+        assert_eq!(trace.async_spans.len(), 2 * (4 + 6));
+        let planned = same_bytes(&captures, &Options::new(), "two sessions of one thread");
+        assert_eq!(planned, !events);
+    }
 }
 
 #[test]
@@ -488,7 +499,8 @@ fn polls_open_across_the_pieces_of_their_thread_are_written_as_decoded() {
 fn threads_without_spans_and_traces_across_threads_are_written_from_pieces() {
     use crate::decode::forged_async::{FETCH, HANDLE, PARSE, QUERY, with_payload};
     use crate::record::event::{RawEvent, RawKind::*};
-    let end = |site: &'static Callsite, began, at| RawEvent::end(RawEvent::end_key(site.id(), began), at);
+    let end =
+        |site: &'static Callsite, began, at| RawEvent::end(RawEvent::end_key(site.id(), began), at);
     let mut one = with_payload(AsyncBegin, &FETCH, 10, 1).to_vec();
     one.extend(with_payload(AsyncBegin, &HANDLE, 11, 2));
     one.extend(with_payload(AsyncEnd, &HANDLE, 11, 2));
@@ -513,7 +525,56 @@ fn threads_without_spans_and_traces_across_threads_are_written_from_pieces() {
     assert_eq!(trace.instants.len(), 1);
     for options in [Options::new(), Options::new().trace_per_process(true)] {
         let captures = std::slice::from_ref(&capture);
-        assert!(same_bytes(captures, &options, "spanless threads"), "decoded whole");
+        assert!(
+            same_bytes(captures, &options, "spanless threads"),
+            "decoded whole"
+        );
         assert!(same_wire(captures, &options, "spanless threads"));
+    }
+}
+
+/// Sessions of one process whose calls all start at one of two ticks (each session's first
+/// `n` at 10, the rest at 11): the whole trace orders them by session among each tick, across
+/// the blocks of the plans' files and the chunks the calls are sent in.
+#[test]
+fn calls_of_one_start_in_several_sessions_are_numbered_as_decoded() {
+    use crate::decode::forged_async::{FETCH, HANDLE, with_payload};
+    use crate::record::event::{RawEvent, RawKind::*};
+    let burst = |calls: u32, n: u32, thread: u64| {
+        let mut records = Vec::new();
+        for span in 1..=calls {
+            let (site, at) = match span <= n {
+                true => (&FETCH, 10),
+                false => (&HANDLE, 11),
+            };
+            records.extend(with_payload(AsyncBegin, site, at, span));
+            records.extend(with_payload(PollBegin, site, at, span));
+            records.push(RawEvent::end(RawEvent::end_key(site.id(), at), at));
+            records.extend(with_payload(AsyncEnd, site, at, span));
+        }
+        let mut capture = Capture::from_records(vec![(thread, records)], 0, 20);
+        capture.header.process_id = 9;
+        capture
+    };
+    let captures = [
+        burst(7, 3, 1),
+        burst(2_500, 2_000, 2),
+        burst(5, 5, 3),
+        burst(1, 0, 4),
+    ];
+    let trace = Trace::from_captures(&captures);
+    assert_eq!(trace.async_spans.len(), 7 + 2_500 + 5 + 1);
+    let at_10 = trace
+        .async_spans
+        .iter()
+        .take_while(|c| c.start_ns == 10)
+        .count();
+    assert_eq!(at_10, 3 + 2_000 + 5);
+    for options in [Options::new(), Options::new().batch_spans(1_000)] {
+        assert!(
+            same_bytes(&captures, &options, "one start"),
+            "decoded whole"
+        );
+        assert!(same_wire(&captures, &options, "one start"));
     }
 }
