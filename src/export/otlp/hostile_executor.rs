@@ -234,7 +234,7 @@ pub(super) fn executor(e: Exec) -> Capture {
 /// The poll of `c` begins on thread `t` at `tick`.
 fn poll_begin(out: &mut Vec<RawEvent>, stack: &mut Vec<Open>, c: &mut Call, t: usize, tick: u64) {
     match c.tracing {
-        true => out.extend(span_enter(c.site, tick, u64::from(c.span))),
+        true => out.extend(span_enter(c.site, tick, tracing_id(c.span))),
         false => out.extend(with_payload(RawKind::PollBegin, c.site, tick, c.span)),
     }
     stack.push((c.site, tick, true));
@@ -254,7 +254,7 @@ fn end_call(out: &mut Vec<RawEvent>, c: &Call, t: usize, tick: u64) {
     match c.tracing {
         true => {
             let here = c.threads.iter().all(|&at| at == t);
-            out.extend(span_close(tick, u64::from(c.span), here));
+            out.extend(span_close(tick, tracing_id(c.span), here));
         }
         false => out.extend(with_payload(RawKind::AsyncEnd, c.site, tick, c.span)),
     }
@@ -306,4 +306,9 @@ pub(super) fn exec(seed: u64) -> Exec {
         events: false,
         linger: false,
     }
+}
+
+/// The `tracing` span id of span `span`: high bits set, as `tracing-subscriber`'s ids have.
+fn tracing_id(span: u32) -> u64 {
+    0x4000_0000_0000 | u64::from(span)
 }
