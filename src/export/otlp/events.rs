@@ -252,6 +252,24 @@ pub(super) fn with_events(trace: &Trace) -> Vec<u32> {
     processes
 }
 
+/// True when an instant or a counter sample was recorded on a thread id that two threads of
+/// its process share (sessions of one process that recorded one thread): the whole trace
+/// places it on the innermost span open at its time across them, which a thread's pieces do
+/// not know.
+pub(super) fn on_shared_threads(trace: &Trace) -> bool {
+    let mut threads: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+    for thread in &trace.threads {
+        *threads.entry((thread.process, thread.id)).or_default() += 1;
+    }
+    let shared = |key| threads.get(&key).is_some_and(|&n| n > 1);
+    if threads.len() == trace.threads.len() {
+        return false;
+    }
+    (trace.instants.iter()).any(|i| shared((i.process, i.thread)))
+        || (trace.counters.iter())
+            .any(|c| (c.samples.iter()).any(|s| shared((c.process, s.thread))))
+}
+
 /// A trace with the window and processes of `trace` and nothing else.
 pub(super) fn frame(trace: &Trace) -> Trace {
     let mut mini = Trace::empty();

@@ -80,6 +80,10 @@ mod endpoint;
 mod errors;
 mod events;
 mod fields;
+#[cfg(test)]
+mod hostile_calls_tests;
+#[cfg(test)]
+mod hostile_executor;
 mod json;
 mod links;
 mod map;

@@ -41,23 +41,27 @@ use super::options::{Options, Stats};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 /// The pieces of `captures` when their requests can be made from pieces: processes whose
-/// threads come in order unless every root is kept.
+/// threads come in order unless every root is kept, and no event on a thread id that two
+/// threads of its process share ([`events::on_shared_threads`]).
 pub(super) fn of_captures<'c>(
     captures: &[&'c crate::Capture],
     options: &Options,
 ) -> Option<(Pieces<'c>, Option<Calls>)> {
-    let (pieces, calls) = match Pieces::new(captures) {
-        Some(pieces) => (pieces, None),
-        // Of async calls, where a plan of them can be made.
-        None => {
-            let pieces = Pieces::with_memory(captures)?;
-            let calls = Calls::of(&pieces, options)?;
-            (pieces, Some(calls))
-        }
+    let (pieces, with_calls) = match Pieces::new(captures) {
+        Some(pieces) => (pieces, false),
+        None => (Pieces::with_memory(captures)?, true),
     };
     let trace = pieces.trace();
     let in_order = trace.threads.is_sorted_by_key(|t| t.process);
-    (in_order || options.sample_roots == 1).then_some((pieces, calls))
+    if !(in_order || options.sample_roots == 1) || events::on_shared_threads(trace) {
+        return None;
+    }
+    // Of async calls, where a plan of them can be made.
+    let calls = match with_calls {
+        true => Some(Calls::of(&pieces, options)?),
+        false => None,
+    };
+    Some((pieces, calls))
 }
 
 /// Writes the trace of `source` as OTLP/JSON lines into `out`, as
