@@ -25,6 +25,8 @@ mod calibrate;
 mod dump;
 mod lifecycle;
 mod listen;
+#[cfg(all(test, feature = "otlp"))]
+mod otlp_recorded_tests;
 mod results;
 mod steps;
 

@@ -81,7 +81,7 @@ mod errors;
 mod events;
 mod fields;
 #[cfg(test)]
-mod hostile_calls_tests;
+pub(crate) mod hostile_calls_tests;
 #[cfg(test)]
 mod hostile_executor;
 mod json;
