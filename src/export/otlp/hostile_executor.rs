@@ -73,22 +73,33 @@ pub(super) fn executor(e: Exec) -> Capture {
     let mut tasks: Vec<(Vec<Call>, bool)> = Vec::new();
     let mut next_span = 0u32;
     let mut tick = e.from;
-    let call = |rng: &mut Rng, span: &mut u32| {
-        *span += 1;
-        let reused = e.chaos && *span > 3 && rng.below(8) == 0;
-        let id = if reused {
-            1 + rng.below(u64::from(*span - 1)) as u32
-        } else {
-            *span
+    // A new call, its `AsyncBegin` (unless a `tracing` span) recorded into `out` at `tick`; a
+    // task `spawned` is a `#[profile]` call, whatever the kind.
+    let call =
+        |rng: &mut Rng, span: &mut u32, out: &mut Vec<RawEvent>, tick: u64, spawned: bool| {
+            *span += 1;
+            let reused = e.chaos && *span > 3 && rng.below(8) == 0;
+            let id = if reused {
+                1 + rng.below(u64::from(*span - 1)) as u32
+            } else {
+                *span
+            };
+            let tracing = match e.kind {
+                Kind::Profile => false,
+                Kind::Tracing => true,
+                Kind::Mixed => rng.below(2) == 0,
+            } && !spawned;
+            let site = sites[rng.below(2) as usize];
+            if !tracing {
+                out.extend(with_payload(RawKind::AsyncBegin, site, tick, id));
+            }
+            Call {
+                site,
+                span: id,
+                tracing,
+                threads: Vec::new(),
+            }
         };
-        let tracing = match e.kind {
-            Kind::Profile => false,
-            Kind::Tracing => true,
-            Kind::Mixed => rng.below(2) == 0,
-        };
-        let site = sites[rng.below(2) as usize];
-        (site, id, tracing)
-    };
     // Calls ended later (`chaos`).
     let mut later: Vec<Call> = Vec::new();
     for _ in 0..e.steps {
@@ -127,16 +138,7 @@ pub(super) fn executor(e: Exec) -> Capture {
                 running[t] = Some(k);
             } else if r < 12 || (e.strays && r < 13) {
                 // A new task, begun here, polled now (or, a stray, later).
-                let (site, span, tracing) = call(&mut rng, &mut next_span);
-                let mut c = Call {
-                    site,
-                    span,
-                    tracing,
-                    threads: Vec::new(),
-                };
-                if !tracing {
-                    out.extend(with_payload(RawKind::AsyncBegin, site, tick, span));
-                }
+                let mut c = call(&mut rng, &mut next_span, out, tick, false);
                 let now = r < 12;
                 if now {
                     poll_begin(out, stack, &mut c, t, tick);
@@ -171,29 +173,13 @@ pub(super) fn executor(e: Exec) -> Capture {
             }
             // A call awaited: begun and polled inside the innermost.
             5..=7 if chain.len() < if e.chaos { 40 } else { 7 } => {
-                let (site, span, tracing) = call(&mut rng, &mut next_span);
-                let mut c = Call {
-                    site,
-                    span,
-                    tracing,
-                    threads: Vec::new(),
-                };
-                if !tracing {
-                    out.extend(with_payload(RawKind::AsyncBegin, site, tick, span));
-                }
+                let mut c = call(&mut rng, &mut next_span, out, tick, false);
                 poll_begin(out, stack, &mut c, t, tick);
                 chain.push(c);
             }
             // A task spawned: its call begun here, polled later anywhere.
             8 if e.strays => {
-                let (site, span, _) = call(&mut rng, &mut next_span);
-                out.extend(with_payload(RawKind::AsyncBegin, site, tick, span));
-                let c = Call {
-                    site,
-                    span,
-                    tracing: false,
-                    threads: Vec::new(),
-                };
+                let c = call(&mut rng, &mut next_span, out, tick, true);
                 tasks.push((vec![c], false));
             }
             // The innermost call completes (its plain scopes end first).
