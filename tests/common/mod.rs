@@ -14,7 +14,7 @@ pub mod perfetto_pb;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 /// The lock of the tests that need what the whole process shares: the mock clock's value,
@@ -28,14 +28,29 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Waits until no other test holds [`SERIAL`]; the test runs alone until the guard drops. A
 /// test that failed while holding it does not block the others.
+///
+/// Where a test installed the mock clock ([`mock`]), the guard's test begins a tick after
+/// every record of the tests before it: a session's window takes in the records of its start
+/// tick, and the mock stands still unless a test moves it, so a session of all threads started
+/// at once would otherwise take in the last records of the test before (their thread, still
+/// registered while it exits, then shows in its trace with exits of nothing).
 pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(mock) = MOCK.get() {
+        mock.increment(1u64);
+    }
+    guard
 }
+
+/// The mock clock, once [`mock`] installed it.
+static MOCK: OnceLock<Arc<tickscope::clock::Mock>> = OnceLock::new();
 
 /// The process-wide mock clock (`tickscope::clock::use_mock_clock`), installed by the first
 /// call; every test of `tests/mock` calls it before its first session.
 pub fn mock() -> Arc<tickscope::clock::Mock> {
-    tickscope::clock::use_mock_clock().expect("mock clock installed first")
+    let mock = tickscope::clock::use_mock_clock().expect("mock clock installed first");
+    MOCK.get_or_init(|| mock.clone());
+    mock
 }
 
 /// [`serial`] and [`mock`] at once.

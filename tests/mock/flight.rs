@@ -701,11 +701,27 @@ fn readers_snapshots_and_recycling_race() {
         .iter()
         .map(|t| t.spans.iter().filter(|s| s.cut_at_start).count() as u64)
         .sum();
+    let (ahead, late) = tickscope::__private::flight_reads().unwrap();
+    // What each thread kept, should the records not add up.
+    let threads: Vec<_> = (trace.threads.iter())
+        .map(|t| {
+            let cut: Vec<_> = t
+                .spans
+                .iter()
+                .filter(|s| s.cut_at_start)
+                .map(|s| s.name())
+                .collect();
+            let open = t.spans.iter().filter(|s| s.open_at_stop).count();
+            (t.name.clone(), t.spans.len(), cut, open)
+        })
+        .collect();
     assert_eq!(
         trace.event_count - cut + trace.overwritten_events,
-        (THREADS * (2 * SCOPES + 1)) as u64
+        (THREADS * (2 * SCOPES + 1)) as u64,
+        "events {}, overwritten {}, read ahead {ahead}, late {late}; threads {threads:?}",
+        trace.event_count,
+        trace.overwritten_events,
     );
-    let (ahead, late) = tickscope::__private::flight_reads().unwrap();
     let recycled = trace.overwritten_events / CHUNK_EVENTS as u64;
     assert!(ahead + late >= recycled, "{ahead} + {late} < {recycled}");
     assert!(late <= recycled);

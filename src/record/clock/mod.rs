@@ -197,6 +197,13 @@ impl IntoNanoseconds for std::time::Duration {
 ///
 /// Call it before the first session starts; calling it again returns the same mock. Sessions
 /// then report times as nanoseconds since the Unix epoch equal to the mock's value.
+///
+/// A session's window takes in the records stamped with its start tick, and the mock stands
+/// still unless moved: a session of all threads (a flight recorder, or one started without
+/// `current_thread`) started right after another session's last records, with the mock not
+/// moved in between, takes those records in too (a thread of the earlier session that is still
+/// registered then shows in its trace, with exits of scopes it never saw begin). Tests that run
+/// sessions one after another move the mock by a tick before each start.
 pub fn use_mock_clock() -> Result<Arc<Mock>, ClockInUse> {
     let _guard = crate::record::sync::lock(&INSTALL);
     let source = SOURCE.get_or_init(|| {
