@@ -11,6 +11,7 @@ use crate::decode::memory::MemoryPairing;
 use crate::record::clock::PROBE_UNIT;
 
 impl<'a> Pairing<'a> {
+    #[inline(always)]
     fn close(&mut self, closed: Open, end: u64, open_at_stop: bool) {
         let index = closed.index;
         let probe_ns = self.converter.ticks_to_ns(closed.probe);
@@ -161,7 +162,7 @@ impl<'a> Pairing<'a> {
     /// An [`End`](RawKind::End) record: closes the newest open span with the end's key (the
     /// top one unless guards were dropped out of order). An end whose entry was outside the
     /// window closes nothing.
-    #[inline]
+    #[inline(always)]
     pub(super) fn end(&mut self, event: RawEvent) {
         let key = event.id;
         if let Some(position) = self.open.iter().rposition(|o| o.key == key) {
@@ -180,7 +181,7 @@ impl<'a> Pairing<'a> {
     }
 
     /// A [`Begin`](RawKind::Begin) record: the scope opens (unless its callsite is unknown).
-    #[inline]
+    #[inline(always)]
     pub(super) fn begin_scope(&mut self, event: RawEvent) {
         if let Some(callsite) = self.callsite(event.id) {
             let ns = self.converter.to_unix_ns(event.tick);
@@ -190,7 +191,7 @@ impl<'a> Pairing<'a> {
 
     /// A [`Begin`](RawKind::Begin) or [`PollBegin`](RawKind::PollBegin) record of `callsite`
     /// at `ns`: the span opens.
-    #[inline]
+    #[inline(always)]
     fn begin(&mut self, event: RawEvent, callsite: &'static Callsite, ns: u64) {
         let index = self.next_index();
         let (parent, depth) =

@@ -12,7 +12,11 @@ use crate::decode::memory::{Block, Counts};
 
 impl<'a> Pairing<'a> {
     /// Takes the thread's next record.
-    #[inline]
+    ///
+    /// Inlined into the record loop, with the entry and exit paths below it (`end`,
+    /// `begin_scope`, `begin`, `close`): a call per record was 11 % of the instructions of
+    /// `tickscope table` on a 10 M-record capture (callgrind, 4.76 G against 4.22 G).
+    #[inline(always)]
     pub(in crate::decode) fn push(&mut self, event: RawEvent) {
         // Most records: an entry or an exit, with nothing pending before it (what
         // [`Pairing::push_any`] does with them then).
