@@ -199,10 +199,10 @@ impl IntoNanoseconds for std::time::Duration {
 /// then report times as nanoseconds since the Unix epoch equal to the mock's value.
 ///
 /// A session's window takes in the records stamped with its start tick, and the mock stands
-/// still unless moved: a session of all threads (a flight recorder, or one started without
-/// `current_thread`) started right after another session's last records, with the mock not
-/// moved in between, takes those records in too (a thread of the earlier session that is still
-/// registered then shows in its trace, with exits of scopes it never saw begin). Tests that run
+/// still unless moved: a session started right after another session's last records, with the
+/// mock not moved in between, takes those records in too, where it records their thread (its
+/// own thread, or any thread for a session of all threads such as a flight recorder): an
+/// instant counted twice, or a thread with exits of scopes it never saw begin. Tests that run
 /// sessions one after another move the mock by a tick before each start.
 pub fn use_mock_clock() -> Result<Arc<Mock>, ClockInUse> {
     let _guard = crate::record::sync::lock(&INSTALL);
