@@ -45,7 +45,12 @@ if [ ! -d "$playwright" ]; then
         skip "npm could not install playwright-core"
 fi
 
-cargo build --quiet -p tickscope-cli
+# The command: $TICKSCOPE when given (as .ci/run gives it its build), else built here.
+tickscope=${TICKSCOPE:-}
+if [ -z "$tickscope" ]; then
+    cargo build --quiet -p tickscope-cli
+    tickscope=target/debug/tickscope
+fi
 cargo build --quiet --example capture --example report_captures --example diff_workload
 bin=target/debug
 out=$(mktemp -d)
@@ -65,13 +70,13 @@ add_case() { # NAME CAPTURE [BASELINE]
     local name=$1 capture=$2 base=${3:-}
     local args=("$capture" -o "$out/$name.html")
     [ -n "$base" ] && args+=(--baseline "$base")
-    "$bin/tickscope" report --quiet "${args[@]}"
-    "$bin/tickscope" table --quiet "$capture" --format json > "$out/$name.table.json"
-    "$bin/tickscope" table --quiet "$capture" > "$out/$name.table.txt"
-    "$bin/tickscope" table --quiet "$capture" --tree --format json > "$out/$name.tree.json"
+    "$tickscope" report --quiet "${args[@]}"
+    "$tickscope" table --quiet "$capture" --format json > "$out/$name.table.json"
+    "$tickscope" table --quiet "$capture" > "$out/$name.table.txt"
+    "$tickscope" table --quiet "$capture" --tree --format json > "$out/$name.tree.json"
     local extra=""
     if [ -n "$base" ]; then
-        "$bin/tickscope" table --quiet "$base" --format json > "$out/$name.base.json"
+        "$tickscope" table --quiet "$base" --format json > "$out/$name.base.json"
         extra=", \"base_table_json\": \"$out/$name.base.json\""
     fi
     [ "$name" = hostile ] && extra="$extra, \"expect_names\": \"$out/hostile.names.json\""
@@ -82,7 +87,7 @@ add_case() { # NAME CAPTURE [BASELINE]
 node -e '
 const t = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
 require("fs").writeFileSync(process.argv[2], JSON.stringify(t.rows.map((r) => r.name)));
-' <("$bin/tickscope" table --quiet "$out/hostile.tscope" --format json) "$out/hostile.names.json"
+' <("$tickscope" table --quiet "$out/hostile.tscope" --format json) "$out/hostile.names.json"
 add_case capture "$out/run.tscope"
 add_case hostile "$out/hostile.tscope"
 add_case mixed "$out/mixed.tscope"

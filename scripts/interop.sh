@@ -5,6 +5,9 @@
 # be installed (no network).
 #
 #   scripts/interop.sh [VALIDATORS_DIR]     (default: ../shared/validators beside the repo)
+#
+# TICKSCOPE: the command to run, built with its `otlp` feature (as .ci/run gives it its
+# build); without it, built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 V=${1:-../shared/validators}
@@ -22,8 +25,11 @@ trap 'rm -rf "$out"' EXIT
 # The command, with its `otlp` feature (push, convert -o x.otlp.json), built once in the dev
 # profile: .ci/run's otlp step has built its dependencies so (a release build would compile
 # the OTLP client's crates again); the captures it reads here are small.
-cargo build --quiet -p tickscope-cli --features otlp
-tickscope="${CARGO_TARGET_DIR:-target}/debug/tickscope"
+tickscope=${TICKSCOPE:-}
+if [ -z "$tickscope" ]; then
+    cargo build --quiet -p tickscope-cli --features otlp
+    tickscope="${CARGO_TARGET_DIR:-target}/debug/tickscope"
+fi
 cargo run --quiet --release --example quickstart -- "$out" > "$out/table.txt"
 trace="$out/quickstart.json"
 "$V/check_trace.sh" "$trace"

@@ -7,6 +7,8 @@
 # Prints the captured screen. Skipped (exit 0) without tmux.
 #
 #   scripts/top_tmux.sh              # TOP_SECONDS=6 by default
+#
+# TICKSCOPE: the command to run (as .ci/run gives it its build); without it, built here.
 set -euo pipefail
 
 if ! command -v tmux >/dev/null 2>&1; then
@@ -16,8 +18,11 @@ fi
 cd "$(dirname "$0")/.."
 seconds=${TOP_SECONDS:-6}
 cargo build -q --example service -p tickscope
-cargo build -q -p tickscope-cli
 target=${CARGO_TARGET_DIR:-target}
+if [ -z "${TICKSCOPE:-}" ]; then
+    cargo build -q -p tickscope-cli
+    TICKSCOPE=$target/debug/tickscope
+fi
 work=$(mktemp -d)
 chmod 700 "$work"
 export XDG_RUNTIME_DIR=$work
@@ -39,7 +44,7 @@ now_ms() { date +%s%3N; }
 count_at() { awk -v t="$1" '$1 <= t { c = $2 } END { print c + 0 }' "$work/counts"; }
 
 tmux new-session -d -s "$session" -x 120 -y 20 \
-    "XDG_RUNTIME_DIR=$work $target/debug/tickscope top --pid $service; echo top-exited-\$?; sleep 5"
+    "XDG_RUNTIME_DIR=$work $TICKSCOPE top --pid $service; echo top-exited-\$?; sleep 5"
 # The first window arrives half a second after the attach.
 for _ in $(seq 50); do
     tmux capture-pane -p -t "$session" | grep -q "1 windows" && break
