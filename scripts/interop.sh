@@ -22,9 +22,9 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# The command, with its `otlp` feature (push, convert -o x.otlp.json), built once in the dev
-# profile: .ci/run's otlp step has built its dependencies so (a release build would compile
-# the OTLP client's crates again); the captures it reads here are small.
+# The command, with its `otlp` feature (push, convert -o x.otlp.json): $TICKSCOPE (.ci/run's
+# build of its CLI step), else built here in the dev profile (a release build would compile
+# the OTLP client's crates again; the captures it reads here are small).
 tickscope=${TICKSCOPE:-}
 if [ -z "$tickscope" ]; then
     cargo build --quiet -p tickscope-cli --features otlp
