@@ -14,11 +14,17 @@ pub fn capture_from_records(
     crate::Capture::from_records(threads, start_tick, end_tick)
 }
 
-/// Runs `f` with this thread's capture writers writing event chunks as recorded (16 bytes a
-/// record, the format before packed chunks), not packed: old files for the tests of their
-/// reading.
+/// Runs `f` with this thread's capture writers writing event chunks as recorded (8-byte
+/// words, the format of builds without packing), not packed.
 pub fn unpacked<R>(f: impl FnOnce() -> R) -> R {
     crate::capture::compress::unpacked(f)
+}
+
+/// Runs `f` with this thread's capture writers writing event chunks of 16-byte records, not
+/// packed (event chunk version 4, the format before 8-byte words): old files for the tests
+/// of their reading.
+pub fn as_records<R>(f: impl FnOnce() -> R) -> R {
+    crate::capture::compress::as_records(f)
 }
 
 /// Each thread's records of `capture`: `(thread id, records)`, in its order.

@@ -45,7 +45,7 @@
 //! ```
 //!
 //! - **record**: the hot path stamps a raw clock tick ([`quanta::Clock::raw`][raw], the TSC
-//!   where there is one) and a static callsite id into a 16-byte record in the current
+//!   where there is one) and a static callsite id into an 8-byte word in the current
 //!   thread's own chunk: no lock, no allocation (after the thread's first chunk), no write to
 //!   memory another thread writes.
 //!
@@ -99,7 +99,8 @@
 //! Measured with `cargo bench --bench scope` on a 2-vCPU AMD EPYC VM (Linux, one run,
 //! medians): an enabled scope (enter + exit) costs 21.5 ns, where the two raw TSC reads it
 //! cannot avoid cost 21.0 ns on their own (1.025×); a scope while no session records costs
-//! 0.28 ns. Each recorded scope takes 32 bytes of buffer (two 16-byte records). A stopped
+//! 0.28 ns. Each recorded scope takes 16 bytes of buffer (an 8-byte word for its entry and one
+//! for its exit; arguments and other records take 16 bytes each). A stopped
 //! session's [`Capture`] holds its chunks until the session restarts or is dropped (or, for
 //! a capture a caller keeps, until that goes); they then stay warm for the next session, up
 //! to 64 MiB ([`release_memory`] frees them). The peer comparison in the repository's `benches/peers/`
@@ -388,7 +389,7 @@ mod macros;
 /// gave back.
 ///
 /// When a stopped session restarts or is dropped (and no one else holds its [`Capture`]), the
-/// chunks its threads filled (64 KiB each) wait for the next session, up to 64 MiB, so that
+/// chunks its threads filled (32 KiB each) wait for the next session, up to 64 MiB, so that
 /// recording never pays page faults twice. Call this when no more profiling is coming and the
 /// memory matters. Chunks that running sessions, threads or captures still hold are not
 /// touched.

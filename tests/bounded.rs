@@ -1129,14 +1129,14 @@ fn gzipped_files_are_read_in_the_memory_of_plain_ones() {
     let _serial = serial();
     tickscope::__private::set_exact_quantile_budget(0);
     let prof = Profiler::builder().current_thread().start();
-    for i in 0..200_000u64 {
+    for i in 0..400_000u64 {
         let _request = scope!("request");
         let _work = scope!("work");
         std::hint::black_box(i);
     }
     prof.stop();
     let (plain, gz) = (scratch("gz-plain.tscope"), scratch("gz.tscope.gz"));
-    // Unpacked, 16 bytes a record: a file much larger than what reading it holds.
+    // Unpacked, 8 bytes a record: a file much larger than what reading it holds.
     tickscope::__private::unpacked(|| prof.write_capture(&plain)).unwrap();
     let bytes = std::fs::read(&plain).unwrap();
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -1160,7 +1160,7 @@ fn gzipped_files_are_read_in_the_memory_of_plain_ones() {
     let (gz_peak, gz_table) = read(&gz);
     tickscope::__private::set_exact_quantile_budget(8 << 20);
     assert_eq!(gz_table, plain_table);
-    assert!(plain_table.contains("request") && plain_table.contains("200000"));
+    assert!(plain_table.contains("request") && plain_table.contains("400000"));
     assert!(
         gz_peak <= plain_peak + (1 << 20),
         "gzipped: {gz_peak} bytes at most, plain: {plain_peak}, for a file of {len} bytes"
@@ -1511,10 +1511,14 @@ fn html_reports_and_diffs_of_async_calls_take_bounded_memory() {
     // again on another thread while the scopes are read: two pairing windows at once.)
     let spans_bytes = 60_000 * 64 + 20_000 * 64;
     // (The diff's peak varies by some 150 KB from run to run of the same session: where
-    // the thread reading the calls is when the heap is highest.)
+    // the thread reading the calls is when the heap is highest. Both vary by up to some
+    // 550 KB with where the stream's chunks end: the first pass drains its window of spans
+    // at a chunk's end when no scope is open there, else once it holds twice as many, and
+    // 2,000 calls may never fill it twice. Measured on 4,096-word chunks: 1.2 to 1.8 MB for
+    // 2,000, 8,000, 20,000 and 60,000 calls, not growing with them.)
     for (small, large) in small.into_iter().zip(large) {
         assert!(
-            large <= small + (256 << 10),
+            large <= small + (768 << 10),
             "{large} bytes at most for 20,000 calls, {small} for a tenth"
         );
         assert!(large < spans_bytes / 2, "{large} bytes");
@@ -1929,8 +1933,11 @@ fn a_table_of_tracing_spans_split_by_a_field_takes_bounded_memory() {
     let small = peak(3_000, "tracing-kind-small.tscope", true);
     let large = peak(30_000, "tracing-kind-large.tscope", false);
     eprintln!("table of 3,000 / 30,000 tracing spans by field: {small} / {large} bytes at most");
+    // (Measured with 32 KiB chunks: 2.6 MB for 3,000 spans, 3.0, 3.3, 3.3 and 3.4 MB for
+    // 10,000, 30,000, 60,000 and 120,000; with the 64 KiB chunks before, 2.9, 2.5, 2.8, 3.1
+    // and 3.1 MB: where the chunks end moves the peak by some 0.5 MB either way.)
     assert!(
-        large <= small + (384 << 10),
+        large <= small + (768 << 10),
         "{large} bytes at most for 30,000 spans, {small} for a tenth"
     );
 }

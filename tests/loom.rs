@@ -1,12 +1,13 @@
 //! Loom model of the per-thread buffer protocol: one writer filling chunks while a collector
 //! takes captures (holds on chunks) and reclaims concurrently.
 //!
-//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom` (chunks hold 3 events under loom).
+//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom` (chunks hold 3 words under loom:
+//! three entries, or an entry and a two-word record).
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;
-use tickscope::buffer::{CHUNK_EVENTS, ChunkBox, LinkedChunk, SharedChunk, ThreadBuffer, Writer};
+use tickscope::buffer::{CHUNK_WORDS, ChunkBox, LinkedChunk, SharedChunk, ThreadBuffer, Writer};
 use tickscope::dry::{DrySpell, Returns};
 use tickscope::event::{RawEvent, RawKind};
 
@@ -42,13 +43,13 @@ fn spawn_writer(
 fn ticks(shared: &[SharedChunk]) -> Vec<u64> {
     shared
         .iter()
-        .flat_map(|c| c.records().iter().map(|e| e.tick))
+        .flat_map(|c| c.records().into_iter().map(|e| e.tick))
         .collect()
 }
 
 #[test]
 fn a_capture_sees_a_prefix_in_order() {
-    assert_eq!(CHUNK_EVENTS, 3);
+    assert_eq!(CHUNK_WORDS, 3);
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
         let writer = spawn_writer(&buffer, |buffer| {
@@ -119,36 +120,38 @@ fn a_held_chunk_outlives_its_unlinking() {
     });
 }
 
-/// Records written together (an allocation and its payload) are seen together or not at all,
+/// Records written together (an entry and its payload) are seen together or not at all,
 /// and reclamation goes by the lead record's tick, never by the payload's address.
 #[test]
 fn records_pushed_together_are_seen_together() {
     loom::model(|| {
         let buffer = Arc::new(ThreadBuffer::new());
         let writer = spawn_writer(&buffer, |buffer| {
-            // The payload's "tick" is an address, far above every real tick.
-            let first = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 1, 1);
-            let second = RawEvent::memory(RawKind::Alloc, 8, u64::MAX - 2, 2);
+            // The payload's "tick" is an address, far above every real tick: one word for the
+            // entry, two for the payload.
+            let payload = |address| RawEvent::new(RawKind::Payload, 0, address);
+            let first = [RawEvent::begin(1, 1), payload(u64::MAX - 1)];
+            let second = [RawEvent::begin(1, 2), payload(u64::MAX - 2)];
             write_groups(buffer, &[&first, &second]);
             buffer.retire();
         });
         let kinds: Vec<RawKind> = buffer
             .share(0)
             .iter()
-            .flat_map(|c| c.records().iter().map(|e| e.kind))
+            .flat_map(|c| c.records().into_iter().map(|e| e.kind))
             .collect();
         assert!(kinds.len() % 2 == 0, "{kinds:?}");
         let mut reclaimed = Vec::new();
         buffer.reclaim(Some(2), None, |c| reclaimed.push(c));
         writer.join().unwrap();
-        // Three slots per chunk: each pair takes a chunk of its own. Only the first (tick 1)
+        // Three words per chunk: each pair takes a chunk of its own. Only the first (tick 1)
         // may go at horizon 2.
         let left: Vec<(RawKind, u64)> = buffer
             .share(0)
             .iter()
-            .flat_map(|c| c.records().iter().map(|e| (e.kind, e.tick)))
+            .flat_map(|c| c.records().into_iter().map(|e| (e.kind, e.tick)))
             .collect();
-        let second = [(RawKind::Alloc, 2), (RawKind::Payload, u64::MAX - 2)];
+        let second = [(RawKind::Begin, 2), (RawKind::Payload, u64::MAX - 2)];
         match reclaimed.len() {
             0 => assert_eq!(left[2..], second),
             1 => assert_eq!(left, second),
@@ -264,7 +267,12 @@ fn a_scanner_reads_only_complete_chunks() {
         };
         let read = |chunk: LinkedChunk| {
             let held = buffer.hold_complete(chunk)?;
-            Some(held.records().iter().map(|e| e.tick).collect::<Vec<_>>())
+            Some(
+                held.records()
+                    .into_iter()
+                    .map(|e| e.tick)
+                    .collect::<Vec<_>>(),
+            )
         };
         let linked = *first.lock().unwrap();
         if let Some(chunk) = linked {
@@ -286,7 +294,10 @@ fn a_scanner_reads_only_complete_chunks() {
         assert!(matches!(recycled, Ok(None)));
         assert_eq!(read(chunk), None);
         assert_eq!(
-            held.records().iter().map(|e| e.tick).collect::<Vec<_>>(),
+            held.records()
+                .into_iter()
+                .map(|e| e.tick)
+                .collect::<Vec<_>>(),
             [1, 2, 3]
         );
         assert!(held.release().is_some());

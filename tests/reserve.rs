@@ -13,13 +13,19 @@ use common::serial;
 use tickscope::__private::{live_chunks, reserved_chunks};
 use tickscope::{Profiler, scope};
 
-/// Bytes of records in a chunk: 4096 records of 16 bytes.
-const CHUNK: usize = 64 << 10;
+/// Bytes of records in a chunk: 4096 words of 8 bytes.
+const CHUNK: usize = 32 << 10;
 /// Bytes of a chunk in memory: 16 of bookkeeping, the 16-byte header, the 16-byte event
-/// prefix and the records (what `release_memory` counts).
+/// prefix and the words (what `release_memory` counts).
 const CHUNK_SIZE: usize = 48 + CHUNK;
-/// Scopes that fill a chunk: two records each.
-const SCOPES_PER_CHUNK: usize = 2048;
+/// Entries and exits that fill a chunk on the real clock: a word each, but the first, which
+/// takes two (its tick is the chunk's base).
+const RECORDS_PER_CHUNK: usize = 4095;
+
+/// Scopes (two records each) that fill `chunks` chunks of one thread, and not one more.
+fn scopes_filling(chunks: usize) -> usize {
+    chunks * RECORDS_PER_CHUNK / 2
+}
 
 /// Records `scopes` scopes on a new thread that joins `prof`.
 fn record_on_a_thread(prof: &Profiler, scopes: usize) {
@@ -50,9 +56,9 @@ fn threads_take_reserved_chunks_and_the_rest_goes_back_at_stop() {
     // The reservation: the few chunks every start prepares (recycled into it) and new ones.
     assert_eq!(at_start - before, 200);
 
-    // 100 full chunks and one record more: 101 chunks taken, all of them reserved ones, and
-    // not one allocated.
-    record_on_a_thread(&prof, 100 * SCOPES_PER_CHUNK);
+    // 100 full chunks on a thread and a scope on this one: 101 chunks taken, all of them
+    // reserved ones, and not one allocated.
+    record_on_a_thread(&prof, scopes_filling(100));
     {
         let _g = scope!("one more");
     }
@@ -64,7 +70,7 @@ fn threads_take_reserved_chunks_and_the_rest_goes_back_at_stop() {
     let report = prof.report();
     assert_eq!(
         report.get("reserved").unwrap().calls,
-        100 * SCOPES_PER_CHUNK as u64
+        scopes_filling(100) as u64
     );
     assert_eq!(report.get("one more").unwrap().calls, 1);
     assert_eq!(prof.capture().chunk_count(), 101);
@@ -85,19 +91,19 @@ fn a_reservation_beyond_the_pool_bound_is_freed_at_stop() {
     let _serial = serial();
     tickscope::release_memory();
     let before = live_chunks();
-    // 1100 chunks (69 MiB): more than the pool keeps (1024 chunks, 64 MiB).
+    // 2200 chunks (69 MiB): more than the pool keeps (2048 chunks, 64 MiB).
     let prof = Profiler::builder()
         .current_thread()
         .compensate_overhead(false)
-        .reserve_memory(1100 * CHUNK)
+        .reserve_memory(2200 * CHUNK)
         .start();
-    assert_eq!(reserved_chunks(), 1100);
-    assert_eq!(live_chunks() - before, 1100);
+    assert_eq!(reserved_chunks(), 2200);
+    assert_eq!(live_chunks() - before, 2200);
     prof.stop();
     assert_eq!(reserved_chunks(), 0);
-    // Nothing was recorded: the pool is full at 1024 chunks, the other 76 are freed.
-    assert_eq!(live_chunks() - before, 1024);
-    assert_eq!(tickscope::release_memory(), 1024 * CHUNK_SIZE);
+    // Nothing was recorded: the pool is full at 2048 chunks, the other 152 are freed.
+    assert_eq!(live_chunks() - before, 2048);
+    assert_eq!(tickscope::release_memory(), 2048 * CHUNK_SIZE);
     assert_eq!(live_chunks(), before);
 }
 
@@ -117,7 +123,7 @@ fn each_restart_reserves_again_and_overlapping_sessions_give_back_their_claims()
         .start();
     assert_eq!(reserved_chunks(), 40);
     // Both sessions' threads take from the one store.
-    record_on_a_thread(&b, 5 * SCOPES_PER_CHUNK);
+    record_on_a_thread(&b, scopes_filling(5));
     assert_eq!(reserved_chunks(), 35);
     // The first to stop takes back its claim, the last what is left.
     a.stop();
@@ -163,7 +169,7 @@ fn a_restarted_session_reserves_the_chunks_it_gave_back() {
         .reserve_memory(100 * CHUNK)
         .start();
     assert_eq!(live_chunks() - before, 100);
-    record_on_a_thread(&prof, 10 * SCOPES_PER_CHUNK);
+    record_on_a_thread(&prof, scopes_filling(10));
     assert_eq!(reserved_chunks(), 90);
     prof.stop();
     // The 90 reserved chunks not taken wait in the pool, warm...

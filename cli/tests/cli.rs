@@ -730,18 +730,18 @@ fn limit_says_how_many_rows_it_hid() {
 #[test]
 fn a_large_input_shows_no_progress_when_stderr_is_not_a_terminal() {
     let prof = record(|_, advance| {
-        for _ in 0..600_000 {
+        for _ in 0..1_100_000 {
             let _g = scope!("step");
             advance(1);
         }
     });
     let dir = folder("large_input");
-    // Unpacked: 16 bytes a record (packed, the file would be a hundredth of that).
+    // Unpacked: 8 bytes a record (packed, the file would be a fiftieth of that).
     let file = unpacked_capture_file(&prof, &dir, "large.tscope");
     assert!(fs::metadata(&file).unwrap().len() >= 16 << 20);
     let run = tickscope(&["table", s(&file)]);
     assert_eq!((run.code, run.stderr.as_str()), (0, ""));
-    assert!(run.stdout.contains("600000"), "{}", run.stdout);
+    assert!(run.stdout.contains("1100000"), "{}", run.stdout);
     let out = dir.join("large.folded");
     let run = tickscope(&["convert", s(&file), "-o", s(&out)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -926,11 +926,11 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
     let whole = fs::read(unpacked_capture_file(&prof, &dir, "whole.tscope")).unwrap();
     let events: Vec<_> = chunks(&whole).into_iter().filter(|c| c.1 == 5).collect();
     assert_eq!(events.len(), 2, "one event chunk per thread");
-    // The worker's chunk: its prefix (thread id, flags) and six records.
+    // The worker's chunk: its prefix (thread id, flags) and six records, a word each.
     let (at, _, len) = events[1];
-    assert_eq!(len, 16 + 6 * 16);
+    assert_eq!(len, 16 + 6 * 8);
     let cut = dir.join("cut.tscope");
-    fs::write(&cut, &whole[..at + 16 + 16 + 4 * 16 + 5]).unwrap();
+    fs::write(&cut, &whole[..at + 16 + 16 + 4 * 8 + 5]).unwrap();
 
     let run = tickscope(&["table", s(&cut), "--by-thread", "--sort", "name"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -964,12 +964,12 @@ fn table_of_a_cut_capture_ends_open_scopes_at_their_threads_last_record() {
         table.contains(
             "2 threads, 4 scopes, 0 dropped events\nTotal % and Self %: of 1.00 ms in scopes, \
              all threads (every row's Self added up)\nSalvaged: 1 session cut short (no footer): \
-             32 bytes lost at the cut, 2 scopes cut open (*)\n"
+             16 bytes lost at the cut, 2 scopes cut open (*)\n"
         ),
         "{table}"
     );
     assert!(
-        run.stderr.contains("(32 bytes lost at the cut)"),
+        run.stderr.contains("(16 bytes lost at the cut)"),
         "{}",
         run.stderr
     );

@@ -22,7 +22,7 @@ pub(crate) enum Chunk {
     /// The records of one event chunk of a file, where they lie in the file's bytes.
     File(FileRecords),
     /// Records made by hand, or read from a file whose bytes cannot be read in place, owned:
-    /// as many as there are, in a vector of their size (a pooled chunk would cost 64 KiB
+    /// as many as there are, in a vector of their size (a pooled chunk would cost 32 KiB
     /// however few they are).
     Owned(Vec<RawEvent>),
     /// The records of one event chunk of a file that is not held in memory: read from the
@@ -35,7 +35,9 @@ impl Chunk {
     /// The chunk's records: where they lie, or read from the file for a [`Chunk::Lazy`].
     pub(crate) fn records(&self) -> Records<'_> {
         match self {
-            Self::Held(held) => Records::Borrowed(held.as_ref().map_or(&[], SharedChunk::records)),
+            Self::Held(held) => {
+                Records::Loaded(held.as_ref().map_or(Vec::new(), SharedChunk::records))
+            }
             Self::File(records) => Records::Borrowed(records.records()),
             Self::Owned(records) => Records::Borrowed(records),
             Self::Lazy(lazy) => Records::Loaded(lazy.load()),
@@ -46,6 +48,7 @@ impl Chunk {
     pub(crate) fn len(&self) -> usize {
         match self {
             Self::Lazy(lazy) => lazy.len,
+            Self::Held(held) => held.as_ref().map_or(0, SharedChunk::count),
             _ => self.records().len(),
         }
     }
@@ -80,6 +83,9 @@ pub(crate) struct LazyRecords {
     /// For the records of a packed chunk ([`format::EVENTS_PACKED`](super::format::EVENTS_PACKED)): the bytes of its
     /// content, which starts at `offset`, read and unpacked each time.
     pub(crate) packed: Option<usize>,
+    /// For the records of an event chunk of version 5: the bytes of its words, which start at
+    /// `offset`, read and decoded each time.
+    pub(crate) words: Option<usize>,
 }
 
 impl LazyRecords {
@@ -95,6 +101,14 @@ impl LazyRecords {
                 // read.
                 let _ = compress::unpack(&bytes, &mut records);
             }
+            records.truncate(self.len);
+            return records;
+        }
+        if let Some(content) = self.words {
+            let mut bytes = vec![0u8; content];
+            let read = file::read_at(&self.file, &mut bytes, self.offset);
+            let words = crate::record::word::from_le_bytes(&bytes[..read]);
+            let mut records = crate::record::word::decode(&words);
             records.truncate(self.len);
             return records;
         }

@@ -8,13 +8,13 @@
 //! [`SESSION_FOOTER`]; files concatenate (`cat a.tscope b.tscope > both.tscope` holds both
 //! sessions). A reader skips chunk types and versions it does not know, with a warning.
 //!
-//! | type | chunk | content (version 1; event chunks: version 3) |
+//! | type | chunk | content (version 1; event chunks: version 5) |
 //! | ---: | --- | --- |
 //! | 1 | [`SESSION_HEADER`] | format version, process id, start time, producer, process and host names |
 //! | 2 | [`CLOCK`] | calibration pairs `(tick, unix_ns)` at start and stop, the tick rate |
 //! | 3 | [`STRINGS`] | NUL-terminated UTF-8 strings; ids count from 0, valid until the next table |
 //! | 4 | [`CALLSITES`] | [`CALLSITE_ENTRY`]-byte entries: id, name, file, line, module path |
-//! | 5 | [`EVENT_CHUNK`] | thread id, 8 reserved bytes, 16-byte records as recorded |
+//! | 5 | [`EVENT_CHUNK`] | thread id, 8 reserved bytes, the records as recorded: 8-byte words (version 5, see `record::word`), 16-byte records (versions 1 to 4) |
 //! | 6 | [`THREADS`] | [`THREAD_ENTRY`]-byte entries: id, first tick, name |
 //! | 7 | [`SESSION_FOOTER`] | the window's ticks, record count, dropped events, flags |
 //! | 8 | [`ORIGIN`] | where a session taken by an attach comes from, and when |

@@ -365,7 +365,7 @@ impl Capture {
         self.threads.iter().map(|t| t.chunks.len()).sum()
     }
 
-    /// Raw 16-byte records held, all threads (a chunk may hold some from before the window,
+    /// Raw records held (16 bytes each decoded, 8 or 16 recorded), all threads (a chunk may hold some from before the window,
     /// which decoding leaves out), and the entries a flight recorder keeps of the scopes cut
     /// at the start of its window.
     pub fn record_count(&self) -> u64 {

@@ -23,7 +23,8 @@ use super::format::{
 };
 use super::format::{EVENTS_PACKED, EVENTS_PACKED_VERSION};
 use super::{Capture, Chunk, ClockPairs, Header};
-use crate::record::chunk::{EVENT_PREFIX, RECORD};
+use crate::record::chunk::RECORD_CHUNK_VERSION;
+use crate::record::word;
 
 impl Capture {
     /// Writes `captures` to the file at `path` as one capture file: each one's
@@ -120,10 +121,10 @@ impl Capture {
                         w.events(shared)?;
                     }
                     Chunk::Held(None) => {}
-                    Chunk::File(records) if compress::packing() => {
-                        w.packed(thread.id, 0, records.records())?;
+                    Chunk::File(records) if compress::records16() => {
+                        w.file_events(thread.id, records.bytes())?;
                     }
-                    Chunk::File(records) => w.file_events(thread.id, records.bytes())?,
+                    Chunk::File(records) => w.owned_events(thread.id, records.records())?,
                     Chunk::Owned(records) => w.owned_events(thread.id, records)?,
                     Chunk::Lazy(lazy) => {
                         // Read again from its file, a chunk at a time.
@@ -323,13 +324,22 @@ impl Writer<'_> {
     }
 
     /// An event chunk of records owned by the capture (made by hand, or read from a file that
-    /// could not be read in place):
-    /// header, thread id, reserved bytes and the records, encoded field by field.
+    /// could not be read in place): packed, or header, thread id, reserved bytes and the
+    /// records' words (event chunk version 5).
     fn owned_events(&mut self, thread: u64, records: &[RawEvent]) -> io::Result<()> {
-        self.owned_events_marked(thread, 0, records)
+        if compress::packing() {
+            return self.packed(thread, 0, records);
+        }
+        if compress::records16() {
+            return self.owned_events_marked(thread, 0, records);
+        }
+        let mut words = Vec::with_capacity(records.len());
+        word::encode(records, 0, &mut words);
+        self.word_events(thread, &words)
     }
 
-    /// [`Writer::owned_events`] with `reserved` in the reserved field ([`EVENTS_CUT`]).
+    /// [`Writer::owned_events`] with `reserved` in the reserved field ([`EVENTS_CUT`]): packed,
+    /// or 16-byte records (event chunk version 4), which is how readers read that chunk.
     fn owned_events_marked(
         &mut self,
         thread: u64,
@@ -347,8 +357,18 @@ impl Writer<'_> {
             content.extend_from_slice(&record.id.to_le_bytes());
             content.extend_from_slice(&(record.kind as u32).to_le_bytes());
         }
-        self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
-        self.write(&content)
+        self.chunk(EVENT_CHUNK, RECORD_CHUNK_VERSION, &content)
+    }
+
+    /// An event chunk of version 5 holding `words` (from a chunk's first) of thread `thread`.
+    fn word_events(&mut self, thread: u64, words: &[u64]) -> io::Result<()> {
+        let mut content = Vec::with_capacity(16 + 8 * words.len());
+        content.extend_from_slice(&thread.to_le_bytes());
+        content.extend_from_slice(&0u64.to_le_bytes());
+        for w in words {
+            content.extend_from_slice(&w.to_le_bytes());
+        }
+        self.chunk(EVENT_CHUNK, EVENT_CHUNK_VERSION, &content)
     }
 
     /// `records` of thread `thread` as packed event chunks ([`EVENTS_PACKED`]: columns
@@ -374,18 +394,19 @@ impl Writer<'_> {
     }
 
     /// An event chunk of records read from a file, in place: header, thread id, reserved
-    /// bytes, and the records as the file held them (`records`: 16 bytes each, no padding).
+    /// bytes, and the records as the file held them (`records`: 16 bytes each, no padding:
+    /// event chunk version 4).
     fn file_events(&mut self, thread: u64, records: &[u8]) -> io::Result<()> {
         let mut prefix = [0u8; 16];
         prefix[..8].copy_from_slice(&thread.to_le_bytes());
-        self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, 16 + records.len() as u64)?;
+        self.header(EVENT_CHUNK, RECORD_CHUNK_VERSION, 16 + records.len() as u64)?;
         self.write(&prefix)?;
         self.write(records)
     }
 
-    /// An event chunk: a header for the held length (the chunk's own header may have grown
-    /// since), then the chunk's memory as it is, in one write (16 + 16 bytes per record: no
-    /// padding).
+    /// An event chunk: packed, or a header for the held length (the chunk's own header may
+    /// have grown since), then the chunk's memory as it is, in one write (16 + 8 bytes per
+    /// word, padded).
     pub(super) fn events(&mut self, chunk: &SharedChunk) -> io::Result<()> {
         self.events_from(chunk, 0)
     }
@@ -393,52 +414,40 @@ impl Writer<'_> {
     /// An event chunk of the records of `chunk` from the `from`-th on (a streaming session
     /// writes a chunk still being filled in parts); nothing when there are none.
     pub(super) fn events_from(&mut self, chunk: &SharedChunk, from: usize) -> io::Result<()> {
-        let held = chunk.records().len();
-        if from >= held {
-            return Ok(());
-        }
         if compress::packing() {
-            return self.packed(chunk.thread(), 0, &chunk.records()[from..]);
+            let records = chunk.records();
+            return match records.get(from..) {
+                Some(rest) if !rest.is_empty() => self.packed(chunk.thread(), 0, rest),
+                _ => Ok(()),
+            };
+        }
+        if compress::records16() {
+            let records = chunk.records();
+            return match records.get(from..) {
+                Some(rest) if !rest.is_empty() => self.owned_events_marked(chunk.thread(), 0, rest),
+                _ => Ok(()),
+            };
         }
         if from > 0 {
-            let content = chunk.content_bytes();
-            let records = &content[(EVENT_PREFIX + RECORD * from as u64) as usize..];
-            let len = EVENT_PREFIX + records.len() as u64;
-            self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, len)?;
-            let mut prefix = [0u8; EVENT_PREFIX as usize];
-            prefix[..8].copy_from_slice(&chunk.thread().to_le_bytes());
-            self.write(&prefix)?;
-            #[cfg(target_endian = "little")]
-            return self.write(records);
-            #[cfg(target_endian = "big")]
-            {
-                for record in &chunk.records()[from..] {
-                    self.write(&record.tick.to_le_bytes())?;
-                    self.write(&record.id.to_le_bytes())?;
-                    self.write(&(record.kind as u32).to_le_bytes())?;
-                }
+            // The words again from base tick 0, as a chunk of their own.
+            let records = chunk.records();
+            let Some(rest) = records.get(from..).filter(|rest| !rest.is_empty()) else {
                 return Ok(());
-            }
+            };
+            let mut words = Vec::with_capacity(rest.len());
+            word::encode(rest, 0, &mut words);
+            return self.word_events(chunk.thread(), &words);
         }
-        let content = chunk.content_bytes();
-        self.header(EVENT_CHUNK, EVENT_CHUNK_VERSION, content.len() as u64)?;
+        if chunk.words().is_empty() {
+            return Ok(());
+        }
         #[cfg(target_endian = "little")]
-        self.write(content)?;
-        #[cfg(target_endian = "big")]
         {
-            // Memory holds big-endian fields: encode them one by one.
-            let mut le = Vec::with_capacity(content.len());
-            le.extend_from_slice(&chunk.thread().to_le_bytes());
-            le.extend_from_slice(&0u64.to_le_bytes());
-            for record in chunk.records() {
-                le.extend_from_slice(&record.tick.to_le_bytes());
-                le.extend_from_slice(&record.id.to_le_bytes());
-                le.extend_from_slice(&(record.kind as u32).to_le_bytes());
-            }
-            self.write(&le)?;
+            let content = chunk.content_bytes();
+            self.chunk(EVENT_CHUNK, EVENT_CHUNK_VERSION, content)
         }
-        debug_assert_eq!(content.len() % ALIGN, 0);
-        Ok(())
+        #[cfg(target_endian = "big")]
+        self.word_events(chunk.thread(), chunk.words())
     }
 }
 

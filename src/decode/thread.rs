@@ -178,7 +178,7 @@ impl Shared<'_> {
     ) {
         let window = thread.from_tick..=self.end_tick;
         let records = thread.chunks[chunk].records();
-        // One add per chunk (64 KiB of records): a progress display's count.
+        // One add per chunk (up to 4096 records): a progress display's count.
         DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
         if within(&records, &window) {
             // The usual case: the whole chunk is in the window.

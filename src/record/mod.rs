@@ -12,6 +12,7 @@ pub mod event;
 #[cfg(not(loom))]
 pub(crate) mod hash;
 pub(crate) mod sync;
+pub mod word;
 
 /// The crate's tests' pseudo-random numbers (xorshift from `seed`): each call gives the next
 /// number below `n`, or all 64 bits for `n` 0.

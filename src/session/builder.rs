@@ -203,7 +203,7 @@ impl ProfilerBuilder {
         self
     }
 
-    /// The memory a streaming session records into, in bytes: a pool of 64 KiB chunks,
+    /// The memory a streaming session records into, in bytes: a pool of 32 KiB chunks,
     /// prepared (touched) at start and reused as the writer writes them out. 16 MiB by
     /// default ([`DEFAULT_STREAM_MEMORY`](crate::capture::DEFAULT_STREAM_MEMORY)); at least one
     /// chunk. Give each recording thread a few chunks. Only for [`ProfilerBuilder::stream_to`].
@@ -213,10 +213,10 @@ impl ProfilerBuilder {
     }
 
     /// Prepares memory for `bytes` of records before the session starts recording (at start
-    /// and at each restart): 64 KiB chunks, the recycled ones first, the rest allocated and
+    /// and at each restart): 32 KiB chunks, the recycled ones first, the rest allocated and
     /// touched on every core before [`ProfilerBuilder::start`] returns, which the recording threads
     /// take before any other. A scope
-    /// takes 32 bytes (two records), so a session of known size, reserved for, never writes
+    /// takes 16 bytes (two 8-byte words), so a session of known size, reserved for, never writes
     /// into fresh memory on the hot path: each first write to a 4 KiB page costs a page fault
     /// (about 2 µs on a VM), and when every core is busy recording no background thread can
     /// take those faults off the recording threads (a session that never stops then costs
@@ -233,10 +233,10 @@ impl ProfilerBuilder {
     /// into [`ProfilerBuilder::stream_memory`] prepared at start.
     ///
     /// ```
-    /// // One thread, 1 M scopes: 32 MB of records, plus a chunk.
+    /// // One thread, 1 M scopes: 16 MB of records, plus a chunk.
     /// let prof = tickscope::Profiler::builder()
     ///     .current_thread()
-    ///     .reserve_memory(1_000_000 * 32 + (64 << 10))
+    ///     .reserve_memory(1_000_000 * 16 + (32 << 10))
     ///     .start();
     /// for _ in 0..1_000_000 {
     ///     let _g = tickscope::scope!("step");
@@ -275,7 +275,7 @@ impl ProfilerBuilder {
     /// window at any time without stopping, and
     /// [`ProfilerBuilder::flight_recorder_dump_on_panic`] writes it when a thread panics.
     ///
-    /// The recorder's chunks (64 KiB of records each, `bytes / 64 KiB` of them, at least one)
+    /// The recorder's chunks (32 KiB of records each, `bytes / 32 KiB` of them, at least one)
     /// are allocated and touched at start, and recycled whole, oldest first, when the threads
     /// need more: the memory it holds stays at `bytes` (plus 48 bytes per chunk) however long
     /// it runs, as long as flight recorders are the only sessions recording (a session that
@@ -301,16 +301,17 @@ impl ProfilerBuilder {
     /// ```
     /// let prof = tickscope::Profiler::builder()
     ///     .current_thread()
-    ///     .flight_recorder(64 << 10) // one chunk: 4096 records
+    ///     .flight_recorder(32 << 10) // one chunk: 4096 words, 8 bytes each
     ///     .start();
     /// for _ in 0..5000 {
-    ///     let _g = tickscope::scope!("request"); // two records
+    ///     let _g = tickscope::scope!("request"); // two records, a word each
     /// }
-    /// // Still recording: the 10 000 records fill chunks of 4096, the last one holds 1808.
+    /// // Still recording: the 10 000 records fill chunks of 4095 (a chunk's first record takes
+    /// // two words: its tick is the chunk's base), the last one holds 1810.
     /// let trace = prof.trace();
-    /// assert_eq!(trace.threads[0].spans.len(), 904);
-    /// assert_eq!(trace.overwritten_events, 8192);
-    /// println!("{}", prof.table()); // … 8192 overwritten events (flight recorder)
+    /// assert_eq!(trace.threads[0].spans.len(), 905);
+    /// assert_eq!(trace.overwritten_events, 8190);
+    /// println!("{}", prof.table()); // … 8190 overwritten events (flight recorder)
     /// ```
     pub fn flight_recorder(mut self, bytes: usize) -> Self {
         self.flight = Some(bytes);

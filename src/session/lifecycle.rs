@@ -342,7 +342,7 @@ impl Profiler {
     }
 }
 
-/// `bytes` (a whole number of 64 KiB chunks) in MiB, or KiB below a whole MiB.
+/// `bytes` (a whole number of 32 KiB chunks) in MiB, or KiB below a whole MiB.
 fn size(bytes: usize) -> String {
     match bytes % (1 << 20) {
         0 => format!("{} MiB", bytes >> 20),

@@ -1428,6 +1428,15 @@ fn mutated_hand_made_files_never_panic() {
     assert!(inputs > 4000);
 }
 
+/// Event chunks of 8-byte words (version 5) with bytes changed read or fail, never panic.
+#[test]
+fn mutated_word_files_never_panic() {
+    let words = fuzz_seeds().pop().unwrap();
+    assert_eq!(words.0, "words.tscope");
+    assert_eq!(exercise(&words.1), 2);
+    mutate(&words.1, 0x7E37_79B9_7F4A_7C15, 2000);
+}
+
 #[test]
 #[cfg(feature = "compress")]
 fn mutated_packed_files_never_panic() {
@@ -1470,6 +1479,11 @@ fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut packed_cut = packed.clone();
     first.write_to(&mut packed_cut).unwrap();
     packed_cut.truncate(packed_cut.len() - 80);
+    // The two sessions as recorded, unpacked: event chunks of 8-byte words (version 5).
+    let mut words = Vec::new();
+    for capture in Capture::from_bytes(&base).unwrap() {
+        tickscope::__private::unpacked(|| capture.write_to(&mut words)).unwrap();
+    }
     let mut seeds = vec![
         ("hand_made.tscope", Parts::new().bytes()),
         ("two_sessions.tscope", base),
@@ -1480,6 +1494,7 @@ fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     if cfg!(feature = "compress") {
         seeds.extend([("packed.tscope", packed), ("packed_cut.tscope", packed_cut)]);
     }
+    seeds.push(("words.tscope", words));
     seeds
 }
 
@@ -1523,6 +1538,39 @@ fn fuzz_seeds_are_current_and_read() {
             );
         }
     }
+}
+
+/// A file of an older version still reads, as it did: `packed_v4.tscope`, the seed
+/// `packed.tscope` as committed before event chunks of 8-byte words (its packed chunks say
+/// their records are of event chunk version 4), decodes as the seeds written now do.
+#[test]
+#[cfg(feature = "compress")]
+fn files_of_older_versions_still_read() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/read_capture");
+    let old = std::fs::read(dir.join("packed_v4.tscope")).unwrap();
+    // Each packed chunk's content says the event chunk version of its records at byte 20.
+    let versions: Vec<u16> = crate::packed::chunks(&old)
+        .into_iter()
+        .filter(|c| c.1 == 9)
+        .map(|(at, ..)| u16::from_le_bytes([old[at + 36], old[at + 37]]))
+        .collect();
+    assert_eq!(versions, [4, 4, 4, 4]);
+    let decode = |bytes: &[u8]| -> Vec<_> {
+        Capture::from_bytes(bytes)
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+                c.decode()
+            })
+            .collect()
+    };
+    let seeds: std::collections::HashMap<_, _> = fuzz_seeds().into_iter().collect();
+    let old = decode(&old);
+    assert_eq!(old.len(), 2);
+    assert_eq!(old, decode(&seeds["two_sessions.tscope"]));
+    assert_eq!(old, decode(&seeds["words.tscope"]));
+    assert_eq!(old, decode(&seeds["packed.tscope"]));
 }
 
 /// Records no recorder writes but a forged file can hold: ticks out of order and at the ends

@@ -16,7 +16,7 @@ use crate::common::scratch_path as scratch;
 
 /// The chunks of capture file `bytes`: `(offset, type, content length)`, up to the first that
 /// runs past the end.
-fn chunks(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
+pub(crate) fn chunks(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
     let mut out = Vec::new();
     let mut at = 0;
     while let Some(head) = bytes.get(at..at + CHUNK_HEADER) {
@@ -116,8 +116,12 @@ fn a_nested_program_packs_to_a_byte_an_event() {
          bytes/event"
     );
     assert!(per_event <= 1.0, "{per_event} bytes an event");
-    // Unpacked, the same records take 16 bytes each.
-    let plain = unpacked(|| sizes(&capture).1);
+    // Unpacked, the same records take 8 bytes each as recorded (entries and exits, one word
+    // each), 16 as 16-byte records (event chunk version 4).
+    let words = unpacked(|| sizes(&capture).1);
+    assert!(words > 2_000_000 * 8, "{words}");
+    assert!(words >= 8 * file, "{words} bytes unpacked, {file} packed");
+    let plain = tickscope::__private::as_records(|| sizes(&capture).1);
     assert!(plain > 2_000_000 * 16, "{plain}");
     assert!(plain >= 16 * file, "{plain} bytes unpacked, {file} packed");
 }
@@ -135,9 +139,10 @@ fn a_live_capture_is_packed_and_reads_back_every_way() {
     prof.write_capture(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let kinds: Vec<u16> = chunks(&bytes).iter().map(|c| c.1).collect();
-    // 50,000 records (two scopes and an argument a step) in 4096-record chunks: thirteen
-    // packed chunks, no event chunk.
-    assert_eq!(kinds.iter().filter(|&&k| k == EVENTS_PACKED).count(), 13);
+    // 50,000 records (two scopes and an argument a step), 60,000 words and one more at the
+    // start of each chunk (an entry or exit takes one, an argument two), in 4096-word chunks:
+    // fifteen packed chunks, no event chunk.
+    assert_eq!(kinds.iter().filter(|&&k| k == EVENTS_PACKED).count(), 15);
     assert!(!kinds.contains(&EVENT_CHUNK));
     assert_eq!(kinds.last(), Some(&SESSION_FOOTER));
 

@@ -454,14 +454,14 @@ fn capture_round_trip() {
     let live = prof.trace();
     let mut bytes = Vec::new();
     prof.capture().write_to(&mut bytes).unwrap();
-    // One packed event chunk (type 9) of records of event chunk version 4 (bytes 20 and 21
+    // One packed event chunk (type 9) of records of event chunk version 5 (bytes 20 and 21
     // of its content).
     let events: Vec<u16> = chunks(&bytes)
         .into_iter()
         .filter(|&(_, kind, _)| kind == 9)
         .map(|(at, _, _)| u16::from_le_bytes([bytes[at + 36], bytes[at + 37]]))
         .collect();
-    assert_eq!(events, [4]);
+    assert_eq!(events, [5]);
     let read = Capture::from_bytes(&bytes).unwrap();
     assert_eq!(read.len(), 1);
     assert!(read[0].warnings().is_empty(), "{:?}", read[0].warnings());
@@ -488,9 +488,10 @@ fn event_chunks_of_versions_1_and_2_still_read() {
         m.increment(7u64);
     }
     prof.stop();
-    // In the format before packed event chunks, whose versions are patched below.
+    // In the format before packed event chunks and 8-byte words (16-byte records), whose
+    // versions are patched below.
     let mut written = Vec::new();
-    tickscope::__private::unpacked(|| prof.capture().write_to(&mut written)).unwrap();
+    tickscope::__private::as_records(|| prof.capture().write_to(&mut written)).unwrap();
     for version in [1u16, 2] {
         let mut bytes = written.clone();
         let mut patched = 0;

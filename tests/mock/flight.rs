@@ -15,10 +15,11 @@ use crate::common::{mock, scratch, serial, test_name};
 use tickscope::trace::{Span, Trace};
 use tickscope::{Capture, Profiler, scope};
 
-/// Records per chunk (`CHUNK_EVENTS`).
+/// Records per chunk of entries and exits (`CHUNK_WORDS`: one word each, the mock clock's
+/// ticks staying below 2^30 from a chunk's base tick 0).
 const CHUNK_EVENTS: usize = 4096;
-/// Bytes of records per chunk.
-const CHUNK: usize = CHUNK_EVENTS * 16;
+/// Bytes of words per chunk.
+const CHUNK: usize = CHUNK_EVENTS * 8;
 
 /// The spans of the trace's only thread.
 fn spans(trace: &Trace) -> &[Span] {
@@ -364,8 +365,10 @@ fn child_that_panics() {
     std::process::exit(3);
 }
 
-/// 200 001 records in chunks of 4096: 48 full chunks and 3393 records; the last four chunks
-/// (three full ones and the 3393 records) are in the dump, from record 45 × 4096, an entry.
+/// 200 001 records in chunks of 4095 (on the real clock each chunk's first record takes two
+/// words, its tick being the chunk's base): 48 full chunks and 3441 records; the last four
+/// chunks (three full ones and the 3441 records) are in the dump, from record 45 × 4095, an
+/// exit: its scope, entered in the last record overwritten, is cut at the window's start.
 #[test]
 fn a_panic_dumps_the_window() {
     let path = scratch("panic.tscope");
@@ -373,23 +376,24 @@ fn a_panic_dumps_the_window() {
     assert_eq!(status.code(), Some(3));
     let capture = Capture::read(&path).unwrap();
     assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
-    let kept = 3 * CHUNK_EVENTS + 200_001 % CHUNK_EVENTS;
+    // Records of a chunk on the real clock.
+    const REAL: usize = CHUNK_EVENTS - 1;
+    let kept = 3 * REAL + 200_001 % REAL;
     assert_eq!(capture.overwritten_events(), (200_001 - kept) as u64);
     let trace = capture.decode();
     let report = tickscope::report::Report::new(&trace);
-    assert_eq!(
-        report.get("before_panic").unwrap().calls,
-        (kept as u64 - 1) / 2
-    );
+    // The cut scope, then whole ones, then the entry of the scope open at the panic.
+    assert_eq!(report.get("before_panic").unwrap().calls, kept as u64 / 2);
     let open = report.get("open_at_panic").unwrap();
     assert_eq!((open.calls, open.open_at_stop), (1, 1));
-    assert!(
-        trace
-            .threads
-            .iter()
-            .flat_map(|t| &t.spans)
-            .all(|s| !s.cut_at_start)
-    );
+    let cut: Vec<&str> = trace
+        .threads
+        .iter()
+        .flat_map(|t| &t.spans)
+        .filter(|s| s.cut_at_start)
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(cut, ["before_panic"]);
 }
 
 /// A dump path ending in `.html` gets the HTML report of the window, whole: its data names
@@ -773,7 +777,10 @@ fn a_tracing_span_entered_across_the_cut_is_a_cut_scope() {
     drop(multi);
     prof.stop();
     let trace = prof.trace();
-    assert_eq!(trace.overwritten_events, CHUNK_EVENTS as u64);
+    // The first chunk's 4096 words: `cut_multi`'s enter and exit (two records with the
+    // enter's payload, five words), `cut_outer`'s enter (two, four), 2043 fillers and the
+    // next one's entry (4087, one each): 4092 records.
+    assert_eq!(trace.overwritten_events, 4092);
     let spans = &trace.threads[0].spans;
     let first = &spans[0];
     assert_eq!(
@@ -910,12 +917,13 @@ impl Drop for Worker {
 }
 
 /// Async calls move between threads A and B through a recorder of 4 chunks. A records first
-/// (its chunk A0 is linked before B's B0): it begins `y` (5 records); B begins `x`; A polls `x`
-/// to its end (5 records, in A0), then records 6200 `filler` scopes, whose entry 2043 opens
-/// A1 and entry 6139 A3: linking A3 recycles A0 (chunks A0, B0, A1, A2 were linked). B ends
-/// `y`; then `z` begins on A and ends on B. Each thread's retained records start at its own
-/// oldest chunk: B's at `x`'s begin, A's at filler 2043. The window common to both starts at
-/// filler 2043: `x` (begun on B, ended in A's lost part) was left open at stop before, and
+/// (its chunk A0 is linked before B's B0): it begins `y` (5 records, 9 words: its begin, poll
+/// and their payloads take two each); B begins `x`; A polls `x` to its end (5 records, 9
+/// words, in A0), then records 6200 `filler` scopes (a word an entry or exit), whose entry
+/// 2039 opens A1 and entry 6135 A3: linking A3 recycles A0 (chunks A0, B0, A1, A2 were
+/// linked), its 4088 records. B ends `y`; then `z` begins on A and ends on B. Each thread's
+/// retained records start at its own oldest chunk: B's at `x`'s begin, A's at filler 2039. The window common to both starts at
+/// filler 2039: `x` (begun on B, ended in A's lost part) was left open at stop before, and
 /// `y` (begun in A's lost part) was left out; now `x` is left out, `y` is cut at the
 /// window's start, `z` is whole, and every thread keeps its poll slices as recorded.
 #[test]
@@ -940,7 +948,7 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
         let (m, window) = (m.clone(), window.clone());
         move || {
             for k in 0..6200 {
-                if k == 2043 {
+                if k == 2039 {
                     window.store(m.value(), Ordering::Relaxed);
                 }
                 let g = scope!("filler");
@@ -975,7 +983,7 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
         thread.unwrap().id
     };
     let (a_id, b_id) = (id("a"), id("b"));
-    assert_eq!(trace.overwritten_events, CHUNK_EVENTS as u64);
+    assert_eq!(trace.overwritten_events, 10 + 2 * 2039);
     assert_eq!(trace.cut_start_ns, Some(window));
     let shapes = |trace: &Trace| -> Vec<_> {
         trace
@@ -1024,7 +1032,7 @@ fn async_calls_moved_between_threads_are_cut_at_the_common_window_start() {
     );
     assert_eq!(polls(a_id), [(z_start, Some(1))]);
     let a_spans = &thread(a_id).spans;
-    assert_eq!(a_spans.len(), (6200 - 2043) + 1);
+    assert_eq!(a_spans.len(), (6200 - 2039) + 1);
     assert_eq!(a_spans[0].start_ns, window);
     assert!(a_spans.iter().all(|s| !s.cut_at_start && !s.open_at_stop));
     let row = prof.report();

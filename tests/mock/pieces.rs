@@ -363,10 +363,11 @@ pub(crate) fn otlp_json_both(captures: &[Capture]) -> (Vec<u8>, Vec<u8>) {
 #[test]
 fn a_flight_recorders_window_and_a_salvaged_session_give_the_same_bytes() {
     let (_serial, m) = serial_mock();
-    // 4 chunks of 4096 records: the window opens inside `warm`, cut at its start.
+    // 4 chunks of 4096 words (an entry or exit each): the window opens inside `warm`, cut at
+    // its start.
     let prof = Profiler::builder()
         .current_thread()
-        .flight_recorder(4 * 4096 * 16)
+        .flight_recorder(4 * 4096 * 8)
         .start();
     let warm = scope!("warm");
     for _ in 0..3_000 {

@@ -14,7 +14,11 @@ use crate::common::{scratch, serial, test_name};
 use tickscope::__private::live_chunks;
 use tickscope::{Capture, Profiler, SlowWriter, scope};
 
-const CHUNK: usize = 64 << 10;
+/// Bytes of a chunk's words (4096 of 8 bytes: 4096 entries and exits).
+const CHUNK: usize = 32 << 10;
+/// Records of a chunk of entries and exits on the real clock: its first takes two words (its
+/// tick is the chunk's base), the others one.
+const REAL: u64 = 4095;
 
 #[test]
 fn a_streamed_session_reads_back_whole() {
@@ -165,7 +169,7 @@ fn memory_stays_within_the_pool() {
         .try_start()
         .unwrap();
     let mut most = 0;
-    // 4 M records, 64 MiB: 256 times the pool.
+    // 4 M records, 32 MiB: 64 times the pool.
     for round in 0..200 {
         for _ in 0..10_000 {
             let _g = scope!("work");
@@ -180,7 +184,7 @@ fn memory_stays_within_the_pool() {
     assert_eq!(stats.records_written, 4_000_000);
     assert_eq!(stats.dropped_events, 0);
     assert_eq!(stats.overflow_chunks, 0);
-    // 16 chunks of 64 KiB of records, and their headers.
+    // 16 chunks of 32 KiB of words, and their headers.
     assert_eq!(stats.pool_bytes, 16 * (CHUNK + 48));
     // The pool's chunks (taken from the recycling pool or allocated), and this thread's tail,
     // which it may have had before.
@@ -717,7 +721,8 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
         // The window's two chunks are allocated (the threads' first chunks prepared too).
         let before = live_chunks();
         let mut most = 0;
-        // 400 000 records, 98 chunks: 49 times the stream's memory of two.
+        // 400 000 records, 98 chunks of 4095 (on the real clock a chunk's first record takes
+        // two of its 4096 words): 49 times the stream's memory of two.
         for round in 0..20 {
             for _ in 0..10_000 {
                 let _g = scope!("kept");
@@ -728,7 +733,7 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
         }
         most = most.max(live_chunks());
         // Still recording: the window so far says it too.
-        assert_eq!(prof.stream_stats().unwrap().records_lost, 96 * 4096);
+        assert_eq!(prof.stream_stats().unwrap().records_lost, 96 * REAL);
         prof.stop();
         // The window's chunks, recycled: not one more.
         assert_eq!(most, before, "{most} chunks alive, {before} at start");
@@ -736,15 +741,15 @@ fn a_file_that_cannot_be_opened_keeps_the_last_pool_of_records_and_counts_the_re
             "{}: cannot open: No such file or directory (os error 2)",
             path.display()
         );
-        // The last chunk full (4096 records), the one being filled (2688), the 96 before
+        // The last chunk full (4095 records), the one being filled (2785), the 96 before
         // overwritten.
-        let table = stream_failed(&prof, &error, 0, 96 * 4096);
+        let table = stream_failed(&prof, &error, 0, 96 * REAL);
         let trace = prof.trace();
-        assert_eq!(trace.overwritten_events, 96 * 4096);
+        assert_eq!(trace.overwritten_events, 96 * REAL);
         let report = prof.report();
-        assert_eq!(report.get("kept").unwrap().calls, (4096 + 2688) / 2);
+        assert_eq!(report.get("kept").unwrap().calls, (4095 + 2785) / 2);
         assert!(
-            table.contains("393216 overwritten events (flight recorder)"),
+            table.contains("393120 overwritten events (flight recorder)"),
             "{table}"
         );
         assert!(!path.exists());
@@ -1018,7 +1023,7 @@ fn start_warns_once_on_stderr_when_the_file_cannot_be_opened() {
             ),
             format!(
                 "tickscope: {}/run.tscope: cannot open: Not a directory (os error 20); the \
-                 session records its last 192 KiB in memory instead",
+                 session records its last 96 KiB in memory instead",
                 exe.display()
             ),
             format!(

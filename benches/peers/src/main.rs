@@ -584,9 +584,9 @@ fn make_case(name: &str, scopes: u64) -> Option<(Box<dyn Case>, Box<dyn std::any
             (Box::new(case), none)
         }
         "tickscope_long_reserved" => {
-            // 32 bytes per scope, and a chunk per worker thread of each repetition for the
-            // chunk it leaves partly filled.
-            let bytes = usize::try_from(scopes.saturating_mul(32))
+            // 16 bytes per scope (an 8-byte word for its entry and one for its exit), and
+            // 4 MiB for the chunks the worker threads of each repetition leave partly filled.
+            let bytes = usize::try_from(scopes.saturating_mul(16))
                 .unwrap_or(usize::MAX)
                 .saturating_add(64 << 16);
             let case = TickscopeLong {

@@ -53,29 +53,61 @@ pub(crate) const CODEC_ZSTD_COLUMNS: u16 = 1;
 /// Whether writers pack event chunks: this build has zstd (the `compress` feature).
 pub(crate) const PACKING: bool = cfg!(feature = "compress");
 
+/// How this thread's capture writers write event chunks: [`PACKED`] (when [`PACKING`]),
+/// [`WORDS`] or [`RECORDS`].
+type Layout = u8;
+/// Packed chunks (the default, with zstd).
+const PACKED: Layout = 0;
+/// Event chunks as recorded: 8-byte words (version 5).
+const WORDS: Layout = 1;
+/// Event chunks of 16-byte records (version 4, the format before 8-byte words).
+const RECORDS: Layout = 2;
+
 thread_local! {
-    /// Set by [`unpacked`]: this thread's writers write event chunks as recorded.
-    static UNPACKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by [`unpacked`] and [`as_records`].
+    static LAYOUT: std::cell::Cell<Layout> = const { std::cell::Cell::new(PACKED) };
+}
+
+fn layout() -> Layout {
+    LAYOUT.try_with(std::cell::Cell::get).unwrap_or(PACKED)
 }
 
 /// Whether this thread's writers pack event chunks now: [`PACKING`], unless inside
-/// [`unpacked`].
+/// [`unpacked`] or [`as_records`].
 pub(crate) fn packing() -> bool {
-    PACKING && !UNPACKED.try_with(std::cell::Cell::get).unwrap_or(false)
+    PACKING && layout() == PACKED
 }
 
-/// Runs `f` with this thread's writers writing event chunks as recorded, 16 bytes a record
-/// (the format before packed chunks: old files, for tests).
-#[cfg_attr(not(any(test, feature = "test-hooks")), allow(dead_code))]
-pub(crate) fn unpacked<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
+/// Whether this thread's writers write event chunks of 16-byte records now (inside
+/// [`as_records`]).
+pub(crate) fn records16() -> bool {
+    layout() == RECORDS
+}
+
+/// Runs `f` with this thread's writers writing event chunks in `layout`.
+fn with_layout<R>(layout: Layout, f: impl FnOnce() -> R) -> R {
+    struct Reset(Layout);
     impl Drop for Reset {
         fn drop(&mut self) {
-            UNPACKED.set(self.0);
+            LAYOUT.set(self.0);
         }
     }
-    let _reset = Reset(UNPACKED.replace(true));
+    let _reset = Reset(LAYOUT.replace(layout));
     f()
+}
+
+/// Runs `f` with this thread's writers writing event chunks as recorded, 8-byte words
+/// (version 5, the format of builds without packing).
+#[cfg_attr(not(any(test, feature = "test-hooks")), allow(dead_code))]
+pub(crate) fn unpacked<R>(f: impl FnOnce() -> R) -> R {
+    with_layout(WORDS, f)
+}
+
+/// Runs `f` with this thread's writers writing event chunks of 16-byte records, unpacked
+/// (version 4, the format before 8-byte words: old files, for tests).
+#[cfg_attr(not(any(test, feature = "test-hooks")), allow(dead_code))]
+pub(crate) fn as_records<R>(f: impl FnOnce() -> R) -> R {
+    with_layout(RECORDS, f)
 }
 
 /// The most records one packed chunk holds: a writer splits larger runs, and a reader

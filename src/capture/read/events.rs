@@ -27,25 +27,7 @@ impl Session {
         len: usize,
         salvage: bool,
     ) -> Result<usize, ReadError> {
-        if len < PREFIX || !(len - PREFIX).is_multiple_of(RECORD_LEN) || content.len() < PREFIX {
-            return Err(ReadError::at(
-                pos,
-                format!(
-                    "an events chunk holds {PREFIX} bytes (thread id, reserved) and then \
-                     {RECORD_LEN}-byte records: {len} bytes are not that"
-                ),
-            ));
-        }
-        let id = u64_at(content, 0);
-        let Some(&index) = self.thread_index.get(&id) else {
-            return Err(ReadError::at(
-                pos,
-                format!(
-                    "an events chunk of thread {id}, which no thread table of the session \
-                     declares"
-                ),
-            ));
-        };
+        let (id, index) = self.event_prefix(pos, content, len, RECORD_LEN, "records")?;
         let records = &content[PREFIX..];
         let count = (len - PREFIX) / RECORD_LEN;
         let start = pos + CHUNK_HEADER + PREFIX;
@@ -57,31 +39,23 @@ impl Session {
                     offset: start as u64,
                     len: count,
                     packed: None,
+                    words: None,
                 });
             }
             self.records += count as u64;
             return Ok(len);
         }
         if u64_at(content, 8) == EVENTS_CUT {
-            // The entries of the scopes cut at the window's start, outermost first.
-            for (n, record) in records.chunks_exact(RECORD_LEN).enumerate() {
-                let kind = RawKind::from_u32(u32_at(record, 12));
-                let event = kind.map(|k| RawEvent::new(k, u32_at(record, 8), u64_at(record, 0)));
-                let Some(scope) = event.as_ref().and_then(CutScope::from_record) else {
-                    return Err(ReadError::at(
-                        start + n * RECORD_LEN,
-                        format!(
-                            "record {n} of the cut-scopes chunk at byte {pos} is not a scope's \
-                             entry"
-                        ),
-                    ));
-                };
-                match self.cut.last_mut() {
-                    Some((thread, scopes)) if *thread == id => scopes.push(scope),
-                    _ => self.cut.push((id, vec![scope])),
-                }
-            }
-            self.records += count as u64;
+            let cut = records
+                .chunks_exact(RECORD_LEN)
+                .enumerate()
+                .map(|(n, record)| {
+                    let kind = RawKind::from_u32(u32_at(record, 12));
+                    let event =
+                        kind.map(|k| RawEvent::new(k, u32_at(record, 8), u64_at(record, 0)));
+                    (start + n * RECORD_LEN, event)
+                });
+            self.cut_scopes(id, pos, cut)?;
             return Ok(content.len());
         }
         let in_place = match input {
@@ -112,6 +86,7 @@ impl Session {
                     offset: start as u64,
                     len: taken,
                     packed: None,
+                    words: None,
                 };
                 let last = records[..taken * RECORD_LEN]
                     .chunks_exact(RECORD_LEN)
@@ -174,6 +149,7 @@ impl Session {
             offset: (pos + CHUNK_HEADER) as u64,
             len: prefix.count,
             packed: Some(content.len()),
+            words: None,
         };
         if let Some((file, true)) = file
             && prefix.reserved != EVENTS_CUT
@@ -230,6 +206,60 @@ impl Session {
             in_place: false,
         };
         self.events(&memory, pos, &plain, plain.len(), false)?;
+        Ok(())
+    }
+
+    /// The thread id of the events chunk at `pos` (its `content`, `len` bytes announced: the
+    /// prefix, then whole records of `unit` bytes, named `what`), and its index in the
+    /// session; an error when the length is not that or the session declares no such thread.
+    pub(super) fn event_prefix(
+        &self,
+        pos: usize,
+        content: &[u8],
+        len: usize,
+        unit: usize,
+        what: &str,
+    ) -> Result<(u64, usize), ReadError> {
+        if len < PREFIX || !(len - PREFIX).is_multiple_of(unit) || content.len() < PREFIX {
+            return Err(ReadError::at(
+                pos,
+                format!(
+                    "an events chunk holds {PREFIX} bytes (thread id, reserved) and then \
+                     {unit}-byte {what}: {len} bytes are not that"
+                ),
+            ));
+        }
+        let id = u64_at(content, 0);
+        match self.thread_index.get(&id) {
+            Some(&index) => Ok((id, index)),
+            None => Err(self.undeclared(pos, id)),
+        }
+    }
+
+    /// The entries of the scopes cut at a window's start, outermost first, of thread `id`:
+    /// the records of an events chunk marked [`EVENTS_CUT`] at `pos`, each with its byte
+    /// offset (`None` for a record of unknown kind).
+    pub(super) fn cut_scopes(
+        &mut self,
+        id: u64,
+        pos: usize,
+        records: impl Iterator<Item = (usize, Option<RawEvent>)>,
+    ) -> Result<(), ReadError> {
+        for (n, (at, record)) in records.enumerate() {
+            let Some(scope) = record.as_ref().and_then(CutScope::from_record) else {
+                return Err(ReadError::at(
+                    at,
+                    format!(
+                        "record {n} of the cut-scopes chunk at byte {pos} is not a scope's entry"
+                    ),
+                ));
+            };
+            match self.cut.last_mut() {
+                Some((thread, scopes)) if *thread == id => scopes.push(scope),
+                _ => self.cut.push((id, vec![scope])),
+            }
+            self.records += 1;
+        }
         Ok(())
     }
 

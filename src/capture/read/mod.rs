@@ -24,6 +24,7 @@ mod source;
 mod tables;
 #[cfg(test)]
 mod tests;
+mod words;
 
 pub use errors::ReadError;
 pub(super) use open::read_path;

@@ -8,6 +8,7 @@ use super::session::Session;
 use super::sniff::{SNIFF, other_format};
 use super::source::{Input, Source};
 use super::tables::{Footer, footer, header};
+use super::words::WORD_LEN;
 use crate::capture::Capture;
 use crate::capture::format::ORIGIN;
 use crate::capture::format::{
@@ -16,6 +17,7 @@ use crate::capture::format::{
     chunk_version,
 };
 use crate::capture::format::{EVENTS_CUT, EVENTS_PACKED};
+use crate::record::chunk::WORDS_CHUNK_VERSION as WORDS_VERSION;
 
 /// Reads chunk after chunk, gathering sessions.
 pub(super) struct Parser {
@@ -106,6 +108,7 @@ impl Parser {
             // are (and whether they are the entries of cut scopes, which are read).
             let skimmed = skim
                 && kind == EVENT_CHUNK
+                && version < WORDS_VERSION
                 && len >= PREFIX
                 && u64_at(source.get(pos + CHUNK_HEADER, PREFIX)?, 8) != EVENTS_CUT;
             let content = source.get(pos + CHUNK_HEADER, if skimmed { PREFIX } else { len })?;
@@ -177,6 +180,9 @@ impl Parser {
             STRINGS => session.strings(pos, content),
             CALLSITES => session.callsites(pos, content)?,
             THREADS => session.threads(pos, content, &mut self.names_left)?,
+            EVENT_CHUNK if version >= WORDS_VERSION => {
+                session.word_events(&self.input, pos, content, len, false)?;
+            }
             EVENT_CHUNK => {
                 session.events(&self.input, pos, content, len, false)?;
             }
@@ -224,8 +230,17 @@ impl Parser {
                     && (1..=EVENT_CHUNK_VERSION).contains(&version)
                     && body.len() >= PREFIX =>
             {
-                let whole = PREFIX + (body.len() - PREFIX) / RECORD_LEN * RECORD_LEN;
-                session.events(&self.input, pos, &body[..whole], whole, true)?
+                let unit = if version >= WORDS_VERSION {
+                    WORD_LEN
+                } else {
+                    RECORD_LEN
+                };
+                let whole = PREFIX + (body.len() - PREFIX) / unit * unit;
+                if version >= WORDS_VERSION {
+                    session.word_events(&self.input, pos, &body[..whole], whole, true)?
+                } else {
+                    session.events(&self.input, pos, &body[..whole], whole, true)?
+                }
             }
             _ => 0,
         };

@@ -47,7 +47,7 @@ impl Source for Memory<'_> {
 }
 
 /// A file, read a piece at a time into a buffer that holds the largest piece asked for
-/// (a chunk's content: a recorded chunk is 64 KiB).
+/// (a chunk's content: a recorded chunk is 32 KiB).
 pub(super) struct FileSource<'a> {
     pub(super) file: &'a File,
     pub(super) len: usize,

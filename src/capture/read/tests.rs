@@ -8,8 +8,8 @@ use crate::record::event::{RawEvent, RawKind};
 
 static STEP: Callsite = Callsite::new("step", "read.rs", 1, "tests");
 
-/// A capture file of one thread: two scopes, an allocation and its free.
-fn file() -> Vec<u8> {
+/// One thread's records: two scopes, an allocation and its free.
+fn records() -> Vec<RawEvent> {
     let id = STEP.id();
     let mut records = vec![RawEvent::begin(id, 10)];
     records.extend(RawEvent::memory(RawKind::Alloc, 64, 0x1000, 11));
@@ -19,13 +19,42 @@ fn file() -> Vec<u8> {
         RawEvent::begin(id, 30),
         RawEvent::end(RawEvent::end_key(id, 30), 40),
     ]);
+    records
+}
+
+/// A capture file of [`records`] in event chunks of 16-byte records (version 4, the format
+/// before 8-byte words), which are read in place.
+fn file() -> Vec<u8> {
     let mut bytes = Vec::new();
-    // The format before packed chunks: records as recorded, read in place.
-    crate::capture::compress::unpacked(|| {
-        Capture::from_records(vec![(1, records)], 0, 100).write_to(&mut bytes)
+    crate::capture::compress::as_records(|| {
+        Capture::from_records(vec![(1, records())], 0, 100).write_to(&mut bytes)
     })
     .unwrap();
     bytes
+}
+
+/// A capture file of [`records`] in event chunks of 8-byte words (version 5, as recorded).
+fn words_file() -> Vec<u8> {
+    let mut bytes = Vec::new();
+    crate::capture::compress::unpacked(|| {
+        Capture::from_records(vec![(1, records())], 0, 100).write_to(&mut bytes)
+    })
+    .unwrap();
+    bytes
+}
+
+/// Each chunk of a capture file: where it starts, its type, version and content length.
+fn chunks(bytes: &[u8]) -> Vec<(usize, u16, u16, usize)> {
+    let mut found = Vec::new();
+    let mut pos = 0;
+    while pos + 16 <= bytes.len() {
+        let kind = u16::from_le_bytes([bytes[pos + 4], bytes[pos + 5]]);
+        let version = u16::from_le_bytes([bytes[pos + 6], bytes[pos + 7]]);
+        let len = u64::from_le_bytes(bytes[pos + 8..pos + 16].try_into().unwrap()) as usize;
+        found.push((pos, kind, version, len));
+        pos += 16 + len.next_multiple_of(16);
+    }
+    found
 }
 
 fn read(bytes: Vec<u8>, in_place: bool) -> Result<Capture, ReadError> {
@@ -59,7 +88,7 @@ fn records_read_in_place_or_copied_are_the_same() {
     assert!(in_place.tracks_memory() && copied.tracks_memory());
     assert_eq!(in_place.decode(), copied.decode());
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    crate::capture::compress::unpacked(|| {
+    crate::capture::compress::as_records(|| {
         in_place.write_to(&mut a).unwrap();
         copied.write_to(&mut b).unwrap();
     });
@@ -129,4 +158,62 @@ fn clock_checkpoints_are_kept() {
     bytes[clock + 16 + 28] = 200;
     let error = read(bytes, true).unwrap_err().to_string();
     assert!(error.contains("200 checkpoint pairs"), "{error}");
+}
+
+/// Event chunks of 8-byte words (version 5) read from memory and from a file give the
+/// records written, and write back the same bytes.
+#[test]
+fn words_read_from_memory_or_a_file_are_the_records_written() {
+    use crate::capture::format::EVENT_CHUNK;
+    let bytes = words_file();
+    let events: Vec<_> = chunks(&bytes)
+        .into_iter()
+        .filter(|c| c.1 == EVENT_CHUNK)
+        .collect();
+    // One word for each entry and exit (ticks below 2^30 from base 0), two for each of the
+    // allocation, the free and their payloads: 12 words.
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].2, events[0].3), (5, 16 + 12 * 8));
+    let path = std::env::temp_dir().join(format!("tickscope-words-{}.tscope", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let from_file = Capture::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    for capture in [read(bytes.clone(), true).unwrap(), from_file] {
+        assert_eq!(capture.threads[0].chunks.len(), 1);
+        assert_eq!(*capture.threads[0].chunks[0].records(), records()[..]);
+        assert_eq!(capture.record_count(), 8);
+        assert!(capture.tracks_memory());
+        let mut again = Vec::new();
+        crate::capture::compress::unpacked(|| capture.write_to(&mut again)).unwrap();
+        assert_eq!(again, bytes);
+    }
+    let copied = read(bytes, false).unwrap();
+    assert_eq!(copied.decode(), read(file(), true).unwrap().decode());
+}
+
+/// A bad word is an error that names where it is; a chunk of words cut short keeps its
+/// whole records, and one cut inside a two-word record ends before it.
+#[test]
+fn bad_words_are_errors_and_cut_words_are_salvaged() {
+    use crate::capture::format::EVENT_CHUNK;
+    let bytes = words_file();
+    let (pos, ..) = chunks(&bytes)
+        .into_iter()
+        .find(|c| c.1 == EVENT_CHUNK)
+        .unwrap();
+    let words = pos + 32;
+    // Word 5 (the free's first) gets tag 3.
+    let mut bad = bytes.clone();
+    bad[words + 5 * 8] |= 3;
+    let e = read(bad, true).unwrap_err();
+    assert_eq!(e.offset(), Some((words + 5 * 8) as u64), "{e}");
+    assert!(e.to_string().contains("word 5 has tag 3"), "{e}");
+    // Cut after 11 of the 12 words: every record but the last exit is kept.
+    let cut = read(bytes[..words + 11 * 8].to_vec(), true).unwrap();
+    assert_eq!(cut.record_count(), 7);
+    assert_eq!(*cut.threads[0].chunks[0].records(), records()[..7]);
+    // Cut inside the allocation's payload (words 3 and 4): the entry and the allocation are
+    // kept, not the payload whose second word is missing.
+    let cut = read(bytes[..words + 4 * 8 + 3].to_vec(), true).unwrap();
+    assert_eq!(*cut.threads[0].chunks[0].records(), records()[..2]);
 }

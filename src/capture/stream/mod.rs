@@ -33,11 +33,11 @@ mod writer;
 
 pub(crate) use writer::{Stream, read_back};
 
-/// The default size of a streaming session's chunk pool: 16 MiB (256 chunks of 64 KiB).
+/// The default size of a streaming session's chunk pool: 16 MiB (512 chunks of 32 KiB).
 pub const DEFAULT_STREAM_MEMORY: usize = 16 << 20;
 
-/// The most a stream's pool may hold: 2²⁰ chunks, 64 GiB.
-const MAX_STREAM_CHUNKS: usize = 1 << 20;
+/// The most a stream's pool may hold: 2²¹ chunks, 64 GiB.
+const MAX_STREAM_CHUNKS: usize = 1 << 21;
 
 /// How often the writer looks for chunks that the threads completed.
 const POLL: Duration = Duration::from_millis(2);
@@ -58,7 +58,7 @@ pub struct StreamStats {
     pub bytes_written: u64,
     /// Event chunks written (a chunk written in parts counts each part).
     pub chunks_written: u64,
-    /// Raw 16-byte records written: in the file, whole.
+    /// Raw records written: in the file, whole.
     pub records_written: u64,
     /// Events the threads could not record because no chunk was free
     /// ([`SlowWriter::Drop`]); they are also in the session's dropped events.
@@ -102,11 +102,11 @@ struct State {
     /// `None` once finished, after a write error, or for a stream without a file.
     out: Option<BufWriter<Counted>>,
     /// The event chunks handed to `out` since its last flush: where each starts (in
-    /// [`StreamStats::bytes_written`]), where it ends, and its records. A flush makes them
-    /// written; a write error, written as far as the file took their records whole (a reader
-    /// keeps those of a last event chunk cut short, none of a packed chunk cut short), lost
-    /// beyond.
-    unflushed: Vec<(u64, u64, u64)>,
+    /// [`StreamStats::bytes_written`]), where it ends, its records, and for an unpacked chunk
+    /// where each record ends (bytes after the chunk's prefix). A flush makes them written; a
+    /// write error, written as far as the file took their records whole (a reader keeps those
+    /// of a last event chunk cut short, none of a packed chunk cut short), lost beyond.
+    unflushed: Vec<(u64, u64, u64, Vec<u32>)>,
     /// Nothing of this window can be read back at `path`: the stream has no file
     /// ([`Stream::sink`]), or its file was deleted or moved.
     gone: bool,

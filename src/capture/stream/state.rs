@@ -12,6 +12,7 @@ use crate::record::chunk::{CHUNK_MAGIC, EVENT_PREFIX, RECORD};
 use crate::record::clock::{self, Calibration, Compensation};
 use crate::record::memory::MemoryMode;
 use crate::record::registry;
+use crate::record::word;
 
 use super::super::format::{
     CALLSITES, CALLSITES_VERSION, CHUNK_HEADER, CLOCK, CLOCK_VERSION, SESSION_HEADER,
@@ -116,7 +117,7 @@ impl State {
     pub(super) fn write_chunk(&mut self, thread: u64, held: &StreamedChunk) -> io::Result<()> {
         let cursor = self.cursors.entry(thread).or_insert((0, 0));
         let from = if held.index == cursor.0 { cursor.1 } else { 0 };
-        let records = held.chunk.records().len();
+        let records = held.chunk.count();
         *cursor = if held.complete {
             (held.index + 1, 0)
         } else {
@@ -135,7 +136,28 @@ impl State {
         let start = self.stats.bytes_written;
         self.stats.bytes_written += w.written;
         // Written once flushed; on an error (`fail`), as far as the file took it.
-        self.unflushed.push((start, self.stats.bytes_written, new));
+        let ends = match () {
+            _ if super::super::compress::packing() => Vec::new(),
+            _ if super::super::compress::records16() => {
+                (1..=new as u32).map(|n| n * RECORD as u32).collect()
+            }
+            // The words of the records from `from` on, from base tick 0 (see `events_from`).
+            _ => {
+                let (mut base, mut end) = (0, 0);
+                let records = held.chunk.records();
+                let rest = records.get(from..).unwrap_or_default();
+                rest.iter()
+                    .map(|&record| {
+                        let (words, next) = word::size(record, base);
+                        base = next;
+                        end += words as u32 * word::WORD as u32;
+                        end
+                    })
+                    .collect()
+            }
+        };
+        self.unflushed
+            .push((start, self.stats.bytes_written, new, ends));
         result
     }
 
@@ -182,7 +204,7 @@ impl State {
 
     /// The file took every chunk handed to it: their records are written.
     pub(super) fn flushed(&mut self) {
-        for (_, _, records) in self.unflushed.drain(..) {
+        for (_, _, records, _) in self.unflushed.drain(..) {
             self.stats.chunks_written += 1;
             self.stats.records_written += records;
         }
@@ -212,13 +234,14 @@ impl State {
         // from where it was opened, as those it took.
         let (file, _unwritten) = out.into_parts();
         let took = file.took;
-        for (start, end, records) in std::mem::take(&mut self.unflushed) {
+        for (start, end, records, ends) in std::mem::take(&mut self.unflushed) {
             let first = start + CHUNK_HEADER as u64 + EVENT_PREFIX;
+            let took_records = took.saturating_sub(first);
             let whole = match took >= end {
                 true => records,
-                // A packed chunk is read whole or not at all.
-                false if super::super::compress::packing() => 0,
-                false => (took.saturating_sub(first) / RECORD).min(records),
+                // A packed chunk is read whole or not at all; an unpacked one up to its last
+                // whole record.
+                false => ends.partition_point(|&e| u64::from(e) <= took_records) as u64,
             };
             if whole > 0 {
                 self.stats.chunks_written += 1;

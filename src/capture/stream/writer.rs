@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::record::chunk::{CHUNK_EVENTS, RECORD};
+use crate::record::chunk::CHUNK_BYTES;
 use crate::record::clock::{self, Calibration};
 use crate::record::memory::MemoryMode;
 use crate::record::pool::StreamPool;
@@ -55,7 +55,7 @@ impl Stream {
     ) -> io::Result<Self> {
         let _untracked = Untracked::enter();
         // Chunks of 64 KiB of records (each with 48 bytes of header on top).
-        let chunks = options.memory / (CHUNK_EVENTS * RECORD as usize);
+        let chunks = options.memory / CHUNK_BYTES;
         if chunks > MAX_STREAM_CHUNKS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -63,7 +63,7 @@ impl Stream {
                     "{}: a stream's memory of {} bytes is more than the {} bytes allowed",
                     options.path.display(),
                     options.memory,
-                    MAX_STREAM_CHUNKS * CHUNK_EVENTS * RECORD as usize
+                    MAX_STREAM_CHUNKS * CHUNK_BYTES
                 ),
             ));
         }

@@ -1,11 +1,12 @@
 //! Per-thread append-only chunked event buffers.
 //!
 //! One thread (the writer) appends [`RawEvent`]s to the tail chunk of its own [`ThreadBuffer`]
-//! through a [`Writer`]; collectors read chunks concurrently. The protocol:
+//! through a [`Writer`], as the words of [`word`](crate::record::word) (one for an entry or an
+//! exit, two for another record); collectors read chunks concurrently. The protocol:
 //!
-//! - The writer stores an event into slot `n` of its tail chunk, then publishes it with a
-//!   `Release` store of the chunk's content length (which counts slot `n`). It never rewrites a
-//!   published slot.
+//! - The writer stores an event's words into slots `n..` of its tail chunk, then publishes
+//!   them with a `Release` store of the chunk's content length (which counts them). It never
+//!   rewrites a published slot.
 //! - A reader loads the length with `Acquire` and reads only the slots it covers.
 //! - The chunk list (oldest to tail, linked through `Chunk::next`) changes only under the
 //!   buffer's mutex: the writer takes it once per chunk, never per event.
@@ -27,10 +28,11 @@ use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64 as BufferIds;
 
-pub use crate::record::chunk::{CHUNK_EVENTS, ChunkBox, SharedChunk};
+pub use crate::record::chunk::{CHUNK_WORDS, ChunkBox, SharedChunk};
 use crate::record::chunk::{Chunk, ChunkPtr, release};
 use crate::record::event::RawEvent;
 use crate::record::sync::{Arc, Mutex, MutexGuard, lock};
+use crate::record::word;
 
 #[derive(Default)]
 struct ChunkList {
@@ -48,10 +50,10 @@ struct ChunkList {
 }
 
 impl ChunkList {
-    /// Whether `ptr`, with `len` records published, is the tail its writer may still fill: not
+    /// Whether `ptr`, with `len` words published, is the tail its writer may still fill: not
     /// full, and its writer attached or not retired yet.
     fn filling(&self, ptr: ChunkPtr, len: usize) -> bool {
-        self.tail == Some(ptr) && len < CHUNK_EVENTS && (self.attached || !self.retired)
+        self.tail == Some(ptr) && len < CHUNK_WORDS && (self.attached || !self.retired)
     }
 }
 
@@ -287,8 +289,8 @@ impl ThreadBuffer {
                 return Err(Busy);
             }
             // SAFETY: `len` was just loaded with `Acquire`, and the list holds the chunk while
-            // `seen` reads it.
-            seen(unsafe { chunk.records(len) });
+            // it is decoded.
+            seen(&unsafe { chunk.records(len) });
             // SAFETY: `next` is only accessed under the mutex, which we hold.
             list.head = chunk.next.with(|n| unsafe { *n });
             if list.head.is_none() {
@@ -381,7 +383,7 @@ impl Drop for ThreadBuffer {
 
 /// The writer's cursor into the tail chunk of its buffer; lives in a thread-local.
 ///
-/// `pos == CHUNK_EVENTS` doubles as "no chunk": the first push then takes the slow path (one
+/// `pos == CHUNK_WORDS` doubles as "no chunk": the first push then takes the slow path (one
 /// compare per push, which the hot path needs anyway).
 ///
 /// From [`switch_to`](Writer::switch_to) to [`detach`](Writer::detach) the writer is
@@ -391,6 +393,8 @@ impl Drop for ThreadBuffer {
 pub struct Writer {
     chunk: Cell<*const Chunk>,
     pos: Cell<usize>,
+    /// The chunk's base tick after the words written so far (see [`word`]).
+    base: Cell<u64>,
     /// The real `pos` while [`park`](Writer::park)ed (`pos` then reads full, so the next push
     /// takes the slow path); [`NOT_PARKED`] otherwise.
     parked: Cell<usize>,
@@ -413,7 +417,8 @@ impl Writer {
     pub const fn new() -> Self {
         Self {
             chunk: Cell::new(std::ptr::null()),
-            pos: Cell::new(CHUNK_EVENTS),
+            pos: Cell::new(CHUNK_WORDS),
+            base: Cell::new(0),
             parked: Cell::new(NOT_PARKED),
             buffer: Cell::new(None),
         }
@@ -426,9 +431,9 @@ impl Writer {
     #[inline(always)]
     pub fn park(&self) {
         let pos = self.pos.get();
-        if pos < CHUNK_EVENTS {
+        if pos < CHUNK_WORDS {
             self.parked.set(pos);
-            self.pos.set(CHUNK_EVENTS);
+            self.pos.set(CHUNK_WORDS);
         }
     }
 
@@ -440,18 +445,27 @@ impl Writer {
         }
     }
 
-    /// Appends `event`, or returns `false` when the current chunk is full or absent.
+    /// Appends `event`, or returns `false` when the current chunk lacks room for it or is
+    /// absent.
     #[inline(always)]
     pub fn try_push(&self, event: RawEvent) -> bool {
         let pos = self.pos.get();
-        if pos < CHUNK_EVENTS {
-            // SAFETY: as in `try_push_all`, with one record at `pos < CHUNK_EVENTS`.
-            unsafe { (*self.chunk.get()).write(pos, event) };
-            self.pos.set(pos + 1);
-            true
-        } else {
-            false
+        match word::narrow(event, self.base.get()) {
+            Some(w) if pos < CHUNK_WORDS => {
+                // SAFETY: as in `try_push_all`, with one word at `pos < CHUNK_WORDS`.
+                unsafe { (*self.chunk.get()).write(pos, w) };
+                self.pos.set(pos + 1);
+                true
+            }
+            Some(_) => false,
+            None => self.try_push_wide(event),
         }
+    }
+
+    /// [`try_push`](Writer::try_push) of an event that takes two words.
+    #[inline]
+    fn try_push_wide(&self, event: RawEvent) -> bool {
+        self.try_push_all(std::slice::from_ref(&event))
     }
 
     /// Appends all of `events`, published at once, or returns `false` (writing nothing) when
@@ -459,15 +473,25 @@ impl Writer {
     #[inline(always)]
     pub fn try_push_all(&self, events: &[RawEvent]) -> bool {
         let pos = self.pos.get();
-        if pos < CHUNK_EVENTS && pos + events.len() <= CHUNK_EVENTS {
-            // SAFETY: `pos < CHUNK_EVENTS` means `switch_to` set `chunk` to the tail of the
+        let mut need = 0;
+        let mut base = self.base.get();
+        for &event in events {
+            let (words, next) = word::size(event, base);
+            need += words;
+            base = next;
+        }
+        if pos < CHUNK_WORDS && pos + need <= CHUNK_WORDS {
+            // SAFETY: `pos < CHUNK_WORDS` means `switch_to` set `chunk` to the tail of the
             // buffer this writer is attached to: the writer holds the buffer, which links no
             // other writer's chunks and does not unlink a tail that is not full while its writer
             // is attached (`ChunkList::filling`), so this writer alone writes the chunk and it
             // stays linked until `switch_to` or `detach` moves on; `pos` is its published
-            // length and `pos + len <= CHUNK_EVENTS` was just checked.
-            unsafe { (*self.chunk.get()).write_all(pos, events) };
-            self.pos.set(pos + events.len());
+            // length, `base` its base tick there, and the words of `events` fit (`need`, just
+            // counted).
+            let (pos, base) =
+                unsafe { (*self.chunk.get()).write_all(pos, events, self.base.get()) };
+            self.pos.set(pos);
+            self.base.set(base);
             true
         } else {
             false
@@ -499,6 +523,7 @@ impl Writer {
         }
         self.chunk.set(linked.ptr.0.as_ptr());
         self.pos.set(0);
+        self.base.set(0);
         self.parked.set(NOT_PARKED);
         Ok(linked)
     }
@@ -507,7 +532,7 @@ impl Writer {
     /// retired, and take another writer); the next push takes the slow path.
     pub fn detach(&self) {
         self.chunk.set(std::ptr::null());
-        self.pos.set(CHUNK_EVENTS);
+        self.pos.set(CHUNK_WORDS);
         self.parked.set(NOT_PARKED);
         if let Some(buffer) = self.buffer.take() {
             // SAFETY: `switch_to` stored this pointer from `Arc::into_raw`, once per

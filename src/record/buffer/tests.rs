@@ -5,7 +5,7 @@ use super::*;
 fn ticks(shared: &[SharedChunk]) -> Vec<u64> {
     shared
         .iter()
-        .flat_map(|c| c.records().iter().map(|e| e.tick))
+        .flat_map(|c| c.records().into_iter().map(|e| e.tick))
         .collect()
 }
 

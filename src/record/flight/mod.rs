@@ -51,7 +51,7 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use crate::record::buffer::{Busy, LinkedChunk};
-use crate::record::chunk::{CHUNK_EVENTS, ChunkBox, RECORD};
+use crate::record::chunk::ChunkBox;
 use crate::record::pool;
 use crate::record::registry::{self, ThreadChunks, ThreadEntry};
 use crate::record::sync::lock;
@@ -66,8 +66,8 @@ static ON: AtomicBool = AtomicBool::new(false);
 
 static RING: Mutex<Option<Ring>> = Mutex::new(None);
 
-/// Bytes of records in one chunk: 64 KiB.
-pub(crate) const CHUNK_BYTES: usize = CHUNK_EVENTS * RECORD as usize;
+/// Bytes of records in one chunk: 32 KiB.
+pub(crate) const CHUNK_BYTES: usize = crate::record::chunk::CHUNK_BYTES;
 
 /// A chunk linked since the recorder started.
 #[derive(Debug)]
@@ -414,7 +414,7 @@ fn drain(session: u64, paused: bool) -> Option<usize> {
         let done = held.is_some();
         if let Some(held) = held {
             // Read without the buffer's lock: the thread links its next chunks meanwhile.
-            scan(&mut open, held.records());
+            scan(&mut open, &held.records());
             // Recycled meanwhile (the recycling thread read it and took a chunk from the
             // pool): the last hold hands it back.
             if let Some(chunk) = held.release() {

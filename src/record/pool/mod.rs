@@ -10,7 +10,7 @@ use crossbeam_queue::ArrayQueue;
 #[cfg(not(feature = "enabled"))]
 use queue::ArrayQueue;
 
-use crate::record::chunk::{CHUNK_EVENTS, Chunk, ChunkBox, RECORD};
+use crate::record::chunk::{CHUNK_BYTES, Chunk, ChunkBox};
 use crate::record::dry::Returns;
 use crate::record::sync::{lock, recover};
 use crate::record::untracked::Untracked;
@@ -21,11 +21,11 @@ mod reserve;
 
 use reserve::{MIN_CHUNKS_PER_WORKER, prepare_in_parallel, reservable_chunks};
 
-/// Chunks kept for reuse: 1024 × 64 KiB = 64 MiB at most, and only as many as sessions have
+/// Chunks kept for reuse: 2048 × 32 KiB = 64 MiB at most, and only as many as sessions have
 /// used. Recording into fresh memory costs a page fault per 4 KiB (on a VM about 14 ns per
 /// scope, 1.7 × the scope itself), so the chunks of the last sessions stay warm for the next
 /// one. Chunks given back beyond this are freed; [`release`] frees the kept ones.
-const RETAIN: usize = 1024;
+const RETAIN: usize = 2048;
 /// Chunks prepared at session start so that the first chunk of each thread is warm.
 const PREPARE: usize = 4;
 
@@ -218,7 +218,7 @@ pub(crate) fn reserved_chunks() -> usize {
 }
 
 /// Bytes of records a chunk holds: what [`Reservation::new`] counts reservations in.
-const CHUNK_RECORD_BYTES: usize = CHUNK_EVENTS * RECORD as usize;
+const CHUNK_RECORD_BYTES: usize = CHUNK_BYTES;
 
 /// A session's reserved memory ([`ProfilerBuilder::reserve_memory`](crate::ProfilerBuilder::reserve_memory)):
 /// chunks allocated and touched before the session starts recording, so that its threads

@@ -84,10 +84,10 @@ mod tests {
 
     #[test]
     fn reservations_are_capped_at_half_the_available_memory() {
-        // 65 584 bytes a chunk: 16 of bookkeeping, the header and prefix, 64 KiB of records.
-        assert_eq!(std::mem::size_of::<Chunk>(), 65_584);
-        assert_eq!(reservable_chunks_of(Some(8 << 30)), (4 << 30) / 65_584);
-        assert_eq!(reservable_chunks_of(None), (1 << 30) / 65_584);
-        assert_eq!(reservable_chunks_of(Some(65_584)), 0);
+        // 32 816 bytes a chunk: 16 of bookkeeping, the header and prefix, 32 KiB of words.
+        assert_eq!(std::mem::size_of::<Chunk>(), 32_816);
+        assert_eq!(reservable_chunks_of(Some(8 << 30)), (4 << 30) / 32_816);
+        assert_eq!(reservable_chunks_of(None), (1 << 30) / 32_816);
+        assert_eq!(reservable_chunks_of(Some(32_816)), 0);
     }
 }

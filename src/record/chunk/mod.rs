@@ -1,10 +1,10 @@
-//! Chunks: fixed blocks of 16-byte records, laid out as the event chunks of a capture, and
-//! the handles that own or share them.
+//! Chunks: fixed blocks of 8-byte words holding records (see [`word`](crate::record::word)),
+//! laid out as the event chunks of a capture, and the handles that own or share them.
 //!
 //! A chunk is laid out as the capture format's event chunk (IREE's instrumentation chunks are
 //! the model): 16 bytes of bookkeeping, then a 16-byte [`ChunkHeader`] (magic, type, version,
-//! content length), the thread id and 8 reserved bytes, and the records; from the header on,
-//! the memory is the chunk as a capture file holds it.
+//! content length), the thread id and 8 reserved bytes, and the words; from the header on,
+//! the memory is the chunk as a capture file holds it (event chunk version 5).
 //!
 //! Ownership is explicit: a [`ChunkBox`] is a chunk's only owner (fresh, pooled, or given
 //! back); once linked into a buffer, the chunk is shared by counting its holders (the
@@ -17,9 +17,14 @@ use std::sync::atomic::AtomicUsize as LiveCount;
 
 use crate::record::event::RawEvent;
 use crate::record::sync::{AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::record::word;
 
-/// Events per chunk: 4096 × 16 bytes = 64 KiB (3 under loom, to reach chunk switches quickly).
-pub const CHUNK_EVENTS: usize = if cfg!(loom) { 3 } else { 4096 };
+/// Words per chunk: 4096 × 8 bytes = 32 KiB, 4096 entries and exits (2048 scopes) or 2048
+/// two-word records, as many records as a chunk of 16-byte records held (3 under loom, to
+/// reach chunk switches quickly).
+pub const CHUNK_WORDS: usize = if cfg!(loom) { 3 } else { 4096 };
+/// Bytes of a chunk's words.
+pub const CHUNK_BYTES: usize = CHUNK_WORDS * WORD as usize;
 
 /// The magic number that starts every chunk of a capture: `TSCP` in little-endian byte order.
 pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"TSCP");
@@ -27,12 +32,19 @@ pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"TSCP");
 pub const EVENT_CHUNK: u16 = 5;
 /// Version of the event chunk layout: 2 added the record kinds of counters, values and
 /// instants (17 to 21), 3 those of `tracing` spans (22 and 23), 4 `tracing`'s `follows_from`
-/// between spans not entered on the calling thread (24); readers read versions 1 to 3 as well.
-pub const EVENT_CHUNK_VERSION: u16 = 4;
+/// between spans not entered on the calling thread (24), 5 8-byte words in place of 16-byte
+/// records (an entry or exit in one word, any other record in two; the kinds of version 4:
+/// docs/FORMAT.md); readers read versions 1 to 4 as well.
+pub const EVENT_CHUNK_VERSION: u16 = WORDS_CHUNK_VERSION;
+/// The first event chunk version of 8-byte words ([`WORD`]).
+pub const WORDS_CHUNK_VERSION: u16 = 5;
+/// The last event chunk version of 16-byte records ([`RECORD`]).
+pub const RECORD_CHUNK_VERSION: u16 = 4;
 /// Bytes of an event chunk's content before its records: the thread id and 8 reserved bytes.
 pub const EVENT_PREFIX: u64 = 16;
-/// Bytes per record: tick (`u64`), id (`u32`), kind (`u32`).
+/// Bytes per record of event chunk versions 1 to 4: tick (`u64`), id (`u32`), kind (`u32`).
 pub const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
+pub use crate::record::word::WORD;
 
 /// Chunks allocated and not yet freed, wherever they are (a buffer, a capture, the pool).
 static LIVE: LiveCount = LiveCount::new(0);
@@ -51,12 +63,12 @@ pub struct ChunkHeader {
     magic: u32,
     kind: u16,
     version: u16,
-    /// Content length in bytes: [`EVENT_PREFIX`] plus 16 per published record. Only the writer
+    /// Content length in bytes: [`EVENT_PREFIX`] plus 8 per published word. Only the writer
     /// stores it (`Release`): this is the publication of the chunk's records.
     length: AtomicU64,
 }
 
-/// A fixed-capacity block of event slots, laid out as an event chunk of the capture format.
+/// A fixed-capacity block of word slots, laid out as an event chunk of the capture format.
 #[repr(C, align(16))]
 pub struct Chunk {
     /// The next (newer) chunk of the same buffer; read and written only under its mutex.
@@ -67,7 +79,7 @@ pub struct Chunk {
     /// The id of the thread whose events these are; set while the chunk has a single owner.
     thread: u64,
     reserved: u64,
-    slots: [UnsafeCell<MaybeUninit<RawEvent>>; CHUNK_EVENTS],
+    slots: [UnsafeCell<MaybeUninit<u64>>; CHUNK_WORDS],
 }
 
 // The layout a capture file shares: bookkeeping, then the header, the event prefix and the
@@ -80,76 +92,107 @@ const _: () = {
     assert!(offset_of!(Chunk, thread) == 32);
     assert!(offset_of!(Chunk, slots) == 32 + EVENT_PREFIX as usize);
     assert!(size_of::<RawEvent>() == RECORD as usize);
+    assert!(size_of::<u64>() == WORD as usize);
 };
 
 impl Chunk {
-    /// Number of published slots.
+    /// Number of published words.
     pub(crate) fn published(&self) -> usize {
         let length = self.header.length.load(Ordering::Acquire);
-        ((length.saturating_sub(EVENT_PREFIX)) / RECORD) as usize
+        ((length.saturating_sub(EVENT_PREFIX)) / WORD) as usize
     }
 
-    /// Writes `event` into slot `pos` and publishes it.
+    /// Writes the words of `events` into the slots from `pos` on, on a chunk whose base tick is
+    /// `base` there, and publishes them together, so that a reader sees all of them or none;
+    /// returns the position and the base tick after them.
     ///
     /// # Safety
     /// Only the chunk's single writer may call this, with `pos` equal to the number of
-    /// published slots and below [`CHUNK_EVENTS`].
+    /// published words, `base` the base tick after them, and room for the words of `events`
+    /// (`pos` plus their [`word::size`]s at most [`CHUNK_WORDS`]).
     #[inline(always)]
-    pub(crate) unsafe fn write(&self, pos: usize, event: RawEvent) {
-        debug_assert!(pos < CHUNK_EVENTS);
-        // SAFETY: the caller guarantees `pos < CHUNK_EVENTS`.
+    pub(crate) unsafe fn write_all(
+        &self,
+        mut pos: usize,
+        events: &[RawEvent],
+        mut base: u64,
+    ) -> (usize, u64) {
+        for &event in events {
+            match word::narrow(event, base) {
+                Some(w) => {
+                    // SAFETY: the caller guarantees room for every word.
+                    unsafe { self.put(pos, w) };
+                    pos += 1;
+                }
+                None => {
+                    let [first, second] = word::wide(event);
+                    // SAFETY: as above.
+                    unsafe {
+                        self.put(pos, first);
+                        self.put(pos + 1, second);
+                    }
+                    pos += 2;
+                    base = word::base_after(event, base, false);
+                }
+            }
+        }
+        self.publish(pos);
+        (pos, base)
+    }
+
+    /// Writes `w` into slot `pos`, unpublished.
+    ///
+    /// # Safety
+    /// Only the chunk's single writer may call this, with `pos` at or past the number of
+    /// published words and below [`CHUNK_WORDS`].
+    #[inline(always)]
+    unsafe fn put(&self, pos: usize, w: u64) {
+        debug_assert!(pos < CHUNK_WORDS);
+        // SAFETY: the caller guarantees `pos < CHUNK_WORDS`.
         let slot = unsafe { self.slots.get_unchecked(pos) };
         // SAFETY: the slot is unpublished, so no reader looks at it, and we are its only writer.
-        slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
+        slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(w)) });
+    }
+
+    /// Writes the one word `w` into slot `pos` and publishes it.
+    ///
+    /// # Safety
+    /// Only the chunk's single writer may call this, with `pos` equal to the number of
+    /// published words and below [`CHUNK_WORDS`].
+    #[inline(always)]
+    pub(crate) unsafe fn write(&self, pos: usize, w: u64) {
+        // SAFETY: as the caller guarantees.
+        unsafe { self.put(pos, w) };
         self.publish(pos + 1);
     }
 
-    /// Publishes the first `count` slots: the content length covers them.
+    /// Publishes the first `count` words: the content length covers them.
     #[inline(always)]
     fn publish(&self, count: usize) {
-        let length = EVENT_PREFIX + count as u64 * RECORD;
+        let length = EVENT_PREFIX + count as u64 * WORD;
         self.header.length.store(length, Ordering::Release);
     }
 
-    /// Writes `events` into the slots from `pos` on and publishes them together, so that a
-    /// reader sees all of them or none.
+    /// The first `len` words.
     ///
     /// # Safety
-    /// Only the chunk's single writer may call this, with `pos` equal to the number of
-    /// published slots and `pos + events.len() <= CHUNK_EVENTS`.
-    #[inline(always)]
-    pub(crate) unsafe fn write_all(&self, pos: usize, events: &[RawEvent]) {
-        debug_assert!(pos + events.len() <= CHUNK_EVENTS);
-        for (i, &event) in events.iter().enumerate() {
-            // SAFETY: the caller guarantees `pos + i < CHUNK_EVENTS`.
-            let slot = unsafe { self.slots.get_unchecked(pos + i) };
-            // SAFETY: the slot is unpublished, so no reader looks at it, and we are its only
-            // writer.
-            slot.with_mut(|p| unsafe { p.write(MaybeUninit::new(event)) });
-        }
-        self.publish(pos + events.len());
-    }
-
-    /// The first `len` slots.
-    ///
-    /// # Safety
-    /// `len` is at most the number of published slots seen with `Acquire`, and the chunk stays
+    /// `len` is at most the number of published words seen with `Acquire`, and the chunk stays
     /// allocated, unrecycled, while the slice is borrowed.
-    pub(crate) unsafe fn records(&self, len: usize) -> &[RawEvent] {
+    pub(crate) unsafe fn words(&self, len: usize) -> &[u64] {
         #[cfg(not(loom))]
         {
             let slots = &self.slots[..len];
             // SAFETY: published slots were written before the `Release` store the caller
             // synchronised with and are never written again while a holder exists; the shim's
             // `UnsafeCell` and `MaybeUninit` are `repr(transparent)`, so a slot has the
-            // layout of a `RawEvent`.
-            unsafe { &*(std::ptr::from_ref(slots) as *const [RawEvent]) }
+            // layout of a `u64`.
+            unsafe { &*(std::ptr::from_ref(slots) as *const [u64]) }
         }
         #[cfg(loom)]
         {
             // Under loom every slot access goes through the model; leak a copy per read (the
             // model's chunks are three slots).
-            let copy: Vec<RawEvent> = self.slots[..len]
+            let copy: Vec<u64> = self.slots[..len]
                 .iter()
                 // SAFETY: as above.
                 .map(|slot| slot.with(|p| unsafe { *(*p).assume_init_ref() }))
@@ -158,18 +201,22 @@ impl Chunk {
         }
     }
 
+    /// The records of the first `len` words.
+    ///
+    /// # Safety
+    /// As for [`words`](Chunk::words).
+    pub(crate) unsafe fn records(&self, len: usize) -> Vec<RawEvent> {
+        // SAFETY: as the caller guarantees.
+        word::decode(unsafe { self.words(len) })
+    }
+
     /// Tick of the last published event, if any. Events that carry data in their tick field
     /// ([`RawKind::carries_data`](crate::record::event::RawKind::carries_data)) are published
     /// together with the event before them, whose tick counts.
     pub(crate) fn last_tick(&self) -> Option<u64> {
         let len = self.published();
         // SAFETY: `len` was just loaded with `Acquire`; the caller holds the chunk.
-        let records = unsafe { self.records(len) };
-        records
-            .iter()
-            .rev()
-            .find(|e| !e.kind.carries_data())
-            .map(|e| e.tick)
+        word::last_tick(unsafe { self.words(len) })
     }
 }
 
@@ -289,10 +336,7 @@ impl ChunkBox {
     fn slot_bytes(&mut self) -> (usize, usize) {
         // SAFETY: in bounds of the allocation; no reference is created.
         let slots = unsafe { std::ptr::addr_of_mut!((*self.0.as_ptr()).slots) };
-        (
-            slots as usize,
-            CHUNK_EVENTS * std::mem::size_of::<RawEvent>(),
-        )
+        (slots as usize, CHUNK_BYTES)
     }
 
     /// Writes one byte in each page of the slot memory whose start is not in `populated`
@@ -396,7 +440,7 @@ pub(crate) unsafe fn release(chunk: ChunkPtr) -> Option<ChunkBox> {
     }
 }
 
-/// A capture's hold on a chunk: the first `len` records as they were when it was taken. The
+/// A capture's hold on a chunk: the first `len` words as they were when it was taken. The
 /// writer may go on filling later slots; the chunk is not recycled until every holder lets go.
 pub struct SharedChunk {
     chunk: ChunkPtr,
@@ -410,10 +454,10 @@ unsafe impl Send for SharedChunk {}
 unsafe impl Sync for SharedChunk {}
 
 impl SharedChunk {
-    /// A new hold on `ptr`'s first `len` records.
+    /// A new hold on `ptr`'s first `len` words.
     ///
     /// # Safety
-    /// The caller holds `ptr` (the chunk is alive) and `len` records are published.
+    /// The caller holds `ptr` (the chunk is alive) and `len` words are published.
     pub(crate) unsafe fn new(ptr: ChunkPtr, len: usize) -> Self {
         // SAFETY: the caller's hold keeps the chunk alive.
         unsafe { ptr.get() }.holders.fetch_add(1, Ordering::Relaxed);
@@ -425,34 +469,43 @@ impl SharedChunk {
         unsafe { self.chunk.get() }
     }
 
-    /// The records held, oldest first.
-    pub fn records(&self) -> &[RawEvent] {
+    /// The words held, oldest first.
+    pub fn words(&self) -> &[u64] {
         // SAFETY: `len` was published (seen with `Acquire`) when the hold was taken, and the
         // hold keeps the chunk alive and unrecycled.
-        unsafe { self.chunk().records(self.len) }
+        unsafe { self.chunk().words(self.len) }
     }
 
-    /// The held part of the chunk as a capture file's event chunk holds it after its header:
-    /// the thread id, 8 reserved bytes and the held records, [`EVENT_PREFIX`] + 16 bytes per
-    /// record, in this machine's byte order (the file's, little-endian, on little-endian
-    /// machines).
+    /// The records held, oldest first, decoded from the words.
+    pub fn records(&self) -> Vec<RawEvent> {
+        word::decode(self.words())
+    }
+
+    /// Number of records held.
+    pub fn count(&self) -> usize {
+        word::count(self.words())
+    }
+
+    /// The held part of the chunk as a capture file's event chunk of version 5 holds it after
+    /// its header: the thread id, 8 reserved bytes and the held words, [`EVENT_PREFIX`] + 8
+    /// bytes per word, in this machine's byte order (the file's, little-endian, on
+    /// little-endian machines).
     ///
     /// The header itself is not included: its length is the writer's, which may have grown
     /// past this hold (a thread still recording for another session), and reading it here
     /// would race with the writer's store.
     #[cfg(not(loom))]
     pub(crate) fn content_bytes(&self) -> &[u8] {
-        let len = EVENT_PREFIX as usize + self.len * RECORD as usize;
-        debug_assert!(self.len <= CHUNK_EVENTS);
+        let len = EVENT_PREFIX as usize + self.len * WORD as usize;
+        debug_assert!(self.len <= CHUNK_WORDS);
         let chunk: *const Chunk = self.chunk();
         // SAFETY: the pointer comes from a reference to the whole chunk, and the bytes from
         // `thread` on are `thread`, `reserved` and the slots, contiguous (the layout is
-        // asserted above) and inside the chunk (`self.len <= CHUNK_EVENTS`). `thread` and
+        // asserted above) and inside the chunk (`self.len <= CHUNK_WORDS`). `thread` and
         // `reserved` are only written while the chunk has a single owner, so not while this
         // hold exists; the first `self.len` slots were published (seen with `Acquire`) when
         // the hold was taken and are never written again while it exists. Every byte of them
-        // is initialised: a `RawEvent` is a `u64`, a `u32` and a 4-byte kind, 16 bytes with
-        // no padding. The slice lives as long as `&self`, which keeps the chunk alive and
+        // is initialised: each is a `u64`. The slice lives as long as `&self`, which keeps the chunk alive and
         // unrecycled.
         unsafe {
             let start = chunk.cast::<u8>().add(std::mem::offset_of!(Chunk, thread));
@@ -484,84 +537,10 @@ impl std::fmt::Debug for SharedChunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedChunk")
             .field("thread", &self.thread())
-            .field("records", &self.len)
+            .field("words", &self.len)
             .finish()
     }
 }
 
 #[cfg(all(test, target_os = "linux", feature = "enabled", not(loom)))]
-mod tests {
-    use super::*;
-
-    const PAGE: usize = 4096;
-
-    /// How many of the `pages` pages from `address` (page-aligned) are resident.
-    fn resident(address: usize, pages: usize) -> usize {
-        let mut vec = vec![0u8; pages];
-        // SAFETY: the range is mapped by the caller; `vec` has a byte per page.
-        let done =
-            unsafe { libc::mincore(address as *mut libc::c_void, pages * PAGE, vec.as_mut_ptr()) };
-        assert_eq!(done, 0, "{}", std::io::Error::last_os_error());
-        vec.iter().filter(|&&b| b & 1 == 1).count()
-    }
-
-    #[test]
-    fn populate_makes_fresh_pages_resident_without_writing() {
-        let pages = 16;
-        // SAFETY: a new private anonymous mapping, unmapped below.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                pages * PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
-        let base = map as usize;
-        assert_eq!(resident(base, pages), 0);
-        // Off page boundaries at both ends: only the 14 whole pages inside are populated.
-        let covered = populate(base + 100, pages * PAGE - 200);
-        assert_eq!(covered, base + PAGE..base + (pages - 1) * PAGE);
-        assert_eq!(resident(base, pages), pages - 2);
-        // SAFETY: the mapping is readable; populated pages read as zero.
-        let bytes = unsafe { std::slice::from_raw_parts(map.cast::<u8>(), pages * PAGE) };
-        assert!(bytes.iter().all(|&b| b == 0));
-        assert_eq!(populate(base + 100, 200), 0..0);
-        // SAFETY: the mapping made above, no longer used.
-        assert_eq!(unsafe { libc::munmap(map, pages * PAGE) }, 0);
-    }
-
-    #[test]
-    fn touched_chunks_are_resident_and_keep_their_header() {
-        let mut chunk = ChunkBox::alloc();
-        chunk.touch();
-        // SAFETY: in bounds of the chunk; no reference is created.
-        let slots = unsafe { std::ptr::addr_of!((*chunk.0.as_ptr()).slots) } as usize;
-        let first = slots & !(PAGE - 1);
-        let end = (slots + CHUNK_EVENTS * RECORD as usize).next_multiple_of(PAGE);
-        let pages = (end - first) / PAGE;
-        assert_eq!(resident(first, pages), pages);
-        let chunk = chunk.get_mut();
-        assert_eq!(chunk.header.magic, CHUNK_MAGIC);
-        assert_eq!(chunk.published(), 0);
-    }
-
-    #[test]
-    fn chunks_touched_together_are_resident_and_keep_their_headers() {
-        let mut chunks: Vec<ChunkBox> = (0..9).map(|_| ChunkBox::alloc()).collect();
-        ChunkBox::touch_all(&mut chunks);
-        assert_eq!(chunks.len(), 9);
-        for chunk in &mut chunks {
-            let (slots, len) = chunk.slot_bytes();
-            let first = slots & !(PAGE - 1);
-            let pages = ((slots + len).next_multiple_of(PAGE) - first) / PAGE;
-            assert_eq!(resident(first, pages), pages);
-            let chunk = chunk.get_mut();
-            assert_eq!(chunk.header.magic, CHUNK_MAGIC);
-            assert_eq!(chunk.published(), 0);
-        }
-    }
-}
+mod tests;
