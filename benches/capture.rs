@@ -206,8 +206,8 @@ criterion_group! {
 fn main() {
     if let Some(path) = std::env::var_os("TICKSCOPE_CLI_CAPTURE") {
         let (prof, events) = common::server_session(CLI_THREADS, CLI_EVENTS);
-        // `TICKSCOPE_CLI_UNPACKED=1`: event chunks as recorded, 16 bytes a record (the format
-        // before packed chunks, for comparisons).
+        // `TICKSCOPE_CLI_UNPACKED=1`: event chunks as recorded, 8 bytes an entry or exit (the
+        // format of builds without packing, for comparisons).
         if std::env::var_os("TICKSCOPE_CLI_UNPACKED").is_some_and(|v| v == "1") {
             tickscope::__private::unpacked(|| prof.write_capture(&path)).unwrap();
         } else {

@@ -1,7 +1,8 @@
 //! Writes a large capture file by streaming a session ([`ProfilerBuilder::stream_to`]): `THREADS`
 //! threads (4 by default) each run the same loop of nested scopes (`request` holding
 //! `parse`, `handle` and, inside `handle`, `query`) until they recorded about `MIB` MiB of
-//! records (16 bytes each in memory; the file, its event chunks packed, holds far less). With
+//! records counted at 16 bytes each (their decoded size: recorded, an entry or exit takes 8;
+//! the file, its event chunks packed, holds far less). With
 //! `outer`, each thread's loop runs inside one `worker` scope, open from its first record to
 //! its last (as a `main` or a worker loop would be). With `links`, each `request` is a `seq`
 //! scope (capturing a link), and one in [`LINK_EVERY`] is followed on a thread of its own,

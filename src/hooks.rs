@@ -43,7 +43,13 @@ pub fn capture_records(capture: &crate::Capture) -> Vec<(u64, Vec<RawEvent>)> {
 /// (cleared first): what capture writers write for a chunk of records.
 pub fn pack_records(records: &[RawEvent], out: &mut Vec<u8>) -> std::io::Result<()> {
     out.clear();
-    crate::capture::compress::pack(1, 0, format::EVENT_CHUNK_VERSION, records, out)
+    crate::capture::compress::pack(
+        1,
+        0,
+        crate::record::chunk::RECORD_CHUNK_VERSION,
+        records,
+        out,
+    )
 }
 
 /// The records of the packed event chunk `content`, into `out`; an error's message when it is

@@ -397,8 +397,12 @@ fn a_memory_timeline_is_written_in_bounded_memory() {
         "memory timeline: peak {small} bytes for 5,000 requests, {large} for 50,000 \
          ({whole} to decode its whole trace)"
     );
+    // (Measured unloaded: 1.40 and 1.28 MB for 5,000 requests, 1.22 for 20,000, 1.30 and 1.39
+    // for 50,000, 1.37 for 100,000: not growing with them, but some 0.2 MB from run to run,
+    // and a stream writer that lags on a loaded machine keeps more chunks: 1.51 MB for
+    // 50,000 in a run of `.ci/run`.)
     assert!(
-        large <= small + (256 << 10),
+        large <= small + (512 << 10),
         "{large} bytes at most for 50,000 requests, {small} for a tenth"
     );
     assert!(large < whole / 4, "{large} bytes, {whole} whole");

@@ -62,8 +62,8 @@ impl Capture {
     /// repository's `docs/FORMAT.md`). A packed chunk holds the records as columns (kinds,
     /// callsite ids, tick differences, values) compressed by zstd, chunk by chunk: a program of
     /// nested scopes at steady rates costs about a byte per record or less, where the recorded
-    /// memory takes 16 (built without the `compress` feature, the chunks are written as
-    /// recorded, 16 bytes per record). `out` should be buffered (the chunk headers are small
+    /// memory takes 8 to 16 (built without the `compress` feature, the chunks are written as
+    /// recorded: 8 bytes for an entry or an exit, 16 for another record). `out` should be buffered (the chunk headers are small
     /// writes).
     ///
     /// Files concatenate: the output of several `write_to` calls, one after the other, is a
@@ -383,10 +383,13 @@ impl Writer<'_> {
             return Ok(());
         }
         let mut content = Vec::new();
+        // The packed records are `RawEvent`s, whose kinds are those of event chunk version 4
+        // (version 5 changed their layout, not their kinds): readers from before version 5
+        // read them.
         compress::pack_each(
             thread,
             reserved,
-            EVENT_CHUNK_VERSION,
+            RECORD_CHUNK_VERSION,
             records,
             &mut content,
             |packed| self.chunk(EVENTS_PACKED, EVENTS_PACKED_VERSION, packed),

@@ -216,7 +216,8 @@ impl ProfilerBuilder {
     /// and at each restart): 32 KiB chunks, the recycled ones first, the rest allocated and
     /// touched on every core before [`ProfilerBuilder::start`] returns, which the recording threads
     /// take before any other. A scope
-    /// takes 16 bytes (two 8-byte words), so a session of known size, reserved for, never writes
+    /// takes 16 bytes (two 8-byte words; the first record of each chunk 8 more), so a session of
+    /// known size, reserved for, never writes
     /// into fresh memory on the hot path: each first write to a 4 KiB page costs a page fault
     /// (about 2 µs on a VM), and when every core is busy recording no background thread can
     /// take those faults off the recording threads (a session that never stops then costs

@@ -1540,21 +1540,35 @@ fn fuzz_seeds_are_current_and_read() {
     }
 }
 
-/// A file of an older version still reads, as it did: `packed_v4.tscope`, the seed
-/// `packed.tscope` as committed before event chunks of 8-byte words (its packed chunks say
-/// their records are of event chunk version 4), decodes as the seeds written now do.
+/// Files of older versions still read, as they did: the seed `two_sessions.tscope`, whose
+/// event chunks are of version 1 (16-byte records, committed since that version), decodes
+/// as the same sessions written as recorded now (event chunks of version 5, 8-byte words:
+/// `words.tscope`) and packed (`packed.tscope`, whose records keep version 4's kinds).
 #[test]
 #[cfg(feature = "compress")]
 fn files_of_older_versions_still_read() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/read_capture");
-    let old = std::fs::read(dir.join("packed_v4.tscope")).unwrap();
-    // Each packed chunk's content says the event chunk version of its records at byte 20.
-    let versions: Vec<u16> = crate::packed::chunks(&old)
-        .into_iter()
-        .filter(|c| c.1 == 9)
-        .map(|(at, ..)| u16::from_le_bytes([old[at + 36], old[at + 37]]))
-        .collect();
-    assert_eq!(versions, [4, 4, 4, 4]);
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let versions = |bytes: &[u8], kind: u16| -> Vec<u16> {
+        let mut found = Vec::new();
+        let mut at = 0;
+        while let Some(head) = bytes.get(at..at + 16) {
+            let len = u64::from_le_bytes(head[8..16].try_into().unwrap()) as usize;
+            if u16::from_le_bytes([head[4], head[5]]) == kind {
+                found.push(u16::from_le_bytes([head[6], head[7]]));
+            }
+            at += 16 + len.next_multiple_of(16);
+        }
+        found
+    };
+    let (old, words, packed) = (
+        read("two_sessions.tscope"),
+        read("words.tscope"),
+        read("packed.tscope"),
+    );
+    assert_eq!(versions(&old, EVENT_CHUNK), [1, 1, 1, 1]);
+    assert_eq!(versions(&words, EVENT_CHUNK), [5, 5, 5, 5]);
+    assert!(versions(&packed, EVENT_CHUNK).is_empty());
     let decode = |bytes: &[u8]| -> Vec<_> {
         Capture::from_bytes(bytes)
             .unwrap()
@@ -1565,12 +1579,10 @@ fn files_of_older_versions_still_read() {
             })
             .collect()
     };
-    let seeds: std::collections::HashMap<_, _> = fuzz_seeds().into_iter().collect();
     let old = decode(&old);
     assert_eq!(old.len(), 2);
-    assert_eq!(old, decode(&seeds["two_sessions.tscope"]));
-    assert_eq!(old, decode(&seeds["words.tscope"]));
-    assert_eq!(old, decode(&seeds["packed.tscope"]));
+    assert_eq!(old, decode(&words));
+    assert_eq!(old, decode(&packed));
 }
 
 /// Records no recorder writes but a forged file can hold: ticks out of order and at the ends

@@ -259,7 +259,7 @@ fn salvaged_memory_timelines_cut_anywhere() {
         let _main = scope!("main");
         handing_session(&m, 400);
         prof.stop();
-        // Unpacked: 16 bytes a record, so cuts fall on every kind of record.
+        // Unpacked: 8 or 16 bytes a record, so cuts fall on every kind of record.
         tickscope::__private::unpacked(|| written(&prof))
     };
     let mut salvaged = 0;

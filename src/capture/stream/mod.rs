@@ -69,7 +69,7 @@ pub struct StreamStats {
     pub waited: Duration,
     /// Chunks taken beyond the pool because the writer gave none back for a second.
     pub overflow_chunks: u64,
-    /// The pool's size in bytes: the memory the session's chunks take (64 KiB of records
+    /// The pool's size in bytes: the memory the session's chunks take (32 KiB of words
     /// and 48 bytes of header each).
     pub pool_bytes: usize,
     /// Why the stream failed: the file could not be opened (the window then recorded in

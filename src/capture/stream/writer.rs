@@ -54,7 +54,7 @@ impl Stream {
         memory: MemoryMode,
     ) -> io::Result<Self> {
         let _untracked = Untracked::enter();
-        // Chunks of 64 KiB of records (each with 48 bytes of header on top).
+        // Chunks of 32 KiB of words (each with 48 bytes of header on top).
         let chunks = options.memory / CHUNK_BYTES;
         if chunks > MAX_STREAM_CHUNKS {
             return Err(io::Error::new(

@@ -208,8 +208,8 @@ impl ThreadBuffer {
             if filling && !tail {
                 break;
             }
-            let newer = chunk.last_tick().is_some_and(|t| t >= from);
-            if index >= from_index && len > 0 && newer {
+            // (The index first: finding the last tick decodes the chunk.)
+            if index >= from_index && len > 0 && chunk.last_tick().is_some_and(|t| t >= from) {
                 shared.push(StreamedChunk {
                     index,
                     complete: !filling,

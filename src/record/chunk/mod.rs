@@ -495,6 +495,7 @@ impl SharedChunk {
     /// past this hold (a thread still recording for another session), and reading it here
     /// would race with the writer's store.
     #[cfg(not(loom))]
+    #[cfg_attr(target_endian = "big", allow(dead_code))] // written word by word there
     pub(crate) fn content_bytes(&self) -> &[u8] {
         let len = EVENT_PREFIX as usize + self.len * WORD as usize;
         debug_assert!(self.len <= CHUNK_WORDS);

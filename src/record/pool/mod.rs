@@ -69,7 +69,7 @@ const BATCH: usize = 16;
 
 /// A background thread that keeps touched chunks ready while sessions record into memory.
 ///
-/// A session that keeps its window in memory takes a fresh chunk every 4096 records, and
+/// A session that keeps its window in memory takes a fresh chunk every 4096 words, and
 /// fresh memory costs a page fault per 4 KiB on first write: recorded on the hot thread, that
 /// made a long session's scope about 1.7 × the warm one's. The prefaulter allocates and
 /// touches chunks ahead of the recording threads, off their path, so they take resident
