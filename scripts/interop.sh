@@ -22,6 +22,27 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+# Arize Phoenix (the OTLP checks below: installed in this venv, served on loopback). Its
+# server takes half a minute or more to start: when it is installed already, it starts now
+# and is up by the time those checks come.
+otlp_venv="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-otlp-venv"
+phoenix_pid='' phoenix_taken=''
+start_phoenix() {
+    if curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1; then
+        # Another server (a Phoenix left by an interrupted run) holds the port: ours could
+        # not listen, and the checks would read someone else's spans.
+        phoenix_taken=1
+        return
+    fi
+    mkdir -p "$out/phoenix"
+    PHOENIX_WORKING_DIR="$out/phoenix" PHOENIX_HOST=127.0.0.1 PHOENIX_PORT=6006 \
+        "$otlp_venv/bin/phoenix" serve > "$out/phoenix.log" 2>&1 &
+    phoenix_pid=$!
+    # Stopped however this script ends (a failed check included), with the scratch folder.
+    trap 'kill "$phoenix_pid" 2>/dev/null || true; rm -rf "$out"' EXIT
+}
+[ -x "$otlp_venv/bin/phoenix" ] && start_phoenix
 # The command, with its `otlp` feature (push, convert -o x.otlp.json): $TICKSCOPE (.ci/run's
 # build of its CLI step), else built here in the dev profile (a release build would compile
 # the OTLP client's crates again; the captures it reads here are small).
@@ -572,7 +593,6 @@ fi
 # processes in one push, the failure paths of `tickscope push`, and the pprof profile
 # (protobuf and speedscope). Each part skips when its packages cannot be installed. The venv lives in the user cache, not under target/: Phoenix takes
 # minutes to install, and a fresh clone on the same machine then reuses it.
-otlp_venv="${XDG_CACHE_HOME:-$HOME/.cache}/tickscope-otlp-venv"
 otlp_py="$otlp_venv/bin/python"
 if ! "$otlp_py" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
     (python3 -m venv "$otlp_venv" && "$otlp_venv/bin/pip" install -q opentelemetry-proto) \
@@ -582,21 +602,15 @@ if ! "$otlp_py" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_
     echo "interop: opentelemetry-proto (Python) not installable here: OTLP checks skipped"
     exit 0
 fi
-if ! "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
+if [ -z "$phoenix_pid$phoenix_taken" ] && ! "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
     timeout 900 "$otlp_venv/bin/pip" install -q arize-phoenix >/dev/null 2>&1 || true
 fi
-phoenix_pid=
-if curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1; then
-    # Another server (a Phoenix left by an interrupted run) holds the port: ours could not
-    # listen, and the checks would read someone else's spans.
+if [ -z "$phoenix_pid$phoenix_taken" ] && "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
+    start_phoenix
+fi
+if [ -n "$phoenix_taken" ]; then
     echo "interop: 127.0.0.1:6006 is taken by another server: Phoenix checks skipped"
-elif "$otlp_venv/bin/phoenix" --help >/dev/null 2>&1; then
-    mkdir -p "$out/phoenix"
-    PHOENIX_WORKING_DIR="$out/phoenix" PHOENIX_HOST=127.0.0.1 PHOENIX_PORT=6006 \
-        "$otlp_venv/bin/phoenix" serve > "$out/phoenix.log" 2>&1 &
-    phoenix_pid=$!
-    # Stopped however this script ends (a failed check included), with the scratch folder.
-    trap 'kill "$phoenix_pid" 2>/dev/null || true; rm -rf "$out"' EXIT
+elif [ -n "$phoenix_pid" ]; then
     for _ in $(seq 120); do
         curl -sf http://127.0.0.1:6006/v1/projects >/dev/null 2>&1 && break
         sleep 1
@@ -612,7 +626,9 @@ else
 fi
 endpoint=()
 [ -n "$phoenix_pid" ] && endpoint=(--endpoint http://127.0.0.1:6006)
-cargo run --quiet --release --features otlp --example otlp -- "$out" "${endpoint[@]}" > "$out/otlp.txt"
+# With `tracing` too: the one release build with features that .ci/run's examples step made
+# (for this example and tracing_bridge), instead of one more.
+cargo run --quiet --release --features otlp,tracing --example otlp -- "$out" "${endpoint[@]}" > "$out/otlp.txt"
 "$otlp_py" - "$out/otlp.txt" "$out/otlp.otlp.json" "${phoenix_pid:+http://127.0.0.1:6006}" <<'PY'
 import base64, collections, datetime, json, re, sys, time, urllib.request
 from google.protobuf import json_format
@@ -737,7 +753,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 if [ -n "$phoenix_pid" ]; then
     for i in 1 2 3 4; do
         mkdir -p "$out/machine$i"
-        cargo run --quiet --release --features otlp --example otlp -- "$out/machine$i" > "$out/machine$i/otlp.txt"
+        cargo run --quiet --release --features otlp,tracing --example otlp -- "$out/machine$i" > "$out/machine$i/otlp.txt"
     done
     four=("$out"/machine{1,2,3,4}/otlp.tscope)
     "${cli[@]}" convert "${four[@]}" -o "$out/four.otlp.json"

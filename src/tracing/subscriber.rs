@@ -422,7 +422,10 @@ mod tests {
         an_id_no_longer_finds_its_slot_once_the_span_closed();
         the_current_span_is_the_innermost_entered_here();
         let dispatch = ::tracing::Dispatch::new(TickscopeSubscriber::default());
-        // Two threads, each making 10,000 spans one after another, then one it keeps.
+        // Two threads, each making 10,000 spans one after another, then one it keeps. Both
+        // hold their tables at once (neither exits before the other has taken its own: a
+        // thread that exits hands its table back, and the other could take it).
+        let both = std::sync::Barrier::new(2);
         let run = || {
             let _d = ::tracing::dispatcher::set_default(&dispatch);
             for _ in 0..10_000 {
@@ -430,7 +433,9 @@ mod tests {
             }
             let kept = ::tracing::info_span!("kept");
             let id = kept.id().unwrap().into_u64();
-            (own(), id, kept)
+            let own = own();
+            both.wait();
+            (own, id, kept)
         };
         let (a, b) = std::thread::scope(|s| {
             let a = s.spawn(run);
