@@ -44,6 +44,17 @@ impl Chunk {
         }
     }
 
+    /// True when one of the chunk's records is of `kind`, a kind that takes two words (not
+    /// an entry or exit): a held chunk's words are scanned without making its records.
+    pub(crate) fn holds_kind(&self, kind: RawKind) -> bool {
+        match self {
+            Self::Held(held) => held
+                .as_ref()
+                .is_some_and(|held| crate::record::word::holds_kind(held.words(), kind)),
+            _ => self.records().iter().any(|r| r.kind == kind),
+        }
+    }
+
     /// Records in the chunk, without reading them from a file.
     pub(crate) fn len(&self) -> usize {
         match self {

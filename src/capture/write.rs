@@ -411,32 +411,38 @@ impl Writer<'_> {
     /// have grown since), then the chunk's memory as it is, in one write (16 + 8 bytes per
     /// word, padded).
     pub(super) fn events(&mut self, chunk: &SharedChunk) -> io::Result<()> {
-        self.events_from(chunk, 0)
+        self.events_from(chunk, 0, None)
     }
 
     /// An event chunk of the records of `chunk` from the `from`-th on (a streaming session
-    /// writes a chunk still being filled in parts); nothing when there are none.
-    pub(super) fn events_from(&mut self, chunk: &SharedChunk, from: usize) -> io::Result<()> {
-        if compress::packing() {
-            let records = chunk.records();
-            return match records.get(from..) {
-                Some(rest) if !rest.is_empty() => self.packed(chunk.thread(), 0, rest),
-                _ => Ok(()),
+    /// writes a chunk still being filled in parts); nothing when there are none. `decoded`:
+    /// the chunk's records when the caller has decoded them already (else decoded here when
+    /// they are needed: packed, as 16-byte records, or from a record past the first).
+    pub(super) fn events_from(
+        &mut self,
+        chunk: &SharedChunk,
+        from: usize,
+        decoded: Option<&[RawEvent]>,
+    ) -> io::Result<()> {
+        if compress::packing() || compress::records16() || from > 0 {
+            let owned;
+            let records = match decoded {
+                Some(records) => records,
+                None => {
+                    owned = chunk.records();
+                    &owned
+                }
             };
-        }
-        if compress::records16() {
-            let records = chunk.records();
-            return match records.get(from..) {
-                Some(rest) if !rest.is_empty() => self.owned_events_marked(chunk.thread(), 0, rest),
-                _ => Ok(()),
-            };
-        }
-        if from > 0 {
-            // The words again from base tick 0, as a chunk of their own.
-            let records = chunk.records();
             let Some(rest) = records.get(from..).filter(|rest| !rest.is_empty()) else {
                 return Ok(());
             };
+            if compress::packing() {
+                return self.packed(chunk.thread(), 0, rest);
+            }
+            if compress::records16() {
+                return self.owned_events_marked(chunk.thread(), 0, rest);
+            }
+            // The words again from base tick 0, as a chunk of their own.
             let mut words = Vec::with_capacity(rest.len());
             word::encode(rest, 0, &mut words);
             return self.word_events(chunk.thread(), &words);

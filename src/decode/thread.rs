@@ -90,14 +90,10 @@ impl<'c> Shared<'c> {
 /// where each `tracing` span id was entered and closed (a pass over the records, instead of
 /// 40 bytes per `tracing` span for every capture).
 pub(super) fn has_span_follows(capture: &Capture) -> bool {
-    capture.threads.iter().any(|thread| {
-        thread.chunks.iter().any(|chunk| {
-            chunk
-                .records()
-                .iter()
-                .any(|r| r.kind == RawKind::SpanFollows)
-        })
-    })
+    capture
+        .threads
+        .iter()
+        .any(|thread| (thread.chunks.iter()).any(|chunk| chunk.holds_kind(RawKind::SpanFollows)))
 }
 
 /// One thread decoded on its own, with what it saw of the others: async records, links and

@@ -224,6 +224,27 @@ pub fn count(words: &[u64]) -> usize {
     Decoder::new(words).take_while(Result::is_ok).count()
 }
 
+/// True when a record of `kind` (one that takes two words: not an entry or exit) is among the
+/// records of `words`, up to the first bad word: a scan of the words' tags, without making
+/// the records.
+pub fn holds_kind(words: &[u64], kind: RawKind) -> bool {
+    let mut at = 0;
+    while let Some(&word) = words.get(at) {
+        match word & 3 {
+            BEGIN | END => at += 1,
+            WIDE => {
+                if ((word >> 2) & (DELTA_LIMIT - 1)) as u32 == kind as u32 {
+                    // A wide record cut short is a bad word: not a record.
+                    return at + 1 < words.len();
+                }
+                at += 2;
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Tick of the last record of `words` whose tick is a time, if any.
 pub fn last_tick(words: &[u64]) -> Option<u64> {
     Decoder::new(words)
@@ -243,6 +264,36 @@ mod tests {
         assert_eq!(decode(&words), events);
         assert_eq!(count(&words), events.len());
         words
+    }
+
+    #[test]
+    fn a_kind_is_found_in_the_words_as_in_the_records() {
+        let t = 5_000_000_000_000u64;
+        let events = [
+            RawEvent::begin(7, t),
+            RawEvent::new(RawKind::SpanFollows, 3, t + 1),
+            RawEvent::new(RawKind::Payload, 0, RawKind::SpanFollows as u64),
+            RawEvent::end(RawEvent::end_key(7, t), t + 2),
+        ];
+        let words = round_trip(&events);
+        assert!(holds_kind(&words, RawKind::SpanFollows));
+        assert!(holds_kind(&words, RawKind::Payload));
+        assert!(!holds_kind(&words, RawKind::ArgStr));
+        // Cut short, the record is no record; a bad word ends the scan.
+        assert!(!holds_kind(&words[..3], RawKind::SpanFollows));
+        assert!(!holds_kind(&[3, words[2], words[3]], RawKind::SpanFollows));
+        assert!(!holds_kind(&[], RawKind::SpanFollows));
+        // Data that reads as the first word of a wide record of the kind is data: only the
+        // first word of a wide record says its kind.
+        let looks_like = WIDE | (RawKind::SpanFollows as u64) << 2;
+        let events = [
+            RawEvent::begin(7, t),
+            RawEvent::new(RawKind::Payload, 0, looks_like),
+            RawEvent::end(RawEvent::end_key(7, t), t + 2),
+        ];
+        let words = round_trip(&events);
+        assert!(words.contains(&looks_like));
+        assert!(!holds_kind(&words, RawKind::SpanFollows));
     }
 
     #[test]

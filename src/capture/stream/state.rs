@@ -117,13 +117,14 @@ impl State {
     pub(super) fn write_chunk(&mut self, thread: u64, held: &StreamedChunk) -> io::Result<()> {
         let cursor = self.cursors.entry(thread).or_insert((0, 0));
         let from = if held.index == cursor.0 { cursor.1 } else { 0 };
-        let records = held.chunk.count();
+        // Decoded once, for the count, the writing and the records' ends.
+        let records = held.chunk.records();
         *cursor = if held.complete {
             (held.index + 1, 0)
         } else {
-            (held.index, records)
+            (held.index, records.len())
         };
-        let new = records.saturating_sub(from) as u64;
+        let new = records.len().saturating_sub(from) as u64;
         if new == 0 {
             return Ok(());
         }
@@ -132,7 +133,7 @@ impl State {
             return Ok(());
         };
         let mut w = Writer { out, written: 0 };
-        let result = w.events_from(&held.chunk, from);
+        let result = w.events_from(&held.chunk, from, Some(&records));
         let start = self.stats.bytes_written;
         self.stats.bytes_written += w.written;
         // Written once flushed; on an error (`fail`), as far as the file took it.
@@ -144,7 +145,6 @@ impl State {
             // The words of the records from `from` on, from base tick 0 (see `events_from`).
             _ => {
                 let (mut base, mut end) = (0, 0);
-                let records = held.chunk.records();
                 let rest = records.get(from..).unwrap_or_default();
                 rest.iter()
                     .map(|&record| {
