@@ -69,6 +69,30 @@ fn proc_stat() -> (u64, u64) {
     ((num(11) + num(12)) * (1_000_000_000 / hz), num(7))
 }
 
+/// Maps `len` bytes of fresh anonymous memory, writes a byte of each 4 KiB page (a page
+/// fault each, as the pages are not backed yet), and unmaps them.
+fn touch_fresh_pages(len: usize) {
+    // SAFETY: an anonymous private mapping of `len` bytes that nothing else knows of; its
+    // result is checked before use.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes");
+    for offset in (0..len).step_by(4096) {
+        // SAFETY: `offset < len`, inside the mapping, which is readable and writable.
+        unsafe { std::ptr::write_volatile(base.cast::<u8>().add(offset), 1) };
+    }
+    // SAFETY: the mapping made above, of `len` bytes, unmapped once; nothing points into it.
+    assert_eq!(unsafe { libc::munmap(base, len) }, 0);
+}
+
 #[test]
 fn c_sampler_records_procstat_samples_with_their_counters() {
     let dir = out_dir("c_sampler");
@@ -78,14 +102,10 @@ fn c_sampler_records_procstat_samples_with_their_counters() {
     {
         let _g = scope!("work");
         // Page faults: touch 16 MiB of fresh memory; CPU: spin until /proc shows 20 ms more.
-        // 40 MiB are asked for, above glibc's largest mmap threshold (32 MiB), so that they
-        // are mapped afresh even after other tests of the process freed big blocks (which
-        // raise the threshold and would hand back pages already touched).
-        let mut pages = vec![0u8; 40 << 20];
-        for i in (0..16 << 20).step_by(4096) {
-            pages[i] = 1;
-        }
-        std::hint::black_box(&pages);
+        // Mapped here, not allocated: malloc may hand out any size from memory other tests
+        // of the process touched and freed (a 40 MiB block came from the heap's free top,
+        // already faulted in: 2 faults for 16 MiB).
+        touch_fresh_pages(16 << 20);
         while proc_stat().0 < cpu0 + 20_000_000 {
             std::hint::black_box((0..1000u64).sum::<u64>());
         }
