@@ -6,6 +6,11 @@
 //!
 //! A binary of its own: its global allocator counts every thread's bytes and their peak, which
 //! the shared binaries' `TrackingAlloc` (and their tests running beside these) would blur.
+//!
+//! Its tests run one at a time on captures of millions of records: unoptimized they took
+//! 207 s of CI's `cargo test --workspace` (on the 2-vCPU VM), optimized 22 s. They are
+//! ignored in builds with debug assertions (the dev profile) and run in release, as `.ci/run`
+//! does: `cargo test --release --features otlp,tracing --test bounded`.
 #![cfg(all(feature = "enabled", unix))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -196,6 +201,10 @@ fn write_traces(path: &Path) {
 }
 
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn big_files_are_read_and_summed_in_memory_independent_of_their_size() {
     let _serial = serial();
     // Quantiles from histograms from the first scope: durations would grow with the file
@@ -269,6 +278,10 @@ fn stream_inside_one_scope(path: &Path, requests: u64) {
 /// Perfetto, the call tree and the table by argument take the same memory for ten times the
 /// scopes, and well under what the thread's spans would take.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
     let _serial = serial();
     tickscope::__private::set_exact_quantile_budget(0);
@@ -321,6 +334,10 @@ fn a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
 /// the allocations and frees merged across threads as they are read again, so they take the
 /// same memory for ten times the requests.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_memory_timeline_is_written_in_bounded_memory() {
     let _serial = serial();
     // Durations in histograms (past the budget): the tables' sums do not grow with calls.
@@ -414,6 +431,10 @@ fn a_memory_timeline_is_written_in_bounded_memory() {
 /// thread's spans would take.
 #[cfg(feature = "otlp")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn otlp_json_of_a_scope_open_over_the_whole_thread_is_written_in_bounded_memory() {
     use tickscope::export::otlp::{Options, Otlp};
 
@@ -496,6 +517,10 @@ fn sink_endpoint() -> (String, Arc<Mutex<(u64, u64)>>) {
 /// ten times the scopes (in requests of 1,000 spans), well under what its spans would take.
 #[cfg(feature = "otlp")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn an_otlp_push_of_a_scope_open_over_the_whole_thread_takes_bounded_memory() {
     use tickscope::export::otlp::{Options, Otlp, PushOptions};
 
@@ -587,6 +612,10 @@ fn stream_links(path: &Path, requests: u64) {
 /// memory for ten times the scopes and links but a few words a link, and well under what the
 /// spans would take.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_table_by_origin_of_links_takes_bounded_memory() {
     let _serial = serial();
     let peak = |requests: u64, name: &str| {
@@ -677,6 +706,10 @@ impl std::io::Write for Digest {
 /// spans), and well under what the spans would take.
 #[cfg(feature = "otlp")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn otlp_of_links_takes_bounded_memory() {
     use tickscope::export::otlp::{Options, Otlp, PushOptions};
 
@@ -780,6 +813,10 @@ fn stream_with_events(path: &Path, requests: u64, pid: u32) {
 /// the same memory for ten times the scopes, well under what its spans would take.
 #[cfg(feature = "otlp")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn an_otlp_push_of_processes_with_events_takes_bounded_memory() {
     use tickscope::export::otlp::{Options, Otlp, PushOptions};
 
@@ -890,6 +927,10 @@ fn stream_batch(path: &Path, work: u64) {
 /// decoding them whole takes.
 #[cfg(feature = "tracing")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_batch_following_requests_of_other_threads_is_written_in_bounded_memory() {
     let _serial = serial();
     tickscope::__private::set_exact_quantile_budget(0);
@@ -953,6 +994,10 @@ fn a_batch_following_requests_of_other_threads_is_written_in_bounded_memory() {
 }
 
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn files_read_lazily_give_what_their_bytes_in_memory_give() {
     let _serial = serial();
     tickscope::__private::set_exact_quantile_budget(8 << 20);
@@ -1044,6 +1089,10 @@ fn nested(path: &Path, requests: u64) -> Profiler {
 }
 
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn folded_stacks_and_pprof_summed_from_captures_are_the_decoded_traces() {
     let _serial = serial();
     let (a, b) = (scratch("nested-a.tscope"), scratch("nested-b.tscope"));
@@ -1127,6 +1176,10 @@ fn without_colours(bytes: Vec<u8>) -> Vec<u8> {
 /// A gzipped capture is read as its plain file is: decompressed into a temporary file, not
 /// into memory, and read from there chunk by chunk; it gives the plain file's table.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn gzipped_files_are_read_in_the_memory_of_plain_ones() {
     use std::io::Write;
 
@@ -1239,6 +1292,10 @@ fn stream_async_tracking(path: &Path, requests: u64, memory: tickscope::MemoryMo
 /// the file is read again: the whole trace's text and rows, in the same memory for ten times
 /// the calls, well under what the spans would take.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_table_of_async_calls_takes_bounded_memory() {
     let _serial = serial();
     let peak = |requests: u64, name: &str| {
@@ -1367,6 +1424,10 @@ fn stream_tracing_with(path: &Path, requests: u64, fields: bool) -> Profiler {
 /// pieces, in the same memory for ten times the spans.
 #[cfg(feature = "tracing")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
     let _serial = serial();
     let peak = |requests: u64, name: &str| {
@@ -1440,6 +1501,10 @@ fn a_table_of_tracing_spans_entered_on_two_threads_takes_bounded_memory() {
 /// scopes 4,000 here, of calls a quarter) shows the longest calls and scopes, and counts
 /// every call; the diff compares every call.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn html_reports_and_diffs_of_async_calls_take_bounded_memory() {
     use tickscope::export::html;
     use tickscope::report::compare::Options;
@@ -1533,6 +1598,10 @@ fn html_reports_and_diffs_of_async_calls_take_bounded_memory() {
 /// tracked memory (a timeline, or counts), summed as the file is read again: the whole
 /// trace's text and rows, each call with its polls' memory figures.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_table_of_async_calls_with_memory_tracked_is_summed_as_read() {
     let _serial = serial();
     let peak = |requests: u64, memory: tickscope::MemoryMode| {
@@ -1604,6 +1673,10 @@ fn a_table_of_async_calls_with_memory_tracked_is_summed_as_read() {
 /// scopes, of a plain thread and of one whose one scope holds all its others; the page shows
 /// at most the budget and counts every scope.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn html_reports_are_written_in_bounded_memory_with_a_level_of_detail() {
     use tickscope::export::html;
     let _serial = serial();
@@ -1739,6 +1812,10 @@ fn stream_runs(path: &Path, requests: u64, spin: u64) {
 /// it, is the same); past it, the same names, calls and totals, medians within 0.2 %, in
 /// about the same memory for ten times the calls, and well under what decoding takes.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_diff_of_two_runs_takes_bounded_memory() {
     use std::collections::BTreeSet;
     use tickscope::report::compare::{Diff, Metric, Options};
@@ -1835,6 +1912,10 @@ fn a_diff_of_two_runs_takes_bounded_memory() {
 /// table's quantiles and the diff's medians from histograms, the timeline a level of detail),
 /// well under what the runs' spans would take.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_report_with_a_baseline_takes_bounded_memory() {
     use tickscope::export::html;
     let _serial = serial();
@@ -1898,6 +1979,10 @@ fn a_report_with_a_baseline_takes_bounded_memory() {
 /// whole trace's text, JSON and CSV, in the same memory for ten times the spans.
 #[cfg(feature = "tracing")]
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 fn a_table_of_tracing_spans_split_by_a_field_takes_bounded_memory() {
     let _serial = serial();
     let peak = |requests: u64, name: &str, compare: bool| {
@@ -1951,6 +2036,10 @@ fn a_table_of_tracing_spans_split_by_a_field_takes_bounded_memory() {
 /// planned by a first reading: the whole trace's bytes, in the same memory for ten times the
 /// calls, well under what decoding them whole takes.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run in release: see this file's first lines"
+)]
 #[cfg(all(feature = "otlp", feature = "tracing"))]
 fn otlp_json_and_pushes_of_async_calls_take_bounded_memory() {
     use tickscope::export::otlp::{Options, Otlp, PushOptions};
