@@ -44,8 +44,8 @@ impl Chunk {
         }
     }
 
-    /// True when one of the chunk's records is of `kind`, a kind that takes two words (not
-    /// an entry or exit): a held chunk's words are scanned without making its records.
+    /// True when one of the chunk's records is of `kind`: a held chunk's words are decoded
+    /// one by one, without collecting its records.
     pub(crate) fn holds_kind(&self, kind: RawKind) -> bool {
         match self {
             Self::Held(held) => held

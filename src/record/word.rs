@@ -224,25 +224,12 @@ pub fn count(words: &[u64]) -> usize {
     Decoder::new(words).take_while(Result::is_ok).count()
 }
 
-/// True when a record of `kind` (one that takes two words: not an entry or exit) is among the
-/// records of `words`, up to the first bad word: a scan of the words' tags, without making
-/// the records.
+/// True when a record of `kind` is among the records of `words`, up to the first bad word,
+/// without collecting them.
 pub fn holds_kind(words: &[u64], kind: RawKind) -> bool {
-    let mut at = 0;
-    while let Some(&word) = words.get(at) {
-        match word & 3 {
-            BEGIN | END => at += 1,
-            WIDE => {
-                if ((word >> 2) & (DELTA_LIMIT - 1)) as u32 == kind as u32 {
-                    // A wide record cut short is a bad word: not a record.
-                    return at + 1 < words.len();
-                }
-                at += 2;
-            }
-            _ => return false,
-        }
-    }
-    false
+    Decoder::new(words)
+        .map_while(Result::ok)
+        .any(|e| e.kind == kind)
 }
 
 /// Tick of the last record of `words` whose tick is a time, if any.
