@@ -51,7 +51,11 @@ if [ -z "$tickscope" ]; then
     cargo build --quiet -p tickscope-cli --features otlp
     tickscope="${CARGO_TARGET_DIR:-target}/debug/tickscope"
 fi
-cargo run --quiet --release --example quickstart -- "$out" > "$out/table.txt"
+# Every example runs from one release build, with the features examples/otlp.rs needs (`otlp`,
+# `tracing`): the build .ci/run's examples step made, so nothing but this script's first run
+# compiles.
+example=(cargo run --quiet --release --features otlp,tracing --example)
+"${example[@]}" quickstart -- "$out" > "$out/table.txt"
 trace="$out/quickstart.json"
 "$V/check_trace.sh" "$trace"
 
@@ -89,7 +93,7 @@ by_name() {
 # variant, by name and count: its many sub-microsecond `fib` scopes are placed for HTA and
 # the TensorBoard plugin (most without children last no time, on whole microseconds), so
 # zero-length ones may show at other depths.
-cargo run --quiet --release --example chrome_trace -- "$out" > "$out/chrome_trace.txt"
+"${example[@]}" chrome_trace -- "$out" > "$out/chrome_trace.txt"
 for f in chrome_trace.json chrome_trace.unix.json.gz chrome_trace.kineto.json chrome_trace.folded; do
     "$V/check_trace.sh" "$out/$f"
 done
@@ -107,7 +111,7 @@ PY
 # Counters and instants: the counters example's Chrome trace and native Perfetto trace each
 # hold, per counter, as many samples with the same smallest and largest values as its table's
 # "Counters" section says, and per instant name as many instants as the example counted.
-cargo run --quiet --release --example counters -- "$out" > "$out/counters.txt"
+"${example[@]}" counters -- "$out" > "$out/counters.txt"
 for trace in counters.json counters.pftrace; do
     "$V/check_trace.sh" "$out/$trace"
     # Chrome instants carry the category `instant`; Perfetto instants are slices of no duration.
@@ -142,7 +146,7 @@ done
 
 # A capture file converted offline by the tickscope CLI is accepted, with the calls the
 # example's table (printed from the same file) counts.
-cargo run --quiet --release --example capture -- "$out" > "$out/capture.txt"
+"${example[@]}" capture -- "$out" > "$out/capture.txt"
 for f in capture.json capture.folded; do
     "$tickscope" convert "$out/run.tscope" -o "$out/$f"
     "$V/check_trace.sh" "$out/$f"
@@ -164,7 +168,7 @@ PY
 # as two processes, each under its own pid with the calls its own table counts, on one time
 # line: every process's slices sit at the Unix times they have when its file is converted alone.
 mkdir -p "$out/second"
-cargo run --quiet --release --example capture -- "$out/second" > "$out/second.txt"
+"${example[@]}" capture -- "$out/second" > "$out/second.txt"
 cat "$out/run.tscope" "$out/second/run.tscope" > "$out/two.tscope"
 "$tickscope" convert "$out/two.tscope" -o "$out/two.json"
 "$tickscope" convert "$out/two.tscope" -o "$out/two.unix.json" --unix-time
@@ -210,7 +214,7 @@ PY
 
 # Async calls: Perfetto's async slices per name plus plain scopes equal the table's calls;
 # polls are slices of their own category.
-cargo run --quiet --release --example profile_attr -- "$out" > "$out/profile_attr.txt"
+"${example[@]}" profile_attr -- "$out" > "$out/profile_attr.txt"
 "$V/check_trace.sh" "$out/profile_attr.json"
 python3 - "$out/profile_attr.txt" "$(by_name "$out/profile_attr.json")" <<'PY'
 import json, re, sys
@@ -233,7 +237,7 @@ PY
 
 # Allocation tracking: Perfetto sees one `memory` counter track whose highest value is the
 # peak live bytes the example computed, and one instant per recorded allocation and free.
-cargo run --quiet --release --example allocations -- "$out" > "$out/allocations.txt"
+"${example[@]}" allocations -- "$out" > "$out/allocations.txt"
 "$V/check_trace.sh" "$out/allocations.json"
 python3 "$V/validate_perfetto.py" "$out/allocations.json" --json \
     --sql "select t.name as track, count(*) as n, max(c.value) as peak from counter c join counter_track t on c.track_id = t.id group by t.name" \
@@ -254,7 +258,7 @@ PY
 
 # Links: Perfetto binds one flow per matched link, from the originating slice to the one that
 # followed from it, with the names the example's table gives.
-cargo run --quiet --release --example links -- "$out" > "$out/links.txt"
+"${example[@]}" links -- "$out" > "$out/links.txt"
 "$V/check_trace.sh" "$out/links.json"
 python3 "$V/validate_perfetto.py" "$out/links.json" --json \
     --sql "select so.name as src, si.name as dst, count(*) as n from flow f join slice so on f.slice_out = so.id join slice si on f.slice_in = si.id group by src, dst order by src" \
@@ -333,7 +337,7 @@ PY
 # command writes them piece by piece, the open scopes carried from one piece to the next
 # (Chrome JSON and Kineto write `worker` in the piece where it ends, after what it holds).
 # The trace processor reads the same slices, at the same depths, from every output.
-cargo run --quiet --release --example big_capture -- "$out/outer.tscope" 8 4 outer > /dev/null
+"${example[@]}" big_capture -- "$out/outer.tscope" 8 4 outer > /dev/null
 for f in outer.json outer.kineto.json outer.unix.json outer.pftrace; do
     case $f in
         *.kineto.json) flags=(--kineto) ;;
@@ -626,9 +630,7 @@ else
 fi
 endpoint=()
 [ -n "$phoenix_pid" ] && endpoint=(--endpoint http://127.0.0.1:6006)
-# With `tracing` too: the one release build with features that .ci/run's examples step made
-# (for this example and tracing_bridge), instead of one more.
-cargo run --quiet --release --features otlp,tracing --example otlp -- "$out" "${endpoint[@]}" > "$out/otlp.txt"
+"${example[@]}" otlp -- "$out" "${endpoint[@]}" > "$out/otlp.txt"
 "$otlp_py" - "$out/otlp.txt" "$out/otlp.otlp.json" "${phoenix_pid:+http://127.0.0.1:6006}" <<'PY'
 import base64, collections, datetime, json, re, sys, time, urllib.request
 from google.protobuf import json_format
@@ -753,7 +755,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 if [ -n "$phoenix_pid" ]; then
     for i in 1 2 3 4; do
         mkdir -p "$out/machine$i"
-        cargo run --quiet --release --features otlp,tracing --example otlp -- "$out/machine$i" > "$out/machine$i/otlp.txt"
+        "${example[@]}" otlp -- "$out/machine$i" > "$out/machine$i/otlp.txt"
     done
     four=("$out"/machine{1,2,3,4}/otlp.tscope)
     "${cli[@]}" convert "${four[@]}" -o "$out/four.otlp.json"
