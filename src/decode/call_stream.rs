@@ -398,7 +398,7 @@ struct Feed<'s, 'c> {
     pairing: Pairing<'s>,
     /// The next chunk to read.
     chunk: usize,
-    /// Whether the last record read counted ([`Shared::for_each_record_of`]).
+    /// Whether the last record read counted ([`Shared::for_each_run_of`]).
     keep: bool,
     /// Every record read and every span final.
     done: bool,
@@ -455,8 +455,8 @@ impl Feed<'_, '_> {
         let pairing = &mut self.pairing;
         if self.chunk < self.thread.chunks.len() {
             self.shared
-                .for_each_record_of(self.thread, self.chunk, &mut self.keep, |record| {
-                    pairing.push(record);
+                .for_each_run_of(self.thread, self.chunk, &mut self.keep, |records| {
+                    records.iter().for_each(|&record| pairing.push(record));
                 });
             self.chunk += 1;
         } else {

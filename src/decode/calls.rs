@@ -142,7 +142,7 @@ struct Feed<'s, 'c> {
     pairing: Pairing<'s>,
     /// The next chunk to read.
     chunk: usize,
-    /// Whether the last record read counted ([`Shared::for_each_record_of`]).
+    /// Whether the last record read counted ([`Shared::for_each_run_of`]).
     keep: bool,
     /// Every chunk was read and what was open closed.
     closed: bool,
@@ -197,10 +197,12 @@ impl Feed<'_, '_> {
             ..
         } = self;
         let carry = *carry;
-        shared.for_each_record_of(source, *chunk, keep, |record| {
-            pairing.push(record);
-            if pairing.piece_due(carry) {
-                pairing.drain_piece(|piece| take(piece, queue, ends, last_start, in_order));
+        shared.for_each_run_of(source, *chunk, keep, |records| {
+            for &record in records {
+                pairing.push(record);
+                if pairing.piece_due(carry) {
+                    pairing.drain_piece(|piece| take(piece, queue, ends, last_start, in_order));
+                }
             }
         });
         // The marks of async calls are matched apart (`SpanSource::each_streamed_call`).

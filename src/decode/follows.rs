@@ -83,10 +83,12 @@ impl Shared<'_> {
                     }
                 });
             };
-            self.for_each_record(thread, |record| {
-                pairing.push(record);
-                if pairing.window_full() {
-                    drain(&mut pairing);
+            self.for_each_run(thread, |records| {
+                for &record in records {
+                    pairing.push(record);
+                    if pairing.window_full() {
+                        drain(&mut pairing);
+                    }
                 }
             });
             pairing.close_rest(self.end_of(thread));

@@ -159,7 +159,7 @@ struct Feed<'s, 'c> {
     pairing: Pairing<'s>,
     /// The next chunk to read.
     chunk: usize,
-    /// Whether the last record read counted ([`Shared::for_each_record_of`]).
+    /// Whether the last record read counted ([`Shared::for_each_run_of`]).
     keep: bool,
     /// Its events read and not yet merged.
     queue: VecDeque<RawMemory>,
@@ -173,13 +173,11 @@ impl Feed<'_, '_> {
     fn next_key(&mut self, at: usize) -> Option<Key> {
         while self.queue.is_empty() && self.chunk < self.thread.source.chunks.len() {
             let pairing = &mut self.pairing;
-            self.shared.for_each_record_of(
+            self.shared.for_each_run_of(
                 self.thread.source,
                 self.chunk,
                 &mut self.keep,
-                |record| {
-                    pairing.push(record);
-                },
+                |records| records.iter().for_each(|&record| pairing.push(record)),
             );
             self.chunk += 1;
             if pairing.window_full() {

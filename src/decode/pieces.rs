@@ -413,15 +413,17 @@ impl<'c> Pieces<'c> {
         }
         shared.start(&mut pairing, source);
         let mut result = Ok(());
-        shared.for_each_record(source, |record| {
-            if result.is_err() {
-                return;
-            }
-            pairing.push(record);
-            if pairing.piece_due(carry) {
-                result = pairing.drain_piece(|piece| hand(piece, f));
-                // Async calls are matched apart ([`SpanSource::each_streamed_call`]).
-                pairing.marks_mut().clear();
+        shared.for_each_run(source, |records| {
+            for &record in records {
+                if result.is_err() {
+                    return;
+                }
+                pairing.push(record);
+                if pairing.piece_due(carry) {
+                    result = pairing.drain_piece(|piece| hand(piece, f));
+                    // Async calls are matched apart ([`SpanSource::each_streamed_call`]).
+                    pairing.marks_mut().clear();
+                }
             }
         });
         result?;

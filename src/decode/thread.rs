@@ -143,10 +143,12 @@ impl Shared<'_> {
         );
         self.start(&mut pairing, thread);
         pairing.drain_every(super::summary::WINDOW);
-        self.for_each_record(thread, |record| {
-            pairing.push(record);
-            if pairing.window_full() {
-                pairing.drain_final(|_, _, _| {});
+        self.for_each_run(thread, |records| {
+            for &record in records {
+                pairing.push(record);
+                if pairing.window_full() {
+                    pairing.drain_final(|_, _, _| {});
+                }
             }
         });
         drop(pairing);
@@ -154,23 +156,28 @@ impl Shared<'_> {
     }
 
     /// The records of `thread` that count: from the tick its window starts at to the
-    /// capture's end. A record that carries data goes with the record before it.
-    pub(super) fn for_each_record(&self, thread: &CaptureThread, mut f: impl FnMut(RawEvent)) {
+    /// capture's end, handed to `f` a run at a time (a chunk's, usually whole). A record that
+    /// carries data goes with the record before it.
+    ///
+    /// Runs, not records: each caller's loop over a run has the pairing's per-record code
+    /// inlined in it. A call of `f` per record was not inlined (its body is the pairing):
+    /// every record paid a call's entry and exit (`tickscope` on one core, 10 M events:
+    /// `table` 6 %, a Chrome JSON convert 12 % and a `.pftrace` one 17 % slower than now).
+    pub(super) fn for_each_run(&self, thread: &CaptureThread, mut f: impl FnMut(&[RawEvent])) {
         let mut keep = false;
         for chunk in 0..thread.chunks.len() {
-            self.for_each_record_of(thread, chunk, &mut keep, &mut f);
+            self.for_each_run_of(thread, chunk, &mut keep, &mut f);
         }
     }
 
-    /// [`Shared::for_each_record`] of the chunk at `chunk` of `thread` only, after the
-    /// chunks before it: `keep` says whether the last record before it counted, and is
-    /// updated.
-    pub(super) fn for_each_record_of(
+    /// [`Shared::for_each_run`] of the chunk at `chunk` of `thread` only, after the chunks
+    /// before it: `keep` says whether the last record before it counted, and is updated.
+    pub(super) fn for_each_run_of(
         &self,
         thread: &CaptureThread,
         chunk: usize,
         keep: &mut bool,
-        mut f: impl FnMut(RawEvent),
+        mut f: impl FnMut(&[RawEvent]),
     ) {
         let window = thread.from_tick..=self.end_tick;
         let records = thread.chunks[chunk].records();
@@ -178,17 +185,27 @@ impl Shared<'_> {
         DECODED.fetch_add(records.len() as u64, Ordering::Relaxed);
         if within(&records, &window) {
             // The usual case: the whole chunk is in the window.
-            records.iter().for_each(|&record| f(record));
+            f(&records);
             *keep = true;
             return;
         }
-        for &record in records.iter() {
+        // The runs of records that count, each given whole.
+        let mut run = 0..0;
+        for (at, record) in records.iter().enumerate() {
             if !record.kind.carries_data() {
                 *keep = window.contains(&record.tick);
             }
-            if *keep {
-                f(record);
+            if !*keep {
+                if !run.is_empty() {
+                    f(&records[run.clone()]);
+                }
+                run = at + 1..at + 1;
+            } else {
+                run.end = at + 1;
             }
+        }
+        if !run.is_empty() {
+            f(&records[run]);
         }
     }
 
@@ -204,7 +221,7 @@ impl Shared<'_> {
         }
     }
 
-    /// The tick of the last record of `thread` that [`Shared::for_each_record`] gives and is
+    /// The tick of the last record of `thread` that [`Shared::for_each_run`] gives and is
     /// not a payload.
     pub(super) fn last_tick(&self, thread: &CaptureThread) -> Option<u64> {
         let window = thread.from_tick..=self.end_tick;
@@ -230,7 +247,7 @@ impl Shared<'_> {
         }
     }
 
-    /// True when [`Shared::for_each_record`] gives `thread` at least one record: when one
+    /// True when [`Shared::for_each_run`] gives `thread` at least one record: when one
     /// record that is not a payload is in the window (ticks only grow, so it is usually the
     /// first).
     pub(super) fn has_records(&self, thread: &CaptureThread) -> bool {
@@ -296,17 +313,22 @@ impl Shared<'_> {
             pairing.drain_every(super::summary::WINDOW);
             // A `tracing` enter's slice is a scope or a poll once its enter is resolved.
             pairing.defer_enters();
-            self.for_each_record(thread, |record| {
-                pairing.push(record);
-                if pairing.window_full() {
-                    pairing.drain_final(|_, span, memory| sums.add(span, memory));
-                    // Summed, the async marks are only looked at: calls are summed by
-                    // another reading ([`call_stream`](super::call_stream)), or decoded whole.
-                    marks_seen.note(pairing.marks_mut());
+            self.for_each_run(thread, |records| {
+                for &record in records {
+                    pairing.push(record);
+                    if pairing.window_full() {
+                        pairing.drain_final(|_, span, memory| sums.add(span, memory));
+                        // Summed, the async marks are only looked at: calls are summed by
+                        // another reading ([`call_stream`](super::call_stream)), or decoded
+                        // whole.
+                        marks_seen.note(pairing.marks_mut());
+                    }
                 }
             });
         } else {
-            self.for_each_record(thread, |record| pairing.push(record));
+            self.for_each_run(thread, |records| {
+                records.iter().for_each(|&record| pairing.push(record));
+            });
         }
         let end_ns = self.end_of(thread);
         let open_at_end = pairing.close_rest(end_ns);
