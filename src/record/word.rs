@@ -83,6 +83,7 @@ pub const fn size(event: RawEvent, base: u64) -> (usize, u64) {
 
 /// Appends the words of `events`, written in order on a chunk whose base tick is `base`, to
 /// `out`; returns the base after them.
+#[cfg_attr(loom, allow(dead_code))] // used by captures and decoding, which loom builds leave out
 pub fn encode(events: &[RawEvent], mut base: u64, out: &mut Vec<u64>) -> u64 {
     for &event in events {
         match narrow(event, base) {
@@ -97,6 +98,7 @@ pub fn encode(events: &[RawEvent], mut base: u64, out: &mut Vec<u64>) -> u64 {
 }
 
 /// The little-endian words of `bytes` (as a capture file holds them), whole words only.
+#[cfg_attr(loom, allow(dead_code))] // used by captures and decoding, which loom builds leave out
 pub fn from_le_bytes(bytes: &[u8]) -> Vec<u64> {
     bytes
         .chunks_exact(WORD as usize)
@@ -117,6 +119,7 @@ pub enum BadWord {
 
 impl BadWord {
     /// The word where the run goes wrong.
+    #[cfg_attr(loom, allow(dead_code))] // used by captures and decoding, which loom builds leave out
     pub fn at(&self) -> usize {
         match *self {
             Self::Tag { at } | Self::Kind { at, .. } | Self::Cut { at } => at,
@@ -159,6 +162,7 @@ impl<'a> Decoder<'a> {
 
     /// Words of the records read so far: after a bad word, where it is (decoding stops
     /// there).
+    #[cfg_attr(loom, allow(dead_code))] // used by captures and decoding, which loom builds leave out
     pub fn words_read(&self) -> usize {
         self.at
     }
@@ -226,6 +230,7 @@ pub fn count(words: &[u64]) -> usize {
 
 /// True when a record of `kind` is among the records of `words`, up to the first bad word,
 /// without collecting them.
+#[cfg_attr(loom, allow(dead_code))] // used by captures and decoding, which loom builds leave out
 pub fn holds_kind(words: &[u64], kind: RawKind) -> bool {
     Decoder::new(words)
         .map_while(Result::ok)

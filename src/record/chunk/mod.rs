@@ -24,6 +24,7 @@ use crate::record::word;
 /// reach chunk switches quickly).
 pub const CHUNK_WORDS: usize = if cfg!(loom) { 3 } else { 4096 };
 /// Bytes of a chunk's words.
+#[cfg_attr(loom, allow(dead_code))] // read by captures and decoding, which loom builds leave out
 pub const CHUNK_BYTES: usize = CHUNK_WORDS * WORD as usize;
 
 /// The magic number that starts every chunk of a capture: `TSCP` in little-endian byte order.
@@ -39,10 +40,12 @@ pub const EVENT_CHUNK_VERSION: u16 = WORDS_CHUNK_VERSION;
 /// The first event chunk version of 8-byte words ([`WORD`]).
 pub const WORDS_CHUNK_VERSION: u16 = 5;
 /// The last event chunk version of 16-byte records ([`RECORD`]).
+#[cfg_attr(loom, allow(dead_code))] // read by captures and decoding, which loom builds leave out
 pub const RECORD_CHUNK_VERSION: u16 = 4;
 /// Bytes of an event chunk's content before its records: the thread id and 8 reserved bytes.
 pub const EVENT_PREFIX: u64 = 16;
 /// Bytes per record of event chunk versions 1 to 4: tick (`u64`), id (`u32`), kind (`u32`).
+#[cfg_attr(loom, allow(dead_code))] // read by captures and decoding, which loom builds leave out
 pub const RECORD: u64 = std::mem::size_of::<RawEvent>() as u64;
 pub use crate::record::word::WORD;
 
