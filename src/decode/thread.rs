@@ -189,23 +189,24 @@ impl Shared<'_> {
             *keep = true;
             return;
         }
-        // The runs of records that count, each given whole.
-        let mut run = 0..0;
+        // The runs of records that count, each given whole: `from` is where the current one
+        // starts.
+        let mut from = None;
         for (at, record) in records.iter().enumerate() {
             if !record.kind.carries_data() {
                 *keep = window.contains(&record.tick);
             }
-            if !*keep {
-                if !run.is_empty() {
-                    f(&records[run.clone()]);
+            match (*keep, from) {
+                (true, None) => from = Some(at),
+                (false, Some(start)) => {
+                    f(&records[start..at]);
+                    from = None;
                 }
-                run = at + 1..at + 1;
-            } else {
-                run.end = at + 1;
+                _ => {}
             }
         }
-        if !run.is_empty() {
-            f(&records[run]);
+        if let Some(start) = from {
+            f(&records[start..]);
         }
     }
 
