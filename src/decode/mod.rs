@@ -34,6 +34,9 @@ pub(crate) mod parallel;
 mod piece;
 pub(crate) mod pieces;
 mod pipeline;
+mod plain;
+#[cfg(test)]
+mod plain_tests;
 mod poll_label;
 pub(crate) mod quantiles;
 #[cfg_attr(not(feature = "otlp"), allow(dead_code))]

@@ -199,6 +199,17 @@ impl ThreadSums {
         }
     }
 
+    /// Counts a scope of `callsite` and adds it to its callsite's sums (what
+    /// [`ThreadSums::add`] does with a [`SpanKind::Scope`] span not cut at the start), from
+    /// its figures: duration, self time, open at the stop.
+    #[inline]
+    pub(super) fn add_scope(&mut self, callsite: &'static Callsite, figures: (u64, u64, bool)) {
+        self.spans += 1;
+        if self.sites_summed {
+            self.add_to_site(callsite, figures, None);
+        }
+    }
+
     /// A slice counted as a poll ([`ThreadSums::add`]: a `tracing` enter matched across
     /// threads) that the matching found a plain scope: summed as one.
     /// Its figures: duration, self time, open at the stop; and its memory figures.

@@ -117,7 +117,7 @@ pub(super) struct Decoded {
 
 /// The link captures a thread being summed keeps (each a few words, found by a hash): past
 /// them, the thread is read again for those followed.
-const ORIGINS_KEPT: usize = 4096;
+pub(super) const ORIGINS_KEPT: usize = 4096;
 
 impl Shared<'_> {
     /// The captures of `thread` (at `index` in the trace) of the links `wanted` (thread id,
@@ -264,6 +264,22 @@ impl Shared<'_> {
     /// Pairs the records of `thread`, at `index` in the trace; when `sum`, sums the spans as
     /// they are paired instead of keeping them (nor their arguments and links).
     pub(super) fn thread(
+        &self,
+        index: usize,
+        thread: &CaptureThread,
+        exact: Option<Sum>,
+    ) -> (Decoded, Option<ThreadSums>) {
+        // Most threads are plain scopes only: summed on a short path.
+        if let Some(how) = exact
+            && let Some(done) = self.plain(thread, how)
+        {
+            return done;
+        }
+        self.general(index, thread, exact)
+    }
+
+    /// [`Shared::thread`] by the general pairing, whatever the thread's records.
+    pub(super) fn general(
         &self,
         index: usize,
         thread: &CaptureThread,
