@@ -22,6 +22,14 @@ pub fn set_exact_quantile_budget(scopes: u64) {
     crate::decode::quantiles::set_exact_budget(scopes);
 }
 
+/// Sets the bytes of packed chunks' columns that reading capture files keeps unpacked, every
+/// capture of the process together (64 MiB by default; 0: none, every chunk is read from its
+/// file again when used), and returns the budget before: for tests of memory that must not
+/// grow with a file's size. Not for programs.
+pub fn set_unpacked_budget(bytes: usize) -> usize {
+    crate::capture::compress::set_unpacked_budget(bytes)
+}
+
 /// Sets the number of scopes past which an HTML report written from captures on this thread
 /// shows a level of detail (`None`: 4 Mi, `export::html`'s `SCOPE_BUDGET`): for tests of it
 /// on small captures. Not for programs.

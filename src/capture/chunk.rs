@@ -97,6 +97,9 @@ pub(crate) struct LazyRecords {
     /// For the records of an event chunk of version 5: the bytes of its words, which start at
     /// `offset`, read and decoded each time.
     pub(crate) words: Option<usize>,
+    /// For a packed chunk: its columns kept from its check, its records made from them
+    /// instead of the file ([`compress::Columns`]).
+    pub(crate) kept: Option<compress::Columns>,
 }
 
 impl LazyRecords {
@@ -104,6 +107,13 @@ impl LazyRecords {
     /// rewritten with records of unknown kinds) gives the records up to the change: decoding
     /// never trusts more than the bytes it reads (a packed chunk changed since gives none).
     pub(crate) fn load(&self) -> Vec<RawEvent> {
+        if let Some(kept) = &self.kept {
+            let mut records = Vec::new();
+            // An error leaves `records` empty (it cannot come: the columns were checked).
+            let _ = compress::unpack_kept(kept, &mut records);
+            records.truncate(self.len);
+            return records;
+        }
         if let Some(content) = self.packed {
             let mut bytes = vec![0u8; content];
             let mut records = Vec::new();

@@ -30,6 +30,7 @@
 
 mod codec;
 mod errors;
+mod kept;
 mod packer;
 mod prefix;
 mod scratch;
@@ -38,11 +39,12 @@ mod tests;
 mod unpacker;
 
 pub(crate) use errors::PackError;
+pub(crate) use kept::{Columns, set_budget as set_unpacked_budget};
 #[cfg(feature = "test-hooks")]
 pub(crate) use packer::pack;
 pub(crate) use packer::pack_each;
 pub(crate) use prefix::Prefix;
-pub(crate) use unpacker::{check, unpack};
+pub(crate) use unpacker::{check, unpack, unpack_kept};
 
 /// Bytes of a packed chunk's content before its zstd frame.
 pub(crate) const PACKED_PREFIX: usize = 40;

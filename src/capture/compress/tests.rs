@@ -2,8 +2,9 @@
 
 use super::codec::{get_varint, put_varint, unzigzag, zigzag};
 use super::errors::PackError;
+use super::kept::{DEFAULT_BUDGET, kept_bytes, set_budget};
 use super::packer::{pack, pack_each};
-use super::unpacker::{check, unpack};
+use super::unpacker::{check, unpack, unpack_kept};
 use super::{MAX_PACKED_RECORDS, WRITE_RECORDS};
 use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
@@ -22,6 +23,12 @@ fn round_trip(records: &[RawEvent]) -> Vec<u8> {
         .map(|r| MemoryMode::of_kind(r.kind as u32))
         .max();
     assert_eq!(checked.memory, memory.unwrap_or(MemoryMode::Off));
+    // Columns kept from the check (unless the budget was full) give the same records.
+    if let Some(kept) = &checked.kept {
+        let mut again = vec![RawEvent::begin(1, 1)];
+        unpack_kept(kept, &mut again).unwrap();
+        assert_eq!(again, records);
+    }
     assert_eq!((prefix.thread, prefix.reserved, prefix.version), (7, 1, 4));
     assert_eq!(prefix.count, records.len());
     content
@@ -48,6 +55,27 @@ fn nested(n: usize, depth: u32, step: u64) -> Vec<RawEvent> {
         }
     }
     records
+}
+
+/// A check keeps the chunk's columns while the budget has room, counts them while they are
+/// kept, and gives them back when they are let go; with no budget, it keeps none.
+#[test]
+fn checked_columns_are_kept_within_the_budget() {
+    let mut content = Vec::new();
+    pack(7, 0, 4, &nested(100, 5, 30), &mut content).unwrap();
+    set_budget(0);
+    assert!(check(&content).unwrap().kept.is_none());
+    // (Other tests' chunks may be kept meanwhile: room for all of them.)
+    set_budget(usize::MAX);
+    let kept = check(&content).unwrap().kept.unwrap();
+    assert_eq!(kept.prefix.count, 1000);
+    let bytes = kept.bytes.len();
+    assert!(bytes > 1000 && kept_bytes() >= bytes, "{bytes} bytes");
+    let mut records = Vec::new();
+    unpack_kept(&kept, &mut records).unwrap();
+    assert_eq!(records, nested(100, 5, 30));
+    drop(kept);
+    set_budget(DEFAULT_BUDGET);
 }
 
 #[test]

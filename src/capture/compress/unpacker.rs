@@ -2,6 +2,7 @@
 
 use super::codec::{get_id, get_varint, opens, unzigzag};
 use super::errors::PackError;
+use super::kept::Columns;
 use super::prefix::Prefix;
 use super::scratch::{Scratch, with_scratch};
 use super::{CLOSES_TOP, PACKED_PREFIX};
@@ -55,6 +56,8 @@ pub(crate) struct Checked {
     pub(crate) memory: MemoryMode,
     /// The tick of its last record whose tick is a time (not data).
     pub(crate) last_tick: Option<u64>,
+    /// Its columns, unpacked, when the budget of columns kept has room for them.
+    pub(crate) kept: Option<Columns>,
 }
 
 /// Checks the packed chunk `content` as [`unpack`] does (the same errors), without making
@@ -121,8 +124,20 @@ pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
         Ok(Checked {
             memory,
             last_tick: (times > 0).then_some(time),
+            kept: Columns::keep(prefix, columns),
         })
     })
+}
+
+/// The records of the checked columns `kept` (cleared first). On an error `out` holds
+/// nothing.
+pub(crate) fn unpack_kept(kept: &Columns, out: &mut Vec<RawEvent>) -> Result<(), PackError> {
+    out.clear();
+    let result = with_scratch(|s| records(&kept.prefix, &kept.bytes, &mut s.open, out));
+    if result.is_err() {
+        out.clear();
+    }
+    result
 }
 
 /// The records of `columns`, which `prefix` describes, appended to `out`.

@@ -40,6 +40,7 @@ impl Session {
                     len: count,
                     packed: None,
                     words: None,
+                    kept: None,
                 });
             }
             self.records += count as u64;
@@ -87,6 +88,7 @@ impl Session {
                     len: taken,
                     packed: None,
                     words: None,
+                    kept: None,
                 };
                 let last = records[..taken * RECORD_LEN]
                     .chunks_exact(RECORD_LEN)
@@ -150,6 +152,7 @@ impl Session {
             len: prefix.count,
             packed: Some(content.len()),
             words: None,
+            kept: None,
         };
         if let Some((file, true)) = file
             && prefix.reserved != EVENTS_CUT
@@ -165,13 +168,17 @@ impl Session {
         if let Some((file, _)) = file
             && prefix.reserved != EVENTS_CUT
         {
-            // Checked here (as unpacking would), unpacked again when used.
+            // Checked here (as unpacking would), unpacked again when used: from the columns
+            // the check kept, within their budget, else from the file.
             let checked = crate::capture::compress::check(content).map_err(damaged)?;
             let Some(&index) = self.thread_index.get(&prefix.thread) else {
                 return Err(self.undeclared(pos, prefix.thread));
             };
             if prefix.count > 0 {
-                let chunk = Chunk::Lazy(lazy(file));
+                let chunk = Chunk::Lazy(LazyRecords {
+                    kept: checked.kept,
+                    ..lazy(file)
+                });
                 self.threads[index].push_checked(chunk, checked.memory, checked.last_tick);
             }
             self.records += prefix.count as u64;

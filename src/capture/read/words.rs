@@ -81,6 +81,7 @@ impl Session {
                         len: records.len(),
                         packed: None,
                         words: Some(read - PREFIX),
+                        kept: None,
                     };
                     self.threads[index].push_checked(Chunk::Lazy(lazy), memory, last);
                 }

@@ -1,0 +1,75 @@
+//! The columns of packed chunks kept unpacked from their check, within a budget: a file's
+//! chunk is checked when the file is read and unpacked again each time it is used (a table
+//! reads it once, an export twice); kept, its columns need no second read of the file and no
+//! second decompression.
+//!
+//! Every chunk kept counts its bytes against one budget for the whole process
+//! ([`DEFAULT_BUDGET`]), given back when the chunk is let go: past it, chunks are read again
+//! when used, as before, so that reading a file of any size still takes memory of its own
+//! size only up to the budget.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::prefix::Prefix;
+
+/// The bytes of columns kept at most, every capture of the process together: 64 MiB, about
+/// 25 M records of a program's nested scopes (two to three bytes a record).
+pub(crate) const DEFAULT_BUDGET: usize = 64 << 20;
+
+/// [`DEFAULT_BUDGET`], unless a test set another ([`set_budget`]).
+static BUDGET: AtomicUsize = AtomicUsize::new(DEFAULT_BUDGET);
+
+/// The bytes of columns kept now.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the budget to `bytes` (0: nothing is kept) and returns the one before: for tests of
+/// memory that must not grow with a file's size
+/// (`tickscope::__private::set_unpacked_budget`).
+pub(crate) fn set_budget(bytes: usize) -> usize {
+    BUDGET.swap(bytes, Ordering::Relaxed)
+}
+
+/// The bytes of columns kept now, every capture together.
+#[cfg(test)]
+pub(crate) fn kept_bytes() -> usize {
+    KEPT.load(Ordering::Relaxed)
+}
+
+/// The checked columns of one packed chunk, unpacked: its records are made from them when
+/// used. Its bytes count against the budget while it lives.
+pub(crate) struct Columns {
+    pub(super) prefix: Prefix,
+    pub(super) bytes: Box<[u8]>,
+}
+
+impl Columns {
+    /// The columns `bytes` of the chunk `prefix` describes, kept when the budget has room for
+    /// them.
+    pub(super) fn keep(prefix: Prefix, bytes: &[u8]) -> Option<Self> {
+        let len = bytes.len();
+        KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
+            kept.checked_add(len)
+                .filter(|&now| now <= BUDGET.load(Ordering::Relaxed))
+        })
+        .ok()?;
+        Some(Self {
+            prefix,
+            bytes: bytes.into(),
+        })
+    }
+}
+
+impl Drop for Columns {
+    fn drop(&mut self) {
+        KEPT.fetch_sub(self.bytes.len(), Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for Columns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Columns")
+            .field("records", &self.prefix.count)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
