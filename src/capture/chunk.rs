@@ -55,6 +55,14 @@ impl Chunk {
         }
     }
 
+    /// The columns of a packed chunk kept from its check, when they were.
+    pub(crate) fn kept(&self) -> Option<&compress::Columns> {
+        match self {
+            Self::Lazy(lazy) => lazy.kept.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Records in the chunk, without reading them from a file.
     pub(crate) fn len(&self) -> usize {
         match self {

@@ -29,7 +29,7 @@ use super::async_spans::MarksSeen;
 use super::links::{Keep, Links};
 use super::pair::Extras;
 use super::summary::{Sum, ThreadSums, WINDOW};
-use super::thread::{DECODED, Decoded, ORIGINS_KEPT, Shared};
+use super::thread::{DECODED, Decoded, ORIGINS_KEPT, Run, Shared};
 
 /// An open scope: its index in the thread, the key its exit carries, and its figures so far.
 #[derive(Clone, Copy)]
@@ -130,12 +130,12 @@ struct Plain<'s, 'c> {
 impl Plain<'_, '_> {
     /// Takes the records of `run`; `Err` at the first one this path does not take.
     #[inline(always)]
-    fn run(&mut self, run: &[RawEvent]) -> Result<(), GiveUp> {
+    fn run(&mut self, run: &mut Run<'_>) -> Result<(), GiveUp> {
         for record in run {
             self.events += 1;
             match record.kind {
-                RawKind::Begin => self.begin(record),
-                RawKind::End => self.end(record)?,
+                RawKind::Begin => self.begin(&record),
+                RawKind::End => self.end(&record)?,
                 _ => return Err(GiveUp),
             }
             if let Some(window) = &mut self.window
@@ -255,7 +255,7 @@ impl Shared<'_> {
         let mut keep = false;
         for chunk in 0..thread.chunks.len() {
             let mut taken = Ok(());
-            self.for_each_run_of(thread, chunk, &mut keep, |run| {
+            self.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
                 if taken.is_ok() {
                     taken = plain.run(run);
                 }

@@ -296,3 +296,41 @@ fn plain_sums_are_those_of_the_general_path() {
     assert!(seen.drains >= 20, "{seen:?}");
     assert_eq!(seen.given_up, 6, "{seen:?}");
 }
+
+/// Threads read from a capture file: their chunks' records made from the columns kept from
+/// the check as the short path takes them (a chunk cut by the window from its records), the
+/// same sums as the general path's.
+#[test]
+fn plain_sums_of_a_files_kept_columns_are_those_of_the_general_path() {
+    let mut seen = Seen::default();
+    let path = std::env::temp_dir().join(format!("tickscope-plain-{}.tscope", std::process::id()));
+    for seed in 1..=8u64 {
+        let shape = Shape {
+            records: 20_000,
+            depth: [4, 30, WINDOW + 100, 8][seed as usize % 4],
+            odd: seed % 2 == 0,
+            out_of_order: None,
+            other_kind: None,
+        };
+        let (first, last) = records(seed, shape);
+        let (second, _) = records(seed + 500, Shape { depth: 3, ..shape });
+        let capture = Capture::from_records(vec![(7, first), (9, second)], 0, last);
+        let mut bytes = Vec::new();
+        capture.write_to(&mut bytes).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut read = Capture::read_all(&path).unwrap().remove(0);
+        let kept = (read.threads.iter().flat_map(|t| &t.chunks)).filter(|c| c.kept().is_some());
+        assert!(kept.count() >= 10, "seed {seed}: packed chunks kept");
+        assert!(both_ways(&read, &format!("file, seed {seed}"), &mut seen));
+        // A window that starts and ends inside chunks.
+        read.threads[0].from_tick = 1_000 + last / 3;
+        read.end_tick = last - last / 5;
+        assert!(both_ways(
+            &read,
+            &format!("file cut, seed {seed}"),
+            &mut seen
+        ));
+    }
+    std::fs::remove_file(&path).unwrap();
+    assert!(seen.plain >= 90 && seen.drains >= 20, "{seen:?}");
+}

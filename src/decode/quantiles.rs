@@ -169,6 +169,71 @@ impl Histogram {
     }
 }
 
+/// Below this many values, [`nearest_ranks`] selects among a copy of them all.
+const COPIED_UPTO: usize = 4096;
+
+/// The `pcts`th percentiles, nearest rank, of the values of every slice of `parts` together
+/// (0 when there is none): each the value that `select_nth_unstable` on their concatenation
+/// gives at that rank, without making it (a row's durations are its threads' lists, often
+/// millions). A first reading counts the values by log-linear bucket, whose order is the
+/// values' order; a second takes the values of each bucket holding one of the ranks (unless
+/// it holds one value), among which it is selected.
+pub(crate) fn nearest_ranks<const N: usize>(parts: &[&[u64]], pcts: [u64; N]) -> [u64; N] {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    // (1-based, as `nearest_rank` takes them.)
+    let ranks = pcts.map(|pct| (len as u64 * pct).div_ceil(100).max(1));
+    if len == 0 {
+        return [0; N];
+    }
+    if len <= COPIED_UPTO {
+        let mut all = parts.concat();
+        return ranks.map(|rank| *all.select_nth_unstable(rank as usize - 1).1);
+    }
+    // (Loops over each slice: a flattening iterator makes each value a step of its own.)
+    let mut counts: Vec<u64> = Vec::new();
+    for part in parts {
+        for &value in *part {
+            let at = bucket(value);
+            if at >= counts.len() {
+                counts.resize(at + 1, 0);
+            }
+            counts[at] += 1;
+        }
+    }
+    // Per rank, its bucket and its rank among the bucket's values.
+    let found = ranks.map(|rank| {
+        let mut below = 0;
+        for (at, &n) in counts.iter().enumerate() {
+            if below + n >= rank {
+                return (at, rank - below);
+            }
+            below += n;
+        }
+        unreachable!("the counts add up to every value")
+    });
+    // A bucket of one value (every one below 512) is that value; the values of the others
+    // are taken in one more reading, each bucket's apart.
+    let mut wide: Vec<usize> = (found.iter().map(|&(at, _)| at))
+        .filter(|&at| bounds(at).0 != bounds(at).1)
+        .collect();
+    wide.dedup();
+    let mut values: Vec<Vec<u64>> = vec![Vec::new(); wide.len()];
+    if !wide.is_empty() {
+        for part in parts {
+            for &value in *part {
+                let at = bucket(value);
+                if let Some(i) = wide.iter().position(|&w| w == at) {
+                    values[i].push(value);
+                }
+            }
+        }
+    }
+    found.map(|(at, rank)| match wide.iter().position(|&w| w == at) {
+        Some(i) => *values[i].select_nth_unstable(rank as usize - 1).1,
+        None => bounds(at).0,
+    })
+}
+
 /// The durations of a row's calls: each one, or a histogram of them.
 #[derive(Debug, Clone)]
 pub(crate) enum Durations {
@@ -216,7 +281,51 @@ impl Durations {
 
 #[cfg(test)]
 mod tests {
-    use super::{Histogram, bounds, bucket};
+    use super::{COPIED_UPTO, Histogram, bounds, bucket, nearest_ranks};
+
+    /// The percentiles of values in several lists are those of the lists put together:
+    /// small and large counts, values spread wide or piled on a few, lists empty or not.
+    #[test]
+    fn nearest_ranks_of_several_lists_are_those_of_one() {
+        let mut next = crate::record::test_random(11);
+        for round in 0..60u64 {
+            let lists = 1 + next(5) as usize;
+            let per = match round % 3 {
+                0 => next(COPIED_UPTO as u64 / 2),
+                _ => next(40_000),
+            } as usize;
+            let parts: Vec<Vec<u64>> = (0..lists)
+                .map(|list| {
+                    let len = if list == 1 {
+                        0
+                    } else {
+                        per + next(100) as usize
+                    };
+                    (0..len)
+                        .map(|_| match round % 4 {
+                            0 => next(300),
+                            1 => 1_000 + next(5),
+                            2 => next(0) >> next(64),
+                            _ => 120 + next(3) * 1_000_000,
+                        })
+                        .collect()
+                })
+                .collect();
+            let slices: Vec<&[u64]> = parts.iter().map(Vec::as_slice).collect();
+            let pcts = [50, 99, 1, 100, 90];
+            let mut all = parts.concat();
+            let expected = pcts.map(|pct| match all.len() {
+                0 => 0,
+                len => {
+                    let rank = (len * pct as usize).div_ceil(100).max(1);
+                    *all.select_nth_unstable(rank - 1).1
+                }
+            });
+            assert_eq!(nearest_ranks(&slices, pcts), expected, "round {round}");
+        }
+        assert_eq!(nearest_ranks(&[], [50, 99]), [0, 0]);
+        assert_eq!(nearest_ranks(&[&[], &[7]], [50, 99]), [7, 7]);
+    }
 
     #[test]
     fn least_keeping_counts_whole_buckets() {

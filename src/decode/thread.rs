@@ -5,6 +5,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::capture::compress::Cursor;
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
@@ -36,6 +37,27 @@ fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
                 && window.contains(&last.tick)
         }
         _ => false,
+    }
+}
+
+/// A run of records that [`Shared::for_each_run`] hands over: records where they lie, or
+/// those of a packed chunk's columns kept from its check, made one at a time (the columns
+/// were checked: they make every record; were they not whole, the run would end at the first
+/// damage).
+pub(super) enum Run<'a> {
+    Records(std::iter::Copied<std::slice::Iter<'a, RawEvent>>),
+    Columns(Cursor<'a>),
+}
+
+impl Iterator for Run<'_> {
+    type Item = RawEvent;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<RawEvent> {
+        match self {
+            Self::Records(records) => records.next(),
+            Self::Columns(cursor) => cursor.next(),
+        }
     }
 }
 
@@ -208,6 +230,34 @@ impl Shared<'_> {
         if let Some(start) = from {
             f(&records[start..]);
         }
+    }
+
+    /// [`Shared::for_each_run_of`], but a chunk whose columns were kept from its check
+    /// ([`Chunk::kept`](crate::capture::Chunk::kept)) and lies in the window whole is handed
+    /// over as its columns, its records made as they are taken ([`Run::Columns`]), without a
+    /// vector of them: for a loop small enough that their making inlined in it pays (the
+    /// summing of plain scopes). The general pairing's loops take vectors: made apart, its
+    /// records cost less there.
+    pub(super) fn for_each_run_or_columns_of(
+        &self,
+        thread: &CaptureThread,
+        chunk: usize,
+        keep: &mut bool,
+        mut f: impl FnMut(&mut Run<'_>),
+    ) {
+        let window = thread.from_tick..=self.end_tick;
+        if let Some(kept) = thread.chunks[chunk].kept()
+            && (kept.ends()).is_some_and(|(a, b)| window.contains(&a) && window.contains(&b))
+        {
+            DECODED.fetch_add(kept.len() as u64, Ordering::Relaxed);
+            let mut open = Vec::new();
+            f(&mut Run::Columns(kept.cursor(&mut open)));
+            *keep = true;
+            return;
+        }
+        self.for_each_run_of(thread, chunk, keep, |records| {
+            f(&mut Run::Records(records.iter().copied()));
+        });
     }
 
     /// Starts `pairing` of `thread` (once it is set up: what it keeps decides what the cut

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::decode::parallel;
-use crate::decode::quantiles::{Durations, Histogram};
+use crate::decode::quantiles::{Durations, Histogram, nearest_ranks};
 use crate::decode::summary::Summary;
 use crate::record::callsite::Callsite;
 use crate::record::hash::FxHashMap;
@@ -185,17 +185,33 @@ impl Report {
     /// [`EXACT_BUDGET`](crate::decode::quantiles::EXACT_BUDGET); beyond, histograms, and the rows' p50 and p99 are then
     /// within [`RELATIVE_ERROR`](crate::decode::quantiles::RELATIVE_ERROR) of the exact values
     /// ([`Report::approximate_quantiles`]).
-    pub(crate) fn from_summary(summary: &Summary, split_threads: bool) -> Self {
+    pub(crate) fn from_summary<'s>(summary: &'s Summary, split_threads: bool) -> Self {
         let trace = &summary.trace;
         let tracked = trace.memory.is_some();
         let mut groups = Groups::new(split_threads, tracked);
         // Of each group, when the sums are histograms.
         let mut histograms: Vec<Histogram> = Vec::new();
+        // Of each group, when the sums keep every duration: the lists of its threads.
+        let mut lists: Vec<Vec<&[u64]>> = Vec::new();
+        let mut add_durations = |group: usize, durations: &'s Durations| match durations {
+            Durations::Exact(durations) => {
+                if group >= lists.len() {
+                    lists.resize_with(group + 1, Vec::new);
+                }
+                lists[group].push(durations);
+            }
+            Durations::Histogram(histogram) => {
+                if group >= histograms.len() {
+                    histograms.resize(group + 1, Histogram::default());
+                }
+                histograms[group].merge(histogram);
+            }
+        };
         for (thread, sums) in trace.threads.iter().zip(&summary.threads) {
             for site in &sums.sites {
                 let group = groups.group((thread.process, thread.id), site.callsite, None);
                 let acc = &mut groups.groups[group].1;
-                add_durations(acc, group, &site.durations, &mut histograms);
+                add_durations(group, &site.durations);
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
                 acc.memory.add(&site.memory);
@@ -207,7 +223,7 @@ impl Report {
             for site in &sums.calls {
                 let group = groups.group((thread.process, thread.id), site.callsite, None);
                 let acc = &mut groups.groups[group].1;
-                add_durations(acc, group, &site.durations, &mut histograms);
+                add_durations(group, &site.durations);
                 acc.self_ns = acc.self_ns.saturating_add(site.self_ns);
                 acc.open += site.open;
                 acc.memory.add(&site.memory);
@@ -219,7 +235,7 @@ impl Report {
             histograms.resize(groups.groups.len(), Histogram::default());
             histograms
         });
-        let mut report = Self::finish_with(trace, groups, tracked, histograms);
+        let mut report = Self::finish_with(trace, groups, tracked, histograms, lists);
         report.approximate_quantiles = !summary.exact;
         if tracked {
             report.live_at_stop = LiveAtStop::sorted(summary.live_at_end.0.clone());
@@ -229,18 +245,21 @@ impl Report {
 
     /// The report of `trace` from its rows' sums.
     pub(super) fn finish(trace: &Trace, groups: Groups, tracked: bool) -> Self {
-        Self::finish_with(trace, groups, tracked, None)
+        Self::finish_with(trace, groups, tracked, None, Vec::new())
     }
 
-    /// [`Report::finish`], the durations of each group in `histograms` (by group) when given.
+    /// [`Report::finish`], the durations of each group in `histograms` (by group) when given,
+    /// and in the lists of `lists` (by group) besides its own.
     pub(super) fn finish_with(
         trace: &Trace,
         groups: Groups,
         tracked: bool,
         histograms: Option<Vec<Histogram>>,
+        lists: Vec<Vec<&[u64]>>,
     ) -> Self {
         let wall = trace.covered_ns();
         let mut histograms = histograms.map(Vec::into_iter);
+        let mut lists = lists.into_iter();
         // Each row with its time on threads: its calls' durations, an async call's polls in
         // place of its wall time.
         let rows: Vec<(ScopeStats, u64)> = groups
@@ -249,6 +268,7 @@ impl Report {
             .map(|((thread, name, label), mut acc)| {
                 let d = &mut acc.durations;
                 let histogram = histograms.as_mut().and_then(Iterator::next);
+                let mut parts = lists.next().unwrap_or_default();
                 let (calls, total, min, max, p50, p99) = match &histogram {
                     // (A row of a few calls may keep them each: [`Groups::add_sparse`].)
                     Some(h) if h.count() > 0 || d.is_empty() => (
@@ -259,6 +279,22 @@ impl Report {
                         h.quantile(50),
                         h.quantile(99),
                     ),
+                    // Lists of the summed threads: their percentiles without a copy of them
+                    // all (millions of durations each, often).
+                    _ if !parts.is_empty() => {
+                        parts.push(d);
+                        // (Loops over each list: a flattening iterator makes each value a step
+                        // of its own.)
+                        let (mut total, mut min, mut max) = (0u64, u64::MAX, 0);
+                        for part in &parts {
+                            total = part.iter().fold(total, |sum, &x| sum.saturating_add(x));
+                            (min, max) = (part.iter())
+                                .fold((min, max), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                        }
+                        let [p50, p99] = nearest_ranks(&parts, [50, 99]);
+                        let calls = parts.iter().map(|p| p.len() as u64).sum();
+                        (calls, total, min, max, p50, p99)
+                    }
                     _ => {
                         let total = d.iter().fold(0u64, |sum, &x| sum.saturating_add(x));
                         let (min, max) = d
@@ -319,28 +355,6 @@ impl Report {
             counters: CounterStats::of(trace),
             values: ValueStats::of(trace),
             approximate_quantiles: false,
-        }
-    }
-}
-
-/// Adds a summed row's `durations` to the group at `group` (`acc`): to its list of durations,
-/// or of a summary in histograms, to the group's histogram in `histograms`.
-fn add_durations(
-    acc: &mut Acc,
-    group: usize,
-    durations: &Durations,
-    histograms: &mut Vec<Histogram>,
-) {
-    match durations {
-        Durations::Exact(durations) if acc.durations.is_empty() => {
-            acc.durations.clone_from(durations);
-        }
-        Durations::Exact(durations) => acc.durations.extend_from_slice(durations),
-        Durations::Histogram(histogram) => {
-            if group >= histograms.len() {
-                histograms.resize(group + 1, Histogram::default());
-            }
-            histograms[group].merge(histogram);
         }
     }
 }

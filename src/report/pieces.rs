@@ -158,7 +158,7 @@ impl Report {
             return Self::finish(trace, groups, tracked);
         }
         histograms.resize(groups.groups.len(), Histogram::default());
-        let mut report = Self::finish_with(trace, groups, tracked, Some(histograms));
+        let mut report = Self::finish_with(trace, groups, tracked, Some(histograms), Vec::new());
         report.approximate_quantiles = true;
         report
     }

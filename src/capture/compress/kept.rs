@@ -10,6 +10,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::cursor::Cursor;
 use super::prefix::Prefix;
 
 /// The bytes of columns kept at most, every capture of the process together: 64 MiB, about
@@ -40,12 +41,15 @@ pub(crate) fn kept_bytes() -> usize {
 pub(crate) struct Columns {
     pub(super) prefix: Prefix,
     pub(super) bytes: Box<[u8]>,
+    /// The ticks of its first record and of its last record whose tick is a time, when the
+    /// first one's is a time.
+    ends: Option<(u64, u64)>,
 }
 
 impl Columns {
     /// The columns `bytes` of the chunk `prefix` describes, kept when the budget has room for
-    /// them.
-    pub(super) fn keep(prefix: Prefix, bytes: &[u8]) -> Option<Self> {
+    /// them; `ends` as [`Columns::ends`] says.
+    pub(super) fn keep(prefix: Prefix, bytes: &[u8], ends: Option<(u64, u64)>) -> Option<Self> {
         let len = bytes.len();
         KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
             kept.checked_add(len)
@@ -55,7 +59,27 @@ impl Columns {
         Some(Self {
             prefix,
             bytes: bytes.into(),
+            ends,
         })
+    }
+
+    /// The tick of the chunk's first record and of its last record whose tick is a time, when
+    /// the first one's is a time (it is not for a chunk that starts with the payload of a
+    /// record of the chunk before).
+    pub(crate) fn ends(&self) -> Option<(u64, u64)> {
+        self.ends
+    }
+
+    /// Its records.
+    pub(crate) fn len(&self) -> usize {
+        self.prefix.count
+    }
+
+    /// Its records, made one at a time ([`Cursor`]); `open` is scratch.
+    pub(crate) fn cursor<'c>(&'c self, open: &'c mut Vec<(u32, u64)>) -> Cursor<'c> {
+        // The columns were checked: the prefix fits them.
+        Cursor::new(&self.prefix, &self.bytes, open)
+            .unwrap_or_else(|_| unreachable!("checked columns fit their prefix"))
     }
 }
 

@@ -29,6 +29,7 @@
 //! nothing.
 
 mod codec;
+mod cursor;
 mod errors;
 mod kept;
 mod packer;
@@ -38,6 +39,7 @@ mod scratch;
 mod tests;
 mod unpacker;
 
+pub(crate) use cursor::Cursor;
 pub(crate) use errors::PackError;
 pub(crate) use kept::{Columns, set_budget as set_unpacked_budget};
 #[cfg(feature = "test-hooks")]
