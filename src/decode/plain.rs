@@ -8,6 +8,9 @@
 //! running figures stay on the open stack, and a closed one leaves its callsite, duration,
 //! self time and whether it was open at the stop in a slot of 32 bytes.
 //!
+//! A reading that only counts the scopes (the first reading of an export) needs no time at
+//! all while the thread's ticks do not go back ([`Plain::count`]).
+//!
 //! The sums are those of the general path, to the order in which scopes are added (which
 //! decides the order of the rows' callsites and of their durations): scopes are handed over
 //! when that path's [`Pairing::drain_final`](super::pair::Pairing::drain_final) hands them
@@ -125,12 +128,19 @@ struct Plain<'s, 'c> {
     /// Kept to be handed over in the general path's order, when summing by callsite.
     window: Option<Window>,
     sums: ThreadSums,
+    /// Only counting (no sums by callsite): see [`Plain::count`].
+    counting: bool,
+    /// Counting, the tick of the last record taken.
+    last_tick: u64,
 }
 
 impl Plain<'_, '_> {
     /// Takes the records of `run`; `Err` at the first one this path does not take.
     #[inline(always)]
     fn run(&mut self, run: &mut Run<'_>) -> Result<(), GiveUp> {
+        if self.counting {
+            return self.count(run);
+        }
         for record in run {
             self.events += 1;
             match record.kind {
@@ -142,6 +152,52 @@ impl Plain<'_, '_> {
                 && window.full(self.open.len())
             {
                 window.drain(&mut self.sums, self.open.len(), self.begun);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Plain::run`] for a reading that only counts the scopes (and which end at the stop,
+    /// and whether one ended before a child): no time is needed. No scope can end before a
+    /// child while the ticks do not go back: a child's exit comes before its parent's, and
+    /// Unix times never go back as ticks grow (`convert`'s
+    /// `checkpoints_follow_a_slewed_clock` checks it across checkpoints). A thread whose
+    /// ticks go back is the general path's.
+    #[inline(always)]
+    fn count(&mut self, run: &mut Run<'_>) -> Result<(), GiveUp> {
+        for record in run {
+            self.events += 1;
+            if record.tick < self.last_tick {
+                return Err(GiveUp);
+            }
+            self.last_tick = record.tick;
+            match record.kind {
+                RawKind::Begin => {
+                    let Some(callsite) = callsite::lookup(self.shared.callsites, record.id) else {
+                        continue;
+                    };
+                    self.open.push(Open {
+                        index: self.begun,
+                        key: RawEvent::end_key(record.id, record.tick),
+                        callsite,
+                        start_ns: 0,
+                        children_ns: 0,
+                        probe: 0,
+                        child_end: 0,
+                    });
+                    self.begun += 1;
+                }
+                RawKind::End => match self.open.last() {
+                    Some(top) if top.key == record.id => {
+                        let closed = self.open.pop();
+                        if let Some(closed) = closed {
+                            self.sums.add_scope(closed.callsite, (0, 0, false));
+                        }
+                    }
+                    _ if self.open.iter().any(|o| o.key == record.id) => return Err(GiveUp),
+                    _ => {}
+                },
+                _ => return Err(GiveUp),
             }
         }
         Ok(())
@@ -251,6 +307,8 @@ impl Shared<'_> {
                 true => ThreadSums::new(sum.exact),
                 false => ThreadSums::counting(),
             },
+            counting: !sum.sites,
+            last_tick: 0,
         };
         let mut keep = false;
         for chunk in 0..thread.chunks.len() {

@@ -89,6 +89,8 @@ fn chunked(records: Vec<RawEvent>, next: &mut impl FnMut(u64) -> u64) -> Vec<Chu
 struct Seen {
     plain: usize,
     given_up: usize,
+    /// Counting threads whose ticks go back, given up.
+    counting_given_up: usize,
     tangled: usize,
     open_at_end: usize,
     drains: usize,
@@ -174,6 +176,16 @@ fn same(
     }
 }
 
+/// Whether the ticks of the records of `thread` in the window go back somewhere.
+fn ticks_go_back(capture: &Capture, thread: &crate::capture::CaptureThread) -> bool {
+    let window = thread.from_tick..=capture.end_tick;
+    let records: Vec<RawEvent> = (thread.chunks.iter())
+        .flat_map(|c| c.records().to_vec())
+        .filter(|r| window.contains(&r.tick))
+        .collect();
+    records.windows(2).any(|w| w[1].tick < w[0].tick)
+}
+
 /// Decodes every thread of `capture` both ways, in each way of summing, and checks them;
 /// false when the short path gave one up.
 fn both_ways(capture: &Capture, what: &str, seen: &mut Seen) -> bool {
@@ -192,8 +204,14 @@ fn both_ways(capture: &Capture, what: &str, seen: &mut Seen) -> bool {
             }
             let general = shared.general(index, thread, Some(sum));
             let Some(plain) = shared.plain(thread, sum) else {
-                took_all = false;
-                seen.given_up += 1;
+                // Only counting, a thread whose ticks go back is the general path's.
+                match !sites && ticks_go_back(capture, thread) {
+                    true => seen.counting_given_up += 1,
+                    false => {
+                        took_all = false;
+                        seen.given_up += 1;
+                    }
+                }
                 continue;
             };
             let what = format!("{what}, thread {}, sites {sites}, exact {exact}", thread.id);
@@ -295,6 +313,7 @@ fn plain_sums_are_those_of_the_general_path() {
     assert!(seen.open_at_end >= 20, "{seen:?}");
     assert!(seen.drains >= 20, "{seen:?}");
     assert_eq!(seen.given_up, 6, "{seen:?}");
+    assert!(seen.counting_given_up >= 5, "{seen:?}");
 }
 
 /// Threads read from a capture file: their chunks' records made from the columns kept from
@@ -332,5 +351,5 @@ fn plain_sums_of_a_files_kept_columns_are_those_of_the_general_path() {
         ));
     }
     std::fs::remove_file(&path).unwrap();
-    assert!(seen.plain >= 90 && seen.drains >= 20, "{seen:?}");
+    assert!(seen.plain >= 80 && seen.drains >= 20, "{seen:?}");
 }
