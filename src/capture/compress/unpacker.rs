@@ -78,7 +78,21 @@ pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
         };
         let (mut open, mut explicit, mut times, mut data) = (0usize, 0, 0, 0);
         let mut memory = MemoryMode::Off;
-        for (n, &code) in kinds.iter().enumerate() {
+        // Most chunks are entries and exits only: counted without a branch a record, and
+        // checked by the loop below only when they are not.
+        let (begin, end) = (RawKind::Begin as u8, RawKind::End as u8);
+        let (mut depth, mut lowest, mut other) = (0isize, 0isize, false);
+        for &code in kinds {
+            depth += isize::from(code == begin) - isize::from(code == CLOSES_TOP);
+            lowest = lowest.min(depth);
+            other |= code != begin && code != end && code != CLOSES_TOP;
+        }
+        let plain = !other && lowest >= 0;
+        if plain {
+            explicit = kinds.iter().filter(|&&code| code != CLOSES_TOP).count();
+            times = kinds.len();
+        }
+        for (n, &code) in kinds.iter().enumerate().filter(|_| !plain) {
             if code == CLOSES_TOP {
                 let Some(left) = open.checked_sub(1) else {
                     return Err(PackError::Columns("an exit closes no open entry"));
