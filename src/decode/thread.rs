@@ -40,8 +40,8 @@ fn within(records: &[RawEvent], window: &RangeInclusive<u64>) -> bool {
     }
 }
 
-/// A run of records that [`Shared::for_each_run`] hands over: records where they lie, or
-/// those of a packed chunk's columns kept from its check, made one at a time (the columns
+/// A run of records that [`Shared::for_each_run_or_columns_of`] hands over: records where
+/// they lie, or those of a packed chunk's columns kept from its check, made one at a time (the columns
 /// were checked: they make every record; were they not whole, the run would end at the first
 /// damage).
 pub(super) enum Run<'a> {
