@@ -184,13 +184,23 @@ fn distinct_edges(
     }
     let carried = piece.carried.len();
     // A carried span placed elsewhere than its start keeps that place.
-    let mut shared = (0..carried)
+    let shared = (0..carried)
         .any(|i| placed.open.get(i).copied() != Some(spans[i].start_ns.saturating_sub(origin)));
-    let mut after = placed.last.clone();
+    // The times as written, made at the first edge that is not on its own time (or at once,
+    // for a carried span placed elsewhere): the edges before it are on theirs. One walk.
+    let mut out = shared.then(|| own_times(piece, origin, &placed.open));
     // Where the spans begun in this piece and still open at its end go.
     let mut open_begins = Vec::new();
-    separate(piece, lanes, origin, &mut after, |(edge, ns), moved| {
-        shared |= moved;
+    separate(piece, lanes, origin, &mut placed.last, |(edge, ns), moved| {
+        if moved && out.is_none() {
+            out = Some(own_times(piece, origin, &placed.open));
+        }
+        if let Some(out) = &mut out {
+            match edge {
+                Edge::Begin(i) => out[i as usize].0 = ns,
+                Edge::End(i) => out[i as usize].1 = ns,
+            }
+        }
         if let Edge::Begin(i) = edge
             && piece.is_open(i)
         {
@@ -204,27 +214,29 @@ fn distinct_edges(
             _ => begun.next().unwrap_or(0),
         })
         .collect();
-    if !shared {
-        placed.last = after;
-        placed.open = open;
-        return None;
-    }
-    let mut out = vec![(0, 0); spans.len()];
-    for (i, &ns) in placed.open.iter().take(carried).enumerate() {
-        out[i].0 = ns;
-    }
-    separate(
-        piece,
-        lanes,
-        origin,
-        &mut placed.last,
-        |edge, _| match edge {
-            (Edge::Begin(i), ns) => out[i as usize].0 = ns,
-            (Edge::End(i), ns) => out[i as usize].1 = ns,
-        },
-    );
     placed.open = open;
-    Some(out)
+    out
+}
+
+/// The times of `piece`'s spans (ns from `origin`) where their edges are their own: a carried
+/// span begins where `placed_open` says its earlier piece placed it (0 when it says nothing),
+/// and a span still open has no end here (0).
+fn own_times(piece: &Piece<'_>, origin: u64, placed_open: &[u64]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = (piece.spans.iter())
+        .map(|s| {
+            (
+                s.start_ns.saturating_sub(origin),
+                s.end_ns.saturating_sub(origin),
+            )
+        })
+        .collect();
+    for (i, times) in out.iter_mut().enumerate().take(piece.carried.len()) {
+        times.0 = placed_open.get(i).copied().unwrap_or(0);
+    }
+    for &i in piece.open {
+        out[i as usize].1 = 0;
+    }
+    out
 }
 
 /// Walks the edges of `piece` ([`Lanes::walk`], those it holds: [`Piece::has_edge`]) and

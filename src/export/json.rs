@@ -52,8 +52,40 @@ fn pair(v: u64) -> [u8; 2] {
 }
 
 /// Appends `v` in decimal.
-pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
-    let mut digits = [0u8; 20];
+#[inline]
+pub(crate) fn push_u64(buf: &mut Vec<u8>, v: u64) {
+    let at = buf.len();
+    let len = decimals(v);
+    // Room for the most digits, written at a width known here: stores in line, not a call to
+    // copy as many bytes as the number has (an event has several numbers).
+    buf.extend_from_slice(&[0; 20]);
+    write_digits(&mut buf[at..at + len], v);
+    buf.truncate(at + len);
+}
+
+/// Appends nanoseconds as microseconds with exactly three decimals.
+#[inline]
+pub(crate) fn push_micros(buf: &mut Vec<u8>, ns: u64) {
+    let at = buf.len();
+    let (micros, frac) = (ns / 1000, ns % 1000);
+    let len = decimals(micros);
+    // As `push_u64`: the most bytes (17 digits, a point and 3 decimals), then cut.
+    buf.extend_from_slice(&[0; 24]);
+    write_digits(&mut buf[at..at + len], micros);
+    let [tens, units] = pair(frac);
+    buf[at + len..at + len + 4].copy_from_slice(&[b'.', b'0' + (frac / 100) as u8, tens, units]);
+    buf.truncate(at + len + 4);
+}
+
+/// The number of decimal digits of `v`.
+#[inline(always)]
+fn decimals(v: u64) -> usize {
+    v.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Writes `v` in decimal into `digits`, which holds exactly its [`decimals`].
+#[inline(always)]
+fn write_digits(digits: &mut [u8], mut v: u64) {
     let mut i = digits.len();
     // Two digits a division.
     while v >= 100 {
@@ -62,21 +94,10 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
         v /= 100;
     }
     if v >= 10 {
-        i -= 2;
-        digits[i..i + 2].copy_from_slice(&pair(v));
+        digits[..2].copy_from_slice(&pair(v));
     } else {
-        i -= 1;
-        digits[i] = b'0' + v as u8;
+        digits[0] = b'0' + v as u8;
     }
-    buf.extend_from_slice(&digits[i..]);
-}
-
-/// Appends nanoseconds as microseconds with exactly three decimals.
-pub(crate) fn push_micros(buf: &mut Vec<u8>, ns: u64) {
-    push_u64(buf, ns / 1000);
-    let frac = ns % 1000;
-    let [tens, units] = pair(frac);
-    buf.extend_from_slice(&[b'.', b'0' + (frac / 100) as u8, tens, units]);
 }
 
 /// Appends a scope argument's value: numbers and booleans as themselves, strings and the
@@ -126,6 +147,18 @@ mod tests {
             u64::MAX,
         ] {
             assert_eq!(text(|buf| push_u64(buf, v)), v.to_string());
+        }
+        // Each width, at both ends, after other bytes.
+        for digits in 1..20u32 {
+            for v in [10u64.pow(digits - 1), 10u64.pow(digits) - 1] {
+                let s = text(|buf| {
+                    buf.extend_from_slice(b"ts:");
+                    push_u64(buf, v);
+                    push_micros(buf, v);
+                });
+                let micros = format!("{}.{:03}", v / 1000, v % 1000);
+                assert_eq!(s, format!("ts:{v}{micros}"));
+            }
         }
     }
 
