@@ -35,6 +35,7 @@ mod piece;
 pub(crate) mod pieces;
 mod pipeline;
 mod plain;
+mod plain_pieces;
 #[cfg(test)]
 mod plain_tests;
 mod poll_label;

@@ -1,5 +1,7 @@
 //! A piece: a run of one thread's spans handed over by [`Pieces`](super::pieces::Pieces).
 
+use std::io;
+
 use crate::trace::{MemoryStats, Span, SpanArg};
 
 /// A run of one thread's spans with their arguments: the spans carried from the last piece
@@ -75,4 +77,15 @@ impl<'a> Piece<'a> {
             !self.is_open(span)
         }
     }
+}
+
+/// Hands `piece` to `f` unless it holds no span.
+pub(super) fn hand(
+    piece: Piece<'_>,
+    f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    if piece.spans.is_empty() {
+        return Ok(());
+    }
+    f(piece)
 }

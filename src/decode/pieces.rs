@@ -46,6 +46,7 @@ use super::pipeline;
 use super::summary::{self, Summary};
 
 pub(crate) use super::piece::Piece;
+use super::piece::hand;
 
 /// Where an export gets a trace and each thread's spans: a decoded [`Trace`] (each thread one
 /// piece) or [`Pieces`] (spans decoded as they are written).
@@ -165,6 +166,8 @@ pub(crate) struct Pieces<'c> {
     counts: Vec<usize>,
     /// Each thread's spans all end within their parents: its pieces may carry open spans.
     pub(super) carries: Vec<bool>,
+    /// Each thread was read as plain scopes: so are its pieces ([`plain_pieces`](super::plain_pieces)).
+    pub(super) plain: Vec<bool>,
     /// Each thread's spans open at its end (indices in the thread, in order): marked open at
     /// the stop from their begin, which a piece may hand over before they end.
     open_at_end: Vec<Vec<u32>>,
@@ -250,6 +253,7 @@ impl<'c> Pieces<'c> {
         Threads {
             counts,
             carries,
+            plain,
             open_at_end,
             memory_events,
             enter_polls,
@@ -280,6 +284,7 @@ impl<'c> Pieces<'c> {
         Some(Self {
             counts,
             carries,
+            plain,
             open_at_end,
             trace,
             sources,
@@ -380,7 +385,7 @@ impl<'c> Pieces<'c> {
     }
 
     /// [`SpanSource::each_piece`]: thread `thread`'s pieces, decoded here, handed to `f`.
-    fn decode_pieces(
+    pub(super) fn decode_pieces(
         &self,
         thread: usize,
         whole_trees: bool,
@@ -391,6 +396,10 @@ impl<'c> Pieces<'c> {
         };
         let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
         let shared = shared(capture);
+        if self.plain.get(thread) == Some(&true) && !capture.memory.is_on() {
+            let open_at_end = self.open_at_end.get(thread).map_or(&[][..], Vec::as_slice);
+            return super::plain_pieces::each_piece(&shared, source, carry, open_at_end, f);
+        }
         // The first pass matched the links.
         let (mut marks, mut links, mut events) =
             (Vec::new(), Links::keeping(Keep::Nothing), Vec::new());
@@ -518,20 +527,14 @@ pub(super) struct ThreadSource<'c> {
     pub(super) enter_polls: Option<std::sync::Arc<super::summary::PollBits>>,
 }
 
-/// Hands `piece` to `f` unless it holds no span.
-fn hand(piece: Piece<'_>, f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>) -> io::Result<()> {
-    if piece.spans.is_empty() {
-        return Ok(());
-    }
-    f(piece)
-}
-
 /// What [`Pieces`] takes of each thread of a [`Summary`].
 struct Threads {
     /// Span counts.
     counts: Vec<usize>,
     /// Whether the pieces may carry open spans (nothing tangled).
     carries: Vec<bool>,
+    /// Whether the thread was read as plain scopes.
+    plain: Vec<bool>,
     /// The spans open at the end.
     open_at_end: Vec<Vec<u32>>,
     /// Allocations and frees in a memory timeline.
@@ -548,6 +551,7 @@ fn threads(summary: &Summary) -> Threads {
     Threads {
         counts: summary.threads.iter().map(|t| t.spans).collect(),
         carries: summary.threads.iter().map(|t| !t.tangled).collect(),
+        plain: summary.threads.iter().map(|t| t.plain).collect(),
         open_at_end: (summary.threads.iter())
             .map(|t| t.open_at_end.clone())
             .collect(),

@@ -343,6 +343,7 @@ impl Shared<'_> {
             window.drain(&mut sums, 0, begun);
         }
         sums.tangled = tangled;
+        sums.plain = true;
         let open_scopes = match self.salvaged {
             true => open_at_end.len() as u64,
             false => 0,

@@ -2,7 +2,8 @@
 //! ([`Shared::general`]): the same sums, in the same order, of every thread it takes, and
 //! none of a thread it does not.
 
-use super::summary::{Calls, Sum, ThreadSums, WINDOW};
+use super::pieces::Pieces;
+use super::summary::{Calls, Sum, Summary, ThreadSums, WINDOW};
 use super::thread::{Decoded, Shared};
 use crate::capture::{Capture, Chunk};
 use crate::record::callsite::Callsite;
@@ -94,6 +95,9 @@ struct Seen {
     tangled: usize,
     open_at_end: usize,
     drains: usize,
+    /// Pieces compared ([`same_pieces`]), and of them those that carry open spans.
+    pieces: usize,
+    carrying: usize,
 }
 
 /// Asserts that the short path's decoding of a thread is the general one's.
@@ -223,7 +227,55 @@ fn both_ways(capture: &Capture, what: &str, seen: &mut Seen) -> bool {
             seen.drains += usize::from(sums.spans > 2 * WINDOW);
         }
     }
+    same_pieces(capture, what, seen);
     took_all
+}
+
+/// The pieces of every thread read as plain scopes ([`ThreadSums::plain`]) on the short path
+/// ([`plain_pieces`](super::plain_pieces)) are the general pairing's, field by field: after a
+/// first reading that counts (an export's) and one that sums (a table's, which lets ticks go
+/// back), carrying open spans or whole trees.
+fn same_pieces(capture: &Capture, what: &str, seen: &mut Seen) {
+    fn pieces_of(pieces: &Pieces<'_>, thread: usize, whole_trees: bool) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        (pieces.decode_pieces(thread, whole_trees, &mut |piece| {
+            out.push((format!("{piece:?}"), !piece.carried.is_empty()));
+            Ok(())
+        }))
+        .unwrap();
+        out
+    }
+    let captures = [capture];
+    for sites in [false, true] {
+        let sum = Sum {
+            exact: true,
+            stacks: false,
+            calls: Calls::Sum,
+            sites,
+        };
+        let summary = Summary::summed(&captures, sum).expect("a summary");
+        let mut pieces = Pieces::of_summary(&captures, &summary).expect("pieces");
+        for thread in 0..pieces.thread_count() {
+            if !pieces.plain[thread] {
+                continue;
+            }
+            for whole_trees in [false, true] {
+                let plain = pieces_of(&pieces, thread, whole_trees);
+                pieces.plain[thread] = false;
+                let general = pieces_of(&pieces, thread, whole_trees);
+                pieces.plain[thread] = true;
+                let what = format!(
+                    "{what}, pieces of thread {thread}, sites {sites}, whole trees {whole_trees}"
+                );
+                assert_eq!(plain.len(), general.len(), "{what}");
+                for (at, (p, g)) in plain.iter().zip(&general).enumerate() {
+                    assert_eq!(p, g, "{what}: piece {at}");
+                }
+                seen.pieces += plain.len();
+                seen.carrying += plain.iter().filter(|(_, carrying)| *carrying).count();
+            }
+        }
+    }
 }
 
 #[test]
@@ -312,6 +364,7 @@ fn plain_sums_are_those_of_the_general_path() {
     assert!(seen.tangled >= 5, "{seen:?}");
     assert!(seen.open_at_end >= 20, "{seen:?}");
     assert!(seen.drains >= 20, "{seen:?}");
+    assert!(seen.pieces >= 500 && seen.carrying >= 20, "{seen:?}");
     assert_eq!(seen.given_up, 6, "{seen:?}");
     assert!(seen.counting_given_up >= 5, "{seen:?}");
 }

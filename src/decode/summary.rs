@@ -123,6 +123,9 @@ pub(crate) struct ThreadSums {
     /// merged with the other threads' as they are read again.
     pub(crate) memory_events: u64,
     pub(crate) memory_in_order: bool,
+    /// The thread was read on the short path of plain scopes ([`plain`](super::plain)):
+    /// its pieces are too ([`plain_pieces`](super::plain_pieces)).
+    pub(crate) plain: bool,
 }
 
 /// How a decoding sums each thread's spans.
@@ -172,6 +175,7 @@ impl ThreadSums {
             open_at_end: Vec::new(),
             memory_events: 0,
             memory_in_order: true,
+            plain: false,
         }
     }
 

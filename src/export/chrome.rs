@@ -191,22 +191,28 @@ fn distinct_edges(
     let mut out = shared.then(|| own_times(piece, origin, &placed.open));
     // Where the spans begun in this piece and still open at its end go.
     let mut open_begins = Vec::new();
-    separate(piece, lanes, origin, &mut placed.last, |(edge, ns), moved| {
-        if moved && out.is_none() {
-            out = Some(own_times(piece, origin, &placed.open));
-        }
-        if let Some(out) = &mut out {
-            match edge {
-                Edge::Begin(i) => out[i as usize].0 = ns,
-                Edge::End(i) => out[i as usize].1 = ns,
+    separate(
+        piece,
+        lanes,
+        origin,
+        &mut placed.last,
+        |(edge, ns), moved| {
+            if moved && out.is_none() {
+                out = Some(own_times(piece, origin, &placed.open));
             }
-        }
-        if let Edge::Begin(i) = edge
-            && piece.is_open(i)
-        {
-            open_begins.push(ns);
-        }
-    });
+            if let Some(out) = &mut out {
+                match edge {
+                    Edge::Begin(i) => out[i as usize].0 = ns,
+                    Edge::End(i) => out[i as usize].1 = ns,
+                }
+            }
+            if let Edge::Begin(i) = edge
+                && piece.is_open(i)
+            {
+                open_begins.push(ns);
+            }
+        },
+    );
     let mut begun = open_begins.into_iter();
     let open: Vec<u64> = (piece.open.iter())
         .map(|&i| match placed.open.get(i as usize) {

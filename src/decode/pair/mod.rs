@@ -9,3 +9,4 @@ mod records;
 mod window;
 
 pub(super) use pairing::{Extras, Pairing, Probe};
+pub(super) use window::Kept;

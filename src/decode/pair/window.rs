@@ -223,6 +223,49 @@ impl<'a> Pairing<'a> {
         debug_assert!(self.stacks.is_none());
         debug_assert!(self.quiet() || self.can_carry());
         let next = self.next_index();
+        // The memory figures of the piece's spans; the open ones' are kept for the next.
+        let open_indices: Vec<u32> = self.open.iter().map(|o| o.index).collect();
+        let memory = (self.memory.as_mut())
+            .map(|m| m.piece(&open_indices, next))
+            .unwrap_or_default();
+        let kept = Kept {
+            spans: &mut self.spans,
+            pinned: &mut self.pinned,
+            base: self.base,
+        };
+        let result = kept.hand_over(&open_indices, &memory, &self.args, f);
+        let pinned = &self.pinned;
+        self.args
+            .retain(|a| pinned.binary_search_by_key(&a.span, |(i, _)| *i).is_ok());
+        self.instants.clear();
+        self.samples.clear();
+        self.base = next;
+        result
+    }
+}
+
+/// The spans a pairing keeps until they are handed over as a piece: those begun since the
+/// last piece (the first at index `base` in the thread), and those carried from it (open at
+/// its end), with their index.
+pub(in crate::decode) struct Kept<'k> {
+    pub(in crate::decode) spans: &'k mut Vec<Span>,
+    pub(in crate::decode) pinned: &'k mut Vec<(u32, Span)>,
+    pub(in crate::decode) base: u32,
+}
+
+impl Kept<'_> {
+    /// Hands the spans kept to `f` as a [`Piece`]: the carried spans first, then the newer
+    /// ones, with `memory` (their figures) and `args` (their arguments, by index in the
+    /// thread); the spans at `open` (indices in the thread, in order) are still open and
+    /// are carried again, with what they gathered so far. The buffer of the spans is kept,
+    /// empty; the caller moves `base` on.
+    pub(in crate::decode) fn hand_over<R>(
+        self,
+        open: &[u32],
+        memory: &[MemoryStats],
+        args: &[SpanArg],
+        f: impl FnOnce(Piece<'_>) -> R,
+    ) -> R {
         let (base, carried) = (self.base, self.pinned.len() as u32);
         let indices: Vec<u32> = self.pinned.iter().map(|(index, _)| *index).collect();
         // Thread index to index in the piece: carried spans first, then the spans from `base`.
@@ -230,26 +273,21 @@ impl<'a> Pairing<'a> {
             Some(at) => carried + at,
             None => indices.partition_point(|&i| i < index) as u32,
         };
-        // The memory figures of the piece's spans; the open ones' are kept for the next.
-        let open_indices: Vec<u32> = self.open.iter().map(|o| o.index).collect();
-        let memory = (self.memory.as_mut())
-            .map(|m| m.piece(&open_indices, next))
-            .unwrap_or_default();
         let mut spans: Vec<Span> = Vec::with_capacity(indices.len() + self.spans.len());
         spans.extend(self.pinned.drain(..).map(|(_, span)| span));
-        spans.append(&mut self.spans);
-        let open: Vec<u32> = self.open.iter().map(|o| local(o.index)).collect();
+        spans.append(self.spans);
+        let open_local: Vec<u32> = open.iter().map(|&index| local(index)).collect();
         // The open spans' parents in the thread, for when they are kept.
-        let parents: Vec<Option<u32>> = open.iter().map(|&at| spans[at as usize].parent).collect();
+        let parents: Vec<Option<u32>> = (open_local.iter())
+            .map(|&at| spans[at as usize].parent)
+            .collect();
         for span in &mut spans {
             span.parent = span.parent.map(local);
         }
-        for &at in &open {
+        for &at in &open_local {
             spans[at as usize].end_ns = u64::MAX;
         }
-        let mut args: Vec<SpanArg> = self
-            .args
-            .iter()
+        let mut args: Vec<SpanArg> = (args.iter())
             .map(|arg| SpanArg {
                 span: local(arg.span),
                 ..arg.clone()
@@ -263,32 +301,23 @@ impl<'a> Pairing<'a> {
         let result = f(Piece {
             base,
             spans: &spans,
-            memory: &memory,
+            memory,
             args: &args,
             carried: &indices,
-            open: &open,
+            open: &open_local,
         });
         // The open spans, with what they gathered so far, are kept for the next piece.
-        let kept: Vec<(u32, Span)> = self
-            .open
-            .iter()
-            .zip(open.iter().zip(parents))
-            .map(|(o, (&at, parent))| {
+        *self.pinned = (open.iter())
+            .zip(open_local.iter().zip(parents))
+            .map(|(&index, (&at, parent))| {
                 let mut span = spans[at as usize].clone();
                 (span.end_ns, span.parent) = (0, parent);
-                (o.index, span)
+                (index, span)
             })
             .collect();
-        self.pinned = kept;
-        let pinned = &self.pinned;
-        self.args
-            .retain(|a| pinned.binary_search_by_key(&a.span, |(i, _)| *i).is_ok());
         // The buffer of the spans is reused.
         spans.clear();
-        self.spans = spans;
-        self.instants.clear();
-        self.samples.clear();
-        self.base = next;
+        *self.spans = spans;
         result
     }
 }

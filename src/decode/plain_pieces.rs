@@ -1,0 +1,226 @@
+//! A thread of plain scopes handed over in pieces on a short path: what
+//! [`Pieces`](super::pieces::Pieces) hands over through the general pairing, for a thread
+//! whose first reading took the short path of [`plain`](super::plain) (entries and exits
+//! only, each exit closing the innermost scope open, or none: [`ThreadSums::plain`]).
+//!
+//! The pieces are those of the general path, to the byte: the same spans (times, depths,
+//! parents, children's time, probe overhead, marks), cut at the same records, with the same
+//! spans carried and open. What it leaves out is what such a thread never needs: a vector of
+//! its records (a kept chunk's records are made as they are taken), payloads, arguments,
+//! memory, async marks, links, and the search of the open scopes an exit may close.
+//! The tests of `decode::plain_tests` check it: every thread they generate, read as pieces
+//! both ways, gives the same pieces.
+//!
+//! [`ThreadSums::plain`]: super::summary::ThreadSums::plain
+
+use std::io;
+
+use crate::capture::CaptureThread;
+use crate::record::callsite;
+use crate::record::clock::PROBE_UNIT;
+use crate::record::event::{RawEvent, RawKind};
+use crate::record::registry::Untracked;
+use crate::trace::{Span, SpanKind};
+
+use super::pair::Kept;
+use super::piece::Piece;
+use super::summary::WINDOW;
+use super::thread::Shared;
+
+/// An open scope: its index in the thread, the key its exit carries, its depth, and the probe
+/// time its children left so far.
+struct Open {
+    index: u32,
+    key: u32,
+    depth: u32,
+    /// The probe ticks inside it so far, in 1/[`PROBE_UNIT`] tick.
+    probe: u64,
+}
+
+/// A thread's pairing of plain scopes, handed over in pieces.
+struct Plain<'s, 'c> {
+    shared: &'s Shared<'c>,
+    /// The spans begun since the last piece, the first at index `base`.
+    spans: Vec<Span>,
+    base: u32,
+    /// The spans carried from the last piece (open at its end), with their index.
+    pinned: Vec<(u32, Span)>,
+    open: Vec<Open>,
+    /// Pieces may carry open spans (else they are whole trees). Only for a thread whose first
+    /// reading found no scope that ends before a child (the same records, the same times):
+    /// none does here either, so the general pairing's test of it is left out.
+    carry: bool,
+    /// The spans open at the thread's end: marked open at the stop from their begin.
+    ends_open: &'s [u32],
+}
+
+/// An exit that closes a scope other than the innermost one: the first reading found none.
+fn not_plain() -> io::Error {
+    io::Error::other("a thread read as plain scopes closes a scope that is not the innermost")
+}
+
+impl Plain<'_, '_> {
+    #[inline(always)]
+    fn next_index(&self) -> u32 {
+        self.base + self.spans.len() as u32
+    }
+
+    #[inline(always)]
+    fn span_mut(&mut self, index: u32) -> &mut Span {
+        match index.checked_sub(self.base) {
+            Some(at) => &mut self.spans[at as usize],
+            None => {
+                let at = self.pinned.partition_point(|(i, _)| *i < index);
+                &mut self.pinned[at].1
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn begin(&mut self, record: &RawEvent) {
+        let Some(callsite) = callsite::lookup(self.shared.callsites, record.id) else {
+            // An unknown callsite opens nothing (and its exit closes nothing).
+            return;
+        };
+        let index = self.next_index();
+        let (parent, depth) =
+            (self.open.last()).map_or((None, 0), |o| (Some(o.index), o.depth + 1));
+        self.spans.push(Span {
+            callsite,
+            start_ns: self.shared.converter.to_unix_ns(record.tick),
+            end_ns: 0,
+            depth,
+            parent,
+            children_ns: 0,
+            overhead_ns: 0,
+            open_at_stop: self.ends_open.binary_search(&index).is_ok(),
+            cut_at_start: false,
+            kind: SpanKind::Scope,
+        });
+        self.open.push(Open {
+            index,
+            key: RawEvent::end_key(record.id, record.tick),
+            depth,
+            probe: self.shared.probe.inner,
+        });
+    }
+
+    #[inline(always)]
+    fn end(&mut self, record: &RawEvent) -> io::Result<()> {
+        match self.open.last() {
+            Some(top) if top.key == record.id => {}
+            _ if self.open.iter().any(|o| o.key == record.id) => return Err(not_plain()),
+            // Its entry was outside the window (or of an unknown callsite).
+            _ => return Ok(()),
+        }
+        let ns = self.shared.converter.to_unix_ns(record.tick);
+        if let Some(closed) = self.open.pop() {
+            self.close(closed, ns, false);
+        }
+        Ok(())
+    }
+
+    /// Closes `closed`, the innermost scope, at `end`: as `Pairing::close` does when its
+    /// parent, if any, is the scope open under it.
+    #[inline(always)]
+    fn close(&mut self, closed: Open, end: u64, open_at_stop: bool) {
+        let probe_ns = self.shared.converter.ticks_to_ns(closed.probe);
+        let span = self.span_mut(closed.index);
+        span.end_ns = end.max(span.start_ns);
+        span.open_at_stop = open_at_stop;
+        let room = (span.end_ns - span.start_ns).saturating_sub(span.children_ns);
+        span.overhead_ns = (probe_ns.saturating_add(PROBE_UNIT / 2) / PROBE_UNIT).min(room);
+        let (overhead, parent, start, end) =
+            (span.overhead_ns, span.parent, span.start_ns, span.end_ns);
+        let Some(parent) = parent.filter(|_| start < end) else {
+            return;
+        };
+        let outer = self.shared.probe.outer;
+        if let Some(top) = self.open.last_mut() {
+            // Exits close the innermost scope only: the parent is the scope open under it.
+            debug_assert_eq!(top.index, parent);
+            top.probe = top.probe.saturating_add(outer).saturating_add(closed.probe);
+        }
+        let parent = self.span_mut(parent);
+        parent.children_ns =
+            (parent.children_ns).saturating_add((end - start).saturating_sub(overhead));
+    }
+
+    /// `Pairing::piece_due`.
+    #[inline(always)]
+    fn piece_due(&self) -> bool {
+        let kept = self.spans.len();
+        kept >= WINDOW
+            && (self.open.is_empty() && self.pinned.is_empty()
+                || (self.carry
+                    && kept >= 2 * WINDOW.max(self.open.len())
+                    && (self.open.last())
+                        .is_none_or(|top| top.index.saturating_add(1) != self.next_index())))
+    }
+
+    /// `Pairing::drain_piece`, without arguments or memory.
+    fn drain_piece<R>(&mut self, f: impl FnOnce(Piece<'_>) -> R) -> R {
+        let next = self.next_index();
+        let open: Vec<u32> = self.open.iter().map(|o| o.index).collect();
+        let kept = Kept {
+            spans: &mut self.spans,
+            pinned: &mut self.pinned,
+            base: self.base,
+        };
+        let result = kept.hand_over(&open, &[], &[], f);
+        self.base = next;
+        result
+    }
+}
+
+/// Hands `thread`'s pieces to `f` as the general pairing of
+/// [`Pieces::decode_pieces`](super::pieces::Pieces) does (with its pieces carrying open spans
+/// when `carry`; `ends_open`: the spans open at the thread's end), for a thread of plain
+/// scopes without cut scopes or memory; an error for a thread that is not one.
+pub(super) fn each_piece(
+    shared: &Shared<'_>,
+    thread: &CaptureThread,
+    carry: bool,
+    ends_open: &[u32],
+    f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    let _untracked = Untracked::enter();
+    let mut plain = Plain {
+        shared,
+        spans: Vec::new(),
+        base: 0,
+        pinned: Vec::new(),
+        open: Vec::new(),
+        carry,
+        ends_open: if carry { ends_open } else { &[] },
+    };
+    let mut result = Ok(());
+    let mut keep = false;
+    for chunk in 0..thread.chunks.len() {
+        shared.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
+            for record in run {
+                if result.is_err() {
+                    return;
+                }
+                result = match record.kind {
+                    RawKind::Begin => {
+                        plain.begin(&record);
+                        Ok(())
+                    }
+                    RawKind::End => plain.end(&record),
+                    _ => Err(not_plain()),
+                };
+                if result.is_ok() && plain.piece_due() {
+                    result = plain.drain_piece(|piece| super::piece::hand(piece, f));
+                }
+            }
+        });
+        std::mem::replace(&mut result, Ok(()))?;
+    }
+    // What is still open closes at the end, marked open at the stop, innermost first.
+    let end_ns = shared.end_of(thread);
+    while let Some(open) = plain.open.pop() {
+        plain.close(open, end_ns, true);
+    }
+    plain.drain_piece(|piece| super::piece::hand(piece, f))
+}
