@@ -54,7 +54,7 @@ fn pieces_on(
             let send = |batch: &mut Batch| {
                 let next = spare.try_recv().unwrap_or_default();
                 // The writer stopped (its error is the one returned): stop decoding too.
-                (full.send(std::mem::replace(batch, next)))
+                send_spinning(&full, std::mem::replace(batch, next))
                     .map_err(|_| io::Error::other("the pieces' writer stopped"))
             };
             decode(&mut |piece| {
@@ -70,7 +70,7 @@ fn pieces_on(
             }
         });
         let mut written = Ok(());
-        'batches: for mut batch in batches.iter() {
+        'batches: while let Some(mut batch) = recv_spinning(&batches) {
             for owned in &batch.pieces[..batch.len] {
                 written = write(owned.piece());
                 if written.is_err() {
@@ -89,6 +89,47 @@ fn pieces_on(
         };
         written.and(decoded)
     })
+}
+
+/// How long one side waits for the other by spinning before it sleeps: a batch takes some
+/// microseconds to decode or write, and a side that sleeps must be woken (a system call on
+/// the other side, and the time the scheduler takes), once a batch.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// The next of `batches`, waited for by spinning for [`SPIN`] at most, then asleep; `None`
+/// once the sender is gone.
+fn recv_spinning(batches: &mpsc::Receiver<Batch>) -> Option<Batch> {
+    let start = std::time::Instant::now();
+    for spins in 1u32.. {
+        match batches.try_recv() {
+            Ok(batch) => return Some(batch),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
+        if spins % 64 == 0 && start.elapsed() >= SPIN {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    batches.recv().ok()
+}
+
+/// Sends `batch` into `full`, waiting for room by spinning for [`SPIN`] at most, then
+/// asleep; an error once the receiver is gone.
+fn send_spinning(full: &mpsc::SyncSender<Batch>, mut batch: Batch) -> Result<(), ()> {
+    let start = std::time::Instant::now();
+    for spins in 1u32.. {
+        match full.try_send(batch) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::TrySendError::Disconnected(_)) => return Err(()),
+            Err(mpsc::TrySendError::Full(back)) => batch = back,
+        }
+        if spins % 64 == 0 && start.elapsed() >= SPIN {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    full.send(batch).map_err(drop)
 }
 
 /// Spans a batch of pieces holds before it is handed over: handing over may cost a wake-up
