@@ -213,13 +213,7 @@ impl<'a> MemoryPairing<'a> {
 
     /// The figures kept of the span at `index` (in the thread).
     fn figures(&mut self, index: u32) -> &mut Figures {
-        match index.checked_sub(self.base) {
-            Some(at) => &mut self.spans[at as usize],
-            None => {
-                let at = self.pinned.partition_point(|(i, _)| *i < index);
-                &mut self.pinned[at].1
-            }
-        }
+        super::piece::kept_at(&mut self.spans, &mut self.pinned, self.base, index)
     }
 
     /// As the pairing lets go of its spans but those at `keep` (indices in the thread, in

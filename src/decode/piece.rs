@@ -89,3 +89,22 @@ pub(super) fn hand(
     }
     f(piece)
 }
+
+/// The item at `index` in a thread of what a pairing keeps per span until a piece is handed
+/// over: `items` from index `base` on, and before it the `pinned` ones (carried from the last
+/// piece, with their index, in order). Only kept spans are asked for.
+#[inline(always)]
+pub(super) fn kept_at<'k, T>(
+    items: &'k mut [T],
+    pinned: &'k mut [(u32, T)],
+    base: u32,
+    index: u32,
+) -> &'k mut T {
+    match index.checked_sub(base) {
+        Some(at) => &mut items[at as usize],
+        None => {
+            let at = pinned.partition_point(|(i, _)| *i < index);
+            &mut pinned[at].1
+        }
+    }
+}

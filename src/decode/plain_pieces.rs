@@ -22,7 +22,7 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Span, SpanKind};
 
-use super::pair::Kept;
+use super::pair::{Kept, begun};
 use super::piece::Piece;
 use super::summary::WINDOW;
 use super::thread::Shared;
@@ -67,13 +67,7 @@ impl Plain<'_, '_> {
 
     #[inline(always)]
     fn span_mut(&mut self, index: u32) -> &mut Span {
-        match index.checked_sub(self.base) {
-            Some(at) => &mut self.spans[at as usize],
-            None => {
-                let at = self.pinned.partition_point(|(i, _)| *i < index);
-                &mut self.pinned[at].1
-            }
-        }
+        super::piece::kept_at(&mut self.spans, &mut self.pinned, self.base, index)
     }
 
     #[inline(always)]
@@ -85,18 +79,15 @@ impl Plain<'_, '_> {
         let index = self.next_index();
         let (parent, depth) =
             (self.open.last()).map_or((None, 0), |o| (Some(o.index), o.depth + 1));
-        self.spans.push(Span {
+        let start_ns = self.shared.converter.to_unix_ns(record.tick);
+        let open_at_stop = self.ends_open.binary_search(&index).is_ok();
+        (self.spans).push(begun(
             callsite,
-            start_ns: self.shared.converter.to_unix_ns(record.tick),
-            end_ns: 0,
-            depth,
-            parent,
-            children_ns: 0,
-            overhead_ns: 0,
-            open_at_stop: self.ends_open.binary_search(&index).is_ok(),
-            cut_at_start: false,
-            kind: SpanKind::Scope,
-        });
+            start_ns,
+            (parent, depth),
+            open_at_stop,
+            SpanKind::Scope,
+        ));
         self.open.push(Open {
             index,
             key: RawEvent::end_key(record.id, record.tick),

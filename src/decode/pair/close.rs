@@ -199,22 +199,13 @@ impl<'a> Pairing<'a> {
         if let Some(stacks) = &mut self.stacks {
             stacks.open(index, parent, callsite);
         }
-        self.spans.push(Span {
-            callsite,
-            start_ns: ns,
-            end_ns: 0,
-            depth,
-            parent,
-            children_ns: 0,
-            overhead_ns: 0,
-            open_at_stop: self.ends_open.binary_search(&index).is_ok(),
-            cut_at_start: false,
-            kind: if event.kind == RawKind::Begin {
-                SpanKind::Scope
-            } else {
-                SpanKind::Poll { async_span: None }
-            },
-        });
+        let kind = if event.kind == RawKind::Begin {
+            SpanKind::Scope
+        } else {
+            SpanKind::Poll { async_span: None }
+        };
+        let open_at_stop = self.ends_open.binary_search(&index).is_ok();
+        (self.spans).push(begun(callsite, ns, (parent, depth), open_at_stop, kind));
         if let Some(memory) = &mut self.memory {
             memory.open();
         }
@@ -284,5 +275,30 @@ impl<'a> Pairing<'a> {
             stacks: self.stacks,
         };
         (self.events, spans, memory, self.args, extras)
+    }
+}
+
+/// A span of `callsite` begun at `start_ns` under `parent` at `depth` (as
+/// [`Pairing`]'s `begin` and [`plain_pieces`](crate::decode::plain_pieces) open one):
+/// its end, children's time and overhead come as it and its children close.
+#[inline(always)]
+pub(in crate::decode) fn begun(
+    callsite: &'static Callsite,
+    start_ns: u64,
+    (parent, depth): (Option<u32>, u32),
+    open_at_stop: bool,
+    kind: SpanKind,
+) -> Span {
+    Span {
+        callsite,
+        start_ns,
+        end_ns: 0,
+        depth,
+        parent,
+        children_ns: 0,
+        overhead_ns: 0,
+        open_at_stop,
+        cut_at_start: false,
+        kind,
     }
 }

@@ -8,5 +8,6 @@ mod pairing;
 mod records;
 mod window;
 
+pub(super) use close::begun;
 pub(super) use pairing::{Extras, Pairing, Probe};
 pub(super) use window::Kept;

@@ -332,13 +332,7 @@ impl<'a> Pairing<'a> {
     /// change them ([`Pairing::drain_final`]), and only those are asked for: the open ones
     /// and their ancestors.
     pub(super) fn span_mut(&mut self, index: u32) -> &mut Span {
-        match index.checked_sub(self.base) {
-            Some(at) => &mut self.spans[at as usize],
-            None => {
-                let at = self.pinned.partition_point(|(i, _)| *i < index);
-                &mut self.pinned[at].1
-            }
-        }
+        crate::decode::piece::kept_at(&mut self.spans, &mut self.pinned, self.base, index)
     }
 
     /// The parent of the kept span at `index`.
