@@ -366,13 +366,8 @@ PY
 # a nanosecond (ties.json, which speedscope reads below): traces the export tests write. A scope that outlives its parent keeps its own duration on an extra track of its
 # thread ("<thread> (overlapping scopes N)"), so Perfetto keeps every slice (none dropped as
 # overlapping): one per span, each with its span's duration, and the link's flow binds.
-# The mock tests' binary as the README's test command builds it (its whole selection: with
-# `--test mock` alone the CLI's dev-dependencies leave it, the library's features change, and
-# the library and the binary would build again), run as `cargo test` runs it.
-mock=$(cargo test --workspace --no-run --message-format=json 2>/dev/null |
-    grep '"name":"mock","src_path":"[^"]*/tests/' |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-[ -x "$mock" ] || { echo "interop: no test binary tests/mock ('$mock')" >&2; exit 1; }
+# The mock tests' binary as the README's test command builds it.
+mock=$(scripts/test_binary.sh mock)
 TICKSCOPE_INTEROP_DIR="$out/tests" "$mock" --quiet \
     export::kineto_times_nest_in_both_readers export::scopes_that_outlive_their_parent \
     export::chrome_edges_that_share \

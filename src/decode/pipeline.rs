@@ -96,40 +96,45 @@ fn pieces_on(
 /// the other side, and the time the scheduler takes), once a batch.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
-/// The next of `batches`, waited for by spinning for [`SPIN`] at most, then asleep; `None`
-/// once the sender is gone.
-fn recv_spinning(batches: &mpsc::Receiver<Batch>) -> Option<Batch> {
+/// The outcome of `attempt`, tried again and again while it has none, for [`SPIN`] at most;
+/// `None` when it still has none then.
+fn spinning<T>(mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
     let start = std::time::Instant::now();
     for spins in 1u32.. {
-        match batches.try_recv() {
-            Ok(batch) => return Some(batch),
-            Err(mpsc::TryRecvError::Disconnected) => return None,
-            Err(mpsc::TryRecvError::Empty) => {}
+        if let Some(outcome) = attempt() {
+            return Some(outcome);
         }
         if spins % 64 == 0 && start.elapsed() >= SPIN {
             break;
         }
         std::hint::spin_loop();
     }
-    batches.recv().ok()
+    None
 }
 
-/// Sends `batch` into `full`, waiting for room by spinning for [`SPIN`] at most, then
-/// asleep; an error once the receiver is gone.
+/// The next of `batches`, waited for by spinning ([`spinning`]), then asleep; `None` once the
+/// sender is gone.
+fn recv_spinning(batches: &mpsc::Receiver<Batch>) -> Option<Batch> {
+    spinning(|| match batches.try_recv() {
+        Ok(batch) => Some(Some(batch)),
+        Err(mpsc::TryRecvError::Disconnected) => Some(None),
+        Err(mpsc::TryRecvError::Empty) => None,
+    })
+    .unwrap_or_else(|| batches.recv().ok())
+}
+
+/// Sends `batch` into `full`, waiting for room by spinning ([`spinning`]), then asleep; an
+/// error once the receiver is gone.
 fn send_spinning(full: &mpsc::SyncSender<Batch>, mut batch: Batch) -> Result<(), ()> {
-    let start = std::time::Instant::now();
-    for spins in 1u32.. {
-        match full.try_send(batch) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::TrySendError::Disconnected(_)) => return Err(()),
-            Err(mpsc::TrySendError::Full(back)) => batch = back,
+    spinning(|| match full.try_send(std::mem::take(&mut batch)) {
+        Ok(()) => Some(Ok(())),
+        Err(mpsc::TrySendError::Disconnected(_)) => Some(Err(())),
+        Err(mpsc::TrySendError::Full(back)) => {
+            batch = back;
+            None
         }
-        if spins % 64 == 0 && start.elapsed() >= SPIN {
-            break;
-        }
-        std::hint::spin_loop();
-    }
-    full.send(batch).map_err(drop)
+    })
+    .unwrap_or_else(|| full.send(batch).map_err(drop))
 }
 
 /// Spans a batch of pieces holds before it is handed over: handing over may cost a wake-up

@@ -22,9 +22,8 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Span, SpanKind};
 
-use super::pair::{Kept, begun};
+use super::pair::{Kept, begun, piece_due};
 use super::piece::Piece;
-use super::summary::WINDOW;
 use super::thread::Shared;
 
 /// An open scope: its index in the thread, the key its exit carries, its depth, and the probe
@@ -137,16 +136,16 @@ impl Plain<'_, '_> {
             (parent.children_ns).saturating_add((end - start).saturating_sub(overhead));
     }
 
-    /// `Pairing::piece_due`.
+    /// `Pairing::piece_due`: with nothing but entries and exits, every span so far is final
+    /// when none is open or carried, and the spans can be carried once the newest has ended.
     #[inline(always)]
     fn piece_due(&self) -> bool {
-        let kept = self.spans.len();
-        kept >= WINDOW
-            && (self.open.is_empty() && self.pinned.is_empty()
-                || (self.carry
-                    && kept >= 2 * WINDOW.max(self.open.len())
-                    && (self.open.last())
-                        .is_none_or(|top| top.index.saturating_add(1) != self.next_index())))
+        let quiet = self.open.is_empty() && self.pinned.is_empty();
+        piece_due(self.spans.len(), self.open.len(), quiet, || {
+            self.carry
+                && (self.open.last())
+                    .is_none_or(|top| top.index.saturating_add(1) != self.next_index())
+        })
     }
 
     /// `Pairing::drain_piece`, without arguments or memory.

@@ -10,4 +10,4 @@ mod window;
 
 pub(super) use close::begun;
 pub(super) use pairing::{Extras, Pairing, Probe};
-pub(super) use window::Kept;
+pub(super) use window::{Kept, piece_due};

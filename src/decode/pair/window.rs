@@ -55,11 +55,9 @@ impl<'a> Pairing<'a> {
     /// pieces grow with them, so that the copies stay a fraction of the work).
     #[inline]
     pub(in crate::decode) fn piece_due(&self, carry: bool) -> bool {
-        let window = crate::decode::summary::WINDOW;
-        let kept = self.kept_spans();
-        kept >= window
-            && (self.quiet()
-                || (carry && kept >= 2 * window.max(self.open_count()) && self.can_carry()))
+        piece_due(self.kept_spans(), self.open_count(), self.quiet(), || {
+            carry && self.can_carry()
+        })
     }
 
     /// The spans kept: in the window and set aside.
@@ -242,6 +240,20 @@ impl<'a> Pairing<'a> {
         self.base = next;
         result
     }
+}
+
+/// [`Pairing::piece_due`] of a pairing that keeps `kept` spans since the last piece, with
+/// `open` open; `quiet` when every span so far is final, `can_carry` when the spans could be
+/// handed over with the open ones carried (asked only past twice the window).
+#[inline(always)]
+pub(in crate::decode) fn piece_due(
+    kept: usize,
+    open: usize,
+    quiet: bool,
+    can_carry: impl FnOnce() -> bool,
+) -> bool {
+    let window = crate::decode::summary::WINDOW;
+    kept >= window && (quiet || (kept >= 2 * window.max(open) && can_carry()))
 }
 
 /// The spans a pairing keeps until they are handed over as a piece: those begun since the
