@@ -66,15 +66,10 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, v: u64) {
 /// Appends nanoseconds as microseconds with exactly three decimals.
 #[inline]
 pub(crate) fn push_micros(buf: &mut Vec<u8>, ns: u64) {
-    let at = buf.len();
-    let (micros, frac) = (ns / 1000, ns % 1000);
-    let len = decimals(micros);
-    // As `push_u64`: the most bytes (17 digits, a point and 3 decimals), then cut.
-    buf.extend_from_slice(&[0; 24]);
-    write_digits(&mut buf[at..at + len], micros);
+    push_u64(buf, ns / 1000);
+    let frac = ns % 1000;
     let [tens, units] = pair(frac);
-    buf[at + len..at + len + 4].copy_from_slice(&[b'.', b'0' + (frac / 100) as u8, tens, units]);
-    buf.truncate(at + len + 4);
+    buf.extend_from_slice(&[b'.', b'0' + (frac / 100) as u8, tens, units]);
 }
 
 /// The number of decimal digits of `v`.
