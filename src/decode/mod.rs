@@ -33,13 +33,14 @@ mod pair;
 pub(crate) mod parallel;
 mod piece;
 pub(crate) mod pieces;
-mod pipeline;
+pub(crate) mod pipeline;
 mod plain;
 mod plain_pieces;
 #[cfg(test)]
 mod plain_tests;
 mod poll_label;
 pub(crate) mod quantiles;
+mod source;
 #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
 mod spill;
 pub(crate) mod summary;

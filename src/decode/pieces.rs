@@ -47,111 +47,7 @@ use super::summary::{self, Summary};
 
 pub(crate) use super::piece::Piece;
 use super::piece::hand;
-
-/// Where an export gets a trace and each thread's spans: a decoded [`Trace`] (each thread one
-/// piece) or [`Pieces`] (spans decoded as they are written).
-pub(crate) trait SpanSource {
-    /// The trace; with [`Pieces`], its threads hold no spans.
-    fn trace(&self) -> &Trace;
-
-    /// The number of spans of thread `thread` of [`SpanSource::trace`] (the OTLP export's
-    /// node numbers).
-    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
-    fn span_count(&self, thread: usize) -> usize;
-
-    /// Hands each piece of thread `thread`'s spans to `f`, in order, and stops at the first
-    /// error `f` returns; with `whole_trees`, only pieces without carried or open spans.
-    fn each_piece(
-        &self,
-        thread: usize,
-        whole_trees: bool,
-        f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
-    ) -> io::Result<()>;
-
-    /// Hands each allocation and free of the trace's memory timeline to `f`, in the order of
-    /// [`MemoryTrace::events`](crate::trace::MemoryTrace::events), with the live bytes of its
-    /// process after it ([`MemoryTrace::live_bytes`](crate::trace::MemoryTrace::live_bytes));
-    /// only those of process `process` when given. Stops at the first error `f` returns.
-    fn each_memory_event(
-        &self,
-        process: Option<u32>,
-        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
-    ) -> io::Result<()>;
-
-    /// The processes (indices in the trace's processes) with an allocation or free in its
-    /// memory timeline.
-    fn memory_processes(&self) -> BTreeSet<u32>;
-
-    /// Hands each async call that [`SpanSource::trace`] does not hold (its `async_spans` are
-    /// empty: pieces of captures whose calls are matched as the threads are read again) to
-    /// `f` with its index, in the order `async_spans` would hold them; stops at the first
-    /// error of `f`. Nothing for a trace, whose calls are its own.
-    fn each_streamed_call(
-        &self,
-        f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
-    ) -> io::Result<()>;
-}
-
-impl SpanSource for Trace {
-    fn trace(&self) -> &Trace {
-        self
-    }
-
-    fn span_count(&self, thread: usize) -> usize {
-        self.threads.get(thread).map_or(0, |t| t.spans.len())
-    }
-
-    fn each_piece(
-        &self,
-        thread: usize,
-        _whole_trees: bool,
-        f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
-    ) -> io::Result<()> {
-        let Some(thread) = self.threads.get(thread) else {
-            return Ok(());
-        };
-        f(Piece {
-            base: 0,
-            spans: &thread.spans,
-            memory: &thread.memory,
-            args: &thread.args,
-            carried: &[],
-            open: &[],
-        })
-    }
-
-    fn each_memory_event(
-        &self,
-        process: Option<u32>,
-        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
-    ) -> io::Result<()> {
-        let Some(memory) = &self.memory else {
-            return Ok(());
-        };
-        let live = memory.live_bytes();
-        for (event, &bytes) in memory.events.iter().zip(&live) {
-            if process.is_none_or(|p| p == event.process) {
-                f(event, bytes)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn memory_processes(&self) -> BTreeSet<u32> {
-        self.memory
-            .iter()
-            .flat_map(|m| &m.events)
-            .map(|e| e.process)
-            .collect()
-    }
-
-    fn each_streamed_call(
-        &self,
-        _: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
-    ) -> io::Result<()> {
-        Ok(())
-    }
-}
+pub(crate) use super::source::SpanSource;
 
 /// Captures decoded in pieces: their trace without spans, and each thread's spans decoded
 /// again, piece by piece, when asked for ([`SpanSource::each_piece`]).
@@ -304,6 +200,13 @@ impl SpanSource for Pieces<'_> {
 
     fn span_count(&self, thread: usize) -> usize {
         self.counts.get(thread).copied().unwrap_or(0)
+    }
+
+    fn apart_weight(&self, thread: usize) -> usize {
+        match (self.carries.get(thread), self.sources.get(thread)) {
+            (Some(true), Some(&(_, _, source))) => source.record_bound(),
+            _ => 0,
+        }
     }
 
     fn each_piece(

@@ -30,7 +30,28 @@ pub(crate) fn pieces(
     write: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    pieces_on(apart && cores >= 2, decode, write)
+    pieces_on(apart && cores >= 2 && !ALONE.get(), decode, write)
+}
+
+std::thread_local! {
+    /// Set on the threads of [`alone`]: their pieces are decoded where they are written.
+    static ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f()`, with every thread's pieces that it writes decoded on this thread when `alone` (no
+/// helper thread): for writers that already keep every core busy, each with a thread of its
+/// own.
+pub(crate) fn alone<R>(alone: bool, f: impl FnOnce() -> R) -> R {
+    let before = ALONE.replace(alone);
+    // Put back even if `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALONE.set(self.0);
+        }
+    }
+    let _restore = Restore(before);
+    f()
 }
 
 /// [`pieces`], on a helper thread when `apart` whatever the cores.

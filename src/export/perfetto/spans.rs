@@ -14,27 +14,109 @@ use super::sequence::{Sequence, known};
 use super::writer::Writer;
 use crate::decode::pieces::{Piece, SpanSource};
 use crate::export::lanes::Lanes;
+use crate::export::parts;
 use crate::export::proto::{bytes_field, fixed64_field, int_field};
 use crate::record::callsite::Callsite;
 use crate::trace::{Span, SpanArg, SpanKind, SpanRef, Value};
 
+/// A thread's spans to write: its slices on its own sequence, and those of its lanes of
+/// overlapping scopes on extra tracks.
+pub(super) struct Thread<'t> {
+    pub(super) source: &'t dyn SpanSource,
+    pub(super) index: usize,
+    /// Its track, and the id of its own sequence.
+    pub(super) first: (u64, u32),
+    /// Links by slice.
+    pub(super) links: &'t FxHashMap<SpanRef, SliceLinks>,
+    /// Whether some links are on this thread.
+    pub(super) has_links: bool,
+}
+
+impl Thread<'_> {
+    /// Writes the thread's slices into `out`, with an encoder of its own whose interned names
+    /// start from none, so that its bytes are the same whichever threads were written before
+    /// it, and by whom; `(delta, shortcuts)` as [`Writer::delta`] and [`Writer::shortcuts`].
+    /// Numbers the extra tracks and sequences it needs from `ids` (the next sequence id and
+    /// the next track uuid) and returns where the numbers are then; without `ids` (written
+    /// apart), fails on a thread that needs one.
+    pub(super) fn write<O: Write + ?Sized>(
+        &self,
+        out: &mut O,
+        (delta, shortcuts): (bool, bool),
+        ids: Option<(u32, u64)>,
+    ) -> io::Result<(u32, u64)> {
+        let mut w = Writer::new(out, delta);
+        w.shortcuts = shortcuts;
+        match ids {
+            Some((sequence, uuid)) => (w.next_sequence, w.next_uuid) = (sequence, uuid),
+            None => w.numbering = false,
+        }
+        w.thread_spans(self)?;
+        let ids = (w.next_sequence, w.next_uuid);
+        w.finish()?;
+        Ok(ids)
+    }
+}
+
 impl<'a, W: Write + ?Sized> Writer<'a, W> {
-    /// The slices of thread `index` on its track `track` (and extra tracks for the lanes of
-    /// overlapping scopes), one sequence per track; `links` by slice, `has_links` when some
-    /// are on this thread.
-    pub(super) fn thread_spans(
+    /// The slices of every thread of `source`, in order, large threads written apart
+    /// ([`parts`]) on machines with the cores: thread `index` on the track and sequence
+    /// `firsts[index]`, with `links` by slice, `has_links[index]` when some are on it.
+    pub(super) fn threads(
         &mut self,
         source: &dyn SpanSource,
-        index: usize,
-        track: u64,
+        firsts: &[(u64, u32)],
         links: &FxHashMap<SpanRef, SliceLinks>,
-        has_links: bool,
+        has_links: &[bool],
     ) -> io::Result<()> {
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        let weights: Vec<usize> = (0..firsts.len())
+            .map(|index| source.apart_weight(index))
+            .collect();
+        let how = (self.delta, self.shortcuts);
+        let thread = |index: usize| Thread {
+            source,
+            index,
+            first: firsts[index],
+            links,
+            has_links: has_links[index],
+        };
+        parts::threads(
+            &weights,
+            &|index, part| thread(index).write(part, how, None).map(drop),
+            &mut |index, part| match part {
+                Some((part, ())) => part.copy_to(self.out),
+                None => {
+                    let ids = (self.next_sequence, self.next_uuid);
+                    (self.next_sequence, self.next_uuid) =
+                        thread(index).write(self.out, how, Some(ids))?;
+                    Ok(())
+                }
+            },
+        )
+    }
+
+    /// The slices of `thread` on its track (and extra tracks for the lanes of overlapping
+    /// scopes), one sequence per track.
+    fn thread_spans(&mut self, thread: &Thread<'_>) -> io::Result<()> {
+        let Thread {
+            source,
+            index,
+            first: (track, first),
+            links,
+            has_links,
+        } = *thread;
         let name = source.trace().threads[index].display_name();
-        let mut sequences = vec![self.sequence(track)];
+        let mut sequences = vec![Sequence::new(first, track)];
         source.each_piece(index, false, &mut |piece| {
             let lanes = Lanes::assign(piece.spans);
             for lane in sequences.len() as u32..lanes.count() {
+                if !self.numbering {
+                    return Err(io::Error::other(
+                        "a thread's extra track is numbered in its turn",
+                    ));
+                }
                 let name = format!("{name} (overlapping scopes {lane})");
                 let lane_track = self.named_track(track, &name, None)?;
                 sequences.push(self.sequence(lane_track));

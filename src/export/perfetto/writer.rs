@@ -43,8 +43,10 @@ pub(super) struct Writer<'a, W: Write + ?Sized> {
     /// Plain slice begins and ends are written by [`Writer::short_packet`] (`false` only in
     /// the tests that compare its bytes with the general path's).
     pub(super) shortcuts: bool,
-    next_sequence: u32,
-    next_uuid: u64,
+    pub(super) next_sequence: u32,
+    pub(super) next_uuid: u64,
+    /// Whether it numbers new tracks and sequences (not when it writes a thread apart).
+    pub(super) numbering: bool,
     /// Times as deltas on each sequence's incremental clock, tracks from its defaults.
     pub(super) delta: bool,
 }
@@ -66,6 +68,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             shortcuts: true,
             next_sequence: DESCRIPTOR_SEQUENCE + 1,
             next_uuid: 1,
+            numbering: true,
             delta,
         }
     }
@@ -111,8 +114,11 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                 *has = true;
             }
         }
+        // Every thread's track and first sequence, numbered in order before any is written: a
+        // thread written apart ([`parts`]) numbers nothing.
         let mut thread_tracks: FxHashMap<(u32, u64), u64> = FxHashMap::default();
-        for (index, thread) in trace.threads.iter().enumerate() {
+        let mut firsts = Vec::with_capacity(trace.threads.len());
+        for thread in &trace.threads {
             let key = (thread.process, thread.id);
             let track = match thread_tracks.get(&key) {
                 Some(&track) => track,
@@ -127,8 +133,9 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
                     track
                 }
             };
-            self.thread_spans(source, index, track, &links, flow_threads[index])?;
+            firsts.push((track, self.sequence(track).id));
         }
+        self.threads(source, &firsts, &links, &flow_threads)?;
         let mut lanes = CallLanes::default();
         self.async_calls(&trace.async_spans, &process_tracks, &mut lanes)?;
         // Of pieces, the calls matched as the threads are read again, in the order they began.
@@ -251,26 +258,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
     pub(super) fn sequence(&mut self, track: u64) -> Sequence {
         let id = self.next_sequence;
         self.next_sequence = self.next_sequence.saturating_add(1);
-        let mut tail = [0; TAIL];
-        let mut tail_len = 0;
-        put_varint(&mut tail, &mut tail_len, u64::from(PACKET_SEQUENCE_ID) << 3);
-        put_varint(&mut tail, &mut tail_len, u64::from(id));
-        put_varint(
-            &mut tail,
-            &mut tail_len,
-            u64::from(PACKET_SEQUENCE_FLAGS) << 3,
-        );
-        put_varint(&mut tail, &mut tail_len, SEQ_NEEDS_INCREMENTAL_STATE);
-        Sequence {
-            id,
-            track,
-            last_ns: None,
-            names: Vec::new(),
-            categories: Vec::new(),
-            annotations: Vec::new(),
-            tail,
-            tail_len,
-        }
+        Sequence::new(id, track)
     }
 
     /// The first packet of `seq`: clears its incremental state, sets its defaults (its track,
@@ -335,6 +323,32 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         self.out.write_all(&self.buf)?;
         self.buf.clear();
         Ok(())
+    }
+}
+
+impl Sequence {
+    /// Sequence `id`, whose events go to `track`, before its first packet.
+    pub(super) fn new(id: u32, track: u64) -> Self {
+        let mut tail = [0; TAIL];
+        let mut tail_len = 0;
+        put_varint(&mut tail, &mut tail_len, u64::from(PACKET_SEQUENCE_ID) << 3);
+        put_varint(&mut tail, &mut tail_len, u64::from(id));
+        put_varint(
+            &mut tail,
+            &mut tail_len,
+            u64::from(PACKET_SEQUENCE_FLAGS) << 3,
+        );
+        put_varint(&mut tail, &mut tail_len, SEQ_NEEDS_INCREMENTAL_STATE);
+        Sequence {
+            id,
+            track,
+            last_ns: None,
+            names: Vec::new(),
+            categories: Vec::new(),
+            annotations: Vec::new(),
+            tail,
+            tail_len,
+        }
     }
 }
 

@@ -12,13 +12,31 @@ use crate::export::lanes::Lanes;
 use crate::trace::{Span, SpanArg, SpanKind, SpanRef, Trace};
 
 impl Writer<'_> {
-    /// The tracks and slices of thread `index`, noting in `flow_slices` where the slices that
-    /// took part in a link went.
-    pub(super) fn thread(
+    /// The `thread_name` and `thread_sort_index` metadata of thread `index`'s track, unless
+    /// an earlier thread of its process and id wrote them.
+    pub(super) fn thread_metadata_once(
+        &mut self,
+        trace: &Trace,
+        index: usize,
+        tracks: &mut Tracks,
+    ) -> io::Result<()> {
+        let thread = &trace.threads[index];
+        if self.named.insert((thread.process, thread.id)) {
+            let pid = self.pid(thread.process);
+            self.thread_metadata(pid, thread.id, &thread.display_name(), tracks.sort_index)?;
+            tracks.sort_index += 1;
+        }
+        Ok(())
+    }
+
+    /// The slices of thread `index`, noting in `flow_slices` where the slices that took part
+    /// in a link went; its extra tracks (lanes of overlapping scopes) numbered from `tracks`,
+    /// or an error where they are not given (a thread written apart, before its turn).
+    pub(super) fn spans(
         &mut self,
         source: &dyn SpanSource,
         index: usize,
-        tracks: &mut Tracks,
+        mut tracks: Option<&mut Tracks>,
         flow_slices: &mut FxHashMap<SpanRef, Slice>,
     ) -> io::Result<()> {
         let trace = source.trace();
@@ -32,16 +50,17 @@ impl Writer<'_> {
             ops_before: self.events,
         };
         lanes.heads.push(lanes.head(thread.id));
-        if self.named.insert((thread.process, thread.id)) {
-            self.thread_metadata(lanes.pid, thread.id, &lanes.name, tracks.sort_index)?;
-            tracks.sort_index += 1;
-        }
         // The prefixes of this thread's events name its own tracks.
         for prefix in &mut self.prefixes {
             prefix.key = None;
         }
         source.each_piece(index, false, &mut |piece| {
-            self.piece(piece, index, (&mut lanes, tracks), flow_slices)
+            self.piece(
+                piece,
+                index,
+                (&mut lanes, tracks.as_deref_mut()),
+                flow_slices,
+            )
         })
     }
 
@@ -51,12 +70,17 @@ impl Writer<'_> {
         &mut self,
         piece: Piece<'_>,
         index: usize,
-        (thread, tracks): (&mut ThreadLanes, &mut Tracks),
+        (thread, mut tracks): (&mut ThreadLanes, Option<&mut Tracks>),
         flow_slices: &mut FxHashMap<SpanRef, Slice>,
     ) -> io::Result<()> {
         let spans = piece.spans;
         let lanes = Lanes::assign(spans);
         for lane in thread.tids.len() as u32..lanes.count() {
+            let Some(tracks) = tracks.as_deref_mut() else {
+                return Err(io::Error::other(
+                    "a thread's extra track is numbered in its turn",
+                ));
+            };
             let tid = tracks.next_tid;
             tracks.next_tid = tracks.next_tid.saturating_add(1);
             let lane_name = format!("{} (overlapping scopes {lane})", thread.name);

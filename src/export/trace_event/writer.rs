@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use super::dialect::{Dialect, Placed};
 use crate::decode::pieces::{Pieces, SpanSource};
 use crate::export::json;
+use crate::export::parts;
 use crate::record::callsite::Callsite;
 use crate::trace::{Compensation, Number, Process, SpanRef, Trace};
 
@@ -41,19 +42,8 @@ pub(crate) fn write_from(
     dialect: &Dialect,
 ) -> io::Result<()> {
     let trace = source.trace();
-    let mut w = Writer {
-        out,
-        buf: Vec::with_capacity(BLOCK + 512),
-        names: FxHashMap::default(),
-        pids: pids(&trace.processes),
-        named: FxHashSet::default(),
-        prefixes: std::iter::repeat_with(Prefix::default)
-            .take(PREFIXES)
-            .collect(),
-        dialect,
-        events: 0,
-        link_args: link_args(trace),
-    };
+    let (pids, link_args) = (pids(&trace.processes), link_args(trace));
+    let mut w = Writer::new(out, dialect, &pids, &link_args);
     w.header(trace)?;
     // Tracks for the lanes of overlapping scopes are numbered after the largest thread id.
     let mut tracks = Tracks {
@@ -68,9 +58,35 @@ pub(crate) fn write_from(
     };
     // Where the slices that took part in a link went: track and times as written.
     let mut flow_slices: FxHashMap<SpanRef, Slice> = FxHashMap::default();
-    for index in 0..trace.threads.len() {
-        w.thread(source, index, &mut tracks, &mut flow_slices)?;
-    }
+    // Kineto's event numbers go on from the thread before: those threads are written in turn.
+    let weights: Vec<usize> = (0..trace.threads.len())
+        .map(|index| match dialect.op_ids {
+            true => 0,
+            false => source.apart_weight(index),
+        })
+        .collect();
+    parts::threads(
+        &weights,
+        &|index, part| {
+            let mut apart = Writer::new(part, dialect, &pids, &link_args);
+            let mut flow_slices = FxHashMap::default();
+            apart.spans(source, index, None, &mut flow_slices)?;
+            apart.out.write_all(&apart.buf)?;
+            Ok(flow_slices)
+        },
+        &mut |index, part| {
+            w.thread_metadata_once(trace, index, &mut tracks)?;
+            match part {
+                Some((part, slices)) => {
+                    w.out.write_all(&w.buf)?;
+                    w.buf.clear();
+                    flow_slices.extend(slices);
+                    part.copy_to(w.out)
+                }
+                None => w.spans(source, index, Some(&mut tracks), &mut flow_slices),
+            }
+        },
+    )?;
     w.flows(trace, &flow_slices)?;
     if dialect.async_spans {
         for (id, call) in trace.async_spans.iter().enumerate() {
@@ -169,13 +185,13 @@ pub(super) struct Prefix {
 }
 
 pub(super) struct Writer<'a> {
-    out: &'a mut dyn Write,
+    pub(super) out: &'a mut dyn Write,
     /// Events are formatted here by hand (no `fmt` machinery) and flushed in 64 KiB blocks.
     pub(super) buf: Vec<u8>,
     /// Each name escaped once per trace.
     names: FxHashMap<*const Callsite, Vec<u8>>,
     /// The `pid` of each process ([`pids`]).
-    pids: Vec<u32>,
+    pids: &'a [u32],
     /// The threads (process and id) whose metadata is written: a thread that two sessions of
     /// one process recorded is one track.
     pub(super) named: FxHashSet<(u32, u64)>,
@@ -186,7 +202,31 @@ pub(super) struct Writer<'a> {
     /// Complete events written, for Kineto's ids.
     pub(super) events: u64,
     /// Args of the slices that took part in a link, rendered.
-    pub(super) link_args: FxHashMap<SpanRef, Vec<u8>>,
+    pub(super) link_args: &'a FxHashMap<SpanRef, Vec<u8>>,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer into `out`, of nothing yet.
+    fn new(
+        out: &'a mut dyn Write,
+        dialect: &'a Dialect,
+        pids: &'a [u32],
+        link_args: &'a FxHashMap<SpanRef, Vec<u8>>,
+    ) -> Self {
+        Writer {
+            out,
+            buf: Vec::with_capacity(BLOCK + 512),
+            names: FxHashMap::default(),
+            pids,
+            named: FxHashSet::default(),
+            prefixes: std::iter::repeat_with(Prefix::default)
+                .take(PREFIXES)
+                .collect(),
+            dialect,
+            events: 0,
+            link_args,
+        }
+    }
 }
 
 /// The callsite's name as a JSON string.

@@ -1,0 +1,123 @@
+//! Where an export gets a trace and each thread's spans ([`SpanSource`]): a decoded
+//! [`Trace`], or [`Pieces`](super::pieces::Pieces) decoded as they are written.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use crate::trace::{AsyncSpan, MemoryEvent, Trace};
+
+use super::piece::Piece;
+
+/// Where an export gets a trace and each thread's spans: a decoded [`Trace`] (each thread one
+/// piece) or [`Pieces`](super::pieces::Pieces) (spans decoded as they are written). Shared by
+/// the threads that write a trace's threads apart ([`SpanSource::apart_weight`]).
+pub(crate) trait SpanSource: Sync {
+    /// The trace; with [`Pieces`](super::pieces::Pieces), its threads hold no spans.
+    fn trace(&self) -> &Trace;
+
+    /// The number of spans of thread `thread` of [`SpanSource::trace`] (the OTLP export's
+    /// node numbers).
+    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+    fn span_count(&self, thread: usize) -> usize;
+
+    /// How much work reading thread `thread`'s pieces again takes (records, or spans of a
+    /// decoded trace), for the exports that write large threads apart, on other cores, while
+    /// earlier threads are written; 0 for a thread better written in its turn (its scopes do
+    /// not all nest, so its extra tracks are numbered then).
+    fn apart_weight(&self, thread: usize) -> usize {
+        self.span_count(thread)
+    }
+
+    /// Hands each piece of thread `thread`'s spans to `f`, in order, and stops at the first
+    /// error `f` returns; with `whole_trees`, only pieces without carried or open spans.
+    fn each_piece(
+        &self,
+        thread: usize,
+        whole_trees: bool,
+        f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+    ) -> io::Result<()>;
+
+    /// Hands each allocation and free of the trace's memory timeline to `f`, in the order of
+    /// [`MemoryTrace::events`](crate::trace::MemoryTrace::events), with the live bytes of its
+    /// process after it ([`MemoryTrace::live_bytes`](crate::trace::MemoryTrace::live_bytes));
+    /// only those of process `process` when given. Stops at the first error `f` returns.
+    fn each_memory_event(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()>;
+
+    /// The processes (indices in the trace's processes) with an allocation or free in its
+    /// memory timeline.
+    fn memory_processes(&self) -> BTreeSet<u32>;
+
+    /// Hands each async call that [`SpanSource::trace`] does not hold (its `async_spans` are
+    /// empty: pieces of captures whose calls are matched as the threads are read again) to
+    /// `f` with its index, in the order `async_spans` would hold them; stops at the first
+    /// error of `f`. Nothing for a trace, whose calls are its own.
+    fn each_streamed_call(
+        &self,
+        f: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()>;
+}
+
+impl SpanSource for Trace {
+    fn trace(&self) -> &Trace {
+        self
+    }
+
+    fn span_count(&self, thread: usize) -> usize {
+        self.threads.get(thread).map_or(0, |t| t.spans.len())
+    }
+
+    fn each_piece(
+        &self,
+        thread: usize,
+        _whole_trees: bool,
+        f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let Some(thread) = self.threads.get(thread) else {
+            return Ok(());
+        };
+        f(Piece {
+            base: 0,
+            spans: &thread.spans,
+            memory: &thread.memory,
+            args: &thread.args,
+            carried: &[],
+            open: &[],
+        })
+    }
+
+    fn each_memory_event(
+        &self,
+        process: Option<u32>,
+        f: &mut dyn FnMut(&MemoryEvent, u64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let Some(memory) = &self.memory else {
+            return Ok(());
+        };
+        let live = memory.live_bytes();
+        for (event, &bytes) in memory.events.iter().zip(&live) {
+            if process.is_none_or(|p| p == event.process) {
+                f(event, bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_processes(&self) -> BTreeSet<u32> {
+        self.memory
+            .iter()
+            .flat_map(|m| &m.events)
+            .map(|e| e.process)
+            .collect()
+    }
+
+    fn each_streamed_call(
+        &self,
+        _: &mut dyn FnMut(usize, &AsyncSpan) -> io::Result<()>,
+    ) -> io::Result<()> {
+        Ok(())
+    }
+}

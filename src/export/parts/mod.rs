@@ -1,0 +1,484 @@
+//! Writing a trace's large threads apart: while one thread is written out in its turn,
+//! threads after it are written by other cores into parts of their own ([`Part`]: bytes in
+//! memory, then a temporary file once the parts hold [`MEMORY`]), which are copied out,
+//! in order, when their turn comes. A trace is the same bytes however many cores wrote it.
+//!
+//! A thread's turn writes it itself when no core has taken it yet (its bytes go straight
+//! out), and so does a thread whose part could not be written apart (a writer apart numbers
+//! no tracks, so a thread that needs an extra track is written in its turn, as are threads
+//! too small to be worth it). The cores take threads in order, at most twice their number
+//! ahead of the turn, so that the parts waiting stay few.
+//!
+//! A thread written in its turn already takes two cores (one decodes its pieces while the
+//! other writes them: `decode::pipeline`), and so does each thread written apart: a machine
+//! of N cores writes up to N / 2 threads at once, each on two, and one of two cores writes
+//! its threads in turn alone (copying parts would cost more than the cores save).
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::decode::pipeline;
+use crate::record::registry::Untracked;
+
+/// Below this weight ([`SpanSource::apart_weight`](crate::decode::pieces::SpanSource::apart_weight)),
+/// a thread is written in its turn: another core would cost more than it saves.
+pub(crate) const APART_FROM: usize = pipeline::PIPELINE_FROM;
+
+/// The bytes that the parts written ahead keep in memory, all together; the rest of a part
+/// goes to a temporary file.
+const MEMORY: usize = 256 << 20;
+
+/// Tests' settings ([`set_apart`]): the threads written at once (0: half the machine's cores)
+/// and the bytes of [`MEMORY`] (0: the default).
+static WORKERS: AtomicUsize = AtomicUsize::new(0);
+static MEMORY_SET: AtomicUsize = AtomicUsize::new(0);
+
+/// Writes `workers` threads at once (0: one per two cores of the machine), with `memory`
+/// bytes of parts in memory (0: the default), for tests that show the bytes written are the
+/// same whatever writes them. The bytes written do not depend on either.
+#[cfg(test)]
+pub(crate) fn set_apart(workers: usize, memory: usize) {
+    WORKERS.store(workers, Ordering::Relaxed);
+    MEMORY_SET.store(memory, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Parts copied out by the turns of this thread.
+    static WRITTEN_APART: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The parts that the turns on this thread copied out so far.
+#[cfg(test)]
+pub(crate) fn written_apart() -> usize {
+    WRITTEN_APART.get()
+}
+
+/// The blocks of the parts in memory, reused from part to part, no more than the budget's
+/// worth at once.
+struct Pool {
+    free: Mutex<Vec<Vec<u8>>>,
+    /// Bytes of blocks handed out.
+    used: AtomicUsize,
+    budget: usize,
+}
+
+/// The bytes of a block of a part in memory.
+const BLOCK: usize = 1 << 20;
+
+impl Pool {
+    fn new(budget: usize) -> Self {
+        Self {
+            free: Mutex::new(Vec::new()),
+            used: AtomicUsize::new(0),
+            budget,
+        }
+    }
+
+    /// An empty block, unless the budget is spent.
+    fn block(&self) -> Option<Vec<u8>> {
+        if self.used.fetch_add(BLOCK, Ordering::Relaxed) + BLOCK > self.budget {
+            self.used.fetch_sub(BLOCK, Ordering::Relaxed);
+            return None;
+        }
+        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        Some(reused.unwrap_or_else(|| Vec::with_capacity(BLOCK)))
+    }
+
+    fn give_back(&self, mut block: Vec<u8>) {
+        block.clear();
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(block);
+        self.used.fetch_sub(BLOCK, Ordering::Relaxed);
+    }
+}
+
+/// A thread's bytes written ahead of its turn: in blocks of memory while the budget lasts,
+/// the rest in a temporary file.
+pub(crate) struct Part<'s> {
+    blocks: Vec<Vec<u8>>,
+    spill: Option<Spill>,
+    pool: &'s Pool,
+    /// Set once the trace's writer stopped: writes fail from then on.
+    stop: &'s AtomicBool,
+}
+
+impl<'s> Part<'s> {
+    fn new(pool: &'s Pool, stop: &'s AtomicBool) -> Self {
+        Self {
+            blocks: Vec::new(),
+            spill: None,
+            pool,
+            stop,
+        }
+    }
+
+    /// The part's bytes, written to `out`.
+    pub(crate) fn copy_to<O: Write + ?Sized>(mut self, out: &mut O) -> io::Result<()> {
+        for block in std::mem::take(&mut self.blocks) {
+            let written = out.write_all(&block);
+            self.pool.give_back(block);
+            written?;
+        }
+        let Some(spill) = &mut self.spill else {
+            return Ok(());
+        };
+        let file = spill.file.as_mut().expect("open until dropped");
+        file.seek(SeekFrom::Start(0))?;
+        let mut buf = vec![0; BLOCK];
+        let mut read = 0u64;
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            read += n as u64;
+            out.write_all(&buf[..n])?;
+        }
+        if read != spill.written {
+            return Err(io::Error::other(format!(
+                "a thread's part in a temporary file was cut: {read} of its {} bytes read back",
+                spill.written
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Part<'_> {
+    fn drop(&mut self) {
+        for block in self.blocks.drain(..) {
+            self.pool.give_back(block);
+        }
+    }
+}
+
+impl Write for Part<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("the trace's writer stopped"));
+        }
+        let mut rest = buf;
+        while self.spill.is_none() && !rest.is_empty() {
+            match self.blocks.last_mut() {
+                Some(last) if last.len() < BLOCK => {
+                    let n = (BLOCK - last.len()).min(rest.len());
+                    last.extend_from_slice(&rest[..n]);
+                    rest = &rest[n..];
+                }
+                _ => match self.pool.block() {
+                    Some(block) => self.blocks.push(block),
+                    None => self.spill = Some(Spill::create()?),
+                },
+            }
+        }
+        if let Some(spill) = &mut self.spill
+            && !rest.is_empty()
+        {
+            spill
+                .file
+                .as_mut()
+                .expect("open until dropped")
+                .write_all(rest)?;
+            spill.written += rest.len() as u64;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A temporary file (removed once open where the system allows, else when dropped).
+struct Spill {
+    file: Option<File>,
+    written: u64,
+    #[cfg_attr(unix, allow(dead_code))]
+    path: PathBuf,
+}
+
+impl Spill {
+    fn create() -> io::Result<Self> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let mut tries = 0;
+        loop {
+            let path = std::env::temp_dir().join(format!(
+                "tickscope-{}-{}.part",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(file) => {
+                    #[cfg(unix)]
+                    let _ = std::fs::remove_file(&path);
+                    return Ok(Self {
+                        file: Some(file),
+                        written: 0,
+                        path,
+                    });
+                }
+                // Left by an earlier process of this id.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        drop(self.file.take());
+        #[cfg(not(unix))]
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Writes thread `index` apart into a part, and returns what goes with the part to its turn.
+type Apart<'f, T> = dyn Fn(usize, &mut Part<'_>) -> io::Result<T> + Sync + 'f;
+
+/// Thread `index`'s turn, with its part and what went with it when it was written apart.
+type Turn<'f, T> = dyn FnMut(usize, Option<(Part<'_>, T)>) -> io::Result<()> + 'f;
+
+/// Where a thread is.
+enum Slot<'s, T> {
+    /// Nobody writes it yet.
+    Free,
+    /// Written apart now.
+    Claimed,
+    /// Written apart, waiting for its turn.
+    Written(Part<'s>, T),
+    /// Could not be written apart: its turn writes it.
+    Failed,
+    /// Its turn came.
+    Taken,
+}
+
+struct State<'s, T> {
+    slots: Vec<Slot<'s, T>>,
+    /// The thread whose turn it is.
+    turn: usize,
+    /// The threads to write apart that nobody took yet.
+    free: usize,
+    stop: bool,
+    /// A panic of a core writing apart, raised once all have stopped.
+    panic: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// Writes threads `0..weights.len()` in order: `turn(index, part)` for each, with its part
+/// when another core wrote it apart (`apart(index, part)`, into `part`, and what it
+/// returned), `None` when the turn is to write it itself. A thread is written apart when its
+/// weight is [`APART_FROM`] or more and the machine has the cores; `apart` may fail (its
+/// thread is then written in its turn). Stops at the first error of `turn` and returns it.
+pub(crate) fn threads<T: Send>(
+    weights: &[usize],
+    apart: &Apart<'_, T>,
+    turn: &mut Turn<'_, T>,
+) -> io::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // A thread written in its turn takes two cores already: one decodes its pieces while
+    // the other writes them (`pipeline`); so does each thread written apart, where the
+    // machine has the cores.
+    let workers = match WORKERS.load(Ordering::Relaxed) {
+        0 => cores / 2,
+        set => set,
+    };
+    let memory = match MEMORY_SET.load(Ordering::Relaxed) {
+        0 => MEMORY,
+        set => set,
+    };
+    let large = weights.iter().filter(|&&w| w >= APART_FROM).count();
+    threads_on(workers.min(large), cores, memory, weights, apart, turn)
+}
+
+/// [`threads`] on `workers` cores (this thread one of them) of the machine's `cores`.
+fn threads_on<T: Send>(
+    workers: usize,
+    cores: usize,
+    memory: usize,
+    weights: &[usize],
+    apart: &Apart<'_, T>,
+    turn: &mut Turn<'_, T>,
+) -> io::Result<()> {
+    if workers < 2 {
+        return (0..weights.len()).try_for_each(|index| turn(index, None));
+    }
+    // Each core writes a thread; one that also decoded on a helper thread would take a
+    // second core.
+    let alone = cores < 2 * workers;
+    let ahead = 2 * workers;
+    let pool = Pool::new(memory);
+    let stop = AtomicBool::new(false);
+    let shared = Shared {
+        state: Mutex::new(State {
+            slots: weights.iter().map(|_| Slot::Free).collect(),
+            turn: 0,
+            free: weights.iter().filter(|&&w| w >= APART_FROM).count(),
+            stop: false,
+            panic: None,
+        }),
+        changed: Condvar::new(),
+        weights,
+        ahead,
+        pool: &pool,
+        stop: &stop,
+    };
+    let written = std::thread::scope(|s| {
+        for _ in 1..workers {
+            s.spawn(|| {
+                let _untracked = Untracked::enter();
+                pipeline::alone(alone, || shared.work(apart));
+            });
+        }
+        // Whatever ends the turns (an error, a panic), the cores stop.
+        let _stop = StopOnDrop(&shared);
+        pipeline::alone(alone, || shared.turns(apart, turn))
+    });
+    if let Some(panic) = shared.lock().panic.take() {
+        resume_unwind(panic);
+    }
+    written
+}
+
+struct Shared<'s, 'w, T> {
+    state: Mutex<State<'s, T>>,
+    changed: Condvar,
+    weights: &'w [usize],
+    /// How far past the turn threads are taken.
+    ahead: usize,
+    pool: &'s Pool,
+    stop: &'s AtomicBool,
+}
+
+/// Stops every core when dropped.
+struct StopOnDrop<'a, 's, 'w, T>(&'a Shared<'s, 'w, T>);
+
+impl<T> Drop for StopOnDrop<'_, '_, '_, T> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+        self.0.lock().stop = true;
+        self.0.changed.notify_all();
+    }
+}
+
+impl<'s, T> Shared<'s, '_, T> {
+    fn lock(&self) -> MutexGuard<'_, State<'s, T>> {
+        // A core that panicked holds no lock while it writes: the state is whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<'s, T: Send> Shared<'s, '_, T> {
+    /// The first thread to write apart that nobody took, from the turn on, taken.
+    fn take(&self, state: &mut State<'s, T>) -> Option<usize> {
+        let end = (state.turn + self.ahead).min(state.slots.len());
+        let index = (state.turn..end)
+            .find(|&i| self.weights[i] >= APART_FROM && matches!(state.slots[i], Slot::Free))?;
+        state.slots[index] = Slot::Claimed;
+        state.free -= 1;
+        Some(index)
+    }
+
+    /// Thread `index` written apart, and its slot set.
+    fn write(&self, index: usize, apart: &Apart<'_, T>) {
+        let mut part = Part::new(self.pool, self.stop);
+        let written = catch_unwind(AssertUnwindSafe(|| apart(index, &mut part)));
+        let mut state = self.lock();
+        state.slots[index] = match written {
+            Ok(Ok(value)) => Slot::Written(part, value),
+            // Its turn writes it, and meets the error again if it was not this core's.
+            Ok(Err(_)) => Slot::Failed,
+            Err(panic) => {
+                state.panic.get_or_insert(panic);
+                state.stop = true;
+                self.stop.store(true, Ordering::Relaxed);
+                Slot::Failed
+            }
+        };
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// A core's work: threads written apart until none is left or the writer stopped.
+    fn work(&self, apart: &Apart<'_, T>) {
+        let mut state = self.lock();
+        loop {
+            if state.stop || state.free == 0 {
+                return;
+            }
+            match self.take(&mut state) {
+                Some(index) => {
+                    drop(state);
+                    self.write(index, apart);
+                    state = self.lock();
+                }
+                None => {
+                    state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+        }
+    }
+
+    /// Each thread's turn, in order; while a thread's turn waits for its part, this core
+    /// writes a later one apart.
+    fn turns(&self, apart: &Apart<'_, T>, turn: &mut Turn<'_, T>) -> io::Result<()> {
+        for index in 0..self.weights.len() {
+            let mut state = self.lock();
+            state.turn = index;
+            self.changed.notify_all();
+            let part = loop {
+                if let Some(panic) = state.panic.take() {
+                    resume_unwind(panic);
+                }
+                match std::mem::replace(&mut state.slots[index], Slot::Taken) {
+                    Slot::Written(part, value) => {
+                        #[cfg(test)]
+                        WRITTEN_APART.set(WRITTEN_APART.get() + 1);
+                        break Some((part, value));
+                    }
+                    Slot::Free => {
+                        if self.weights[index] >= APART_FROM {
+                            state.free -= 1;
+                        }
+                        break None;
+                    }
+                    Slot::Failed | Slot::Taken => break None,
+                    Slot::Claimed => {
+                        state.slots[index] = Slot::Claimed;
+                        match self.take(&mut state) {
+                            Some(later) => {
+                                drop(state);
+                                self.write(later, apart);
+                                state = self.lock();
+                            }
+                            None => {
+                                state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                            }
+                        }
+                    }
+                }
+            };
+            drop(state);
+            turn(index, part)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod traces_tests;

@@ -1,0 +1,153 @@
+//! The scheduling of [`threads`](super::threads) and its parts' memory.
+
+use super::*;
+
+/// Thread `index`'s bytes: `len` of them, from its number.
+fn bytes(index: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (index * 31 + i) as u8).collect()
+}
+
+/// The bytes of threads of `lens` written by `workers` cores with `memory` bytes of parts;
+/// threads whose index is in `fail` fail apart; how many were written apart.
+fn run(workers: usize, memory: usize, lens: &[usize], fail: &[usize]) -> (Vec<u8>, usize) {
+    let weights: Vec<usize> = lens.iter().map(|&l| l.max(APART_FROM)).collect();
+    let apart = |index: usize, part: &mut Part<'_>| -> io::Result<usize> {
+        if fail.contains(&index) {
+            part.write_all(&bytes(index, lens[index] / 2))?;
+            return Err(io::Error::other("an extra track"));
+        }
+        // In blocks, as the writers flush.
+        for block in bytes(index, lens[index]).chunks(1000) {
+            part.write_all(block)?;
+        }
+        Ok(index)
+    };
+    let mut out = Vec::new();
+    let mut parts = 0;
+    threads_on(
+        workers,
+        workers,
+        memory,
+        &weights,
+        &apart,
+        &mut |index, part| match part {
+            Some((part, value)) => {
+                assert_eq!(value, index);
+                parts += 1;
+                part.copy_to(&mut out)
+            }
+            None => {
+                out.extend_from_slice(&bytes(index, lens[index]));
+                Ok(())
+            }
+        },
+    )
+    .unwrap();
+    (out, parts)
+}
+
+#[test]
+fn threads_come_out_in_order_whatever_writes_them() {
+    let lens: Vec<usize> = (0..23).map(|i| (i * 7919) % 50_000 + 1).collect();
+    let expected: Vec<u8> = (0..lens.len()).flat_map(|i| bytes(i, lens[i])).collect();
+    let fail = [3, 4, 17];
+    for workers in [1, 2, 3, 4, 8] {
+        // In memory, in memory and temporary files, and in temporary files alone.
+        for memory in [MEMORY, 3 * BLOCK, 0] {
+            let (out, parts) = run(workers, memory, &lens, &fail);
+            assert!(out == expected, "{workers} cores, {memory} bytes");
+            if workers == 1 {
+                assert_eq!(parts, 0);
+            }
+        }
+    }
+    // Two cores write a thread apart at least once in ten tries of 23 threads (most of
+    // them while the turn writes one), and never the ones that fail.
+    let apart = (0..10).map(|_| run(2, BLOCK, &lens, &fail).1).max();
+    assert!(apart.unwrap() > 0);
+    assert_eq!(run(1, MEMORY, &[], &[]), (Vec::new(), 0));
+}
+
+#[test]
+fn parts_keep_to_their_memory_and_the_rest_goes_to_a_file() {
+    let pool = Pool::new(3 * BLOCK);
+    let stop = AtomicBool::new(false);
+    let (one, two) = (bytes(1, 2 * BLOCK + 5), bytes(2, 2 * BLOCK));
+    let (mut a, mut b) = (Part::new(&pool, &stop), Part::new(&pool, &stop));
+    a.write_all(&one).unwrap();
+    b.write_all(&two[..10]).unwrap();
+    b.write_all(&two[10..]).unwrap();
+    // `a` took the three blocks; `b` none, its bytes are in a file.
+    assert_eq!((a.blocks.len(), b.blocks.len()), (3, 0));
+    assert_eq!(b.spill.as_ref().map(|s| s.written), Some(2 * BLOCK as u64));
+    assert_eq!(pool.used.load(Ordering::Relaxed), 3 * BLOCK);
+    let mut out = Vec::new();
+    a.copy_to(&mut out).unwrap();
+    assert!(out == one);
+    // Given back, and taken again by the next part.
+    assert_eq!(pool.used.load(Ordering::Relaxed), 0);
+    let mut c = Part::new(&pool, &stop);
+    c.write_all(&[7; 10]).unwrap();
+    assert_eq!(pool.free.lock().unwrap().len(), 2);
+    out.clear();
+    b.copy_to(&mut out).unwrap();
+    assert!(out == two);
+    // Once the writer stopped, a part takes nothing more.
+    stop.store(true, Ordering::Relaxed);
+    assert!(c.write_all(&[7]).is_err());
+    drop(c);
+    assert_eq!(pool.used.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn an_error_of_a_turn_stops_every_core() {
+    let weights = vec![APART_FROM; 64];
+    let apart = |index: usize, part: &mut Part<'_>| -> io::Result<()> {
+        part.write_all(&[0; 1000])?;
+        // The threads after the failing turn write until its error stops them.
+        if index > 2 {
+            loop {
+                part.write_all(&[0; 1000])?;
+            }
+        }
+        Ok(())
+    };
+    let mut turns = 0;
+    let error = threads_on(4, 4, 4000, &weights, &apart, &mut |index, _| {
+        turns += 1;
+        match index {
+            2 => Err(io::Error::other("disk full")),
+            _ => Ok(()),
+        }
+    })
+    .unwrap_err();
+    assert_eq!(error.to_string(), "disk full");
+    assert_eq!(turns, 3);
+}
+
+#[test]
+fn a_panic_apart_is_raised_by_the_turns() {
+    let weights = vec![APART_FROM; 8];
+    let apart = |index: usize, _: &mut Part<'_>| -> io::Result<()> {
+        assert_ne!(index, 5, "thread 5");
+        Ok(())
+    };
+    let panic = catch_unwind(AssertUnwindSafe(|| {
+        threads_on(3, 3, MEMORY, &weights, &apart, &mut |index, part| {
+            // Its turn writes 5 itself when no core took it: the same panic.
+            if part.is_none() {
+                apart(
+                    index,
+                    &mut Part::new(&Pool::new(0), &AtomicBool::new(false)),
+                )?;
+            }
+            Ok(())
+        })
+    }))
+    .unwrap_err();
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .unwrap_or_default();
+    assert!(message.contains("thread 5"), "{message}");
+}
