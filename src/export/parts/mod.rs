@@ -3,16 +3,18 @@
 //! memory, then a temporary file once the parts hold [`MEMORY`]), which are copied out,
 //! in order, when their turn comes. A trace is the same bytes however many cores wrote it.
 //!
-//! A thread's turn writes it itself when no core has taken it yet (its bytes go straight
-//! out), and so does a thread whose part could not be written apart (a writer apart numbers
-//! no tracks, so a thread that needs an extra track is written in its turn, as are threads
-//! too small to be worth it). The cores take threads in order, at most twice their number
-//! ahead of the turn, so that the parts waiting stay few.
+//! Helper threads (the cores) take the large threads in order, at most twice their number
+//! ahead of the turn, so that the parts waiting stay few; the calling thread writes the
+//! turns: a part once it is written, or the thread itself where no core took it (its bytes
+//! go straight out). So does a thread whose part could not be written: a writer apart
+//! numbers no tracks, so a thread that needs an extra track is written in its turn, as are
+//! threads too small to be worth it, and after a temporary file could not be written, every
+//! thread that no core took yet.
 //!
 //! A thread written in its turn already takes two cores (one decodes its pieces while the
 //! other writes them: `decode::pipeline`), and so does each thread written apart: a machine
-//! of N cores writes up to N / 2 threads at once, each on two, and one of two cores writes
-//! its threads in turn alone (copying parts would cost more than the cores save).
+//! of N cores writes up to N / 2 threads at once, each on two, and one of fewer than four
+//! cores writes its threads in turn (copying parts would cost more than the cores save).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -32,18 +34,19 @@ pub(crate) const APART_FROM: usize = pipeline::PIPELINE_FROM;
 /// goes to a temporary file.
 const MEMORY: usize = 256 << 20;
 
-/// Tests' settings ([`set_apart`]): the threads written at once (0: half the machine's cores)
-/// and the bytes of [`MEMORY`] (0: the default).
-static WORKERS: AtomicUsize = AtomicUsize::new(0);
-static MEMORY_SET: AtomicUsize = AtomicUsize::new(0);
-
-/// Writes `workers` threads at once (0: one per two cores of the machine), with `memory`
-/// bytes of parts in memory (0: the default), for tests that show the bytes written are the
-/// same whatever writes them. The bytes written do not depend on either.
 #[cfg(test)]
-pub(crate) fn set_apart(workers: usize, memory: usize) {
-    WORKERS.store(workers, Ordering::Relaxed);
-    MEMORY_SET.store(memory, Ordering::Relaxed);
+std::thread_local! {
+    /// Tests' settings on this thread ([`set_apart`]).
+    static SETTINGS: std::cell::Cell<(Option<usize>, usize)> = const { std::cell::Cell::new((None, 0)) };
+}
+
+/// Writes up to `workers` threads apart at once (`None`: one per two cores of a machine of
+/// four or more, else none)
+/// in the exports made on this thread, with `memory` bytes of parts in memory (0: the
+/// default), for tests that show that the bytes written are the same whatever writes them.
+#[cfg(test)]
+pub(crate) fn set_apart(workers: Option<usize>, memory: usize) {
+    SETTINGS.set((workers, memory));
 }
 
 #[cfg(test)]
@@ -104,6 +107,8 @@ impl Pool {
 pub(crate) struct Part<'s> {
     blocks: Vec<Vec<u8>>,
     spill: Option<Spill>,
+    /// Its temporary file could not be made or written.
+    spill_failed: bool,
     pool: &'s Pool,
     /// Set once the trace's writer stopped: writes fail from then on.
     stop: &'s AtomicBool,
@@ -114,6 +119,7 @@ impl<'s> Part<'s> {
         Self {
             blocks: Vec::new(),
             spill: None,
+            spill_failed: false,
             pool,
             stop,
         }
@@ -121,11 +127,10 @@ impl<'s> Part<'s> {
 
     /// The part's bytes, written to `out`.
     pub(crate) fn copy_to<O: Write + ?Sized>(mut self, out: &mut O) -> io::Result<()> {
-        for block in std::mem::take(&mut self.blocks) {
-            let written = out.write_all(&block);
-            self.pool.give_back(block);
-            written?;
+        for block in &self.blocks {
+            out.write_all(block)?;
         }
+        // (Dropped, the part gives its blocks back, written or not.)
         let Some(spill) = &mut self.spill else {
             return Ok(());
         };
@@ -166,6 +171,19 @@ impl Write for Part<'_> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(io::Error::other("the trace's writer stopped"));
         }
+        let written = self.take(buf);
+        self.spill_failed |= written.is_err();
+        written
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Part<'_> {
+    /// [`Write::write`]: all of `buf`, in blocks while the budget lasts, then in the file.
+    fn take(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut rest = buf;
         while self.spill.is_none() && !rest.is_empty() {
             match self.blocks.last_mut() {
@@ -191,10 +209,6 @@ impl Write for Part<'_> {
             spill.written += rest.len() as u64;
         }
         Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -280,9 +294,10 @@ struct State<'s, T> {
 
 /// Writes threads `0..weights.len()` in order: `turn(index, part)` for each, with its part
 /// when another core wrote it apart (`apart(index, part)`, into `part`, and what it
-/// returned), `None` when the turn is to write it itself. A thread is written apart when its
-/// weight is [`APART_FROM`] or more and the machine has the cores; `apart` may fail (its
-/// thread is then written in its turn). Stops at the first error of `turn` and returns it.
+/// returned), `None` when the turn is to write it itself. Threads whose weight is
+/// [`APART_FROM`] or more are written apart where the machine has the cores; `apart` may fail
+/// (its thread is then written in its turn). Stops at the first error of `turn` and returns
+/// it.
 pub(crate) fn threads<T: Send>(
     weights: &[usize],
     apart: &Apart<'_, T>,
@@ -292,19 +307,33 @@ pub(crate) fn threads<T: Send>(
     // A thread written in its turn takes two cores already: one decodes its pieces while
     // the other writes them (`pipeline`); so does each thread written apart, where the
     // machine has the cores.
-    let workers = match WORKERS.load(Ordering::Relaxed) {
-        0 => cores / 2,
-        set => set,
-    };
-    let memory = match MEMORY_SET.load(Ordering::Relaxed) {
+    // With fewer than four cores, the copies of the parts would cost more than the cores
+    // save (measured on two).
+    let (workers, memory) = settings();
+    let workers = workers.unwrap_or(match cores {
+        0..4 => 0,
+        _ => cores / 2,
+    });
+    let memory = match memory {
         0 => MEMORY,
         set => set,
     };
     let large = weights.iter().filter(|&&w| w >= APART_FROM).count();
-    threads_on(workers.min(large), cores, memory, weights, apart, turn)
+    // One large thread is written in its turn: a part would only copy it.
+    let workers = if large < 2 { 0 } else { workers.min(large) };
+    threads_on(workers, cores, memory, weights, apart, turn)
 }
 
-/// [`threads`] on `workers` cores (this thread one of them) of the machine's `cores`.
+/// The tests' settings ([`set_apart`]): the threads written apart at once, and the memory.
+fn settings() -> (Option<usize>, usize) {
+    #[cfg(test)]
+    return SETTINGS.get();
+    #[cfg(not(test))]
+    (None, 0)
+}
+
+/// [`threads`], with up to `workers` threads written apart at once (each on a thread of its
+/// own; this one writes the turns) on a machine of `cores` cores.
 fn threads_on<T: Send>(
     workers: usize,
     cores: usize,
@@ -313,13 +342,12 @@ fn threads_on<T: Send>(
     apart: &Apart<'_, T>,
     turn: &mut Turn<'_, T>,
 ) -> io::Result<()> {
-    if workers < 2 {
+    if workers == 0 {
         return (0..weights.len()).try_for_each(|index| turn(index, None));
     }
-    // Each core writes a thread; one that also decoded on a helper thread would take a
-    // second core.
+    // Each thread written apart takes a core, and another to decode on where there are
+    // enough.
     let alone = cores < 2 * workers;
-    let ahead = 2 * workers;
     let pool = Pool::new(memory);
     let stop = AtomicBool::new(false);
     let shared = Shared {
@@ -332,20 +360,26 @@ fn threads_on<T: Send>(
         }),
         changed: Condvar::new(),
         weights,
-        ahead,
+        ahead: 2 * workers,
         pool: &pool,
         stop: &stop,
     };
     let written = std::thread::scope(|s| {
-        for _ in 1..workers {
-            s.spawn(|| {
-                let _untracked = Untracked::enter();
-                pipeline::alone(alone, || shared.work(apart));
-            });
-        }
         // Whatever ends the turns (an error, a panic), the cores stop.
         let _stop = StopOnDrop(&shared);
-        pipeline::alone(alone, || shared.turns(apart, turn))
+        for _ in 0..workers {
+            let spawned = std::thread::Builder::new()
+                .name("tickscope-writer".into())
+                .spawn_scoped(s, || {
+                    let _untracked = Untracked::enter();
+                    pipeline::alone(alone, || shared.work(apart));
+                });
+            // Fewer cores, then: the turns write what no core takes.
+            if spawned.is_err() {
+                break;
+            }
+        }
+        shared.turns(turn)
     });
     if let Some(panic) = shared.lock().panic.take() {
         resume_unwind(panic);
@@ -392,49 +426,43 @@ impl<'s, T: Send> Shared<'s, '_, T> {
         Some(index)
     }
 
-    /// Thread `index` written apart, and its slot set.
-    fn write(&self, index: usize, apart: &Apart<'_, T>) {
-        let mut part = Part::new(self.pool, self.stop);
-        let written = catch_unwind(AssertUnwindSafe(|| apart(index, &mut part)));
-        let mut state = self.lock();
-        state.slots[index] = match written {
-            Ok(Ok(value)) => Slot::Written(part, value),
-            // Its turn writes it, and meets the error again if it was not this core's.
-            Ok(Err(_)) => Slot::Failed,
-            Err(panic) => {
-                state.panic.get_or_insert(panic);
-                state.stop = true;
-                self.stop.store(true, Ordering::Relaxed);
-                Slot::Failed
-            }
-        };
-        drop(state);
-        self.changed.notify_all();
-    }
-
-    /// A core's work: threads written apart until none is left or the writer stopped.
+    /// A core's work: threads written apart until none is left, the writer stopped, or a
+    /// part could not be written to its temporary file (the turns write the rest).
     fn work(&self, apart: &Apart<'_, T>) {
         let mut state = self.lock();
-        loop {
-            if state.stop || state.free == 0 {
-                return;
-            }
-            match self.take(&mut state) {
-                Some(index) => {
-                    drop(state);
-                    self.write(index, apart);
-                    state = self.lock();
+        while !state.stop && state.free > 0 {
+            let Some(index) = self.take(&mut state) else {
+                state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            drop(state);
+            let mut part = Part::new(self.pool, self.stop);
+            let written = catch_unwind(AssertUnwindSafe(|| apart(index, &mut part)));
+            state = self.lock();
+            state.slots[index] = match written {
+                Ok(Ok(value)) => Slot::Written(part, value),
+                // Its turn writes it, and meets the error again if it was not this core's.
+                Ok(Err(_)) => {
+                    if part.spill_failed {
+                        // No more parts: they would fail too.
+                        state.free = 0;
+                    }
+                    Slot::Failed
                 }
-                None => {
-                    state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                Err(panic) => {
+                    state.panic.get_or_insert(panic);
+                    state.stop = true;
+                    self.stop.store(true, Ordering::Relaxed);
+                    Slot::Failed
                 }
-            }
+            };
+            self.changed.notify_all();
         }
     }
 
-    /// Each thread's turn, in order; while a thread's turn waits for its part, this core
-    /// writes a later one apart.
-    fn turns(&self, apart: &Apart<'_, T>, turn: &mut Turn<'_, T>) -> io::Result<()> {
+    /// Each thread's turn, in order: its part once written, or the turn writes it where no
+    /// core took it.
+    fn turns(&self, turn: &mut Turn<'_, T>) -> io::Result<()> {
         for index in 0..self.weights.len() {
             let mut state = self.lock();
             state.turn = index;
@@ -458,16 +486,7 @@ impl<'s, T: Send> Shared<'s, '_, T> {
                     Slot::Failed | Slot::Taken => break None,
                     Slot::Claimed => {
                         state.slots[index] = Slot::Claimed;
-                        match self.take(&mut state) {
-                            Some(later) => {
-                                drop(state);
-                                self.write(later, apart);
-                                state = self.lock();
-                            }
-                            None => {
-                                state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
-                            }
-                        }
+                        state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
                     }
                 }
             };

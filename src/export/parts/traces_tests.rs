@@ -40,15 +40,17 @@ fn thread(seed: u64, scopes: usize, tangled: bool) -> (Vec<RawEvent>, u64) {
     (out, t)
 }
 
-/// Six threads: four large (one of them tangled), two too small to be written apart.
+/// Six threads: four large (one of them tangled), two too small to be written apart. A
+/// large thread has more spans than [`parts::APART_FROM`], so that it is written apart from
+/// a decoded trace too.
 fn capture() -> Capture {
     let shapes = [
-        (12_000, false),
+        (17_000, false),
         (300, false),
-        (9_000, false),
-        (10_000, true),
+        (16_500, false),
+        (17_500, true),
         (200, false),
-        (11_000, false),
+        (18_000, false),
     ];
     let mut end = 0;
     let threads = (1..)
@@ -62,10 +64,63 @@ fn capture() -> Capture {
     Capture::from_records(threads, 0, end + 1)
 }
 
+/// A session of four threads: scopes with arguments, scopes that link to scopes of
+/// another thread (flows), and a small thread.
+fn session() -> std::sync::Arc<Capture> {
+    let prof = crate::Profiler::builder().current_thread().start();
+    let submits = crate::thread::spawn(|| {
+        let mut links = Vec::new();
+        for i in 0..9_000u32 {
+            let submit = crate::scope!("submit", seq);
+            let _work = crate::scope!("work", i = i % 5);
+            if i % 300 == 0 {
+                links.push(submit.link());
+            }
+        }
+        links
+    });
+    let args = crate::thread::spawn(|| {
+        for i in 0..9_000u32 {
+            let _outer = crate::scope!("outer", name = ["x", "y"][i as usize % 2]);
+            let _inner = crate::scope!("inner");
+        }
+    });
+    let links = submits.join().unwrap();
+    args.join().unwrap();
+    crate::thread::spawn(move || {
+        let _main = crate::scope!("main");
+        for link in links {
+            let _handle = crate::scope!("handle", follows = link);
+            for _ in 0..300 {
+                let _step = crate::scope!("step");
+            }
+        }
+    })
+    .join()
+    .unwrap();
+    crate::thread::spawn(|| drop(crate::scope!("small")))
+        .join()
+        .unwrap();
+    prof.stop();
+    prof.capture()
+}
+
 #[test]
 fn traces_are_the_same_bytes_whatever_writes_their_threads() {
     let capture = capture();
-    let captures = [&capture];
+    same_bytes_whatever_writes(&capture, true);
+}
+
+#[test]
+fn traces_with_arguments_and_flows_are_the_same_bytes_whatever_writes_their_threads() {
+    same_bytes_whatever_writes(&session(), false);
+}
+
+/// Writes `capture` as Perfetto, Chrome JSON and Kineto traces, from pieces and decoded
+/// whole, in turn and apart in several ways, and checks the bytes are the same; `tangled`:
+/// it has a thread with an extra track.
+fn same_bytes_whatever_writes(capture: &Capture, tangled: bool) {
+    let captures = [capture];
     // Decoded in pieces, and whole: a decoded thread that needs an extra track is tried
     // apart too (and written again in its turn).
     let trace = crate::trace::Trace::from_captures(captures);
@@ -83,24 +138,27 @@ fn traces_are_the_same_bytes_whatever_writes_their_threads() {
     ];
     for (name, format) in formats {
         let mut total = 0;
-        parts::set_apart(1, 0);
+        parts::set_apart(Some(0), 0);
         let before = parts::written_apart();
         let serial = write(format);
         assert_eq!(parts::written_apart(), before, "{name}: one core");
-        // The tangled thread's extra track.
-        let lane = b"(overlapping scopes 1)";
-        assert!(serial.0.windows(lane.len()).any(|w| w == lane), "{name}");
-        assert!(serial.1.windows(lane.len()).any(|w| w == lane), "{name}");
-        // Two and three cores; parts in memory, in temporary files alone (a budget of one
-        // byte), and in both (three blocks' worth).
+        // The tangled thread's extra track; the flows.
+        let has = |bytes: &[u8], what: &[u8]| bytes.windows(what.len()).any(|w| w == what);
+        for written in [&serial.0, &serial.1] {
+            assert_eq!(has(written, b"(overlapping scopes 1)"), tangled, "{name}");
+            if !tangled && name != "perfetto" {
+                assert!(has(written, b"\"ph\":\"f\""), "{name}: no flow");
+            }
+        }
+        // Two, three and four threads apart at once; parts in memory, in temporary files
+        // alone (a budget of one byte), and in both (three blocks' worth).
         for (workers, memory) in [(2, 0), (3, 1), (3, 3 << 20), (4, 0)] {
-            parts::set_apart(workers, memory);
+            parts::set_apart(Some(workers), memory);
             let before = parts::written_apart();
             let apart = write(format);
             assert!(apart == serial, "{name}: {workers} cores, {memory} bytes");
             let written = parts::written_apart() - before;
-            // Of the four large threads, the tangled one is written in its turn: at most three
-            // are written apart, from pieces and from the trace.
+            // At most three large threads (nested) of each source are written apart.
             assert!(written <= 6, "{name}: {written} parts");
             total += written;
         }
@@ -110,5 +168,5 @@ fn traces_are_the_same_bytes_whatever_writes_their_threads() {
             _ => assert!(total > 0, "{name}: no thread written apart"),
         }
     }
-    parts::set_apart(0, 0);
+    parts::set_apart(None, 0);
 }
