@@ -174,9 +174,10 @@ impl<'f> InOrder<'f> {
 /// A new file in the temporary folder, readable by this user only and gone from the folder
 /// at once (nothing is left behind, whatever happens next); `None` where it cannot be made,
 /// where the process may write files only up to a size (`ulimit -f`), and on other systems
-/// (an open file cannot be removed there): the calls then wait in memory.
+/// (an open file cannot be removed there): the calls then wait in memory, and the parts of
+/// threads written apart ([`parts`](crate::export::parts)) are written in their turn.
 #[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
-pub(super) fn temporary() -> Option<File> {
+pub(crate) fn temporary() -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -200,7 +201,7 @@ pub(super) fn temporary() -> Option<File> {
 }
 
 #[cfg(not(all(target_os = "linux", feature = "enabled", feature = "gzip")))]
-pub(super) fn temporary() -> Option<File> {
+pub(crate) fn temporary() -> Option<File> {
     None
 }
 

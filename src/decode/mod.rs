@@ -13,6 +13,7 @@ pub(crate) mod call_labels;
 mod call_match;
 pub(crate) mod call_merge;
 mod call_order;
+pub(crate) use call_order::temporary;
 // (What the OTLP export reads.)
 #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
 pub(crate) mod call_plan;

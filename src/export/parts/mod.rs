@@ -19,11 +19,10 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::decode::pipeline;
+use crate::decode::{self, pipeline};
 use crate::record::registry::Untracked;
 
 /// Below this weight ([`SpanSource::apart_weight`](crate::decode::pieces::SpanSource::apart_weight)),
@@ -41,9 +40,9 @@ std::thread_local! {
 }
 
 /// Writes up to `workers` threads apart at once (`None`: one per two cores of a machine of
-/// four or more, else none)
-/// in the exports made on this thread, with `memory` bytes of parts in memory (0: the
-/// default), for tests that show that the bytes written are the same whatever writes them.
+/// four or more, else none) in the exports made on this thread, with `memory` bytes of parts
+/// in memory (0: the default), for tests that show that the bytes written are the same
+/// whatever writes them.
 #[cfg(test)]
 pub(crate) fn set_apart(workers: Option<usize>, memory: usize) {
     SETTINGS.set((workers, memory));
@@ -134,7 +133,7 @@ impl<'s> Part<'s> {
         let Some(spill) = &mut self.spill else {
             return Ok(());
         };
-        let file = spill.file.as_mut().expect("open until dropped");
+        let file = &mut spill.file;
         file.seek(SeekFrom::Start(0))?;
         let mut buf = vec![0; BLOCK];
         let mut read = 0u64;
@@ -201,63 +200,24 @@ impl Part<'_> {
         if let Some(spill) = &mut self.spill
             && !rest.is_empty()
         {
-            spill
-                .file
-                .as_mut()
-                .expect("open until dropped")
-                .write_all(rest)?;
+            spill.file.write_all(rest)?;
             spill.written += rest.len() as u64;
         }
         Ok(buf.len())
     }
 }
 
-/// A temporary file (removed once open where the system allows, else when dropped).
+/// A part's temporary file ([`decode::temporary`]: this user's only, gone from its folder).
 struct Spill {
-    file: Option<File>,
+    file: File,
     written: u64,
-    #[cfg_attr(unix, allow(dead_code))]
-    path: PathBuf,
 }
 
 impl Spill {
     fn create() -> io::Result<Self> {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let mut tries = 0;
-        loop {
-            let path = std::env::temp_dir().join(format!(
-                "tickscope-{}-{}.part",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            match std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(file) => {
-                    #[cfg(unix)]
-                    let _ = std::fs::remove_file(&path);
-                    return Ok(Self {
-                        file: Some(file),
-                        written: 0,
-                        path,
-                    });
-                }
-                // Left by an earlier process of this id.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl Drop for Spill {
-    fn drop(&mut self) {
-        drop(self.file.take());
-        #[cfg(not(unix))]
-        let _ = std::fs::remove_file(&self.path);
+        let file = decode::temporary()
+            .ok_or_else(|| io::Error::other("no temporary file for a thread's part"))?;
+        Ok(Self { file, written: 0 })
     }
 }
 
