@@ -69,6 +69,8 @@ fn threads_come_out_in_order_whatever_writes_them() {
     assert_eq!(run(1, MEMORY, &[], &[]), (Vec::new(), 0));
 }
 
+// Where temporary files can be made (`decode::temporary`).
+#[cfg(all(target_os = "linux", feature = "enabled", feature = "gzip"))]
 #[test]
 fn parts_keep_to_their_memory_and_the_rest_goes_to_a_file() {
     let pool = Pool::new(3 * BLOCK);
