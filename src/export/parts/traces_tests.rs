@@ -107,26 +107,37 @@ fn session() -> std::sync::Arc<Capture> {
 
 #[test]
 fn traces_are_the_same_bytes_whatever_writes_their_threads() {
-    let capture = capture();
-    same_bytes_whatever_writes(&capture, true);
+    let json = same_bytes_whatever_writes(&[&capture()], true);
+    // Six threads and an extra track.
+    assert_eq!(thread_names(&json), 7);
 }
 
 #[test]
 fn traces_with_arguments_and_flows_are_the_same_bytes_whatever_writes_their_threads() {
-    same_bytes_whatever_writes(&session(), false);
+    let json = same_bytes_whatever_writes(&[&session()], false);
+    assert_eq!(thread_names(&json), 4);
 }
 
-/// Writes `capture` as Perfetto, Chrome JSON and Kineto traces, from pieces and decoded
+#[test]
+fn two_sessions_of_one_process_are_the_same_bytes_whatever_writes_their_threads() {
+    // The same threads (process and id) in both: one track each, written twice.
+    let (one, two) = (capture(), capture());
+    let json = same_bytes_whatever_writes(&[&one, &two], true);
+    // Six threads, each session's extra track.
+    assert_eq!(thread_names(&json), 8);
+}
+
+/// Writes `captures` as Perfetto, Chrome JSON and Kineto traces, from pieces and decoded
 /// whole, in turn and apart in several ways, and checks the bytes are the same; `tangled`:
-/// it has a thread with an extra track.
-fn same_bytes_whatever_writes(capture: &Capture, tangled: bool) {
-    let captures = [capture];
+/// they have a thread with an extra track.
+fn same_bytes_whatever_writes(captures: &[&Capture], tangled: bool) -> Vec<u8> {
+    let mut chrome = Vec::new();
     // Decoded in pieces, and whole: a decoded thread that needs an extra track is tried
     // apart too (and written again in its turn).
-    let trace = crate::trace::Trace::from_captures(captures);
+    let trace = crate::trace::Trace::from_captures(captures.iter().copied());
     let write = |format: &dyn Format| {
         let mut out = Vec::new();
-        format.write_captures(&captures, &mut out).unwrap().unwrap();
+        format.write_captures(captures, &mut out).unwrap().unwrap();
         let mut whole = Vec::new();
         format.write(&trace, &mut whole).unwrap();
         (out, whole)
@@ -144,6 +155,9 @@ fn same_bytes_whatever_writes(capture: &Capture, tangled: bool) {
         assert_eq!(parts::written_apart(), before, "{name}: one core");
         // The tangled thread's extra track; the flows.
         let has = |bytes: &[u8], what: &[u8]| bytes.windows(what.len()).any(|w| w == what);
+        if name == "chrome" {
+            chrome = serial.0.clone();
+        }
         for written in [&serial.0, &serial.1] {
             assert_eq!(has(written, b"(overlapping scopes 1)"), tangled, "{name}");
             if !tangled && name != "perfetto" {
@@ -158,8 +172,9 @@ fn same_bytes_whatever_writes(capture: &Capture, tangled: bool) {
             let apart = write(format);
             assert!(apart == serial, "{name}: {workers} cores, {memory} bytes");
             let written = parts::written_apart() - before;
-            // At most three large threads (nested) of each source are written apart.
-            assert!(written <= 6, "{name}: {written} parts");
+            // At most three large threads (nested) of each session and source are written
+            // apart.
+            assert!(written <= 6 * captures.len(), "{name}: {written} parts");
             total += written;
         }
         match name {
@@ -169,4 +184,11 @@ fn same_bytes_whatever_writes(capture: &Capture, tangled: bool) {
         }
     }
     parts::set_apart(None, 0);
+    chrome
+}
+
+/// The tracks named in a Chrome JSON trace.
+fn thread_names(json: &[u8]) -> usize {
+    let name = b"\"thread_name\"";
+    json.windows(name.len()).filter(|w| w == name).count()
 }
