@@ -68,7 +68,7 @@ pub mod kineto;
 mod lanes;
 #[cfg(feature = "otlp")]
 pub mod otlp;
-mod parts;
+pub(crate) mod parts;
 pub mod perfetto;
 pub mod pprof;
 mod proto;

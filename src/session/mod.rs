@@ -27,6 +27,8 @@ mod lifecycle;
 mod listen;
 #[cfg(all(test, feature = "otlp"))]
 mod otlp_recorded_tests;
+#[cfg(test)]
+mod parts_tests;
 mod results;
 mod steps;
 

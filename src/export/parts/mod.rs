@@ -69,8 +69,35 @@ struct Pool {
     budget: usize,
 }
 
-/// The bytes of a block of a part in memory.
-const BLOCK: usize = 1 << 20;
+/// The bytes of a block of a part in memory: room for three whole huge pages, wherever the
+/// block starts ([`huge_pages`]).
+const BLOCK: usize = 8 << 20;
+
+/// Asks the system to back the whole huge pages (2 MiB) inside `block`'s room with huge
+/// pages (Linux; a hint, nothing elsewhere): a part fills fresh memory, a page fault per
+/// 4 KiB without it (Chrome JSON written two threads at once on two cores: 60 to 72 K page
+/// faults, 21 to 26 K with it; docs/PERFORMANCE.md).
+fn huge_pages(block: &mut Vec<u8>) {
+    #[cfg(all(target_os = "linux", feature = "enabled"))]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = block.as_mut_ptr() as usize;
+        let (from, to) = (
+            start.next_multiple_of(HUGE),
+            (start + block.capacity()) / HUGE * HUGE,
+        );
+        if from < to {
+            // SAFETY: `from..to` lies inside `block`'s allocation (its capacity), borrowed
+            // mutably here and holding no bytes yet; `MADV_HUGEPAGE` changes how its pages
+            // are backed, not what they hold, and a failure (no huge pages) changes nothing.
+            unsafe {
+                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(all(target_os = "linux", feature = "enabled")))]
+    let _ = block;
+}
 
 impl Pool {
     fn new(budget: usize) -> Self {
@@ -88,7 +115,11 @@ impl Pool {
             return None;
         }
         let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        Some(reused.unwrap_or_else(|| Vec::with_capacity(BLOCK)))
+        Some(reused.unwrap_or_else(|| {
+            let mut block = Vec::with_capacity(BLOCK);
+            huge_pages(&mut block);
+            block
+        }))
     }
 
     fn give_back(&self, mut block: Vec<u8>) {
@@ -135,7 +166,7 @@ impl<'s> Part<'s> {
         };
         let file = &mut spill.file;
         file.seek(SeekFrom::Start(0))?;
-        let mut buf = vec![0; BLOCK];
+        let mut buf = vec![0; 1 << 20];
         let mut read = 0u64;
         loop {
             let n = match file.read(&mut buf) {
@@ -460,4 +491,4 @@ impl<'s, T: Send> Shared<'s, '_, T> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod traces_tests;
+pub(crate) mod traces_tests;
