@@ -81,17 +81,17 @@ fn huge_pages(block: &mut Vec<u8>) {
     #[cfg(all(target_os = "linux", feature = "enabled"))]
     {
         const HUGE: usize = 2 << 20;
-        let start = block.as_mut_ptr() as usize;
-        let (from, to) = (
-            start.next_multiple_of(HUGE),
-            (start + block.capacity()) / HUGE * HUGE,
-        );
-        if from < to {
-            // SAFETY: `from..to` lies inside `block`'s allocation (its capacity), borrowed
-            // mutably here and holding no bytes yet; `MADV_HUGEPAGE` changes how its pages
-            // are backed, not what they hold, and a failure (no huge pages) changes nothing.
+        let start = block.as_mut_ptr();
+        // (usize::MAX where it cannot be aligned: then nothing.)
+        let skip = start.align_offset(HUGE);
+        let len = block.capacity().saturating_sub(skip) / HUGE * HUGE;
+        if len > 0 {
+            // SAFETY: `skip + len` is at most the capacity, so `skip..skip + len` lies inside
+            // `block`'s allocation, borrowed mutably here and holding no bytes yet;
+            // `MADV_HUGEPAGE` changes how its pages are backed, not what they hold, and a
+            // failure (no huge pages) changes nothing.
             unsafe {
-                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+                libc::madvise(start.add(skip).cast(), len, libc::MADV_HUGEPAGE);
             }
         }
     }
