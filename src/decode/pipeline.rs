@@ -34,24 +34,14 @@ pub(crate) fn pieces(
 }
 
 std::thread_local! {
-    /// Set on the threads of [`alone`]: their pieces are decoded where they are written.
+    /// Set by [`alone`]: this thread's pieces are decoded where they are written.
     static ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// `f()`, with every thread's pieces that it writes decoded on this thread when `alone` (no
-/// helper thread): for writers that already keep every core busy, each with a thread of its
-/// own.
-pub(crate) fn alone<R>(alone: bool, f: impl FnOnce() -> R) -> R {
-    let before = ALONE.replace(alone);
-    // Put back even if `f` panics.
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            ALONE.set(self.0);
-        }
-    }
-    let _restore = Restore(before);
-    f()
+/// From now on, the pieces that this thread writes are decoded on it (no helper thread): for
+/// the threads of writers that already keep every core busy, each with a thread of its own.
+pub(crate) fn alone() {
+    ALONE.set(true);
 }
 
 /// [`pieces`], on a helper thread when `apart` whatever the cores.

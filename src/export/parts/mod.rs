@@ -363,7 +363,10 @@ fn threads_on<T: Send>(
                 .name("tickscope-writer".into())
                 .spawn_scoped(s, || {
                     let _untracked = Untracked::enter();
-                    pipeline::alone(alone, || shared.work(apart));
+                    if alone {
+                        pipeline::alone();
+                    }
+                    shared.work(apart);
                 });
             // Fewer cores, then: the turns write what no core takes.
             if spawned.is_err() {
