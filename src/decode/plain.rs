@@ -22,6 +22,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::capture::CaptureThread;
+use crate::capture::compress::Step;
 use crate::record::callsite::{self, Callsite};
 use crate::record::clock::PROBE_UNIT;
 use crate::record::event::{RawEvent, RawKind};
@@ -138,21 +139,68 @@ impl Plain<'_, '_> {
     /// Takes the records of `run`; `Err` at the first one this path does not take.
     #[inline(always)]
     fn run(&mut self, run: &mut Run<'_>) -> Result<(), GiveUp> {
+        if let Run::Columns(cursor) = run
+            && cursor.plain()
+        {
+            self.events += cursor.len() as u64;
+            let walked = match self.counting {
+                true => cursor.walk(|step| self.count_step(step)),
+                false => cursor.walk(|step| self.step(step)),
+            };
+            // (An error of the columns: the general path reads them again, and says it.)
+            return walked.map_err(|_| GiveUp);
+        }
         if self.counting {
             return self.count(run);
         }
         for record in run {
             self.events += 1;
             match record.kind {
-                RawKind::Begin => self.begin(&record),
-                RawKind::End => self.end(&record)?,
+                RawKind::Begin => {
+                    let key = RawEvent::end_key(record.id, record.tick);
+                    self.begin(record.id, record.tick, key);
+                }
+                RawKind::End => self.end(record.id, record.tick)?,
                 _ => return Err(GiveUp),
             }
-            if let Some(window) = &mut self.window
-                && window.full(self.open.len())
-            {
-                window.drain(&mut self.sums, self.open.len(), self.begun);
-            }
+            self.drain_when_full();
+        }
+        Ok(())
+    }
+
+    /// Hands the scopes over when the general path would.
+    #[inline(always)]
+    fn drain_when_full(&mut self) {
+        if let Some(window) = &mut self.window
+            && window.full(self.open.len())
+        {
+            window.drain(&mut self.sums, self.open.len(), self.begun);
+        }
+    }
+
+    /// Takes a record of plain columns
+    /// ([`Cursor::walk`](crate::capture::compress::Cursor::walk)).
+    #[inline(always)]
+    fn step(&mut self, step: Step) -> Result<(), GiveUp> {
+        match step {
+            Step::Begin { id, tick, key } => self.begin(id, tick, key),
+            Step::End { key, tick } => self.end(key, tick)?,
+        }
+        self.drain_when_full();
+        Ok(())
+    }
+
+    /// [`Plain::step`] for a reading that only counts ([`Plain::count`]).
+    #[inline(always)]
+    fn count_step(&mut self, step: Step) -> Result<(), GiveUp> {
+        let (Step::Begin { tick, .. } | Step::End { tick, .. }) = step;
+        if tick < self.last_tick {
+            return Err(GiveUp);
+        }
+        self.last_tick = tick;
+        match step {
+            Step::Begin { id, key, .. } => self.open_counted(id, key),
+            Step::End { key, .. } => self.end_counted(key)?,
         }
         Ok(())
     }
@@ -173,39 +221,54 @@ impl Plain<'_, '_> {
             self.last_tick = record.tick;
             match record.kind {
                 RawKind::Begin => {
-                    let Some(callsite) = callsite::lookup(self.shared.callsites, record.id) else {
-                        continue;
-                    };
-                    self.open.push(Open {
-                        index: self.begun,
-                        key: RawEvent::end_key(record.id, record.tick),
-                        callsite,
-                        start_ns: 0,
-                        children_ns: 0,
-                        probe: 0,
-                        child_end: 0,
-                    });
-                    self.begun += 1;
+                    let key = RawEvent::end_key(record.id, record.tick);
+                    self.open_counted(record.id, key);
                 }
-                RawKind::End => match self.open.last() {
-                    Some(top) if top.key == record.id => {
-                        let closed = self.open.pop();
-                        if let Some(closed) = closed {
-                            self.sums.add_scope(closed.callsite, (0, 0, false));
-                        }
-                    }
-                    _ if self.open.iter().any(|o| o.key == record.id) => return Err(GiveUp),
-                    _ => {}
-                },
+                RawKind::End => self.end_counted(record.id)?,
                 _ => return Err(GiveUp),
             }
         }
         Ok(())
     }
 
+    /// Counting, opens a scope of callsite `id` whose exit carries `key` (not of an unknown
+    /// callsite).
     #[inline(always)]
-    fn begin(&mut self, record: &RawEvent) {
-        let Some(callsite) = callsite::lookup(self.shared.callsites, record.id) else {
+    fn open_counted(&mut self, id: u32, key: u32) {
+        let Some(callsite) = callsite::lookup(self.shared.callsites, id) else {
+            return;
+        };
+        self.open.push(Open {
+            index: self.begun,
+            key,
+            callsite,
+            start_ns: 0,
+            children_ns: 0,
+            probe: 0,
+            child_end: 0,
+        });
+        self.begun += 1;
+    }
+
+    /// Counting, an exit with the key `key`.
+    #[inline(always)]
+    fn end_counted(&mut self, key: u32) -> Result<(), GiveUp> {
+        match self.open.last() {
+            Some(top) if top.key == key => {
+                if let Some(closed) = self.open.pop() {
+                    self.sums.add_scope(closed.callsite, (0, 0, false));
+                }
+            }
+            _ if self.open.iter().any(|o| o.key == key) => return Err(GiveUp),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Opens a scope of callsite `id` at `tick`, whose exit carries `key`.
+    #[inline(always)]
+    fn begin(&mut self, id: u32, tick: u64, key: u32) {
+        let Some(callsite) = callsite::lookup(self.shared.callsites, id) else {
             // An unknown callsite opens nothing (and its exit closes nothing).
             return;
         };
@@ -213,9 +276,9 @@ impl Plain<'_, '_> {
         self.begun += 1;
         self.open.push(Open {
             index,
-            key: RawEvent::end_key(record.id, record.tick),
+            key,
             callsite,
-            start_ns: self.shared.converter.to_unix_ns(record.tick),
+            start_ns: self.shared.converter.to_unix_ns(tick),
             children_ns: 0,
             probe: self.shared.probe.inner,
             child_end: 0,
@@ -225,16 +288,17 @@ impl Plain<'_, '_> {
         }
     }
 
+    /// An exit with the key `key` at `tick`.
     #[inline(always)]
-    fn end(&mut self, record: &RawEvent) -> Result<(), GiveUp> {
+    fn end(&mut self, key: u32, tick: u64) -> Result<(), GiveUp> {
         match self.open.last() {
-            Some(top) if top.key == record.id => {}
+            Some(top) if top.key == key => {}
             // Closes a scope that is not the innermost one: the general path's.
-            _ if self.open.iter().any(|o| o.key == record.id) => return Err(GiveUp),
+            _ if self.open.iter().any(|o| o.key == key) => return Err(GiveUp),
             // Its entry was outside the window (or of an unknown callsite).
             _ => return Ok(()),
         }
-        let ns = self.shared.converter.to_unix_ns(record.tick);
+        let ns = self.shared.converter.to_unix_ns(tick);
         self.close(ns, false);
         Ok(())
     }

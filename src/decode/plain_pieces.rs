@@ -16,6 +16,7 @@
 use std::io;
 
 use crate::capture::CaptureThread;
+use crate::capture::compress::Step;
 use crate::record::callsite;
 use crate::record::clock::PROBE_UNIT;
 use crate::record::event::{RawEvent, RawKind};
@@ -24,7 +25,7 @@ use crate::trace::{Span, SpanKind};
 
 use super::pair::{Kept, begun, piece_due};
 use super::piece::Piece;
-use super::thread::Shared;
+use super::thread::{Run, Shared};
 
 /// An open scope: its index in the thread, the key its exit carries, its depth, and the probe
 /// time its children left so far.
@@ -69,16 +70,17 @@ impl Plain<'_, '_> {
         super::piece::kept_at(&mut self.spans, &mut self.pinned, self.base, index)
     }
 
+    /// Opens a scope of callsite `id` at `tick`, whose exit carries `key`.
     #[inline(always)]
-    fn begin(&mut self, record: &RawEvent) {
-        let Some(callsite) = callsite::lookup(self.shared.callsites, record.id) else {
+    fn begin(&mut self, id: u32, tick: u64, key: u32) {
+        let Some(callsite) = callsite::lookup(self.shared.callsites, id) else {
             // An unknown callsite opens nothing (and its exit closes nothing).
             return;
         };
         let index = self.next_index();
         let (parent, depth) =
             (self.open.last()).map_or((None, 0), |o| (Some(o.index), o.depth + 1));
-        let start_ns = self.shared.converter.to_unix_ns(record.tick);
+        let start_ns = self.shared.converter.to_unix_ns(tick);
         let open_at_stop = self.ends_open.binary_search(&index).is_ok();
         (self.spans).push(begun(
             callsite,
@@ -89,21 +91,22 @@ impl Plain<'_, '_> {
         ));
         self.open.push(Open {
             index,
-            key: RawEvent::end_key(record.id, record.tick),
+            key,
             depth,
             probe: self.shared.probe.inner,
         });
     }
 
+    /// An exit with the key `key` at `tick`.
     #[inline(always)]
-    fn end(&mut self, record: &RawEvent) -> io::Result<()> {
+    fn end(&mut self, key: u32, tick: u64) -> io::Result<()> {
         match self.open.last() {
-            Some(top) if top.key == record.id => {}
-            _ if self.open.iter().any(|o| o.key == record.id) => return Err(not_plain()),
+            Some(top) if top.key == key => {}
+            _ if self.open.iter().any(|o| o.key == key) => return Err(not_plain()),
             // Its entry was outside the window (or of an unknown callsite).
             _ => return Ok(()),
         }
-        let ns = self.shared.converter.to_unix_ns(record.tick);
+        let ns = self.shared.converter.to_unix_ns(tick);
         if let Some(closed) = self.open.pop() {
             self.close(closed, ns, false);
         }
@@ -134,6 +137,25 @@ impl Plain<'_, '_> {
         let parent = self.span_mut(parent);
         parent.children_ns =
             (parent.children_ns).saturating_add((end - start).saturating_sub(overhead));
+    }
+
+    /// Takes a record of plain columns
+    /// ([`Cursor::walk`](crate::capture::compress::Cursor::walk)), handing a piece to `f` when
+    /// one is due.
+    #[inline(always)]
+    fn step(
+        &mut self,
+        step: Step,
+        f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match step {
+            Step::Begin { id, tick, key } => self.begin(id, tick, key),
+            Step::End { key, tick } => self.end(key, tick)?,
+        }
+        if self.piece_due() {
+            return self.drain_piece(|piece| super::piece::hand(piece, f));
+        }
+        Ok(())
     }
 
     /// `Pairing::piece_due`: with nothing but entries and exits, every span so far is final
@@ -188,16 +210,24 @@ pub(super) fn each_piece(
     let mut keep = false;
     for chunk in 0..thread.chunks.len() {
         shared.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
+            if let Run::Columns(cursor) = run
+                && cursor.plain()
+            {
+                result = (cursor.walk(|step| plain.step(step, f)))
+                    .map_err(|error| error.unwrap_or_else(not_plain));
+                return;
+            }
             for record in run {
                 if result.is_err() {
                     return;
                 }
                 result = match record.kind {
                     RawKind::Begin => {
-                        plain.begin(&record);
+                        let key = RawEvent::end_key(record.id, record.tick);
+                        plain.begin(record.id, record.tick, key);
                         Ok(())
                     }
-                    RawKind::End => plain.end(&record),
+                    RawKind::End => plain.end(record.id, record.tick),
                     _ => Err(not_plain()),
                 };
                 if result.is_ok() && plain.piece_due() {

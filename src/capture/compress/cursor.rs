@@ -24,6 +24,18 @@ pub(crate) struct Cursor<'c> {
     /// The entries open in the chunk: id and tick.
     open: &'c mut Vec<(u32, u64)>,
     failed: Option<PackError>,
+    /// The columns were checked plain ([`Cursor::walk`]).
+    plain: bool,
+}
+
+/// A record of plain columns, as [`Cursor::walk`] hands it over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// An entry ([`RawKind::Begin`]): its callsite id, its tick, and the key its exit
+    /// carries ([`RawEvent::end_key`]).
+    Begin { id: u32, tick: u64, key: u32 },
+    /// An exit ([`RawKind::End`]): the key of the entry it closes, and its tick.
+    End { key: u32, tick: u64 },
 }
 
 impl<'c> Cursor<'c> {
@@ -53,7 +65,76 @@ impl<'c> Cursor<'c> {
             time: 0,
             open,
             failed: None,
+            plain: false,
         })
+    }
+
+    /// Marks the columns as checked plain: entries and exits only, none of whose exits of
+    /// the innermost entry closes an entry of an earlier chunk ([`Cursor::walk`]).
+    pub(super) fn checked_plain(mut self, plain: bool) -> Self {
+        self.plain = plain;
+        self
+    }
+
+    /// The records of the columns.
+    pub(crate) fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Whether the columns were checked plain, for [`Cursor::walk`].
+    pub(crate) fn plain(&self) -> bool {
+        self.plain
+    }
+
+    /// Hands every record of plain columns ([`Cursor::plain`]) to `step` as [`Cursor::next`]
+    /// makes it, but without making the records: a loop of two kinds of step, where the
+    /// records' loop decodes any kind. An error of the columns (damaged since their check)
+    /// stops it: `Err(None)`; an error of `step` too: `Err(Some(error))`.
+    ///
+    /// On columns that are not plain, what it hands over is wrong: take them with
+    /// [`Cursor::next`].
+    #[inline(always)]
+    pub(crate) fn walk<E>(
+        &mut self,
+        mut step: impl FnMut(Step) -> Result<(), E>,
+    ) -> Result<(), Option<E>> {
+        debug_assert!(self.plain, "walked columns must be plain");
+        let (kinds, ids, ticks) = (self.kinds, self.ids, self.ticks);
+        let (mut at_id, mut at_tick, mut time) = (0, 0, 0u64);
+        // The keys of the chunk's entries still open (their exits' ids).
+        let mut open: Vec<u32> = Vec::new();
+        let begin = RawKind::Begin as u8;
+        for &code in kinds {
+            let delta = get_varint(ticks, &mut at_tick).map_err(|_| None)?;
+            time = time.wrapping_add(unzigzag(delta));
+            let next = if code == CLOSES_TOP {
+                let key = open.pop().ok_or(None)?;
+                Step::End { key, tick: time }
+            } else {
+                let id = get_id(ids, &mut at_id).map_err(|_| None)?;
+                if code == begin {
+                    let key = RawEvent::end_key(id, time);
+                    open.push(key);
+                    Step::Begin {
+                        id,
+                        tick: time,
+                        key,
+                    }
+                } else if code == RawKind::End as u8 {
+                    Step::End {
+                        key: id,
+                        tick: time,
+                    }
+                } else {
+                    return Err(None);
+                }
+            };
+            // (`step` is called here only, to be inlined once.)
+            step(next).map_err(Some)?;
+        }
+        self.at_kind = kinds.len();
+        (self.at_id, self.at_tick) = (at_id, at_tick);
+        Ok(())
     }
 
     /// The record of kind code `code`, the `n`th of the chunk.

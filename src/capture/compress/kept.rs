@@ -44,12 +44,20 @@ pub(crate) struct Columns {
     /// The ticks of its first record and of its last record whose tick is a time, when the
     /// first one's is a time.
     ends: Option<(u64, u64)>,
+    /// Entries and exits only, none of whose exits of the innermost entry closes an entry of
+    /// an earlier chunk ([`Cursor::walk`]).
+    plain: bool,
 }
 
 impl Columns {
     /// The columns `bytes` of the chunk `prefix` describes, kept when the budget has room for
     /// them; `ends` as [`Columns::ends`] says.
-    pub(super) fn keep(prefix: Prefix, bytes: &[u8], ends: Option<(u64, u64)>) -> Option<Self> {
+    pub(super) fn keep(
+        prefix: Prefix,
+        bytes: &[u8],
+        ends: Option<(u64, u64)>,
+        plain: bool,
+    ) -> Option<Self> {
         let len = bytes.len();
         KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
             kept.checked_add(len)
@@ -60,6 +68,7 @@ impl Columns {
             prefix,
             bytes: bytes.into(),
             ends,
+            plain,
         })
     }
 
@@ -80,6 +89,7 @@ impl Columns {
         // The columns were checked: the prefix fits them.
         Cursor::new(&self.prefix, &self.bytes, open)
             .unwrap_or_else(|_| unreachable!("checked columns fit their prefix"))
+            .checked_plain(self.plain)
     }
 }
 

@@ -39,7 +39,7 @@ mod scratch;
 mod tests;
 mod unpacker;
 
-pub(crate) use cursor::Cursor;
+pub(crate) use cursor::{Cursor, Step};
 pub(crate) use errors::PackError;
 pub(crate) use kept::{Columns, set_budget as set_unpacked_budget};
 #[cfg(feature = "test-hooks")]

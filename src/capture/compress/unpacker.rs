@@ -149,7 +149,7 @@ pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
         Ok(Checked {
             memory,
             last_tick: (times > 0).then_some(time),
-            kept: Columns::keep(prefix, columns, ends),
+            kept: Columns::keep(prefix, columns, ends, plain),
         })
     })
 }
