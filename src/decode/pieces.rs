@@ -47,7 +47,7 @@ use super::summary::{self, Summary};
 
 pub(crate) use super::piece::Piece;
 use super::piece::hand;
-pub(crate) use super::source::SpanSource;
+pub(crate) use super::source::{SpanSource, Want};
 
 /// Captures decoded in pieces: their trace without spans, and each thread's spans decoded
 /// again, piece by piece, when asked for ([`SpanSource::each_piece`]).
@@ -212,7 +212,7 @@ impl SpanSource for Pieces<'_> {
     fn each_piece(
         &self,
         thread: usize,
-        whole_trees: bool,
+        want: Want,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let Some(&(_, _, source)) = self.sources.get(thread) else {
@@ -221,7 +221,7 @@ impl SpanSource for Pieces<'_> {
         // A large thread's pieces are decoded on another core while they are written.
         let apart = source.record_bound() >= pipeline::PIPELINE_FROM;
         let _untracked = Untracked::enter();
-        pipeline::pieces(apart, |f| self.decode_pieces(thread, whole_trees, f), f)
+        pipeline::pieces(apart, |f| self.decode_pieces(thread, want, f), f)
     }
 
     fn each_memory_event(
@@ -291,17 +291,22 @@ impl<'c> Pieces<'c> {
     pub(super) fn decode_pieces(
         &self,
         thread: usize,
-        whole_trees: bool,
+        want: Want,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let Some(&(capture, _, source)) = self.sources.get(thread) else {
             return Ok(());
         };
-        let carry = !whole_trees && self.carries.get(thread).copied().unwrap_or(false);
+        let carry = !want.whole_trees && self.carries.get(thread).copied().unwrap_or(false);
         let shared = shared(capture);
         if self.plain.get(thread) == Some(&true) && !capture.memory.is_on() {
             let open_at_end = self.open_at_end.get(thread).map_or(&[][..], Vec::as_slice);
-            return super::plain_pieces::each_piece(&shared, source, carry, open_at_end, f);
+            let plain = super::plain_pieces::Reading {
+                carry,
+                figures: want.figures,
+                ends_open: open_at_end,
+            };
+            return super::plain_pieces::each_piece(&shared, source, plain, f);
         }
         // The first pass matched the links.
         let (mut marks, mut links, mut events) =

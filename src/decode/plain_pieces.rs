@@ -52,6 +52,18 @@ struct Plain<'s, 'c> {
     carry: bool,
     /// The spans open at the thread's end: marked open at the stop from their begin.
     ends_open: &'s [u32],
+    /// The spans' children's time and probe overhead are wanted (else left at 0).
+    figures: bool,
+}
+
+/// How [`each_piece`] reads a thread.
+pub(super) struct Reading<'a> {
+    /// Pieces may carry open spans (else they are whole trees).
+    pub(super) carry: bool,
+    /// The spans' figures are wanted ([`Want::figures`](super::source::Want::figures)).
+    pub(super) figures: bool,
+    /// The spans open at the thread's end (indices, in order).
+    pub(super) ends_open: &'a [u32],
 }
 
 /// An exit that closes a scope other than the innermost one: the first reading found none.
@@ -117,6 +129,12 @@ impl Plain<'_, '_> {
     /// parent, if any, is the scope open under it.
     #[inline(always)]
     fn close(&mut self, closed: Open, end: u64, open_at_stop: bool) {
+        if !self.figures {
+            let span = self.span_mut(closed.index);
+            span.end_ns = end.max(span.start_ns);
+            span.open_at_stop = open_at_stop;
+            return;
+        }
         let probe_ns = self.shared.converter.ticks_to_ns(closed.probe);
         let span = self.span_mut(closed.index);
         span.end_ns = end.max(span.start_ns);
@@ -186,16 +204,20 @@ impl Plain<'_, '_> {
 }
 
 /// Hands `thread`'s pieces to `f` as the general pairing of
-/// [`Pieces::decode_pieces`](super::pieces::Pieces) does (with its pieces carrying open spans
-/// when `carry`; `ends_open`: the spans open at the thread's end), for a thread of plain
+/// [`Pieces::decode_pieces`](super::pieces::Pieces) does (read as `reading` says; without
+/// the figures, the spans' `children_ns` and `overhead_ns` are 0), for a thread of plain
 /// scopes without cut scopes or memory; an error for a thread that is not one.
 pub(super) fn each_piece(
     shared: &Shared<'_>,
     thread: &CaptureThread,
-    carry: bool,
-    ends_open: &[u32],
+    reading: Reading<'_>,
     f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
+    let Reading {
+        carry,
+        figures,
+        ends_open,
+    } = reading;
     let _untracked = Untracked::enter();
     let mut plain = Plain {
         shared,
@@ -205,6 +227,7 @@ pub(super) fn each_piece(
         open: Vec::new(),
         carry,
         ends_open: if carry { ends_open } else { &[] },
+        figures,
     };
     let mut result = Ok(());
     let mut keep = false;

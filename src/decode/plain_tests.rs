@@ -2,7 +2,7 @@
 //! ([`Shared::general`]): the same sums, in the same order, of every thread it takes, and
 //! none of a thread it does not.
 
-use super::pieces::Pieces;
+use super::pieces::{Piece, Pieces, Want};
 use super::summary::{Calls, Sum, Summary, ThreadSums, WINDOW};
 use super::thread::{Decoded, Shared};
 use crate::capture::{Capture, Chunk};
@@ -234,11 +234,22 @@ fn both_ways(capture: &Capture, what: &str, seen: &mut Seen) -> bool {
 /// The pieces of every thread read as plain scopes ([`ThreadSums::plain`]) on the short path
 /// ([`plain_pieces`](super::plain_pieces)) are the general pairing's, field by field: after a
 /// first reading that counts (an export's) and one that sums (a table's, which lets ticks go
-/// back), carrying open spans or whole trees.
+/// back), carrying open spans or whole trees; without the spans' figures, the same but for
+/// those (0 on the short path).
 fn same_pieces(capture: &Capture, what: &str, seen: &mut Seen) {
-    fn pieces_of(pieces: &Pieces<'_>, thread: usize, whole_trees: bool) -> Vec<(String, bool)> {
+    fn pieces_of(pieces: &Pieces<'_>, thread: usize, want: Want) -> Vec<(String, bool)> {
         let mut out = Vec::new();
-        (pieces.decode_pieces(thread, whole_trees, &mut |piece| {
+        (pieces.decode_pieces(thread, want, &mut |piece| {
+            let mut spans = piece.spans.to_vec();
+            if !want.figures {
+                for span in &mut spans {
+                    (span.children_ns, span.overhead_ns) = (0, 0);
+                }
+            }
+            let piece = Piece {
+                spans: &spans,
+                ..piece
+            };
             out.push((format!("{piece:?}"), !piece.carried.is_empty()));
             Ok(())
         }))
@@ -259,14 +270,16 @@ fn same_pieces(capture: &Capture, what: &str, seen: &mut Seen) {
             if !pieces.plain[thread] {
                 continue;
             }
-            for whole_trees in [false, true] {
-                let plain = pieces_of(&pieces, thread, whole_trees);
+            for (whole_trees, figures) in [(false, true), (true, true), (false, false)] {
+                let want = Want {
+                    whole_trees,
+                    figures,
+                };
+                let plain = pieces_of(&pieces, thread, want);
                 pieces.plain[thread] = false;
-                let general = pieces_of(&pieces, thread, whole_trees);
+                let general = pieces_of(&pieces, thread, want);
                 pieces.plain[thread] = true;
-                let what = format!(
-                    "{what}, pieces of thread {thread}, sites {sites}, whole trees {whole_trees}"
-                );
+                let what = format!("{what}, pieces of thread {thread}, sites {sites}, {want:?}");
                 assert_eq!(plain.len(), general.len(), "{what}");
                 for (at, (p, g)) in plain.iter().zip(&general).enumerate() {
                     assert_eq!(p, g, "{what}: piece {at}");

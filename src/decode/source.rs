@@ -8,6 +8,32 @@ use crate::trace::{AsyncSpan, MemoryEvent, Trace};
 
 use super::piece::Piece;
 
+/// What an export takes of each piece ([`SpanSource::each_piece`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Want {
+    /// Only pieces without carried or open spans (whole trees).
+    pub(crate) whole_trees: bool,
+    /// The spans' figures: [`Span::children_ns`](crate::trace::Span::children_ns) and
+    /// [`Span::overhead_ns`](crate::trace::Span::overhead_ns) (and so their durations and
+    /// self times). Without, they may be 0: for the exports that write only when spans
+    /// begin and end (Chrome JSON, Perfetto), whose pieces of plain scopes then leave them
+    /// out.
+    pub(crate) figures: bool,
+}
+
+impl Want {
+    /// Every span with its figures, in pieces that may carry open spans.
+    pub(crate) const ALL: Self = Self {
+        whole_trees: false,
+        figures: true,
+    };
+    /// [`Want::ALL`] without the figures.
+    pub(crate) const TIMES: Self = Self {
+        whole_trees: false,
+        figures: false,
+    };
+}
+
 /// Where an export gets a trace and each thread's spans: a decoded [`Trace`] (each thread one
 /// piece) or [`Pieces`](super::pieces::Pieces) (spans decoded as they are written). Shared by
 /// the threads that write a trace's threads apart ([`SpanSource::apart_weight`]).
@@ -29,11 +55,11 @@ pub(crate) trait SpanSource: Sync {
     }
 
     /// Hands each piece of thread `thread`'s spans to `f`, in order, and stops at the first
-    /// error `f` returns; with `whole_trees`, only pieces without carried or open spans.
+    /// error `f` returns; pieces and spans as `want` says.
     fn each_piece(
         &self,
         thread: usize,
-        whole_trees: bool,
+        want: Want,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()>;
 
@@ -73,7 +99,7 @@ impl SpanSource for Trace {
     fn each_piece(
         &self,
         thread: usize,
-        _whole_trees: bool,
+        _want: Want,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let Some(thread) = self.threads.get(thread) else {

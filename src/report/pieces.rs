@@ -8,7 +8,7 @@
 
 use crate::capture::Capture;
 use crate::decode::call_labels::{self, CallLabel, PollLabels};
-use crate::decode::pieces::{Piece, Pieces, SpanSource};
+use crate::decode::pieces::{Piece, Pieces, SpanSource, Want};
 use crate::decode::quantiles::Histogram;
 use crate::decode::summary::Summary;
 use crate::record::hash::FxHashMap;
@@ -123,7 +123,7 @@ impl Report {
         let mut histograms: Vec<Histogram> = Vec::new();
         for (at, thread) in trace.threads.iter().enumerate() {
             let thread_key = (thread.process, thread.id);
-            let each = source.each_piece(at, false, &mut |piece| {
+            let each = source.each_piece(at, Want::ALL, &mut |piece| {
                 for (i, span) in (0..).zip(piece.spans) {
                     // An open span is counted in the piece where it ends; a poll with its
                     // call.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::{ThreadKey, percent_of, rank};
-use crate::decode::pieces::SpanSource;
+use crate::decode::pieces::{SpanSource, Want};
 use crate::trace::{Span, SpanKind, Trace};
 
 /// One call path: the spans of one name under one parent node (and, split by thread, on one
@@ -64,7 +64,7 @@ impl CallTree {
             // The nodes of the spans open at the end of the last piece: its carried spans.
             let mut carried: Vec<usize> = Vec::new();
             // A piece's spans' parents are in it (its carried spans first).
-            let each = source.each_piece(at, false, &mut |piece| {
+            let each = source.each_piece(at, Want::ALL, &mut |piece| {
                 debug_assert_eq!(carried.len(), piece.carried.len());
                 node_of_span.clear();
                 node_of_span.extend_from_slice(&carried);

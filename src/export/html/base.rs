@@ -11,7 +11,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::capture::Capture;
-use crate::decode::pieces::{Pieces, SpanSource};
+use crate::decode::pieces::{Pieces, SpanSource, Want};
 use crate::decode::summary::Summary;
 use crate::export::Format;
 use crate::report::Report;
@@ -59,7 +59,7 @@ fn tree_of_pieces(pieces: &Pieces<'_>, threads: usize, names: &mut Names) -> Tre
     let mut nodes: Vec<u32> = Vec::new();
     for t in 0..threads {
         carried.clear();
-        let each = pieces.each_piece(t, false, &mut |piece| {
+        let each = pieces.each_piece(t, Want::ALL, &mut |piece| {
             // The carried spans come first, their nodes made in the piece they began in.
             nodes.clear();
             nodes.append(&mut carried);

@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::io;
 
 use crate::capture::Capture;
-use crate::decode::pieces::{Pieces, SpanSource};
+use crate::decode::pieces::{Pieces, SpanSource, Want};
 use crate::decode::quantiles::{Durations, Histogram};
 use crate::decode::summary::Summary;
 use crate::record::hash::FxHashMap;
@@ -72,7 +72,7 @@ fn threshold(summary: &Summary, pieces: &Pieces<'_>) -> Option<u64> {
     }
     if summary.polls() > 0 {
         for t in 0..summary.threads.len() {
-            let each = pieces.each_piece(t, false, &mut |piece| {
+            let each = pieces.each_piece(t, Want::ALL, &mut |piece| {
                 for (i, span) in piece.spans.iter().enumerate() {
                     // Each span once, in the piece where it ends.
                     if span.kind != SpanKind::Scope && !piece.is_open(i as u32) {
@@ -314,7 +314,7 @@ impl<'t> Walk<'t> {
         let mut states: Vec<State> = Vec::new();
         let mut keep: Vec<bool> = Vec::new();
         let mut root_end = 0i64;
-        let each = pieces.each_piece(t, false, &mut |piece| {
+        let each = pieces.each_piece(t, Want::ALL, &mut |piece| {
             let spans = piece.spans;
             states.clear();
             states.append(&mut carried);

@@ -29,7 +29,7 @@ use std::io::{self, Write};
 
 use prost::Message;
 
-use crate::decode::pieces::{Piece, Pieces, SpanSource};
+use crate::decode::pieces::{Piece, Pieces, SpanSource, Want};
 use crate::record::hash::FxHashMap;
 
 use super::calls::Calls;
@@ -236,7 +236,7 @@ impl<'s> Walker<'s> {
         };
         let mut carry = Carrying::default();
         let mut polls = self.calls.and_then(|c| c.thread(thread));
-        source.each_piece(thread, false, &mut |piece| {
+        source.each_piece(thread, Want::ALL, &mut |piece| {
             if piece.carried.len() != carry.seeds.len() {
                 return Err(out_of_step());
             }
@@ -319,7 +319,7 @@ fn out_of_step() -> io::Error {
 /// in the thread: a first reading of its pieces.
 fn carried_ends(source: &dyn SpanSource, thread: usize) -> io::Result<FxHashMap<u32, u64>> {
     let mut ends = FxHashMap::default();
-    source.each_piece(thread, false, &mut |piece| {
+    source.each_piece(thread, Want::ALL, &mut |piece| {
         for (i, span) in (0..piece.carried.len() as u32).zip(piece.spans) {
             if !piece.is_open(i) {
                 ends.insert(piece.index(i), span.end_ns);

@@ -12,7 +12,7 @@ use super::fields::{
 use super::model::SliceLinks;
 use super::sequence::{Sequence, known};
 use super::writer::Writer;
-use crate::decode::pieces::{Piece, SpanSource};
+use crate::decode::pieces::{Piece, SpanSource, Want};
 use crate::export::lanes::Lanes;
 use crate::export::parts;
 use crate::export::proto::{bytes_field, fixed64_field, int_field};
@@ -109,7 +109,7 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         } = *thread;
         let name = source.trace().threads[index].display_name();
         let mut sequences = vec![Sequence::new(first, track)];
-        source.each_piece(index, false, &mut |piece| {
+        source.each_piece(index, Want::TIMES, &mut |piece| {
             let lanes = Lanes::assign(piece.spans);
             for lane in sequences.len() as u32..lanes.count() {
                 if !self.numbering {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use super::dialect::Placed;
 use super::writer::{PREFIXES, Prefix, Slice, ThreadLanes, Tracks, Writer, nearest_micros};
-use crate::decode::pieces::{Piece, SpanSource};
+use crate::decode::pieces::{Piece, SpanSource, Want};
 use crate::export::json;
 use crate::export::lanes::Lanes;
 use crate::trace::{Span, SpanArg, SpanKind, SpanRef, Trace};
@@ -54,7 +54,7 @@ impl Writer<'_> {
         for prefix in &mut self.prefixes {
             prefix.key = None;
         }
-        source.each_piece(index, false, &mut |piece| {
+        source.each_piece(index, Want::TIMES, &mut |piece| {
             self.piece(
                 piece,
                 index,
