@@ -49,29 +49,49 @@ pub(crate) struct Columns {
     plain: bool,
 }
 
-impl Columns {
-    /// The columns `bytes` of the chunk `prefix` describes, kept when the budget has room for
-    /// them; `ends` as [`Columns::ends`] says.
-    pub(super) fn keep(
-        prefix: Prefix,
-        bytes: &[u8],
-        ends: Option<(u64, u64)>,
-        plain: bool,
-    ) -> Option<Self> {
-        let len = bytes.len();
+/// Room for a chunk's columns in the budget, taken before they are unpacked (into memory of
+/// their own, then kept as they are: [`Room::keep`]); given back when dropped unkept.
+pub(super) struct Room(usize);
+
+impl Room {
+    /// Room for `len` bytes of columns, when the budget has it.
+    pub(super) fn take(len: usize) -> Option<Self> {
         KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
             kept.checked_add(len)
                 .filter(|&now| now <= BUDGET.load(Ordering::Relaxed))
         })
         .ok()?;
-        Some(Self {
-            prefix,
-            bytes: bytes.into(),
-            ends,
-            plain,
-        })
+        Some(Self(len))
     }
 
+    /// Keeps `bytes`, the columns of the chunk `prefix` describes (as long as the room
+    /// taken); `ends` and `plain` as [`Columns::ends`] and [`Cursor::walk`] say.
+    pub(super) fn keep(
+        self,
+        prefix: Prefix,
+        bytes: Vec<u8>,
+        ends: Option<(u64, u64)>,
+        plain: bool,
+    ) -> Columns {
+        debug_assert_eq!(bytes.len(), self.0, "the columns fill their room");
+        // The room is the columns' now: they give it back when dropped.
+        std::mem::forget(self);
+        Columns {
+            prefix,
+            bytes: bytes.into_boxed_slice(),
+            ends,
+            plain,
+        }
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        KEPT.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+impl Columns {
     /// The tick of the chunk's first record and of its last record whose tick is a time, when
     /// the first one's is a time (it is not for a chunk that starts with the payload of a
     /// record of the chunk before).

@@ -3,7 +3,7 @@
 use super::codec::{get_id, get_varint, opens, unzigzag};
 use super::cursor::Cursor;
 use super::errors::PackError;
-use super::kept::Columns;
+use super::kept::{Columns, Room};
 use super::prefix::Prefix;
 use super::scratch::{Scratch, with_scratch};
 use super::{CLOSES_TOP, PACKED_PREFIX};
@@ -11,23 +11,40 @@ use crate::record::event::{RawEvent, RawKind};
 use crate::record::memory::MemoryMode;
 
 /// Decompresses `frame` into `s.columns`, `len` bytes at most; returns the bytes.
-#[cfg(feature = "compress")]
 fn decompress(s: &mut Scratch, frame: &[u8], len: usize) -> Result<usize, PackError> {
+    decompress_into(s, frame, len, None)
+}
+
+/// Decompresses `frame` into `out` (cleared), or into `s.columns` without it, `len` bytes at
+/// most; returns the bytes.
+#[cfg(feature = "compress")]
+fn decompress_into(
+    s: &mut Scratch,
+    frame: &[u8],
+    len: usize,
+    out: Option<&mut Vec<u8>>,
+) -> Result<usize, PackError> {
     let decompressor = match &mut s.decompressor {
         Some(d) => d,
         empty => empty
             .insert(zstd::bulk::Decompressor::new().map_err(|e| PackError::Frame(e.to_string()))?),
     };
-    s.columns.clear();
-    s.columns.reserve(len);
+    let out = out.unwrap_or(&mut s.columns);
+    out.clear();
+    out.reserve(len);
     decompressor
-        .decompress_to_buffer(frame, &mut s.columns)
+        .decompress_to_buffer(frame, out)
         .map_err(|e| PackError::Frame(e.to_string()))
 }
 
 /// Without the `compress` feature a packed chunk cannot be read.
 #[cfg(not(feature = "compress"))]
-fn decompress(_s: &mut Scratch, _frame: &[u8], _len: usize) -> Result<usize, PackError> {
+fn decompress_into(
+    _s: &mut Scratch,
+    _frame: &[u8],
+    _len: usize,
+    _out: Option<&mut Vec<u8>>,
+) -> Result<usize, PackError> {
     Err(PackError::Unsupported)
 }
 
@@ -65,14 +82,19 @@ pub(crate) struct Checked {
 /// its records: for a reader that keeps where the chunk lies and unpacks it when used.
 pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
     let prefix = Prefix::read(content)?;
+    // Columns the budget has room for are unpacked into memory of their own and kept as
+    // they are; others into the scratch.
+    let room = Room::take(prefix.columns);
+    let mut own = room.as_ref().map(|_| Vec::with_capacity(prefix.columns));
     with_scratch(|s| {
-        let got = decompress(s, &content[PACKED_PREFIX..], prefix.columns)?;
+        let frame = &content[PACKED_PREFIX..];
+        let got = decompress_into(s, frame, prefix.columns, own.as_mut())?;
         if got != prefix.columns {
             return Err(PackError::Columns(
                 "its columns are not as long as its prefix says",
             ));
         }
-        let columns = &s.columns;
+        let columns = own.as_deref().unwrap_or(&s.columns);
         let Some(kinds) = columns.get(..prefix.count) else {
             return Err(PackError::Columns("its kinds column is cut short"));
         };
@@ -149,7 +171,9 @@ pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
         Ok(Checked {
             memory,
             last_tick: (times > 0).then_some(time),
-            kept: Columns::keep(prefix, columns, ends, plain),
+            kept: room
+                .zip(own)
+                .map(|(room, own)| room.keep(prefix, own, ends, plain)),
         })
     })
 }
