@@ -47,7 +47,7 @@ use super::summary::{self, Summary};
 
 pub(crate) use super::piece::Piece;
 use super::piece::hand;
-pub(crate) use super::source::{SpanSource, Want};
+pub(crate) use super::source::{SpanEdge, SpanSource, Want};
 
 /// Captures decoded in pieces: their trace without spans, and each thread's spans decoded
 /// again, piece by piece, when asked for ([`SpanSource::each_piece`]).
@@ -207,6 +207,29 @@ impl SpanSource for Pieces<'_> {
             (Some(true), Some(&(_, _, source))) => source.record_bound(),
             _ => 0,
         }
+    }
+
+    fn each_edge(
+        &self,
+        thread: usize,
+        f: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
+    ) -> Option<io::Result<()>> {
+        // Plain scopes that all nest (the first reading found none that ends before a
+        // child), without memory figures.
+        let &(capture, _, source) = self.sources.get(thread)?;
+        let nested =
+            self.plain.get(thread) == Some(&true) && self.carries.get(thread) == Some(&true);
+        if !nested || capture.memory.is_on() {
+            return None;
+        }
+        let open_at_end = self.open_at_end.get(thread).map_or(&[][..], Vec::as_slice);
+        let shared = shared(capture);
+        Some(super::plain_pieces::each_edge(
+            &shared,
+            source,
+            open_at_end,
+            f,
+        ))
     }
 
     fn each_piece(

@@ -25,6 +25,7 @@ use crate::trace::{Span, SpanKind};
 
 use super::pair::{Kept, begun, piece_due};
 use super::piece::Piece;
+use super::source::SpanEdge;
 use super::thread::{Run, Shared};
 
 /// An open scope: its index in the thread, the key its exit carries, its depth, and the probe
@@ -266,4 +267,135 @@ pub(super) fn each_piece(
         plain.close(open, end_ns, true);
     }
     plain.drain_piece(|piece| super::piece::hand(piece, f))
+}
+
+/// Edges handed over at once by [`each_edge`]: a batch small enough to stay in the
+/// first-level cache while it is written (24 KiB).
+const EDGE_BATCH: usize = 1024;
+
+/// An open scope of [`Edges`]: the key its exit carries, and its start.
+struct EdgeOpen {
+    key: u32,
+    start_ns: u64,
+}
+
+/// A thread's pairing of plain scopes that all nest, handed over as edges in batches.
+struct Edges<'s, 'c, 'f> {
+    shared: &'s Shared<'c>,
+    open: Vec<EdgeOpen>,
+    /// Scopes begun so far (the next one's index).
+    begun: u32,
+    /// The spans open at the thread's end, and the next of them to come.
+    ends_open: &'s [u32],
+    next_open_at_end: usize,
+    batch: Vec<SpanEdge>,
+    f: &'f mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
+}
+
+impl Edges<'_, '_, '_> {
+    /// Takes a record.
+    #[inline(always)]
+    fn step(&mut self, step: Step) -> io::Result<()> {
+        let edge = match step {
+            Step::Begin { id, tick, key } => {
+                let Some(callsite) = callsite::lookup(self.shared.callsites, id) else {
+                    // An unknown callsite opens nothing (and its exit closes nothing).
+                    return Ok(());
+                };
+                let open_at_stop = self.ends_open.get(self.next_open_at_end) == Some(&self.begun);
+                self.next_open_at_end += usize::from(open_at_stop);
+                self.begun += 1;
+                let start_ns = self.shared.converter.to_unix_ns(tick);
+                self.open.push(EdgeOpen { key, start_ns });
+                SpanEdge::Begin {
+                    callsite,
+                    start_ns,
+                    open_at_stop,
+                }
+            }
+            Step::End { key, tick } => {
+                match self.open.last() {
+                    Some(top) if top.key == key => {}
+                    _ if self.open.iter().any(|o| o.key == key) => return Err(not_plain()),
+                    // Its entry was outside the window (or of an unknown callsite).
+                    _ => return Ok(()),
+                }
+                let start_ns = self.open.pop().map_or(0, |o| o.start_ns);
+                let end_ns = self.shared.converter.to_unix_ns(tick).max(start_ns);
+                SpanEdge::End { end_ns }
+            }
+        };
+        self.batch.push(edge);
+        if self.batch.len() == EDGE_BATCH {
+            return self.flush();
+        }
+        Ok(())
+    }
+
+    /// Hands the batch over.
+    fn flush(&mut self) -> io::Result<()> {
+        let done = (self.f)(&self.batch);
+        self.batch.clear();
+        done
+    }
+}
+
+/// [`SpanSource::each_edge`](super::source::SpanSource::each_edge) of a thread of plain
+/// scopes that all nest (without cut scopes or memory; `ends_open`: the spans open at its
+/// end, as indices in the thread): the begins and ends of the spans [`each_piece`] would
+/// hand over, in the order a walk of them on one lane gives (each end as soon as its exit
+/// is taken), in batches. An error for a thread whose exit closes a scope other than the
+/// innermost.
+pub(super) fn each_edge(
+    shared: &Shared<'_>,
+    thread: &CaptureThread,
+    ends_open: &[u32],
+    f: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
+) -> io::Result<()> {
+    let _untracked = Untracked::enter();
+    let mut edges = Edges {
+        shared,
+        open: Vec::new(),
+        begun: 0,
+        ends_open,
+        next_open_at_end: 0,
+        batch: Vec::with_capacity(EDGE_BATCH),
+        f,
+    };
+    let mut result = Ok(());
+    let mut keep = false;
+    for chunk in 0..thread.chunks.len() {
+        shared.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
+            if let Run::Columns(cursor) = run
+                && cursor.plain()
+            {
+                result = (cursor.walk(|step| edges.step(step)))
+                    .map_err(|error| error.unwrap_or_else(not_plain));
+                return;
+            }
+            for record in run {
+                if result.is_err() {
+                    return;
+                }
+                let (id, tick) = (record.id, record.tick);
+                result = match record.kind {
+                    RawKind::Begin => edges.step(Step::Begin {
+                        id,
+                        tick,
+                        key: RawEvent::end_key(id, tick),
+                    }),
+                    RawKind::End => edges.step(Step::End { key: id, tick }),
+                    _ => Err(not_plain()),
+                };
+            }
+        });
+        std::mem::replace(&mut result, Ok(()))?;
+    }
+    // What is still open ends at the end, innermost first.
+    let end_ns = shared.end_of(thread);
+    while let Some(top) = edges.open.pop() {
+        let end_ns = end_ns.max(top.start_ns);
+        edges.batch.push(SpanEdge::End { end_ns });
+    }
+    edges.flush()
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::io;
 
+use crate::record::callsite::Callsite;
 use crate::trace::{AsyncSpan, MemoryEvent, Trace};
 
 use super::piece::Piece;
@@ -34,6 +35,20 @@ impl Want {
     };
 }
 
+/// A begin or an end of a span of a thread whose spans all nest, in the order of a walk of
+/// its spans ([`SpanSource::each_edge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpanEdge {
+    /// A scope begins: its callsite, its start, and whether it is still open at the stop.
+    Begin {
+        callsite: &'static Callsite,
+        start_ns: u64,
+        open_at_stop: bool,
+    },
+    /// The innermost scope open ends.
+    End { end_ns: u64 },
+}
+
 /// Where an export gets a trace and each thread's spans: a decoded [`Trace`] (each thread one
 /// piece) or [`Pieces`](super::pieces::Pieces) (spans decoded as they are written). Shared by
 /// the threads that write a trace's threads apart ([`SpanSource::apart_weight`]).
@@ -62,6 +77,20 @@ pub(crate) trait SpanSource: Sync {
         want: Want,
         f: &mut dyn FnMut(Piece<'_>) -> io::Result<()>,
     ) -> io::Result<()>;
+
+    /// For a thread of scopes that all nest, without arguments, memory figures or anything
+    /// but scopes: hands each begin and end of its spans to `f`, in the order in which a
+    /// walk of its pieces' spans on one lane ([`Lanes::walk`](crate::export::lanes::Lanes))
+    /// gives them, in batches, without making the spans; stops at the first error `f`
+    /// returns. `None` (nothing handed over) for any other thread: its pieces are what to
+    /// read.
+    fn each_edge(
+        &self,
+        _thread: usize,
+        _f: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
+    ) -> Option<io::Result<()>> {
+        None
+    }
 
     /// Hands each allocation and free of the trace's memory timeline to `f`, in the order of
     /// [`MemoryTrace::events`](crate::trace::MemoryTrace::events), with the live bytes of its

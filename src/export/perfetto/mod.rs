@@ -65,6 +65,8 @@ use super::Format;
 use crate::decode::pieces::{Pieces, SpanSource};
 use crate::trace::Trace;
 
+#[cfg(test)]
+mod edges_tests;
 mod fields;
 mod interning;
 mod model;

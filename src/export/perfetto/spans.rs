@@ -12,12 +12,29 @@ use super::fields::{
 use super::model::SliceLinks;
 use super::sequence::{Sequence, known};
 use super::writer::Writer;
-use crate::decode::pieces::{Piece, SpanSource, Want};
+use crate::decode::pieces::{Piece, SpanEdge, SpanSource, Want};
 use crate::export::lanes::Lanes;
 use crate::export::parts;
 use crate::export::proto::{bytes_field, fixed64_field, int_field};
 use crate::record::callsite::Callsite;
 use crate::trace::{Span, SpanArg, SpanKind, SpanRef, Value};
+
+#[cfg(test)]
+thread_local! {
+    /// The tests' setting: threads are written from their pieces even where they have edges.
+    pub(super) static NO_EDGES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Threads written from their edges.
+    pub(super) static EDGE_THREADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether threads with edges ([`SpanSource::each_edge`]) are written from them: always, but
+/// in the tests that write them from their pieces too.
+fn edges_on() -> bool {
+    #[cfg(test)]
+    return !NO_EDGES.get();
+    #[cfg(not(test))]
+    true
+}
 
 /// A thread's spans to write: its slices on its own sequence, and those of its lanes of
 /// overlapping scopes on extra tracks.
@@ -109,6 +126,18 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
         } = *thread;
         let name = source.trace().threads[index].display_name();
         let mut sequences = vec![Sequence::new(first, track)];
+        if self.delta && self.shortcuts && !has_links && edges_on() {
+            // A thread of plain scopes that all nest: their begins and ends as they are read,
+            // without spans (the bytes the pieces' walk below writes for them).
+            let seq = &mut sequences[0];
+            let mut edges =
+                |edges: &[SpanEdge]| (edges.iter()).try_for_each(|&edge| self.edge(seq, edge));
+            if let Some(done) = source.each_edge(index, &mut edges) {
+                #[cfg(test)]
+                EDGE_THREADS.set(EDGE_THREADS.get() + 1);
+                return done;
+            }
+        }
         source.each_piece(index, Want::TIMES, &mut |piece| {
             let lanes = Lanes::assign(piece.spans);
             for lane in sequences.len() as u32..lanes.count() {
@@ -123,6 +152,37 @@ impl<'a, W: Write + ?Sized> Writer<'a, W> {
             }
             self.piece_spans(piece, &lanes, &mut sequences, (index, links, has_links))
         })
+    }
+
+    /// A begin or end of a scope of a thread whose scopes all nest, on its sequence `seq`: as
+    /// [`Writer::piece_spans`] writes a span's edges on such a thread.
+    #[inline(always)]
+    fn edge(&mut self, seq: &mut Sequence, edge: SpanEdge) -> io::Result<()> {
+        match edge {
+            SpanEdge::Begin {
+                callsite,
+                start_ns,
+                open_at_stop,
+            } => {
+                let span = Span {
+                    callsite,
+                    start_ns,
+                    end_ns: start_ns,
+                    depth: 0,
+                    parent: None,
+                    children_ns: 0,
+                    overhead_ns: 0,
+                    open_at_stop,
+                    cut_at_start: false,
+                    kind: SpanKind::Scope,
+                };
+                match self.short_begin(seq, &span) {
+                    Some(done) => done,
+                    None => self.begin_span(seq, &span, &[], None),
+                }
+            }
+            SpanEdge::End { end_ns } => self.end_span(seq, end_ns, true),
+        }
     }
 
     /// The slices of one piece of thread `index`, on the sequences of its lanes.
