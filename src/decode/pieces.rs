@@ -223,13 +223,14 @@ impl SpanSource for Pieces<'_> {
             return None;
         }
         let open_at_end = self.open_at_end.get(thread).map_or(&[][..], Vec::as_slice);
-        let shared = shared(capture);
-        Some(super::plain_pieces::each_edge(
-            &shared,
-            source,
-            open_at_end,
-            f,
-        ))
+        // A large thread's edges are read on another core while they are written.
+        let apart = source.record_bound() >= pipeline::PIPELINE_FROM;
+        let _untracked = Untracked::enter();
+        let decode = |f: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>| {
+            let shared = shared(capture);
+            super::plain_pieces::each_edge(&shared, source, open_at_end, f)
+        };
+        Some(pipeline::edges(apart, decode, f))
     }
 
     fn each_piece(

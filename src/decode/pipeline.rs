@@ -10,6 +10,7 @@ use crate::record::registry::Untracked;
 use crate::trace::{MemoryStats, Span, SpanArg};
 
 use super::piece::Piece;
+use super::source::SpanEdge;
 use super::summary::WINDOW;
 
 /// Batches of pieces decoded ahead of the one being written, at most: memory stays bounded
@@ -53,21 +54,9 @@ fn pieces_on(
     if !apart {
         return decode(write);
     }
-    // Full batches of pieces one way, emptied ones back the other (reused, so that the
-    // helper does not allocate a piece's worth of memory per piece).
-    let (full, batches) = mpsc::sync_channel::<Batch>(AHEAD);
-    let (emptied, spare) = mpsc::channel::<Batch>();
-    std::thread::scope(|s| {
-        let helper = s.spawn(move || {
-            // Decoding allocates; that is the profiler's work, not the program's.
-            let _untracked = Untracked::enter();
+    overlap(
+        |send| {
             let mut batch = Batch::default();
-            let send = |batch: &mut Batch| {
-                let next = spare.try_recv().unwrap_or_default();
-                // The writer stopped (its error is the one returned): stop decoding too.
-                send_spinning(&full, std::mem::replace(batch, next))
-                    .map_err(|_| io::Error::other("the pieces' writer stopped"))
-            };
             decode(&mut |piece| {
                 batch.push(&piece);
                 match batch.spans >= BATCH_SPANS {
@@ -79,16 +68,97 @@ fn pieces_on(
                 true => send(&mut batch),
                 false => Ok(()),
             }
+        },
+        |batch| {
+            let written = (batch.pieces[..batch.len])
+                .iter()
+                .try_for_each(|owned| write(owned.piece()));
+            batch.clear();
+            written
+        },
+    )
+}
+
+/// Edges ([`SpanEdge`]) handed over together between the helper and the writer of
+/// [`edges`]: 16 Ki (384 KiB), so that a thread of millions of scopes is handed over some
+/// hundreds of times, and memory stays that of a few batches.
+const BATCH_EDGES: usize = 16 << 10;
+
+/// [`pieces`] for the batches of edges that `decode` hands to its callback
+/// ([`SpanSource::each_edge`](super::source::SpanSource::each_edge)): handed to `write` in the
+/// same order, in batches of [`BATCH_EDGES`] from a helper thread when `apart` (and the
+/// machine has more than one core), else as they come on this thread.
+pub(crate) fn edges(
+    apart: bool,
+    decode: impl FnOnce(&mut dyn FnMut(&[SpanEdge]) -> io::Result<()>) -> io::Result<()> + Send,
+    write: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
+) -> io::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    edges_on(apart && cores >= 2 && !ALONE.get(), decode, write)
+}
+
+/// [`edges`], on a helper thread when `apart` whatever the cores.
+fn edges_on(
+    apart: bool,
+    decode: impl FnOnce(&mut dyn FnMut(&[SpanEdge]) -> io::Result<()>) -> io::Result<()> + Send,
+    write: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
+) -> io::Result<()> {
+    if !apart {
+        return decode(write);
+    }
+    overlap(
+        |send| {
+            let mut batch: Vec<SpanEdge> = Vec::with_capacity(BATCH_EDGES);
+            decode(&mut |edges| {
+                batch.extend_from_slice(edges);
+                match batch.len() >= BATCH_EDGES {
+                    true => send(&mut batch),
+                    false => Ok(()),
+                }
+            })?;
+            match batch.is_empty() {
+                false => send(&mut batch),
+                true => Ok(()),
+            }
+        },
+        |batch: &mut Vec<SpanEdge>| {
+            let written = write(batch);
+            batch.clear();
+            written
+        },
+    )
+}
+
+/// Runs `fill` on a helper thread, which hands each batch it fills to `send` (which hands
+/// it over, putting an emptied one or a new one in its place), while this thread gives
+/// `write` each batch in turn (to write and empty); at most [`AHEAD`] batches wait.
+/// Stops at the first error `write` returns (the helper then stops at its next `send`), and
+/// returns it, or `fill`'s.
+fn overlap<B: Default + Send>(
+    fill: impl FnOnce(&mut dyn FnMut(&mut B) -> io::Result<()>) -> io::Result<()> + Send,
+    mut write: impl FnMut(&mut B) -> io::Result<()>,
+) -> io::Result<()> {
+    // Full batches one way, emptied ones back the other (reused, so that the helper does
+    // not allocate a batch's worth of memory per batch).
+    let (full, batches) = mpsc::sync_channel::<B>(AHEAD);
+    let (emptied, spare) = mpsc::channel::<B>();
+    std::thread::scope(|s| {
+        let helper = s.spawn(move || {
+            // Decoding allocates; that is the profiler's work, not the program's.
+            let _untracked = Untracked::enter();
+            fill(&mut |batch: &mut B| {
+                let next = spare.try_recv().unwrap_or_default();
+                // The writer stopped (its error is the one returned): stop decoding too.
+                send_spinning(&full, std::mem::replace(batch, next))
+                    .map_err(|_| io::Error::other("the pieces' writer stopped"))
+            })
         });
         let mut written = Ok(());
-        'batches: while let Some(mut batch) = recv_spinning(&batches) {
-            for owned in &batch.pieces[..batch.len] {
-                written = write(owned.piece());
-                if written.is_err() {
-                    break 'batches;
-                }
+        while let Some(mut batch) = recv_spinning(&batches) {
+            written = write(&mut batch);
+            if written.is_err() {
+                break;
             }
-            batch.clear();
             // The helper may be done already: then the buffers are not needed.
             let _ = emptied.send(batch);
         }
@@ -125,7 +195,7 @@ fn spinning<T>(mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
 
 /// The next of `batches`, waited for by spinning ([`spinning`]), then asleep; `None` once the
 /// sender is gone.
-fn recv_spinning(batches: &mpsc::Receiver<Batch>) -> Option<Batch> {
+fn recv_spinning<B>(batches: &mpsc::Receiver<B>) -> Option<B> {
     spinning(|| match batches.try_recv() {
         Ok(batch) => Some(Some(batch)),
         Err(mpsc::TryRecvError::Disconnected) => Some(None),
@@ -136,7 +206,7 @@ fn recv_spinning(batches: &mpsc::Receiver<Batch>) -> Option<Batch> {
 
 /// Sends `batch` into `full`, waiting for room by spinning ([`spinning`]), then asleep; an
 /// error once the receiver is gone.
-fn send_spinning(full: &mpsc::SyncSender<Batch>, mut batch: Batch) -> Result<(), ()> {
+fn send_spinning<B: Default>(full: &mpsc::SyncSender<B>, mut batch: B) -> Result<(), ()> {
     spinning(|| match full.try_send(std::mem::take(&mut batch)) {
         Ok(()) => Some(Ok(())),
         Err(mpsc::TrySendError::Disconnected(_)) => Some(Err(())),
@@ -284,6 +354,57 @@ mod tests {
             .unwrap_err();
             assert_eq!(error.to_string(), "disk full");
             assert_eq!(written, 3);
+        }
+    }
+
+    #[test]
+    fn edges_come_in_order_and_errors_stop_both_sides() {
+        let callsite = &SITE;
+        // Batches of 1000 edges, as many as make several of the pipeline's batches.
+        let decode = |n: u64| {
+            move |f: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>| {
+                for batch in 0..n {
+                    let edges: Vec<SpanEdge> = (0..1000)
+                        .map(|i| match i % 2 {
+                            0 => SpanEdge::Begin {
+                                callsite,
+                                start_ns: batch * 1000 + i,
+                                open_at_stop: false,
+                            },
+                            _ => SpanEdge::End {
+                                end_ns: batch * 1000 + i,
+                            },
+                        })
+                        .collect();
+                    f(&edges)?;
+                }
+                Ok(())
+            }
+        };
+        let n = 3 * BATCH_EDGES as u64 / 1000 + 1;
+        for apart in [false, true] {
+            let mut seen = Vec::new();
+            edges_on(apart, decode(n), &mut |edges| {
+                seen.extend(edges.iter().map(|edge| match *edge {
+                    SpanEdge::Begin { start_ns, .. } => start_ns,
+                    SpanEdge::End { end_ns } => end_ns,
+                }));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(seen, (0..n * 1000).collect::<Vec<u64>>(), "apart {apart}");
+            // The writer's error is the one returned, after its second batch.
+            let mut written = 0;
+            let error = edges_on(apart, decode(n), &mut |_| {
+                written += 1;
+                match written {
+                    2 => Err(io::Error::other("disk full")),
+                    _ => Ok(()),
+                }
+            })
+            .unwrap_err();
+            assert_eq!(error.to_string(), "disk full");
+            assert_eq!(written, 2);
         }
     }
 }
