@@ -34,6 +34,7 @@ mod errors;
 mod kept;
 mod packer;
 mod prefix;
+mod scan;
 mod scratch;
 #[cfg(test)]
 mod tests;

@@ -1,10 +1,11 @@
 //! Unpacking: a packed chunk checked, decompressed and turned back into records.
 
-use super::codec::{get_id, get_varint, opens, unzigzag};
+use super::codec::{get_varint, opens};
 use super::cursor::Cursor;
 use super::errors::PackError;
 use super::kept::{Columns, Room};
 use super::prefix::Prefix;
+use super::scan;
 use super::scratch::{Scratch, with_scratch};
 use super::{CLOSES_TOP, PACKED_PREFIX};
 use crate::record::event::{RawEvent, RawKind};
@@ -100,20 +101,15 @@ pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
         };
         let (mut open, mut explicit, mut times, mut data) = (0usize, 0, 0, 0);
         let mut memory = MemoryMode::Off;
-        // Most chunks are entries and exits only: counted without a branch a record, and
-        // checked by the loop below only when they are not.
-        let (begin, end) = (RawKind::Begin as u8, RawKind::End as u8);
-        let (mut depth, mut lowest, mut other) = (0isize, 0isize, false);
-        for &code in kinds {
-            depth += isize::from(code == begin) - isize::from(code == CLOSES_TOP);
-            lowest = lowest.min(depth);
-            other |= code != begin && code != end && code != CLOSES_TOP;
-        }
-        let plain = !other && lowest >= 0;
-        if plain {
-            explicit = kinds.iter().filter(|&&code| code != CLOSES_TOP).count();
-            times = kinds.len();
-        }
+        // Most chunks are entries and exits only: read eight kinds at a time, and by the loop
+        // below only when they are not.
+        let plain = match scan::plain_kinds(kinds) {
+            (true, ids) => {
+                (explicit, times) = (ids, kinds.len());
+                true
+            }
+            (false, _) => false,
+        };
         for (n, &code) in kinds.iter().enumerate().filter(|_| !plain) {
             if code == CLOSES_TOP {
                 let Some(left) = open.checked_sub(1) else {
@@ -140,21 +136,11 @@ pub(crate) fn check(content: &[u8]) -> Result<Checked, PackError> {
         let ticks_end = ids_end + prefix.ticks;
         let ids = &columns[prefix.count..ids_end];
         let (ticks, values) = (&columns[ids_end..ticks_end], &columns[ticks_end..]);
-        let mut at_id = 0;
-        for _ in 0..explicit {
-            get_id(ids, &mut at_id)?;
-        }
-        if at_id != ids.len() {
+        if scan::skip_ids(ids, explicit)? != ids.len() {
             return Err(PackError::Columns("its columns hold more than its records"));
         }
-        let (mut at, mut time, mut first) = (0, 0u64, None);
-        if times > 0 {
-            time = unzigzag(get_varint(ticks, &mut at)?);
-            first = Some(time);
-        }
-        for _ in 1..times {
-            time = time.wrapping_add(unzigzag(get_varint(ticks, &mut at)?));
-        }
+        let (first, time, at) = scan::sum_ticks(ticks, times)?;
+        let first = (times > 0).then_some(first);
         // The ticks of its first and last records, when the first one's is a time.
         let first_timed = kinds.first().is_some_and(|&code| {
             code == CLOSES_TOP
