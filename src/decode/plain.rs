@@ -25,7 +25,6 @@ use crate::capture::CaptureThread;
 use crate::capture::compress::Step;
 use crate::record::callsite::{self, Callsite};
 use crate::record::clock::PROBE_UNIT;
-use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::ThreadTrace;
 
@@ -33,7 +32,7 @@ use super::async_spans::MarksSeen;
 use super::links::{Keep, Links};
 use super::pair::Extras;
 use super::summary::{Sum, ThreadSums, WINDOW};
-use super::thread::{DECODED, Decoded, ORIGINS_KEPT, Run, Shared};
+use super::thread::{DECODED, Decoded, ORIGINS_KEPT, Shared, Steps};
 
 /// An open scope: its index in the thread, the key its exit carries, and its figures so far.
 #[derive(Clone, Copy)]
@@ -129,45 +128,48 @@ struct Plain<'s, 'c> {
     /// Kept to be handed over in the general path's order, when summing by callsite.
     window: Option<Window>,
     sums: ThreadSums,
-    /// Only counting (no sums by callsite): see [`Plain::count`].
+    /// Only counting (no sums by callsite): see [`Plain::count_step`].
     counting: bool,
     /// Counting, the tick of the last record taken.
     last_tick: u64,
 }
 
-impl Plain<'_, '_> {
-    /// Takes the records of `run`; `Err` at the first one this path does not take.
-    #[inline(always)]
-    fn run(&mut self, run: &mut Run<'_>) -> Result<(), GiveUp> {
-        if let Run::Columns(cursor) = run
-            && cursor.plain()
-        {
-            self.events += cursor.len() as u64;
-            let walked = match self.counting {
-                true => cursor.walk(|step| self.count_step(step)),
-                false => cursor.walk(|step| self.step(step)),
-            };
-            // (An error of the columns: the general path reads them again, and says it.)
-            return walked.map_err(|_| GiveUp);
-        }
-        if self.counting {
-            return self.count(run);
-        }
-        for record in run {
-            self.events += 1;
-            match record.kind {
-                RawKind::Begin => {
-                    let key = RawEvent::end_key(record.id, record.tick);
-                    self.begin(record.id, record.tick, key);
-                }
-                RawKind::End => self.end(record.id, record.tick)?,
-                _ => return Err(GiveUp),
-            }
-            self.drain_when_full();
-        }
-        Ok(())
+impl Steps for Plain<'_, '_> {
+    type Error = GiveUp;
+
+    fn other() -> GiveUp {
+        GiveUp
     }
 
+    /// Takes a record; `Err` for one this path does not take.
+    #[inline(always)]
+    fn step(&mut self, step: Step) -> Result<(), GiveUp> {
+        match step {
+            Step::Begin { id, tick, key } => self.begin(id, tick, key),
+            Step::End { key, tick } => self.end(key, tick)?,
+        }
+        self.drain_when_full();
+        Ok(())
+    }
+}
+
+/// A [`Plain`] only counting: [`Plain::count_step`].
+struct Counting<'p, 's, 'c>(&'p mut Plain<'s, 'c>);
+
+impl Steps for Counting<'_, '_, '_> {
+    type Error = GiveUp;
+
+    fn other() -> GiveUp {
+        GiveUp
+    }
+
+    #[inline(always)]
+    fn step(&mut self, step: Step) -> Result<(), GiveUp> {
+        self.0.count_step(step)
+    }
+}
+
+impl Plain<'_, '_> {
     /// Hands the scopes over when the general path would.
     #[inline(always)]
     fn drain_when_full(&mut self) {
@@ -178,19 +180,12 @@ impl Plain<'_, '_> {
         }
     }
 
-    /// Takes a record of plain columns
-    /// ([`Cursor::walk`](crate::capture::compress::Cursor::walk)).
-    #[inline(always)]
-    fn step(&mut self, step: Step) -> Result<(), GiveUp> {
-        match step {
-            Step::Begin { id, tick, key } => self.begin(id, tick, key),
-            Step::End { key, tick } => self.end(key, tick)?,
-        }
-        self.drain_when_full();
-        Ok(())
-    }
-
-    /// [`Plain::step`] for a reading that only counts ([`Plain::count`]).
+    /// [`Plain::step`](Steps::step) for a reading that only counts the scopes (and which end at the stop,
+    /// and whether one ended before a child): no time is needed. No scope can end before a
+    /// child while the ticks do not go back: a child's exit comes before its parent's, and
+    /// Unix times never go back as ticks grow (`convert`'s
+    /// `checkpoints_follow_a_slewed_clock` checks it across checkpoints). A thread whose
+    /// ticks go back is the general path's.
     #[inline(always)]
     fn count_step(&mut self, step: Step) -> Result<(), GiveUp> {
         let (Step::Begin { tick, .. } | Step::End { tick, .. }) = step;
@@ -201,32 +196,6 @@ impl Plain<'_, '_> {
         match step {
             Step::Begin { id, key, .. } => self.open_counted(id, key),
             Step::End { key, .. } => self.end_counted(key)?,
-        }
-        Ok(())
-    }
-
-    /// [`Plain::run`] for a reading that only counts the scopes (and which end at the stop,
-    /// and whether one ended before a child): no time is needed. No scope can end before a
-    /// child while the ticks do not go back: a child's exit comes before its parent's, and
-    /// Unix times never go back as ticks grow (`convert`'s
-    /// `checkpoints_follow_a_slewed_clock` checks it across checkpoints). A thread whose
-    /// ticks go back is the general path's.
-    #[inline(always)]
-    fn count(&mut self, run: &mut Run<'_>) -> Result<(), GiveUp> {
-        for record in run {
-            self.events += 1;
-            if record.tick < self.last_tick {
-                return Err(GiveUp);
-            }
-            self.last_tick = record.tick;
-            match record.kind {
-                RawKind::Begin => {
-                    let key = RawEvent::end_key(record.id, record.tick);
-                    self.open_counted(record.id, key);
-                }
-                RawKind::End => self.end_counted(record.id)?,
-                _ => return Err(GiveUp),
-            }
         }
         Ok(())
     }
@@ -376,12 +345,13 @@ impl Shared<'_> {
         };
         let mut keep = false;
         for chunk in 0..thread.chunks.len() {
-            let mut taken = Ok(());
-            self.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
-                if taken.is_ok() {
-                    taken = plain.run(run);
-                }
-            });
+            // (An error of a kept chunk's columns gives up too: the general path reads them
+            // again, and says it.)
+            let taken = match plain.counting {
+                true => self.for_each_step_of(thread, chunk, &mut keep, &mut Counting(&mut plain)),
+                false => self.for_each_step_of(thread, chunk, &mut keep, &mut plain),
+            };
+            plain.events += taken.as_ref().map_or(0, |&records| records);
             if taken.is_err() {
                 // Read again by the general path: its count of the records read stands.
                 let read: usize = thread.chunks[..=chunk].iter().map(|c| c.len()).sum();

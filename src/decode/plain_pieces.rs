@@ -19,14 +19,13 @@ use crate::capture::CaptureThread;
 use crate::capture::compress::Step;
 use crate::record::callsite;
 use crate::record::clock::PROBE_UNIT;
-use crate::record::event::{RawEvent, RawKind};
 use crate::record::registry::Untracked;
 use crate::trace::{Span, SpanKind};
 
 use super::pair::{Kept, begun, piece_due};
 use super::piece::Piece;
 use super::source::SpanEdge;
-use super::thread::{Run, Shared};
+use super::thread::{Shared, Steps};
 
 /// An open scope: its index in the thread, the key its exit carries, its depth, and the probe
 /// time its children left so far.
@@ -55,6 +54,25 @@ struct Plain<'s, 'c> {
     ends_open: &'s [u32],
     /// The spans' children's time and probe overhead are wanted (else left at 0).
     figures: bool,
+}
+
+/// A [`Plain`] taking records, handing its pieces to `f`.
+struct Pieces<'p, 's, 'c, 'f> {
+    plain: &'p mut Plain<'s, 'c>,
+    f: &'f mut dyn FnMut(Piece<'_>) -> io::Result<()>,
+}
+
+impl Steps for Pieces<'_, '_, '_, '_> {
+    type Error = io::Error;
+
+    fn other() -> io::Error {
+        not_plain()
+    }
+
+    #[inline(always)]
+    fn step(&mut self, step: Step) -> io::Result<()> {
+        self.plain.step(step, self.f)
+    }
 }
 
 /// How [`each_piece`] reads a thread.
@@ -230,36 +248,13 @@ pub(super) fn each_piece(
         ends_open: if carry { ends_open } else { &[] },
         figures,
     };
-    let mut result = Ok(());
     let mut keep = false;
     for chunk in 0..thread.chunks.len() {
-        shared.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
-            if let Run::Columns(cursor) = run
-                && cursor.plain()
-            {
-                result = (cursor.walk(|step| plain.step(step, f)))
-                    .map_err(|error| error.unwrap_or_else(not_plain));
-                return;
-            }
-            for record in run {
-                if result.is_err() {
-                    return;
-                }
-                result = match record.kind {
-                    RawKind::Begin => {
-                        let key = RawEvent::end_key(record.id, record.tick);
-                        plain.begin(record.id, record.tick, key);
-                        Ok(())
-                    }
-                    RawKind::End => plain.end(record.id, record.tick),
-                    _ => Err(not_plain()),
-                };
-                if result.is_ok() && plain.piece_due() {
-                    result = plain.drain_piece(|piece| super::piece::hand(piece, f));
-                }
-            }
-        });
-        std::mem::replace(&mut result, Ok(()))?;
+        let mut taker = Pieces {
+            plain: &mut plain,
+            f: &mut *f,
+        };
+        shared.for_each_step_of(thread, chunk, &mut keep, &mut taker)?;
     }
     // What is still open closes at the end, marked open at the stop, innermost first.
     let end_ns = shared.end_of(thread);
@@ -292,7 +287,13 @@ struct Edges<'s, 'c, 'f> {
     f: &'f mut dyn FnMut(&[SpanEdge]) -> io::Result<()>,
 }
 
-impl Edges<'_, '_, '_> {
+impl Steps for Edges<'_, '_, '_> {
+    type Error = io::Error;
+
+    fn other() -> io::Error {
+        not_plain()
+    }
+
     /// Takes a record.
     #[inline(always)]
     fn step(&mut self, step: Step) -> io::Result<()> {
@@ -331,7 +332,9 @@ impl Edges<'_, '_, '_> {
         }
         Ok(())
     }
+}
 
+impl Edges<'_, '_, '_> {
     /// Hands the batch over.
     fn flush(&mut self) -> io::Result<()> {
         let done = (self.f)(&self.batch);
@@ -362,34 +365,9 @@ pub(super) fn each_edge(
         batch: Vec::with_capacity(EDGE_BATCH),
         f,
     };
-    let mut result = Ok(());
     let mut keep = false;
     for chunk in 0..thread.chunks.len() {
-        shared.for_each_run_or_columns_of(thread, chunk, &mut keep, |run| {
-            if let Run::Columns(cursor) = run
-                && cursor.plain()
-            {
-                result = (cursor.walk(|step| edges.step(step)))
-                    .map_err(|error| error.unwrap_or_else(not_plain));
-                return;
-            }
-            for record in run {
-                if result.is_err() {
-                    return;
-                }
-                let (id, tick) = (record.id, record.tick);
-                result = match record.kind {
-                    RawKind::Begin => edges.step(Step::Begin {
-                        id,
-                        tick,
-                        key: RawEvent::end_key(id, tick),
-                    }),
-                    RawKind::End => edges.step(Step::End { key: id, tick }),
-                    _ => Err(not_plain()),
-                };
-            }
-        });
-        std::mem::replace(&mut result, Ok(()))?;
+        shared.for_each_step_of(thread, chunk, &mut keep, &mut edges)?;
     }
     // What is still open ends at the end, innermost first.
     let end_ns = shared.end_of(thread);

@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::capture::compress::Cursor;
+use crate::capture::compress::{Cursor, Step};
 use crate::capture::{Capture, CaptureThread};
 use crate::record::callsite::Callsite;
 use crate::record::event::{RawEvent, RawKind};
@@ -59,6 +59,16 @@ impl Iterator for Run<'_> {
             Self::Columns(cursor) => cursor.next(),
         }
     }
+}
+
+/// What takes the records of a thread of plain scopes one at a time
+/// ([`Shared::for_each_step_of`]): its `step` is inlined where each record is read.
+pub(super) trait Steps {
+    type Error;
+    /// Takes a record.
+    fn step(&mut self, step: Step) -> Result<(), Self::Error>;
+    /// The error for a record this path does not take.
+    fn other() -> Self::Error;
 }
 
 /// What decoding any thread of a capture reads: its callsites, clock and window.
@@ -258,6 +268,52 @@ impl Shared<'_> {
         self.for_each_run_of(thread, chunk, keep, |records| {
             f(&mut Run::Records(records.iter().copied()));
         });
+    }
+
+    /// [`Shared::for_each_run_or_columns_of`] for the short paths of plain scopes: hands each
+    /// record of chunk `chunk` of `thread` to `taker` as a [`Step`] (a plain chunk's kept
+    /// columns walked without making records: [`Cursor::walk`](crate::capture::compress::Cursor::walk)),
+    /// and stops at the first error it returns, or [`Steps::other`] for a record of another
+    /// kind (or damaged columns); returns the records handed over.
+    #[inline(always)]
+    pub(super) fn for_each_step_of<T: Steps>(
+        &self,
+        thread: &CaptureThread,
+        chunk: usize,
+        keep: &mut bool,
+        taker: &mut T,
+    ) -> Result<u64, T::Error> {
+        let (mut result, mut records) = (Ok(()), 0u64);
+        self.for_each_run_or_columns_of(thread, chunk, keep, |run| {
+            if result.is_err() {
+                return;
+            }
+            if let Run::Columns(cursor) = run
+                && cursor.plain()
+            {
+                records += cursor.len() as u64;
+                result = (cursor.walk(|step| taker.step(step)))
+                    .map_err(|error| error.unwrap_or_else(T::other));
+                return;
+            }
+            for record in run {
+                records += 1;
+                let (id, tick) = (record.id, record.tick);
+                result = match record.kind {
+                    RawKind::Begin => taker.step(Step::Begin {
+                        id,
+                        tick,
+                        key: RawEvent::end_key(id, tick),
+                    }),
+                    RawKind::End => taker.step(Step::End { key: id, tick }),
+                    _ => Err(T::other()),
+                };
+                if result.is_err() {
+                    return;
+                }
+            }
+        });
+        result.map(|()| records)
     }
 
     /// Starts `pairing` of `thread` (once it is set up: what it keeps decides what the cut
