@@ -405,6 +405,20 @@ mod tests {
             .unwrap_err();
             assert_eq!(error.to_string(), "disk full");
             assert_eq!(written, 2);
+            // The decoder's error is the one returned (what it handed over before may not all
+            // be written: the output is an error).
+            let failing = |f: &mut dyn FnMut(&[SpanEdge]) -> io::Result<()>| {
+                decode(n)(f)?;
+                Err(io::Error::other("damaged"))
+            };
+            let mut edges = 0;
+            let error = edges_on(apart, failing, &mut |batch| {
+                edges += batch.len() as u64;
+                Ok(())
+            })
+            .unwrap_err();
+            assert_eq!(error.to_string(), "damaged");
+            assert!(edges <= n * 1000, "apart {apart}");
         }
     }
 }

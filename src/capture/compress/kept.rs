@@ -36,6 +36,45 @@ pub(crate) fn kept_bytes() -> usize {
     KEPT.load(Ordering::Relaxed)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// A unit test's budget for the chunks checked on its thread, in place of the process's
+    /// ([`set_budget_here`]): the tests run side by side in one process.
+    static BUDGET_HERE: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// The bytes of room taken on this thread and not given back here ([`held_here`]).
+    static HELD_HERE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+}
+
+/// Sets the budget for the chunks checked on this thread (`None`: the process's).
+#[cfg(test)]
+pub(crate) fn set_budget_here(bytes: Option<usize>) {
+    BUDGET_HERE.set(bytes);
+}
+
+/// The bytes of room taken on this thread less those given back on it (by rooms and kept
+/// columns dropped here): 0 when everything taken here was given back.
+#[cfg(test)]
+pub(crate) fn held_here() -> isize {
+    HELD_HERE.get()
+}
+
+/// Counts `bytes` of room taken (or given back, negative) on this thread.
+fn held(bytes: isize) {
+    #[cfg(test)]
+    HELD_HERE.set(HELD_HERE.get() + bytes);
+    #[cfg(not(test))]
+    let _ = bytes;
+}
+
+/// The budget: the process's, or in a unit test the one set for its thread.
+fn budget() -> usize {
+    #[cfg(test)]
+    if let Some(bytes) = BUDGET_HERE.get() {
+        return bytes;
+    }
+    BUDGET.load(Ordering::Relaxed)
+}
+
 /// The checked columns of one packed chunk, unpacked: its records are made from them when
 /// used. Its bytes count against the budget while it lives.
 pub(crate) struct Columns {
@@ -56,11 +95,12 @@ pub(super) struct Room(usize);
 impl Room {
     /// Room for `len` bytes of columns, when the budget has it.
     pub(super) fn take(len: usize) -> Option<Self> {
+        let budget = budget();
         KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
-            kept.checked_add(len)
-                .filter(|&now| now <= BUDGET.load(Ordering::Relaxed))
+            kept.checked_add(len).filter(|&now| now <= budget)
         })
         .ok()?;
+        held(len as isize);
         Some(Self(len))
     }
 
@@ -88,6 +128,7 @@ impl Room {
 impl Drop for Room {
     fn drop(&mut self) {
         KEPT.fetch_sub(self.0, Ordering::Relaxed);
+        held(-(self.0 as isize));
     }
 }
 
@@ -116,6 +157,7 @@ impl Columns {
 impl Drop for Columns {
     fn drop(&mut self) {
         KEPT.fetch_sub(self.bytes.len(), Ordering::Relaxed);
+        held(-(self.bytes.len() as isize));
     }
 }
 

@@ -1,8 +1,9 @@
 //! Round trips, varints, damage (an error, never records) and long runs.
 
 use super::codec::{get_varint, put_varint, unzigzag, zigzag};
+use super::cursor::Step;
 use super::errors::PackError;
-use super::kept::{DEFAULT_BUDGET, kept_bytes, set_budget};
+use super::kept::{held_here, kept_bytes, set_budget_here};
 use super::packer::{pack, pack_each};
 use super::unpacker::{check, unpack, unpack_kept};
 use super::{MAX_PACKED_RECORDS, WRITE_RECORDS};
@@ -63,19 +64,126 @@ fn nested(n: usize, depth: u32, step: u64) -> Vec<RawEvent> {
 fn checked_columns_are_kept_within_the_budget() {
     let mut content = Vec::new();
     pack(7, 0, 4, &nested(100, 5, 30), &mut content).unwrap();
-    set_budget(0);
+    // (This thread's budget: other tests' chunks are kept meanwhile, in the process's.)
+    set_budget_here(Some(0));
     assert!(check(&content).unwrap().kept.is_none());
-    // (Other tests' chunks may be kept meanwhile: room for all of them.)
-    set_budget(usize::MAX);
+    assert_eq!(held_here(), 0);
+    set_budget_here(Some(usize::MAX));
     let kept = check(&content).unwrap().kept.unwrap();
     assert_eq!(kept.prefix.count, 1000);
     let bytes = kept.bytes.len();
     assert!(bytes > 1000 && kept_bytes() >= bytes, "{bytes} bytes");
+    assert_eq!(held_here(), bytes as isize);
     let mut records = Vec::new();
     unpack_kept(&kept, &mut records).unwrap();
     assert_eq!(records, nested(100, 5, 30));
     drop(kept);
-    set_budget(DEFAULT_BUDGET);
+    assert_eq!(held_here(), 0);
+    set_budget_here(None);
+}
+
+/// The room a check takes for a chunk's columns comes back on every path: a chunk with any
+/// byte damaged (most fail their check, some pass), cut at any length, or kept and let go.
+#[test]
+fn the_room_of_the_columns_comes_back_whatever_the_chunk() {
+    let mut content = Vec::new();
+    pack(1, 0, 4, &nested(100, 3, 50), &mut content).unwrap();
+    set_budget_here(Some(usize::MAX));
+    let (mut passed, mut failed) = (0, 0);
+    for at in 0..content.len() {
+        for flip in [0x55u8, 0x01, 0x80] {
+            let mut damaged = content.clone();
+            damaged[at] ^= flip;
+            match check(&damaged) {
+                Ok(checked) => {
+                    passed += 1;
+                    drop(checked);
+                }
+                Err(_) => failed += 1,
+            }
+            assert_eq!(held_here(), 0, "byte {at} ^ {flip:#x}");
+        }
+    }
+    for len in 0..content.len() {
+        assert!(check(&content[..len]).is_err(), "cut at {len}");
+        assert_eq!(held_here(), 0, "cut at {len}");
+    }
+    set_budget_here(None);
+    // The prefix's reserved fields pass when damaged; the frame's checksum fails.
+    assert!(
+        passed > 10 && failed > 100,
+        "{passed} passed, {failed} failed"
+    );
+}
+
+/// A walk of plain columns hands over what their records are ([`Cursor::next`]): entries of
+/// known and unknown ids, exits of the innermost entry, of others and of nothing, ticks that
+/// go back and wrap.
+#[test]
+fn walks_of_plain_columns_are_their_records() {
+    set_budget_here(Some(usize::MAX));
+    let mut walked = 0;
+    for seed in 1..=400u64 {
+        let mut next = crate::record::test_random(seed * 0x9e37_79b9);
+        let (mut records, mut open) = (Vec::new(), Vec::<(u32, u64)>::new());
+        let mut t = match seed % 5 {
+            0 => u64::MAX - 3000,
+            _ => next(1 << 40),
+        };
+        for _ in 0..1 + next(3000) {
+            t = match next(10) {
+                0 => t.wrapping_sub(next(100)),
+                _ => t.wrapping_add(next(5)),
+            };
+            match next(12) {
+                0 => records.push(RawEvent::end(next(0) as u32, t)),
+                1 if !open.is_empty() => {
+                    let (id, at) = open[next(open.len() as u64) as usize];
+                    records.push(RawEvent::end(RawEvent::end_key(id, at), t));
+                }
+                2..=6 => {
+                    let id = [1, 2, 40_000, u32::MAX][next(4) as usize];
+                    records.push(RawEvent::begin(id, t));
+                    open.push((id, t));
+                }
+                _ => match open.pop() {
+                    Some((id, at)) => records.push(RawEvent::end(RawEvent::end_key(id, at), t)),
+                    None => records.push(RawEvent::end(next(0) as u32, t)),
+                },
+            }
+        }
+        let mut content = Vec::new();
+        pack(1, 0, 4, &records, &mut content).unwrap();
+        let kept = check(&content).unwrap().kept.unwrap();
+        let mut open = Vec::new();
+        let mut cursor = kept.cursor(&mut open);
+        if !cursor.plain() {
+            continue;
+        }
+        walked += 1;
+        let mut steps = Vec::new();
+        (cursor.walk(|step| {
+            steps.push(step);
+            Ok::<(), ()>(())
+        }))
+        .unwrap();
+        let made: Vec<Step> = (records.iter())
+            .map(|r| match r.kind {
+                RawKind::Begin => Step::Begin {
+                    id: r.id,
+                    tick: r.tick,
+                    key: RawEvent::end_key(r.id, r.tick),
+                },
+                _ => Step::End {
+                    key: r.id,
+                    tick: r.tick,
+                },
+            })
+            .collect();
+        assert_eq!(steps, made, "seed {seed}");
+    }
+    set_budget_here(None);
+    assert!(walked > 100, "{walked} plain chunks walked");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Threads of nested plain scopes written from their edges
 //! ([`SpanSource::each_edge`](crate::decode::pieces::SpanSource::each_edge)) are the bytes
 //! their pieces' walk writes: read from records and from a file's packed columns, in windows
-//! cut inside the threads, with entries of unknown callsites, exits of nothing, scopes open
-//! at the end and ticks that repeat.
+//! cut inside the threads (and a flight recorder's), of salvaged sessions and of two sessions
+//! together, with entries of unknown callsites, exits of nothing, scopes open at the end and
+//! ticks that repeat.
 
 use super::spans::{EDGE_THREADS, NO_EDGES};
 use crate::capture::Capture;
@@ -102,12 +103,25 @@ fn threads_written_from_edges_are_their_pieces_bytes() {
                 .any(|c| c.kept().is_some())
         );
         from_edges += same_bytes(&[&read], &format!("file, seed {seed}"));
-        // A window that starts and ends inside the threads.
+        // Two sessions of one process (threads of the same ids).
+        let both = [&capture, &read];
+        from_edges += same_bytes(&both, &format!("two sessions, seed {seed}"));
+        // Salvaged: what is open closes at each thread's last record.
+        let mut salvaged = Capture::read_all(&path).unwrap().remove(0);
+        salvaged.salvaged = Some(64);
+        from_edges += same_bytes(&[&salvaged], &format!("salvaged, seed {seed}"));
+        // A flight recorder's window, and a window that starts and ends inside the threads.
+        let mut window = Capture::read_all(&path).unwrap().remove(0);
+        window.cut_start = Some(1_000 + end / 4);
+        for thread in &mut window.threads {
+            thread.from_tick = 1_000 + end / 4;
+        }
+        from_edges += same_bytes(&[&window], &format!("recorder's window, seed {seed}"));
         read.threads[1].from_tick = 1_000 + end / 3;
         read.end_tick = end - end / 5;
         from_edges += same_bytes(&[&read], &format!("file cut, seed {seed}"));
     }
     std::fs::remove_file(&path).unwrap();
     // The tangled threads are written from their pieces; most others from their edges.
-    assert!(from_edges >= 40, "{from_edges} threads written from edges");
+    assert!(from_edges >= 100, "{from_edges} threads written from edges");
 }
