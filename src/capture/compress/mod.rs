@@ -47,7 +47,7 @@ pub(crate) use kept::{Columns, set_budget as set_unpacked_budget};
 pub(crate) use packer::pack;
 pub(crate) use packer::pack_each;
 pub(crate) use prefix::Prefix;
-pub(crate) use unpacker::{check, unpack, unpack_kept};
+pub(crate) use unpacker::{Checked, check, unpack, unpack_kept};
 
 /// Bytes of a packed chunk's content before its zstd frame.
 pub(crate) const PACKED_PREFIX: usize = 40;

@@ -168,22 +168,13 @@ impl Session {
         if let Some((file, _)) = file
             && prefix.reserved != EVENTS_CUT
         {
-            // Checked here (as unpacking would), unpacked again when used: from the columns
-            // the check kept, within their budget, else from the file.
-            let checked = crate::capture::compress::check(content).map_err(damaged)?;
-            let Some(&index) = self.thread_index.get(&prefix.thread) else {
-                return Err(self.undeclared(pos, prefix.thread));
-            };
-            if prefix.count > 0 {
-                let chunk = Chunk::Lazy(LazyRecords {
-                    kept: checked.kept,
-                    ..lazy(file)
-                });
-                self.threads[index].push_checked(chunk, checked.memory, checked.last_tick);
-            }
-            self.records += prefix.count as u64;
-            return Ok(());
+            // Checked (as unpacking would) with the chunks after it, on every core; unpacked
+            // again when used: from the columns the check kept, within their budget, else
+            // from the file.
+            return self.check_later(pos, content, prefix.thread, lazy(file));
         }
+        // (What this chunk does comes after the packed chunks waiting.)
+        self.check_waiting()?;
         let mut records = Vec::new();
         crate::capture::compress::unpack(content, &mut records).map_err(damaged)?;
         if prefix.reserved != EVENTS_CUT {
@@ -272,7 +263,7 @@ impl Session {
 
     /// The error of an events chunk at `pos` of thread `id`, which the session does not
     /// declare.
-    fn undeclared(&self, pos: usize, id: u64) -> ReadError {
+    pub(super) fn undeclared(&self, pos: usize, id: u64) -> ReadError {
         ReadError::at(
             pos,
             format!(

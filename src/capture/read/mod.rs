@@ -11,6 +11,7 @@
 //! records where they lie ([`FileRecords`]), once their kinds are checked.
 
 mod bytes;
+mod checks;
 mod errors;
 mod events;
 mod gzip;

@@ -34,6 +34,26 @@ pub(super) struct Parser {
 impl Parser {
     pub(super) fn run(mut self, source: &mut dyn Source) -> Result<Vec<Capture>, ReadError> {
         let total = source.len();
+        let read = self.chunks(source, total);
+        // The packed chunks still waiting are checked before the reading ends or fails: an
+        // error of theirs comes first (they lie before whatever failed).
+        self.check_waiting()?;
+        read?;
+        self.end_session(None, total);
+        Ok(self.sessions)
+    }
+
+    /// Checks the packed chunks of the session waiting for their check
+    /// ([`Session::check_waiting`]).
+    fn check_waiting(&mut self) -> Result<(), ReadError> {
+        match &mut self.session {
+            Some(session) => session.check_waiting(),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads chunk after chunk of the `total` bytes of `source`.
+    fn chunks(&mut self, source: &mut dyn Source, total: usize) -> Result<(), ReadError> {
         if total == 0 {
             return Err(ReadError::at(
                 0,
@@ -91,6 +111,7 @@ impl Parser {
             }
             let body_len = left - CHUNK_HEADER;
             let Some(len) = usize::try_from(len).ok().filter(|&len| len <= body_len) else {
+                self.check_waiting()?;
                 let body = source.get(pos + CHUNK_HEADER, body_len)?;
                 self.cut_short(pos, kind, version, len, body)?;
                 break;
@@ -112,11 +133,14 @@ impl Parser {
                 && len >= PREFIX
                 && u64_at(source.get(pos + CHUNK_HEADER, PREFIX)?, 8) != EVENTS_CUT;
             let content = source.get(pos + CHUNK_HEADER, if skimmed { PREFIX } else { len })?;
+            if kind != EVENTS_PACKED {
+                // Whatever another chunk does comes after the packed chunks before it.
+                self.check_waiting()?;
+            }
             self.chunk(pos, kind, version, content, len)?;
             pos += next.min(left);
         }
-        self.end_session(None, total);
-        Ok(self.sessions)
+        Ok(())
     }
 
     /// A warning for the session being read, or the last one read.

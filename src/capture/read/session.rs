@@ -48,6 +48,23 @@ pub(super) struct Session {
     names_cut: bool,
     /// Bytes lost at the cut, for a session without footer (see `Capture::salvaged`).
     pub(super) lost_bytes: u64,
+    /// Packed chunks read from the file, waiting for their check, in file order
+    /// (`read/checks.rs`).
+    pub(super) waiting: Vec<Packed>,
+}
+
+/// A packed chunk of a file, read, not yet checked (`read/checks.rs`).
+pub(super) struct Packed {
+    pub(super) pos: usize,
+    /// Its content: the prefix and the compressed columns.
+    pub(super) content: Vec<u8>,
+    /// Its thread, and the thread's index in the session (none for an undeclared thread:
+    /// an error once the chunk is checked, as the check comes first).
+    pub(super) thread: u64,
+    pub(super) index: Option<usize>,
+    /// Where its records lie in the file.
+    pub(super) lazy: LazyRecords,
+    pub(super) count: usize,
 }
 
 /// A thread of a session being read: its records go into chunks as they come.
@@ -116,6 +133,7 @@ impl Session {
             warnings: Vec::new(),
             names_cut: false,
             lost_bytes: 0,
+            waiting: Vec::new(),
         }
     }
 
