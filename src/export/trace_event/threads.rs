@@ -6,6 +6,9 @@ use std::io::{self, Write};
 
 use super::dialect::Placed;
 use super::writer::{PREFIXES, Prefix, Slice, ThreadLanes, Tracks, Writer, nearest_micros};
+
+/// Slots of [`Writer::prefixes`] a key tries after its own before it takes one.
+const PROBES: usize = 4;
 use crate::decode::pieces::{Piece, SpanSource, Want};
 use crate::export::json;
 use crate::export::lanes::Lanes;
@@ -192,7 +195,15 @@ impl Writer<'_> {
         let mixed = (address as u64 ^ u64::from(ph) << 56 ^ u64::from(poll) << 55)
             .wrapping_add(u64::from(lane).wrapping_mul(0x9E37_79B9))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = (mixed >> 58) as usize % PREFIXES;
+        // Open addressing: a key taken by another goes to the next slot free (a few tries),
+        // so that two hot keys whose addresses hash alike do not evict each other by turns.
+        let mut slot = (mixed >> 58) as usize % PREFIXES;
+        for _ in 0..PROBES {
+            match self.prefixes[slot].key {
+                Some(taken) if taken != key => slot = (slot + 1) % PREFIXES,
+                _ => break,
+            }
+        }
         if self.prefixes[slot].key != Some(key) {
             let mut bytes = std::mem::take(&mut self.prefixes[slot].bytes);
             bytes.clear();
